@@ -1,0 +1,239 @@
+#include "model/cluster_state.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "common/check.h"
+
+namespace estuary {
+
+StatusOr<NodeId> ClusterState::AddNode(NodeSpec spec) {
+  if (spec.cpu_milli < 0 || spec.mem_mib < 0 || spec.gpu_count < 0) {
+    return InvalidArgument("node '" + spec.name + "': negative capacity");
+  }
+  if (spec.gpu_count > kMaxGpusPerNode) {
+    return InvalidArgument("node '" + spec.name + "': " + std::to_string(spec.gpu_count) +
+                           " GPUs exceed the limit of " + std::to_string(kMaxGpusPerNode));
+  }
+  for (const Node& n : nodes_) {
+    if (n.spec.name == spec.name) return InvalidArgument("duplicate node name '" + spec.name + "'");
+  }
+  Node n;
+  n.id = NodeId(static_cast<uint32_t>(nodes_.size()));
+  n.cpu_free = spec.cpu_milli;
+  n.mem_free = spec.mem_mib;
+  for (int g = 0; g < spec.gpu_count; ++g) n.gpu_free[g] = kMilliPerGpu;
+  total_gpu_milli_ += int64_t{spec.gpu_count} * kMilliPerGpu;
+  total_cpu_milli_ += spec.cpu_milli;
+  n.spec = std::move(spec);
+  n.full_free_gpus = 0;
+  nodes_.push_back(std::move(n));
+  bucket_pos_.push_back(static_cast<uint32_t>(by_full_free_[0].size()));
+  by_full_free_[0].push_back(nodes_.back().id);
+  RefreshGpuSummary(nodes_.back());
+  ++epoch_;
+  return nodes_.back().id;
+}
+
+JobId ClusterState::AddJob(JobSpec spec) {
+  Job j;
+  j.id = JobId(static_cast<uint32_t>(jobs_.size()));
+  j.spec = std::move(spec);
+  jobs_.push_back(std::move(j));
+  return jobs_.back().id;
+}
+
+TaskId ClusterState::AddTask(JobId job, std::string name, TaskRequest req, int32_t priority) {
+  ESTUARY_CHECK(job.valid() && job.value() < jobs_.size());
+  ESTUARY_CHECK(req.gpu_milli >= 0 && req.gpu_milli <= kMilliPerGpu);
+  Task t;
+  t.id = TaskId(static_cast<uint32_t>(tasks_.size()));
+  t.job = job;
+  t.name = std::move(name);
+  t.req = req;
+  t.priority = priority;
+  jobs_[job.value()].tasks.push_back(t.id);
+  tasks_.push_back(std::move(t));
+  return tasks_.back().id;
+}
+
+void ClusterState::MoveBucket(NodeId id, int from, int to) {
+  auto& src = by_full_free_[from];
+  const uint32_t pos = bucket_pos_[id.value()];
+  src[pos] = src.back();
+  bucket_pos_[src[pos].value()] = pos;
+  src.pop_back();
+  bucket_pos_[id.value()] = static_cast<uint32_t>(by_full_free_[to].size());
+  by_full_free_[to].push_back(id);
+}
+
+void ClusterState::RefreshGpuSummary(Node& n) {
+  const int32_t old_full = n.full_free_gpus;
+  n.full_free_gpus = 0;
+  n.max_gpu_free = 0;
+  n.gpu_free_total = 0;
+  for (int g = 0; g < n.spec.gpu_count; ++g) {
+    MilliGpu f = n.gpu_free[g];
+    n.full_free_gpus += f == kMilliPerGpu;
+    n.max_gpu_free = std::max(n.max_gpu_free, f);
+    n.gpu_free_total += f;
+  }
+  if (n.full_free_gpus != old_full) MoveBucket(n.id, old_full, n.full_free_gpus);
+}
+
+bool ClusterState::CanBind(TaskId task, NodeId node, const GpuIndices& gpus) const {
+  if (!task.valid() || task.value() >= tasks_.size()) return false;
+  if (!node.valid() || node.value() >= nodes_.size()) return false;
+  const Task& t = tasks_[task.value()];
+  const Node& n = nodes_[node.value()];
+  if (t.state != TaskState::kPending) return false;
+  if (t.req.cpu_milli > n.cpu_free || t.req.mem_mib > n.mem_free) return false;
+  const int want = t.req.NeedsGpu() ? t.req.gpu_count : 0;
+  if (gpus.size != want) return false;
+  if (want > 0 && !t.req.models.Admits(n.spec.model)) return false;
+  uint32_t seen = 0;
+  for (uint8_t g : gpus) {
+    if (g >= n.spec.gpu_count || (seen >> g & 1)) return false;
+    seen |= 1u << g;
+    if (n.gpu_free[g] < t.req.gpu_milli) return false;
+  }
+  return true;
+}
+
+void ClusterState::Bind(TaskId task, NodeId node, const GpuIndices& gpus) {
+  ESTUARY_CHECK(CanBind(task, node, gpus));
+  Task& t = tasks_[task.value()];
+  Node& n = nodes_[node.value()];
+  n.cpu_free -= t.req.cpu_milli;
+  n.mem_free -= t.req.mem_mib;
+  for (uint8_t g : gpus) n.gpu_free[g] -= t.req.gpu_milli;
+  RefreshGpuSummary(n);
+  n.tasks.push_back(task);
+  ++n.version;
+  t.state = TaskState::kBound;
+  t.node = node;
+  t.gpus = gpus;
+  allocated_gpu_milli_ += int64_t{gpus.size} * t.req.gpu_milli;
+  allocated_cpu_milli_ += t.req.cpu_milli;
+  ++num_bound_;
+  ++epoch_;
+}
+
+void ClusterState::Release(Task& t) {
+  Node& n = nodes_[t.node.value()];
+  n.cpu_free += t.req.cpu_milli;
+  n.mem_free += t.req.mem_mib;
+  for (uint8_t g : t.gpus) n.gpu_free[g] += t.req.gpu_milli;
+  RefreshGpuSummary(n);
+  auto it = std::find(n.tasks.begin(), n.tasks.end(), t.id);
+  ESTUARY_CHECK(it != n.tasks.end());
+  n.tasks.erase(it);
+  ++n.version;
+  allocated_gpu_milli_ -= int64_t{t.gpus.size} * t.req.gpu_milli;
+  allocated_cpu_milli_ -= t.req.cpu_milli;
+  --num_bound_;
+  t.node = NodeId();
+  t.gpus = GpuIndices();
+  ++epoch_;
+}
+
+void ClusterState::Unbind(TaskId task) {
+  Task& t = tasks_[task.value()];
+  ESTUARY_CHECK(t.state == TaskState::kBound);
+  Release(t);
+  t.state = TaskState::kPending;
+}
+
+void ClusterState::Finish(TaskId task) {
+  Task& t = tasks_[task.value()];
+  if (t.state == TaskState::kBound) Release(t);
+  t.state = TaskState::kFinished;
+  ++epoch_;
+}
+
+void ClusterState::SetNodeState(NodeId node, NodeState state) {
+  Node& n = nodes_[node.value()];
+  n.state = state;
+  ++n.version;
+  ++epoch_;
+}
+
+Status ClusterState::CheckInvariants() const {
+  auto fail = [](const std::string& what) { return Internal("invariant broken: " + what); };
+  int64_t alloc_gpu = 0, alloc_cpu = 0, bound = 0;
+  std::vector<MilliCpu> cpu_used(nodes_.size(), 0);
+  std::vector<MemMiB> mem_used(nodes_.size(), 0);
+  std::vector<std::array<int32_t, kMaxGpusPerNode>> gpu_used(nodes_.size());
+  for (const Task& t : tasks_) {
+    if (t.state != TaskState::kBound) {
+      if (t.node.valid() || t.gpus.size != 0) return fail("unbound task '" + t.name + "' holds resources");
+      continue;
+    }
+    ++bound;
+    if (!t.node.valid() || t.node.value() >= nodes_.size()) return fail("task '" + t.name + "' on a missing node");
+    const Node& n = nodes_[t.node.value()];
+    if (std::count(n.tasks.begin(), n.tasks.end(), t.id) != 1) {
+      return fail("task '" + t.name + "' not listed exactly once on node '" + n.spec.name + "'");
+    }
+    const int want = t.req.NeedsGpu() ? t.req.gpu_count : 0;
+    if (t.gpus.size != want) return fail("task '" + t.name + "' bound to the wrong number of GPUs");
+    uint32_t seen = 0;
+    for (uint8_t g : t.gpus) {
+      if (g >= n.spec.gpu_count) return fail("task '" + t.name + "' on GPU index beyond node '" + n.spec.name + "'");
+      if (seen >> g & 1) return fail("task '" + t.name + "' bound twice to one GPU");
+      seen |= 1u << g;
+      gpu_used[n.id.value()][g] += t.req.gpu_milli;
+    }
+    cpu_used[n.id.value()] += t.req.cpu_milli;
+    mem_used[n.id.value()] += t.req.mem_mib;
+    alloc_gpu += int64_t{t.gpus.size} * t.req.gpu_milli;
+    alloc_cpu += t.req.cpu_milli;
+  }
+  int64_t total_gpu = 0, total_cpu = 0;
+  for (const Node& n : nodes_) {
+    const size_t i = n.id.value();
+    total_gpu += int64_t{n.spec.gpu_count} * kMilliPerGpu;
+    total_cpu += n.spec.cpu_milli;
+    if (cpu_used[i] > n.spec.cpu_milli) return fail("CPU over-committed on node '" + n.spec.name + "'");
+    if (mem_used[i] > n.spec.mem_mib) return fail("memory over-committed on node '" + n.spec.name + "'");
+    if (n.cpu_free != n.spec.cpu_milli - cpu_used[i]) return fail("CPU accounting of node '" + n.spec.name + "'");
+    if (n.mem_free != n.spec.mem_mib - mem_used[i]) return fail("memory accounting of node '" + n.spec.name + "'");
+    int64_t free_total = 0;
+    int32_t full = 0;
+    MilliGpu maxf = 0;
+    for (int g = 0; g < n.spec.gpu_count; ++g) {
+      if (gpu_used[i][g] > kMilliPerGpu) return fail("GPU " + std::to_string(g) + " over-committed on node '" + n.spec.name + "'");
+      if (n.gpu_free[g] != kMilliPerGpu - gpu_used[i][g]) return fail("GPU accounting of node '" + n.spec.name + "'");
+      free_total += n.gpu_free[g];
+      full += n.gpu_free[g] == kMilliPerGpu;
+      maxf = std::max(maxf, n.gpu_free[g]);
+    }
+    if (free_total != n.gpu_free_total || full != n.full_free_gpus || maxf != n.max_gpu_free) {
+      return fail("GPU summary of node '" + n.spec.name + "'");
+    }
+    for (TaskId id : n.tasks) {
+      if (!id.valid() || id.value() >= tasks_.size() || tasks_[id.value()].node != n.id ||
+          tasks_[id.value()].state != TaskState::kBound) {
+        return fail("node '" + n.spec.name + "' lists a task that is not bound to it");
+      }
+    }
+  }
+  if (total_gpu != total_gpu_milli_ || total_cpu != total_cpu_milli_) return fail("cluster capacity totals");
+  size_t indexed = 0;
+  for (int k = 0; k <= kMaxGpusPerNode; ++k) {
+    for (size_t p = 0; p < by_full_free_[k].size(); ++p) {
+      NodeId id = by_full_free_[k][p];
+      if (nodes_[id.value()].full_free_gpus != k || bucket_pos_[id.value()] != p) {
+        return fail("free-GPU index entry of node '" + nodes_[id.value()].spec.name + "'");
+      }
+    }
+    indexed += by_full_free_[k].size();
+  }
+  if (indexed != nodes_.size()) return fail("free-GPU index size");
+  if (alloc_gpu != allocated_gpu_milli_ || alloc_cpu != allocated_cpu_milli_ || bound != num_bound_) {
+    return fail("cluster allocation totals");
+  }
+  return Status::Ok();
+}
+
+}  // namespace estuary

@@ -1,0 +1,147 @@
+// ClusterState: the exact model of one GPU cluster — nodes with per-GPU free capacity, jobs, and
+// tasks bound to nodes and GPU indices. Both drivers (simulator, live service) mutate it only
+// through Bind/Unbind/Finish and node-state changes; schedulers read it.
+//
+// Invariants (verified by CheckInvariants(), which tests run after every simulator step):
+//  - no GPU, CPU or memory of any node is over-committed; per-GPU free milli is in [0, 1000];
+//  - every bound task sits on an existing node, on distinct GPU indices < the node's GPU count,
+//    and appears exactly once in that node's task list; pending tasks hold no resources;
+//  - every node's free amounts equal its capacity minus the requests of its bound tasks, and the
+//    cluster-wide allocation totals equal the sum over nodes.
+// Thread-safety: none; one scheduling cycle or simulator step owns the state at a time.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "model/gpu_models.h"
+#include "model/resources.h"
+
+namespace estuary {
+
+enum class NodeState : uint8_t { kReady, kCordoned, kDown };
+
+struct NodeSpec {
+  std::string name;
+  MilliCpu cpu_milli = 0;
+  MemMiB mem_mib = 0;
+  int32_t gpu_count = 0;
+  GpuModelId model;  // invalid for CPU-only nodes
+  std::vector<std::pair<std::string, std::string>> labels;
+};
+
+struct Node {
+  NodeId id;
+  NodeSpec spec;
+  NodeState state = NodeState::kReady;
+  MilliCpu cpu_free = 0;
+  MemMiB mem_free = 0;
+  std::array<MilliGpu, kMaxGpusPerNode> gpu_free{};  // first spec.gpu_count entries are used
+  int32_t full_free_gpus = 0;   // GPUs with gpu_free == 1000
+  MilliGpu max_gpu_free = 0;    // largest gpu_free over the node's GPUs (0 without GPUs)
+  int64_t gpu_free_total = 0;   // sum of gpu_free
+  uint32_t version = 1;         // bumped on every change of the node's free capacity or tasks
+  std::vector<TaskId> tasks;    // bound tasks, in bind order
+
+  bool Schedulable() const { return state == NodeState::kReady; }
+};
+
+enum class TaskState : uint8_t { kPending, kBound, kFinished };
+
+struct Task {
+  TaskId id;
+  JobId job;
+  std::string name;
+  TaskRequest req;
+  int32_t priority = 0;
+  TaskState state = TaskState::kPending;
+  NodeId node;       // valid iff state == kBound
+  GpuIndices gpus;   // valid iff state == kBound
+};
+
+// A job groups tasks with shared replica bounds: it runs when at least `min_replicas` of its
+// tasks are bound at once; granted replica counts are multiples of `step`. A single-task job is
+// min = max = step = 1.
+struct JobSpec {
+  std::string name;
+  int32_t min_replicas = 1;
+  int32_t max_replicas = 1;
+  int32_t step = 1;
+  int32_t priority = 0;
+};
+
+struct Job {
+  JobId id;
+  JobSpec spec;
+  std::vector<TaskId> tasks;
+};
+
+class ClusterState {
+ public:
+  ClusterState() = default;
+
+  GpuModels& models() { return models_; }
+  const GpuModels& models() const { return models_; }
+
+  // Adds a node with all of its capacity free. Fails on a duplicate name, negative capacity or
+  // more than kMaxGpusPerNode GPUs.
+  StatusOr<NodeId> AddNode(NodeSpec spec);
+  JobId AddJob(JobSpec spec);
+  // Adds a pending task to `job`. REQUIRES: job is valid; req.gpu_milli in [0, 1000].
+  TaskId AddTask(JobId job, std::string name, TaskRequest req, int32_t priority = 0);
+
+  // Binds a pending task to `node` on GPU indices `gpus`. REQUIRES: CanBind(...).
+  void Bind(TaskId task, NodeId node, const GpuIndices& gpus);
+  // Whether binding would keep every invariant (capacity, distinct valid GPU indices, state).
+  bool CanBind(TaskId task, NodeId node, const GpuIndices& gpus) const;
+  // Returns a bound task to pending and frees what it held. REQUIRES: the task is bound.
+  void Unbind(TaskId task);
+  // Ends a task: frees what it held (when bound) and marks it finished.
+  void Finish(TaskId task);
+  void SetNodeState(NodeId node, NodeState state);
+
+  const Node& node(NodeId id) const { return nodes_[id.value()]; }
+  const Task& task(TaskId id) const { return tasks_[id.value()]; }
+  const Job& job(JobId id) const { return jobs_[id.value()]; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<Task>& tasks() const { return tasks_; }
+  const std::vector<Job>& jobs() const { return jobs_; }
+  size_t num_nodes() const { return nodes_.size(); }
+
+  int64_t total_gpu_milli() const { return total_gpu_milli_; }
+  int64_t allocated_gpu_milli() const { return allocated_gpu_milli_; }
+  MilliCpu total_cpu_milli() const { return total_cpu_milli_; }
+  MilliCpu allocated_cpu_milli() const { return allocated_cpu_milli_; }
+  int64_t num_bound_tasks() const { return num_bound_; }
+  // Free-capacity index: the nodes with exactly k wholly free GPUs (k in [0, kMaxGpusPerNode]),
+  // in no particular order. A task needing k whole GPUs only looks at buckets k and above.
+  const std::vector<NodeId>& nodes_with_full_free(int k) const { return by_full_free_[k]; }
+
+  // Bumped on every mutation; lets caches tell whether anything changed.
+  uint64_t epoch() const { return epoch_; }
+
+  // Returns OK, or the first broken invariant in words.
+  Status CheckInvariants() const;
+
+ private:
+  void RefreshGpuSummary(Node& n);
+  void MoveBucket(NodeId id, int from, int to);
+  void Release(Task& t);
+
+  GpuModels models_;
+  std::vector<Node> nodes_;
+  std::vector<Task> tasks_;
+  std::vector<Job> jobs_;
+  int64_t total_gpu_milli_ = 0;
+  int64_t allocated_gpu_milli_ = 0;
+  MilliCpu total_cpu_milli_ = 0;
+  MilliCpu allocated_cpu_milli_ = 0;
+  int64_t num_bound_ = 0;
+  uint64_t epoch_ = 0;
+  std::array<std::vector<NodeId>, kMaxGpusPerNode + 1> by_full_free_;
+  std::vector<uint32_t> bucket_pos_;  // position of each node in its by_full_free_ bucket
+};
+
+}  // namespace estuary

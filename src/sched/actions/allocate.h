@@ -1,0 +1,37 @@
+// AllocateAction: starts pending jobs in queue order without disrupting running work.
+//
+// A job is a gang: it starts only when at least `min_replicas` of its tasks can be bound at once.
+// Steps: (1) open a Statement; (2) ask the Session for a node for each pending task of the job,
+// binding each decision through the statement so later decisions see earlier ones, up to
+// `max_replicas`; stop at the first task that does not fit; (3) grant the largest multiple of
+// `step` not above the number placed (Align); (4) if that is below `min_replicas`, roll everything
+// back and report why the job waits; else roll back the surplus and commit.
+// A single-task job (min = max = step = 1) is the degenerate case.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sched/framework/session.h"
+#include "sched/framework/statement.h"
+
+namespace estuary {
+
+struct JobAttempt {
+  JobId job;
+  bool started = false;
+  int32_t granted = 0;  // replicas bound (a multiple of step), 0 when not started
+  OutcomeKind kind = OutcomeKind::kPlaced;  // of the first task that did not fit, when not started
+  std::string reason;                       // why the job waits (empty when started)
+};
+
+class AllocateAction {
+ public:
+  // Tries to start one job. REQUIRES: `session` was opened over `state`.
+  static JobAttempt TryStart(Session& session, ClusterState& state, JobId job);
+  // Tries each job of `queue` in order.
+  static std::vector<JobAttempt> Run(Session& session, ClusterState& state, std::span<const JobId> queue);
+};
+
+}  // namespace estuary

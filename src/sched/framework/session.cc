@@ -1,0 +1,211 @@
+#include "sched/framework/session.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace estuary {
+
+std::string_view TieBreakName(TieBreak t) {
+  return t == TieBreak::kNodeOrder ? "node-order" : "uniform";
+}
+
+StatusOr<TieBreak> ParseTieBreak(std::string_view name) {
+  if (name == "node-order") return TieBreak::kNodeOrder;
+  if (name == "uniform") return TieBreak::kUniform;
+  return InvalidArgument("unknown tie-break rule '" + std::string(name) + "' (known: node-order, uniform)");
+}
+
+std::string_view OutcomeKindName(OutcomeKind k) {
+  switch (k) {
+    case OutcomeKind::kPlaced: return "placed";
+    case OutcomeKind::kRetryable: return "retryable";
+    case OutcomeKind::kInfeasible: return "infeasible";
+  }
+  return "?";
+}
+
+size_t Session::ReqHash::operator()(const TaskRequest& r) const {
+  uint64_t h = static_cast<uint64_t>(r.cpu_milli) * 0x9e3779b97f4a7c15ULL;
+  h ^= static_cast<uint64_t>(r.mem_mib) + 0x7f4a7c15ULL + (h << 6) + (h >> 2);
+  h ^= (static_cast<uint64_t>(r.gpu_count) << 32 | static_cast<uint32_t>(r.gpu_milli)) + (h << 6) + (h >> 2);
+  h ^= r.models.bits() + (h << 6) + (h >> 2);
+  return static_cast<size_t>(h);
+}
+
+Session::Session(const ClusterState& state, SessionOptions options)
+    : state_(state), options_(std::move(options)), rng_(options_.seed) {}
+
+StatusOr<std::unique_ptr<Session>> Session::Open(const ClusterState& state, const Registry& registry,
+                                                 const PluginContext& ctx, SessionOptions options) {
+  std::unique_ptr<Session> s(new Session(state, std::move(options)));
+  if (s->options_.policy.scores.empty()) {
+    return InvalidArgument("policy '" + s->options_.policy.name + "' has no score plugin");
+  }
+  for (const std::string& f : s->options_.policy.filters) {
+    auto p = registry.MakeFilter(f, ctx);
+    if (!p.ok()) return p.status();
+    s->filters_.push_back(std::move(p).value());
+  }
+  for (const auto& [name, weight] : s->options_.policy.scores) {
+    auto p = registry.MakeScore(name, ctx);
+    if (!p.ok()) return p.status();
+    Scorer sc;
+    sc.plugin = std::move(p).value();
+    sc.weight = weight;
+    sc.cacheable = s->options_.score_cache && sc.plugin->CacheableByNode();
+    s->scorers_.push_back(std::move(sc));
+  }
+  auto g = registry.MakeGpuSelect(s->options_.policy.gpu_select, ctx);
+  if (!g.ok()) return g.status();
+  s->gpu_select_ = std::move(g).value();
+
+  if (s->options_.node_rank.empty()) {
+    // Seeded random order over the nodes sorted by name (the published runs prefix sorted node
+    // names with a random permutation and break ties by the smallest name).
+    const auto& nodes = state.nodes();
+    std::vector<uint32_t> by_name(nodes.size());
+    std::iota(by_name.begin(), by_name.end(), 0);
+    std::sort(by_name.begin(), by_name.end(),
+              [&](uint32_t a, uint32_t b) { return nodes[a].spec.name < nodes[b].spec.name; });
+    std::vector<uint32_t> perm = s->rng_.Permutation(static_cast<uint32_t>(nodes.size()));
+    s->options_.node_rank.assign(nodes.size(), 0);
+    for (size_t i = 0; i < by_name.size(); ++i) s->options_.node_rank[by_name[i]] = perm[i];
+  }
+  return s;
+}
+
+uint32_t Session::Rank(NodeId n) const {
+  const auto& r = options_.node_rank;
+  return n.value() < r.size() ? r[n.value()] : static_cast<uint32_t>(r.size() + n.value());
+}
+
+uint32_t Session::ClassOf(const TaskRequest& req) {
+  auto [it, inserted] = classes_.try_emplace(req, static_cast<uint32_t>(classes_.size()));
+  return it->second;
+}
+
+bool Session::EverFits(const TaskRequest& req) const {
+  for (const Node& n : state_.nodes()) {
+    if (n.state == NodeState::kDown) continue;
+    if (req.cpu_milli > n.spec.cpu_milli || req.mem_mib > n.spec.mem_mib) continue;
+    if (req.NeedsGpu() && (!req.models.Admits(n.spec.model) || req.gpu_count > n.spec.gpu_count)) continue;
+    return true;
+  }
+  return false;
+}
+
+std::string Session::Explain(const Task& task) const {
+  std::string s = "0/" + std::to_string(state_.num_nodes()) + " nodes fit";
+  auto add = [&](int64_t n, const char* what) {
+    if (n > 0) s += ", " + std::to_string(n) + " " + what;
+  };
+  add(rej_.not_ready, "not ready");
+  add(rej_.model, "GPU model not allowed");
+  add(rej_.cpu, "insufficient CPU");
+  add(rej_.mem, "insufficient memory");
+  add(rej_.gpu, task.req.IsSharedGpu() ? "no GPU with enough free share" : "too few free GPUs");
+  if (rej_.plugin > 0) s += ", " + std::to_string(rej_.plugin) + " rejected (" + rej_.plugin_reason + ")";
+  return s;
+}
+
+Outcome Session::Decide(TaskId task_id) {
+  const Task& task = state_.task(task_id);
+  const TaskRequest& req = task.req;
+  const auto& nodes = state_.nodes();
+  feasible_.clear();
+  rej_ = Rejections();
+
+  const bool gpu_task = req.NeedsGpu();
+  const bool whole = gpu_task && !req.IsSharedGpu();
+  auto consider = [&](const Node& n) {
+    if (!n.Schedulable()) { ++rej_.not_ready; return; }
+    if (gpu_task && !req.models.Admits(n.spec.model)) { ++rej_.model; return; }
+    if (req.cpu_milli > n.cpu_free) { ++rej_.cpu; return; }
+    if (req.mem_mib > n.mem_free) { ++rej_.mem; return; }
+    if (gpu_task) {
+      if (whole ? n.full_free_gpus < req.gpu_count : n.max_gpu_free < req.gpu_milli) { ++rej_.gpu; return; }
+    }
+    for (auto& f : filters_) {
+      std::string_view why = f->Filter(task, n);
+      if (!why.empty()) {
+        if (rej_.plugin++ == 0) rej_.plugin_reason = std::string(why);
+        return;
+      }
+    }
+    feasible_.push_back(n.id);
+  };
+  if (whole) {
+    // Index: only nodes with at least gpu_count wholly free GPUs can hold the task.
+    int64_t skipped = 0;
+    for (int k = 0; k < std::min(req.gpu_count, kMaxGpusPerNode + 1); ++k) skipped += state_.nodes_with_full_free(k).size();
+    for (int k = req.gpu_count; k <= kMaxGpusPerNode; ++k) {
+      for (NodeId id : state_.nodes_with_full_free(k)) consider(nodes[id.value()]);
+    }
+    rej_.gpu += skipped;
+  } else {
+    for (const Node& n : nodes) consider(n);
+  }
+
+  Outcome out;
+  if (feasible_.empty()) {
+    out.kind = EverFits(req) ? OutcomeKind::kRetryable : OutcomeKind::kInfeasible;
+    out.reason = Explain(task);
+    if (out.kind == OutcomeKind::kInfeasible) out.reason = "no node could ever hold it; " + out.reason;
+    return out;
+  }
+
+  const size_t n = feasible_.size();
+  totals_.assign(n, 0);
+  const uint32_t cls = ClassOf(req);
+  for (Scorer& sc : scorers_) {
+    sc.plugin->PreScore(task, feasible_, rng_);
+    sc.scratch.resize(n);
+    if (sc.cacheable) {
+      if (sc.cache.size() <= cls) sc.cache.resize(cls + 1);
+      auto& cache = sc.cache[cls];
+      if (cache.size() < nodes.size()) cache.resize(nodes.size(), {0, 0});
+      for (size_t i = 0; i < n; ++i) {
+        const Node& node = nodes[feasible_[i].value()];
+        auto& e = cache[node.id.value()];
+        if (e.first == node.version) {
+          ++cache_hits_;
+        } else {
+          ++cache_misses_;
+          e = {node.version, sc.plugin->Score(task, node)};
+        }
+        sc.scratch[i] = e.second;
+      }
+    } else {
+      for (size_t i = 0; i < n; ++i) sc.scratch[i] = sc.plugin->Score(task, nodes[feasible_[i].value()]);
+    }
+    sc.plugin->Normalize(sc.scratch);
+    for (size_t i = 0; i < n; ++i) totals_[i] += sc.weight * sc.scratch[i];
+  }
+
+  size_t best = 0;
+  if (options_.tie_break == TieBreak::kNodeOrder) {
+    for (size_t i = 1; i < n; ++i) {
+      if (totals_[i] > totals_[best] || (totals_[i] == totals_[best] && Rank(feasible_[i]) < Rank(feasible_[best]))) {
+        best = i;
+      }
+    }
+  } else {
+    // Uniform among the tied maxima, taken in node-id order so that the index's internal order
+    // cannot change the outcome.
+    const int64_t top = *std::max_element(totals_.begin(), totals_.end());
+    tied_.clear();
+    for (size_t i = 0; i < n; ++i) {
+      if (totals_[i] == top) tied_.push_back(static_cast<uint32_t>(i));
+    }
+    std::sort(tied_.begin(), tied_.end(), [&](uint32_t a, uint32_t b) { return feasible_[a] < feasible_[b]; });
+    best = tied_[rng_.Uniform(tied_.size())];
+  }
+  const Node& chosen = nodes[feasible_[best].value()];
+  out.kind = OutcomeKind::kPlaced;
+  out.node = chosen.id;
+  out.score = totals_[best];
+  out.gpus = gpu_task ? gpu_select_->Select(task, chosen, rng_) : GpuIndices();
+  return out;
+}
+
+}  // namespace estuary

@@ -1,0 +1,24 @@
+// Wires every built-in plugin into a Registry and names the six policies of the FGD paper.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sched/framework/registry.h"
+#include "sched/framework/session.h"
+
+namespace estuary {
+
+// Registers all built-in score, GPU-select and filter plugins.
+void RegisterBuiltinPlugins(Registry& registry);
+// A Registry holding every built-in plugin.
+const Registry& BuiltinRegistry();
+
+// The policies of the openb comparison, in the paper's order:
+// random, dotprod, gpu-clustering, gpu-packing, best-fit, fgd.
+const std::vector<std::string>& OpenbPolicyNames();
+// The PolicyConfig of one of those names; NotFound naming the known ones otherwise.
+StatusOr<PolicyConfig> OpenbPolicy(const std::string& name);
+
+}  // namespace estuary

@@ -1,0 +1,74 @@
+// The openb protocol of the FGD paper (docs/metrics.md §1): for each seed, the trace's tasks in a
+// seeded random order followed by seeded top-up samples until tune x cluster GPU capacity has
+// arrived; tasks only arrive; a task that fits no node fails and is dropped. Records the GPU
+// allocation ratio and fragmentation against arrived GPU demand.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/cluster_state.h"
+#include "sched/framework/session.h"
+#include "sched/plugins/fgd/typical_tasks.h"
+#include "sim/metrics.h"
+
+namespace estuary {
+
+// The inputs shared by all seeds and policies of one run.
+struct OpenbWorkload {
+  ClusterState cluster;                // nodes only, nothing bound
+  std::vector<TaskRequest> tasks;      // the trace's tasks, in file order
+  std::vector<std::string> names;      // their names (same order)
+  TypicalTasks typical;                // from `tasks`
+};
+
+struct OpenbOptions {
+  std::string policy;                        // one of OpenbPolicyNames()
+  TieBreak tie_break = TieBreak::kNodeOrder; // default: the published rule
+  std::vector<uint64_t> seeds;               // default: none (caller sets 42..51)
+  double tune = 1.3;                         // arrived GPU demand at the end, x capacity
+  bool check_invariants = false;             // ClusterState::CheckInvariants() after every task
+  // Called after every task with (seed index, tasks done, tasks total); may be empty.
+  std::function<void(size_t, size_t, size_t)> progress;
+};
+
+using Curve = std::array<std::optional<double>, ArrivalCurve::kMaxPct + 1>;
+
+struct OpenbSeedResult {
+  uint64_t seed = 0;
+  double gpu_alloc_pct = 0;        // at the end of the run
+  double frag_ratio_pct = 0;       // at the end
+  double frag_gpu_milli = 0;       // at the end
+  double arrived_gpu_pct = 0;      // at the end
+  int64_t tasks_arrived = 0, tasks_placed = 0, tasks_failed = 0;
+  std::map<std::string, int64_t> failed_by_shape;  // "1xGPU(460m)" -> count
+  Curve alloc_curve, frag_ratio_curve, frag_amount_curve;  // vs arrived GPU demand %
+  uint64_t cache_hits = 0, cache_misses = 0;
+};
+
+struct OpenbResult {
+  std::string policy;
+  TieBreak tie_break = TieBreak::kNodeOrder;
+  double tune = 1.3;
+  std::vector<OpenbSeedResult> seeds;
+  double gpu_alloc_pct_mean = 0;
+  double frag_ratio_pct_mean = 0;
+  Curve alloc_curve_mean, frag_ratio_curve_mean, frag_amount_curve_mean;
+  double wall_seconds = 0;  // set by the caller (the engine never reads the wall clock)
+};
+
+// Task order of one seed: indices into workload.tasks (the shuffled trace, then top-up samples).
+std::vector<uint32_t> OpenbTaskOrder(const OpenbWorkload& workload, uint64_t seed, double tune);
+
+// The shape label used for failed-task counts: "cpu-only", "shared-gpu(<m>m)" or "<k>-gpu".
+std::string TaskShape(const TaskRequest& r);
+
+StatusOr<OpenbResult> RunOpenb(const OpenbWorkload& workload, const OpenbOptions& options);
+
+}  // namespace estuary

@@ -1,0 +1,379 @@
+#include "sim/outputs.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sim/report/report.h"
+#include "sim/trace/csv_fields.h"
+
+namespace estuary {
+
+Status MakeOutputDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return InvalidArgument(dir + ": cannot create output directory (" + ec.message() + ")");
+  return Status::Ok();
+}
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return InvalidArgument(path + ": cannot open for writing (" + std::strerror(errno) + ")");
+  f << text;
+  f.close();
+  if (!f) return InvalidArgument(path + ": write failed");
+  return Status::Ok();
+}
+
+std::string OpenbTraceName(const std::string& pods_path) {
+  std::string stem = std::filesystem::path(pods_path).stem().string();
+  const std::string prefix = "openb_pod_list_";
+  if (stem.rfind(prefix, 0) == 0) return stem.substr(prefix.size());
+  return stem;
+}
+
+std::optional<double> PublishedOpenb::EndMean(const std::string& policy, const std::vector<uint64_t>& seeds) const {
+  auto it = by_policy.find(policy);
+  if (it == by_policy.end() || seeds.empty()) return std::nullopt;
+  double s = 0;
+  for (uint64_t seed : seeds) {
+    auto c = it->second.find(seed);
+    if (c == it->second.end() || !c->second[ArrivalCurve::kMaxPct]) return std::nullopt;
+    s += *c->second[ArrivalCurve::kMaxPct];
+  }
+  return s / static_cast<double>(seeds.size());
+}
+
+std::optional<Curve> PublishedOpenb::MeanCurve(const std::string& policy, const std::vector<uint64_t>& seeds) const {
+  auto it = by_policy.find(policy);
+  if (it == by_policy.end()) return std::nullopt;
+  std::vector<Curve> curves;
+  for (uint64_t seed : seeds) {
+    auto c = it->second.find(seed);
+    if (c != it->second.end()) curves.push_back(c->second);
+  }
+  if (curves.empty()) return std::nullopt;
+  return estuary::MeanCurve(curves);
+}
+
+StatusOr<PublishedOpenb> ReadPublishedOpenb(const std::string& path, const std::string& trace) {
+  std::ifstream f(path);
+  if (!f) return InvalidArgument(path + ": cannot open file");
+  PublishedOpenb out;
+  out.trace = trace;
+  std::string line;
+  unsigned lineno = 0;
+  std::vector<std::string> header;
+  auto split = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::string cur;
+    std::istringstream in(s);
+    while (std::getline(in, cur, ',')) v.push_back(cur);
+    if (!s.empty() && s.back() == ',') v.emplace_back();
+    return v;
+  };
+  while (std::getline(f, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (lineno == 1) {
+      header = split(line);
+      if (header.size() < 5 + ArrivalCurve::kMaxPct + 1 || header[0] != "trace" || header[1] != "policy" ||
+          header[3] != "seed") {
+        return InvalidArgument(path + ":1: expected columns trace,policy,tune,seed,total_gpus,0..130");
+      }
+      continue;
+    }
+    if (line.empty()) continue;
+    std::vector<std::string> cols = split(line);
+    if (cols.size() != header.size()) {
+      return InvalidArgument(path + ":" + std::to_string(lineno) + ": malformed row: " + std::to_string(cols.size()) +
+                             " columns, header has " + std::to_string(header.size()));
+    }
+    if (cols[0] != trace) continue;
+    auto seed = ParseNonNegative({&path, lineno, "seed"}, cols[3]);
+    if (!seed.ok()) return seed.status();
+    Curve c;
+    for (int x = 0; x <= ArrivalCurve::kMaxPct; ++x) {
+      const std::string& v = cols[5 + x];
+      if (v.empty()) continue;
+      char* end = nullptr;
+      const double d = std::strtod(v.c_str(), &end);
+      if (end != v.c_str() + v.size() || !std::isfinite(d)) {
+        return InvalidArgument(path + ":" + std::to_string(lineno) + ": column '" + header[5 + x] + "': '" + v +
+                               "' is not a number");
+      }
+      c[x] = d;
+    }
+    out.by_policy[cols[1]][static_cast<uint64_t>(*seed)] = c;
+  }
+  if (out.by_policy.empty()) return InvalidArgument(path + ": no rows for trace '" + trace + "'");
+  return out;
+}
+
+namespace {
+
+nlohmann::json CurveJson(const Curve& c) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& v : c) a.push_back(v ? nlohmann::json(std::round(*v * 1e4) / 1e4) : nlohmann::json());
+  return a;
+}
+
+double Round4(double v) { return std::round(v * 1e4) / 1e4; }
+
+std::string CurveCsv(const std::vector<OpenbResult>& results, Curve OpenbSeedResult::*seed_curve,
+                     Curve OpenbResult::*mean_curve) {
+  std::ostringstream o;
+  o << "policy,seed";
+  for (int x = 0; x <= ArrivalCurve::kMaxPct; ++x) o << ',' << x;
+  o << '\n';
+  auto row = [&](const std::string& policy, const std::string& seed, const Curve& c) {
+    o << policy << ',' << seed;
+    for (const auto& v : c) {
+      o << ',';
+      if (v) o << Round4(*v);
+    }
+    o << '\n';
+  };
+  for (const OpenbResult& r : results) {
+    for (const OpenbSeedResult& s : r.seeds) row(r.policy, std::to_string(s.seed), s.*seed_curve);
+    row(r.policy, "mean", r.*mean_curve);
+  }
+  return o.str();
+}
+
+report::Series SeriesOf(const std::string& label, const Curve& c, bool dashed) {
+  report::Series s;
+  s.label = label;
+  s.dashed = dashed;
+  for (int x = 0; x <= ArrivalCurve::kMaxPct; ++x) {
+    if (!c[x]) continue;
+    s.x.push_back(x);
+    s.y.push_back(*c[x]);
+  }
+  return s;
+}
+
+std::string Fixed(double v, int digits = 2) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(digits);
+  o << v;
+  return o.str();
+}
+
+}  // namespace
+
+nlohmann::json OpenbSummaryJson(const OpenbResult& r, const OpenbRunInfo& info, const PublishedOpenb* published) {
+  nlohmann::json j;
+  j["policy"] = r.policy;
+  j["tie_break"] = std::string(TieBreakName(r.tie_break));
+  j["tune"] = r.tune;
+  std::vector<uint64_t> seeds;
+  nlohmann::json by_seed = nlohmann::json::object(), frag_by_seed = nlohmann::json::object();
+  int64_t placed = 0, failed = 0, arrived = 0;
+  std::map<std::string, int64_t> failed_by_shape;
+  for (const OpenbSeedResult& s : r.seeds) {
+    seeds.push_back(s.seed);
+    by_seed[std::to_string(s.seed)] = Round4(s.gpu_alloc_pct);
+    frag_by_seed[std::to_string(s.seed)] = Round4(s.frag_ratio_pct);
+    placed += s.tasks_placed;
+    failed += s.tasks_failed;
+    arrived += s.tasks_arrived;
+    for (const auto& [shape, n] : s.failed_by_shape) failed_by_shape[shape] += n;
+  }
+  j["seeds"] = seeds;
+  j["gpu_alloc_pct_mean"] = Round4(r.gpu_alloc_pct_mean);
+  j["gpu_alloc_pct_by_seed"] = by_seed;
+  j["frag_ratio_pct_mean"] = Round4(r.frag_ratio_pct_mean);
+  j["frag_ratio_pct_by_seed"] = frag_by_seed;
+  j["tasks_arrived_count"] = arrived;
+  j["tasks_placed_count"] = placed;
+  j["tasks_failed_count"] = failed;
+  j["tasks_failed_by_shape_count"] = failed_by_shape;
+  j["gpu_alloc_pct_curve_mean"] = CurveJson(r.alloc_curve_mean);
+  j["nodes"] = info.nodes_path;
+  j["pods"] = info.pods_path;
+  j["trace"] = info.trace;
+  j["typical_tasks_count"] = info.typical_specs;
+  j["typical_tasks_coverage_pct"] = Round4(100.0 * info.typical_coverage);
+  if (published) {
+    if (auto m = published->EndMean(r.policy, seeds)) {
+      j["published_gpu_alloc_pct_mean"] = Round4(*m);
+      j["delta_vs_published_pp"] = Round4(r.gpu_alloc_pct_mean - *m);
+    }
+  }
+  j["wall_seconds"] = Round4(r.wall_seconds);
+  return j;
+}
+
+StatusOr<std::string> WriteOpenbOutputs(const std::string& dir, const std::vector<OpenbResult>& results,
+                                        const OpenbRunInfo& info, const PublishedOpenb* published,
+                                        double wall_seconds) {
+  ESTUARY_RETURN_IF_ERROR(MakeOutputDir(dir));
+  nlohmann::json summary;
+  if (results.size() == 1) {
+    summary = OpenbSummaryJson(results[0], info, published);
+  } else {
+    summary["policies"] = nlohmann::json::object();
+    for (const OpenbResult& r : results) summary["policies"][r.policy] = OpenbSummaryJson(r, info, published);
+    summary["seeds"] = results.empty() ? nlohmann::json::array() : summary["policies"][results[0].policy]["seeds"];
+    summary["tie_break"] = results.empty() ? "" : std::string(TieBreakName(results[0].tie_break));
+    summary["wall_seconds"] = Round4(wall_seconds);
+  }
+  ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/summary.json", summary.dump(2) + "\n"));
+  ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/alloc_curve.csv",
+                                        CurveCsv(results, &OpenbSeedResult::alloc_curve, &OpenbResult::alloc_curve_mean)));
+  ESTUARY_RETURN_IF_ERROR(WriteTextFile(
+      dir + "/frag_ratio_curve.csv", CurveCsv(results, &OpenbSeedResult::frag_ratio_curve, &OpenbResult::frag_ratio_curve_mean)));
+  ESTUARY_RETURN_IF_ERROR(WriteTextFile(
+      dir + "/frag_amount_curve.csv",
+      CurveCsv(results, &OpenbSeedResult::frag_amount_curve, &OpenbResult::frag_amount_curve_mean)));
+  std::ostringstream failed;
+  failed << "policy,seed,shape,failed_count\n";
+  for (const OpenbResult& r : results) {
+    for (const OpenbSeedResult& s : r.seeds) {
+      for (const auto& [shape, n] : s.failed_by_shape) failed << r.policy << ',' << s.seed << ',' << shape << ',' << n << '\n';
+    }
+  }
+  ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/failed_tasks.csv", failed.str()));
+
+  report::Report rep;
+  rep.title = "estuary openb: " + info.trace + " trace";
+  rep.notes.push_back("Nodes: " + info.nodes_path + "; tasks: " + info.pods_path + " (" +
+                      std::to_string(info.trace_tasks) + " tasks).");
+  if (!results.empty()) {
+    std::string seeds;
+    for (const auto& s : results[0].seeds) seeds += (seeds.empty() ? "" : ", ") + std::to_string(s.seed);
+    rep.notes.push_back("Seeds " + seeds + "; tune " + Fixed(results[0].tune, 2) + "; tie-break: " +
+                        std::string(TieBreakName(results[0].tie_break)) + ".");
+  }
+  rep.notes.push_back("Typical tasks: " + std::to_string(info.typical_specs) + " of " +
+                      std::to_string(info.distinct_specs) + " task specs, covering " +
+                      Fixed(100.0 * info.typical_coverage, 1) + "% of the trace.");
+  report::Table t;
+  t.title = "GPU allocation ratio at the end of the run (mean over seeds)";
+  t.header = {"policy", "estuary %", "published %", "delta pp", "frag ratio %", "failed tasks (mean)", "wall s"};
+  for (const OpenbResult& r : results) {
+    std::vector<uint64_t> seeds;
+    int64_t failed_n = 0;
+    for (const auto& s : r.seeds) {
+      seeds.push_back(s.seed);
+      failed_n += s.tasks_failed;
+    }
+    std::optional<double> pub = published ? published->EndMean(r.policy, seeds) : std::nullopt;
+    t.rows.push_back({r.policy, Fixed(r.gpu_alloc_pct_mean), pub ? Fixed(*pub) : "-",
+                      pub ? Fixed(r.gpu_alloc_pct_mean - *pub) : "-", Fixed(r.frag_ratio_pct_mean),
+                      Fixed(static_cast<double>(failed_n) / static_cast<double>(std::max<size_t>(1, r.seeds.size())), 1),
+                      Fixed(r.wall_seconds, 3)});
+  }
+  rep.tables.push_back(t);
+  report::Chart alloc{"alloc", "GPU allocation ratio vs arrived GPU demand", "arrived GPU demand (% of capacity)",
+                      "GPU allocation ratio (%)", {}};
+  report::Chart fr{"frag_ratio", "Fragmentation ratio (fragmented share of idle GPU)", "arrived GPU demand (% of capacity)",
+                   "fragmentation ratio (%)", {}};
+  report::Chart fa{"frag_amount", "Fragmented GPUs", "arrived GPU demand (% of capacity)", "fragmented GPUs", {}};
+  for (const OpenbResult& r : results) {
+    alloc.series.push_back(SeriesOf(r.policy + " (estuary)", r.alloc_curve_mean, false));
+    if (published) {
+      std::vector<uint64_t> seeds;
+      for (const auto& s : r.seeds) seeds.push_back(s.seed);
+      if (auto c = published->MeanCurve(r.policy, seeds)) alloc.series.push_back(SeriesOf(r.policy + " (published)", *c, true));
+    }
+    fr.series.push_back(SeriesOf(r.policy, r.frag_ratio_curve_mean, false));
+    fa.series.push_back(SeriesOf(r.policy, r.frag_amount_curve_mean, false));
+  }
+  rep.charts = {alloc, fr, fa};
+  const std::string html = dir + "/report.html";
+  ESTUARY_RETURN_IF_ERROR(report::WriteHtmlReport(rep, html));
+  return html;
+}
+
+StatusOr<std::string> WriteReplayOutputs(const std::string& dir, const std::string& scenario,
+                                         const std::vector<std::vector<ReplayResult>>& results,
+                                         double wall_seconds) {
+  ESTUARY_RETURN_IF_ERROR(MakeOutputDir(dir));
+  nlohmann::json summary;
+  summary["scenario"] = scenario;
+  std::vector<uint64_t> seeds;
+  if (!results.empty()) {
+    for (const ReplayResult& r : results[0]) seeds.push_back(r.seed);
+  }
+  summary["seeds"] = seeds;
+  summary["wall_seconds"] = Round4(wall_seconds);
+  summary["configurations"] = nlohmann::json::object();
+  report::Report rep;
+  rep.title = "estuary replay: " + scenario;
+  rep.notes.push_back("Time-based replay: tasks arrive at their creation time and run for their traced duration; "
+                      "waiting tasks are retried whenever capacity frees.");
+  report::Table t;
+  t.title = "Replay metrics (mean over seeds)";
+  t.header = {"policy", "alloc mean %", "alloc max %", "frag mean %", "pending max", "wait p50 s", "wait p99 s",
+              "never started"};
+  report::Chart alloc{"alloc_time", "GPU allocation ratio over time", "time (hours since first arrival)",
+                      "GPU allocation ratio (%)", {}};
+  report::Chart pend{"pending_time", "Pending tasks over time", "time (hours since first arrival)", "pending tasks", {}};
+  std::ostringstream ts;
+  ts << "policy,seed,time_s,gpu_alloc_pct,frag_ratio_pct,pending_count,running_count\n";
+  for (const auto& per_seed : results) {
+    if (per_seed.empty()) continue;
+    const double n = static_cast<double>(per_seed.size());
+    nlohmann::json m;
+    auto mean = [&](double ReplayResult::*f) {
+      double s = 0;
+      for (const auto& r : per_seed) s += r.*f;
+      return Round4(s / n);
+    };
+    auto mean_i = [&](int64_t ReplayResult::*f) {
+      double s = 0;
+      for (const auto& r : per_seed) s += static_cast<double>(r.*f);
+      return Round4(s / n);
+    };
+    m["gpu_alloc_pct_mean"] = mean(&ReplayResult::gpu_alloc_pct_mean);
+    m["gpu_alloc_pct_max"] = mean(&ReplayResult::gpu_alloc_pct_max);
+    m["frag_ratio_pct_mean"] = mean(&ReplayResult::frag_ratio_pct_mean);
+    m["pending_max_count"] = mean_i(&ReplayResult::pending_max_count);
+    m["tasks_started_count"] = mean_i(&ReplayResult::tasks_started_count);
+    m["tasks_never_started_count"] = mean_i(&ReplayResult::tasks_never_started_count);
+    m["tasks_infeasible_count"] = mean_i(&ReplayResult::tasks_infeasible_count);
+    m["wait_s_mean"] = mean(&ReplayResult::wait_s_mean);
+    m["wait_s_p50"] = mean(&ReplayResult::wait_s_p50);
+    m["wait_s_p90"] = mean(&ReplayResult::wait_s_p90);
+    m["wait_s_p99"] = mean(&ReplayResult::wait_s_p99);
+    m["wait_s_max"] = mean(&ReplayResult::wait_s_max);
+    const std::string& policy = per_seed[0].policy;
+    summary["configurations"][policy] = m;
+    t.rows.push_back({policy, Fixed(m["gpu_alloc_pct_mean"]), Fixed(m["gpu_alloc_pct_max"]),
+                      Fixed(m["frag_ratio_pct_mean"]), Fixed(m["pending_max_count"], 1), Fixed(m["wait_s_p50"], 0),
+                      Fixed(m["wait_s_p99"], 0), Fixed(m["tasks_never_started_count"], 1)});
+    for (const auto& r : per_seed) {
+      for (const ReplaySample& s : r.samples) {
+        ts << policy << ',' << r.seed << ',' << s.time << ',' << Round4(s.gpu_alloc_pct) << ','
+           << Round4(s.frag_ratio_pct) << ',' << s.pending_count << ',' << s.running_count << '\n';
+      }
+    }
+    const ReplayResult& first = per_seed[0];
+    report::Series a, p;
+    a.label = p.label = policy + " (seed " + std::to_string(first.seed) + ")";
+    for (const ReplaySample& s : first.samples) {
+      const double h = static_cast<double>(s.time - first.start_time) / 3600.0;
+      a.x.push_back(h);
+      a.y.push_back(s.gpu_alloc_pct);
+      p.x.push_back(h);
+      p.y.push_back(static_cast<double>(s.pending_count));
+    }
+    alloc.series.push_back(a);
+    pend.series.push_back(p);
+  }
+  ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/summary.json", summary.dump(2) + "\n"));
+  ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/timeseries.csv", ts.str()));
+  rep.tables.push_back(t);
+  rep.charts = {alloc, pend};
+  const std::string html = dir + "/report.html";
+  ESTUARY_RETURN_IF_ERROR(report::WriteHtmlReport(rep, html));
+  return html;
+}
+
+}  // namespace estuary

@@ -1,0 +1,62 @@
+// Output files of the simulator runs (the output contract of docs/mission.md): summary.json,
+// CSV curves and report.html under an output directory.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "sim/openb.h"
+#include "sim/replay.h"
+
+namespace estuary {
+
+// The FGD paper's published results for one trace (../shared/reference/openb_expected_alloc.csv):
+// per policy, the allocation ratio at each arrived-demand % for each seed.
+struct PublishedOpenb {
+  std::string trace;
+  std::map<std::string, std::map<uint64_t, Curve>> by_policy;  // policy -> seed -> curve
+  // Mean over the given seeds of the value at 130% arrived demand (the end of the run), or
+  // nullopt when the reference lacks the policy or any of the seeds.
+  std::optional<double> EndMean(const std::string& policy, const std::vector<uint64_t>& seeds) const;
+  std::optional<Curve> MeanCurve(const std::string& policy, const std::vector<uint64_t>& seeds) const;
+};
+
+// Reads the rows of `trace` (e.g. "default"). Fails naming file, line and column on bad rows.
+StatusOr<PublishedOpenb> ReadPublishedOpenb(const std::string& path, const std::string& trace);
+// "default" for ".../openb_pod_list_default.csv"; the file's stem otherwise.
+std::string OpenbTraceName(const std::string& pods_path);
+
+struct OpenbRunInfo {
+  std::string nodes_path, pods_path, trace;
+  int64_t trace_tasks = 0, typical_specs = 0, distinct_specs = 0;
+  double typical_coverage = 0;
+};
+
+// The summary of one policy's run (the contract keys plus extras). `wall_seconds` is included.
+nlohmann::json OpenbSummaryJson(const OpenbResult& r, const OpenbRunInfo& info, const PublishedOpenb* published);
+
+// Writes summary.json (one policy: the single-policy shape; several: {"policies": {...}}),
+// alloc_curve.csv, frag_ratio_curve.csv, frag_amount_curve.csv, failed_tasks.csv and report.html.
+// Returns the path of report.html.
+StatusOr<std::string> WriteOpenbOutputs(const std::string& dir, const std::vector<OpenbResult>& results,
+                                        const OpenbRunInfo& info, const PublishedOpenb* published,
+                                        double wall_seconds);
+
+// Writes the replay outputs: summary.json in the general shape {"scenario", "seeds",
+// "wall_seconds", "configurations": {policy: {metric: mean over seeds}}}, timeseries.csv,
+// waits are in the summary; report.html with allocation and pending tasks over time.
+// `results[p][s]` is policy p, seed s. Returns the path of report.html.
+StatusOr<std::string> WriteReplayOutputs(const std::string& dir, const std::string& scenario,
+                                         const std::vector<std::vector<ReplayResult>>& results,
+                                         double wall_seconds);
+
+// Creates `dir` (and parents). Fails naming the directory.
+Status MakeOutputDir(const std::string& dir);
+Status WriteTextFile(const std::string& path, const std::string& text);
+
+}  // namespace estuary

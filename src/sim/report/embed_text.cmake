@@ -1,0 +1,40 @@
+# Writes OUTPUT, a C++ source defining `const char estuary::report::internal::<SYMBOL>[]` whose
+# content is the text file INPUT byte for byte (raw string literals in chunks under 60k chars).
+# Fails if the text could not be inlined safely into an HTML <script> element.
+# Usage: cmake -DINPUT=<file> -DOUTPUT=<file.cc> -DSYMBOL=<identifier> -P embed_text.cmake
+cmake_minimum_required(VERSION 3.25)
+foreach(var INPUT OUTPUT SYMBOL)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "embed_text.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+
+file(READ "${INPUT}" content)
+string(TOLOWER "${content}" lowered)
+foreach(bad "</script" "<!--")
+  string(FIND "${lowered}" "${bad}" pos)
+  if(NOT pos EQUAL -1)
+    message(FATAL_ERROR "${INPUT} contains '${bad}' and cannot be inlined into a <script> element")
+  endif()
+endforeach()
+set(delim "estuary_embed")
+string(FIND "${content}" ")${delim}\"" pos)
+if(NOT pos EQUAL -1)
+  message(FATAL_ERROR "${INPUT} contains the raw string delimiter ')${delim}\"'")
+endif()
+
+set(out "// Generated from ${INPUT} by embed_text.cmake. Do not edit.\n")
+string(APPEND out "namespace estuary::report::internal {\n")
+string(APPEND out "extern const char ${SYMBOL}[];\n")
+string(APPEND out "const char ${SYMBOL}[] = \"\"\n")
+string(LENGTH "${content}" length)
+set(chunk 30000)
+set(offset 0)
+while(offset LESS length)
+  string(SUBSTRING "${content}" ${offset} ${chunk} piece)
+  string(APPEND out "R\"${delim}(${piece})${delim}\"\n")
+  math(EXPR offset "${offset} + ${chunk}")
+endwhile()
+string(APPEND out ";\n}  // namespace estuary::report::internal\n")
+
+file(WRITE "${OUTPUT}" "${out}")

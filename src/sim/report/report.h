@@ -1,0 +1,59 @@
+// The simulator's HTML report: one self-contained page (no network needed to open it) with notes,
+// plain tables and line charts drawn by Chart.js, which is compiled into this library.
+//
+// All strings are treated as untrusted text and escaped; output is deterministic (the same Report
+// always renders to byte-identical HTML). Once loaded, the page reports its own health on <body>:
+// data-status is "ok" or "error: <reason>" (a script error, a chart without data points, or a
+// chart that drew nothing), data-charts is the number of charts rendered and data-points the total
+// number of points across them.
+// Thread-safety: free functions without shared state; safe to call concurrently (with distinct
+// paths for WriteHtmlReport).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace estuary::report {
+
+// One line. Its points are (x[i], y[i]) for i < min(x.size(), y.size()); a non-finite value
+// leaves a gap in the line.
+struct Series {
+  std::string label;
+  std::vector<double> x;
+  std::vector<double> y;
+  bool dashed = false;
+};
+
+// A line chart with a numeric x axis. `id` names the chart in the page's error messages.
+struct Chart {
+  std::string id;
+  std::string title;
+  std::string x_label;
+  std::string y_label;
+  std::vector<Series> series;
+};
+
+// Cells are shown as given; rows may have fewer or more cells than the header.
+struct Table {
+  std::string title;
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
+// Rendered in this order: title, notes (a bullet list), tables, charts.
+struct Report {
+  std::string title;
+  std::vector<std::string> notes;
+  std::vector<Table> tables;
+  std::vector<Chart> charts;
+};
+
+// Writes a self-contained HTML page to `path`. Returns a Status naming the path on an I/O error.
+Status WriteHtmlReport(const Report& report, const std::string& path);
+
+// Renders the page to a string (used by WriteHtmlReport and tests).
+std::string RenderHtmlReport(const Report& report);
+
+}  // namespace estuary::report

@@ -1,0 +1,27 @@
+// Field parsing for the trace readers: every failure becomes a Status whose message names the
+// file, the line and the column, e.g. "pods.csv:12: column 'gpu_milli': 'abc' is not an integer".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace estuary {
+
+// Where a field came from, for messages.
+struct FieldRef {
+  const std::string* file;
+  unsigned line;
+  const char* column;
+  std::string Prefix() const;  // "file:line: column 'c': "
+};
+
+// A non-negative decimal integer (surrounding blanks allowed). Empty is an error.
+StatusOr<int64_t> ParseNonNegative(const FieldRef& ref, std::string_view text);
+// Like ParseNonNegative, but an empty field yields std::nullopt.
+StatusOr<std::optional<int64_t>> ParseOptionalNonNegative(const FieldRef& ref, std::string_view text);
+
+}  // namespace estuary

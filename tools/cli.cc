@@ -1,0 +1,276 @@
+#include "tools/cli.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "sched/plugins/register.h"
+#include "sim/openb.h"
+#include "sim/outputs.h"
+#include "sim/replay.h"
+#include <iomanip>
+#include "sim/trace/openb_reader.h"
+
+namespace estuary {
+namespace {
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "estuary: %s\n", s.message().c_str());
+  return s.ExitCode();
+}
+
+// "42-51" or "42,43,44" (or one number).
+StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
+  auto bad = [&](const std::string& why) { return InvalidArgument("--seeds '" + text + "': " + why); };
+  auto num = [&](const std::string& s) -> StatusOr<uint64_t> {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 18) {
+      return bad("'" + s + "' is not a non-negative integer");
+    }
+    return static_cast<uint64_t>(std::stoull(s));
+  };
+  std::vector<uint64_t> seeds;
+  if (auto dash = text.find('-'); dash != std::string::npos && text.find(',') == std::string::npos) {
+    auto a = num(text.substr(0, dash));
+    if (!a.ok()) return a.status();
+    auto b = num(text.substr(dash + 1));
+    if (!b.ok()) return b.status();
+    if (*b < *a) return bad("range end is below its start");
+    if (*b - *a >= 10000) return bad("more than 10000 seeds");
+    for (uint64_t s = *a; s <= *b; ++s) seeds.push_back(s);
+    return seeds;
+  }
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    auto v = num(part);
+    if (!v.ok()) return v.status();
+    seeds.push_back(*v);
+  }
+  if (seeds.empty()) return bad("no seeds");
+  return seeds;
+}
+
+StatusOr<std::vector<std::string>> ParsePolicies(const std::string& text) {
+  if (text == "all") return OpenbPolicyNames();
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    auto p = OpenbPolicy(part);
+    if (!p.ok()) return InvalidArgument("--policy: " + p.status().message());
+    out.push_back(part);
+  }
+  if (out.empty()) return InvalidArgument("--policy: empty");
+  return out;
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+struct OpenbFlags {
+  std::string nodes, pods, policy, seeds = "42-51", tie_break = "node-order", out, reference;
+  double tune = 1.3;
+  bool check_invariants = false;
+};
+
+int RunOpenbCommand(const OpenbFlags& f) {
+  auto seeds = ParseSeeds(f.seeds);
+  if (!seeds.ok()) return Fail(seeds.status());
+  auto policies = ParsePolicies(f.policy);
+  if (!policies.ok()) return Fail(policies.status());
+  auto tie = ParseTieBreak(f.tie_break);
+  if (!tie.ok()) return Fail(InvalidArgument("--tie-break: " + tie.status().message()));
+  if (!(f.tune > 0) || f.tune > 10) return Fail(InvalidArgument("--tune " + std::to_string(f.tune) + ": must be in (0, 10]"));
+
+  auto nodes = ReadOpenbNodes(f.nodes);
+  if (!nodes.ok()) return Fail(nodes.status());
+  auto cluster = BuildOpenbCluster(*nodes, f.nodes);
+  if (!cluster.ok()) return Fail(cluster.status());
+  if (cluster->total_gpu_milli() == 0) return Fail(InvalidArgument(f.nodes + ": the cluster has no GPUs"));
+  auto tasks = ReadOpenbTasks(f.pods);
+  if (!tasks.ok()) return Fail(tasks.status());
+  auto reqs = OpenbRequests(*tasks, cluster->models());
+  if (!reqs.ok()) return Fail(reqs.status());
+
+  OpenbRunInfo info;
+  info.nodes_path = f.nodes;
+  info.pods_path = f.pods;
+  info.trace = OpenbTraceName(f.pods);
+  std::optional<PublishedOpenb> published;
+  if (!f.reference.empty()) {
+    auto p = ReadPublishedOpenb(f.reference, info.trace);
+    if (!p.ok()) return Fail(p.status());
+    published = std::move(p).value();
+  }
+
+  OpenbWorkload w;
+  w.cluster = std::move(cluster).value();
+  w.tasks = std::move(reqs).value();
+  for (const auto& r : tasks->rows) w.names.push_back(r.name);
+  w.typical = TypicalTasks::FromWorkload(w.tasks);
+  info.trace_tasks = static_cast<int64_t>(w.tasks.size());
+  info.typical_specs = static_cast<int64_t>(w.typical.tasks.size());
+  info.distinct_specs = w.typical.distinct_specs;
+  info.typical_coverage = w.typical.covered;
+
+  const bool tty = isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<OpenbResult> results;
+  for (const std::string& policy : *policies) {
+    OpenbOptions o;
+    o.policy = policy;
+    o.tie_break = *tie;
+    o.seeds = *seeds;
+    o.tune = f.tune;
+    o.check_invariants = f.check_invariants;
+    if (tty) {
+      o.progress = [&](size_t si, size_t done, size_t total) {
+        if (done % 512 == 0 || done == total) {
+          std::fprintf(stderr, "\r%s: seed %zu/%zu, task %zu/%zu   ", policy.c_str(), si + 1, seeds->size(), done, total);
+        }
+      };
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = RunOpenb(w, o);
+    if (!r.ok()) return Fail(r.status());
+    r->wall_seconds = Seconds(t0);
+    results.push_back(std::move(r).value());
+  }
+  if (tty) std::fprintf(stderr, "\r%*s\r", 60, "");
+  const double wall = Seconds(start);
+
+  std::printf("openb %s trace, %zu seeds, tune %.2f, tie-break %s\n", info.trace.c_str(), seeds->size(), f.tune,
+              std::string(TieBreakName(*tie)).c_str());
+  std::printf("%-15s %10s %12s %9s %10s %8s\n", "policy", "alloc %", "published %", "delta pp", "frag %", "wall s");
+  for (const OpenbResult& r : results) {
+    std::optional<double> pub = published ? published->EndMean(r.policy, *seeds) : std::nullopt;
+    std::printf("%-15s %10.2f %12s %9s %10.2f %8.3f\n", r.policy.c_str(), r.gpu_alloc_pct_mean,
+                pub ? std::to_string(*pub).substr(0, std::to_string(*pub).find('.') + 3).c_str() : "-",
+                pub ? (std::ostringstream() << std::showpos << std::fixed << std::setprecision(2)
+                                            << r.gpu_alloc_pct_mean - *pub).str().c_str()
+                    : "-",
+                r.frag_ratio_pct_mean, r.wall_seconds);
+  }
+  if (!f.out.empty()) {
+    auto html = WriteOpenbOutputs(f.out, results, info, published ? &*published : nullptr, wall);
+    if (!html.ok()) return Fail(html.status());
+    std::printf("summary: %s/summary.json\nreport:  %s\n", f.out.c_str(), html->c_str());
+  }
+  return 0;
+}
+
+struct ReplayFlags {
+  std::string nodes, pods, policy, seeds = "42", tie_break = "node-order", out;
+  int64_t sample_interval = 3600;
+  bool check_invariants = false;
+};
+
+int RunReplayCommand(const ReplayFlags& f) {
+  auto seeds = ParseSeeds(f.seeds);
+  if (!seeds.ok()) return Fail(seeds.status());
+  auto policies = ParsePolicies(f.policy);
+  if (!policies.ok()) return Fail(policies.status());
+  auto tie = ParseTieBreak(f.tie_break);
+  if (!tie.ok()) return Fail(InvalidArgument("--tie-break: " + tie.status().message()));
+  if (f.sample_interval <= 0) return Fail(InvalidArgument("--sample-interval: must be a positive number of seconds"));
+  auto nodes = ReadOpenbNodes(f.nodes);
+  if (!nodes.ok()) return Fail(nodes.status());
+  auto cluster = BuildOpenbCluster(*nodes, f.nodes);
+  if (!cluster.ok()) return Fail(cluster.status());
+  auto tasks = ReadOpenbTasks(f.pods);
+  if (!tasks.ok()) return Fail(tasks.status());
+  auto reqs = OpenbRequests(*tasks, cluster->models());
+  if (!reqs.ok()) return Fail(reqs.status());
+  auto w = MakeReplayWorkload(std::move(cluster).value(), *tasks, std::move(reqs).value());
+  if (!w.ok()) return Fail(w.status());
+
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<ReplayResult>> results;
+  std::printf("replay %s, %zu tasks, tie-break %s\n", OpenbTraceName(f.pods).c_str(), w->tasks.size(),
+              std::string(TieBreakName(*tie)).c_str());
+  std::printf("%-15s %6s %12s %12s %12s %12s %12s\n", "policy", "seed", "alloc mean %", "alloc max %", "pending max",
+              "wait p50 s", "wait p99 s");
+  for (const std::string& policy : *policies) {
+    results.emplace_back();
+    for (uint64_t seed : *seeds) {
+      ReplayOptions o;
+      o.policy = policy;
+      o.tie_break = *tie;
+      o.seed = seed;
+      o.sample_interval = f.sample_interval;
+      o.check_invariants = f.check_invariants;
+      auto r = RunReplay(*w, o);
+      if (!r.ok()) return Fail(r.status());
+      std::printf("%-15s %6llu %12.2f %12.2f %12lld %12.0f %12.0f\n", policy.c_str(),
+                  static_cast<unsigned long long>(seed), r->gpu_alloc_pct_mean, r->gpu_alloc_pct_max,
+                  static_cast<long long>(r->pending_max_count), r->wait_s_p50, r->wait_s_p99);
+      results.back().push_back(std::move(r).value());
+    }
+  }
+  const double wall = Seconds(start);
+  if (!f.out.empty()) {
+    auto html = WriteReplayOutputs(f.out, OpenbTraceName(f.pods), results, wall);
+    if (!html.ok()) return Fail(html.status());
+    std::printf("summary: %s/summary.json\nreport:  %s\n", f.out.c_str(), html->c_str());
+  }
+  return 0;
+}
+
+CLI::App* AddReplayCommand(CLI::App& app, ReplayFlags& rf) {
+  CLI::App* replay = app.add_subcommand("replay", "time-based replay of a task list with creation/deletion times");
+  replay->add_option("--nodes", rf.nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
+  replay->add_option("--pods", rf.pods, "task list CSV with creation_time and deletion_time")->required();
+  replay->add_option("--policy", rf.policy, "a policy name, a comma list, or all")->required();
+  replay->add_option("--seeds", rf.seeds, "A-B or a comma list (default 42)");
+  replay->add_option("--tie-break", rf.tie_break, "node-order (default) or uniform");
+  replay->add_option("--sample-interval", rf.sample_interval, "seconds between time-series samples (default 3600)");
+  replay->add_option("--out", rf.out, "output directory: summary.json, timeseries.csv, report.html");
+  replay->add_flag("--check-invariants", rf.check_invariants, "check ClusterState invariants after every event (slow)");
+  return replay;
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv) {
+  CLI::App app{"estuary: a GPU-cluster scheduler and trace-driven simulator"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for all subcommands");
+
+  OpenbFlags of;
+  CLI::App* openb = app.add_subcommand("openb", "FGD (ATC'23) openb protocol: arrival-only placement of a trace");
+  openb->add_option("--nodes", of.nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
+  openb->add_option("--pods", of.pods, "task list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,...)")->required();
+  openb->add_option("--policy", of.policy,
+                    "random|dotprod|gpu-clustering|gpu-packing|best-fit|fgd, a comma list, or all")->required();
+  openb->add_option("--seeds", of.seeds, "A-B or a comma list (default 42-51)");
+  openb->add_option("--tune", of.tune, "arrived GPU demand at the end, x capacity (default 1.3)");
+  openb->add_option("--tie-break", of.tie_break, "node-order (published rule, default) or uniform");
+  openb->add_option("--out", of.out, "output directory: summary.json, CSV curves, report.html");
+  openb->add_option("--reference", of.reference, "published results CSV (openb_expected_alloc.csv) to compare with");
+  openb->add_flag("--check-invariants", of.check_invariants, "check ClusterState invariants after every task (slow)");
+
+  ReplayFlags rf;
+  CLI::App* replay = AddReplayCommand(app, rf);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      app.exit(e);
+      return 0;
+    }
+    std::string msg = e.what();
+    std::fprintf(stderr, "estuary: %s (see --help)\n", msg.c_str());
+    return 2;
+  }
+  if (openb->parsed()) return RunOpenbCommand(of);
+  if (replay->parsed()) return RunReplayCommand(rf);
+  return 2;
+}
+
+}  // namespace estuary
