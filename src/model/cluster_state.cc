@@ -28,9 +28,11 @@ StatusOr<NodeId> ClusterState::AddNode(NodeSpec spec) {
   n.spec = std::move(spec);
   n.full_free_gpus = 0;
   nodes_.push_back(std::move(n));
+  fits_.emplace_back();
   bucket_pos_.push_back(static_cast<uint32_t>(by_full_free_[0].size()));
   by_full_free_[0].push_back(nodes_.back().id);
   RefreshGpuSummary(nodes_.back());
+  SyncFit(nodes_.back());
   ++epoch_;
   return nodes_.back().id;
 }
@@ -55,6 +57,17 @@ TaskId ClusterState::AddTask(JobId job, std::string name, TaskRequest req, int32
   jobs_[job.value()].tasks.push_back(t.id);
   tasks_.push_back(std::move(t));
   return tasks_.back().id;
+}
+
+void ClusterState::SyncFit(const Node& n) {
+  NodeFit& f = fits_[n.id.value()];
+  f.cpu_free = n.cpu_free;
+  f.mem_free = n.mem_free;
+  f.full_free_gpus = n.full_free_gpus;
+  f.max_gpu_free = n.max_gpu_free;
+  f.version = n.version;
+  f.model = n.spec.model;
+  f.schedulable = n.Schedulable();
 }
 
 void ClusterState::MoveBucket(NodeId id, int from, int to) {
@@ -110,6 +123,7 @@ void ClusterState::Bind(TaskId task, NodeId node, const GpuIndices& gpus) {
   RefreshGpuSummary(n);
   n.tasks.push_back(task);
   ++n.version;
+  SyncFit(n);
   t.state = TaskState::kBound;
   t.node = node;
   t.gpus = gpus;
@@ -129,6 +143,7 @@ void ClusterState::Release(Task& t) {
   ESTUARY_CHECK(it != n.tasks.end());
   n.tasks.erase(it);
   ++n.version;
+  SyncFit(n);
   allocated_gpu_milli_ -= int64_t{t.gpus.size} * t.req.gpu_milli;
   allocated_cpu_milli_ -= t.req.cpu_milli;
   --num_bound_;
@@ -155,6 +170,7 @@ void ClusterState::SetNodeState(NodeId node, NodeState state) {
   Node& n = nodes_[node.value()];
   n.state = state;
   ++n.version;
+  SyncFit(n);
   ++epoch_;
 }
 
@@ -210,6 +226,12 @@ Status ClusterState::CheckInvariants() const {
     }
     if (free_total != n.gpu_free_total || full != n.full_free_gpus || maxf != n.max_gpu_free) {
       return fail("GPU summary of node '" + n.spec.name + "'");
+    }
+    const NodeFit& fit = fits_[i];
+    if (fit.cpu_free != n.cpu_free || fit.mem_free != n.mem_free || fit.full_free_gpus != n.full_free_gpus ||
+        fit.max_gpu_free != n.max_gpu_free || fit.version != n.version || fit.model != n.spec.model ||
+        fit.schedulable != n.Schedulable()) {
+      return fail("packed filter view of node '" + n.spec.name + "'");
     }
     for (TaskId id : n.tasks) {
       if (!id.valid() || id.value() >= tasks_.size() || tasks_[id.value()].node != n.id ||

@@ -48,6 +48,17 @@ struct Node {
   bool Schedulable() const { return state == NodeState::kReady; }
 };
 
+// The hot fields of a node that the filter needs, packed for fast scans (kept in sync with Node).
+struct NodeFit {
+  MilliCpu cpu_free = 0;
+  MemMiB mem_free = 0;
+  int32_t full_free_gpus = 0;
+  MilliGpu max_gpu_free = 0;
+  uint32_t version = 1;
+  GpuModelId model;
+  bool schedulable = true;
+};
+
 enum class TaskState : uint8_t { kPending, kBound, kFinished };
 
 struct Task {
@@ -106,9 +117,16 @@ class ClusterState {
   const Task& task(TaskId id) const { return tasks_[id.value()]; }
   const Job& job(JobId id) const { return jobs_[id.value()]; }
   const std::vector<Node>& nodes() const { return nodes_; }
+  // Packed filter view of every node, indexed by NodeId.
+  const std::vector<NodeFit>& fits() const { return fits_; }
   const std::vector<Task>& tasks() const { return tasks_; }
   const std::vector<Job>& jobs() const { return jobs_; }
   size_t num_nodes() const { return nodes_.size(); }
+  // Pre-sizes the task and job tables (an optimisation only).
+  void Reserve(size_t tasks, size_t jobs) {
+    tasks_.reserve(tasks);
+    jobs_.reserve(jobs);
+  }
 
   int64_t total_gpu_milli() const { return total_gpu_milli_; }
   int64_t allocated_gpu_milli() const { return allocated_gpu_milli_; }
@@ -127,11 +145,13 @@ class ClusterState {
 
  private:
   void RefreshGpuSummary(Node& n);
+  void SyncFit(const Node& n);
   void MoveBucket(NodeId id, int from, int to);
   void Release(Task& t);
 
   GpuModels models_;
   std::vector<Node> nodes_;
+  std::vector<NodeFit> fits_;
   std::vector<Task> tasks_;
   std::vector<Job> jobs_;
   int64_t total_gpu_milli_ = 0;

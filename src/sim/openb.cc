@@ -45,6 +45,7 @@ StatusOr<OpenbSeedResult> RunSeed(const OpenbWorkload& w, const OpenbOptions& o,
   res.seed = o.seeds[seed_index];
   ClusterState state = w.cluster;
   const std::vector<uint32_t> order = OpenbTaskOrder(w, res.seed, o.tune);
+  state.Reserve(order.size(), order.size());
 
   PluginContext ctx{&state, &w.typical};
   SessionOptions so;

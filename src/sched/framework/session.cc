@@ -117,33 +117,36 @@ Outcome Session::Decide(TaskId task_id) {
 
   const bool gpu_task = req.NeedsGpu();
   const bool whole = gpu_task && !req.IsSharedGpu();
-  auto consider = [&](const Node& n) {
-    if (!n.Schedulable()) { ++rej_.not_ready; return; }
-    if (gpu_task && !req.models.Admits(n.spec.model)) { ++rej_.model; return; }
+  const auto& fits = state_.fits();
+  auto consider = [&](uint32_t i) {
+    const NodeFit& n = fits[i];
+    if (!n.schedulable) { ++rej_.not_ready; return; }
+    if (gpu_task && !req.models.Admits(n.model)) { ++rej_.model; return; }
     if (req.cpu_milli > n.cpu_free) { ++rej_.cpu; return; }
     if (req.mem_mib > n.mem_free) { ++rej_.mem; return; }
     if (gpu_task) {
       if (whole ? n.full_free_gpus < req.gpu_count : n.max_gpu_free < req.gpu_milli) { ++rej_.gpu; return; }
     }
     for (auto& f : filters_) {
-      std::string_view why = f->Filter(task, n);
+      std::string_view why = f->Filter(task, nodes[i]);
       if (!why.empty()) {
         if (rej_.plugin++ == 0) rej_.plugin_reason = std::string(why);
         return;
       }
     }
-    feasible_.push_back(n.id);
+    feasible_.push_back(NodeId(i));
   };
   if (whole) {
     // Index: only nodes with at least gpu_count wholly free GPUs can hold the task.
     int64_t skipped = 0;
     for (int k = 0; k < std::min(req.gpu_count, kMaxGpusPerNode + 1); ++k) skipped += state_.nodes_with_full_free(k).size();
     for (int k = req.gpu_count; k <= kMaxGpusPerNode; ++k) {
-      for (NodeId id : state_.nodes_with_full_free(k)) consider(nodes[id.value()]);
+      for (NodeId id : state_.nodes_with_full_free(k)) consider(id.value());
     }
     rej_.gpu += skipped;
   } else {
-    for (const Node& n : nodes) consider(n);
+    const uint32_t count = static_cast<uint32_t>(fits.size());
+    for (uint32_t i = 0; i < count; ++i) consider(i);
   }
 
   Outcome out;
@@ -165,13 +168,14 @@ Outcome Session::Decide(TaskId task_id) {
       auto& cache = sc.cache[cls];
       if (cache.size() < nodes.size()) cache.resize(nodes.size(), {0, 0});
       for (size_t i = 0; i < n; ++i) {
-        const Node& node = nodes[feasible_[i].value()];
-        auto& e = cache[node.id.value()];
-        if (e.first == node.version) {
+        const uint32_t id = feasible_[i].value();
+        auto& e = cache[id];
+        const uint32_t version = fits[id].version;
+        if (e.first == version) {
           ++cache_hits_;
         } else {
           ++cache_misses_;
-          e = {node.version, sc.plugin->Score(task, node)};
+          e = {version, sc.plugin->Score(task, nodes[id])};
         }
         sc.scratch[i] = e.second;
       }
