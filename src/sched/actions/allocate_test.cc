@@ -1,0 +1,109 @@
+// AllocateAction: gangs start all-or-nothing, with replica counts in multiples of their step.
+#include "sched/actions/allocate.h"
+
+#include <gtest/gtest.h>
+
+#include "sched/plugins/register.h"
+#include "tests/testing/fixtures.h"
+
+namespace estuary {
+namespace {
+
+using testing::ClusterBuilder;
+using testing::Req;
+
+struct Gang {
+  ClusterBuilder c;
+  JobId Submit(int replicas, JobSpec spec, TaskRequest req) {
+    JobId j = c.state.AddJob(spec);
+    for (int i = 0; i < replicas; ++i) c.state.AddTask(j, spec.name + "-" + std::to_string(i), req);
+    return j;
+  }
+  std::unique_ptr<Session> Open() {
+    SessionOptions o;
+    o.policy = *OpenbPolicy("best-fit");
+    o.seed = 3;
+    return std::move(Session::Open(c.state, BuiltinRegistry(), PluginContext{&c.state, nullptr}, o)).value();
+  }
+  int Bound(JobId j) const {
+    int n = 0;
+    for (TaskId t : c.state.job(j).tasks) n += c.state.task(t).state == TaskState::kBound;
+    return n;
+  }
+};
+
+JobSpec Spec(const std::string& name, int min, int max, int step) {
+  JobSpec s;
+  s.name = name;
+  s.min_replicas = min;
+  s.max_replicas = max;
+  s.step = step;
+  return s;
+}
+
+TEST(Allocate, AGangStartsOnlyWhenItsMinimumFitsAtOnce) {
+  Gang g;
+  for (int i = 0; i < 3; ++i) g.c.AddNode("n" + std::to_string(i), testing::Gpus(8));
+  JobId j = g.Submit(4, Spec("train", 4, 4, 1), Req().Gpus(8));
+  auto s = g.Open();
+  JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  EXPECT_FALSE(a.started);
+  EXPECT_EQ(a.reason, "3/4 replicas fit at once; 0/3 nodes fit, 3 too few free GPUs");
+  EXPECT_EQ(g.Bound(j), 0);  // nothing leaked
+  EXPECT_EQ(g.c.state.allocated_gpu_milli(), 0);
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
+}
+
+TEST(Allocate, GrantsOnlyWholeStepsAndFreesTheRemainder_Align) {
+  // TIDAL's Align example scaled down: 199 usable single-GPU machines, step 8 -> 192 granted.
+  Gang g;
+  for (int i = 0; i < 200; ++i) g.c.AddNode("m" + std::to_string(i), testing::Gpus(1));
+  g.c.state.SetNodeState(NodeId(7), NodeState::kDown);
+  JobId j = g.Submit(200, Spec("pp", 8, 200, 8), Req().Gpus(1));
+  auto s = g.Open();
+  JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  ASSERT_TRUE(a.started);
+  EXPECT_EQ(a.granted, 192);
+  EXPECT_EQ(g.Bound(j), 192);
+  EXPECT_EQ(g.c.state.allocated_gpu_milli(), 192 * 1000);  // the other 7 machines stay free
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
+}
+
+TEST(Allocate, GrowsUpToMaxAndNoFurther) {
+  Gang g;
+  for (int i = 0; i < 4; ++i) g.c.AddNode("n" + std::to_string(i), testing::Gpus(8));
+  JobId j = g.Submit(10, Spec("elastic", 2, 6, 2), Req().Gpus(4));
+  auto s = g.Open();
+  JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  ASSERT_TRUE(a.started);
+  EXPECT_EQ(a.granted, 6);
+  EXPECT_EQ(g.Bound(j), 6);
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
+}
+
+TEST(Allocate, ASecondRoundChangesNothingOnceTheJobRuns) {
+  Gang g;
+  for (int i = 0; i < 2; ++i) g.c.AddNode("n" + std::to_string(i), testing::Gpus(8));
+  JobId j = g.Submit(2, Spec("j", 2, 2, 1), Req().Gpus(8));
+  auto s = g.Open();
+  ASSERT_TRUE(AllocateAction::TryStart(*s, g.c.state, j).started);
+  const uint64_t epoch = g.c.state.epoch();
+  std::vector<JobId> queue = {j};
+  auto again = AllocateAction::Run(*s, g.c.state, queue);
+  EXPECT_FALSE(again[0].started);
+  EXPECT_EQ(g.c.state.epoch(), epoch);  // no bind, no unbind
+  EXPECT_EQ(g.Bound(j), 2);
+}
+
+TEST(Allocate, ASingleTaskJobIsTheDegenerateCase) {
+  Gang g;
+  NodeId n = g.c.AddNode("n", testing::Gpus(1));
+  JobId j = g.Submit(1, Spec("one", 1, 1, 1), Req().SharedGpu(250));
+  auto s = g.Open();
+  JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  ASSERT_TRUE(a.started);
+  EXPECT_EQ(g.c.state.task(g.c.state.job(j).tasks[0]).node, n);
+}
+
+}  // namespace
+}  // namespace estuary

@@ -1,0 +1,150 @@
+// The Session's contract: filtering with readable reasons, typed outcomes, the two tie-break
+// rules, and a score cache that never changes a decision.
+#include "sched/framework/session.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "sched/framework/statement.h"
+#include "sched/plugins/register.h"
+#include "tests/testing/fixtures.h"
+
+namespace estuary {
+namespace {
+
+using testing::ClusterBuilder;
+using testing::Idx;
+using testing::Req;
+
+std::unique_ptr<Session> Open(const ClusterState& s, const std::string& policy, TieBreak tie = TieBreak::kNodeOrder,
+                              uint64_t seed = 1, std::vector<uint32_t> rank = {}, bool cache = true) {
+  SessionOptions o;
+  o.policy = *OpenbPolicy(policy);
+  o.tie_break = tie;
+  o.seed = seed;
+  o.node_rank = std::move(rank);
+  o.score_cache = cache;
+  auto r = Session::Open(s, BuiltinRegistry(), PluginContext{&s, nullptr}, o);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return std::move(r).value();
+}
+
+TEST(Session, ATaskThatFitsNowhereNowIsRetryableWithCountsPerReason) {
+  ClusterBuilder c;
+  NodeId a = c.AddNode("a", testing::Gpus(2));
+  c.AddNode("b", testing::CpuOnly(8000));
+  TaskId filler = c.Submit("filler", Req().Gpus(2));
+  c.state.Bind(filler, a, Idx({0, 1}));
+  TaskId t = c.Submit("t", Req().Cpu(1000).Gpus(1));
+  Outcome o = Open(c.state, "best-fit")->Decide(t);
+  EXPECT_EQ(o.kind, OutcomeKind::kRetryable);
+  EXPECT_EQ(o.reason, "0/2 nodes fit, 2 too few free GPUs");
+}
+
+TEST(Session, ATaskNoNodeCouldEverHoldIsInfeasible) {
+  ClusterBuilder c;
+  c.AddNode("a", testing::Gpus(4));
+  TaskId t = c.Submit("t", Req().Gpus(8));
+  Outcome o = Open(c.state, "best-fit")->Decide(t);
+  EXPECT_EQ(o.kind, OutcomeKind::kInfeasible);
+  EXPECT_NE(o.reason.find("no node could ever hold it"), std::string::npos);
+}
+
+TEST(Session, CpuMemoryAndModelEachRejectNodesWithTheirOwnReasonAndMakeTheTaskInfeasible) {
+  ClusterBuilder c;
+  testing::NodeShape small = testing::Gpus(1);
+  small.cpu = 1000;
+  c.AddNode("cpu-short", small);
+  testing::NodeShape lowmem = testing::Gpus(1);
+  lowmem.mem = 10;
+  c.AddNode("mem-short", lowmem);
+  testing::NodeShape t4 = testing::Gpus(1);
+  t4.model = "T4";
+  c.AddNode("wrong-model", t4);
+  TaskId t = c.Submit("t", Req().Cpu(2000).Mem(100).Gpus(1).Models(c.ModelSet("V100")));
+  Outcome o = Open(c.state, "dotprod")->Decide(t);
+  EXPECT_EQ(o.kind, OutcomeKind::kInfeasible);
+  EXPECT_EQ(o.reason,
+            "no node could ever hold it; 0/3 nodes fit, 1 GPU model not allowed, 1 insufficient CPU, 1 insufficient memory");
+}
+
+TEST(Session, DownNodesAreNeverChosen) {
+  ClusterBuilder c;
+  NodeId a = c.AddNode("a");
+  NodeId b = c.AddNode("b");
+  c.state.SetNodeState(a, NodeState::kDown);
+  TaskId t = c.Submit("t", Req().Gpus(1));
+  Outcome o = Open(c.state, "best-fit")->Decide(t);
+  ASSERT_TRUE(o.placed());
+  EXPECT_EQ(o.node, b);
+}
+
+TEST(Session, NodeOrderTieBreakTakesTheFirstNodeInTheGivenOrder) {
+  ClusterBuilder c;
+  for (const char* n : {"a", "b", "c", "d"}) c.AddNode(n);
+  TaskId t = c.Submit("t", Req().Gpus(1));
+  // All four nodes score the same; rank 0 is node "c".
+  Outcome o = Open(c.state, "best-fit", TieBreak::kNodeOrder, 1, {3, 2, 0, 1})->Decide(t);
+  ASSERT_TRUE(o.placed());
+  EXPECT_EQ(o.node, c.NodeNamed("c"));
+}
+
+TEST(Session, UniformTieBreakSpreadsOverAllTiedNodesAndRepeatsPerSeed) {
+  ClusterBuilder c;
+  for (const char* n : {"a", "b", "c", "d"}) c.AddNode(n);
+  TaskId t = c.Submit("t", Req().Gpus(1));
+  std::set<uint32_t> chosen;
+  for (uint64_t seed = 0; seed < 64; ++seed) {
+    NodeId first = Open(c.state, "best-fit", TieBreak::kUniform, seed)->Decide(t).node;
+    NodeId again = Open(c.state, "best-fit", TieBreak::kUniform, seed)->Decide(t).node;
+    EXPECT_EQ(first, again) << "seed " << seed;
+    chosen.insert(first.value());
+  }
+  EXPECT_EQ(chosen.size(), 4u);
+}
+
+TEST(Session, TheScoreCacheNeverChangesADecision) {
+  // Fill a small heterogeneous cluster with a mixed task stream twice, with and without the
+  // cache; every decision must be identical.
+  for (const char* policy : {"best-fit", "dotprod", "gpu-packing", "gpu-clustering"}) {
+    std::vector<std::pair<uint32_t, int>> runs[2];
+    for (int cached = 0; cached < 2; ++cached) {
+      ClusterBuilder c;
+      for (int i = 0; i < 6; ++i) c.AddNode("n" + std::to_string(i), testing::Gpus(i % 2 ? 8 : 4));
+      auto s = Open(c.state, policy, TieBreak::kNodeOrder, 7, {}, cached == 1);
+      Statement st(c.state);
+      const TaskRequest reqs[] = {Req().Cpu(4000).SharedGpu(300), Req().Cpu(8000).Gpus(1), Req().Cpu(2000).Gpus(2),
+                                  Req().Cpu(16000), Req().Cpu(1000).SharedGpu(700)};
+      for (int k = 0; k < 40; ++k) {
+        TaskId t = c.Submit("t" + std::to_string(k), reqs[k % 5]);
+        Outcome o = s->Decide(t);
+        runs[cached].push_back({o.placed() ? o.node.value() : 9999, o.placed() ? o.gpus.idx[0] : -1});
+        if (o.placed()) st.Bind(t, o.node, o.gpus);
+        ASSERT_TRUE(c.state.CheckInvariants().ok());
+      }
+      st.Commit();
+    }
+    EXPECT_EQ(runs[0], runs[1]) << policy;
+  }
+}
+
+TEST(Session, AnUnknownPluginIsAnErrorNamingIt) {
+  ClusterBuilder c;
+  c.AddNode("a");
+  SessionOptions o;
+  o.policy.name = "p";
+  o.policy.scores = {{"no-such-score", 1}};
+  auto r = Session::Open(c.state, BuiltinRegistry(), PluginContext{&c.state, nullptr}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'no-such-score'"), std::string::npos);
+}
+
+TEST(TieBreak, ParsesBothRuleNamesAndRejectsOthers) {
+  EXPECT_EQ(*ParseTieBreak("node-order"), TieBreak::kNodeOrder);
+  EXPECT_EQ(*ParseTieBreak("uniform"), TieBreak::kUniform);
+  EXPECT_FALSE(ParseTieBreak("first").ok());
+}
+
+}  // namespace
+}  // namespace estuary

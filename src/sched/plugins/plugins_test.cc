@@ -1,0 +1,167 @@
+// Each policy's formula on hand-computed cases (docs/policies.md). Expected numbers are worked out
+// by hand from the published definitions, not by running the code.
+#include <gtest/gtest.h>
+
+#include "sched/framework/session.h"
+#include "sched/plugins/fgd/fgd.h"
+#include "sched/plugins/fgd/typical_tasks.h"
+#include "sched/plugins/register.h"
+#include "tests/testing/fixtures.h"
+
+namespace estuary {
+namespace {
+
+using testing::ClusterBuilder;
+using testing::Idx;
+using testing::Req;
+
+std::unique_ptr<ScorePlugin> Score(const std::string& name, const ClusterState& s, const TypicalTasks* typical = nullptr) {
+  auto p = BuiltinRegistry().MakeScore(name, PluginContext{&s, typical});
+  EXPECT_TRUE(p.ok());
+  return std::move(p).value();
+}
+
+TEST(BestFit, RawScoreIsOneMinusHalfCpuPlusHalfGpuLeftoverTimesHundred) {
+  ClusterBuilder c;
+  NodeId n = c.AddNode("n");  // 96 cores, 8 GPUs
+  TaskId t = c.Submit("t", Req().Cpu(8000).Gpus(1));
+  // s = 0.5*88000/128000 + 0.5*7000/8000 = 0.78125 -> floor(21.875) = 21
+  EXPECT_EQ(Score("best-fit", c.state)->Score(c.state.task(t), c.state.node(n)), 21);
+}
+
+TEST(BestFit, NormalisesMinMaxToZeroHundredAndAllEqualToZero) {
+  ClusterBuilder c;
+  auto p = Score("best-fit", c.state);
+  std::vector<int64_t> s = {21, 61, 41};
+  p->Normalize(s);
+  EXPECT_EQ(s, (std::vector<int64_t>{0, 100, 50}));
+  std::vector<int64_t> same = {7, 7};
+  p->Normalize(same);
+  EXPECT_EQ(same, (std::vector<int64_t>{0, 0}));
+}
+
+TEST(DotProd, PrefersTheSmallestNormalisedDotProduct) {
+  ClusterBuilder c;
+  testing::NodeShape half = testing::Gpus(4);
+  half.cpu = 64000;
+  NodeId n = c.AddNode("n", half);
+  TaskId t = c.Submit("t", Req().Cpu(8000).Gpus(1));
+  // dot = (64000/128000)(8000/128000) + (4000/8000)(1000/8000) = 0.09375 -> floor(100*(1-0.046875)) = 95
+  EXPECT_EQ(Score("dotprod", c.state)->Score(c.state.task(t), c.state.node(n)), 95);
+}
+
+TEST(GpuPacking, RanksSharedGpusThenUsedNodesThenIdleNodes) {
+  ClusterBuilder c;
+  NodeId idle = c.AddNode("idle");
+  NodeId used = c.AddNode("used");
+  NodeId shared = c.AddNode("shared");
+  c.state.Bind(c.Submit("u", Req().Gpus(1)), used, Idx({0}));
+  c.state.Bind(c.Submit("s", Req().SharedGpu(600)), shared, Idx({2}));
+  auto p = Score("gpu-packing", c.state);
+  const Task& share_task = c.state.task(c.Submit("x", Req().SharedGpu(300)));
+  const Task& whole_task = c.state.task(c.Submit("y", Req().Gpus(1)));
+  EXPECT_EQ(p->Score(share_task, c.state.node(shared)), 96);  // 100 - (400*100/1000)/10
+  EXPECT_EQ(p->Score(whole_task, c.state.node(used)), 49);    // 50 - 1 fully free GPU used
+  EXPECT_EQ(p->Score(whole_task, c.state.node(idle)), 25);    // max(33 - 8, 8)
+  EXPECT_EQ(p->Score(c.state.task(c.Submit("cpu", Req().Cpu(1000))), c.state.node(idle)), 0);
+}
+
+TEST(GpuClustering, PrefersNodesWhoseGpuTasksShareTheTasksTag) {
+  ClusterBuilder c;
+  NodeId idle = c.AddNode("idle");
+  NodeId sharing = c.AddNode("sharing");
+  NodeId mixed = c.AddNode("mixed");
+  NodeId other = c.AddNode("other");
+  c.state.Bind(c.Submit("s1", Req().SharedGpu(400)), sharing, Idx({0}));
+  c.state.Bind(c.Submit("s2", Req().SharedGpu(400)), mixed, Idx({0}));
+  c.state.Bind(c.Submit("w1", Req().Gpus(1)), mixed, Idx({1}));
+  c.state.Bind(c.Submit("w2", Req().Gpus(2)), other, Idx({0, 1}));
+  auto p = Score("gpu-clustering", c.state);
+  const Task& t = c.state.task(c.Submit("x", Req().SharedGpu(300)));
+  EXPECT_EQ(p->Score(t, c.state.node(sharing)), 75 + 25 * 400 / 8000);  // only its own tag
+  EXPECT_EQ(p->Score(t, c.state.node(mixed)), 50 + 25 * 1400 / 8000);   // its tag among others
+  EXPECT_EQ(p->Score(t, c.state.node(idle)), 25);                       // no GPU tasks
+  EXPECT_EQ(p->Score(t, c.state.node(other)), 25 * 2000 / 8000);        // other tags only
+}
+
+TypicalTasks SmallWorkload(ClusterBuilder&) {
+  // 3 one-GPU tasks and 1 shared 500m task: the 95% coverage takes both specs, p = 0.75 / 0.25.
+  std::vector<TaskRequest> w = {Req().Cpu(1000).Gpus(1), Req().Cpu(1000).Gpus(1), Req().Cpu(1000).Gpus(1),
+                                Req().Cpu(1000).SharedGpu(500)};
+  return TypicalTasks::FromWorkload(w);
+}
+
+TEST(TypicalTasks, TakesTheMostFrequentSpecsUpToTheCoverageAndRenormalises) {
+  ClusterBuilder c;
+  TypicalTasks t = SmallWorkload(c);
+  ASSERT_EQ(t.tasks.size(), 2u);
+  EXPECT_EQ(t.tasks[0].req.gpu_milli, 1000);
+  EXPECT_DOUBLE_EQ(t.tasks[0].share, 0.75);
+  EXPECT_DOUBLE_EQ(t.tasks[1].share, 0.25);
+  std::vector<TaskRequest> skewed(99, Req().Gpus(1));
+  skewed.push_back(Req().Gpus(2));
+  TypicalTasks s = TypicalTasks::FromWorkload(skewed);  // 99% from one spec: the rare one is dropped
+  ASSERT_EQ(s.tasks.size(), 1u);
+  EXPECT_DOUBLE_EQ(s.tasks[0].share, 1.0);
+  EXPECT_DOUBLE_EQ(s.covered, 0.99);
+}
+
+TEST(Fgd, NodeFragmentationCountsGpusTooSmallForEachTypicalTask) {
+  ClusterBuilder c;
+  TypicalTasks t = SmallWorkload(c);
+  NodeId n = c.AddNode("n", testing::Gpus(2));
+  c.state.Bind(c.Submit("s", Req().SharedGpu(700)), n, Idx({1}));  // free [1000, 300]
+  // whole 1-GPU: fits, GPU1 (300) is fragment -> 0.75*300; shared 500m: fits, 300 is fragment -> 0.25*300
+  EXPECT_DOUBLE_EQ(NodeFragmentation(t, c.state.node(n)), 300.0);
+  // A node whose CPU is exhausted: nothing fits, all 1300 free milli is fragment.
+  testing::NodeShape tiny = testing::Gpus(2);
+  tiny.cpu = 500;
+  NodeId m = c.AddNode("m", tiny);
+  EXPECT_DOUBLE_EQ(NodeFragmentation(t, c.state.node(m)), 2000.0);
+}
+
+TEST(Fgd, CpuOnlyTypicalTasksCountAllFreeGpuAsFragment) {
+  std::vector<TaskRequest> w = {Req().Cpu(1000)};
+  TypicalTasks t = TypicalTasks::FromWorkload(w);
+  ClusterBuilder c;
+  NodeId n = c.AddNode("n", testing::Gpus(2));
+  EXPECT_DOUBLE_EQ(NodeFragmentation(t, c.state.node(n)), 2000.0);
+}
+
+TEST(Fgd, ASharedTaskTakesTheGpuWhereFragmentationGrowsLeast) {
+  ClusterBuilder c;
+  TypicalTasks t = SmallWorkload(c);
+  NodeId n = c.AddNode("n", testing::Gpus(2));
+  c.state.Bind(c.Submit("s", Req().SharedGpu(700)), n, Idx({1}));  // free [1000, 300]
+  FgdScore fgd(&t);
+  const Task& x = c.state.task(c.Submit("x", Req().Cpu(1000).SharedGpu(300)));
+  // On GPU 1: F 300 -> 0, score floor(100*sigmoid(0.3)) = 57; on GPU 0: F 300 -> 825, score 37.
+  auto [score, gpu] = fgd.ScoreAndGpu(x, c.state.node(n));
+  EXPECT_EQ(score, 57);
+  EXPECT_EQ(gpu, 1);
+  Rng rng(1);
+  EXPECT_EQ(fgd.Select(x, c.state.node(n), rng).idx[0], 1);
+  // A whole GPU leaves F at 300 (the last 300m stays a fragment): sigmoid(0) -> 50.
+  EXPECT_EQ(fgd.Score(c.state.task(c.Submit("y", Req().Cpu(1000).Gpus(1))), c.state.node(n)), 50);
+}
+
+TEST(Policies, TheSixOpenbPoliciesAreRegisteredAndUnknownNamesAreErrors) {
+  ClusterState s;
+  TypicalTasks typical;
+  const PluginContext ctx{&s, &typical};
+  std::vector<std::string> selectors;
+  for (const std::string& name : OpenbPolicyNames()) {
+    auto p = OpenbPolicy(name);
+    ASSERT_TRUE(p.ok()) << name;
+    EXPECT_TRUE(BuiltinRegistry().MakeScore(p->scores[0].first, ctx).ok()) << name;
+    EXPECT_TRUE(BuiltinRegistry().MakeGpuSelect(p->gpu_select, ctx).ok()) << name;
+    selectors.push_back(p->gpu_select);
+  }
+  EXPECT_EQ(selectors, (std::vector<std::string>{"random", "best", "best", "best", "best", "fgd"}));
+  auto bad = OpenbPolicy("tetris");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("known: random, dotprod"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace estuary
