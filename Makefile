@@ -14,8 +14,13 @@ build: setup
 
 # Runs the openb comparison of all six policies on the default trace; prints a table and the
 # path of the HTML report.
+SHARED ?= ../shared
+OPENB ?= $(SHARED)/traces/openb
+
 demo: build
-	@$(BUILD)/estuary openb-compare --out out/demo
+	@$(BUILD)/estuary openb --nodes $(OPENB)/openb_node_list_gpu_node.csv \
+	  --pods $(OPENB)/openb_pod_list_default.csv --policy all --seeds 42-51 --tune 1.3 \
+	  --reference $(SHARED)/reference/openb_expected_alloc.csv --out out/demo
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

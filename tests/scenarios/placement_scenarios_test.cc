@@ -1,0 +1,126 @@
+// Placement scenarios as a table of specifications: a small cluster, a history of bound tasks,
+// one new task, the policy — and the node (and GPU) it must land on. Each row is checked with
+// ClusterState::CheckInvariants() after the placement, and a second decision for an identical task
+// on the unchanged state must agree (no flapping).
+#include <gtest/gtest.h>
+
+#include <cctype>
+
+#include "sched/actions/allocate.h"
+#include "sched/plugins/register.h"
+#include "tests/testing/fixtures.h"
+
+namespace estuary {
+namespace {
+
+using testing::ClusterBuilder;
+using testing::Idx;
+using testing::Req;
+
+struct Bound {
+  const char* node;
+  TaskRequest req;
+  std::vector<int> gpus;
+};
+
+struct Scenario {
+  const char* name;  // a sentence
+  const char* policy;
+  std::vector<std::pair<const char*, testing::NodeShape>> nodes;
+  std::vector<Bound> bound;
+  TaskRequest task;
+  const char* want_node;  // nullptr: must not be placed
+  int want_gpu = -1;      // for shared tasks: the GPU index it must take
+};
+
+testing::NodeShape Shape(int gpus, const char* model = "V100", MilliCpu cpu = 96000) {
+  testing::NodeShape s = testing::Gpus(gpus);
+  s.model = model;
+  s.cpu = cpu;
+  return s;
+}
+
+const std::vector<Scenario>& Table() {
+  static const std::vector<Scenario> t = {
+      {"best-fit puts a one-GPU task on the node with the least room left", "best-fit",
+       {{"empty", Shape(8)}, {"busy", Shape(8)}},
+       {{"busy", Req().Cpu(32000).Gpus(6), {0, 1, 2, 3, 4, 5}}},
+       Req().Cpu(4000).Gpus(1), "busy"},
+      {"an eight-GPU task only goes to a wholly free node", "best-fit",
+       {{"almost", Shape(8)}, {"free", Shape(8)}},
+       {{"almost", Req().SharedGpu(100), {3}}},
+       Req().Gpus(8), "free"},
+      {"a task pinned to T4 never lands on a V100 node even when that fits better", "best-fit",
+       {{"v100", Shape(8)}, {"t4", Shape(8, "T4")}},
+       {{"v100", Req().Gpus(7), {0, 1, 2, 3, 4, 5, 6}}},
+       Req().Gpus(1).Models(GpuModelSet::FromBits(1u << 1)), "t4"},
+      {"fgd fills the remaining share of a GPU rather than breaking a whole one", "fgd",
+       {{"a", Shape(2)}, {"b", Shape(2)}},
+       {{"a", Req().Cpu(1000).SharedGpu(500), {1}}, {"b", Req().Cpu(1000).Gpus(1), {0}}},
+       Req().Cpu(1000).SharedGpu(500), "a", 1},
+      {"gpu-packing stacks a shared task onto an already shared GPU", "gpu-packing",
+       {{"idle", Shape(8)}, {"sharing", Shape(8)}},
+       {{"sharing", Req().SharedGpu(400), {5}}},
+       Req().SharedGpu(300), "sharing", 5},
+      {"gpu-clustering keeps shared tasks with shared tasks", "gpu-clustering",
+       {{"whole", Shape(8)}, {"shared", Shape(8)}},
+       {{"whole", Req().Gpus(1), {0}}, {"shared", Req().SharedGpu(200), {0}}},
+       Req().SharedGpu(200), "shared"},
+      {"a node without enough CPU is skipped even when its GPUs are free", "best-fit",
+       {{"cpu-poor", Shape(8, "V100", 4000)}, {"cpu-rich", Shape(8)}},
+       {{"cpu-rich", Req().Gpus(4), {0, 1, 2, 3}}},
+       Req().Cpu(8000).Gpus(1), "cpu-rich"},
+      {"a task larger than every node's GPUs is not placed", "fgd",
+       {{"a", Shape(4)}, {"b", Shape(4)}},
+       {},
+       Req().Gpus(8), nullptr},
+  };
+  return t;
+}
+
+class PlacementScenario : public ::testing::TestWithParam<Scenario> {};
+
+TEST_P(PlacementScenario, LandsWhereTheSpecificationSays) {
+  const Scenario& s = GetParam();
+  ClusterBuilder c;
+  for (const auto& [name, shape] : s.nodes) c.AddNode(name, shape);
+  std::vector<TaskRequest> workload;
+  for (const Bound& b : s.bound) {
+    GpuIndices g;
+    for (int i : b.gpus) g.Push(i);
+    TaskId t = c.Submit("bound", b.req);
+    c.state.Bind(t, c.NodeNamed(b.node), g);
+    workload.push_back(b.req);
+  }
+  workload.push_back(s.task);
+  const TypicalTasks typical = TypicalTasks::FromWorkload(workload);
+  SessionOptions o;
+  o.policy = *OpenbPolicy(s.policy);
+  o.seed = 11;
+  auto session = Session::Open(c.state, BuiltinRegistry(), PluginContext{&c.state, &typical}, o);
+  ASSERT_TRUE(session.ok());
+  TaskId t = c.Submit("new", s.task);
+  TaskId twin = c.Submit("twin", s.task);
+  Outcome first = (*session)->Decide(t);
+  Outcome again = (*session)->Decide(twin);
+  EXPECT_EQ(first.node, again.node) << "a repeated decision on unchanged state must agree";
+  if (s.want_node == nullptr) {
+    EXPECT_FALSE(first.placed());
+    EXPECT_FALSE(first.reason.empty());
+    return;
+  }
+  ASSERT_TRUE(first.placed()) << first.reason;
+  EXPECT_EQ(c.state.node(first.node).spec.name, s.want_node);
+  if (s.want_gpu >= 0) EXPECT_EQ(first.gpus.idx[0], s.want_gpu);
+  c.state.Bind(t, first.node, first.gpus);
+  EXPECT_TRUE(c.state.CheckInvariants().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, PlacementScenario, ::testing::ValuesIn(Table()), [](const auto& info) {
+  std::string n;
+  for (const char* p = info.param.name; *p; ++p) n += std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_';
+  return n;
+});
+
+}  // namespace
+}  // namespace estuary
