@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "sched/actions/allocate.h"
+#include "sched/plugins/fgd/typical_tasks.h"
 #include "sched/plugins/register.h"
 #include "tests/testing/fixtures.h"
 
@@ -111,7 +112,9 @@ TEST_P(PlacementScenario, LandsWhereTheSpecificationSays) {
   }
   ASSERT_TRUE(first.placed()) << first.reason;
   EXPECT_EQ(c.state.node(first.node).spec.name, s.want_node);
-  if (s.want_gpu >= 0) EXPECT_EQ(first.gpus.idx[0], s.want_gpu);
+  if (s.want_gpu >= 0) {
+    EXPECT_EQ(first.gpus.idx[0], s.want_gpu);
+  }
   c.state.Bind(t, first.node, first.gpus);
   EXPECT_TRUE(c.state.CheckInvariants().ok());
 }

@@ -1,0 +1,381 @@
+// The estuary command line as a user meets it: the real binary runs as a subprocess (under
+// `timeout 120` and a 1 GiB address-space cap, so a hang or a runaway allocation fails the test
+// instead of the machine). Bad input of any kind — a file, a row, a flag — exits with code 2 and
+// writes exactly one line to stderr naming the file:line and column, or the flag. Good input
+// exits 0 and writes summary.json.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace estuary {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr char kBinary[] = ESTUARY_BINARY;
+constexpr char kNodeHeader[] = "sn,cpu_milli,memory_mib,gpu,model\n";
+constexpr char kTaskHeader[] =
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+    "scheduled_time\n";
+constexpr char kGoodTask[] = "pod-0,1000,1024,1,1000,,LS,Running,0,100,0\n";  // line 2 of the files below
+
+// A fresh directory under the system temp dir, removed with its content on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "estuary-cli-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string WriteFile(const TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = (dir.path() / name).string();
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+struct RunResult {
+  int exit_code = -1;  // 124: timed out; 128 + n: killed by signal n
+  std::string out, err;
+};
+
+std::ostream& operator<<(std::ostream& o, const RunResult& r) {
+  return o << "exit code " << r.exit_code << "\n--- stdout ---\n" << r.out << "--- stderr ---\n" << r.err;
+}
+
+// Runs `estuary args...` and captures its exit code, stdout and stderr separately.
+RunResult RunEstuary(std::initializer_list<std::string> args) {
+  TempDir io;
+  const std::string out = (io.path() / "stdout").string(), err = (io.path() / "stderr").string();
+  std::string cmd = "ulimit -v 1048576 && exec timeout 120 " + ShellQuote(kBinary);
+  for (const std::string& a : args) cmd += " " + ShellQuote(a);
+  cmd += " >" + ShellQuote(out) + " 2>" + ShellQuote(err) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  RunResult r;
+  if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (status != -1 && WIFSIGNALED(status)) r.exit_code = 128 + WTERMSIG(status);
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  return r;
+}
+
+// True when the run failed as bad input: exit code 2 and exactly one line on stderr,
+// "estuary: ...", containing every one of `needles`.
+::testing::AssertionResult RejectedWith(const RunResult& r, std::initializer_list<std::string> needles) {
+  if (r.exit_code != 2) return ::testing::AssertionFailure() << "expected exit code 2, got " << r;
+  if (r.err.empty() || r.err.back() != '\n' || std::count(r.err.begin(), r.err.end(), '\n') != 1) {
+    return ::testing::AssertionFailure() << "expected exactly one line on stderr, got " << r;
+  }
+  if (r.err.rfind("estuary: ", 0) != 0) return ::testing::AssertionFailure() << "no 'estuary: ' prefix: " << r;
+  for (const std::string& n : needles) {
+    if (r.err.find(n) == std::string::npos) return ::testing::AssertionFailure() << "stderr lacks '" << n << "': " << r;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// "file:line: column 'c': " — how a message names one field of a file.
+std::string AtColumn(const std::string& path, unsigned line, const std::string& column) {
+  return path + ":" + std::to_string(line) + ": column '" + column + "': ";
+}
+std::string AtLine(const std::string& path, unsigned line) { return path + ":" + std::to_string(line) + ": "; }
+
+// A valid two-node cluster (V100 and T4) and five tasks with times, in a fresh directory.
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kBinary)) << "build the estuary binary first: " << kBinary;
+    ASSERT_FALSE(dir_.path().empty());
+    nodes_ = WriteFile(dir_, "nodes.csv",
+                       std::string(kNodeHeader) + "node-a,32000,65536,2,V100\nnode-b,64000,131072,4,T4\n");
+    pods_ = WriteFile(dir_, "pods.csv",
+                      std::string(kTaskHeader) + kGoodTask +
+                          "pod-1,2000,2048,1,500,V100,LS,Running,10,50,10\n"
+                          "pod-2,0,512,0,0,,BE,Running,20,200,20\n"
+                          "pod-3,4000,4096,2,1000,T4,LS,Running,30,300,30\n"
+                          "pod-4,1000,1024,1,250,,LS,Running,40,90,40\n");
+  }
+  // A task file with one good row (line 2) and `row` as line 3.
+  std::string PodsWithThirdLine(const std::string& row) {
+    return WriteFile(dir_, "bad_pods.csv", std::string(kTaskHeader) + kGoodTask + row + "\n");
+  }
+  std::string Out(const std::string& name) const { return (dir_.path() / name).string(); }
+
+  TempDir dir_;
+  std::string nodes_, pods_;
+};
+
+// --- positive runs -----------------------------------------------------------------------------
+
+TEST_F(Cli, HelpExitsZeroAndListsTheSubcommands) {
+  const RunResult r = RunEstuary({"--help"});
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_THAT(r.out, HasSubstr("openb"));
+  EXPECT_THAT(r.out, HasSubstr("replay"));
+}
+
+TEST_F(Cli, OpenbOnATinyClusterWritesASummaryWithTheContractKeys) {
+  const std::string out = Out("openb-out");
+  const RunResult r = RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--seeds", "1-2",
+                                  "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(r.err, "");
+  const nlohmann::json s = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, false);
+  ASSERT_FALSE(s.is_discarded()) << "summary.json is not JSON";
+  for (const char* key : {"policy", "tie_break", "seeds", "gpu_alloc_pct_mean", "gpu_alloc_pct_by_seed", "wall_seconds"}) {
+    EXPECT_TRUE(s.contains(key)) << key;
+  }
+  EXPECT_EQ(s.value("policy", ""), "fgd");
+  EXPECT_EQ(s.value("tie_break", ""), "node-order");
+  EXPECT_EQ(s["seeds"], nlohmann::json::array({1, 2}));
+  ASSERT_TRUE(s["gpu_alloc_pct_by_seed"].is_object());
+  ASSERT_EQ(s["gpu_alloc_pct_by_seed"].size(), 2u);
+  const double seed1 = s["gpu_alloc_pct_by_seed"].value("1", -1.0), seed2 = s["gpu_alloc_pct_by_seed"].value("2", -1.0);
+  EXPECT_GT(seed1, 0.0);
+  EXPECT_LE(seed1, 100.0);
+  EXPECT_GT(seed2, 0.0);
+  EXPECT_LE(seed2, 100.0);
+  ASSERT_TRUE(s["gpu_alloc_pct_mean"].is_number());
+  EXPECT_NEAR(s["gpu_alloc_pct_mean"].get<double>(), (seed1 + seed2) / 2, 1e-3);
+  ASSERT_TRUE(s["wall_seconds"].is_number());
+  EXPECT_GE(s["wall_seconds"].get<double>(), 0.0);
+}
+
+TEST_F(Cli, ReplayOnATinyClusterWritesASummaryWithConfigurations) {
+  const std::string out = Out("replay-out");
+  const RunResult r = RunEstuary({"replay", "--nodes", nodes_, "--pods", pods_, "--policy", "best-fit", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(r.err, "");
+  const nlohmann::json s = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, false);
+  ASSERT_FALSE(s.is_discarded()) << "summary.json is not JSON";
+  ASSERT_TRUE(s.contains("configurations"));
+  ASSERT_TRUE(s["configurations"].contains("best-fit"));
+  const nlohmann::json& c = s["configurations"]["best-fit"];
+  EXPECT_EQ(c.value("tasks_started_count", -1.0), 5.0);
+  EXPECT_GT(c.value("gpu_alloc_pct_mean", -1.0), 0.0);
+  EXPECT_LE(c.value("gpu_alloc_pct_mean", 1e9), 100.0);
+}
+
+// --- bad node and task files --------------------------------------------------------------------
+
+TEST_F(Cli, RejectsANodeFileWithNonNumericCpuNamingLineAndColumn) {
+  const std::string nodes = WriteFile(dir_, "bad_nodes.csv",
+                                      std::string(kNodeHeader) + "node-a,32000,65536,2,V100\nnode-b,lots,1,4,T4\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes, "--pods", pods_, "--policy", "fgd"}),
+                           {AtColumn(nodes, 3, "cpu_milli")}));
+}
+
+TEST_F(Cli, RejectsANodeFileWithADuplicateNameNamingTheDuplicateLine) {
+  const std::string nodes = WriteFile(dir_, "bad_nodes.csv",
+                                      std::string(kNodeHeader) + "node-a,32000,65536,2,V100\nnode-a,64000,1,4,T4\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes, "--pods", pods_, "--policy", "fgd"}),
+                           {AtColumn(nodes, 3, "sn"), "node-a"}));
+}
+
+TEST_F(Cli, RejectsGpuMilliAboveOneThousandNamingLineAndColumn) {
+  const std::string pods = PodsWithThirdLine("pod-x,1000,1024,1,1200,,LS,Running,0,100,0");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods, "--policy", "fgd"}),
+                           {AtColumn(pods, 3, "gpu_milli"), "1200"}));
+}
+
+TEST_F(Cli, RejectsANonNumericMemoryNamingLineAndColumn) {
+  const std::string pods = PodsWithThirdLine("pod-x,1000,1Gi,1,1000,,LS,Running,0,100,0");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods, "--policy", "fgd"}),
+                           {AtColumn(pods, 3, "memory_mib"), "'1Gi'"}));
+}
+
+TEST_F(Cli, RejectsANegativeCpuNamingLineAndColumn) {
+  const std::string pods = PodsWithThirdLine("pod-x,-1,1024,1,1000,,LS,Running,0,100,0");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods, "--policy", "fgd"}),
+                           {AtColumn(pods, 3, "cpu_milli"), "negative"}));
+}
+
+TEST_F(Cli, RejectsATaskFileWithoutTheGpuMilliColumnNamingLineOne) {
+  const std::string pods = WriteFile(dir_, "bad_pods.csv", "name,cpu_milli,memory_mib,num_gpu\npod-x,1,1,0\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods, "--policy", "fgd"}),
+                           {AtLine(pods, 1) + "missing column 'gpu_milli'"}));
+}
+
+TEST_F(Cli, RejectsAMalformedTaskRowNamingItsLine) {
+  const std::string pods = PodsWithThirdLine("pod-x,1000,1024");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods, "--policy", "fgd"}),
+                           {AtLine(pods, 3) + "malformed row"}));
+}
+
+TEST_F(Cli, RejectsAGpuModelNoNodeHasNamingLineAndColumn) {
+  const std::string pods = PodsWithThirdLine("pod-x,1000,1024,1,1000,A100,LS,Running,0,100,0");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods, "--policy", "fgd"}),
+                           {AtColumn(pods, 3, "gpu_spec"), "A100"}));
+}
+
+TEST_F(Cli, RejectsANodeFileThatDoesNotExistNamingIt) {
+  const std::string nodes = Out("absent.csv");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes, "--pods", pods_, "--policy", "fgd"}),
+                           {nodes + ": cannot open"}));
+}
+
+TEST_F(Cli, RejectsATaskFileThatDoesNotExistNamingIt) {
+  const std::string pods = Out("absent.csv");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"replay", "--nodes", nodes_, "--pods", pods, "--policy", "fgd"}),
+                           {pods + ": cannot open"}));
+}
+
+// --- bad flags ---------------------------------------------------------------------------------
+
+TEST_F(Cli, RejectsAnUnknownPolicyListingTheKnownOnes) {
+  const RunResult r = RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "foo"});
+  EXPECT_TRUE(RejectedWith(r, {"--policy", "'foo'", "random", "dotprod", "gpu-clustering", "gpu-packing", "best-fit",
+                               "fgd"}));
+}
+
+TEST_F(Cli, RejectsASeedRangeThatRunsBackwards) {
+  EXPECT_TRUE(RejectedWith(
+      RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--seeds", "5-3"}), {"--seeds", "5-3"}));
+}
+
+TEST_F(Cli, RejectsNonNumericSeeds) {
+  EXPECT_TRUE(RejectedWith(
+      RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--seeds", "abc"}), {"--seeds", "abc"}));
+}
+
+TEST_F(Cli, RejectsAZeroTune) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--tune", "0"}),
+                           {"--tune"}));
+}
+
+TEST_F(Cli, RejectsANegativeTune) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--tune", "-1"}),
+                           {"--tune"}));
+}
+
+TEST_F(Cli, RejectsAnUnknownTieBreakRule) {
+  EXPECT_TRUE(RejectedWith(
+      RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--tie-break", "sideways"}),
+      {"--tie-break", "sideways"}));
+}
+
+TEST_F(Cli, RejectsAnUnknownFlagNamingIt) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--fast"}),
+                           {"--fast"}));
+}
+
+TEST_F(Cli, RejectsAMissingNodesFlagNamingIt) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--pods", pods_, "--policy", "fgd"}), {"--nodes"}));
+}
+
+TEST_F(Cli, RejectsAMissingSubcommand) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({}), {"subcommand"}));
+}
+
+// --- replay ------------------------------------------------------------------------------------
+
+TEST_F(Cli, ReplayRejectsATaskListWithoutTimeColumnsNamingTheFileAndColumn) {
+  const std::string pods = WriteFile(dir_, "multigpu.csv",
+                                     "name,cpu_milli,memory_mib,num_gpu,gpu_milli\npod-0,1000,1024,1,1000\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"replay", "--nodes", nodes_, "--pods", pods, "--policy", "fgd"}),
+                           {AtLine(pods, 1), "'creation_time'"}));
+}
+
+TEST_F(Cli, ReplayRejectsADeletionBeforeTheCreationNamingLineAndColumn) {
+  const std::string pods = PodsWithThirdLine("pod-x,1000,1024,1,1000,,LS,Running,500,400,0");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"replay", "--nodes", nodes_, "--pods", pods, "--policy", "fgd"}),
+                           {AtColumn(pods, 3, "deletion_time")}));
+}
+
+TEST_F(Cli, ReplayRejectsAZeroSampleInterval) {
+  EXPECT_TRUE(RejectedWith(
+      RunEstuary({"replay", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--sample-interval", "0"}),
+      {"--sample-interval"}));
+}
+
+// A task whose traced life spans 10^15 s (a valid non-negative integer) must not make the replay
+// sample the state every hour for 31 million years: either it runs, or it is refused naming the
+// column or the flag — never an abort from exhausted memory.
+TEST_F(Cli, ReplayOfATaskWithAHugeLifetimeRunsOrIsRefusedButNeverExhaustsMemory) {
+  const std::string pods = PodsWithThirdLine("pod-x,1000,1024,1,1000,,LS,Running,0,1000000000000000,0");
+  const std::string out = Out("huge-out");
+  const RunResult r = RunEstuary({"replay", "--nodes", nodes_, "--pods", pods, "--policy", "fgd", "--out", out});
+  if (r.exit_code == 0) {
+    EXPECT_TRUE(fs::exists(out + "/summary.json")) << r;
+  } else {
+    const bool names_column = r.err.find(AtColumn(pods, 3, "deletion_time")) != std::string::npos;
+    const bool names_flag = r.err.find("--sample-interval") != std::string::npos;
+    EXPECT_TRUE(RejectedWith(r, {}) && (names_column || names_flag))
+        << "expected exit 0, or exit 2 naming " << AtColumn(pods, 3, "deletion_time") << " or --sample-interval; got "
+        << r;
+  }
+}
+
+// A task that waits and then runs until (almost) the end of int64 time must not overflow the
+// clock: the replay either refuses the time naming its line and column, or reports sane metrics.
+TEST_F(Cli, ReplayNeverReportsMoreThanFullAllocationForTimesNearTheInt64Limit) {
+  const std::string nodes = WriteFile(dir_, "one_gpu.csv", std::string(kNodeHeader) + "node-a,32000,65536,1,V100\n");
+  const std::string pods = PodsWithThirdLine("pod-x,1000,1024,1,1000,,LS,Running,0,9223372036854775807,0");
+  const std::string out = Out("int64-out");
+  const RunResult r = RunEstuary({"replay", "--nodes", nodes, "--pods", pods, "--policy", "fgd", "--out", out});
+  if (r.exit_code == 0) {
+    const nlohmann::json s = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, false);
+    ASSERT_FALSE(s.is_discarded()) << r;
+    const double mean = s["configurations"]["fgd"].value("gpu_alloc_pct_mean", -1.0);
+    EXPECT_GE(mean, 0.0) << r;
+    EXPECT_LE(mean, 100.0) << "time-weighted allocation above 100%: the event clock overflowed\n" << r;
+  } else {
+    EXPECT_TRUE(RejectedWith(r, {AtColumn(pods, 3, "deletion_time")}));
+  }
+}
+
+// --- outputs and the reference -----------------------------------------------------------------
+
+TEST_F(Cli, RejectsAMalformedReferenceRowNamingItsLine) {
+  std::string header = "trace,policy,tune,seed,total_gpus";
+  for (int x = 0; x <= 130; ++x) header += "," + std::to_string(x);
+  const std::string ref = WriteFile(dir_, "ref.csv", header + "\npods,fgd,1.3,1,6\n");
+  EXPECT_TRUE(RejectedWith(
+      RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--seeds", "1", "--reference", ref}),
+      {AtLine(ref, 2) + "malformed row"}));
+}
+
+TEST_F(Cli, RejectsAnOutputDirectoryUnderARegularFileNamingIt) {
+  const std::string file = WriteFile(dir_, "plain-file", "not a directory\n");
+  const std::string out = file + "/out";
+  EXPECT_TRUE(RejectedWith(
+      RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--seeds", "1", "--out", out}),
+      {out, "cannot create"}));
+}
+
+}  // namespace
+}  // namespace estuary
