@@ -86,6 +86,10 @@ int RunOpenbCommand(const OpenbFlags& f) {
   auto tie = ParseTieBreak(f.tie_break);
   if (!tie.ok()) return Fail(InvalidArgument("--tie-break: " + tie.status().message()));
   if (!(f.tune > 0) || f.tune > 10) return Fail(InvalidArgument("--tune " + std::to_string(f.tune) + ": must be in (0, 10]"));
+  if (!f.out.empty()) {
+    Status st = MakeOutputDir(f.out);
+    if (!st.ok()) return Fail(InvalidArgument("--out: " + st.message()));
+  }
 
   auto nodes = ReadOpenbNodes(f.nodes);
   if (!nodes.ok()) return Fail(nodes.status());
@@ -111,7 +115,10 @@ int RunOpenbCommand(const OpenbFlags& f) {
   OpenbWorkload w;
   w.cluster = std::move(cluster).value();
   w.tasks = std::move(reqs).value();
-  for (const auto& r : tasks->rows) w.names.push_back(r.name);
+  for (const auto& r : tasks->rows) {
+    w.names.push_back(r.name);
+    w.qos.push_back(r.qos);
+  }
   w.typical = TypicalTasks::FromWorkload(w.tasks);
   info.trace_tasks = static_cast<int64_t>(w.tasks.size());
   info.typical_specs = static_cast<int64_t>(w.typical.tasks.size());
@@ -177,7 +184,14 @@ int RunReplayCommand(const ReplayFlags& f) {
   if (!policies.ok()) return Fail(policies.status());
   auto tie = ParseTieBreak(f.tie_break);
   if (!tie.ok()) return Fail(InvalidArgument("--tie-break: " + tie.status().message()));
-  if (f.sample_interval <= 0) return Fail(InvalidArgument("--sample-interval: must be a positive number of seconds"));
+  if (f.sample_interval <= 0 || f.sample_interval > 1'000'000'000'000) {
+    return Fail(InvalidArgument("--sample-interval " + std::to_string(f.sample_interval) +
+                                ": must be a number of seconds in [1, 10^12]"));
+  }
+  if (!f.out.empty()) {
+    Status st = MakeOutputDir(f.out);
+    if (!st.ok()) return Fail(InvalidArgument("--out: " + st.message()));
+  }
   auto nodes = ReadOpenbNodes(f.nodes);
   if (!nodes.ok()) return Fail(nodes.status());
   auto cluster = BuildOpenbCluster(*nodes, f.nodes);
@@ -257,6 +271,10 @@ int RunCli(int argc, char** argv) {
   ReplayFlags rf;
   CLI::App* replay = AddReplayCommand(app, rf);
 
+  if (argc >= 2 && argv[1][0] != '-' && std::string(argv[1]) != "openb" && std::string(argv[1]) != "replay") {
+    std::fprintf(stderr, "estuary: unknown command '%s' (known: openb, replay; see --help)\n", argv[1]);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

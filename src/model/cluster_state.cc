@@ -45,7 +45,7 @@ JobId ClusterState::AddJob(JobSpec spec) {
   return jobs_.back().id;
 }
 
-TaskId ClusterState::AddTask(JobId job, std::string name, TaskRequest req, int32_t priority) {
+TaskId ClusterState::AddTask(JobId job, std::string name, TaskRequest req, int32_t priority, std::string qos) {
   ESTUARY_CHECK(job.valid() && job.value() < jobs_.size());
   ESTUARY_CHECK(req.gpu_milli >= 0 && req.gpu_milli <= kMilliPerGpu);
   Task t;
@@ -54,6 +54,7 @@ TaskId ClusterState::AddTask(JobId job, std::string name, TaskRequest req, int32
   t.name = std::move(name);
   t.req = req;
   t.priority = priority;
+  t.qos = std::move(qos);
   jobs_[job.value()].tasks.push_back(t.id);
   tasks_.push_back(std::move(t));
   return tasks_.back().id;

@@ -67,6 +67,7 @@ struct Task {
   std::string name;
   TaskRequest req;
   int32_t priority = 0;
+  std::string qos;   // the trace's QoS class (e.g. "LS", "BE"); informational
   TaskState state = TaskState::kPending;
   NodeId node;       // valid iff state == kBound
   GpuIndices gpus;   // valid iff state == kBound
@@ -101,7 +102,7 @@ class ClusterState {
   StatusOr<NodeId> AddNode(NodeSpec spec);
   JobId AddJob(JobSpec spec);
   // Adds a pending task to `job`. REQUIRES: job is valid; req.gpu_milli in [0, 1000].
-  TaskId AddTask(JobId job, std::string name, TaskRequest req, int32_t priority = 0);
+  TaskId AddTask(JobId job, std::string name, TaskRequest req, int32_t priority = 0, std::string qos = {});
 
   // Binds a pending task to `node` on GPU indices `gpus`. REQUIRES: CanBind(...).
   void Bind(TaskId task, NodeId node, const GpuIndices& gpus);

@@ -71,7 +71,8 @@ StatusOr<OpenbSeedResult> RunSeed(const OpenbWorkload& w, const OpenbOptions& o,
     JobSpec js;
     js.name = w.names[order[k]];
     const JobId job = state.AddJob(js);
-    const TaskId task = state.AddTask(job, js.name, req);
+    const TaskId task =
+        state.AddTask(job, js.name, req, 0, order[k] < w.qos.size() ? w.qos[order[k]] : std::string());
     const JobAttempt a = AllocateAction::TryStart(**session, state, job);
     arrived += req.TotalGpuMilli();
     ++res.tasks_arrived;

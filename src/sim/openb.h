@@ -25,6 +25,7 @@ struct OpenbWorkload {
   ClusterState cluster;                // nodes only, nothing bound
   std::vector<TaskRequest> tasks;      // the trace's tasks, in file order
   std::vector<std::string> names;      // their names (same order)
+  std::vector<std::string> qos;        // their QoS classes (same order; may be empty)
   TypicalTasks typical;                // from `tasks`
 };
 

@@ -263,9 +263,14 @@ StatusOr<std::string> WriteOpenbOutputs(const std::string& dir, const std::vecto
       seeds.push_back(s.seed);
       failed_n += s.tasks_failed;
     }
-    std::optional<double> pub = published ? published->EndMean(r.policy, seeds) : std::nullopt;
-    t.rows.push_back({r.policy, Fixed(r.gpu_alloc_pct_mean), pub ? Fixed(*pub) : "-",
-                      pub ? Fixed(r.gpu_alloc_pct_mean - *pub) : "-", Fixed(r.frag_ratio_pct_mean),
+    std::string pub_text = "-", delta_text = "-";
+    if (published) {
+      if (auto pub = published->EndMean(r.policy, seeds)) {
+        pub_text = Fixed(*pub);
+        delta_text = Fixed(r.gpu_alloc_pct_mean - *pub);
+      }
+    }
+    t.rows.push_back({r.policy, Fixed(r.gpu_alloc_pct_mean), pub_text, delta_text, Fixed(r.frag_ratio_pct_mean),
                       Fixed(static_cast<double>(failed_n) / static_cast<double>(std::max<size_t>(1, r.seeds.size())), 1),
                       Fixed(r.wall_seconds, 3)});
   }

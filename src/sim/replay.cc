@@ -26,7 +26,7 @@ StatusOr<ReplayWorkload> MakeReplayWorkload(ClusterState cluster, const OpenbTas
       return InvalidArgument(where + "deletion_time': " + std::to_string(*r.deletion_time) + " precedes creation_time " +
                              std::to_string(*r.creation_time));
     }
-    w.tasks.push_back({reqs[i], r.name, *r.creation_time, *r.deletion_time - *r.creation_time});
+    w.tasks.push_back({reqs[i], r.name, *r.creation_time, *r.deletion_time - *r.creation_time, r.qos});
   }
   w.typical = TypicalTasks::FromWorkload(reqs);
   return w;
@@ -95,6 +95,8 @@ StatusOr<ReplayResult> RunReplay(const ReplayWorkload& w, const ReplayOptions& o
   double alloc_area = 0, frag_area = 0;
   SimTime last_t = clock.Now();
   SimTime next_sample = clock.Now();
+  SimTime interval = o.sample_interval;
+  constexpr size_t kMaxSamples = 100000;
   auto sample_until = [&](SimTime t) {
     // Samples the state as it stood before time t (it has been constant since last_t).
     const double alloc = 100.0 * static_cast<double>(state.allocated_gpu_milli()) / capacity;
@@ -103,7 +105,15 @@ StatusOr<ReplayResult> RunReplay(const ReplayWorkload& w, const ReplayOptions& o
     frag_area += fr * static_cast<double>(t - last_t);
     while (next_sample < t) {
       res.samples.push_back({next_sample, alloc, fr, static_cast<int64_t>(pending.size()), running});
-      next_sample += o.sample_interval;
+      next_sample += interval;
+      if (res.samples.size() >= kMaxSamples) {
+        // Keep memory bounded on very long traces: drop every other sample, double the interval.
+        size_t k = 0;
+        for (size_t i = 0; i < res.samples.size(); i += 2) res.samples[k++] = res.samples[i];
+        res.samples.resize(k);
+        interval *= 2;
+        next_sample = res.samples.back().time + interval;
+      }
     }
     last_t = t;
   };
@@ -129,7 +139,7 @@ StatusOr<ReplayResult> RunReplay(const ReplayWorkload& w, const ReplayOptions& o
         JobSpec js;
         js.name = rt.name;
         const JobId job = state.AddJob(js);
-        task_of[e.idx] = state.AddTask(job, rt.name, rt.req);
+        task_of[e.idx] = state.AddTask(job, rt.name, rt.req, 0, rt.qos);
         arrivals.push_back(e.idx);
       }
     }

@@ -22,6 +22,7 @@ struct ReplayTask {
   std::string name;
   SimTime creation = 0;
   SimTime runtime = 0;  // deletion - creation
+  std::string qos;
 };
 
 struct ReplayWorkload {
@@ -39,7 +40,9 @@ struct ReplayOptions {
   std::string policy;                         // one of OpenbPolicyNames()
   TieBreak tie_break = TieBreak::kNodeOrder;  // default: the published rule
   uint64_t seed = 42;
-  SimTime sample_interval = 3600;             // seconds between time-series samples (default 1 h)
+  // Seconds between time-series samples (default 1 h). When a run would exceed 100,000 samples the
+  // interval doubles (every other sample is dropped), so memory stays bounded.
+  SimTime sample_interval = 3600;
   bool check_invariants = false;              // CheckInvariants() after every event time
 };
 

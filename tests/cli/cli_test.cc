@@ -1,5 +1,5 @@
 // The estuary command line as a user meets it: the real binary runs as a subprocess (under
-// `timeout 120` and a 1 GiB address-space cap, so a hang or a runaway allocation fails the test
+// `timeout 120` and a 512 MiB address-space cap, so a hang or a runaway allocation fails the test
 // instead of the machine). Bad input of any kind — a file, a row, a flag — exits with code 2 and
 // writes exactly one line to stderr naming the file:line and column, or the flag. Good input
 // exits 0 and writes summary.json.
@@ -82,7 +82,7 @@ std::ostream& operator<<(std::ostream& o, const RunResult& r) {
 RunResult RunEstuary(std::initializer_list<std::string> args) {
   TempDir io;
   const std::string out = (io.path() / "stdout").string(), err = (io.path() / "stderr").string();
-  std::string cmd = "ulimit -v 1048576 && exec timeout 120 " + ShellQuote(kBinary);
+  std::string cmd = "ulimit -v 524288 && exec timeout 120 " + ShellQuote(kBinary);
   for (const std::string& a : args) cmd += " " + ShellQuote(a);
   cmd += " >" + ShellQuote(out) + " 2>" + ShellQuote(err) + " </dev/null";
   const int status = std::system(cmd.c_str());

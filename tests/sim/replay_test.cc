@@ -34,7 +34,7 @@ TEST(Replay, ATaskThatDoesNotFitWaitsUntilCapacityFreesThenRunsItsFullDuration) 
   testing::ClusterBuilder c;
   c.AddNode("n", testing::Gpus(8));
   // a holds the node from t=0 to t=100; b arrives at t=10 and must wait 90 s, then runs 50 s.
-  ReplayWorkload w = Workload(c, {{testing::Req().Gpus(8), "a", 0, 100}, {testing::Req().Gpus(4), "b", 10, 50}});
+  ReplayWorkload w = Workload(c, {{testing::Req().Gpus(8), "a", 0, 100, ""}, {testing::Req().Gpus(4), "b", 10, 50, ""}});
   auto r = RunReplay(w, Options());
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->tasks_started_count, 2);
@@ -50,9 +50,9 @@ TEST(Replay, ATaskThatDoesNotFitWaitsUntilCapacityFreesThenRunsItsFullDuration) 
 TEST(Replay, WaitingTasksDoNotBlockLaterOnesThatFit) {
   testing::ClusterBuilder c;
   c.AddNode("n", testing::Gpus(4));
-  ReplayWorkload w = Workload(c, {{testing::Req().Gpus(2), "a", 0, 100},
-                                  {testing::Req().Gpus(4), "big", 1, 10},
-                                  {testing::Req().Gpus(2), "small", 2, 10}});
+  ReplayWorkload w = Workload(c, {{testing::Req().Gpus(2), "a", 0, 100, ""},
+                                  {testing::Req().Gpus(4), "big", 1, 10, ""},
+                                  {testing::Req().Gpus(2), "small", 2, 10, ""}});
   auto r = RunReplay(w, Options());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->tasks_started_count, 3);
@@ -64,7 +64,7 @@ TEST(Replay, WaitingTasksDoNotBlockLaterOnesThatFit) {
 TEST(Replay, ATaskNoNodeCanEverHoldIsDroppedAsInfeasible) {
   testing::ClusterBuilder c;
   c.AddNode("n", testing::Gpus(2));
-  ReplayWorkload w = Workload(c, {{testing::Req().Gpus(4), "huge", 0, 10}, {testing::Req().Gpus(1), "ok", 5, 10}});
+  ReplayWorkload w = Workload(c, {{testing::Req().Gpus(4), "huge", 0, 10, ""}, {testing::Req().Gpus(1), "ok", 5, 10, ""}});
   auto r = RunReplay(w, Options());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->tasks_infeasible_count, 1);
@@ -74,8 +74,8 @@ TEST(Replay, ATaskNoNodeCanEverHoldIsDroppedAsInfeasible) {
 TEST(Replay, ATaskAskingForMoreCpuThanAnyNodeHasIsInfeasibleNotWaiting) {
   testing::ClusterBuilder c;
   c.AddNode("n", testing::Gpus(2));
-  ReplayWorkload w = Workload(c, {{testing::Req().Gpus(2), "a", 0, 1000},
-                                  {testing::Req().Cpu(200000), "cpu-hog", 10, 5}});
+  ReplayWorkload w = Workload(c, {{testing::Req().Gpus(2), "a", 0, 1000, ""},
+                                  {testing::Req().Cpu(200000), "cpu-hog", 10, 5, ""}});
   auto r = RunReplay(w, Options());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->tasks_infeasible_count, 1);
@@ -86,7 +86,7 @@ TEST(Replay, SameSeedSameResults) {
   testing::ClusterBuilder c;
   for (int i = 0; i < 4; ++i) c.AddNode("n" + std::to_string(i), testing::Gpus(4));
   std::vector<ReplayTask> tasks;
-  for (int i = 0; i < 60; ++i) tasks.push_back({testing::Req().Cpu(1000).SharedGpu(100 + 10 * (i % 7)), "t" + std::to_string(i), i * 3, 40 + i % 11});
+  for (int i = 0; i < 60; ++i) tasks.push_back({testing::Req().Cpu(1000).SharedGpu(100 + 10 * (i % 7)), "t" + std::to_string(i), i * 3, 40 + i % 11, ""});
   ReplayWorkload w = Workload(c, tasks);
   for (const char* policy : {"fgd", "random", "gpu-packing"}) {
     auto a = RunReplay(w, Options(policy));

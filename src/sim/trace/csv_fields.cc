@@ -15,7 +15,7 @@ std::string FieldRef::Prefix() const {
   return *file + ":" + std::to_string(line) + ": column '" + column + "': ";
 }
 
-StatusOr<std::optional<int64_t>> ParseOptionalNonNegative(const FieldRef& ref, std::string_view text) {
+StatusOr<std::optional<int64_t>> ParseOptionalNonNegative(const FieldRef& ref, std::string_view text, int64_t max) {
   text = Trim(text);
   if (text.empty()) return std::optional<int64_t>();
   int64_t v = 0;
@@ -27,11 +27,14 @@ StatusOr<std::optional<int64_t>> ParseOptionalNonNegative(const FieldRef& ref, s
     return InvalidArgument(ref.Prefix() + "'" + std::string(text) + "' is not an integer");
   }
   if (v < 0) return InvalidArgument(ref.Prefix() + "negative value " + std::string(text));
+  if (v > max) {
+    return InvalidArgument(ref.Prefix() + "value " + std::string(text) + " exceeds the limit " + std::to_string(max));
+  }
   return std::optional<int64_t>(v);
 }
 
-StatusOr<int64_t> ParseNonNegative(const FieldRef& ref, std::string_view text) {
-  auto v = ParseOptionalNonNegative(ref, text);
+StatusOr<int64_t> ParseNonNegative(const FieldRef& ref, std::string_view text, int64_t max) {
+  auto v = ParseOptionalNonNegative(ref, text, max);
   if (!v.ok()) return v.status();
   if (!v->has_value()) return InvalidArgument(ref.Prefix() + "empty value");
   return **v;

@@ -19,9 +19,15 @@ struct FieldRef {
   std::string Prefix() const;  // "file:line: column 'c': "
 };
 
-// A non-negative decimal integer (surrounding blanks allowed). Empty is an error.
-StatusOr<int64_t> ParseNonNegative(const FieldRef& ref, std::string_view text);
+// The largest value a trace field may hold (capacities, requests, times in seconds): 10^12 keeps
+// every sum the engine forms far from int64 overflow (10^12 s is ~31,700 years).
+inline constexpr int64_t kMaxFieldValue = 1'000'000'000'000;
+
+// A non-negative decimal integer (surrounding blanks allowed) no larger than `max`. Empty is an
+// error.
+StatusOr<int64_t> ParseNonNegative(const FieldRef& ref, std::string_view text, int64_t max = kMaxFieldValue);
 // Like ParseNonNegative, but an empty field yields std::nullopt.
-StatusOr<std::optional<int64_t>> ParseOptionalNonNegative(const FieldRef& ref, std::string_view text);
+StatusOr<std::optional<int64_t>> ParseOptionalNonNegative(const FieldRef& ref, std::string_view text,
+                                                          int64_t max = kMaxFieldValue);
 
 }  // namespace estuary

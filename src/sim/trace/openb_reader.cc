@@ -2,6 +2,7 @@
 
 #include <csv.h>
 
+#include <filesystem>
 #include <unordered_set>
 
 #include "sim/trace/csv_fields.h"
@@ -11,6 +12,13 @@ namespace {
 
 using Quote = io::double_quote_escape<',', '"'>;
 using Trim = io::trim_chars<' ', '\t', '\r'>;
+using Comment = io::empty_line_comment;  // blank lines (e.g. a trailing one) are skipped
+
+Status CheckReadableFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return InvalidArgument(path + ": is a directory, not a CSV file");
+  return Status::Ok();
+}
 
 // Turns a fast-cpp-csv-parser error into a "file:line: ..." Status.
 Status CsvError(const std::string& path, const io::error::base& e) {
@@ -53,7 +61,8 @@ Status CsvError(const std::string& path, const io::error::base& e) {
 StatusOr<std::vector<OpenbNodeRow>> ReadOpenbNodes(const std::string& path) {
   std::vector<OpenbNodeRow> rows;
   try {
-    io::CSVReader<5, Trim, Quote> in(path);
+    ESTUARY_RETURN_IF_ERROR(CheckReadableFile(path));
+    io::CSVReader<5, Trim, Quote, io::throw_on_overflow, Comment> in(path);
     in.read_header(io::ignore_extra_column, "sn", "cpu_milli", "memory_mib", "gpu", "model");
     std::string sn, cpu, mem, gpu, model;
     while (in.read_row(sn, cpu, mem, gpu, model)) {
@@ -90,7 +99,8 @@ StatusOr<OpenbTaskList> ReadOpenbTasks(const std::string& path) {
   OpenbTaskList out;
   out.path = path;
   try {
-    io::CSVReader<11, Trim, Quote> in(path);
+    ESTUARY_RETURN_IF_ERROR(CheckReadableFile(path));
+    io::CSVReader<11, Trim, Quote, io::throw_on_overflow, Comment> in(path);
     in.read_header(io::ignore_extra_column | io::ignore_missing_column, "name", "cpu_milli", "memory_mib",
                    "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase", "creation_time", "deletion_time",
                    "scheduled_time");
