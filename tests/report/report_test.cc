@@ -2,6 +2,8 @@
 // page actually renders its charts and reports its health on <body>.
 #include "sim/report/report.h"
 
+#include "tests/testing/browser.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -19,28 +21,12 @@ namespace estuary::report {
 namespace {
 
 namespace fs = std::filesystem;
+using estuary::testing::BodyAttributes;
+using estuary::testing::DumpDom;
+using estuary::testing::TempDir;
 
-constexpr char kChromium[] = "/usr/bin/chromium";
+using estuary::testing::kChromium;
 constexpr char kPayload[] = "<script>alert(1)</script>";
-
-// A fresh directory under the system temp dir, removed with its content on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "estuary-report-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 size_t Count(const std::string& haystack, const std::string& needle) {
   size_t n = 0;
@@ -101,86 +87,6 @@ size_t PointCount(const Report& r) {
     for (const Series& s : c.series) n += std::min(s.x.size(), s.y.size());
   }
   return n;
-}
-
-std::string Decode(const std::string& v) {
-  static const std::map<std::string, char> kEntities = {
-      {"&amp;", '&'}, {"&quot;", '"'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&#39;", '\''}};
-  std::string out;
-  for (size_t i = 0; i < v.size();) {
-    bool replaced = false;
-    if (v[i] == '&') {
-      for (const auto& [entity, c] : kEntities) {
-        if (v.compare(i, entity.size(), entity) == 0) {
-          out += c;
-          i += entity.size();
-          replaced = true;
-          break;
-        }
-      }
-    }
-    if (!replaced) out += v[i++];
-  }
-  return out;
-}
-
-// Attributes of the first <body ...> tag of a serialised DOM.
-std::map<std::string, std::string> BodyAttributes(const std::string& dom) {
-  std::map<std::string, std::string> attrs;
-  size_t i = dom.find("<body");
-  if (i == std::string::npos) return attrs;
-  i += 5;
-  while (i < dom.size()) {
-    while (i < dom.size() && std::isspace(static_cast<unsigned char>(dom[i]))) ++i;
-    if (i >= dom.size() || dom[i] == '>' || dom[i] == '/') break;
-    size_t name_end = i;
-    while (name_end < dom.size() && dom[name_end] != '=' && dom[name_end] != '>' &&
-           !std::isspace(static_cast<unsigned char>(dom[name_end]))) {
-      ++name_end;
-    }
-    std::string name = dom.substr(i, name_end - i);
-    i = name_end;
-    std::string value;
-    if (i + 1 < dom.size() && dom[i] == '=' && dom[i + 1] == '"') {
-      size_t close = dom.find('"', i + 2);
-      if (close == std::string::npos) break;
-      value = Decode(dom.substr(i + 2, close - i - 2));
-      i = close + 1;
-    }
-    attrs[name] = value;
-  }
-  return attrs;
-}
-
-// Loads `html` in headless Chromium and returns the DOM after the page's scripts ran, or "" with a
-// test failure if Chromium could not be run.
-std::string DumpDom(const TempDir& dir, const fs::path& html) {
-  const fs::path profile = dir.path() / "profile";
-  const fs::path err = dir.path() / "chromium.stderr";
-  const std::string cmd = std::string("timeout 60 ") + kChromium +
-                          " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run"
-                          " --disable-background-networking --disable-component-update"
-                          " --disable-sync --user-data-dir='" + profile.string() +
-                          "' --virtual-time-budget=5000 --dump-dom 'file://" + html.string() +
-                          "' 2>'" + err.string() + "'";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "popen failed: " << cmd;
-    return "";
-  }
-  std::string dom;
-  char buf[65536];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) dom.append(buf, n);
-  const int rc = pclose(pipe);
-  if (rc != 0 || dom.empty()) {
-    std::ifstream in(err);
-    std::stringstream stderr_text;
-    stderr_text << in.rdbuf();
-    ADD_FAILURE() << "chromium exited with status " << rc << ", " << dom.size()
-                  << " bytes of DOM; stderr:\n" << stderr_text.str();
-    return "";
-  }
-  return dom;
 }
 
 TEST(ReportTest, EscapesUserStrings) {
