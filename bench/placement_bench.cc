@@ -22,9 +22,10 @@
 // cutting the cluster into slices of about openb's size, filling each slice with its own Session
 // (untimed) and interleaving the slices' bindings by progress. For each level a new Session then
 // replays that fill up to the level untimed: the bindings are applied directly, and each task
-// class (distinct request) is decided once at its last occurrence before the level, so the score
-// cache is as stale as the fill would have left it. Then WindowSize() timed decisions follow; a
-// task that does not fit is dropped, as in the simulator. Levels are weighted equally, as in a fill.
+// class (distinct request) is decided once at its last occurrence before the level, which leaves
+// the score cache valid for exactly the nodes that fill would have left it valid for. Then
+// WindowSize() timed decisions follow; a task that does not fit is dropped, as in the simulator.
+// The levels are weighted equally: each band of a fill takes about as many decisions.
 //
 // Clusters: "openb" is the 1,213 GPU nodes of openb_node_list_gpu_node.csv; "20k" a synthetic
 // 20,000-node cluster with openb's node mix (Synthesize). "no-score-cache" runs with

@@ -144,11 +144,13 @@ std::string CurveCsv(const std::vector<OpenbResult>& results, Curve OpenbSeedRes
   return o.str();
 }
 
-report::Series SeriesOf(const std::string& label, const Curve& c, bool dashed) {
+// The curve's points at arrived demand from_pct..130%.
+report::Series SeriesOf(const std::string& label, const Curve& c, bool dashed, int color = -1, int from_pct = 0) {
   report::Series s;
   s.label = label;
   s.dashed = dashed;
-  for (int x = 0; x <= ArrivalCurve::kMaxPct; ++x) {
+  s.color = color;
+  for (int x = from_pct; x <= ArrivalCurve::kMaxPct; ++x) {
     if (!c[x]) continue;
     s.x.push_back(x);
     s.y.push_back(*c[x]);
@@ -277,20 +279,28 @@ StatusOr<std::string> WriteOpenbOutputs(const std::string& dir, const std::vecto
   rep.tables.push_back(t);
   report::Chart alloc{"alloc", "GPU allocation ratio vs arrived GPU demand", "arrived GPU demand (% of capacity)",
                       "GPU allocation ratio (%)", {}};
+  report::Chart tail{"alloc_tail", "GPU allocation ratio where the cluster saturates (80-130% arrived)",
+                     "arrived GPU demand (% of capacity)", "GPU allocation ratio (%)", {}};
   report::Chart fr{"frag_ratio", "Fragmentation ratio (fragmented share of idle GPU)", "arrived GPU demand (% of capacity)",
                    "fragmentation ratio (%)", {}};
   report::Chart fa{"frag_amount", "Fragmented GPUs", "arrived GPU demand (% of capacity)", "fragmented GPUs", {}};
-  for (const OpenbResult& r : results) {
-    alloc.series.push_back(SeriesOf(r.policy + " (estuary)", r.alloc_curve_mean, false));
+  for (size_t p = 0; p < results.size(); ++p) {
+    const OpenbResult& r = results[p];
+    const int color = static_cast<int>(p);
+    alloc.series.push_back(SeriesOf(r.policy + " (estuary)", r.alloc_curve_mean, false, color));
+    tail.series.push_back(SeriesOf(r.policy + " (estuary)", r.alloc_curve_mean, false, color, 80));
     if (published) {
       std::vector<uint64_t> seeds;
       for (const auto& s : r.seeds) seeds.push_back(s.seed);
-      if (auto c = published->MeanCurve(r.policy, seeds)) alloc.series.push_back(SeriesOf(r.policy + " (published)", *c, true));
+      if (auto c = published->MeanCurve(r.policy, seeds)) {
+        alloc.series.push_back(SeriesOf(r.policy + " (published)", *c, true, color));
+        tail.series.push_back(SeriesOf(r.policy + " (published)", *c, true, color, 80));
+      }
     }
     fr.series.push_back(SeriesOf(r.policy, r.frag_ratio_curve_mean, false));
     fa.series.push_back(SeriesOf(r.policy, r.frag_amount_curve_mean, false));
   }
-  rep.charts = {alloc, fr, fa};
+  rep.charts = {alloc, tail, fr, fa};
   const std::string html = dir + "/report.html";
   ESTUARY_RETURN_IF_ERROR(report::WriteHtmlReport(rep, html));
   return html;

@@ -31,16 +31,17 @@ class ReportEndToEnd : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(ReportEndToEnd, TheOpenbReportRendersItsThreeChartsWithPublishedCurves) {
+TEST_F(ReportEndToEnd, TheOpenbReportRendersItsFourChartsWithPublishedCurves) {
   const std::string out = (dir_.path() / "openb").string();
   ASSERT_EQ(RunEstuary({"estuary", "openb", "--nodes", nodes_, "--pods", pods_, "--policy", "best-fit,fgd", "--seeds",
                         "42-43", "--reference", shared_ + "/reference/openb_expected_alloc.csv", "--out", out}),
             0);
   auto body = BodyAttributes(DumpDom(dir_, out + "/report.html"));
   EXPECT_EQ(body["data-status"], "ok");
-  EXPECT_EQ(body["data-charts"], "3");
-  // allocation: 2 policies x (ours + published) x 131 points; fragmentation: 2 x 2 x 131.
-  EXPECT_EQ(body["data-points"], std::to_string(8 * 131));
+  EXPECT_EQ(body["data-charts"], "4");
+  // allocation: 2 policies x (ours + published) x 131 points; its saturated end: 2 x 2 x 51;
+  // fragmentation ratio and amount: 2 x 131 each.
+  EXPECT_EQ(body["data-points"], std::to_string(4 * 131 + 4 * 51 + 4 * 131));
 }
 
 TEST_F(ReportEndToEnd, TheReplayReportRendersAllocationAndPendingOverTime) {

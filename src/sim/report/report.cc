@@ -69,7 +69,7 @@ constexpr std::string_view kMain = R"js(
       var points = [];
       for (var k = 0; k < s.x.length; k++) points.push({x: num(s.x[k]), y: num(s.y[k])});
       chartPoints += points.length;
-      var color = palette[j % palette.length];
+      var color = palette[(s.color >= 0 ? s.color : j) % palette.length];
       // The translucent fill keeps a dashed border visible in the legend box.
       return {label: s.label, data: points, borderColor: color, backgroundColor: color + '33',
               borderWidth: 2, borderDash: s.dashed ? [6, 4] : [], pointRadius: 0,
@@ -148,7 +148,7 @@ nlohmann::json ChartData(const Report& report) {
         xs.push_back(std::isfinite(s.x[i]) ? nlohmann::json(s.x[i]) : nlohmann::json(nullptr));
         ys.push_back(std::isfinite(s.y[i]) ? nlohmann::json(s.y[i]) : nlohmann::json(nullptr));
       }
-      series.push_back({{"label", s.label}, {"dashed", s.dashed}, {"x", std::move(xs)},
+      series.push_back({{"label", s.label}, {"dashed", s.dashed}, {"color", s.color}, {"x", std::move(xs)},
                         {"y", std::move(ys)}});
     }
     charts.push_back({{"id", chart.id},

@@ -24,6 +24,9 @@ struct Series {
   std::vector<double> x;
   std::vector<double> y;
   bool dashed = false;
+  // Palette index of the line's colour; -1 (default) takes the series' position in its chart.
+  // Series that share an index share a colour (e.g. a measured curve and its published twin).
+  int color = -1;
 };
 
 // A line chart with a numeric x axis. `id` names the chart in the page's error messages.
