@@ -218,7 +218,16 @@ int RunReplayCommand(const ReplayFlags& f) {
       o.seed = seed;
       o.sample_interval = f.sample_interval;
       o.check_invariants = f.check_invariants;
+      if (isatty(STDERR_FILENO)) {
+        o.progress = [&](size_t done, size_t total) {
+          if (done % 512 == 0 || done == total) {
+            std::fprintf(stderr, "\r%s: seed %llu, task %zu/%zu   ", policy.c_str(),
+                         static_cast<unsigned long long>(seed), done, total);
+          }
+        };
+      }
       auto r = RunReplay(*w, o);
+      if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\r%*s\r", 60, "");
       if (!r.ok()) return Fail(r.status());
       std::printf("%-15s %6llu %12.2f %12.2f %12lld %12.0f %12.0f\n", policy.c_str(),
                   static_cast<unsigned long long>(seed), r->gpu_alloc_pct_mean, r->gpu_alloc_pct_max,

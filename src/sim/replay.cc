@@ -72,6 +72,7 @@ StatusOr<ReplayResult> RunReplay(const ReplayWorkload& w, const ReplayOptions& o
   res.start_time = clock.Now();
   const double capacity = static_cast<double>(std::max<int64_t>(1, state.total_gpu_milli()));
   int64_t running = 0;
+  size_t arrived = 0;
 
   auto try_start = [&](uint32_t i) -> int {  // 1 started, 0 waits, -1 infeasible
     const JobAttempt a = AllocateAction::TryStart(**session, state, state.task(task_of[i]).job);
@@ -160,6 +161,8 @@ StatusOr<ReplayResult> RunReplay(const ReplayWorkload& w, const ReplayOptions& o
       Status st = state.CheckInvariants();
       if (!st.ok()) return Internal("at t=" + std::to_string(t) + ": " + st.message());
     }
+    arrived += arrivals.size();
+    if (o.progress) o.progress(arrived, w.tasks.size());
   }
   res.end_time = clock.Now();
   res.samples.push_back({res.end_time, 100.0 * static_cast<double>(state.allocated_gpu_milli()) / capacity,

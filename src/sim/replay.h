@@ -6,6 +6,7 @@
 // seed give identical results.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,8 @@ struct ReplayOptions {
   // interval doubles (every other sample is dropped), so memory stays bounded.
   SimTime sample_interval = 3600;
   bool check_invariants = false;              // CheckInvariants() after every event time
+  // Called after every event time with (tasks arrived so far, tasks in the trace); may be empty.
+  std::function<void(size_t, size_t)> progress;
 };
 
 struct ReplaySample {
