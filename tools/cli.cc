@@ -72,35 +72,64 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-struct OpenbFlags {
-  std::string nodes, pods, policy, seeds = "42-51", tie_break = "node-order", out, reference;
-  double tune = 1.3;
+// Flags both subcommands share.
+struct CommonFlags {
+  std::string nodes, pods, policy, seeds, tie_break = "node-order", out;
   bool check_invariants = false;
 };
 
-int RunOpenbCommand(const OpenbFlags& f) {
+struct OpenbFlags : CommonFlags {
+  OpenbFlags() { seeds = "42-51"; }
+  std::string reference;
+  double tune = 1.3;
+};
+
+// What both subcommands read before they run: parsed flags, the cluster and the task list.
+struct Inputs {
+  std::vector<uint64_t> seeds;
+  std::vector<std::string> policies;
+  TieBreak tie = TieBreak::kNodeOrder;
+  ClusterState cluster;
+  OpenbTaskList tasks;
+  std::vector<TaskRequest> reqs;
+};
+
+// Validates the shared flags, creates --out and reads the node and task lists.
+StatusOr<Inputs> LoadInputs(const CommonFlags& f) {
+  Inputs in;
   auto seeds = ParseSeeds(f.seeds);
-  if (!seeds.ok()) return Fail(seeds.status());
+  if (!seeds.ok()) return seeds.status();
+  in.seeds = std::move(seeds).value();
   auto policies = ParsePolicies(f.policy);
-  if (!policies.ok()) return Fail(policies.status());
+  if (!policies.ok()) return policies.status();
+  in.policies = std::move(policies).value();
   auto tie = ParseTieBreak(f.tie_break);
-  if (!tie.ok()) return Fail(InvalidArgument("--tie-break: " + tie.status().message()));
-  if (!(f.tune > 0) || f.tune > 10) return Fail(InvalidArgument("--tune " + std::to_string(f.tune) + ": must be in (0, 10]"));
+  if (!tie.ok()) return InvalidArgument("--tie-break: " + tie.status().message());
+  in.tie = *tie;
   if (!f.out.empty()) {
     Status st = MakeOutputDir(f.out);
-    if (!st.ok()) return Fail(InvalidArgument("--out: " + st.message()));
+    if (!st.ok()) return InvalidArgument("--out: " + st.message());
   }
-
   auto nodes = ReadOpenbNodes(f.nodes);
-  if (!nodes.ok()) return Fail(nodes.status());
+  if (!nodes.ok()) return nodes.status();
   auto cluster = BuildOpenbCluster(*nodes, f.nodes);
-  if (!cluster.ok()) return Fail(cluster.status());
-  if (cluster->total_gpu_milli() == 0) return Fail(InvalidArgument(f.nodes + ": the cluster has no GPUs"));
+  if (!cluster.ok()) return cluster.status();
+  in.cluster = std::move(cluster).value();
   auto tasks = ReadOpenbTasks(f.pods);
-  if (!tasks.ok()) return Fail(tasks.status());
-  auto reqs = OpenbRequests(*tasks, cluster->models());
-  if (!reqs.ok()) return Fail(reqs.status());
+  if (!tasks.ok()) return tasks.status();
+  in.tasks = std::move(tasks).value();
+  auto reqs = OpenbRequests(in.tasks, in.cluster.models());
+  if (!reqs.ok()) return reqs.status();
+  in.reqs = std::move(reqs).value();
+  return in;
+}
 
+int RunOpenbCommand(const OpenbFlags& f) {
+  if (!(f.tune > 0) || f.tune > 10) return Fail(InvalidArgument("--tune " + std::to_string(f.tune) + ": must be in (0, 10]"));
+  auto loaded = LoadInputs(f);
+  if (!loaded.ok()) return Fail(loaded.status());
+  Inputs& in = *loaded;
+  if (in.cluster.total_gpu_milli() == 0) return Fail(InvalidArgument(f.nodes + ": the cluster has no GPUs"));
   OpenbRunInfo info;
   info.nodes_path = f.nodes;
   info.pods_path = f.pods;
@@ -113,9 +142,9 @@ int RunOpenbCommand(const OpenbFlags& f) {
   }
 
   OpenbWorkload w;
-  w.cluster = std::move(cluster).value();
-  w.tasks = std::move(reqs).value();
-  for (const auto& r : tasks->rows) {
+  w.cluster = std::move(in.cluster);
+  w.tasks = std::move(in.reqs);
+  for (const auto& r : in.tasks.rows) {
     w.names.push_back(r.name);
     w.qos.push_back(r.qos);
   }
@@ -128,17 +157,17 @@ int RunOpenbCommand(const OpenbFlags& f) {
   const bool tty = isatty(STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();
   std::vector<OpenbResult> results;
-  for (const std::string& policy : *policies) {
+  for (const std::string& policy : in.policies) {
     OpenbOptions o;
     o.policy = policy;
-    o.tie_break = *tie;
-    o.seeds = *seeds;
+    o.tie_break = in.tie;
+    o.seeds = in.seeds;
     o.tune = f.tune;
     o.check_invariants = f.check_invariants;
     if (tty) {
       o.progress = [&](size_t si, size_t done, size_t total) {
         if (done % 512 == 0 || done == total) {
-          std::fprintf(stderr, "\r%s: seed %zu/%zu, task %zu/%zu   ", policy.c_str(), si + 1, seeds->size(), done, total);
+          std::fprintf(stderr, "\r%s: seed %zu/%zu, task %zu/%zu   ", policy.c_str(), si + 1, in.seeds.size(), done, total);
         }
       };
     }
@@ -151,11 +180,11 @@ int RunOpenbCommand(const OpenbFlags& f) {
   if (tty) std::fprintf(stderr, "\r%*s\r", 60, "");
   const double wall = Seconds(start);
 
-  std::printf("openb %s trace, %zu seeds, tune %.2f, tie-break %s\n", info.trace.c_str(), seeds->size(), f.tune,
-              std::string(TieBreakName(*tie)).c_str());
+  std::printf("openb %s trace, %zu seeds, tune %.2f, tie-break %s\n", info.trace.c_str(), in.seeds.size(), f.tune,
+              std::string(TieBreakName(in.tie)).c_str());
   std::printf("%-15s %10s %12s %9s %10s %8s\n", "policy", "alloc %", "published %", "delta pp", "frag %", "wall s");
   for (const OpenbResult& r : results) {
-    std::optional<double> pub = published ? published->EndMean(r.policy, *seeds) : std::nullopt;
+    std::optional<double> pub = published ? published->EndMean(r.policy, in.seeds) : std::nullopt;
     std::printf("%-15s %10.2f %12s %9s %10.2f %8.3f\n", r.policy.c_str(), r.gpu_alloc_pct_mean,
                 pub ? std::to_string(*pub).substr(0, std::to_string(*pub).find('.') + 3).c_str() : "-",
                 pub ? (std::ostringstream() << std::showpos << std::fixed << std::setprecision(2)
@@ -171,50 +200,33 @@ int RunOpenbCommand(const OpenbFlags& f) {
   return 0;
 }
 
-struct ReplayFlags {
-  std::string nodes, pods, policy, seeds = "42", tie_break = "node-order", out;
+struct ReplayFlags : CommonFlags {
+  ReplayFlags() { seeds = "42"; }
   int64_t sample_interval = 3600;
-  bool check_invariants = false;
 };
 
 int RunReplayCommand(const ReplayFlags& f) {
-  auto seeds = ParseSeeds(f.seeds);
-  if (!seeds.ok()) return Fail(seeds.status());
-  auto policies = ParsePolicies(f.policy);
-  if (!policies.ok()) return Fail(policies.status());
-  auto tie = ParseTieBreak(f.tie_break);
-  if (!tie.ok()) return Fail(InvalidArgument("--tie-break: " + tie.status().message()));
   if (f.sample_interval <= 0 || f.sample_interval > 1'000'000'000'000) {
     return Fail(InvalidArgument("--sample-interval " + std::to_string(f.sample_interval) +
                                 ": must be a number of seconds in [1, 10^12]"));
   }
-  if (!f.out.empty()) {
-    Status st = MakeOutputDir(f.out);
-    if (!st.ok()) return Fail(InvalidArgument("--out: " + st.message()));
-  }
-  auto nodes = ReadOpenbNodes(f.nodes);
-  if (!nodes.ok()) return Fail(nodes.status());
-  auto cluster = BuildOpenbCluster(*nodes, f.nodes);
-  if (!cluster.ok()) return Fail(cluster.status());
-  auto tasks = ReadOpenbTasks(f.pods);
-  if (!tasks.ok()) return Fail(tasks.status());
-  auto reqs = OpenbRequests(*tasks, cluster->models());
-  if (!reqs.ok()) return Fail(reqs.status());
-  auto w = MakeReplayWorkload(std::move(cluster).value(), *tasks, std::move(reqs).value());
+  auto loaded = LoadInputs(f);
+  if (!loaded.ok()) return Fail(loaded.status());
+  Inputs& in = *loaded;
+  auto w = MakeReplayWorkload(std::move(in.cluster), in.tasks, std::move(in.reqs));
   if (!w.ok()) return Fail(w.status());
-
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::vector<ReplayResult>> results;
   std::printf("replay %s, %zu tasks, tie-break %s\n", OpenbTraceName(f.pods).c_str(), w->tasks.size(),
-              std::string(TieBreakName(*tie)).c_str());
+              std::string(TieBreakName(in.tie)).c_str());
   std::printf("%-15s %6s %12s %12s %12s %12s %12s\n", "policy", "seed", "alloc mean %", "alloc max %", "pending max",
               "wait p50 s", "wait p99 s");
-  for (const std::string& policy : *policies) {
+  for (const std::string& policy : in.policies) {
     results.emplace_back();
-    for (uint64_t seed : *seeds) {
+    for (uint64_t seed : in.seeds) {
       ReplayOptions o;
       o.policy = policy;
-      o.tie_break = *tie;
+      o.tie_break = in.tie;
       o.seed = seed;
       o.sample_interval = f.sample_interval;
       o.check_invariants = f.check_invariants;

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/temp_dir.h"
+
 namespace estuary {
 namespace {
 
@@ -31,30 +33,8 @@ constexpr char kTaskHeader[] =
     "scheduled_time\n";
 constexpr char kGoodTask[] = "pod-0,1000,1024,1,1000,,LS,Running,0,100,0\n";  // line 2 of the files below
 
-// A fresh directory under the system temp dir, removed with its content on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "estuary-cli-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string WriteFile(const TempDir& dir, const std::string& name, const std::string& text) {
-  const std::string path = (dir.path() / name).string();
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
+using estuary::testing::TempDir;
+using estuary::testing::WriteFile;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -16,6 +16,8 @@
 #include "sim/replay.h"
 #include "sim/trace/openb_reader.h"
 
+#include "tests/testing/temp_dir.h"
+
 namespace estuary {
 namespace {
 
@@ -29,31 +31,8 @@ constexpr char kTaskHeader[] =
     "scheduled_time\n";
 constexpr char kGoodTask[] = "ok-0,1000,2048,1,1000,,LS,Running,0,100,0\n";  // line 2 in the files below
 
-// A fresh directory under the system temp dir, removed with its content on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "estuary-trace-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-// Writes `text` verbatim to dir/name and returns the file's path.
-std::string WriteFile(const TempDir& dir, const std::string& name, const std::string& text) {
-  const std::string path = (dir.path() / name).string();
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
+using estuary::testing::TempDir;
+using estuary::testing::WriteFile;
 
 // "file:line: column 'c': " — the start of every message about one field.
 std::string AtColumn(const std::string& path, unsigned line, const std::string& column) {

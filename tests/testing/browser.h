@@ -13,30 +13,13 @@
 #include <sstream>
 #include <string>
 
+#include "tests/testing/temp_dir.h"
+
 namespace estuary::testing {
 
 namespace fs = std::filesystem;
 
 inline constexpr char kChromium[] = "/usr/bin/chromium";
-
-// A fresh directory under the system temp dir, removed with its content on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "estuary-report-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 inline std::string Decode(const std::string& v) {
   static const std::map<std::string, char> kEntities = {
