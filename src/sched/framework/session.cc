@@ -108,6 +108,31 @@ std::string Session::Explain(const Task& task) const {
   return s;
 }
 
+void Session::CountRejection(const TaskRequest& req, const NodeFit& n) {
+  if (!n.schedulable) {
+    ++rej_.not_ready;
+  } else if (req.NeedsGpu() && !req.models.Admits(n.model)) {
+    ++rej_.model;
+  } else if (req.cpu_milli > n.cpu_free) {
+    ++rej_.cpu;
+  } else if (req.mem_mib > n.mem_free) {
+    ++rej_.mem;
+  } else {
+    ++rej_.gpu;
+  }
+}
+
+bool Session::PassesFilterPlugins(const Task& task, const Node& node) {
+  for (auto& f : filters_) {
+    std::string_view why = f->Filter(task, node);
+    if (!why.empty()) {
+      if (rej_.plugin++ == 0) rej_.plugin_reason = std::string(why);
+      return false;
+    }
+  }
+  return true;
+}
+
 Outcome Session::Decide(TaskId task_id) {
   const Task& task = state_.task(task_id);
   const TaskRequest& req = task.req;
@@ -118,22 +143,18 @@ Outcome Session::Decide(TaskId task_id) {
   const bool gpu_task = req.NeedsGpu();
   const bool whole = gpu_task && !req.IsSharedGpu();
   const auto& fits = state_.fits();
+  // Hot path: one combined test per node; the reason of a rejection is worked out only then.
+  auto fits_node = [&](const NodeFit& n) {
+    return n.schedulable && n.cpu_free >= req.cpu_milli && n.mem_free >= req.mem_mib &&
+           (!gpu_task || (req.models.Admits(n.model) &&
+                          (whole ? n.full_free_gpus >= req.gpu_count : n.max_gpu_free >= req.gpu_milli)));
+  };
   auto consider = [&](uint32_t i) {
-    const NodeFit& n = fits[i];
-    if (!n.schedulable) { ++rej_.not_ready; return; }
-    if (gpu_task && !req.models.Admits(n.model)) { ++rej_.model; return; }
-    if (req.cpu_milli > n.cpu_free) { ++rej_.cpu; return; }
-    if (req.mem_mib > n.mem_free) { ++rej_.mem; return; }
-    if (gpu_task) {
-      if (whole ? n.full_free_gpus < req.gpu_count : n.max_gpu_free < req.gpu_milli) { ++rej_.gpu; return; }
+    if (!fits_node(fits[i])) {
+      CountRejection(req, fits[i]);
+      return;
     }
-    for (auto& f : filters_) {
-      std::string_view why = f->Filter(task, nodes[i]);
-      if (!why.empty()) {
-        if (rej_.plugin++ == 0) rej_.plugin_reason = std::string(why);
-        return;
-      }
-    }
+    if (!filters_.empty() && !PassesFilterPlugins(task, nodes[i])) return;
     feasible_.push_back(NodeId(i));
   };
   if (whole) {

@@ -88,6 +88,9 @@ class Session {
   uint32_t Rank(NodeId n) const;
   std::string Explain(const Task& task) const;
   bool EverFits(const TaskRequest& req) const;
+  // Counts why `n` failed the built-in resource fit (cold path of the filter).
+  [[gnu::noinline]] void CountRejection(const TaskRequest& req, const NodeFit& n);
+  bool PassesFilterPlugins(const Task& task, const Node& node);
 
   struct Scorer {
     std::unique_ptr<ScorePlugin> plugin;

@@ -93,6 +93,9 @@ class GpuPackingScore final : public ScorePlugin {
 };
 
 class BestFitScore final : public ScorePlugin {
+  static constexpr int64_t kTableMax = 1024;
+  std::array<int64_t, kTableMax + 1> table_{};
+
  public:
   std::string_view Name() const override { return "best-fit"; }
   int64_t Score(const Task& task, const Node& node) override {
@@ -105,7 +108,15 @@ class BestFitScore final : public ScorePlugin {
     if (scores.empty()) return;
     const auto [lo_it, hi_it] = std::minmax_element(scores.begin(), scores.end());
     const int64_t lo = *lo_it, range = *hi_it - *lo_it;
-    for (int64_t& s : scores) s = range == 0 ? 0 : (s - lo) * 100 / range;
+    if (range == 0) {
+      std::fill(scores.begin(), scores.end(), 0);
+    } else if (range <= kTableMax) {
+      // Raw scores span a small integer range: map through a table instead of dividing each.
+      for (int64_t v = 0; v <= range; ++v) table_[v] = v * 100 / range;
+      for (int64_t& s : scores) s = table_[s - lo];
+    } else {
+      for (int64_t& s : scores) s = (s - lo) * 100 / range;
+    }
   }
 };
 
