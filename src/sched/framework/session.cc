@@ -85,8 +85,8 @@ uint32_t Session::ClassOf(const TaskRequest& req) {
 }
 
 bool Session::EverFits(const TaskRequest& req) const {
+  // Down or cordoned nodes count: they may come back.
   for (const Node& n : state_.nodes()) {
-    if (n.state == NodeState::kDown) continue;
     if (req.cpu_milli > n.spec.cpu_milli || req.mem_mib > n.spec.mem_mib) continue;
     if (req.NeedsGpu() && (!req.models.Admits(n.spec.model) || req.gpu_count > n.spec.gpu_count)) continue;
     return true;
