@@ -9,7 +9,10 @@
 // is, so the figure is the mean over a fill from empty to 90%, never the first decisions after a
 // reset. Two methods:
 //
-// Whole fills ("<policy>/openb", "fgd/openb/no-score-cache"; "<policy>/20k/fills" on request):
+// Decision modes: the default is the Session's per-class index (SessionOptions::indexed); "/scan"
+// scans every node with the score cache, "/scan-no-cache" scans and re-scores every feasible node.
+//
+// Whole fills ("<policy>/openb[/scan|/scan-no-cache]"; "<policy>/20k/fills" on request):
 // a fill starts from a fresh copy of the empty cluster and a new Session and submits tasks until
 // one fails to place or GPU allocation reaches 90%; every decision of it is timed, the failing one
 // included. Fills run as batches (State::KeepRunningBatch) sized by an untimed dry run of the same
@@ -28,12 +31,12 @@
 // The levels are weighted equally: each band of a fill takes about as many decisions.
 //
 // Clusters: "openb" is the 1,213 GPU nodes of openb_node_list_gpu_node.csv; "20k" a synthetic
-// 20,000-node cluster with openb's node mix (Synthesize). "no-score-cache" runs with
-// SessionOptions::score_cache off (fgd's own per-node memo of F_n stays on).
+// 20,000-node cluster with openb's node mix (Synthesize). In "scan-no-cache" fgd's own per-node
+// memo of F_n stays on.
 //
 // Counters: decisions/fill or windows; end_alloc% (GPU allocation at the end of each timed fill
 // or window, mean); cache_hit% (Session score-cache hits over lookups in the timed decisions; 0
-// when the cache is off); nodes.
+// when the cache is off or decisions come from the index); nodes.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -167,12 +170,15 @@ struct Binding {
   GpuIndices gpus;
 };
 
+// How the Session decides (see the header comment).
+enum class Mode { kIndexed, kScan, kScanNoCache };
+
 // A cluster state being filled by one Session from a pre-sampled task stream.
 class Filler {
  public:
   // Samples `count` tasks, or (count < 0) tasks until their GPU demand reaches the cluster's
   // capacity: enough for any fill to reach 90% allocation or fail first.
-  Filler(const ClusterState& start, const Workload& w, const PolicyConfig& policy, bool score_cache,
+  Filler(const ClusterState& start, const Workload& w, const PolicyConfig& policy, Mode mode,
          uint64_t seed, int64_t count = -1)
       : w_(w), state_(start), ctx_{&state_, &w.typical} {
     Rng rng(seed);
@@ -184,7 +190,8 @@ class Filler {
     SessionOptions so;
     so.policy = policy;
     so.seed = seed ^ 0x5eed5eed5eed5eedULL;
-    so.score_cache = score_cache;
+    so.indexed = mode == Mode::kIndexed;
+    so.score_cache = mode != Mode::kScanNoCache;
     auto s = Session::Open(state_, BuiltinRegistry(), ctx_, so);
     ESTUARY_CHECK(s.ok());
     session_ = std::move(s).value();
@@ -269,7 +276,7 @@ std::vector<Binding> SlicedFill(const Workload& w, const PolicyConfig& policy) {
   for (uint32_t s = 0; s < slices; ++s) {
     const uint32_t begin = static_cast<uint32_t>(uint64_t{n} * s / slices);
     const uint32_t end = static_cast<uint32_t>(uint64_t{n} * (s + 1) / slices);
-    Filler slice(Slice(w.empty, begin, end), w, policy, true, 1000 + s);
+    Filler slice(Slice(w.empty, begin, end), w, policy, Mode::kIndexed, 1000 + s);
     slice.RecordPlacements();
     slice.FillTo(kStopPermille);
     const double capacity = static_cast<double>(slice.state().total_gpu_milli());
@@ -287,7 +294,7 @@ std::vector<Binding> SlicedFill(const Workload& w, const PolicyConfig& policy) {
   return out;
 }
 
-void BM_Place(benchmark::State& st, const std::string& policy_name, const std::string& cluster, bool score_cache,
+void BM_Place(benchmark::State& st, const std::string& policy_name, const std::string& cluster, Mode mode,
               bool levels) {
   auto w = GetWorkload(cluster);
   if (!w.ok()) {
@@ -304,15 +311,15 @@ void BM_Place(benchmark::State& st, const std::string& policy_name, const std::s
   if (!levels) {
     auto seed = [](int k) { return static_cast<uint64_t>(42 + k); };
     static std::map<std::pair<std::string, std::string>, std::vector<int64_t>> lengths;
-    std::vector<int64_t>& len = lengths[{policy_name, cluster}];  // score_cache changes no decision
+    std::vector<int64_t>& len = lengths[{policy_name, cluster}];  // the mode changes no decision
     for (int k = static_cast<int>(len.size()); k < kFillSeeds; ++k) {
-      len.push_back(Filler(work.empty, work, *policy, true, seed(k)).FillTo(kStopPermille));
+      len.push_back(Filler(work.empty, work, *policy, Mode::kIndexed, seed(k)).FillTo(kStopPermille));
     }
     int k = 0;
     std::unique_ptr<Filler> fill;
     auto prepare = [&] {
       fill.reset();
-      fill = std::make_unique<Filler>(work.empty, work, *policy, score_cache, seed(k));
+      fill = std::make_unique<Filler>(work.empty, work, *policy, mode, seed(k));
       fill->Reserve(static_cast<size_t>(len[k]));
     };
     prepare();
@@ -348,7 +355,7 @@ void BM_Place(benchmark::State& st, const std::string& policy_name, const std::s
     uint64_t hits0 = 0, lookups0 = 0;
     auto prepare = [&] {
       window.reset();
-      window = std::make_unique<Filler>(work.empty, work, *policy, score_cache, 42 + l, size);
+      window = std::make_unique<Filler>(work.empty, work, *policy, mode, 42 + l, size);
       window->Reserve(prefix[l] + static_cast<size_t>(size));
       window->Replay(fill, prefix[l]);
       hits0 = window->cache_hits();
@@ -378,28 +385,32 @@ const bool registered = [] {
   struct Case {
     const char* policy;
     const char* cluster;
-    bool score_cache;
+    Mode mode;
     bool levels;
     const char* suffix;
   };
   std::vector<Case> cases = {
-      {"best-fit", "openb", true, false, ""},
-      {"fgd", "openb", true, false, ""},
-      {"fgd", "openb", false, false, "/no-score-cache"},
-      {"best-fit", "openb", true, true, "/levels"},
-      {"fgd", "openb", true, true, "/levels"},
-      {"best-fit", "20k", true, true, ""},
-      {"fgd", "20k", true, true, ""},
+      {"best-fit", "openb", Mode::kIndexed, false, ""},
+      {"fgd", "openb", Mode::kIndexed, false, ""},
+      {"best-fit", "openb", Mode::kScan, false, "/scan"},
+      {"fgd", "openb", Mode::kScan, false, "/scan"},
+      {"fgd", "openb", Mode::kScanNoCache, false, "/scan-no-cache"},
+      {"best-fit", "openb", Mode::kIndexed, true, "/levels"},
+      {"fgd", "openb", Mode::kIndexed, true, "/levels"},
+      {"best-fit", "20k", Mode::kIndexed, true, ""},
+      {"fgd", "20k", Mode::kIndexed, true, ""},
+      {"best-fit", "20k", Mode::kScan, true, "/scan"},
+      {"fgd", "20k", Mode::kScan, true, "/scan"},
   };
   // Whole fills of the 20k cluster take minutes; they validate its level windows on request.
   if (std::getenv("ESTUARY_BENCH_20K_FILLS") != nullptr) {
-    cases.push_back({"best-fit", "20k", true, false, "/fills"});
-    cases.push_back({"fgd", "20k", true, false, "/fills"});
+    cases.push_back({"best-fit", "20k", Mode::kIndexed, false, "/fills"});
+    cases.push_back({"fgd", "20k", Mode::kIndexed, false, "/fills"});
   }
   for (const Case& c : cases) {
     const std::string name = std::string("BM_Place/") + c.policy + "/" + c.cluster + c.suffix;
     auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Place, std::string(c.policy), std::string(c.cluster),
-                                           c.score_cache, c.levels);
+                                           c.mode, c.levels);
     b->Unit(benchmark::kMicrosecond);
     if (c.levels) b->Iterations(kWindowDecisions);
   }

@@ -69,6 +69,8 @@ void ClusterState::SyncFit(const Node& n) {
   f.version = n.version;
   f.model = n.spec.model;
   f.schedulable = n.Schedulable();
+  change_ring_[change_seq_ % kChangeRing] = n.id;
+  ++change_seq_;
 }
 
 void ClusterState::MoveBucket(NodeId id, int from, int to) {

@@ -138,6 +138,20 @@ class ClusterState {
   // in no particular order. A task needing k whole GPUs only looks at buckets k and above.
   const std::vector<NodeId>& nodes_with_full_free(int k) const { return by_full_free_[k]; }
 
+  // Change feed: every change of a node's free capacity, tasks or state (and every new node) is
+  // numbered; readers keep the number they have seen (a cursor). The last kChangeRing changes are
+  // kept, so a reader more than that far behind must rebuild from the nodes themselves.
+  static constexpr uint64_t kChangeRing = uint64_t{1} << 16;
+  uint64_t change_seq() const { return change_seq_; }
+  // Calls f(NodeId) for each change numbered after `cursor`, oldest first (a node may repeat).
+  // Returns false, calling nothing, when some of those changes are no longer kept.
+  template <typename F>
+  bool ForEachChangeSince(uint64_t cursor, F&& f) const {
+    if (change_seq_ - cursor > kChangeRing) return false;
+    for (uint64_t s = cursor; s < change_seq_; ++s) f(change_ring_[s % kChangeRing]);
+    return true;
+  }
+
   // Bumped on every mutation; lets caches tell whether anything changed.
   uint64_t epoch() const { return epoch_; }
 
@@ -163,6 +177,8 @@ class ClusterState {
   uint64_t epoch_ = 0;
   std::array<std::vector<NodeId>, kMaxGpusPerNode + 1> by_full_free_;
   std::vector<uint32_t> bucket_pos_;  // position of each node in its by_full_free_ bucket
+  std::vector<NodeId> change_ring_ = std::vector<NodeId>(kChangeRing);
+  uint64_t change_seq_ = 0;
 };
 
 }  // namespace estuary

@@ -51,6 +51,7 @@ StatusOr<OpenbSeedResult> RunSeed(const OpenbWorkload& w, const OpenbOptions& o,
   SessionOptions so;
   so.policy = policy;
   so.tie_break = o.tie_break;
+  so.indexed = o.indexed;
   so.seed = res.seed ^ 0x5eed5eed5eed5eedULL;  // a stream apart from the workload's
   auto session = Session::Open(state, BuiltinRegistry(), ctx, so);
   if (!session.ok()) return session.status();

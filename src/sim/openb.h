@@ -35,6 +35,7 @@ struct OpenbOptions {
   std::vector<uint64_t> seeds;               // default: none (caller sets 42..51)
   double tune = 1.3;                         // arrived GPU demand at the end, x capacity
   bool check_invariants = false;             // ClusterState::CheckInvariants() after every task
+  bool indexed = true;                       // SessionOptions::indexed (off: scan every node)
   // Called after every task with (seed index, tasks done, tasks total); may be empty.
   std::function<void(size_t, size_t, size_t)> progress;
 };

@@ -89,6 +89,26 @@ TEST(Openb, EveryPolicyKeepsTheClusterStateConsistentAfterEveryTask) {
   }
 }
 
+TEST(Openb, TheClassIndexMakesExactlyTheScansDecisionsOnTheDefaultTrace) {
+  REQUIRE_SHARED();
+  OpenbWorkload w = LoadWorkload(kDefaultPods);
+  OpenbRunInfo info;
+  for (const char* policy : {"dotprod", "gpu-clustering", "gpu-packing", "best-fit", "fgd"}) {
+    std::string summary[2];
+    for (int indexed = 0; indexed < 2; ++indexed) {
+      OpenbOptions o;
+      o.policy = policy;
+      o.seeds = {42, 43};
+      o.indexed = indexed == 1;
+      auto r = RunOpenb(w, o);
+      ASSERT_TRUE(r.ok());
+      summary[indexed] = OpenbSummaryJson(*r, info, nullptr).dump();
+      summary[indexed] = summary[indexed].substr(0, summary[indexed].find("\"wall_seconds\""));
+    }
+    EXPECT_EQ(summary[0], summary[1]) << policy;
+  }
+}
+
 TEST(Openb, SameSeedGivesIdenticalSummariesAndOtherSeedsDiffer) {
   REQUIRE_SHARED();
   OpenbWorkload w = LoadWorkload(kDefaultPods);

@@ -33,6 +33,8 @@ class FilterPlugin {
   virtual std::string_view Name() const = 0;
   // Returns an empty string when the node passes, else a short reason ("node cordoned").
   virtual std::string_view Filter(const Task& task, const Node& node) = 0;
+  // True when Filter() depends only on (task request, node) — lets the Session index it.
+  virtual bool CacheableByNode() const { return true; }
 };
 
 class ScorePlugin {
@@ -47,6 +49,10 @@ class ScorePlugin {
   virtual int64_t Score(const Task& task, const Node& node) = 0;
   // Rescales the scores of all feasible nodes in place (e.g. min-max to [0, 100]). Default: none.
   virtual void Normalize(std::span<int64_t> scores) {}
+  // True when Normalize() keeps raw scores in strictly the same order on `state` (distinct raw
+  // scores stay distinct), so the best node can be found from raw scores. Default: true (no
+  // normalisation).
+  virtual bool NormalizeKeepsOrder(const ClusterState& state) const { return true; }
 };
 
 // Chooses the GPU indices a task takes on its chosen node.

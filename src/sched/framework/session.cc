@@ -55,6 +55,11 @@ StatusOr<std::unique_ptr<Session>> Session::Open(const ClusterState& state, cons
     sc.cacheable = s->options_.score_cache && sc.plugin->CacheableByNode();
     s->scorers_.push_back(std::move(sc));
   }
+  s->indexed_ = s->options_.indexed && s->options_.tie_break == TieBreak::kNodeOrder;
+  for (const Scorer& sc : s->scorers_) {
+    s->indexed_ = s->indexed_ && sc.plugin->CacheableByNode() && sc.plugin->NormalizeKeepsOrder(state);
+  }
+  for (const auto& f : s->filters_) s->indexed_ = s->indexed_ && f->CacheableByNode();
   auto g = registry.MakeGpuSelect(s->options_.policy.gpu_select, ctx);
   if (!g.ok()) return g.status();
   s->gpu_select_ = std::move(g).value();
@@ -108,6 +113,72 @@ std::string Session::Explain(const Task& task) const {
   return s;
 }
 
+bool Session::FitsBuiltin(const TaskRequest& req, const NodeFit& n) const {
+  const bool gpu_task = req.NeedsGpu();
+  const bool whole = gpu_task && !req.IsSharedGpu();
+  return n.schedulable && n.cpu_free >= req.cpu_milli && n.mem_free >= req.mem_mib &&
+         (!gpu_task || (req.models.Admits(n.model) &&
+                        (whole ? n.full_free_gpus >= req.gpu_count : n.max_gpu_free >= req.gpu_milli)));
+}
+
+namespace {
+// Heap order: the worse entry is "less" (std heaps keep the greatest at the front).
+bool WorseEntry(const auto& a, const auto& b) { return a.score < b.score || (a.score == b.score && a.rank > b.rank); }
+}  // namespace
+
+void Session::IndexPush(ClassIndex& ci, const Task& task, NodeId id) {
+  const NodeFit& f = state_.fits()[id.value()];
+  if (!FitsBuiltin(task.req, f)) return;
+  const Node& node = state_.node(id);
+  if (!filters_.empty() && !PassesFilterPlugins(task, node)) return;
+  int64_t total = 0;
+  for (Scorer& sc : scorers_) total += sc.weight * sc.plugin->Score(task, node);
+  ci.heap.push_back({total, Rank(id), id.value(), f.version});
+  std::push_heap(ci.heap.begin(), ci.heap.end(), WorseEntry<IndexEntry, IndexEntry>);
+}
+
+std::optional<Outcome> Session::DecideIndexed(const Task& task, uint32_t cls) {
+  if (index_.size() <= cls) index_.resize(cls + 1);
+  ClassIndex& ci = index_[cls];
+  const size_t n = state_.num_nodes();
+  // Catch up with the changes since this class was last decided: each changed node once (an
+  // entry records the version it was scored at, so only the node's current state is scored).
+  bool caught_up = ci.built;
+  if (caught_up) {
+    if (seen_.size() < n) seen_.resize(n, 0);
+    ++stamp_;
+    caught_up = state_.ForEachChangeSince(ci.cursor, [&](NodeId id) {
+      if (seen_[id.value()] == stamp_) return;
+      seen_[id.value()] = stamp_;
+      IndexPush(ci, task, id);
+    });
+  }
+  if (!caught_up) {
+    ci.heap.clear();
+    for (uint32_t i = 0; i < n; ++i) IndexPush(ci, task, NodeId(i));
+    ci.built = true;
+  }
+  ci.cursor = state_.change_seq();
+  const auto& fits = state_.fits();
+  if (ci.heap.size() > 2 * n + 64) {
+    // Stale entries crowd the heap: drop them all at once (no re-scoring needed).
+    std::erase_if(ci.heap, [&](const IndexEntry& e) { return e.version != fits[e.node].version; });
+    std::make_heap(ci.heap.begin(), ci.heap.end(), WorseEntry<IndexEntry, IndexEntry>);
+  }
+  while (!ci.heap.empty() && ci.heap.front().version != fits[ci.heap.front().node].version) {
+    std::pop_heap(ci.heap.begin(), ci.heap.end(), WorseEntry<IndexEntry, IndexEntry>);
+    ci.heap.pop_back();
+  }
+  if (ci.heap.empty()) return std::nullopt;
+  const Node& chosen = state_.node(NodeId(ci.heap.front().node));
+  Outcome out;
+  out.kind = OutcomeKind::kPlaced;
+  out.node = chosen.id;
+  out.score = ci.heap.front().score;  // raw: before any (order-keeping) normalisation
+  out.gpus = task.req.NeedsGpu() ? gpu_select_->Select(task, chosen, rng_) : GpuIndices();
+  return out;
+}
+
 void Session::CountRejection(const TaskRequest& req, const NodeFit& n) {
   if (!n.schedulable) {
     ++rej_.not_ready;
@@ -139,18 +210,16 @@ Outcome Session::Decide(TaskId task_id) {
   const auto& nodes = state_.nodes();
   feasible_.clear();
   rej_ = Rejections();
+  if (indexed_) {
+    if (auto placed = DecideIndexed(task, ClassOf(req))) return *placed;
+  }
 
   const bool gpu_task = req.NeedsGpu();
   const bool whole = gpu_task && !req.IsSharedGpu();
   const auto& fits = state_.fits();
   // Hot path: one combined test per node; the reason of a rejection is worked out only then.
-  auto fits_node = [&](const NodeFit& n) {
-    return n.schedulable && n.cpu_free >= req.cpu_milli && n.mem_free >= req.mem_mib &&
-           (!gpu_task || (req.models.Admits(n.model) &&
-                          (whole ? n.full_free_gpus >= req.gpu_count : n.max_gpu_free >= req.gpu_milli)));
-  };
   auto consider = [&](uint32_t i) {
-    if (!fits_node(fits[i])) {
+    if (!FitsBuiltin(req, fits[i])) {
       CountRejection(req, fits[i]);
       return;
     }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -50,6 +51,10 @@ struct SessionOptions {
   // permutation of the nodes sorted by name. Nodes added later rank after all others.
   std::vector<uint32_t> node_rank;
   bool score_cache = true;  // default: on; off only to measure its effect
+  // Decide from a per-task-class index ordered by (score, tie-break rank), kept current from the
+  // state's change feed, instead of scanning every node. Used when it gives the scan's answer:
+  // node-order tie-break and every plugin cacheable with order-keeping normalisation. Default: on.
+  bool indexed = true;
 };
 
 enum class OutcomeKind {
@@ -81,6 +86,8 @@ class Session {
   // Cache statistics (for benchmarks and docs).
   uint64_t cache_hits() const { return cache_hits_; }
   uint64_t cache_misses() const { return cache_misses_; }
+  // Whether decisions come from the per-class index (see SessionOptions::indexed).
+  bool indexed() const { return indexed_; }
 
  private:
   Session(const ClusterState& state, SessionOptions options);
@@ -101,8 +108,33 @@ class Session {
     std::vector<int64_t> scratch;
   };
 
+  // Per task class: a binary heap of (score, rank) entries for the feasible nodes; an entry is
+  // current while its version equals the node's. Entries of changed nodes are pushed again from
+  // the state's change feed; stale ones are dropped when they surface. Rebuilt from all nodes
+  // when the class fell behind the feed or the heap holds over twice the node count.
+  struct IndexEntry {
+    int64_t score;
+    uint32_t rank;
+    uint32_t node;
+    uint32_t version;
+  };
+  struct ClassIndex {
+    std::vector<IndexEntry> heap;
+    uint64_t cursor = 0;
+    bool built = false;
+  };
+  // The placed outcome from the index, or nullopt when no node is feasible (the scan then
+  // explains why).
+  std::optional<Outcome> DecideIndexed(const Task& task, uint32_t cls);
+  void IndexPush(ClassIndex& ci, const Task& task, NodeId id);
+  bool FitsBuiltin(const TaskRequest& req, const NodeFit& n) const;
+
   const ClusterState& state_;
   SessionOptions options_;
+  bool indexed_ = false;
+  std::vector<ClassIndex> index_;
+  std::vector<uint64_t> seen_;  // per node: the catch-up stamp it was last pushed in
+  uint64_t stamp_ = 0;
   Rng rng_;
   std::vector<std::unique_ptr<FilterPlugin>> filters_;
   std::vector<Scorer> scorers_;

@@ -18,8 +18,10 @@ using testing::Idx;
 using testing::Req;
 
 std::unique_ptr<Session> Open(const ClusterState& s, const std::string& policy, TieBreak tie = TieBreak::kNodeOrder,
-                              uint64_t seed = 1, std::vector<uint32_t> rank = {}, bool cache = true) {
+                              uint64_t seed = 1, std::vector<uint32_t> rank = {}, bool cache = true,
+                              bool indexed = true) {
   SessionOptions o;
+  o.indexed = indexed;
   o.policy = *OpenbPolicy(policy);
   o.tie_break = tie;
   o.seed = seed;
@@ -104,29 +106,69 @@ TEST(Session, UniformTieBreakSpreadsOverAllTiedNodesAndRepeatsPerSeed) {
   EXPECT_EQ(chosen.size(), 4u);
 }
 
-TEST(Session, TheScoreCacheNeverChangesADecision) {
-  // Fill a small heterogeneous cluster with a mixed task stream twice, with and without the
-  // cache; every decision must be identical.
+TEST(Session, NeitherTheScoreCacheNorTheClassIndexEverChangesADecision) {
+  // Fill a small heterogeneous cluster with a mixed task stream three ways — indexed, scanning
+  // with the score cache, scanning without it — and free some tasks on the way; every decision
+  // must be identical.
   for (const char* policy : {"best-fit", "dotprod", "gpu-packing", "gpu-clustering"}) {
-    std::vector<std::pair<uint32_t, int>> runs[2];
-    for (int cached = 0; cached < 2; ++cached) {
+    std::vector<std::pair<uint32_t, int>> runs[3];
+    for (int mode = 0; mode < 3; ++mode) {
       ClusterBuilder c;
       for (int i = 0; i < 6; ++i) c.AddNode("n" + std::to_string(i), testing::Gpus(i % 2 ? 8 : 4));
-      auto s = Open(c.state, policy, TieBreak::kNodeOrder, 7, {}, cached == 1);
+      auto s = Open(c.state, policy, TieBreak::kNodeOrder, 7, {}, mode != 2, mode == 0);
+      EXPECT_EQ(s->indexed(), mode == 0);
       Statement st(c.state);
       const TaskRequest reqs[] = {Req().Cpu(4000).SharedGpu(300), Req().Cpu(8000).Gpus(1), Req().Cpu(2000).Gpus(2),
                                   Req().Cpu(16000), Req().Cpu(1000).SharedGpu(700)};
       for (int k = 0; k < 40; ++k) {
         TaskId t = c.Submit("t" + std::to_string(k), reqs[k % 5]);
         Outcome o = s->Decide(t);
-        runs[cached].push_back({o.placed() ? o.node.value() : 9999, o.placed() ? o.gpus.idx[0] : -1});
+        runs[mode].push_back({o.placed() ? o.node.value() : 9999, o.placed() ? o.gpus.idx[0] : -1});
         if (o.placed()) st.Bind(t, o.node, o.gpus);
+        const TaskId older(static_cast<uint32_t>(k / 2));
+        if (k % 7 == 6 && c.state.task(older).state == TaskState::kBound) st.Evict(older);
         ASSERT_TRUE(c.state.CheckInvariants().ok());
       }
       st.Commit();
     }
     EXPECT_EQ(runs[0], runs[1]) << policy;
+    EXPECT_EQ(runs[0], runs[2]) << policy;
   }
+}
+
+TEST(Session, TheClassIndexIsUsedOnlyWhereItGivesTheScansAnswer) {
+  ClusterBuilder c;
+  c.AddNode("a");
+  EXPECT_TRUE(Open(c.state, "best-fit")->indexed());
+  EXPECT_FALSE(Open(c.state, "random")->indexed());  // its score is a fresh draw per task
+  EXPECT_FALSE(Open(c.state, "best-fit", TieBreak::kUniform)->indexed());  // needs every tie
+  testing::NodeShape huge = testing::Gpus(16);  // beyond best-fit's normalising spec
+  c.AddNode("huge", huge);
+  EXPECT_FALSE(Open(c.state, "best-fit")->indexed());
+  EXPECT_TRUE(Open(c.state, "dotprod")->indexed());
+}
+
+TEST(Session, TheClassIndexRebuildsWhenItFellBehindTheChangeFeed) {
+  // Decide a class, then make more node changes than the feed keeps, then decide it again: the
+  // answer must still be the scan's.
+  ClusterBuilder c;
+  NodeId a = c.AddNode("a", testing::Gpus(8));
+  c.AddNode("b", testing::Gpus(8));
+  auto indexed = Open(c.state, "best-fit");
+  auto scan = Open(c.state, "best-fit", TieBreak::kNodeOrder, 1, {}, true, false);
+  TaskId probe = c.Submit("probe", Req().Gpus(1));
+  ASSERT_EQ(indexed->Decide(probe).node, scan->Decide(probe).node);
+  TaskId churn = c.Submit("churn", Req().Cpu(1000));
+  for (uint64_t i = 0; i < ClusterState::kChangeRing / 2 + 10; ++i) {
+    c.state.Bind(churn, a, Idx({}));
+    c.state.Unbind(churn);
+  }
+  c.state.Bind(c.Submit("filler", Req().Gpus(7)), a, Idx({0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_GT(c.state.change_seq(), ClusterState::kChangeRing);
+  const Outcome o = indexed->Decide(probe);
+  ASSERT_TRUE(o.placed());
+  EXPECT_EQ(o.node, scan->Decide(probe).node);
+  EXPECT_EQ(o.node, a);  // best-fit: the fuller node
 }
 
 TEST(Session, AnUnknownPluginIsAnErrorNamingIt) {

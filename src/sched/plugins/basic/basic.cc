@@ -103,6 +103,14 @@ class BestFitScore final : public ScorePlugin {
     s += static_cast<double>(node.gpu_free_total - task.req.TotalGpuMilli()) / static_cast<double>(kMaxSpecGpuMilli) * 0.5;
     return static_cast<int64_t>((1.0 - s) * 100.0);
   }
+  // Raw scores lie in [0, 100] when no node exceeds the normalising spec; the min-max map of a
+  // range of at most 100 onto [0, 100] is then strictly increasing.
+  bool NormalizeKeepsOrder(const ClusterState& state) const override {
+    for (const Node& n : state.nodes()) {
+      if (n.spec.cpu_milli > kMaxSpecCpuMilli || int64_t{n.spec.gpu_count} * kMilliPerGpu > kMaxSpecGpuMilli) return false;
+    }
+    return true;
+  }
   // Min-max to [0, 100] with integer arithmetic; all equal => 0 (Kubernetes' convention).
   void Normalize(std::span<int64_t> scores) override {
     if (scores.empty()) return;
