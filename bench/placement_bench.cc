@@ -84,10 +84,10 @@ struct Workload {
 
 // `n` nodes with openb's node mix: each distinct (CPU, memory, GPU count, GPU model) type gets its
 // share of `n` by largest remainder; the nodes are shuffled with `seed` and named synth-node-NNNNN.
-std::vector<OpenbNodeRow> Synthesize(const std::vector<OpenbNodeRow>& base, size_t n, uint64_t seed) {
+std::vector<NodeRow> Synthesize(const std::vector<NodeRow>& base, size_t n, uint64_t seed) {
   using Type = std::tuple<MilliCpu, MemMiB, int32_t, std::string>;
   std::map<Type, size_t> counts;
-  for (const OpenbNodeRow& r : base) ++counts[{r.cpu_milli, r.mem_mib, r.gpus, r.model}];
+  for (const NodeRow& r : base) ++counts[{r.cpu_milli, r.mem_mib, r.gpus, r.model}];
   std::vector<std::pair<Type, size_t>> quota;
   std::vector<std::pair<size_t, size_t>> remainder;  // (remainder, index into quota)
   size_t assigned = 0;
@@ -101,11 +101,11 @@ std::vector<OpenbNodeRow> Synthesize(const std::vector<OpenbNodeRow>& base, size
             [](auto a, auto b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
   for (size_t i = 0; assigned < n; ++i, ++assigned) ++quota[remainder[i].second].second;
 
-  std::vector<OpenbNodeRow> rows;
+  std::vector<NodeRow> rows;
   rows.reserve(n);
   for (const auto& [type, count] : quota) {
     for (size_t i = 0; i < count; ++i) {
-      OpenbNodeRow r;
+      NodeRow r;
       std::tie(r.cpu_milli, r.mem_mib, r.gpus, r.model) = type;
       rows.push_back(std::move(r));
     }
@@ -121,9 +121,9 @@ std::vector<OpenbNodeRow> Synthesize(const std::vector<OpenbNodeRow>& base, size
   return rows;
 }
 
-StatusOr<Workload> MakeWorkload(const std::vector<OpenbNodeRow>& rows, const std::string& label,
+StatusOr<Workload> MakeWorkload(const std::vector<NodeRow>& rows, const std::string& label,
                                 const OpenbTaskList& tasks) {
-  auto cluster = BuildOpenbCluster(rows, label);
+  auto cluster = BuildCluster(rows, label);
   if (!cluster.ok()) return cluster.status();
   auto reqs = OpenbRequests(tasks, cluster->models());
   if (!reqs.ok()) return reqs.status();

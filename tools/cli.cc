@@ -112,7 +112,7 @@ StatusOr<Inputs> LoadInputs(const CommonFlags& f) {
   }
   auto nodes = ReadOpenbNodes(f.nodes);
   if (!nodes.ok()) return nodes.status();
-  auto cluster = BuildOpenbCluster(*nodes, f.nodes);
+  auto cluster = BuildCluster(*nodes, f.nodes);
   if (!cluster.ok()) return cluster.status();
   in.cluster = std::move(cluster).value();
   auto tasks = ReadOpenbTasks(f.pods);

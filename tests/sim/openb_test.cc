@@ -27,7 +27,7 @@ const std::string kReference = kShared + "/reference/openb_expected_alloc.csv";
 OpenbWorkload LoadWorkload(const std::string& pods) {
   auto nodes = ReadOpenbNodes(kNodes);
   EXPECT_TRUE(nodes.ok()) << nodes.status().message();
-  auto cluster = BuildOpenbCluster(*nodes, kNodes);
+  auto cluster = BuildCluster(*nodes, kNodes);
   auto tasks = ReadOpenbTasks(pods);
   EXPECT_TRUE(tasks.ok()) << tasks.status().message();
   OpenbWorkload w;

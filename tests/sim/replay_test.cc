@@ -104,7 +104,7 @@ TEST(Replay, TheDefaultOpenbTraceReplaysWithInvariantsCheckedAtEveryEvent) {
   const std::string pods_path = shared + "/traces/openb/openb_pod_list_default.csv";
   if (!std::filesystem::exists(nodes_path)) GTEST_SKIP() << "../shared is absent (" << shared << ")";
   auto nodes = ReadOpenbNodes(nodes_path);
-  auto cluster = BuildOpenbCluster(*nodes, nodes_path);
+  auto cluster = BuildCluster(*nodes, nodes_path);
   auto list = ReadOpenbTasks(pods_path);
   auto reqs = OpenbRequests(*list, cluster->models());
   auto w = MakeReplayWorkload(std::move(cluster).value(), *list, std::move(reqs).value());

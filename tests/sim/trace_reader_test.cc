@@ -78,14 +78,14 @@ TEST(OpenbNodeReader, ReadsEveryFieldOfEachRowWithItsLineNumber) {
   auto nodes = ReadOpenbNodes(path);
   ASSERT_TRUE(nodes.ok()) << nodes.status().message();
   ASSERT_EQ(nodes->size(), 2u);
-  const OpenbNodeRow& cpu = (*nodes)[0];
+  const NodeRow& cpu = (*nodes)[0];
   EXPECT_EQ(cpu.line, 2u);
   EXPECT_EQ(cpu.name, "cpu-node");
   EXPECT_EQ(cpu.cpu_milli, 64000);
   EXPECT_EQ(cpu.mem_mib, 262144);
   EXPECT_EQ(cpu.gpus, 0);
   EXPECT_EQ(cpu.model, "");
-  const OpenbNodeRow& gpu = (*nodes)[1];
+  const NodeRow& gpu = (*nodes)[1];
   EXPECT_EQ(gpu.line, 3u);
   EXPECT_EQ(gpu.name, "gpu-node");
   EXPECT_EQ(gpu.cpu_milli, 96000);
@@ -192,7 +192,7 @@ TEST(OpenbCluster, RejectsADuplicateNodeNameNamingTheLineOfTheDuplicate) {
                                          "n1,64000,65536,8,V100\n");
   auto nodes = ReadOpenbNodes(path);
   ASSERT_TRUE(nodes.ok()) << nodes.status().message();
-  EXPECT_TRUE(IsBadInput(BuildOpenbCluster(*nodes, path), AtColumn(path, 4, "sn"), "duplicate node name 'n1'"));
+  EXPECT_TRUE(IsBadInput(BuildCluster(*nodes, path), AtColumn(path, 4, "sn"), "duplicate node name 'n1'"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -348,7 +348,7 @@ class OpenbRequestsTest : public ::testing::Test {
     nodes_path_ = WriteFile(dir_, "nodes.csv", std::string(kNodeHeader) + "n1,32000,65536,8,V100M32\n");
     auto nodes = ReadOpenbNodes(nodes_path_);
     ASSERT_TRUE(nodes.ok()) << nodes.status().message();
-    auto cluster = BuildOpenbCluster(*nodes, nodes_path_);
+    auto cluster = BuildCluster(*nodes, nodes_path_);
     ASSERT_TRUE(cluster.ok()) << cluster.status().message();
     cluster_ = std::move(cluster).value();
   }

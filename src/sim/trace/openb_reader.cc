@@ -58,15 +58,15 @@ Status CsvError(const std::string& path, const io::error::base& e) {
 
 }  // namespace
 
-StatusOr<std::vector<OpenbNodeRow>> ReadOpenbNodes(const std::string& path) {
-  std::vector<OpenbNodeRow> rows;
+StatusOr<std::vector<NodeRow>> ReadOpenbNodes(const std::string& path) {
+  std::vector<NodeRow> rows;
   try {
     ESTUARY_RETURN_IF_ERROR(CheckReadableFile(path));
     io::CSVReader<5, Trim, Quote, io::throw_on_overflow, Comment> in(path);
     in.read_header(io::ignore_extra_column, "sn", "cpu_milli", "memory_mib", "gpu", "model");
     std::string sn, cpu, mem, gpu, model;
     while (in.read_row(sn, cpu, mem, gpu, model)) {
-      OpenbNodeRow r;
+      NodeRow r;
       r.line = in.get_file_line();
       if (sn.empty()) return InvalidArgument(path + ":" + std::to_string(r.line) + ": column 'sn': empty node name");
       r.name = sn;
@@ -152,10 +152,10 @@ StatusOr<OpenbTaskList> ReadOpenbTasks(const std::string& path) {
   return out;
 }
 
-StatusOr<ClusterState> BuildOpenbCluster(const std::vector<OpenbNodeRow>& nodes, const std::string& path) {
+StatusOr<ClusterState> BuildCluster(const std::vector<NodeRow>& nodes, const std::string& path) {
   ClusterState state;
   std::unordered_set<std::string> names;
-  for (const OpenbNodeRow& r : nodes) {
+  for (const NodeRow& r : nodes) {
     if (!names.insert(r.name).second) {
       return InvalidArgument(FieldRef{&path, r.line, "sn"}.Prefix() + "duplicate node name '" + r.name + "'");
     }

@@ -16,7 +16,7 @@
 
 namespace estuary {
 
-struct OpenbNodeRow {
+struct NodeRow {
   unsigned line = 0;
   std::string name;
   MilliCpu cpu_milli = 0;
@@ -44,12 +44,12 @@ struct OpenbTaskList {
   bool has_time_columns = false;  // the file has creation_time and deletion_time columns
 };
 
-StatusOr<std::vector<OpenbNodeRow>> ReadOpenbNodes(const std::string& path);
+StatusOr<std::vector<NodeRow>> ReadOpenbNodes(const std::string& path);
 StatusOr<OpenbTaskList> ReadOpenbTasks(const std::string& path);
 
 // A ClusterState holding the listed nodes (GPU models interned in order of first appearance).
 // Fails on a duplicate node name, naming its line.
-StatusOr<ClusterState> BuildOpenbCluster(const std::vector<OpenbNodeRow>& nodes, const std::string& path);
+StatusOr<ClusterState> BuildCluster(const std::vector<NodeRow>& nodes, const std::string& path);
 // The requests of the task rows. Fails on a GPU model that no node of `models` has, naming the
 // task's line and the gpu_spec column.
 StatusOr<std::vector<TaskRequest>> OpenbRequests(const OpenbTaskList& tasks, const GpuModels& models);
