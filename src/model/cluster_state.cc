@@ -60,8 +60,41 @@ TaskId ClusterState::AddTask(JobId job, std::string name, TaskRequest req, int32
   return tasks_.back().id;
 }
 
+namespace {
+bool WhollyFree(int64_t gpu_free_total, int32_t gpu_count) {
+  return gpu_count > 0 && gpu_free_total == int64_t{gpu_count} * kMilliPerGpu;
+}
+}  // namespace
+
+Status ClusterState::AssignDomains(NodeId node, PlaneId plane, std::span<const std::string> names) {
+  if (!node.valid() || node.value() >= nodes_.size()) return InvalidArgument("no such node");
+  ESTUARY_RETURN_IF_ERROR(topology_.AssignNode(node, plane, names));
+  domain_free_.resize(topology_.domains().size());
+  const Node& n = nodes_[node.value()];
+  for (int l = 0; l < static_cast<int>(topology_.plane(plane).levels.size()); ++l) {
+    DomainFree& d = domain_free_[topology_.NodeDomain(node, plane, l).value()];
+    d.gpu_milli += int64_t{n.spec.gpu_count} * kMilliPerGpu;
+    d.gpu_free_milli += n.gpu_free_total;
+    d.nodes += 1;
+    d.free_nodes += WhollyFree(n.gpu_free_total, n.spec.gpu_count);
+  }
+  ++epoch_;
+  return Status::Ok();
+}
+
 void ClusterState::SyncFit(const Node& n) {
   NodeFit& f = fits_[n.id.value()];
+  if (f.gpu_free_total != n.gpu_free_total) {
+    const int64_t delta = n.gpu_free_total - f.gpu_free_total;
+    const int32_t free_delta =
+        static_cast<int32_t>(WhollyFree(n.gpu_free_total, n.spec.gpu_count)) - WhollyFree(f.gpu_free_total, n.spec.gpu_count);
+    for (DomainId d : topology_.DomainsOf(n.id)) {
+      if (!d.valid()) continue;
+      domain_free_[d.value()].gpu_free_milli += delta;
+      domain_free_[d.value()].free_nodes += free_delta;
+    }
+  }
+  f.gpu_free_total = n.gpu_free_total;
   f.cpu_free = n.cpu_free;
   f.mem_free = n.mem_free;
   f.full_free_gpus = n.full_free_gpus;
@@ -231,7 +264,7 @@ Status ClusterState::CheckInvariants() const {
       return fail("GPU summary of node '" + n.spec.name + "'");
     }
     const NodeFit& fit = fits_[i];
-    if (fit.cpu_free != n.cpu_free || fit.mem_free != n.mem_free || fit.full_free_gpus != n.full_free_gpus ||
+    if (fit.gpu_free_total != n.gpu_free_total || fit.cpu_free != n.cpu_free || fit.mem_free != n.mem_free || fit.full_free_gpus != n.full_free_gpus ||
         fit.max_gpu_free != n.max_gpu_free || fit.version != n.version || fit.model != n.spec.model ||
         fit.schedulable != n.Schedulable()) {
       return fail("packed filter view of node '" + n.spec.name + "'");
@@ -255,6 +288,26 @@ Status ClusterState::CheckInvariants() const {
     indexed += by_full_free_[k].size();
   }
   if (indexed != nodes_.size()) return fail("free-GPU index size");
+  std::vector<DomainFree> sums(topology_.domains().size());
+  for (const Domain& d : topology_.domains()) {
+    for (NodeId id : d.nodes) {
+      const Node& n = nodes_[id.value()];
+      DomainFree& s = sums[d.id.value()];
+      s.gpu_milli += int64_t{n.spec.gpu_count} * kMilliPerGpu;
+      s.gpu_free_milli += n.gpu_free_total;
+      s.nodes += 1;
+      s.free_nodes += WhollyFree(n.gpu_free_total, n.spec.gpu_count);
+    }
+  }
+  if (domain_free_.size() != sums.size()) return fail("domain aggregate table size");
+  for (size_t i = 0; i < sums.size(); ++i) {
+    const DomainFree& a = domain_free_[i];
+    const DomainFree& b = sums[i];
+    if (a.gpu_milli != b.gpu_milli || a.gpu_free_milli != b.gpu_free_milli || a.nodes != b.nodes ||
+        a.free_nodes != b.free_nodes) {
+      return fail("free-capacity aggregate of domain '" + topology_.domains()[i].name + "'");
+    }
+  }
   if (alloc_gpu != allocated_gpu_milli_ || alloc_cpu != allocated_cpu_milli_ || bound != num_bound_) {
     return fail("cluster allocation totals");
   }

@@ -11,6 +11,7 @@
 // Thread-safety: none; one scheduling cycle or simulator step owns the state at a time.
 #pragma once
 
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "common/status.h"
 #include "model/gpu_models.h"
 #include "model/resources.h"
+#include "model/topology.h"
 
 namespace estuary {
 
@@ -50,6 +52,7 @@ struct Node {
 
 // The hot fields of a node that the filter needs, packed for fast scans (kept in sync with Node).
 struct NodeFit {
+  int64_t gpu_free_total = 0;
   MilliCpu cpu_free = 0;
   MemMiB mem_free = 0;
   int32_t full_free_gpus = 0;
@@ -57,6 +60,14 @@ struct NodeFit {
   uint32_t version = 1;
   GpuModelId model;
   bool schedulable = true;
+};
+
+// Free capacity of one topology domain, summed over its nodes.
+struct DomainFree {
+  int64_t gpu_milli = 0;       // GPU capacity
+  int64_t gpu_free_milli = 0;  // free GPU milli
+  int32_t nodes = 0;
+  int32_t free_nodes = 0;      // nodes with GPUs, all of them wholly free
 };
 
 enum class TaskState : uint8_t { kPending, kBound, kFinished };
@@ -96,6 +107,14 @@ class ClusterState {
 
   GpuModels& models() { return models_; }
   const GpuModels& models() const { return models_; }
+  // The network topology. Add planes through topology(), then place nodes with AssignDomains so
+  // that the per-domain aggregates stay current.
+  Topology& topology() { return topology_; }
+  const Topology& topology() const { return topology_; }
+  // Puts a node into one domain per level of `plane` (widest first); see Topology::AssignNode.
+  Status AssignDomains(NodeId node, PlaneId plane, std::span<const std::string> names);
+  // Aggregated free capacity of a domain, current after every change.
+  const DomainFree& domain_free(DomainId d) const { return domain_free_[d.value()]; }
 
   // Adds a node with all of its capacity free. Fails on a duplicate name, negative capacity or
   // more than kMaxGpusPerNode GPUs.
@@ -165,6 +184,8 @@ class ClusterState {
   void Release(Task& t);
 
   GpuModels models_;
+  Topology topology_;
+  std::vector<DomainFree> domain_free_;
   std::vector<Node> nodes_;
   std::vector<NodeFit> fits_;
   std::vector<Task> tasks_;
