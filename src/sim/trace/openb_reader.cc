@@ -6,55 +6,16 @@
 #include <unordered_set>
 
 #include "sim/trace/csv_fields.h"
+#include "sim/trace/csv_io.h"
 
 namespace estuary {
 namespace {
 
-using Quote = io::double_quote_escape<',', '"'>;
-using Trim = io::trim_chars<' ', '\t', '\r'>;
-using Comment = io::empty_line_comment;  // blank lines (e.g. a trailing one) are skipped
-
-Status CheckReadableFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return InvalidArgument(path + ": is a directory, not a CSV file");
-  return Status::Ok();
-}
-
-// Turns a fast-cpp-csv-parser error into a "file:line: ..." Status.
-Status CsvError(const std::string& path, const io::error::base& e) {
-  std::string where = path;
-  if (auto* l = dynamic_cast<const io::error::with_file_line*>(&e); l && l->file_line >= 0) {
-    where += ":" + std::to_string(l->file_line);
-  }
-  std::string col;
-  if (auto* c = dynamic_cast<const io::error::with_column_name*>(&e); c && c->column_name[0]) {
-    col = std::string(" column '") + c->column_name + "':";
-  }
-  if (dynamic_cast<const io::error::can_not_open_file*>(&e)) {
-    return InvalidArgument(path + ": cannot open file");
-  }
-  if (auto* m = dynamic_cast<const io::error::missing_column_in_header*>(&e)) {
-    return InvalidArgument(path + ":1: missing column '" + m->column_name + "'");
-  }
-  if (dynamic_cast<const io::error::header_missing*>(&e)) {
-    return InvalidArgument(path + ":1: empty file (no header row)");
-  }
-  if (dynamic_cast<const io::error::too_few_columns*>(&e)) {
-    return InvalidArgument(where + ": malformed row: too few columns");
-  }
-  if (dynamic_cast<const io::error::too_many_columns*>(&e)) {
-    return InvalidArgument(where + ": malformed row: too many columns");
-  }
-  std::string what = e.what();
-  return InvalidArgument(where + ":" + col + " malformed CSV (" + what + ")");
-}
-
-#define ASSIGN_OR_RETURN_FIELD(lhs, expr) \
-  do {                                    \
-    auto _v = (expr);                     \
-    if (!_v.ok()) return _v.status();     \
-    lhs = *_v;                            \
-  } while (0)
+using csvio::CheckReadableFile;
+using csvio::Comment;
+using csvio::CsvError;
+using csvio::Quote;
+using csvio::Trim;
 
 }  // namespace
 
