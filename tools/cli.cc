@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "sched/plugins/register.h"
+#include "sim/cluster/cluster_spec.h"
+#include "sim/cluster/generator.h"
 #include "sim/openb.h"
 #include "sim/outputs.h"
 #include "sim/replay.h"
@@ -256,6 +258,56 @@ int RunReplayCommand(const ReplayFlags& f) {
   return 0;
 }
 
+// One line describing a cluster: nodes, GPUs, models, and the domains per level of each plane.
+std::string DescribeCluster(const ClusterState& s) {
+  std::ostringstream o;
+  o << s.num_nodes() << " nodes, " << s.total_gpu_milli() / kMilliPerGpu << " GPUs, " << s.models().size()
+    << " GPU models";
+  for (const Plane& p : s.topology().planes()) {
+    o << "; plane " << p.name << ":";
+    for (size_t l = 0; l < p.levels.size(); ++l) {
+      o << " " << s.topology().DomainsAt(p.id, static_cast<int>(l)).size() << " " << p.levels[l];
+    }
+  }
+  return o.str();
+}
+
+struct ClusterFlags {
+  GeneratorOptions gen;
+  std::string nodes_per_asw = "32-64", models, out, spec;
+};
+
+int RunClusterGenerate(ClusterFlags& f) {
+  const auto dash = f.nodes_per_asw.find('-');
+  try {
+    if (dash == std::string::npos) throw std::invalid_argument("no dash");
+    size_t a = 0, b = 0;
+    f.gen.nodes_per_asw_min = std::stoi(f.nodes_per_asw.substr(0, dash), &a);
+    f.gen.nodes_per_asw_max = std::stoi(f.nodes_per_asw.substr(dash + 1), &b);
+    if (a != dash || b != f.nodes_per_asw.size() - dash - 1) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    return Fail(InvalidArgument("--nodes-per-asw '" + f.nodes_per_asw + "': expected MIN-MAX, e.g. 32-64"));
+  }
+  if (!f.models.empty()) {
+    auto mix = ParseModelMix(f.models);
+    if (!mix.ok()) return Fail(mix.status());
+    f.gen.models = std::move(mix).value();
+  }
+  auto s = GenerateCluster(f.gen);
+  if (!s.ok()) return Fail(s.status());
+  Status st = WriteTextFile(f.out, WriteClusterSpec(*s));
+  if (!st.ok()) return Fail(InvalidArgument("--out: " + st.message()));
+  std::printf("%s\nwrote %s\n", DescribeCluster(*s).c_str(), f.out.c_str());
+  return 0;
+}
+
+int RunClusterCheck(const ClusterFlags& f) {
+  auto s = ReadClusterSpec(f.spec);
+  if (!s.ok()) return Fail(s.status());
+  std::printf("%s\n", DescribeCluster(*s).c_str());
+  return 0;
+}
+
 CLI::App* AddReplayCommand(CLI::App& app, ReplayFlags& rf) {
   CLI::App* replay = app.add_subcommand("replay", "time-based replay of a task list with creation/deletion times");
   replay->add_option("--nodes", rf.nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
@@ -292,8 +344,26 @@ int RunCli(int argc, char** argv) {
   ReplayFlags rf;
   CLI::App* replay = AddReplayCommand(app, rf);
 
-  if (argc >= 2 && argv[1][0] != '-' && std::string(argv[1]) != "openb" && std::string(argv[1]) != "replay") {
-    std::fprintf(stderr, "estuary: unknown command '%s' (known: openb, replay; see --help)\n", argv[1]);
+  ClusterFlags cf;
+  CLI::App* cluster = app.add_subcommand("cluster", "cluster spec files: generate ASI-like clusters, check a spec");
+  cluster->require_subcommand(1);
+  CLI::App* generate = cluster->add_subcommand("generate", "write a seeded ASI-like cluster spec (YAML)");
+  generate->add_option("--out", cf.out, "the spec file to write")->required();
+  generate->add_option("--total-gpus", cf.gen.total_gpus, "GPUs in all (default 155410; whole nodes only)");
+  generate->add_option("--gpus-per-node", cf.gen.gpus_per_node, "default 8");
+  generate->add_option("--nodes-per-asw", cf.nodes_per_asw, "MIN-MAX nodes under one access switch (default 32-64)");
+  generate->add_option("--asws-per-spine", cf.gen.asws_per_spine, "default 8");
+  generate->add_option("--spines-per-az", cf.gen.spines_per_az, "default 8");
+  generate->add_option("--rdma-pod-nodes", cf.gen.rdma_pod_nodes, "consecutive nodes per RDMA-POD (default 128)");
+  generate->add_option("--models", cf.models,
+                       "MODEL:SHARE:CPU_CORES:MEMORY_GIB,... (default H800:4:128:2048,A100:4:96:1024,A10:2:64:512)");
+  generate->add_option("--seed", cf.gen.seed, "default 1");
+  CLI::App* check = cluster->add_subcommand("check", "read a cluster spec and describe it");
+  check->add_option("spec", cf.spec, "the spec file")->required();
+
+  if (argc >= 2 && argv[1][0] != '-' && std::string(argv[1]) != "openb" && std::string(argv[1]) != "replay" &&
+      std::string(argv[1]) != "cluster") {
+    std::fprintf(stderr, "estuary: unknown command '%s' (known: openb, replay, cluster; see --help)\n", argv[1]);
     return 2;
   }
   try {
@@ -309,6 +379,8 @@ int RunCli(int argc, char** argv) {
   }
   if (openb->parsed()) return RunOpenbCommand(of);
   if (replay->parsed()) return RunReplayCommand(rf);
+  if (generate->parsed()) return RunClusterGenerate(cf);
+  if (check->parsed()) return RunClusterCheck(cf);
   return 2;
 }
 

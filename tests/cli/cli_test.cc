@@ -357,5 +357,34 @@ TEST_F(Cli, RejectsAnOutputDirectoryUnderARegularFileNamingIt) {
       {out, "cannot create"}));
 }
 
+TEST_F(Cli, ClusterGenerateWritesASpecThatClusterCheckReadsBack) {
+  const std::string spec = (dir_.path() / "asi.yaml").string();
+  RunResult g = RunEstuary({"cluster", "generate", "--out", spec, "--total-gpus", "8000", "--seed", "3"});
+  ASSERT_EQ(g.exit_code, 0) << g;
+  EXPECT_THAT(g.out, HasSubstr("1000 nodes, 8000 GPUs, 3 GPU models; plane data: "));
+  RunResult c = RunEstuary({"cluster", "check", spec});
+  ASSERT_EQ(c.exit_code, 0) << c;
+  EXPECT_EQ(c.out.substr(0, c.out.find('\n')), g.out.substr(0, g.out.find('\n')));
+}
+
+TEST_F(Cli, ClusterGenerateRejectsBadOptionsNamingThem) {
+  const std::string spec = (dir_.path() / "x.yaml").string();
+  EXPECT_TRUE(RejectedWith(RunEstuary({"cluster", "generate", "--out", spec, "--nodes-per-asw", "64-32"}),
+                           {"--nodes-per-asw", "min exceeds max"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"cluster", "generate", "--out", spec, "--nodes-per-asw", "lots"}),
+                           {"--nodes-per-asw", "MIN-MAX"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"cluster", "generate", "--out", spec, "--models", "H800:1"}), {"--models", "H800:1"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"cluster", "generate", "--out", spec, "--total-gpus", "0"}), {"--total-gpus"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"cluster", "generate", "--out", nodes_ + "/x.yaml"}), {"--out"}));
+}
+
+TEST_F(Cli, ClusterCheckRejectsABadSpecNamingFileLineAndField) {
+  const std::string spec = WriteFile(dir_, "bad.yaml",
+                                     "pools:\n  - {name: p, gpu_model: H800, gpus_per_node: 8, cpu_cores: 64, memory_gib: 8}\n"
+                                     "nodes:\n  - {name: a, pool: nope}\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"cluster", "check", spec}), {spec + ":4: field 'pool': unknown pool 'nope'"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"cluster", "check", (dir_.path() / "missing.yaml").string()}), {"cannot open file"}));
+}
+
 }  // namespace
 }  // namespace estuary
