@@ -84,6 +84,14 @@ struct Task {
   GpuIndices gpus;   // valid iff state == kBound
 };
 
+// Where a job's replicas may go in the network: with a plane and a required level, all replicas
+// go into one domain of that level. Default: anywhere.
+struct TopologyConstraint {
+  PlaneId plane;            // invalid: no constraint
+  int required_level = -1;  // index into the plane's levels; -1: none
+  int preferred_level = -1; // index into the plane's levels; -1: none (not used by placement yet)
+};
+
 // A job groups tasks with shared replica bounds: it runs when at least `min_replicas` of its
 // tasks are bound at once; granted replica counts are multiples of `step`. A single-task job is
 // min = max = step = 1.
@@ -93,6 +101,7 @@ struct JobSpec {
   int32_t max_replicas = 1;
   int32_t step = 1;
   int32_t priority = 0;
+  TopologyConstraint topology;
 };
 
 struct Job {

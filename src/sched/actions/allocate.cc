@@ -5,6 +5,84 @@
 namespace estuary {
 
 JobAttempt AllocateAction::TryStart(Session& session, ClusterState& state, JobId job_id) {
+  const JobSpec& spec = state.job(job_id).spec;
+  if (spec.topology.plane.valid() && spec.topology.required_level >= 0) return TryStartInDomain(session, state, job_id);
+  return Place(session, state, job_id, nullptr);
+}
+
+int64_t AllocateAction::ReplicasFitting(const Node& n, const TaskRequest& r, bool capacity) {
+  if (!capacity && !n.Schedulable()) return 0;
+  constexpr int64_t kMany = int64_t{1} << 40;
+  const MilliCpu cpu = capacity ? n.spec.cpu_milli : n.cpu_free;
+  const MemMiB mem = capacity ? n.spec.mem_mib : n.mem_free;
+  int64_t k = std::min(r.cpu_milli > 0 ? cpu / r.cpu_milli : kMany, r.mem_mib > 0 ? mem / r.mem_mib : kMany);
+  if (r.NeedsGpu()) {
+    if (!r.models.Admits(n.spec.model)) return 0;
+    int64_t g = 0;
+    if (r.IsSharedGpu()) {
+      for (int i = 0; i < n.spec.gpu_count; ++i) g += (capacity ? kMilliPerGpu : n.gpu_free[i]) / r.gpu_milli;
+    } else {
+      g = (capacity ? n.spec.gpu_count : n.full_free_gpus) / r.gpu_count;
+    }
+    k = std::min(k, g);
+  }
+  return k;
+}
+
+JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& state, JobId job_id) {
+  const Job& job = state.job(job_id);
+  const Topology& topo = state.topology();
+  const TopologyConstraint& tc = job.spec.topology;
+  const std::string& level_name = topo.plane(tc.plane).levels[tc.required_level];
+  const int32_t step = std::max<int32_t>(1, job.spec.step);
+  int64_t pending = 0;
+  TaskRequest req;
+  for (TaskId t : job.tasks) {
+    if (state.task(t).state != TaskState::kPending) continue;
+    if (pending++ == 0) req = state.task(t).req;
+  }
+  const int64_t wanted = std::min<int64_t>(pending, job.spec.max_replicas);
+  const int64_t need = std::max<int64_t>(job.spec.min_replicas, step);
+  struct Candidate {
+    int64_t granted;
+    int64_t spare;
+    uint32_t domain;
+  };
+  std::vector<Candidate> candidates;
+  int64_t best_now = 0, best_ever = 0;
+  for (DomainId d : topo.DomainsAt(tc.plane, tc.required_level)) {
+    int64_t now = 0, ever = 0;
+    for (NodeId n : topo.domain(d).nodes) {
+      now += ReplicasFitting(state.node(n), req, false);
+      ever += ReplicasFitting(state.node(n), req, true);
+    }
+    best_now = std::max(best_now, now);
+    best_ever = std::max(best_ever, ever);
+    const int64_t granted = std::min(now, wanted) / step * step;
+    if (granted >= need) {
+      candidates.push_back({granted, state.domain_free(d).gpu_free_milli - granted * req.TotalGpuMilli(), d.value()});
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) {
+              if (a.granted != b.granted) return a.granted > b.granted;  // an elastic job grows most
+              return a.spare != b.spare ? a.spare < b.spare : a.domain < b.domain;
+            });
+  for (const Candidate& c : candidates) {
+    JobAttempt a = Place(session, state, job_id, &topo.domain(DomainId(c.domain)).nodes);
+    if (a.started) return a;
+  }
+  JobAttempt a;
+  a.job = job_id;
+  a.kind = best_ever < need ? OutcomeKind::kInfeasible : OutcomeKind::kRetryable;
+  a.reason = (best_ever < need ? "no " + level_name + " could ever hold " : "no " + level_name + " has room for ") +
+             std::to_string(need) + " replicas (the best holds " + std::to_string(best_ever < need ? best_ever : best_now) +
+             (best_ever < need ? " when empty)" : " now)");
+  return a;
+}
+
+JobAttempt AllocateAction::Place(Session& session, ClusterState& state, JobId job_id,
+                                 const std::vector<NodeId>* candidates) {
   const Job& job = state.job(job_id);
   JobAttempt a;
   a.job = job_id;
@@ -15,7 +93,7 @@ JobAttempt AllocateAction::TryStart(Session& session, ClusterState& state, JobId
   for (TaskId t : job.tasks) {
     if (state.task(t).state != TaskState::kPending) continue;
     if (static_cast<int32_t>(checkpoints.size()) >= job.spec.max_replicas) break;
-    Outcome o = session.Decide(t);
+    Outcome o = candidates ? session.DecideAmong(t, *candidates) : session.Decide(t);
     if (!o.placed()) {
       failed = std::move(o);
       any_failed = true;

@@ -7,6 +7,13 @@
 // `step` not above the number placed (Align); (4) if that is below `min_replicas`, roll everything
 // back and report why the job waits; else roll back the surplus and commit.
 // A single-task job (min = max = step = 1) is the degenerate case.
+//
+// A job whose TopologyConstraint requires a level goes into one domain of that level: the domains
+// whose free capacity could hold at least min replicas are tried in order — most replicas granted
+// first, then best fit (least spare GPU capacity left after the job, so that large domains stay
+// whole), then domain order — each through the steps
+// above restricted to the domain's nodes, until one holds the job. When none can, the job waits;
+// it is infeasible when no domain could hold min replicas even empty.
 #pragma once
 
 #include <span>
@@ -15,6 +22,8 @@
 
 #include "sched/framework/session.h"
 #include "sched/framework/statement.h"
+
+#include <optional>
 
 namespace estuary {
 
@@ -27,9 +36,17 @@ struct JobAttempt {
 };
 
 class AllocateAction {
+ private:
+  // Steps (1)-(4) over `candidates` (all nodes when null).
+  static JobAttempt Place(Session& session, ClusterState& state, JobId job, const std::vector<NodeId>* candidates);
+  static JobAttempt TryStartInDomain(Session& session, ClusterState& state, JobId job);
+
  public:
   // Tries to start one job. REQUIRES: `session` was opened over `state`.
   static JobAttempt TryStart(Session& session, ClusterState& state, JobId job);
+  // Replicas of `req` that fit on node `n` now (counting each node on its own), and would fit on
+  // the empty node (`capacity`).
+  static int64_t ReplicasFitting(const Node& n, const TaskRequest& req, bool capacity);
   // Tries each job of `queue` in order.
   static std::vector<JobAttempt> Run(Session& session, ClusterState& state, std::span<const JobId> queue);
 };

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "sched/plugins/register.h"
 #include "tests/testing/fixtures.h"
 
@@ -10,6 +12,7 @@ namespace estuary {
 namespace {
 
 using testing::ClusterBuilder;
+using testing::Idx;
 using testing::Req;
 
 struct Gang {
@@ -103,6 +106,86 @@ TEST(Allocate, ASingleTaskJobIsTheDegenerateCase) {
   JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
   ASSERT_TRUE(a.started);
   EXPECT_EQ(g.c.state.task(g.c.state.job(j).tasks[0]).node, n);
+}
+
+// Two ASWs under one plane: asw1 with `a` 8-GPU nodes, asw2 with `b`.
+struct TwoAsws : Gang {
+  PlaneId data;
+  TwoAsws(int a, int b) {
+    data = *c.state.topology().AddPlane("data", {"asw", "node"});
+    for (int i = 0; i < a + b; ++i) {
+      NodeId n = c.AddNode("n" + std::to_string(i), testing::Gpus(8));
+      const std::vector<std::string> names = {i < a ? "asw1" : "asw2"};
+      EXPECT_TRUE(c.state.AssignDomains(n, data, names).ok());
+    }
+  }
+  JobId SubmitInOneAsw(int replicas, JobSpec spec, TaskRequest req) {
+    spec.topology.plane = data;
+    spec.topology.required_level = 0;
+    return Submit(replicas, spec, req);
+  }
+  std::set<std::string> AswsOf(JobId j) const {
+    std::set<std::string> out;
+    for (TaskId t : c.state.job(j).tasks) {
+      if (c.state.task(t).state != TaskState::kBound) continue;
+      out.insert(c.state.topology().domain(c.state.topology().NodeDomain(c.state.task(t).node, data, 0)).name);
+    }
+    return out;
+  }
+};
+
+TEST(AllocateInDomain, AJobThatRequiresOneAswTakesTheTightestAswThatHoldsIt) {
+  TwoAsws g(6, 4);  // asw1: 6 nodes, asw2: 4 nodes
+  JobId j = g.SubmitInOneAsw(4, Spec("train", 4, 4, 1), Req().Cpu(8000).Gpus(8));
+  auto s = g.Open();
+  JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  ASSERT_TRUE(a.started) << a.reason;
+  EXPECT_EQ(g.AswsOf(j), (std::set<std::string>{"asw2"}));  // best fit: asw1 stays whole
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
+}
+
+TEST(AllocateInDomain, ABusyAswIsPassedOverForOneWithRoom) {
+  TwoAsws g(6, 4);
+  g.c.state.Bind(g.c.Submit("busy", Req().Gpus(1)), NodeId(7), Idx({0}));  // asw2 keeps 3 free nodes
+  JobId j = g.SubmitInOneAsw(4, Spec("train", 4, 4, 1), Req().Gpus(8));
+  auto s = g.Open();
+  ASSERT_TRUE(AllocateAction::TryStart(*s, g.c.state, j).started);
+  EXPECT_EQ(g.AswsOf(j), (std::set<std::string>{"asw1"}));
+}
+
+TEST(AllocateInDomain, AJobLargerThanEveryAswIsInfeasibleWithAReason) {
+  TwoAsws g(6, 4);
+  JobId j = g.SubmitInOneAsw(8, Spec("huge", 8, 8, 1), Req().Gpus(8));
+  auto s = g.Open();
+  JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  EXPECT_FALSE(a.started);
+  EXPECT_EQ(a.kind, OutcomeKind::kInfeasible);
+  EXPECT_EQ(a.reason, "no asw could ever hold 8 replicas (the best holds 6 when empty)");
+  EXPECT_EQ(g.c.state.allocated_gpu_milli(), 0);
+}
+
+TEST(AllocateInDomain, AJobThatFitsOnlyLaterWaitsAsRetryable) {
+  TwoAsws g(4, 4);
+  g.c.state.Bind(g.c.Submit("x", Req().Gpus(8)), NodeId(0), Idx({0, 1, 2, 3, 4, 5, 6, 7}));
+  g.c.state.Bind(g.c.Submit("y", Req().Gpus(8)), NodeId(4), Idx({0, 1, 2, 3, 4, 5, 6, 7}));
+  JobId j = g.SubmitInOneAsw(4, Spec("train", 4, 4, 1), Req().Gpus(8));
+  auto s = g.Open();
+  JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  EXPECT_FALSE(a.started);
+  EXPECT_EQ(a.kind, OutcomeKind::kRetryable);
+  EXPECT_EQ(a.reason, "no asw has room for 4 replicas (the best holds 3 now)");
+}
+
+TEST(AllocateInDomain, StepAlignmentHoldsInsideTheDomain) {
+  TwoAsws g(5, 3);
+  JobId j = g.SubmitInOneAsw(6, Spec("pp", 2, 6, 2), Req().Gpus(8));
+  auto s = g.Open();
+  JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  ASSERT_TRUE(a.started);
+  EXPECT_EQ(a.granted, 4);  // asw1 holds 5 -> grants 4; asw2 holds 3 -> only 2: the larger grant wins
+  EXPECT_EQ(g.AswsOf(j), (std::set<std::string>{"asw1"}));
+  EXPECT_EQ(g.c.state.domain_free(g.c.state.topology().NodeDomain(NodeId(0), g.data, 0)).free_nodes, 1);
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
 }
 
 }  // namespace

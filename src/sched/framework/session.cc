@@ -100,7 +100,7 @@ bool Session::EverFits(const TaskRequest& req) const {
 }
 
 std::string Session::Explain(const Task& task) const {
-  std::string s = "0/" + std::to_string(state_.num_nodes()) + " nodes fit";
+  std::string s = "0/" + std::to_string(considered_) + " nodes fit";
   auto add = [&](int64_t n, const char* what) {
     if (n > 0) s += ", " + std::to_string(n) + " " + what;
   };
@@ -204,13 +204,20 @@ bool Session::PassesFilterPlugins(const Task& task, const Node& node) {
   return true;
 }
 
-Outcome Session::Decide(TaskId task_id) {
+Outcome Session::Decide(TaskId task_id) { return DecideImpl(task_id, nullptr); }
+
+Outcome Session::DecideAmong(TaskId task_id, std::span<const NodeId> candidates) {
+  return DecideImpl(task_id, &candidates);
+}
+
+Outcome Session::DecideImpl(TaskId task_id, const std::span<const NodeId>* among) {
   const Task& task = state_.task(task_id);
   const TaskRequest& req = task.req;
   const auto& nodes = state_.nodes();
   feasible_.clear();
   rej_ = Rejections();
-  if (indexed_) {
+  considered_ = among ? among->size() : state_.num_nodes();
+  if (indexed_ && among == nullptr) {
     if (auto placed = DecideIndexed(task, ClassOf(req))) return *placed;
   }
 
@@ -226,7 +233,9 @@ Outcome Session::Decide(TaskId task_id) {
     if (!filters_.empty() && !PassesFilterPlugins(task, nodes[i])) return;
     feasible_.push_back(NodeId(i));
   };
-  if (whole) {
+  if (among != nullptr) {
+    for (NodeId id : *among) consider(id.value());
+  } else if (whole) {
     // Index: only nodes with at least gpu_count wholly free GPUs can hold the task.
     int64_t skipped = 0;
     for (int k = 0; k < std::min(req.gpu_count, kMaxGpusPerNode + 1); ++k) skipped += state_.nodes_with_full_free(k).size();

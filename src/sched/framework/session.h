@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -80,6 +81,8 @@ class Session {
 
   // Decides where `task` would go now. REQUIRES: the task is pending.
   Outcome Decide(TaskId task);
+  // Like Decide, but only among `candidates` (e.g. the nodes of one topology domain); scans them.
+  Outcome DecideAmong(TaskId task, std::span<const NodeId> candidates);
 
   const SessionOptions& options() const { return options_; }
   Rng& rng() { return rng_; }
@@ -91,6 +94,7 @@ class Session {
 
  private:
   Session(const ClusterState& state, SessionOptions options);
+  Outcome DecideImpl(TaskId task, const std::span<const NodeId>* among);
   uint32_t ClassOf(const TaskRequest& req);
   uint32_t Rank(NodeId n) const;
   std::string Explain(const Task& task) const;
@@ -152,6 +156,7 @@ class Session {
     std::string plugin_reason;
   } rej_;
   uint64_t cache_hits_ = 0, cache_misses_ = 0;
+  size_t considered_ = 0;  // nodes the last decision looked at (for its reason)
 };
 
 }  // namespace estuary
