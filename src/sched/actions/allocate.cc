@@ -1,13 +1,94 @@
 #include "sched/actions/allocate.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace estuary {
 
 JobAttempt AllocateAction::TryStart(Session& session, ClusterState& state, JobId job_id) {
   const JobSpec& spec = state.job(job_id).spec;
   if (spec.topology.plane.valid() && spec.topology.required_level >= 0) return TryStartInDomain(session, state, job_id);
+  if (spec.topology.plane.valid() && spec.topology.preferred_level >= 0) return TryStartSpanning(session, state, job_id);
   return Place(session, state, job_id, nullptr);
+}
+
+double GpuEntropy(std::span<const int64_t> gpus, int64_t total) {
+  if (total <= 0) {
+    for (int64_t g : gpus) total += g;
+  }
+  double h = 0;
+  for (int64_t g : gpus) {
+    if (g <= 0) continue;
+    const double p = static_cast<double>(g) / static_cast<double>(total);
+    h -= p * std::log(p);
+  }
+  return h;
+}
+
+JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& state, JobId job_id) {
+  const Job& job = state.job(job_id);
+  const Topology& topo = state.topology();
+  const TopologyConstraint& tc = job.spec.topology;
+  int64_t pending = 0;
+  TaskRequest req;
+  for (TaskId t : job.tasks) {
+    if (state.task(t).state != TaskState::kPending) continue;
+    if (pending++ == 0) req = state.task(t).req;
+  }
+  const std::vector<DomainId>& domains = topo.DomainsAt(tc.plane, tc.preferred_level);
+  std::vector<int64_t> cap(domains.size(), 0);
+  int64_t cap_now = 0, cap_ever = 0;
+  for (size_t i = 0; i < domains.size(); ++i) {
+    for (NodeId n : topo.domain(domains[i]).nodes) {
+      cap[i] += ReplicasFitting(state.node(n), req, false);
+      cap_ever += ReplicasFitting(state.node(n), req, true);
+    }
+    cap_now += cap[i];
+  }
+  const int32_t step = std::max<int32_t>(1, job.spec.step);
+  const int64_t need = std::max<int64_t>(job.spec.min_replicas, step);
+  if (std::min<int64_t>(cap_now, pending) / step * step < need) {
+    JobAttempt a;
+    a.job = job_id;
+    a.kind = cap_ever < need ? OutcomeKind::kInfeasible : OutcomeKind::kRetryable;
+    a.reason = "the nodes of the " + topo.plane(tc.plane).name + " plane hold " +
+               std::to_string(cap_ever < need ? cap_ever : cap_now) + " of " + std::to_string(need) +
+               " replicas" + (cap_ever < need ? " even when empty" : " now");
+    return a;
+  }
+  // Alibaba's Alg. 2: repeatedly add the domain whose share of the remaining replicas, taken as
+  // min(capacity, remaining), leaves the job's GPU entropy over domains lowest; ties go to the
+  // domain left with less spare capacity, then to domain order.
+  int64_t remaining = std::min<int64_t>(pending, job.spec.max_replicas);
+  const int64_t job_total = remaining;  // shares are of the whole job, so a bigger take scores lower
+  std::vector<int64_t> taken;  // replicas per chosen domain (GPU shares are proportional)
+  std::vector<Segment> segments;
+  std::vector<bool> used(domains.size(), false);
+  while (remaining > 0) {
+    size_t best = domains.size();
+    double best_h = 0;
+    int64_t best_take = 0;
+    for (size_t i = 0; i < domains.size(); ++i) {
+      if (used[i] || cap[i] == 0) continue;
+      const int64_t take = std::min(cap[i], remaining);
+      taken.push_back(take);
+      const double h = GpuEntropy(taken, job_total);
+      taken.pop_back();
+      const bool better = best == domains.size() || h < best_h - 1e-12 ||
+                          (h < best_h + 1e-12 && cap[i] - take < cap[best] - best_take);
+      if (better) {
+        best = i;
+        best_h = h;
+        best_take = take;
+      }
+    }
+    if (best == domains.size()) break;
+    used[best] = true;
+    taken.push_back(best_take);
+    segments.push_back({&topo.domain(domains[best]).nodes, best_take});
+    remaining -= best_take;
+  }
+  return PlaceSegments(session, state, job_id, segments);
 }
 
 int64_t AllocateAction::ReplicasFitting(const Node& n, const TaskRequest& r, bool capacity) {
@@ -83,6 +164,11 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
 
 JobAttempt AllocateAction::Place(Session& session, ClusterState& state, JobId job_id,
                                  const std::vector<NodeId>* candidates) {
+  return PlaceSegments(session, state, job_id, {{candidates, state.job(job_id).spec.max_replicas}});
+}
+
+JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, JobId job_id,
+                                         const std::vector<Segment>& segments) {
   const Job& job = state.job(job_id);
   JobAttempt a;
   a.job = job_id;
@@ -90,9 +176,17 @@ JobAttempt AllocateAction::Place(Session& session, ClusterState& state, JobId jo
   std::vector<size_t> checkpoints;  // checkpoints[i] = log position before the i-th bind
   Outcome failed;
   bool any_failed = false;
+  size_t seg = 0;
+  int64_t in_seg = 0;
   for (TaskId t : job.tasks) {
     if (state.task(t).state != TaskState::kPending) continue;
     if (static_cast<int32_t>(checkpoints.size()) >= job.spec.max_replicas) break;
+    while (seg < segments.size() && in_seg >= segments[seg].count) {
+      ++seg;
+      in_seg = 0;
+    }
+    if (seg == segments.size()) break;
+    const std::vector<NodeId>* candidates = segments[seg].nodes;
     Outcome o = candidates ? session.DecideAmong(t, *candidates) : session.Decide(t);
     if (!o.placed()) {
       failed = std::move(o);
@@ -101,6 +195,7 @@ JobAttempt AllocateAction::Place(Session& session, ClusterState& state, JobId jo
     }
     checkpoints.push_back(st.Checkpoint());
     st.Bind(t, o.node, o.gpus);
+    ++in_seg;
   }
   const int32_t placed = static_cast<int32_t>(checkpoints.size());
   const int32_t step = std::max<int32_t>(1, job.spec.step);

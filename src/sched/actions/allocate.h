@@ -14,6 +14,12 @@
 // whole), then domain order — each through the steps
 // above restricted to the domain's nodes, until one holds the job. When none can, the job waits;
 // it is infeasible when no domain could hold min replicas even empty.
+//
+// A job with a preferred level but no required one may span domains of that level, as few as
+// possible: Alibaba's Alg. 2 chooses them greedily, each time the domain whose share
+// (min(replicas it can hold now, replicas still to place)) keeps the job's GPU entropy over the
+// chosen domains lowest (ties: least spare capacity left, then domain order); replicas are then
+// placed domain by domain through the steps above.
 #pragma once
 
 #include <span>
@@ -35,8 +41,20 @@ struct JobAttempt {
   std::string reason;                       // why the job waits (empty when started)
 };
 
+// H = -sum (g_i/G) log(g_i/G) of a job's GPUs (or replicas of equal size) over domains, with G
+// = `total` (default: the sum of `gpus`; a larger G scores a partial allocation).
+double GpuEntropy(std::span<const int64_t> gpus, int64_t total = 0);
+
 class AllocateAction {
  private:
+  struct Segment {
+    const std::vector<NodeId>* nodes;  // candidates (null: all nodes)
+    int64_t count;                     // replicas to place among them
+  };
+  // Steps (1)-(4), replicas placed segment by segment.
+  static JobAttempt PlaceSegments(Session& session, ClusterState& state, JobId job,
+                                  const std::vector<Segment>& segments);
+  static JobAttempt TryStartSpanning(Session& session, ClusterState& state, JobId job);
   // Steps (1)-(4) over `candidates` (all nodes when null).
   static JobAttempt Place(Session& session, ClusterState& state, JobId job, const std::vector<NodeId>* candidates);
   static JobAttempt TryStartInDomain(Session& session, ClusterState& state, JobId job);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
 #include <set>
 
 #include "sched/plugins/register.h"
@@ -185,6 +187,80 @@ TEST(AllocateInDomain, StepAlignmentHoldsInsideTheDomain) {
   EXPECT_EQ(a.granted, 4);  // asw1 holds 5 -> grants 4; asw2 holds 3 -> only 2: the larger grant wins
   EXPECT_EQ(g.AswsOf(j), (std::set<std::string>{"asw1"}));
   EXPECT_EQ(g.c.state.domain_free(g.c.state.topology().NodeDomain(NodeId(0), g.data, 0)).free_nodes, 1);
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
+}
+
+// ASWs of 8-GPU nodes with the given sizes, in one plane.
+struct Asws : Gang {
+  PlaneId data;
+  explicit Asws(std::vector<int> sizes) {
+    data = *c.state.topology().AddPlane("data", {"asw", "node"});
+    int k = 0;
+    for (size_t a = 0; a < sizes.size(); ++a) {
+      for (int i = 0; i < sizes[a]; ++i) {
+        NodeId n = c.AddNode("n" + std::to_string(k++), testing::Gpus(8));
+        const std::vector<std::string> names = {"asw" + std::to_string(a)};
+        EXPECT_TRUE(c.state.AssignDomains(n, data, names).ok());
+      }
+    }
+  }
+  std::map<std::string, int> ReplicasPerAsw(JobId j) const {
+    std::map<std::string, int> out;
+    for (TaskId t : c.state.job(j).tasks) {
+      if (c.state.task(t).state != TaskState::kBound) continue;
+      ++out[c.state.topology().domain(c.state.topology().NodeDomain(c.state.task(t).node, data, 0)).name];
+    }
+    return out;
+  }
+};
+
+TEST(GpuEntropy, IsZeroInOneDomainAndLn2ForAnEvenSplit) {
+  const std::vector<int64_t> one = {8}, even = {4, 4};
+  EXPECT_DOUBLE_EQ(GpuEntropy(one), 0.0);
+  EXPECT_NEAR(GpuEntropy(even), std::log(2.0), 1e-12);
+  const std::vector<int64_t> partial = {5};
+  EXPECT_NEAR(GpuEntropy(partial, 6), -(5.0 / 6) * std::log(5.0 / 6), 1e-12);
+}
+
+TEST(AllocateSpanning, AJobThatMaySpanAswsUsesAsFewAsPossible) {
+  Asws g({2, 5, 3});
+  JobSpec spec = Spec("train", 6, 6, 1);
+  spec.topology.plane = g.data;
+  spec.topology.preferred_level = 0;
+  JobId j = g.Submit(6, spec, Req().Gpus(8));
+  auto s = g.Open();
+  JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  ASSERT_TRUE(a.started) << a.reason;
+  // The 5-node ASW first (lowest entropy of the job's shares), then the tightest remainder: the
+  // 2-node ASW keeps 1 spare node, the 3-node one would keep 2.
+  EXPECT_EQ(g.ReplicasPerAsw(j), (std::map<std::string, int>{{"asw1", 5}, {"asw0", 1}}));
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
+}
+
+TEST(AllocateSpanning, AJobThatFitsInOneAswStaysInIt) {
+  Asws g({4, 4});
+  g.c.state.Bind(g.c.Submit("x", Req().Gpus(8)), NodeId(0), Idx({0, 1, 2, 3, 4, 5, 6, 7}));
+  JobSpec spec = Spec("train", 4, 4, 1);
+  spec.topology.plane = g.data;
+  spec.topology.preferred_level = 0;
+  JobId j = g.Submit(4, spec, Req().Gpus(8));
+  auto s = g.Open();
+  ASSERT_TRUE(AllocateAction::TryStart(*s, g.c.state, j).started);
+  EXPECT_EQ(g.ReplicasPerAsw(j), (std::map<std::string, int>{{"asw1", 4}}));
+}
+
+TEST(AllocateSpanning, TooLittleRoomAnywhereLeavesNothingBound) {
+  Asws g({2, 2});
+  JobSpec spec = Spec("train", 5, 5, 1);
+  spec.topology.plane = g.data;
+  spec.topology.preferred_level = 0;
+  JobId j = g.Submit(5, spec, Req().Gpus(8));
+  auto s = g.Open();
+  JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  EXPECT_FALSE(a.started);
+  EXPECT_EQ(a.kind, OutcomeKind::kInfeasible);
+  EXPECT_EQ(a.reason, "the nodes of the data plane hold 4 of 5 replicas even when empty");
+  EXPECT_EQ(g.c.state.allocated_gpu_milli(), 0);
   EXPECT_TRUE(g.c.state.CheckInvariants().ok());
 }
 
