@@ -12,6 +12,16 @@ JobAttempt AllocateAction::TryStart(Session& session, ClusterState& state, JobId
   return Place(session, state, job_id, nullptr);
 }
 
+namespace {
+JobAttempt NothingPending(JobId job) {
+  JobAttempt a;
+  a.job = job;
+  a.kind = OutcomeKind::kRetryable;
+  a.reason = "no pending task";
+  return a;
+}
+}  // namespace
+
 double GpuEntropy(std::span<const int64_t> gpus, int64_t total) {
   if (total <= 0) {
     for (int64_t g : gpus) total += g;
@@ -35,6 +45,7 @@ JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& stat
     if (state.task(t).state != TaskState::kPending) continue;
     if (pending++ == 0) req = state.task(t).req;
   }
+  if (pending == 0) return NothingPending(job_id);
   const std::vector<DomainId>& domains = topo.DomainsAt(tc.plane, tc.preferred_level);
   std::vector<int64_t> cap(domains.size(), 0);
   int64_t cap_now = 0, cap_ever = 0;
@@ -122,6 +133,7 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
     if (state.task(t).state != TaskState::kPending) continue;
     if (pending++ == 0) req = state.task(t).req;
   }
+  if (pending == 0) return NothingPending(job_id);
   const int64_t wanted = std::min<int64_t>(pending, job.spec.max_replicas);
   const int64_t need = std::max<int64_t>(job.spec.min_replicas, step);
   struct Candidate {

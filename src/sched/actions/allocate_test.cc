@@ -264,5 +264,17 @@ TEST(AllocateSpanning, TooLittleRoomAnywhereLeavesNothingBound) {
   EXPECT_TRUE(g.c.state.CheckInvariants().ok());
 }
 
+TEST(AllocateInDomain, ASecondRoundForARunningJobChangesNothing) {
+  TwoAsws g(4, 4);
+  JobId j = g.SubmitInOneAsw(4, Spec("train", 4, 4, 1), Req().Gpus(8));
+  auto s = g.Open();
+  ASSERT_TRUE(AllocateAction::TryStart(*s, g.c.state, j).started);
+  const uint64_t epoch = g.c.state.epoch();
+  JobAttempt again = AllocateAction::TryStart(*s, g.c.state, j);
+  EXPECT_FALSE(again.started);
+  EXPECT_EQ(again.reason, "no pending task");
+  EXPECT_EQ(g.c.state.epoch(), epoch);
+}
+
 }  // namespace
 }  // namespace estuary
