@@ -205,6 +205,7 @@ int RunOpenbCommand(const OpenbFlags& f) {
 struct ReplayFlags : CommonFlags {
   ReplayFlags() { seeds = "42"; }
   int64_t sample_interval = 3600;
+  double arrival_scale = 1.0;
 };
 
 int RunReplayCommand(const ReplayFlags& f) {
@@ -212,10 +213,13 @@ int RunReplayCommand(const ReplayFlags& f) {
     return Fail(InvalidArgument("--sample-interval " + std::to_string(f.sample_interval) +
                                 ": must be a number of seconds in [1, 10^12]"));
   }
+  if (!(f.arrival_scale > 0) || f.arrival_scale > 1000) {
+    return Fail(InvalidArgument("--arrival-scale " + std::to_string(f.arrival_scale) + ": must be in (0, 1000]"));
+  }
   auto loaded = LoadInputs(f);
   if (!loaded.ok()) return Fail(loaded.status());
   Inputs& in = *loaded;
-  auto w = MakeReplayWorkload(std::move(in.cluster), in.tasks, std::move(in.reqs));
+  auto w = MakeReplayWorkload(std::move(in.cluster), in.tasks, std::move(in.reqs), f.arrival_scale);
   if (!w.ok()) return Fail(w.status());
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::vector<ReplayResult>> results;
@@ -316,6 +320,8 @@ CLI::App* AddReplayCommand(CLI::App& app, ReplayFlags& rf) {
   replay->add_option("--seeds", rf.seeds, "A-B or a comma list (default 42)");
   replay->add_option("--tie-break", rf.tie_break, "node-order (default) or uniform");
   replay->add_option("--sample-interval", rf.sample_interval, "seconds between time-series samples (default 3600)");
+  replay->add_option("--arrival-scale", rf.arrival_scale,
+                     "multiply creation times by this (default 1; below 1 compresses arrivals, raising the load)");
   replay->add_option("--out", rf.out, "output directory: summary.json, timeseries.csv, report.html");
   replay->add_flag("--check-invariants", rf.check_invariants, "check ClusterState invariants after every event (slow)");
   return replay;

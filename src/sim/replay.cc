@@ -1,6 +1,7 @@
 #include "sim/replay.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <queue>
 
@@ -11,7 +12,7 @@
 namespace estuary {
 
 StatusOr<ReplayWorkload> MakeReplayWorkload(ClusterState cluster, const OpenbTaskList& list,
-                                            std::vector<TaskRequest> reqs) {
+                                            std::vector<TaskRequest> reqs, double arrival_scale) {
   if (!list.has_time_columns) {
     return InvalidArgument(list.path + ":1: replay needs columns 'creation_time' and 'deletion_time' (this task list has none)");
   }
@@ -26,7 +27,8 @@ StatusOr<ReplayWorkload> MakeReplayWorkload(ClusterState cluster, const OpenbTas
       return InvalidArgument(where + "deletion_time': " + std::to_string(*r.deletion_time) + " precedes creation_time " +
                              std::to_string(*r.creation_time));
     }
-    w.tasks.push_back({reqs[i], r.name, *r.creation_time, *r.deletion_time - *r.creation_time, r.qos});
+    const SimTime creation = static_cast<SimTime>(std::llround(static_cast<double>(*r.creation_time) * arrival_scale));
+    w.tasks.push_back({reqs[i], r.name, creation, *r.deletion_time - *r.creation_time, r.qos});
   }
   w.typical = TypicalTasks::FromWorkload(reqs);
   return w;

@@ -33,9 +33,12 @@ struct ReplayWorkload {
 };
 
 // Builds the replay workload; fails naming the file, line and column of the first task without a
-// creation or deletion time, or whose deletion precedes its creation.
+// creation or deletion time, or whose deletion precedes its creation. `arrival_scale` multiplies
+// every creation time (rounded to whole seconds) and keeps durations: below 1 it compresses the
+// arrivals and raises the load (the openb traces peak at about 1% of their cluster's GPUs when
+// replayed as recorded). REQUIRES: arrival_scale > 0.
 StatusOr<ReplayWorkload> MakeReplayWorkload(ClusterState cluster, const OpenbTaskList& list,
-                                            std::vector<TaskRequest> reqs);
+                                            std::vector<TaskRequest> reqs, double arrival_scale = 1.0);
 
 struct ReplayOptions {
   std::string policy;                         // one of OpenbPolicyNames()

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "sim/trace/openb_reader.h"
 #include "tests/testing/fixtures.h"
@@ -117,6 +118,33 @@ TEST(Replay, TheDefaultOpenbTraceReplaysWithInvariantsCheckedAtEveryEvent) {
             static_cast<int64_t>(w->tasks.size()));
   EXPECT_GT(r->gpu_alloc_pct_mean, 0);
   EXPECT_LE(r->gpu_alloc_pct_max, 100);
+}
+
+TEST(Replay, CompressingArrivalsRaisesTheLoadAndKeepsDurations) {
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + "/scaled_pods.csv";
+  {
+    std::ofstream f(path);
+    f << "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+      << "a,1000,10,8,1000,,LS,Running,0,100,0\n"
+      << "b,1000,10,8,1000,,LS,Running,100,200,100\n";
+  }
+  auto list = ReadOpenbTasks(path);
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  for (double scale : {1.0, 0.5}) {
+    testing::ClusterBuilder c;
+    c.AddNode("n", testing::Gpus(8));
+    auto reqs = OpenbRequests(*list, c.state.models());
+    ASSERT_TRUE(reqs.ok());
+    auto w = MakeReplayWorkload(c.state, *list, *reqs, scale);
+    ASSERT_TRUE(w.ok());
+    EXPECT_EQ(w->tasks[1].creation, scale == 1.0 ? 100 : 50);
+    EXPECT_EQ(w->tasks[1].runtime, 100);
+    auto r = RunReplay(*w, Options());
+    ASSERT_TRUE(r.ok());
+    // As recorded, b starts when a ends; compressed, b waits 50 s for a.
+    EXPECT_DOUBLE_EQ(r->wait_s_max, scale == 1.0 ? 0 : 50) << scale;
+  }
 }
 
 }  // namespace
