@@ -14,6 +14,8 @@
 #include "sim/openb.h"
 #include "sim/outputs.h"
 #include "sim/replay.h"
+#include "sim/scenario.h"
+#include "sim/simulate.h"
 #include <iomanip>
 #include "sim/trace/openb_reader.h"
 
@@ -312,6 +314,47 @@ int RunClusterCheck(const ClusterFlags& f) {
   return 0;
 }
 
+struct SimulateFlags {
+  std::string scenario, out;
+  bool check_invariants = false;
+};
+
+int RunSimulateCommand(const SimulateFlags& f) {
+  if (!f.out.empty()) {
+    Status st = MakeOutputDir(f.out);
+    if (!st.ok()) return Fail(InvalidArgument("--out: " + st.message()));
+  }
+  auto sc = ReadScenario(f.scenario);
+  if (!sc.ok()) return Fail(sc.status());
+  auto cluster = LoadScenarioCluster(*sc);
+  if (!cluster.ok()) return Fail(cluster.status());
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<SimulateResult>> results;
+  for (const SchedulerConfig& c : sc->configurations) {
+    results.emplace_back();
+    for (uint64_t seed : sc->seeds) {
+      auto r = RunScenario(*sc, *cluster, c, seed, f.check_invariants);
+      if (!r.ok()) return Fail(r.status());
+      results.back().push_back(std::move(r).value());
+    }
+  }
+  const double wall = Seconds(start);
+  std::printf("simulate %s: %zu nodes, %zu configurations, %zu seeds, %.2f s\n", sc->name.c_str(), cluster->num_nodes(),
+              sc->configurations.size(), sc->seeds.size(), wall);
+  for (const auto& per_seed : results) {
+    const SimulateResult& r = per_seed.front();
+    std::printf("%s (seed %llu):", r.configuration.c_str(), static_cast<unsigned long long>(r.seed));
+    for (const auto& [k, v] : r.metrics) std::printf(" %s=%g", k.c_str(), v);
+    std::printf("\n");
+  }
+  if (!f.out.empty()) {
+    auto html = WriteSimulateOutputs(f.out, sc->name, results, wall);
+    if (!html.ok()) return Fail(html.status());
+    std::printf("summary: %s/summary.json\nreport:  %s\n", f.out.c_str(), html->c_str());
+  }
+  return 0;
+}
+
 CLI::App* AddReplayCommand(CLI::App& app, ReplayFlags& rf) {
   CLI::App* replay = app.add_subcommand("replay", "time-based replay of a task list with creation/deletion times");
   replay->add_option("--nodes", rf.nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
@@ -350,6 +393,12 @@ int RunCli(int argc, char** argv) {
   ReplayFlags rf;
   CLI::App* replay = AddReplayCommand(app, rf);
 
+  SimulateFlags sf;
+  CLI::App* simulate = app.add_subcommand("simulate", "run a scenario (cluster, jobs, events, configurations)");
+  simulate->add_option("scenario", sf.scenario, "the scenario file (YAML; docs/simulate.md)")->required();
+  simulate->add_option("--out", sf.out, "output directory: summary.json, timeseries.csv, report.html");
+  simulate->add_flag("--check-invariants", sf.check_invariants, "check ClusterState invariants after every event time");
+
   ClusterFlags cf;
   CLI::App* cluster = app.add_subcommand("cluster", "cluster spec files: generate ASI-like clusters, check a spec");
   cluster->require_subcommand(1);
@@ -368,8 +417,8 @@ int RunCli(int argc, char** argv) {
   check->add_option("spec", cf.spec, "the spec file")->required();
 
   if (argc >= 2 && argv[1][0] != '-' && std::string(argv[1]) != "openb" && std::string(argv[1]) != "replay" &&
-      std::string(argv[1]) != "cluster") {
-    std::fprintf(stderr, "estuary: unknown command '%s' (known: openb, replay, cluster; see --help)\n", argv[1]);
+      std::string(argv[1]) != "cluster" && std::string(argv[1]) != "simulate") {
+    std::fprintf(stderr, "estuary: unknown command '%s' (known: openb, replay, simulate, cluster; see --help)\n", argv[1]);
     return 2;
   }
   try {
@@ -386,6 +435,7 @@ int RunCli(int argc, char** argv) {
   if (openb->parsed()) return RunOpenbCommand(of);
   if (replay->parsed()) return RunReplayCommand(rf);
   if (generate->parsed()) return RunClusterGenerate(cf);
+  if (simulate->parsed()) return RunSimulateCommand(sf);
   if (check->parsed()) return RunClusterCheck(cf);
   return 2;
 }

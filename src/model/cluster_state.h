@@ -100,6 +100,9 @@ struct JobSpec {
   int32_t min_replicas = 1;
   int32_t max_replicas = 1;
   int32_t step = 1;
+  // The workload can use replicas only in multiples of this (a pipeline's batch); replicas beyond
+  // the last multiple are allocated but unusable. Default 0: the same as step.
+  int32_t usable_step = 0;
   int32_t priority = 0;
   TopologyConstraint topology;
 };

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "sim/report/report.h"
@@ -386,6 +387,86 @@ StatusOr<std::string> WriteReplayOutputs(const std::string& dir, const std::stri
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/timeseries.csv", ts.str()));
   rep.tables.push_back(t);
   rep.charts = {alloc, pend};
+  const std::string html = dir + "/report.html";
+  ESTUARY_RETURN_IF_ERROR(report::WriteHtmlReport(rep, html));
+  return html;
+}
+
+StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::string& scenario,
+                                           const std::vector<std::vector<SimulateResult>>& results,
+                                           double wall_seconds) {
+  ESTUARY_RETURN_IF_ERROR(MakeOutputDir(dir));
+  nlohmann::json summary;
+  summary["scenario"] = scenario;
+  std::vector<uint64_t> seeds;
+  if (!results.empty()) {
+    for (const SimulateResult& r : results[0]) seeds.push_back(r.seed);
+  }
+  summary["seeds"] = seeds;
+  summary["wall_seconds"] = Round4(wall_seconds);
+  summary["configurations"] = nlohmann::json::object();
+  report::Report rep;
+  rep.title = "estuary simulate: " + scenario;
+  report::Table t;
+  t.title = "Metrics (mean over seeds)";
+  std::set<std::string> metric_names;
+  for (const auto& per_seed : results) {
+    for (const SimulateResult& r : per_seed) {
+      for (const auto& [k, v] : r.metrics) metric_names.insert(k);
+    }
+  }
+  t.header = {"metric"};
+  for (const auto& per_seed : results) t.header.push_back(per_seed.empty() ? "" : per_seed[0].configuration);
+  std::map<std::string, std::vector<std::string>> rows;
+  report::Chart alloc{"alloc_time", "GPU allocation ratio over time", "time (hours)", "GPU allocation ratio (%)", {}};
+  report::Chart free{"free_nodes_time", "Wholly free nodes over time", "time (hours)", "free nodes", {}};
+  std::ostringstream ts;
+  ts << "configuration,seed,time_s,gpu_alloc_pct,free_nodes,pending_jobs\n";
+  for (size_t ci = 0; ci < results.size(); ++ci) {
+    const auto& per_seed = results[ci];
+    if (per_seed.empty()) continue;
+    nlohmann::json m = nlohmann::json::object();
+    for (const std::string& k : metric_names) {
+      double s = 0;
+      int n = 0;
+      for (const SimulateResult& r : per_seed) {
+        auto it = r.metrics.find(k);
+        if (it != r.metrics.end()) {
+          s += it->second;
+          ++n;
+        }
+      }
+      if (n > 0) m[k] = Round4(s / n);
+      rows[k].push_back(n > 0 ? Fixed(s / n) : "-");
+    }
+    summary["configurations"][per_seed[0].configuration] = m;
+    for (const SimulateResult& r : per_seed) {
+      for (const SimSample& x : r.samples) {
+        ts << r.configuration << ',' << r.seed << ',' << x.time << ',' << Round4(x.gpu_alloc_pct) << ',' << x.free_nodes
+           << ',' << x.pending_jobs << '\n';
+      }
+    }
+    report::Series a, f;
+    a.label = f.label = per_seed[0].configuration + " (seed " + std::to_string(per_seed[0].seed) + ")";
+    a.color = f.color = static_cast<int>(ci);
+    for (const SimSample& x : per_seed[0].samples) {
+      a.x.push_back(static_cast<double>(x.time) / 3600.0);
+      a.y.push_back(x.gpu_alloc_pct);
+      f.x.push_back(static_cast<double>(x.time) / 3600.0);
+      f.y.push_back(static_cast<double>(x.free_nodes));
+    }
+    alloc.series.push_back(a);
+    free.series.push_back(f);
+  }
+  for (const auto& [k, vals] : rows) {
+    std::vector<std::string> row = {k};
+    row.insert(row.end(), vals.begin(), vals.end());
+    t.rows.push_back(row);
+  }
+  rep.tables.push_back(t);
+  rep.charts = {alloc, free};
+  ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/summary.json", summary.dump(2) + "\n"));
+  ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/timeseries.csv", ts.str()));
   const std::string html = dir + "/report.html";
   ESTUARY_RETURN_IF_ERROR(report::WriteHtmlReport(rep, html));
   return html;

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "sim/openb.h"
 #include "sim/replay.h"
+#include "sim/simulate.h"
 
 namespace estuary {
 
@@ -54,6 +55,13 @@ StatusOr<std::string> WriteOpenbOutputs(const std::string& dir, const std::vecto
 StatusOr<std::string> WriteReplayOutputs(const std::string& dir, const std::string& scenario,
                                          const std::vector<std::vector<ReplayResult>>& results,
                                          double wall_seconds);
+
+// Writes the simulate outputs: summary.json {"scenario", "seeds", "wall_seconds",
+// "configurations": {name: {metric: mean over seeds}}}, timeseries.csv and report.html (allocation
+// and free nodes over time, per configuration). `results[c][s]` is configuration c, seed s.
+StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::string& scenario,
+                                           const std::vector<std::vector<SimulateResult>>& results,
+                                           double wall_seconds);
 
 // Creates `dir` (and parents). Fails naming the directory.
 Status MakeOutputDir(const std::string& dir);

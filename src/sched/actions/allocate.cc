@@ -5,11 +5,14 @@
 
 namespace estuary {
 
-JobAttempt AllocateAction::TryStart(Session& session, ClusterState& state, JobId job_id) {
+JobAttempt AllocateAction::TryStart(Session& session, ClusterState& state, JobId job_id, const AllocateOptions& options) {
   const JobSpec& spec = state.job(job_id).spec;
-  if (spec.topology.plane.valid() && spec.topology.required_level >= 0) return TryStartInDomain(session, state, job_id);
-  if (spec.topology.plane.valid() && spec.topology.preferred_level >= 0) return TryStartSpanning(session, state, job_id);
-  return Place(session, state, job_id, nullptr);
+  const int32_t step = options.align ? std::max<int32_t>(1, spec.step) : 1;
+  if (options.topology && spec.topology.plane.valid()) {
+    if (spec.topology.required_level >= 0) return TryStartInDomain(session, state, job_id, step);
+    if (spec.topology.preferred_level >= 0) return TryStartSpanning(session, state, job_id, step);
+  }
+  return Place(session, state, job_id, nullptr, step);
 }
 
 namespace {
@@ -35,7 +38,7 @@ double GpuEntropy(std::span<const int64_t> gpus, int64_t total) {
   return h;
 }
 
-JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& state, JobId job_id) {
+JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& state, JobId job_id, int32_t step) {
   const Job& job = state.job(job_id);
   const Topology& topo = state.topology();
   const TopologyConstraint& tc = job.spec.topology;
@@ -56,7 +59,6 @@ JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& stat
     }
     cap_now += cap[i];
   }
-  const int32_t step = std::max<int32_t>(1, job.spec.step);
   const int64_t need = std::max<int64_t>(job.spec.min_replicas, step);
   if (std::min<int64_t>(cap_now, pending) / step * step < need) {
     JobAttempt a;
@@ -99,7 +101,7 @@ JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& stat
     segments.push_back({&topo.domain(domains[best]).nodes, best_take});
     remaining -= best_take;
   }
-  return PlaceSegments(session, state, job_id, segments);
+  return PlaceSegments(session, state, job_id, segments, step);
 }
 
 int64_t AllocateAction::ReplicasFitting(const Node& n, const TaskRequest& r, bool capacity) {
@@ -121,12 +123,11 @@ int64_t AllocateAction::ReplicasFitting(const Node& n, const TaskRequest& r, boo
   return k;
 }
 
-JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& state, JobId job_id) {
+JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& state, JobId job_id, int32_t step) {
   const Job& job = state.job(job_id);
   const Topology& topo = state.topology();
   const TopologyConstraint& tc = job.spec.topology;
   const std::string& level_name = topo.plane(tc.plane).levels[tc.required_level];
-  const int32_t step = std::max<int32_t>(1, job.spec.step);
   int64_t pending = 0;
   TaskRequest req;
   for (TaskId t : job.tasks) {
@@ -162,7 +163,7 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
               return a.spare != b.spare ? a.spare < b.spare : a.domain < b.domain;
             });
   for (const Candidate& c : candidates) {
-    JobAttempt a = Place(session, state, job_id, &topo.domain(DomainId(c.domain)).nodes);
+    JobAttempt a = Place(session, state, job_id, &topo.domain(DomainId(c.domain)).nodes, step);
     if (a.started) return a;
   }
   JobAttempt a;
@@ -175,12 +176,12 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
 }
 
 JobAttempt AllocateAction::Place(Session& session, ClusterState& state, JobId job_id,
-                                 const std::vector<NodeId>* candidates) {
-  return PlaceSegments(session, state, job_id, {{candidates, state.job(job_id).spec.max_replicas}});
+                                 const std::vector<NodeId>* candidates, int32_t step) {
+  return PlaceSegments(session, state, job_id, {{candidates, state.job(job_id).spec.max_replicas}}, step);
 }
 
 JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, JobId job_id,
-                                         const std::vector<Segment>& segments) {
+                                         const std::vector<Segment>& segments, int32_t step) {
   const Job& job = state.job(job_id);
   JobAttempt a;
   a.job = job_id;
@@ -210,7 +211,6 @@ JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, 
     ++in_seg;
   }
   const int32_t placed = static_cast<int32_t>(checkpoints.size());
-  const int32_t step = std::max<int32_t>(1, job.spec.step);
   const int32_t granted = placed / step * step;
   if (granted < job.spec.min_replicas || granted == 0) {
     st.RollbackAll();

@@ -41,6 +41,12 @@ struct JobAttempt {
   std::string reason;                       // why the job waits (empty when started)
 };
 
+// What a scheduler configuration lets the action use. Defaults: everything on.
+struct AllocateOptions {
+  bool align = true;     // grant multiples of a job's step (off: a min-max scheduler, step 1)
+  bool topology = true;  // honour jobs' topology constraints (off: place anywhere)
+};
+
 // H = -sum (g_i/G) log(g_i/G) of a job's GPUs (or replicas of equal size) over domains, with G
 // = `total` (default: the sum of `gpus`; a larger G scores a partial allocation).
 double GpuEntropy(std::span<const int64_t> gpus, int64_t total = 0);
@@ -53,15 +59,16 @@ class AllocateAction {
   };
   // Steps (1)-(4), replicas placed segment by segment.
   static JobAttempt PlaceSegments(Session& session, ClusterState& state, JobId job,
-                                  const std::vector<Segment>& segments);
-  static JobAttempt TryStartSpanning(Session& session, ClusterState& state, JobId job);
+                                  const std::vector<Segment>& segments, int32_t step);
+  static JobAttempt TryStartSpanning(Session& session, ClusterState& state, JobId job, int32_t step);
   // Steps (1)-(4) over `candidates` (all nodes when null).
-  static JobAttempt Place(Session& session, ClusterState& state, JobId job, const std::vector<NodeId>* candidates);
-  static JobAttempt TryStartInDomain(Session& session, ClusterState& state, JobId job);
+  static JobAttempt Place(Session& session, ClusterState& state, JobId job, const std::vector<NodeId>* candidates,
+                          int32_t step);
+  static JobAttempt TryStartInDomain(Session& session, ClusterState& state, JobId job, int32_t step);
 
  public:
   // Tries to start one job. REQUIRES: `session` was opened over `state`.
-  static JobAttempt TryStart(Session& session, ClusterState& state, JobId job);
+  static JobAttempt TryStart(Session& session, ClusterState& state, JobId job, const AllocateOptions& options = {});
   // Replicas of `req` that fit on node `n` now (counting each node on its own), and would fit on
   // the empty node (`capacity`).
   static int64_t ReplicasFitting(const Node& n, const TaskRequest& req, bool capacity);

@@ -5,7 +5,7 @@
 
 namespace estuary {
 
-std::vector<FailureEffect> NodeFailureAction::NodeDown(ClusterState& state, NodeId node) {
+std::vector<FailureEffect> NodeFailureAction::NodeDown(ClusterState& state, NodeId node, bool align) {
   state.SetNodeState(node, NodeState::kDown);
   std::map<uint32_t, int32_t> lost;  // job -> replicas lost on the node (ordered: deterministic)
   const std::vector<TaskId> on_node = state.node(node).tasks;
@@ -27,7 +27,7 @@ std::vector<FailureEffect> NodeFailureAction::NodeDown(ClusterState& state, Node
     for (TaskId t : job.tasks) {
       if (state.task(t).state == TaskState::kBound) bound.push_back(t);
     }
-    const int32_t step = std::max<int32_t>(1, job.spec.step);
+    const int32_t step = align ? std::max<int32_t>(1, job.spec.step) : 1;
     const int32_t keep = static_cast<int32_t>(bound.size()) / step * step;
     if (keep >= job.spec.min_replicas && keep > 0) {
       for (size_t i = bound.size(); i > static_cast<size_t>(keep); --i) state.Unbind(bound[i - 1]);

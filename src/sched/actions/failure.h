@@ -24,7 +24,8 @@ struct FailureEffect {
 class NodeFailureAction {
  public:
   // REQUIRES: node is valid. Returns one effect per job that had a task on the node, in job order.
-  static std::vector<FailureEffect> NodeDown(ClusterState& state, NodeId node);
+  // With align off (a min-max scheduler) survivors are kept while at least min, whatever the step.
+  static std::vector<FailureEffect> NodeDown(ClusterState& state, NodeId node, bool align = true);
   static void NodeUp(ClusterState& state, NodeId node);
 };
 

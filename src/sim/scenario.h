@@ -1,0 +1,75 @@
+// Scenario files for `estuary simulate` (YAML; docs/simulate.md): a cluster, a workload of jobs
+// (listed and/or generated), events (node failures and repairs), the scheduler configurations to
+// compare in one run, the simulated duration and the seeds. Every error names the file, the line
+// and the field ("s.yaml:12: field 'replicas': ...").
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "model/cluster_state.h"
+#include "sim/cluster/generator.h"
+
+namespace estuary {
+
+// One job (or one class of generated jobs): `replicas` tasks of `per_replica`, granted in
+// multiples of `step` within [min, replicas], running `duration_s` once started.
+struct JobTemplate {
+  int line = 0;  // where the job is defined, for messages
+  std::string name;
+  SimTime submit_s = 0;
+  SimTime duration_s = 3600;
+  int32_t replicas = 1;
+  int32_t min_replicas = 0;  // 0: = replicas (rigid)
+  int32_t step = 1;
+  int32_t usable_step = 0;   // 0: = step
+  TaskRequest per_replica;
+  std::string plane, required_level, preferred_level;  // topology constraint by name (empty: none)
+};
+
+struct GeneratedClass {
+  double share = 1;
+  JobTemplate job;  // submit_s ignored; duration_s is the mean of an exponential distribution
+};
+
+struct JobStream {
+  double arrivals_per_hour = 0;  // Poisson arrivals; 0: no generated jobs
+  std::vector<GeneratedClass> classes;
+};
+
+struct NodeEvent {
+  SimTime at_s = 0;
+  std::string node;
+  bool fail = true;  // false: repair
+};
+
+struct SchedulerConfig {
+  std::string name;
+  std::string policy = "best-fit";
+  bool align = true;
+  bool topology = true;
+};
+
+struct Scenario {
+  std::string name;
+  std::string path;
+  SimTime duration_s = 86400;
+  SimTime sample_interval_s = 3600;
+  std::vector<uint64_t> seeds = {42};
+  // Exactly one of: a cluster spec file (relative paths are relative to the scenario) or
+  // generator options.
+  std::string cluster_spec;
+  std::optional<GeneratorOptions> cluster_generate;
+  std::vector<JobTemplate> jobs;
+  JobStream stream;
+  std::vector<NodeEvent> events;
+  std::vector<SchedulerConfig> configurations;
+};
+
+StatusOr<Scenario> ReadScenario(const std::string& path);
+StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& path);
+
+}  // namespace estuary

@@ -1,0 +1,311 @@
+#include "sim/simulate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <queue>
+#include <set>
+
+#include "common/rng.h"
+#include "sched/actions/allocate.h"
+#include "sched/actions/failure.h"
+#include "sched/plugins/register.h"
+#include "sim/capacity_metrics.h"
+#include "sim/cluster/cluster_spec.h"
+#include "sim/metrics.h"
+
+namespace estuary {
+
+StatusOr<ClusterState> LoadScenarioCluster(const Scenario& s) {
+  if (s.cluster_generate) return GenerateCluster(*s.cluster_generate);
+  return ReadClusterSpec(s.cluster_spec);
+}
+
+namespace {
+
+struct SimJob {
+  JobTemplate tmpl;
+  JobId id;
+  SimTime submit = 0;
+  SimTime duration = 0;
+  SimTime first_start = -1;
+  SimTime started_at = -1;  // start of the current run (-1: not running)
+  bool large = false;
+};
+
+// Turns a template into a job of the state, resolving its topology names.
+StatusOr<JobId> Materialize(const Scenario& s, ClusterState& state, const JobTemplate& t, const std::string& name) {
+  JobSpec js;
+  js.name = name;
+  js.max_replicas = t.replicas;
+  js.min_replicas = t.min_replicas > 0 ? t.min_replicas : t.replicas;
+  js.step = t.step;
+  js.usable_step = t.usable_step;
+  if (!t.plane.empty()) {
+    const std::string where = s.path + ":" + std::to_string(t.line) + ": job '" + t.name + "': ";
+    auto plane = state.topology().FindPlane(t.plane);
+    if (!plane) return InvalidArgument(where + "the cluster has no plane '" + t.plane + "'");
+    js.topology.plane = *plane;
+    for (auto [level, out] : {std::pair{&t.required_level, &js.topology.required_level},
+                              std::pair{&t.preferred_level, &js.topology.preferred_level}}) {
+      if (level->empty()) continue;
+      auto l = state.topology().FindLevel(*plane, *level);
+      if (!l) return InvalidArgument(where + "plane '" + t.plane + "' has no level '" + *level + "'");
+      *out = *l;
+    }
+  }
+  const JobId j = state.AddJob(js);
+  for (int32_t i = 0; i < t.replicas; ++i) state.AddTask(j, name + "-" + std::to_string(i), t.per_replica);
+  return j;
+}
+
+int64_t FreeNodes(const ClusterState& s) {
+  int64_t n = 0;
+  for (const Node& node : s.nodes()) n += node.Schedulable() && node.spec.gpu_count > 0 && node.full_free_gpus == node.spec.gpu_count;
+  return n;
+}
+
+int64_t BoundReplicas(const ClusterState& s, JobId j) {
+  int64_t n = 0;
+  for (TaskId t : s.job(j).tasks) n += s.task(t).state == TaskState::kBound;
+  return n;
+}
+
+int64_t UnusableGpus(const ClusterState& s, const std::vector<SimJob>& jobs) {
+  int64_t gpus = 0;
+  for (const SimJob& j : jobs) {
+    if (j.started_at < 0) continue;
+    const JobSpec& spec = s.job(j.id).spec;
+    const int64_t usable = spec.usable_step > 0 ? spec.usable_step : std::max<int32_t>(1, spec.step);
+    const int64_t bound = BoundReplicas(s, j.id);
+    gpus += (bound - bound / usable * usable) * j.tmpl.per_replica.gpu_count;
+  }
+  return gpus;
+}
+
+}  // namespace
+
+StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& cluster, const SchedulerConfig& config,
+                                     uint64_t seed, bool check_invariants) {
+  SimulateResult res;
+  res.configuration = config.name;
+  res.seed = seed;
+  ClusterState state = cluster;
+  auto policy = OpenbPolicy(config.policy);
+  if (!policy.ok()) return policy.status();
+
+  // The workload: listed jobs, then generated ones (Poisson arrivals over the run).
+  std::vector<SimJob> jobs;
+  for (const JobTemplate& t : sc.jobs) {
+    SimJob j;
+    j.tmpl = t;
+    j.submit = t.submit_s;
+    j.duration = t.duration_s;
+    jobs.push_back(j);
+  }
+  Rng rng(seed);
+  if (sc.stream.arrivals_per_hour > 0) {
+    double total_share = 0;
+    for (const GeneratedClass& g : sc.stream.classes) total_share += g.share;
+    const double rate = sc.stream.arrivals_per_hour / 3600.0;
+    double t = 0;
+    for (int64_t k = 0;; ++k) {
+      t += -std::log(1.0 - rng.UniformDouble()) / rate;
+      if (t >= static_cast<double>(sc.duration_s)) break;
+      double x = rng.UniformDouble() * total_share;
+      size_t c = 0;
+      while (c + 1 < sc.stream.classes.size() && x >= sc.stream.classes[c].share) x -= sc.stream.classes[c++].share;
+      SimJob j;
+      j.tmpl = sc.stream.classes[c].job;
+      j.tmpl.name += "-" + std::to_string(k);
+      j.submit = static_cast<SimTime>(t);
+      const double mean = static_cast<double>(sc.stream.classes[c].job.duration_s);
+      j.duration = std::max<SimTime>(1, static_cast<SimTime>(std::ceil(-std::log(1.0 - rng.UniformDouble()) * mean)));
+      jobs.push_back(j);
+    }
+  }
+  for (SimJob& j : jobs) {
+    auto id = Materialize(sc, state, j.tmpl, j.tmpl.name);
+    if (!id.ok()) return id.status();
+    j.id = *id;
+    j.large = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count >= 128;
+  }
+  // Node events refer to nodes by name.
+  std::map<std::string, NodeId> node_by_name;
+  for (const Node& n : state.nodes()) node_by_name[n.spec.name] = n.id;
+  for (const NodeEvent& e : sc.events) {
+    if (!node_by_name.count(e.node)) return InvalidArgument(sc.path + ": event at " + std::to_string(e.at_s) + " s: no node '" + e.node + "'");
+  }
+
+  SessionOptions so;
+  so.policy = *policy;
+  so.seed = seed;
+  PluginContext ctx{&state, nullptr};
+  TypicalTasks typical;
+  if (config.policy == "fgd") {
+    std::vector<TaskRequest> reqs;
+    for (const SimJob& j : jobs) reqs.push_back(j.tmpl.per_replica);
+    typical = TypicalTasks::FromWorkload(reqs);
+    ctx.typical = &typical;
+  }
+  auto session = Session::Open(state, BuiltinRegistry(), ctx, so);
+  if (!session.ok()) return session.status();
+  const AllocateOptions aopts{config.align, config.topology};
+
+  // Events: 0 = job end, 1 = node event, 2 = arrival; ordered by (time, kind, index).
+  struct Ev {
+    SimTime t;
+    int kind;
+    size_t idx;
+    SimTime start;  // for ends: the run they end
+    bool operator>(const Ev& o) const {
+      return std::tie(t, kind, idx) > std::tie(o.t, o.kind, o.idx);
+    }
+  };
+  std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> events;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].submit < sc.duration_s) events.push({jobs[i].submit, 2, i, 0});
+  }
+  for (size_t i = 0; i < sc.events.size(); ++i) events.push({sc.events[i].at_s, 1, i, 0});
+
+  const auto data = state.topology().FindPlane("data");
+  const std::optional<int> asw = data ? state.topology().FindLevel(*data, "asw") : std::nullopt;
+  std::deque<size_t> pending;
+  int64_t infeasible = 0;
+  std::vector<double> asws_per_large;
+  double alloc_area = 0, stranded_sum = 0, w128 = 0, w256 = 0, a128 = 0;
+  int64_t samples = 0;
+  const double capacity = static_cast<double>(std::max<int64_t>(1, state.total_gpu_milli()));
+  SimTime last_t = 0, next_sample = 0;
+  std::optional<std::pair<int64_t, int64_t>> after_failure;
+
+  auto sample_until = [&](SimTime t) {
+    const double alloc = 100.0 * static_cast<double>(state.allocated_gpu_milli()) / capacity;
+    alloc_area += alloc * static_cast<double>(t - last_t);
+    last_t = t;
+    while (next_sample < t) {
+      res.samples.push_back({next_sample, alloc, FreeNodes(state), static_cast<int64_t>(pending.size())});
+      for (const IdleCauses& c : IdleGpuCauses(state)) {
+        if (c.shape.name == "8G64C") stranded_sum += c.stranded;
+      }
+      if (asw) {
+        const auto f128 = JobsFulfillable(state, 128, "data", "asw");
+        const auto f256 = JobsFulfillable(state, 256, "data", "asw");
+        if (f128.ok() && f256.ok()) {
+          w128 += static_cast<double>(f128->within);
+          w256 += static_cast<double>(f256->within);
+          a128 += static_cast<double>(f128->across);
+        }
+      }
+      ++samples;
+      next_sample += sc.sample_interval_s;
+    }
+  };
+  auto try_pending = [&](SimTime now) {
+    std::deque<size_t> still;
+    for (size_t i : pending) {
+      SimJob& j = jobs[i];
+      const JobAttempt a = AllocateAction::TryStart(**session, state, j.id, aopts);
+      if (a.started) {
+        j.started_at = now;
+        if (j.first_start < 0) j.first_start = now;
+        events.push({now + j.duration, 0, i, now});
+        if (j.large && asw) {
+          std::set<uint32_t> domains;
+          for (TaskId t : state.job(j.id).tasks) {
+            if (state.task(t).state == TaskState::kBound) {
+              domains.insert(state.topology().NodeDomain(state.task(t).node, *data, *asw).value());
+            }
+          }
+          asws_per_large.push_back(static_cast<double>(domains.size()));
+        }
+      } else if (a.kind == OutcomeKind::kInfeasible) {
+        ++infeasible;
+      } else {
+        still.push_back(i);
+      }
+    }
+    pending.swap(still);
+  };
+
+  while (!events.empty() && events.top().t < sc.duration_s) {
+    const SimTime t = events.top().t;
+    sample_until(t);
+    bool failed = false;
+    while (!events.empty() && events.top().t == t) {
+      const Ev e = events.top();
+      events.pop();
+      if (e.kind == 0) {
+        SimJob& j = jobs[e.idx];
+        if (j.started_at != e.start) continue;  // a run ended earlier by a requeue
+        for (TaskId task : state.job(j.id).tasks) state.Finish(task);
+        j.started_at = -1;
+      } else if (e.kind == 1) {
+        const NodeEvent& ne = sc.events[e.idx];
+        const NodeId node = node_by_name[ne.node];
+        if (ne.fail) {
+          failed = true;
+          for (const FailureEffect& fe : NodeFailureAction::NodeDown(state, node, config.align)) {
+            if (!fe.requeued) continue;
+            for (size_t i = 0; i < jobs.size(); ++i) {
+              if (jobs[i].id == fe.job) {
+                jobs[i].started_at = -1;
+                pending.push_front(i);
+              }
+            }
+          }
+        } else {
+          NodeFailureAction::NodeUp(state, node);
+        }
+      } else {
+        pending.push_back(e.idx);
+      }
+    }
+    try_pending(t);
+    if (failed) after_failure = std::make_pair(FreeNodes(state), UnusableGpus(state, jobs));
+    if (check_invariants) {
+      Status st = state.CheckInvariants();
+      if (!st.ok()) return Internal("at t=" + std::to_string(t) + ": " + st.message());
+    }
+  }
+  sample_until(sc.duration_s);
+
+  auto& m = res.metrics;
+  m["free_nodes"] = static_cast<double>(FreeNodes(state));
+  m["allocated_unusable_gpus"] = static_cast<double>(UnusableGpus(state, jobs));
+  if (after_failure) {
+    m["free_nodes_after_failure"] = static_cast<double>(after_failure->first);
+    m["allocated_unusable_gpus_after_failure"] = static_cast<double>(after_failure->second);
+  }
+  m["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s);
+  int64_t started = 0;
+  std::vector<double> delays, large_delays;
+  for (const SimJob& j : jobs) {
+    if (j.submit >= sc.duration_s) continue;
+    started += j.first_start >= 0;
+    const double d = static_cast<double>((j.first_start >= 0 ? j.first_start : sc.duration_s) - j.submit);
+    delays.push_back(d);
+    if (j.large) large_delays.push_back(d);
+  }
+  m["jobs_started_count"] = static_cast<double>(started);
+  m["jobs_pending_end_count"] = static_cast<double>(pending.size());
+  m["jobs_infeasible_count"] = static_cast<double>(infeasible);
+  m["sched_delay_p90_s"] = Percentile(delays, 90);
+  if (!large_delays.empty()) m["sched_delay_p90_large_s"] = Percentile(large_delays, 90);
+  if (samples > 0) {
+    m["stranded_gpus_8g_mean"] = stranded_sum / static_cast<double>(samples);
+    if (asw) {
+      m["within_asw_fulfillable_128_count"] = w128 / static_cast<double>(samples);
+      m["within_asw_fulfillable_256_count"] = w256 / static_cast<double>(samples);
+      m["across_asw_fulfillable_128_count"] = a128 / static_cast<double>(samples);
+    }
+  }
+  if (!asws_per_large.empty()) {
+    double s = 0;
+    for (double x : asws_per_large) s += x;
+    m["asws_per_large_job_mean"] = s / static_cast<double>(asws_per_large.size());
+  }
+  return res;
+}
+
+}  // namespace estuary
