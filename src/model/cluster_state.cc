@@ -15,9 +15,7 @@ StatusOr<NodeId> ClusterState::AddNode(NodeSpec spec) {
     return InvalidArgument("node '" + spec.name + "': " + std::to_string(spec.gpu_count) +
                            " GPUs exceed the limit of " + std::to_string(kMaxGpusPerNode));
   }
-  for (const Node& n : nodes_) {
-    if (n.spec.name == spec.name) return InvalidArgument("duplicate node name '" + spec.name + "'");
-  }
+  if (!node_names_.insert(spec.name).second) return InvalidArgument("duplicate node name '" + spec.name + "'");
   Node n;
   n.id = NodeId(static_cast<uint32_t>(nodes_.size()));
   n.cpu_free = spec.cpu_milli;

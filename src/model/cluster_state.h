@@ -13,6 +13,7 @@
 
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -199,6 +200,7 @@ class ClusterState {
   Topology topology_;
   std::vector<DomainFree> domain_free_;
   std::vector<Node> nodes_;
+  std::unordered_set<std::string> node_names_;
   std::vector<NodeFit> fits_;
   std::vector<Task> tasks_;
   std::vector<Job> jobs_;

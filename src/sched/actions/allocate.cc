@@ -25,6 +25,13 @@ JobAttempt NothingPending(JobId job) {
 }
 }  // namespace
 
+// An upper bound of the replicas of `req` that `gpu_milli` of free GPU can hold (unbounded for
+// CPU-only replicas).
+int64_t UpperBound(int64_t gpu_milli, const TaskRequest& req) {
+  if (!req.NeedsGpu()) return int64_t{1} << 40;
+  return gpu_milli / req.TotalGpuMilli();
+}
+
 double GpuEntropy(std::span<const int64_t> gpus, int64_t total) {
   if (total <= 0) {
     for (int64_t g : gpus) total += g;
@@ -50,16 +57,29 @@ JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& stat
   }
   if (pending == 0) return NothingPending(job_id);
   const std::vector<DomainId>& domains = topo.DomainsAt(tc.plane, tc.preferred_level);
-  std::vector<int64_t> cap(domains.size(), 0);
-  int64_t cap_now = 0, cap_ever = 0;
-  for (size_t i = 0; i < domains.size(); ++i) {
-    for (NodeId n : topo.domain(domains[i]).nodes) {
-      cap[i] += ReplicasFitting(state.node(n), req, false);
-      cap_ever += ReplicasFitting(state.node(n), req, true);
-    }
-    cap_now += cap[i];
-  }
   const int64_t need = std::max<int64_t>(job.spec.min_replicas, step);
+  // Bounds from the domain aggregates first: when even they fall short, no node is visited.
+  int64_t ub_now = 0, ub_ever = 0;
+  for (DomainId d : domains) {
+    ub_now = std::min<int64_t>(ub_now + UpperBound(state.domain_free(d).gpu_free_milli, req), int64_t{1} << 40);
+    ub_ever = std::min<int64_t>(ub_ever + UpperBound(state.domain_free(d).gpu_milli, req), int64_t{1} << 40);
+  }
+  std::vector<int64_t> cap(domains.size(), 0);
+  int64_t cap_now = ub_now, cap_ever = ub_ever;
+  if (ub_now >= need) {
+    cap_now = 0;
+    for (size_t i = 0; i < domains.size(); ++i) {
+      if (UpperBound(state.domain_free(domains[i]).gpu_free_milli, req) == 0) continue;
+      for (NodeId n : topo.domain(domains[i]).nodes) cap[i] += ReplicasFitting(state.node(n), req, false);
+      cap_now += cap[i];
+    }
+  }
+  if (cap_now < need && ub_ever >= need) {
+    cap_ever = 0;
+    for (DomainId d : domains) {
+      for (NodeId n : topo.domain(d).nodes) cap_ever += ReplicasFitting(state.node(n), req, true);
+    }
+  }
   if (std::min<int64_t>(cap_now, pending) / step * step < need) {
     JobAttempt a;
     a.job = job_id;
@@ -143,18 +163,33 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
     uint32_t domain;
   };
   std::vector<Candidate> candidates;
+  // Domains whose free GPU milli cannot hold `need` replicas are pruned without visiting their
+  // nodes (the aggregates are an upper bound); counts reported for them are such bounds.
   int64_t best_now = 0, best_ever = 0;
+  bool now_bounded = false, ever_bounded = false, feasible = false;
   for (DomainId d : topo.DomainsAt(tc.plane, tc.required_level)) {
-    int64_t now = 0, ever = 0;
-    for (NodeId n : topo.domain(d).nodes) {
-      now += ReplicasFitting(state.node(n), req, false);
-      ever += ReplicasFitting(state.node(n), req, true);
+    const DomainFree& f = state.domain_free(d);
+    const int64_t ub_now = UpperBound(f.gpu_free_milli, req), ub_ever = UpperBound(f.gpu_milli, req);
+    if (!feasible) {
+      if (ub_ever < need) {
+        if (ub_ever > best_ever) best_ever = ub_ever, ever_bounded = true;
+      } else {
+        int64_t ever = 0;
+        for (NodeId n : topo.domain(d).nodes) ever += ReplicasFitting(state.node(n), req, true);
+        if (ever > best_ever) best_ever = ever, ever_bounded = false;
+        feasible = ever >= need;
+      }
     }
-    best_now = std::max(best_now, now);
-    best_ever = std::max(best_ever, ever);
+    if (ub_now < need) {
+      if (ub_now > best_now) best_now = ub_now, now_bounded = true;
+      continue;
+    }
+    int64_t now = 0;
+    for (NodeId n : topo.domain(d).nodes) now += ReplicasFitting(state.node(n), req, false);
+    if (now > best_now || (now == best_now && now_bounded)) best_now = now, now_bounded = false;
     const int64_t granted = std::min(now, wanted) / step * step;
     if (granted >= need) {
-      candidates.push_back({granted, state.domain_free(d).gpu_free_milli - granted * req.TotalGpuMilli(), d.value()});
+      candidates.push_back({granted, f.gpu_free_milli - granted * req.TotalGpuMilli(), d.value()});
     }
   }
   std::sort(candidates.begin(), candidates.end(),
@@ -168,10 +203,11 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
   }
   JobAttempt a;
   a.job = job_id;
-  a.kind = best_ever < need ? OutcomeKind::kInfeasible : OutcomeKind::kRetryable;
-  a.reason = (best_ever < need ? "no " + level_name + " could ever hold " : "no " + level_name + " has room for ") +
-             std::to_string(need) + " replicas (the best holds " + std::to_string(best_ever < need ? best_ever : best_now) +
-             (best_ever < need ? " when empty)" : " now)");
+  a.kind = feasible ? OutcomeKind::kRetryable : OutcomeKind::kInfeasible;
+  const bool bounded = feasible ? now_bounded : ever_bounded;
+  a.reason = (feasible ? "no " + level_name + " has room for " : "no " + level_name + " could ever hold ") +
+             std::to_string(need) + " replicas (the best holds " + (bounded ? "at most " : "") +
+             std::to_string(feasible ? best_now : best_ever) + (feasible ? " now)" : " when empty)");
   return a;
 }
 

@@ -162,7 +162,7 @@ TEST(AllocateInDomain, AJobLargerThanEveryAswIsInfeasibleWithAReason) {
   JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
   EXPECT_FALSE(a.started);
   EXPECT_EQ(a.kind, OutcomeKind::kInfeasible);
-  EXPECT_EQ(a.reason, "no asw could ever hold 8 replicas (the best holds 6 when empty)");
+  EXPECT_EQ(a.reason, "no asw could ever hold 8 replicas (the best holds at most 6 when empty)");
   EXPECT_EQ(g.c.state.allocated_gpu_milli(), 0);
 }
 
@@ -175,7 +175,7 @@ TEST(AllocateInDomain, AJobThatFitsOnlyLaterWaitsAsRetryable) {
   JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
   EXPECT_FALSE(a.started);
   EXPECT_EQ(a.kind, OutcomeKind::kRetryable);
-  EXPECT_EQ(a.reason, "no asw has room for 4 replicas (the best holds 3 now)");
+  EXPECT_EQ(a.reason, "no asw has room for 4 replicas (the best holds at most 3 now)");
 }
 
 TEST(AllocateInDomain, StepAlignmentHoldsInsideTheDomain) {
