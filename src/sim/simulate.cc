@@ -170,6 +170,18 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
 
   const auto data = state.topology().FindPlane("data");
   const std::optional<int> asw = data ? state.topology().FindLevel(*data, "asw") : std::nullopt;
+  const auto param = state.topology().FindPlane("param");
+  const std::optional<int> pod = param ? state.topology().FindLevel(*param, "rdma_pod") : std::nullopt;
+  // Domains of a level with GPUs, all of them free.
+  auto whole_free = [&](PlaneId plane, int level) {
+    int64_t n = 0;
+    for (DomainId d : state.topology().DomainsAt(plane, level)) {
+      const DomainFree& f = state.domain_free(d);
+      n += f.gpu_milli > 0 && f.gpu_free_milli == f.gpu_milli;
+    }
+    return n;
+  };
+  double free_asws = 0, free_pods = 0;
   std::deque<size_t> pending;
   int64_t infeasible = 0;
   std::vector<double> asws_per_large;
@@ -188,6 +200,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       for (const IdleCauses& c : IdleGpuCauses(state)) {
         if (c.shape.name == "8G64C") stranded_sum += c.stranded;
       }
+      if (asw) free_asws += static_cast<double>(whole_free(*data, *asw));
+      if (pod) free_pods += static_cast<double>(whole_free(*param, *pod));
       if (asw) {
         const auto f128 = JobsFulfillable(state, 128, "data", "asw");
         const auto f256 = JobsFulfillable(state, 256, "data", "asw");
@@ -298,7 +312,9 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       m["within_asw_fulfillable_128_count"] = w128 / static_cast<double>(samples);
       m["within_asw_fulfillable_256_count"] = w256 / static_cast<double>(samples);
       m["across_asw_fulfillable_128_count"] = a128 / static_cast<double>(samples);
+      m["free_asws_mean"] = free_asws / static_cast<double>(samples);
     }
+    if (pod) m["free_rdma_pods_mean"] = free_pods / static_cast<double>(samples);
   }
   if (!asws_per_large.empty()) {
     double s = 0;

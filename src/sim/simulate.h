@@ -21,6 +21,9 @@
 //   across_asw_fulfillable_128_count              time-averaged (§5); only with plane "data",
 //                                                  level "asw"
 //   asws_per_large_job_mean                        ASWs a large job spans when it starts (same)
+//   free_asws_mean, free_rdma_pods_mean            time-averaged count of ASWs (plane
+//                                                  "data", level "asw") and RDMA-PODs (plane
+//                                                  "param", level "rdma_pod") with all GPUs free
 #pragma once
 
 #include <map>

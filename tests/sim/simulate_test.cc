@@ -76,6 +76,21 @@ TEST(Simulate, TheSameSeedGivesTheSameResultsAndTopologyAwarenessKeepsGangsInOne
   EXPECT_EQ(a.metrics.count("asws_per_large_job_mean"), 0u);
 }
 
+TEST(Simulate, CountsAswsAndRdmaPodsWhoseGpusAreAllFree) {
+  // One single-GPU job for the whole run on the two-ASW example (3 ASWs in 2 RDMA-PODs): every
+  // sample sees 2 ASWs and 1 RDMA-POD with all GPUs free.
+  const std::string dir = std::filesystem::path(kExamples).string();
+  auto sc = ParseScenario("name: t\nduration_s: 1000\nsample_interval_s: 100\ncluster:\n  spec: " + dir +
+                          "clusters/two-asw.yaml\njobs:\n  - {name: j, gpus: 1, duration_s: 5000}\n"
+                          "configurations:\n  - {name: a}\n", "s.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto cluster = LoadScenarioCluster(*sc);
+  auto r = RunScenario(*sc, *cluster, sc->configurations[0], 1, true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->metrics.at("free_asws_mean"), 2);
+  EXPECT_EQ(r->metrics.at("free_rdma_pods_mean"), 1);
+}
+
 struct BadScenario {
   const char* name;
   std::string text;
