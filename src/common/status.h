@@ -68,6 +68,14 @@ class [[nodiscard]] StatusOr {
 
 }  // namespace estuary
 
+// Assigns the value of a StatusOr expression to `lhs`, or returns its Status.
+#define ESTUARY_ASSIGN_OR_RETURN(lhs, expr) \
+  do {                                       \
+    auto _sor = (expr);                      \
+    if (!_sor.ok()) return _sor.status();    \
+    lhs = *_sor;                             \
+  } while (0)
+
 // Propagates a non-OK Status from an expression returning Status.
 #define ESTUARY_RETURN_IF_ERROR(expr)        \
   do {                                       \

@@ -169,6 +169,26 @@ std::string Fixed(double v, int digits = 2) {
 
 }  // namespace
 
+namespace {
+// The general summary shape (docs/mission.md): scenario, seeds (of the first configuration),
+// wall_seconds and an empty "configurations" object for the caller to fill.
+template <typename Result>
+nlohmann::json GeneralSummary(const std::string& scenario, const std::vector<std::vector<Result>>& results,
+                              double wall_seconds) {
+  nlohmann::json summary;
+  summary["scenario"] = scenario;
+  std::vector<uint64_t> seeds;
+  if (!results.empty()) {
+    for (const Result& r : results[0]) seeds.push_back(r.seed);
+  }
+  summary["seeds"] = seeds;
+  summary["wall_seconds"] = Round4(wall_seconds);
+  summary["configurations"] = nlohmann::json::object();
+  return summary;
+}
+
+}  // namespace
+
 nlohmann::json OpenbSummaryJson(const OpenbResult& r, const OpenbRunInfo& info, const PublishedOpenb* published) {
   nlohmann::json j;
   j["policy"] = r.policy;
@@ -311,15 +331,7 @@ StatusOr<std::string> WriteReplayOutputs(const std::string& dir, const std::stri
                                          const std::vector<std::vector<ReplayResult>>& results,
                                          double wall_seconds) {
   ESTUARY_RETURN_IF_ERROR(MakeOutputDir(dir));
-  nlohmann::json summary;
-  summary["scenario"] = scenario;
-  std::vector<uint64_t> seeds;
-  if (!results.empty()) {
-    for (const ReplayResult& r : results[0]) seeds.push_back(r.seed);
-  }
-  summary["seeds"] = seeds;
-  summary["wall_seconds"] = Round4(wall_seconds);
-  summary["configurations"] = nlohmann::json::object();
+  nlohmann::json summary = GeneralSummary(scenario, results, wall_seconds);
   report::Report rep;
   rep.title = "estuary replay: " + scenario;
   rep.notes.push_back("Time-based replay: tasks arrive at their creation time and run for their traced duration; "
@@ -396,15 +408,7 @@ StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::st
                                            const std::vector<std::vector<SimulateResult>>& results,
                                            double wall_seconds) {
   ESTUARY_RETURN_IF_ERROR(MakeOutputDir(dir));
-  nlohmann::json summary;
-  summary["scenario"] = scenario;
-  std::vector<uint64_t> seeds;
-  if (!results.empty()) {
-    for (const SimulateResult& r : results[0]) seeds.push_back(r.seed);
-  }
-  summary["seeds"] = seeds;
-  summary["wall_seconds"] = Round4(wall_seconds);
-  summary["configurations"] = nlohmann::json::object();
+  nlohmann::json summary = GeneralSummary(scenario, results, wall_seconds);
   report::Report rep;
   rep.title = "estuary simulate: " + scenario;
   report::Table t;

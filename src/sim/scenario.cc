@@ -9,23 +9,12 @@
 
 #include "sched/plugins/register.h"
 
+#include "sim/cluster/yaml_context.h"
+
 namespace estuary {
 namespace {
 
-struct Ctx {
-  const std::string& file;
-  Status Err(const YAML::Node& n, const std::string& field, const std::string& msg) const {
-    const int line = n.Mark().line >= 0 ? n.Mark().line + 1 : 0;
-    return InvalidArgument(file + ":" + std::to_string(line) + ": field '" + field + "': " + msg);
-  }
-};
-
-#define ASSIGN_OR_RETURN(lhs, expr)   \
-  do {                                \
-    auto _r = (expr);                 \
-    if (!_r.ok()) return _r.status(); \
-    lhs = *_r;                        \
-  } while (0)
+using Ctx = YamlContext;
 
 Status Known(const Ctx& c, const YAML::Node& m, const std::set<std::string>& keys) {
   for (auto it = m.begin(); it != m.end(); ++it) {
@@ -96,35 +85,35 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
   ESTUARY_RETURN_IF_ERROR(Known(c, m, keys));
   JobTemplate j;
   j.line = m.Mark().line + 1;
-  ASSIGN_OR_RETURN(j.name, Str(c, m, "name", !generated));
-  if (!generated) ASSIGN_OR_RETURN(j.submit_s, Int(c, m, "submit_s", 0, 0, kMaxTime));
-  ASSIGN_OR_RETURN(j.duration_s, Int(c, m, generated ? "duration_mean_s" : "duration_s", 3600, 1, kMaxTime));
+  ESTUARY_ASSIGN_OR_RETURN(j.name, Str(c, m, "name", !generated));
+  if (!generated) ESTUARY_ASSIGN_OR_RETURN(j.submit_s, Int(c, m, "submit_s", 0, 0, kMaxTime));
+  ESTUARY_ASSIGN_OR_RETURN(j.duration_s, Int(c, m, generated ? "duration_mean_s" : "duration_s", 3600, 1, kMaxTime));
   int64_t v = 0;
-  ASSIGN_OR_RETURN(v, Int(c, m, "replicas", 1, 1, 100000));
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "replicas", 1, 1, 100000));
   j.replicas = static_cast<int32_t>(v);
-  ASSIGN_OR_RETURN(v, Int(c, m, "min", j.replicas, 1, 100000));
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "min", j.replicas, 1, 100000));
   j.min_replicas = static_cast<int32_t>(v);
   if (j.min_replicas > j.replicas) return c.Err(m["min"], "min", "min exceeds replicas (max)");
-  ASSIGN_OR_RETURN(v, Int(c, m, "step", 1, 1, 100000));
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "step", 1, 1, 100000));
   j.step = static_cast<int32_t>(v);
   if (j.replicas % j.step != 0) return c.Err(m["step"], "step", "step does not divide replicas (max)");
-  ASSIGN_OR_RETURN(v, Int(c, m, "usable_step", 0, 0, 100000));
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "usable_step", 0, 0, 100000));
   j.usable_step = static_cast<int32_t>(v);
-  ASSIGN_OR_RETURN(v, Int(c, m, "gpus", 0, 0, kMaxGpusPerNode));
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "gpus", 0, 0, kMaxGpusPerNode));
   j.per_replica.gpu_count = static_cast<int32_t>(v);
-  ASSIGN_OR_RETURN(v, Int(c, m, "gpu_milli", j.per_replica.gpu_count > 0 ? kMilliPerGpu : 0, 0, kMilliPerGpu));
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "gpu_milli", j.per_replica.gpu_count > 0 ? kMilliPerGpu : 0, 0, kMilliPerGpu));
   j.per_replica.gpu_milli = static_cast<MilliGpu>(v);
   if ((j.per_replica.gpu_count == 0) != (j.per_replica.gpu_milli == 0) ||
       (j.per_replica.gpu_milli < kMilliPerGpu && j.per_replica.gpu_count > 1)) {
     return c.Err(m, "gpu_milli", "a shared GPU (gpu_milli < 1000) needs gpus 1; no GPUs needs gpu_milli 0");
   }
-  ASSIGN_OR_RETURN(v, Int(c, m, "cpu_cores", 1, 0, 1'000'000));
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "cpu_cores", 1, 0, 1'000'000));
   j.per_replica.cpu_milli = v * 1000;
-  ASSIGN_OR_RETURN(v, Int(c, m, "memory_gib", 1, 0, 1'000'000));
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "memory_gib", 1, 0, 1'000'000));
   j.per_replica.mem_mib = v * 1024;
-  ASSIGN_OR_RETURN(j.plane, Str(c, m, "plane", false));
-  ASSIGN_OR_RETURN(j.required_level, Str(c, m, "required_level", false));
-  ASSIGN_OR_RETURN(j.preferred_level, Str(c, m, "preferred_level", false));
+  ESTUARY_ASSIGN_OR_RETURN(j.plane, Str(c, m, "plane", false));
+  ESTUARY_ASSIGN_OR_RETURN(j.required_level, Str(c, m, "required_level", false));
+  ESTUARY_ASSIGN_OR_RETURN(j.preferred_level, Str(c, m, "preferred_level", false));
   if (j.plane.empty() && (!j.required_level.empty() || !j.preferred_level.empty())) {
     return c.Err(m, "plane", "a topology level needs its plane");
   }
@@ -147,9 +136,9 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
                                           "generator", "events", "configurations"}));
   Scenario s;
   s.path = path;
-  ASSIGN_OR_RETURN(s.name, Str(c, root, "name", true));
-  ASSIGN_OR_RETURN(s.duration_s, Int(c, root, "duration_s", 86400, 1, kMaxTime));
-  ASSIGN_OR_RETURN(s.sample_interval_s, Int(c, root, "sample_interval_s", 3600, 1, kMaxTime));
+  ESTUARY_ASSIGN_OR_RETURN(s.name, Str(c, root, "name", true));
+  ESTUARY_ASSIGN_OR_RETURN(s.duration_s, Int(c, root, "duration_s", 86400, 1, kMaxTime));
+  ESTUARY_ASSIGN_OR_RETURN(s.sample_interval_s, Int(c, root, "sample_interval_s", 3600, 1, kMaxTime));
   if (const YAML::Node seeds = root["seeds"]) {
     if (!seeds.IsSequence() || seeds.size() == 0) return c.Err(seeds, "seeds", "expected a non-empty list");
     s.seeds.clear();
@@ -168,28 +157,28 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   ESTUARY_RETURN_IF_ERROR(Known(c, cluster, {"spec", "generate"}));
   if (cluster["spec"] && cluster["generate"]) return c.Err(cluster, "cluster", "give spec or generate, not both");
   if (cluster["spec"]) {
-    ASSIGN_OR_RETURN(s.cluster_spec, Str(c, cluster, "spec", true));
+    ESTUARY_ASSIGN_OR_RETURN(s.cluster_spec, Str(c, cluster, "spec", true));
     std::filesystem::path p(s.cluster_spec);
     if (p.is_relative()) s.cluster_spec = (std::filesystem::path(path).parent_path() / p).string();
   } else if (const YAML::Node g = cluster["generate"]) {
     ESTUARY_RETURN_IF_ERROR(Known(c, g, {"total_gpus", "gpus_per_node", "nodes_per_asw_min", "nodes_per_asw_max",
                                          "asws_per_spine", "spines_per_az", "rdma_pod_nodes", "seed"}));
     GeneratorOptions o;
-    ASSIGN_OR_RETURN(o.total_gpus, Int(c, g, "total_gpus", o.total_gpus, 1, 100'000'000));
+    ESTUARY_ASSIGN_OR_RETURN(o.total_gpus, Int(c, g, "total_gpus", o.total_gpus, 1, 100'000'000));
     int64_t v = 0;
-    ASSIGN_OR_RETURN(v, Int(c, g, "gpus_per_node", o.gpus_per_node, 1, kMaxGpusPerNode));
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "gpus_per_node", o.gpus_per_node, 1, kMaxGpusPerNode));
     o.gpus_per_node = static_cast<int32_t>(v);
-    ASSIGN_OR_RETURN(v, Int(c, g, "nodes_per_asw_min", o.nodes_per_asw_min, 1, 100000));
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "nodes_per_asw_min", o.nodes_per_asw_min, 1, 100000));
     o.nodes_per_asw_min = static_cast<int32_t>(v);
-    ASSIGN_OR_RETURN(v, Int(c, g, "nodes_per_asw_max", o.nodes_per_asw_max, 1, 100000));
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "nodes_per_asw_max", o.nodes_per_asw_max, 1, 100000));
     o.nodes_per_asw_max = static_cast<int32_t>(v);
-    ASSIGN_OR_RETURN(v, Int(c, g, "asws_per_spine", o.asws_per_spine, 1, 100000));
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "asws_per_spine", o.asws_per_spine, 1, 100000));
     o.asws_per_spine = static_cast<int32_t>(v);
-    ASSIGN_OR_RETURN(v, Int(c, g, "spines_per_az", o.spines_per_az, 1, 100000));
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "spines_per_az", o.spines_per_az, 1, 100000));
     o.spines_per_az = static_cast<int32_t>(v);
-    ASSIGN_OR_RETURN(v, Int(c, g, "rdma_pod_nodes", o.rdma_pod_nodes, 1, 1'000'000));
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "rdma_pod_nodes", o.rdma_pod_nodes, 1, 1'000'000));
     o.rdma_pod_nodes = static_cast<int32_t>(v);
-    ASSIGN_OR_RETURN(v, Int(c, g, "seed", 1, 0, kMaxTime));
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "seed", 1, 0, kMaxTime));
     o.seed = static_cast<uint64_t>(v);
     if (o.nodes_per_asw_min > o.nodes_per_asw_max) return c.Err(g, "nodes_per_asw_min", "exceeds nodes_per_asw_max");
     s.cluster_generate = o;
@@ -202,20 +191,20 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
     std::set<std::string> names;
     for (const YAML::Node& m : jobs) {
       JobTemplate j;
-      ASSIGN_OR_RETURN(j, ParseJob(c, m, false));
+      ESTUARY_ASSIGN_OR_RETURN(j, ParseJob(c, m, false));
       if (!names.insert(j.name).second) return c.Err(m["name"], "name", "duplicate job name '" + j.name + "'");
       s.jobs.push_back(j);
     }
   }
   if (const YAML::Node g = root["generator"]) {
     ESTUARY_RETURN_IF_ERROR(Known(c, g, {"arrivals_per_hour", "classes"}));
-    ASSIGN_OR_RETURN(s.stream.arrivals_per_hour, Real(c, g, "arrivals_per_hour", 0, 0, 1e7));
+    ESTUARY_ASSIGN_OR_RETURN(s.stream.arrivals_per_hour, Real(c, g, "arrivals_per_hour", 0, 0, 1e7));
     const YAML::Node classes = g["classes"];
     if (!classes || !classes.IsSequence() || classes.size() == 0) return c.Err(g, "classes", "expected a non-empty list");
     for (const YAML::Node& m : classes) {
       GeneratedClass gc;
-      ASSIGN_OR_RETURN(gc.share, Real(c, m, "share", 1, 1e-12, 1e12));
-      ASSIGN_OR_RETURN(gc.job, ParseJob(c, m, true));
+      ESTUARY_ASSIGN_OR_RETURN(gc.share, Real(c, m, "share", 1, 1e-12, 1e12));
+      ESTUARY_ASSIGN_OR_RETURN(gc.job, ParseJob(c, m, true));
       if (gc.job.name.empty()) gc.job.name = "gen" + std::to_string(s.stream.classes.size());
       s.stream.classes.push_back(gc);
     }
@@ -227,10 +216,10 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
     for (const YAML::Node& m : ev) {
       ESTUARY_RETURN_IF_ERROR(Known(c, m, {"at_s", "fail_node", "repair_node"}));
       NodeEvent e;
-      ASSIGN_OR_RETURN(e.at_s, Int(c, m, "at_s", 0, 0, kMaxTime));
+      ESTUARY_ASSIGN_OR_RETURN(e.at_s, Int(c, m, "at_s", 0, 0, kMaxTime));
       if (m["fail_node"] && m["repair_node"]) return c.Err(m, "fail_node", "one of fail_node or repair_node");
       e.fail = static_cast<bool>(m["fail_node"]);
-      ASSIGN_OR_RETURN(e.node, Str(c, m, e.fail ? "fail_node" : "repair_node", true));
+      ESTUARY_ASSIGN_OR_RETURN(e.node, Str(c, m, e.fail ? "fail_node" : "repair_node", true));
       s.events.push_back(e);
     }
   }
@@ -243,15 +232,15 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   for (const YAML::Node& m : confs) {
     ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology"}));
     SchedulerConfig sc;
-    ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
+    ESTUARY_ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
     if (!conf_names.insert(sc.name).second) return c.Err(m["name"], "name", "duplicate configuration '" + sc.name + "'");
     std::string policy;
-    ASSIGN_OR_RETURN(policy, Str(c, m, "policy", false));
+    ESTUARY_ASSIGN_OR_RETURN(policy, Str(c, m, "policy", false));
     if (!policy.empty()) sc.policy = policy;
     auto p = OpenbPolicy(sc.policy);
     if (!p.ok()) return c.Err(m["policy"], "policy", p.status().message());
-    ASSIGN_OR_RETURN(sc.align, Bool(c, m, "align", true));
-    ASSIGN_OR_RETURN(sc.topology, Bool(c, m, "topology", true));
+    ESTUARY_ASSIGN_OR_RETURN(sc.align, Bool(c, m, "align", true));
+    ESTUARY_ASSIGN_OR_RETURN(sc.topology, Bool(c, m, "topology", true));
     s.configurations.push_back(sc);
   }
   return s;

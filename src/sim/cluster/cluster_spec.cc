@@ -8,17 +8,12 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "sim/cluster/yaml_context.h"
+
 namespace estuary {
 namespace {
 
-// Errors as "file:line: field 'f': message" (yaml-cpp marks are 0-based).
-struct Ctx {
-  const std::string& file;
-  Status Err(const YAML::Node& n, const std::string& field, const std::string& msg) const {
-    const int line = n.Mark().line >= 0 ? n.Mark().line + 1 : 0;
-    return InvalidArgument(file + ":" + std::to_string(line) + ": field '" + field + "': " + msg);
-  }
-};
+using Ctx = YamlContext;
 
 // Declares `const YAML::Node var = parent[key]` and returns an error when it is absent. (yaml-cpp
 // nodes are references: assigning one bound node to another would rewrite the document, so every
@@ -46,13 +41,6 @@ StatusOr<std::string> Str(const Ctx& c, const YAML::Node& n, const std::string& 
   return n.Scalar();
 }
 
-#define ASSIGN_OR_RETURN(lhs, expr) \
-  do {                              \
-    auto _r = (expr);               \
-    if (!_r.ok()) return _r.status(); \
-    lhs = *_r;                      \
-  } while (0)
-
 constexpr int64_t kMaxCapacity = 1'000'000'000'000;
 
 struct Pool {
@@ -69,7 +57,7 @@ StatusOr<int64_t> OneOf(const Ctx& c, const YAML::Node& m, const char* a, int64_
   if (!na && !nb) return c.Err(m, a, std::string("missing (or give ") + b + ")");
   if (na) {
     int64_t v = 0;
-    ASSIGN_OR_RETURN(v, Int(c, na, a, 0, kMaxCapacity / scale_a));
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, na, a, 0, kMaxCapacity / scale_a));
     return v * scale_a;
   }
   return Int(c, nb, b, 0, kMaxCapacity);
@@ -106,26 +94,26 @@ StatusOr<ClusterState> ParseClusterSpec(const std::string& text, const std::stri
     }
     std::string name;
     REQUIRE_FIELD(name_node, p, "name");
-    ASSIGN_OR_RETURN(name, Str(c, name_node, "name"));
+    ESTUARY_ASSIGN_OR_RETURN(name, Str(c, name_node, "name"));
     if (pool_by_name.count(name)) return c.Err(name_node, "name", "duplicate pool '" + name + "'");
     Pool pool;
     REQUIRE_FIELD(gpus_node, p, "gpus_per_node");
     int64_t gpus = 0;
-    ASSIGN_OR_RETURN(gpus, Int(c, gpus_node, "gpus_per_node", 0, kMaxGpusPerNode));
+    ESTUARY_ASSIGN_OR_RETURN(gpus, Int(c, gpus_node, "gpus_per_node", 0, kMaxGpusPerNode));
     pool.gpus = static_cast<int32_t>(gpus);
     const YAML::Node model = p["gpu_model"];
     if (pool.gpus > 0) {
       if (!model) return c.Err(p, "gpu_model", "missing (pool '" + name + "' has GPUs)");
       std::string m;
-      ASSIGN_OR_RETURN(m, Str(c, model, "gpu_model"));
+      ESTUARY_ASSIGN_OR_RETURN(m, Str(c, model, "gpu_model"));
       auto id = state.models().Intern(m);
       if (!id.ok()) return c.Err(model, "gpu_model", id.status().message());
       pool.model = *id;
     } else if (model) {
       return c.Err(model, "gpu_model", "a pool without GPUs has no GPU model");
     }
-    ASSIGN_OR_RETURN(pool.cpu_milli, OneOf(c, p, "cpu_cores", 1000, "cpu_milli"));
-    ASSIGN_OR_RETURN(pool.mem_mib, OneOf(c, p, "memory_gib", 1024, "memory_mib"));
+    ESTUARY_ASSIGN_OR_RETURN(pool.cpu_milli, OneOf(c, p, "cpu_cores", 1000, "cpu_milli"));
+    ESTUARY_ASSIGN_OR_RETURN(pool.mem_mib, OneOf(c, p, "memory_gib", 1024, "memory_mib"));
     pool_by_name[name] = pool;
   }
 
@@ -138,13 +126,13 @@ StatusOr<ClusterState> ParseClusterSpec(const std::string& text, const std::stri
       if (!p.IsMap()) return c.Err(p, "planes", "expected a mapping per plane");
       std::string name;
       REQUIRE_FIELD(plane_name, p, "name");
-      ASSIGN_OR_RETURN(name, Str(c, plane_name, "name"));
+      ESTUARY_ASSIGN_OR_RETURN(name, Str(c, plane_name, "name"));
       REQUIRE_FIELD(levels, p, "levels");
       if (!levels.IsSequence()) return c.Err(levels, "levels", "expected a list of level names");
       std::vector<std::string> ls;
       for (const YAML::Node& l : levels) {
         std::string s;
-        ASSIGN_OR_RETURN(s, Str(c, l, "levels"));
+        ESTUARY_ASSIGN_OR_RETURN(s, Str(c, l, "levels"));
         ls.push_back(s);
       }
       auto plane = state.topology().AddPlane(name, ls);
@@ -175,16 +163,16 @@ StatusOr<ClusterState> ParseClusterSpec(const std::string& text, const std::stri
     int64_t count = 1;
     std::string base;
     if (prefix_node) {
-      ASSIGN_OR_RETURN(base, Str(c, prefix_node, "name_prefix"));
+      ESTUARY_ASSIGN_OR_RETURN(base, Str(c, prefix_node, "name_prefix"));
       REQUIRE_FIELD(count_node, entry, "count");
-      ASSIGN_OR_RETURN(count, Int(c, count_node, "count", 1, 1'000'000));
+      ESTUARY_ASSIGN_OR_RETURN(count, Int(c, count_node, "count", 1, 1'000'000));
     } else {
-      ASSIGN_OR_RETURN(base, Str(c, name_node, "name"));
+      ESTUARY_ASSIGN_OR_RETURN(base, Str(c, name_node, "name"));
       if (entry["count"]) return c.Err(entry["count"], "count", "count goes with name_prefix, not name");
     }
     REQUIRE_FIELD(pool_node, entry, "pool");
     std::string pool_name;
-    ASSIGN_OR_RETURN(pool_name, Str(c, pool_node, "pool"));
+    ESTUARY_ASSIGN_OR_RETURN(pool_name, Str(c, pool_node, "pool"));
     auto pool_it = pool_by_name.find(pool_name);
     if (pool_it == pool_by_name.end()) return c.Err(pool_node, "pool", "unknown pool '" + pool_name + "'");
     // Domains: level name -> domain name; every level of every plane must be given.
@@ -198,7 +186,7 @@ StatusOr<ClusterState> ParseClusterSpec(const std::string& text, const std::stri
         auto lv = level_of.find(level);
         if (lv == level_of.end()) return c.Err(it->first, "domains", "unknown level '" + level + "'");
         std::string d;
-        ASSIGN_OR_RETURN(d, Str(c, it->second, "domains." + level));
+        ESTUARY_ASSIGN_OR_RETURN(d, Str(c, it->second, "domains." + level));
         per_plane[lv->second.first.value()][lv->second.second] = d;
       }
     }

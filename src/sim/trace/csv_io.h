@@ -19,11 +19,3 @@ Status CheckReadableFile(const std::string& path);
 Status CsvError(const std::string& path, const io::error::base& e);
 
 }  // namespace estuary::csvio
-
-// Assigns the value of a StatusOr expression or returns its Status.
-#define ASSIGN_OR_RETURN_FIELD(lhs, expr) \
-  do {                                    \
-    auto _v = (expr);                     \
-    if (!_v.ok()) return _v.status();     \
-    lhs = *_v;                            \
-  } while (0)

@@ -26,7 +26,7 @@ constexpr int64_t kMaxGiB = kMaxFieldValue / 1024;
 // The GPU count of `text`: an integer in [0, kMaxGpusPerNode].
 StatusOr<int32_t> ParseGpuCount(const FieldRef& ref, const std::string& text) {
   int64_t g = 0;
-  ASSIGN_OR_RETURN_FIELD(g, ParseNonNegative(ref, text));
+  ESTUARY_ASSIGN_OR_RETURN(g, ParseNonNegative(ref, text));
   if (g > kMaxGpusPerNode) {
     return InvalidArgument(ref.Prefix() + std::to_string(g) + " GPUs exceed the limit of " +
                            std::to_string(kMaxGpusPerNode) + " per node");
@@ -69,10 +69,10 @@ StatusOr<std::vector<NodeRow>> ReadSpotGpuNodes(const std::string& path, MemMiB 
       ESTUARY_RETURN_IF_ERROR(names.Add(at_name, name));
       r.name = name;
       int64_t cores = 0;
-      ASSIGN_OR_RETURN_FIELD(cores, ParseNonNegative({&path, r.line, "cpu_num"}, cpu, kMaxCores));
+      ESTUARY_ASSIGN_OR_RETURN(cores, ParseNonNegative({&path, r.line, "cpu_num"}, cpu, kMaxCores));
       r.cpu_milli = cores * 1000;
       r.mem_mib = mem_per_node;
-      ASSIGN_OR_RETURN_FIELD(r.gpus, ParseGpuCount({&path, r.line, "gpu_capacity_num"}, gpus));
+      ESTUARY_ASSIGN_OR_RETURN(r.gpus, ParseGpuCount({&path, r.line, "gpu_capacity_num"}, gpus));
       const FieldRef at_model{&path, r.line, "gpu_model"};
       if (r.gpus > 0 && model.empty()) return InvalidArgument(at_model.Prefix() + "a node with GPUs needs a GPU model");
       if (model.find('|') != std::string::npos) {
@@ -108,12 +108,12 @@ StatusOr<std::vector<NodeRow>> ReadPaiMachines(const std::string& path) {
       ESTUARY_RETURN_IF_ERROR(names.Add(at_name, machine));
       r.name = machine;
       int64_t cores = 0, gib = 0;
-      ASSIGN_OR_RETURN_FIELD(cores, ParseNonNegative({&path, r.line, "cap_cpu"}, cpu, kMaxCores));
-      ASSIGN_OR_RETURN_FIELD(gib, ParseNonNegative({&path, r.line, "cap_mem"}, mem, kMaxGiB));
+      ESTUARY_ASSIGN_OR_RETURN(cores, ParseNonNegative({&path, r.line, "cap_cpu"}, cpu, kMaxCores));
+      ESTUARY_ASSIGN_OR_RETURN(gib, ParseNonNegative({&path, r.line, "cap_mem"}, mem, kMaxGiB));
       r.cpu_milli = cores * 1000;
       r.mem_mib = gib * 1024;
       const FieldRef at_gpus{&path, r.line, "cap_gpu"};
-      ASSIGN_OR_RETURN_FIELD(r.gpus, ParseGpuCount(at_gpus, gpus));
+      ESTUARY_ASSIGN_OR_RETURN(r.gpus, ParseGpuCount(at_gpus, gpus));
       const FieldRef at_type{&path, r.line, "gpu_type"};
       if (type.empty()) return InvalidArgument(at_type.Prefix() + "empty GPU type (CPU-only machines say 'CPU')");
       if (type.find('|') != std::string::npos) {

@@ -31,10 +31,10 @@ StatusOr<std::vector<NodeRow>> ReadOpenbNodes(const std::string& path) {
       r.line = in.get_file_line();
       if (sn.empty()) return InvalidArgument(path + ":" + std::to_string(r.line) + ": column 'sn': empty node name");
       r.name = sn;
-      ASSIGN_OR_RETURN_FIELD(r.cpu_milli, ParseNonNegative({&path, r.line, "cpu_milli"}, cpu));
-      ASSIGN_OR_RETURN_FIELD(r.mem_mib, ParseNonNegative({&path, r.line, "memory_mib"}, mem));
+      ESTUARY_ASSIGN_OR_RETURN(r.cpu_milli, ParseNonNegative({&path, r.line, "cpu_milli"}, cpu));
+      ESTUARY_ASSIGN_OR_RETURN(r.mem_mib, ParseNonNegative({&path, r.line, "memory_mib"}, mem));
       int64_t g = 0;
-      ASSIGN_OR_RETURN_FIELD(g, ParseNonNegative({&path, r.line, "gpu"}, gpu));
+      ESTUARY_ASSIGN_OR_RETURN(g, ParseNonNegative({&path, r.line, "gpu"}, gpu));
       if (g > kMaxGpusPerNode) {
         return InvalidArgument(FieldRef{&path, r.line, "gpu"}.Prefix() + std::to_string(g) +
                                " GPUs exceed the limit of " + std::to_string(kMaxGpusPerNode) + " per node");
@@ -75,11 +75,11 @@ StatusOr<OpenbTaskList> ReadOpenbTasks(const std::string& path) {
       r.line = in.get_file_line();
       if (name.empty()) return InvalidArgument(path + ":" + std::to_string(r.line) + ": column 'name': empty task name");
       r.name = name;
-      ASSIGN_OR_RETURN_FIELD(r.cpu_milli, ParseNonNegative({&path, r.line, "cpu_milli"}, cpu));
-      ASSIGN_OR_RETURN_FIELD(r.mem_mib, ParseNonNegative({&path, r.line, "memory_mib"}, mem));
+      ESTUARY_ASSIGN_OR_RETURN(r.cpu_milli, ParseNonNegative({&path, r.line, "cpu_milli"}, cpu));
+      ESTUARY_ASSIGN_OR_RETURN(r.mem_mib, ParseNonNegative({&path, r.line, "memory_mib"}, mem));
       int64_t n = 0, m = 0;
-      ASSIGN_OR_RETURN_FIELD(n, ParseNonNegative({&path, r.line, "num_gpu"}, ngpu));
-      ASSIGN_OR_RETURN_FIELD(m, ParseNonNegative({&path, r.line, "gpu_milli"}, milli));
+      ESTUARY_ASSIGN_OR_RETURN(n, ParseNonNegative({&path, r.line, "num_gpu"}, ngpu));
+      ESTUARY_ASSIGN_OR_RETURN(m, ParseNonNegative({&path, r.line, "gpu_milli"}, milli));
       if (m > kMilliPerGpu) {
         return InvalidArgument(FieldRef{&path, r.line, "gpu_milli"}.Prefix() + "value " + std::to_string(m) +
                                " exceeds 1000 (one whole GPU)");
@@ -101,9 +101,9 @@ StatusOr<OpenbTaskList> ReadOpenbTasks(const std::string& path) {
       r.gpu_spec = spec;
       r.qos = qos;
       r.phase = phase;
-      ASSIGN_OR_RETURN_FIELD(r.creation_time, ParseOptionalNonNegative({&path, r.line, "creation_time"}, ct));
-      ASSIGN_OR_RETURN_FIELD(r.deletion_time, ParseOptionalNonNegative({&path, r.line, "deletion_time"}, dt));
-      ASSIGN_OR_RETURN_FIELD(r.scheduled_time, ParseOptionalNonNegative({&path, r.line, "scheduled_time"}, st));
+      ESTUARY_ASSIGN_OR_RETURN(r.creation_time, ParseOptionalNonNegative({&path, r.line, "creation_time"}, ct));
+      ESTUARY_ASSIGN_OR_RETURN(r.deletion_time, ParseOptionalNonNegative({&path, r.line, "deletion_time"}, dt));
+      ESTUARY_ASSIGN_OR_RETURN(r.scheduled_time, ParseOptionalNonNegative({&path, r.line, "scheduled_time"}, st));
       out.rows.push_back(std::move(r));
     }
   } catch (const io::error::base& e) {
