@@ -386,5 +386,14 @@ TEST_F(Cli, ClusterCheckRejectsABadSpecNamingFileLineAndField) {
   EXPECT_TRUE(RejectedWith(RunEstuary({"cluster", "check", (dir_.path() / "missing.yaml").string()}), {"cannot open file"}));
 }
 
+TEST_F(Cli, SimulateRejectsABadScenarioNamingFileLineAndField) {
+  const std::string sc = WriteFile(dir_, "s.yaml",
+                                   "name: t\ncluster:\n  spec: c.yaml\njobs:\n  - {name: j, replicas: 10, step: 4, gpus: 8}\n"
+                                   "configurations:\n  - {name: a}\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc}), {sc + ":5: field 'step'"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", (dir_.path() / "none.yaml").string()}), {"cannot open file"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--out", nodes_ + "/x"}), {"--out"}));
+}
+
 }  // namespace
 }  // namespace estuary
