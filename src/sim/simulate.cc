@@ -1,6 +1,7 @@
 #include "sim/simulate.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <deque>
 #include <queue>
@@ -294,12 +295,31 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   m["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s);
   int64_t started = 0;
   std::vector<double> delays, large_delays;
+  // Delay by job size (GPUs at max replicas): [lo, hi) buckets.
+  struct SizeBucket {
+    const char* name;
+    int64_t lo, hi;
+    std::vector<double> delays;
+  };
+  std::vector<SizeBucket> buckets = {{"lt8", 0, 8, {}}, {"8to127", 8, 128, {}}, {"128to511", 128, 512, {}},
+                                     {"ge512", 512, INT64_MAX, {}}};
   for (const SimJob& j : jobs) {
     if (j.submit >= sc.duration_s) continue;
     started += j.first_start >= 0;
     const double d = static_cast<double>((j.first_start >= 0 ? j.first_start : sc.duration_s) - j.submit);
     delays.push_back(d);
     if (j.large) large_delays.push_back(d);
+    const int64_t gpus = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count;
+    for (SizeBucket& b : buckets) {
+      if (gpus >= b.lo && gpus < b.hi) b.delays.push_back(d);
+    }
+  }
+  for (const SizeBucket& b : buckets) {
+    if (b.delays.empty()) continue;
+    m[std::string("sched_delay_p90_gpus_") + b.name + "_s"] = Percentile(b.delays, 90);
+    double sum = 0;
+    for (double d : b.delays) sum += d;
+    m[std::string("sched_delay_mean_gpus_") + b.name + "_s"] = sum / static_cast<double>(b.delays.size());
   }
   m["jobs_started_count"] = static_cast<double>(started);
   m["jobs_pending_end_count"] = static_cast<double>(pending.size());

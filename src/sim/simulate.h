@@ -15,6 +15,10 @@
 //   sched_delay_p90_s, sched_delay_p90_large_s     first start - submit; jobs still waiting at
 //                                                  the end count with their wait so far; "large":
 //                                                  >= 128 GPUs at max replicas
+//   sched_delay_p90_gpus_B_s, sched_delay_mean_gpus_B_s
+//                                                  the same by job size (GPUs at max replicas),
+//                                                  B = lt8, 8to127, 128to511, ge512 (buckets
+//                                                  without jobs are left out)
 //   stranded_gpus_8g_mean                          stranded GPUs of the 8G64C probe (metrics.md §3),
 //                                                  sampled every sample_interval_s and averaged
 //   within_asw_fulfillable_128_count, within_asw_fulfillable_256_count,
