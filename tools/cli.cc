@@ -3,10 +3,14 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "sched/plugins/register.h"
 #include "sim/cluster/cluster_spec.h"
@@ -16,7 +20,6 @@
 #include "sim/replay.h"
 #include "sim/scenario.h"
 #include "sim/simulate.h"
-#include <iomanip>
 #include "sim/trace/openb_reader.h"
 
 namespace estuary {
@@ -317,6 +320,7 @@ int RunClusterCheck(const ClusterFlags& f) {
 struct SimulateFlags {
   std::string scenario, out;
   bool check_invariants = false;
+  int threads = 0;  // 0: one per hardware thread
 };
 
 int RunSimulateCommand(const SimulateFlags& f) {
@@ -329,14 +333,27 @@ int RunSimulateCommand(const SimulateFlags& f) {
   auto cluster = LoadScenarioCluster(*sc);
   if (!cluster.ok()) return Fail(cluster.status());
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::vector<SimulateResult>> results;
-  for (const SchedulerConfig& c : sc->configurations) {
-    results.emplace_back();
-    for (uint64_t seed : sc->seeds) {
-      auto r = RunScenario(*sc, *cluster, c, seed, f.check_invariants);
-      if (!r.ok()) return Fail(r.status());
-      results.back().push_back(std::move(r).value());
+  // Every (configuration, seed) run is independent (its own copy of the cluster): they run on
+  // `threads` threads; results and the first error (in configuration, seed order) do not depend
+  // on the thread count.
+  const size_t nc = sc->configurations.size(), ns = sc->seeds.size();
+  std::vector<std::optional<StatusOr<SimulateResult>>> runs(nc * ns);
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t k = next++; k < runs.size(); k = next++) {
+      runs[k] = RunScenario(*sc, *cluster, sc->configurations[k / ns], sc->seeds[k % ns], f.check_invariants);
     }
+  };
+  const size_t threads = std::min<size_t>(
+      runs.size(), f.threads > 0 ? static_cast<size_t>(f.threads) : std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  std::vector<std::vector<SimulateResult>> results(nc);
+  for (size_t k = 0; k < runs.size(); ++k) {
+    if (!runs[k]->ok()) return Fail(runs[k]->status());
+    results[k / ns].push_back(std::move(*runs[k]).value());
   }
   const double wall = Seconds(start);
   std::printf("simulate %s: %zu nodes, %zu configurations, %zu seeds, %.2f s\n", sc->name.c_str(), cluster->num_nodes(),
@@ -398,6 +415,8 @@ int RunCli(int argc, char** argv) {
   simulate->add_option("scenario", sf.scenario, "the scenario file (YAML; docs/simulate.md)")->required();
   simulate->add_option("--out", sf.out, "output directory: summary.json, timeseries.csv, report.html");
   simulate->add_flag("--check-invariants", sf.check_invariants, "check ClusterState invariants after every event time");
+  simulate->add_option("--threads", sf.threads, "runs (configuration x seed) in parallel; default: one per hardware thread")
+      ->check(CLI::Range(1, 1024));
 
   ClusterFlags cf;
   CLI::App* cluster = app.add_subcommand("cluster", "cluster spec files: generate ASI-like clusters, check a spec");

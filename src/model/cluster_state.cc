@@ -100,6 +100,7 @@ void ClusterState::SyncFit(const Node& n) {
   f.version = n.version;
   f.model = n.spec.model;
   f.schedulable = n.Schedulable();
+  f.reserved_for = n.reservation.valid() ? reservations_[n.reservation.value()].owner : JobId();
   change_ring_[change_seq_ % kChangeRing] = n.id;
   ++change_seq_;
 }
@@ -208,6 +209,41 @@ void ClusterState::SetNodeState(NodeId node, NodeState state) {
   ++epoch_;
 }
 
+ReservationId ClusterState::AddReservation(JobId owner, std::span<const NodeId> nodes) {
+  ESTUARY_CHECK(owner.valid() && owner.value() < jobs_.size() && !jobs_[owner.value()].reservation.valid());
+  Reservation r;
+  r.id = ReservationId(static_cast<uint32_t>(reservations_.size()));
+  r.owner = owner;
+  r.active = true;
+  r.nodes.assign(nodes.begin(), nodes.end());
+  reservations_.push_back(std::move(r));
+  jobs_[owner.value()].reservation = reservations_.back().id;
+  for (NodeId id : nodes) {
+    Node& n = nodes_[id.value()];
+    ESTUARY_CHECK(!n.reservation.valid());
+    n.reservation = reservations_.back().id;
+    ++n.version;
+    SyncFit(n);
+  }
+  ++epoch_;
+  return reservations_.back().id;
+}
+
+void ClusterState::ReleaseReservation(ReservationId id) {
+  Reservation& r = reservations_[id.value()];
+  if (!r.active) return;
+  for (NodeId nid : r.nodes) {
+    Node& n = nodes_[nid.value()];
+    n.reservation = ReservationId();
+    ++n.version;
+    SyncFit(n);
+  }
+  r.nodes.clear();
+  r.active = false;
+  jobs_[r.owner.value()].reservation = ReservationId();
+  ++epoch_;
+}
+
 Status ClusterState::CheckInvariants() const {
   auto fail = [](const std::string& what) { return Internal("invariant broken: " + what); };
   int64_t alloc_gpu = 0, alloc_cpu = 0, bound = 0;
@@ -264,7 +300,8 @@ Status ClusterState::CheckInvariants() const {
     const NodeFit& fit = fits_[i];
     if (fit.gpu_free_total != n.gpu_free_total || fit.cpu_free != n.cpu_free || fit.mem_free != n.mem_free || fit.full_free_gpus != n.full_free_gpus ||
         fit.max_gpu_free != n.max_gpu_free || fit.version != n.version || fit.model != n.spec.model ||
-        fit.schedulable != n.Schedulable()) {
+        fit.schedulable != n.Schedulable() ||
+        fit.reserved_for != (n.reservation.valid() ? reservations_[n.reservation.value()].owner : JobId())) {
       return fail("packed filter view of node '" + n.spec.name + "'");
     }
     for (TaskId id : n.tasks) {
@@ -275,6 +312,31 @@ Status ClusterState::CheckInvariants() const {
     }
   }
   if (total_gpu != total_gpu_milli_ || total_cpu != total_cpu_milli_) return fail("cluster capacity totals");
+  size_t held = 0;
+  for (const Reservation& r : reservations_) {
+    if (!r.active) {
+      if (!r.nodes.empty()) return fail("released reservation " + std::to_string(r.id.value()) + " lists nodes");
+      continue;
+    }
+    if (jobs_[r.owner.value()].reservation != r.id) {
+      return fail("job '" + jobs_[r.owner.value()].spec.name + "' does not record its reservation");
+    }
+    for (NodeId id : r.nodes) {
+      if (nodes_[id.value()].reservation != r.id) {
+        return fail("node '" + nodes_[id.value()].spec.name + "' is not held by the reservation listing it");
+      }
+    }
+    held += r.nodes.size();
+  }
+  size_t marked = 0;
+  for (const Node& n : nodes_) marked += n.reservation.valid();
+  if (held != marked) return fail("nodes marked as held differ from the nodes reservations list");
+  for (const Job& j : jobs_) {
+    if (j.reservation.valid() && (!reservations_[j.reservation.value()].active ||
+                                  reservations_[j.reservation.value()].owner != j.id)) {
+      return fail("job '" + j.spec.name + "' records a reservation it does not own");
+    }
+  }
   size_t indexed = 0;
   for (int k = 0; k <= kMaxGpusPerNode; ++k) {
     for (size_t p = 0; p < by_full_free_[k].size(); ++p) {

@@ -7,7 +7,9 @@
 //  - every bound task sits on an existing node, on distinct GPU indices < the node's GPU count,
 //    and appears exactly once in that node's task list; pending tasks hold no resources;
 //  - every node's free amounts equal its capacity minus the requests of its bound tasks, and the
-//    cluster-wide allocation totals equal the sum over nodes.
+//    cluster-wide allocation totals equal the sum over nodes;
+//  - a node is held by at most one reservation, exactly when an active reservation lists it, and
+//    its owner job records that reservation.
 // Thread-safety: none; one scheduling cycle or simulator step owns the state at a time.
 #pragma once
 
@@ -45,8 +47,10 @@ struct Node {
   int32_t full_free_gpus = 0;   // GPUs with gpu_free == 1000
   MilliGpu max_gpu_free = 0;    // largest gpu_free over the node's GPUs (0 without GPUs)
   int64_t gpu_free_total = 0;   // sum of gpu_free
-  uint32_t version = 1;         // bumped on every change of the node's free capacity or tasks
+  uint32_t version = 1;         // bumped on every change of the node's free capacity, tasks,
+                                // state or reservation
   std::vector<TaskId> tasks;    // bound tasks, in bind order
+  ReservationId reservation;    // the reservation holding the node (invalid: none)
 
   bool Schedulable() const { return state == NodeState::kReady; }
 };
@@ -61,6 +65,17 @@ struct NodeFit {
   uint32_t version = 1;
   GpuModelId model;
   bool schedulable = true;
+  JobId reserved_for;  // the owner of the reservation holding the node (invalid: none)
+};
+
+// A hold on whole nodes for one job — a gang that waited too long for room. While held, a node
+// takes new tasks of the owner only (Session::DecideAmong); work already on it keeps running,
+// so the node drains toward the owner. Released when the owner starts or the hold is re-planned.
+struct Reservation {
+  ReservationId id;
+  JobId owner;
+  std::vector<NodeId> nodes;  // empty once released
+  bool active = false;
 };
 
 // Free capacity of one topology domain, summed over its nodes.
@@ -112,6 +127,7 @@ struct Job {
   JobId id;
   JobSpec spec;
   std::vector<TaskId> tasks;
+  ReservationId reservation;  // the active reservation this job owns (invalid: none)
 };
 
 class ClusterState {
@@ -145,6 +161,14 @@ class ClusterState {
   // Ends a task: frees what it held (when bound) and marks it finished.
   void Finish(TaskId task);
   void SetNodeState(NodeId node, NodeState state);
+  // Holds `nodes` for `owner` (see Reservation). REQUIRES: the owner holds no reservation, the
+  // nodes are distinct and none is held.
+  ReservationId AddReservation(JobId owner, std::span<const NodeId> nodes);
+  // Lets go of every node of an active reservation and clears its owner's record.
+  void ReleaseReservation(ReservationId id);
+  const Reservation& reservation(ReservationId id) const { return reservations_[id.value()]; }
+  // Every reservation ever made, active or released, indexed by ReservationId.
+  const std::vector<Reservation>& reservations() const { return reservations_; }
 
   const Node& node(NodeId id) const { return nodes_[id.value()]; }
   const Task& task(TaskId id) const { return tasks_[id.value()]; }
@@ -204,6 +228,7 @@ class ClusterState {
   std::vector<NodeFit> fits_;
   std::vector<Task> tasks_;
   std::vector<Job> jobs_;
+  std::vector<Reservation> reservations_;
   int64_t total_gpu_milli_ = 0;
   int64_t allocated_gpu_milli_ = 0;
   MilliCpu total_cpu_milli_ = 0;

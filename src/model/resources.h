@@ -22,10 +22,12 @@ struct NodeTag {};
 struct TaskTag {};
 struct JobTag {};
 struct GpuModelTag {};
+struct ReservationTag {};
 using NodeId = StrongId<NodeTag>;
 using TaskId = StrongId<TaskTag>;
 using JobId = StrongId<JobTag>;
 using GpuModelId = StrongId<GpuModelTag>;
+using ReservationId = StrongId<ReservationTag>;
 
 // A set of GPU models as a bit mask over GpuModelId values (at most 64 models per cluster).
 // The empty set means "any model".

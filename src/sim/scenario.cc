@@ -133,7 +133,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   const YAML::Node root = loaded;
   if (!root.IsMap()) return InvalidArgument(path + ":1: expected a mapping");
   ESTUARY_RETURN_IF_ERROR(Known(c, root, {"name", "duration_s", "sample_interval_s", "seeds", "cluster", "jobs",
-                                          "generator", "events", "configurations"}));
+                                          "generator", "events", "network", "configurations"}));
   Scenario s;
   s.path = path;
   ESTUARY_ASSIGN_OR_RETURN(s.name, Str(c, root, "name", true));
@@ -223,6 +223,21 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       s.events.push_back(e);
     }
   }
+  if (const YAML::Node m = root["network"]) {
+    if (!m.IsMap()) return c.Err(m, "network", "expected a mapping {plane, level, cross_domain_slowdown_pct, comm_share_pct}");
+    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"plane", "level", "cross_domain_slowdown_pct", "comm_share_pct"}));
+    NetworkModel& n = s.network;
+    n.enabled = true;
+    n.line = m.Mark().line + 1;
+    std::string v;
+    ESTUARY_ASSIGN_OR_RETURN(v, Str(c, m, "plane", false));
+    if (!v.empty()) n.plane = v;
+    ESTUARY_ASSIGN_OR_RETURN(v, Str(c, m, "level", false));
+    if (!v.empty()) n.level = v;
+    ESTUARY_ASSIGN_OR_RETURN(n.cross_domain_slowdown_pct,
+                             Int(c, m, "cross_domain_slowdown_pct", n.cross_domain_slowdown_pct, 0, 1000));
+    ESTUARY_ASSIGN_OR_RETURN(n.comm_share_pct, Int(c, m, "comm_share_pct", n.comm_share_pct, 0, 100));
+  }
   // Configurations.
   const YAML::Node confs = root["configurations"];
   if (!confs || !confs.IsSequence() || confs.size() == 0) {
@@ -230,7 +245,8 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   }
   std::set<std::string> conf_names;
   for (const YAML::Node& m : confs) {
-    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology"}));
+    if (!m.IsMap()) return c.Err(m, "configurations", "expected a mapping per configuration");
+    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve"}));
     SchedulerConfig sc;
     ESTUARY_ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
     if (!conf_names.insert(sc.name).second) return c.Err(m["name"], "name", "duplicate configuration '" + sc.name + "'");
@@ -241,6 +257,16 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
     if (!p.ok()) return c.Err(m["policy"], "policy", p.status().message());
     ESTUARY_ASSIGN_OR_RETURN(sc.align, Bool(c, m, "align", true));
     ESTUARY_ASSIGN_OR_RETURN(sc.topology, Bool(c, m, "topology", true));
+    if (const YAML::Node r = m["reserve"]) {
+      if (!r.IsMap()) return c.Err(r, "reserve", "expected a mapping {after_s, max_jobs, min_gpus, replan_s}");
+      ESTUARY_RETURN_IF_ERROR(Known(c, r, {"after_s", "max_jobs", "min_gpus", "replan_s"}));
+      ReserveConfig& rc = sc.reserve;
+      rc.enabled = true;
+      ESTUARY_ASSIGN_OR_RETURN(rc.after_s, Int(c, r, "after_s", rc.after_s, 0, kMaxTime));
+      ESTUARY_ASSIGN_OR_RETURN(rc.max_jobs, Int(c, r, "max_jobs", rc.max_jobs, 1, 1'000'000));
+      ESTUARY_ASSIGN_OR_RETURN(rc.min_gpus, Int(c, r, "min_gpus", rc.min_gpus, 0, int64_t{1} << 40));
+      ESTUARY_ASSIGN_OR_RETURN(rc.replan_s, Int(c, r, "replan_s", rc.replan_s, 1, kMaxTime));
+    }
     s.configurations.push_back(sc);
   }
   return s;

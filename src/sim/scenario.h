@@ -46,11 +46,36 @@ struct NodeEvent {
   bool fail = true;  // false: repair
 };
 
+// Head-of-line protection (ReserveAction): nodes are held for up to `max_jobs` jobs of at least
+// `min_gpus` GPUs (at max replicas) that have waited at least `after_s`, oldest first; holds are
+// re-planned every `replan_s` of simulated time.
+struct ReserveConfig {
+  bool enabled = false;  // on when the configuration has a `reserve:` mapping
+  int64_t after_s = 1800;
+  int64_t max_jobs = 1;
+  int64_t min_gpus = 128;
+  int64_t replan_s = 300;
+};
+
 struct SchedulerConfig {
   std::string name;
   std::string policy = "best-fit";
   bool align = true;
   bool topology = true;
+  ReserveConfig reserve;
+};
+
+// Placement-dependent run time: a multi-node job whose nodes span more than one domain of `level`
+// (plane `plane`) runs longer, because its collectives cross the slower links between domains:
+// run time × (1 + comm_share_pct/100 × cross_domain_slowdown_pct/100), rounded up to a second.
+// Alibaba measures all-reduce bandwidth 27% higher within one ASW than across ASWs.
+struct NetworkModel {
+  bool enabled = false;  // on when the scenario has a `network:` mapping
+  std::string plane = "data";
+  std::string level = "asw";
+  int64_t cross_domain_slowdown_pct = 27;
+  int64_t comm_share_pct = 40;
+  int line = 0;  // of the `network:` mapping, for errors
 };
 
 struct Scenario {
@@ -66,6 +91,7 @@ struct Scenario {
   std::vector<JobTemplate> jobs;
   JobStream stream;
   std::vector<NodeEvent> events;
+  NetworkModel network;
   std::vector<SchedulerConfig> configurations;
 };
 

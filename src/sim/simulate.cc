@@ -10,6 +10,7 @@
 #include "common/rng.h"
 #include "sched/actions/allocate.h"
 #include "sched/actions/failure.h"
+#include "sched/actions/reserve.h"
 #include "sched/plugins/register.h"
 #include "sim/capacity_metrics.h"
 #include "sim/cluster/cluster_spec.h"
@@ -182,7 +183,22 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     }
     return n;
   };
-  double free_asws = 0, free_pods = 0;
+  // The network model: the plane and level whose domains a multi-node job should not span.
+  std::optional<PlaneId> net_plane;
+  int net_level = 0;
+  const int64_t net_factor = 10000 + sc.network.comm_share_pct * sc.network.cross_domain_slowdown_pct;
+  int64_t slowed_runs = 0;
+  if (sc.network.enabled) {
+    const std::string where = sc.path + ":" + std::to_string(sc.network.line) + ": network: ";
+    net_plane = state.topology().FindPlane(sc.network.plane);
+    if (!net_plane) return InvalidArgument(where + "plane: the cluster has no plane '" + sc.network.plane + "'");
+    const auto l = state.topology().FindLevel(*net_plane, sc.network.level);
+    if (!l) return InvalidArgument(where + "level: plane '" + sc.network.plane + "' has no level '" + sc.network.level + "'");
+    net_level = *l;
+  }
+  double free_asws = 0, free_pods = 0, held_idle = 0;
+  int64_t reservations_made = 0;
+  SimTime next_replan = 0;
   std::deque<size_t> pending;
   int64_t infeasible = 0;
   std::vector<double> asws_per_large;
@@ -203,6 +219,11 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       }
       if (asw) free_asws += static_cast<double>(whole_free(*data, *asw));
       if (pod) free_pods += static_cast<double>(whole_free(*param, *pod));
+      if (config.reserve.enabled) {
+        int64_t idle = 0;
+        for (const NodeFit& f : state.fits()) idle += f.reserved_for.valid() ? f.gpu_free_total : 0;
+        held_idle += static_cast<double>(idle) / kMilliPerGpu;
+      }
       if (asw) {
         const auto f128 = JobsFulfillable(state, 128, "data", "asw");
         const auto f256 = JobsFulfillable(state, 256, "data", "asw");
@@ -224,7 +245,20 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       if (a.started) {
         j.started_at = now;
         if (j.first_start < 0) j.first_start = now;
-        events.push({now + j.duration, 0, i, now});
+        SimTime run = j.duration;
+        if (net_plane) {
+          std::set<uint32_t> domains, nodes;
+          for (TaskId t : state.job(j.id).tasks) {
+            if (state.task(t).state != TaskState::kBound) continue;
+            domains.insert(state.topology().NodeDomain(state.task(t).node, *net_plane, net_level).value());
+            nodes.insert(state.task(t).node.value());
+          }
+          if (nodes.size() > 1 && domains.size() > 1) {
+            run = (run * net_factor + 9999) / 10000;
+            ++slowed_runs;
+          }
+        }
+        events.push({now + run, 0, i, now});
         if (j.large && asw) {
           std::set<uint32_t> domains;
           for (TaskId t : state.job(j.id).tasks) {
@@ -277,6 +311,22 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       }
     }
     try_pending(t);
+    if (config.reserve.enabled && t >= next_replan) {
+      // Hold nodes for the oldest large jobs that waited too long (queue order is oldest first,
+      // requeued jobs at the front).
+      std::vector<JobId> waiting;
+      for (size_t i : pending) {
+        const SimJob& j = jobs[i];
+        if (int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count >= config.reserve.min_gpus &&
+            t - j.submit >= config.reserve.after_s) {
+          waiting.push_back(j.id);
+        }
+      }
+      const int made = ReserveAction::Renew(state, waiting, static_cast<int>(config.reserve.max_jobs), aopts);
+      reservations_made += made;
+      next_replan = t + config.reserve.replan_s;
+      if (made > 0) try_pending(t);
+    }
     if (failed) after_failure = std::make_pair(FreeNodes(state), UnusableGpus(state, jobs));
     if (check_invariants) {
       Status st = state.CheckInvariants();
@@ -324,6 +374,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   m["jobs_started_count"] = static_cast<double>(started);
   m["jobs_pending_end_count"] = static_cast<double>(pending.size());
   m["jobs_infeasible_count"] = static_cast<double>(infeasible);
+  if (sc.network.enabled) m["network_slowed_runs_count"] = static_cast<double>(slowed_runs);
+  if (config.reserve.enabled) m["reservations_made_count"] = static_cast<double>(reservations_made);
   m["sched_delay_p90_s"] = Percentile(delays, 90);
   if (!large_delays.empty()) m["sched_delay_p90_large_s"] = Percentile(large_delays, 90);
   if (samples > 0) {
@@ -335,6 +387,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       m["free_asws_mean"] = free_asws / static_cast<double>(samples);
     }
     if (pod) m["free_rdma_pods_mean"] = free_pods / static_cast<double>(samples);
+    if (config.reserve.enabled) m["held_idle_gpus_mean"] = held_idle / static_cast<double>(samples);
   }
   if (!asws_per_large.empty()) {
     double s = 0;

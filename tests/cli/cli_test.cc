@@ -395,5 +395,18 @@ TEST_F(Cli, SimulateRejectsABadScenarioNamingFileLineAndField) {
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--out", nodes_ + "/x"}), {"--out"}));
 }
 
+TEST_F(Cli, SimulateGivesTheSameSummaryOnOneThreadAsOnTwoAndRejectsZeroThreads) {
+  const std::string sc = (fs::path(ESTUARY_SOURCE_DIR) / "examples" / "topology-small.yaml").string();
+  const std::string one = (dir_.path() / "one").string(), two = (dir_.path() / "two").string();
+  ASSERT_EQ(RunEstuary({"simulate", sc, "--threads", "1", "--out", one}).exit_code, 0);
+  ASSERT_EQ(RunEstuary({"simulate", sc, "--threads", "2", "--out", two}).exit_code, 0);
+  const auto a = nlohmann::json::parse(ReadFile(one + "/summary.json"));
+  const auto b = nlohmann::json::parse(ReadFile(two + "/summary.json"));
+  EXPECT_EQ(a.at("configurations"), b.at("configurations"));
+  EXPECT_EQ(ReadFile(one + "/timeseries.csv"), ReadFile(two + "/timeseries.csv"));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--threads", "0"}), {"--threads"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--threads", "many"}), {"--threads"}));
+}
+
 }  // namespace
 }  // namespace estuary

@@ -12,6 +12,12 @@ JobAttempt AllocateAction::TryStart(Session& session, ClusterState& state, JobId
     if (spec.topology.required_level >= 0) return TryStartInDomain(session, state, job_id, step);
     if (spec.topology.preferred_level >= 0) return TryStartSpanning(session, state, job_id, step);
   }
+  if (state.job(job_id).reservation.valid()) {
+    // Session::Decide skips held nodes; a holder looks at every node, its own held ones included.
+    std::vector<NodeId> all(state.num_nodes());
+    for (uint32_t i = 0; i < all.size(); ++i) all[i] = NodeId(i);
+    return Place(session, state, job_id, &all, step);
+  }
   return Place(session, state, job_id, nullptr, step);
 }
 
@@ -70,14 +76,14 @@ JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& stat
     cap_now = 0;
     for (size_t i = 0; i < domains.size(); ++i) {
       if (UpperBound(state.domain_free(domains[i]).gpu_free_milli, req) == 0) continue;
-      for (NodeId n : topo.domain(domains[i]).nodes) cap[i] += ReplicasFitting(state.node(n), req, false);
+      for (NodeId n : topo.domain(domains[i]).nodes) cap[i] += ReplicasFitting(state, state.node(n), req, false, job_id);
       cap_now += cap[i];
     }
   }
   if (cap_now < need && ub_ever >= need) {
     cap_ever = 0;
     for (DomainId d : domains) {
-      for (NodeId n : topo.domain(d).nodes) cap_ever += ReplicasFitting(state.node(n), req, true);
+      for (NodeId n : topo.domain(d).nodes) cap_ever += ReplicasFitting(state, state.node(n), req, true);
     }
   }
   if (std::min<int64_t>(cap_now, pending) / step * step < need) {
@@ -124,8 +130,10 @@ JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& stat
   return PlaceSegments(session, state, job_id, segments, step);
 }
 
-int64_t AllocateAction::ReplicasFitting(const Node& n, const TaskRequest& r, bool capacity) {
+int64_t AllocateAction::ReplicasFitting(const ClusterState& state, const Node& n, const TaskRequest& r, bool capacity,
+                                        JobId job) {
   if (!capacity && !n.Schedulable()) return 0;
+  if (!capacity && n.reservation.valid() && state.reservation(n.reservation).owner != job) return 0;
   constexpr int64_t kMany = int64_t{1} << 40;
   const MilliCpu cpu = capacity ? n.spec.cpu_milli : n.cpu_free;
   const MemMiB mem = capacity ? n.spec.mem_mib : n.mem_free;
@@ -175,7 +183,7 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
         if (ub_ever > best_ever) best_ever = ub_ever, ever_bounded = true;
       } else {
         int64_t ever = 0;
-        for (NodeId n : topo.domain(d).nodes) ever += ReplicasFitting(state.node(n), req, true);
+        for (NodeId n : topo.domain(d).nodes) ever += ReplicasFitting(state, state.node(n), req, true);
         if (ever > best_ever) best_ever = ever, ever_bounded = false;
         feasible = ever >= need;
       }
@@ -185,7 +193,7 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
       continue;
     }
     int64_t now = 0;
-    for (NodeId n : topo.domain(d).nodes) now += ReplicasFitting(state.node(n), req, false);
+    for (NodeId n : topo.domain(d).nodes) now += ReplicasFitting(state, state.node(n), req, false, job_id);
     if (now > best_now || (now == best_now && now_bounded)) best_now = now, now_bounded = false;
     const int64_t granted = std::min(now, wanted) / step * step;
     if (granted >= need) {
@@ -260,6 +268,7 @@ JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, 
   }
   if (granted < placed) st.Rollback(checkpoints[granted]);
   st.Commit();
+  if (job.reservation.valid()) state.ReleaseReservation(job.reservation);
   a.started = true;
   a.granted = granted;
   return a;

@@ -20,6 +20,9 @@
 // (min(replicas it can hold now, replicas still to place)) keeps the job's GPU entropy over the
 // chosen domains lowest (ties: least spare capacity left, then domain order); replicas are then
 // placed domain by domain through the steps above.
+//
+// Reservations (ClusterState::AddReservation): a job may also use the nodes held for it; when it
+// starts, its reservation is released. Other jobs never use held nodes.
 #pragma once
 
 #include <span>
@@ -69,9 +72,10 @@ class AllocateAction {
  public:
   // Tries to start one job. REQUIRES: `session` was opened over `state`.
   static JobAttempt TryStart(Session& session, ClusterState& state, JobId job, const AllocateOptions& options = {});
-  // Replicas of `req` that fit on node `n` now (counting each node on its own), and would fit on
-  // the empty node (`capacity`).
-  static int64_t ReplicasFitting(const Node& n, const TaskRequest& req, bool capacity);
+  // Replicas of `req` (tasks of `job`) that fit on node `n` now (counting each node on its own;
+  // none on a node held for another job), and would fit on the empty node (`capacity`).
+  static int64_t ReplicasFitting(const ClusterState& state, const Node& n, const TaskRequest& req, bool capacity,
+                                 JobId job = JobId());
   // Tries each job of `queue` in order.
   static std::vector<JobAttempt> Run(Session& session, ClusterState& state, std::span<const JobId> queue);
 };

@@ -105,6 +105,7 @@ std::string Session::Explain(const Task& task) const {
     if (n > 0) s += ", " + std::to_string(n) + " " + what;
   };
   add(rej_.not_ready, "not ready");
+  add(rej_.held, "held for another job");
   add(rej_.model, "GPU model not allowed");
   add(rej_.cpu, "insufficient CPU");
   add(rej_.mem, "insufficient memory");
@@ -113,10 +114,10 @@ std::string Session::Explain(const Task& task) const {
   return s;
 }
 
-bool Session::FitsBuiltin(const TaskRequest& req, const NodeFit& n) const {
+bool Session::FitsBuiltin(const TaskRequest& req, const NodeFit& n, JobId owner) const {
   const bool gpu_task = req.NeedsGpu();
   const bool whole = gpu_task && !req.IsSharedGpu();
-  return n.schedulable && n.cpu_free >= req.cpu_milli && n.mem_free >= req.mem_mib &&
+  return n.schedulable && (!n.reserved_for.valid() || n.reserved_for == owner) && n.cpu_free >= req.cpu_milli && n.mem_free >= req.mem_mib &&
          (!gpu_task || (req.models.Admits(n.model) &&
                         (whole ? n.full_free_gpus >= req.gpu_count : n.max_gpu_free >= req.gpu_milli)));
 }
@@ -128,7 +129,7 @@ bool WorseEntry(const auto& a, const auto& b) { return a.score < b.score || (a.s
 
 void Session::IndexPush(ClassIndex& ci, const Task& task, NodeId id) {
   const NodeFit& f = state_.fits()[id.value()];
-  if (!FitsBuiltin(task.req, f)) return;
+  if (!FitsBuiltin(task.req, f, JobId())) return;
   const Node& node = state_.node(id);
   if (!filters_.empty() && !PassesFilterPlugins(task, node)) return;
   int64_t total = 0;
@@ -179,9 +180,11 @@ std::optional<Outcome> Session::DecideIndexed(const Task& task, uint32_t cls) {
   return out;
 }
 
-void Session::CountRejection(const TaskRequest& req, const NodeFit& n) {
+void Session::CountRejection(const TaskRequest& req, const NodeFit& n, JobId owner) {
   if (!n.schedulable) {
     ++rej_.not_ready;
+  } else if (n.reserved_for.valid() && n.reserved_for != owner) {
+    ++rej_.held;
   } else if (req.NeedsGpu() && !req.models.Admits(n.model)) {
     ++rej_.model;
   } else if (req.cpu_milli > n.cpu_free) {
@@ -224,10 +227,12 @@ Outcome Session::DecideImpl(TaskId task_id, const std::span<const NodeId>* among
   const bool gpu_task = req.NeedsGpu();
   const bool whole = gpu_task && !req.IsSharedGpu();
   const auto& fits = state_.fits();
+  // Only DecideAmong may use nodes held for the task's job (the index never holds held nodes).
+  const JobId owner = among != nullptr ? task.job : JobId();
   // Hot path: one combined test per node; the reason of a rejection is worked out only then.
   auto consider = [&](uint32_t i) {
-    if (!FitsBuiltin(req, fits[i])) {
-      CountRejection(req, fits[i]);
+    if (!FitsBuiltin(req, fits[i], owner)) {
+      CountRejection(req, fits[i], owner);
       return;
     }
     if (!filters_.empty() && !PassesFilterPlugins(task, nodes[i])) return;

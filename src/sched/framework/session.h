@@ -79,9 +79,11 @@ class Session {
   static StatusOr<std::unique_ptr<Session>> Open(const ClusterState& state, const Registry& registry,
                                                  const PluginContext& ctx, SessionOptions options);
 
-  // Decides where `task` would go now. REQUIRES: the task is pending.
+  // Decides where `task` would go now, among the nodes no reservation holds. REQUIRES: the task
+  // is pending.
   Outcome Decide(TaskId task);
-  // Like Decide, but only among `candidates` (e.g. the nodes of one topology domain); scans them.
+  // Like Decide, but only among `candidates` (e.g. the nodes of one topology domain), which may
+  // include nodes held for the task's own job; scans them.
   Outcome DecideAmong(TaskId task, std::span<const NodeId> candidates);
 
   const SessionOptions& options() const { return options_; }
@@ -100,7 +102,7 @@ class Session {
   std::string Explain(const Task& task) const;
   bool EverFits(const TaskRequest& req) const;
   // Counts why `n` failed the built-in resource fit (cold path of the filter).
-  [[gnu::noinline]] void CountRejection(const TaskRequest& req, const NodeFit& n);
+  [[gnu::noinline]] void CountRejection(const TaskRequest& req, const NodeFit& n, JobId owner);
   bool PassesFilterPlugins(const Task& task, const Node& node);
 
   struct Scorer {
@@ -131,7 +133,9 @@ class Session {
   // explains why).
   std::optional<Outcome> DecideIndexed(const Task& task, uint32_t cls);
   void IndexPush(ClassIndex& ci, const Task& task, NodeId id);
-  bool FitsBuiltin(const TaskRequest& req, const NodeFit& n) const;
+  // The built-in fit; nodes held by a reservation pass only for tasks of its `owner` (invalid:
+  // for no task).
+  bool FitsBuiltin(const TaskRequest& req, const NodeFit& n, JobId owner) const;
 
   const ClusterState& state_;
   SessionOptions options_;
@@ -152,7 +156,7 @@ class Session {
   std::vector<uint32_t> tied_;
   // Filter rejections of the last Decide(), by reason.
   struct Rejections {
-    int64_t not_ready = 0, model = 0, cpu = 0, mem = 0, gpu = 0, plugin = 0;
+    int64_t not_ready = 0, held = 0, model = 0, cpu = 0, mem = 0, gpu = 0, plugin = 0;
     std::string plugin_reason;
   } rej_;
   uint64_t cache_hits_ = 0, cache_misses_ = 0;

@@ -1,0 +1,115 @@
+// The scenario's network model: a multi-node job whose nodes span more than one ASW runs longer
+// (its collectives cross the slower links between ASWs); one inside an ASW does not. Also the
+// bad input of the `network:` and `reserve:` sections.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "sim/scenario.h"
+#include "sim/simulate.h"
+
+namespace estuary {
+namespace {
+
+const std::string kCluster = std::string(ESTUARY_SOURCE_DIR) + "/examples/clusters/two-asw.yaml";
+
+// On the two-ASW example (4 + 4 eight-GPU H800 nodes): `first` (`replicas` x 8 GPUs, 1000 s)
+// starts at 0; at 1 s a probe that needs all eight H800 nodes arrives and waits for it to end.
+// Both are 8-127 GPU jobs, so the mean delay of that bucket is (0 + probe's wait) / 2.
+StatusOr<SimulateResult> RunTwoJobs(const std::string& first, const std::string& network) {
+  auto sc = ParseScenario("name: t\nduration_s: 5000\ncluster:\n  spec: " + kCluster + "\n" + network +
+                              "jobs:\n  - " + first + "\n  - {name: probe, submit_s: 1, duration_s: 10, replicas: 8, gpus: 8}\n"
+                              "configurations:\n  - {name: a}\n",
+                          "s.yaml");
+  if (!sc.ok()) return sc.status();
+  auto cluster = LoadScenarioCluster(*sc);
+  if (!cluster.ok()) return cluster.status();
+  return RunScenario(*sc, *cluster, sc->configurations[0], 1, /*check_invariants=*/true);
+}
+
+const std::string kNetwork = "network: {plane: data, level: asw, cross_domain_slowdown_pct: 27, comm_share_pct: 40}\n";
+const std::string kSpanning = "{name: wide, duration_s: 1000, replicas: 6, gpus: 8}";  // 6 nodes > 4 per ASW
+const std::string kInside = "{name: narrow, duration_s: 1000, replicas: 4, gpus: 8, plane: data, required_level: asw}";
+
+TEST(NetworkModel, AJobSpanningTwoAswsRunsLongerByCommShareTimesSlowdown) {
+  // 1000 s x (1 + 0.40 x 0.27) = 1108 s: the probe starts at 1108, having waited 1107 s.
+  auto r = RunTwoJobs(kSpanning, kNetwork);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->metrics.at("network_slowed_runs_count"), 2);  // the probe spans both ASWs too
+  EXPECT_DOUBLE_EQ(r->metrics.at("sched_delay_mean_gpus_8to127_s"), (0 + 1107) / 2.0);
+}
+
+TEST(NetworkModel, AJobInsideOneAswRunsItsOwnDuration) {
+  auto r = RunTwoJobs(kInside, kNetwork);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->metrics.at("network_slowed_runs_count"), 1);  // the probe only
+  EXPECT_DOUBLE_EQ(r->metrics.at("sched_delay_mean_gpus_8to127_s"), (0 + 999) / 2.0);
+}
+
+TEST(NetworkModel, WithoutTheModelPlacementDoesNotChangeRunTime) {
+  auto r = RunTwoJobs(kSpanning, "");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->metrics.count("network_slowed_runs_count"), 0u);
+  EXPECT_DOUBLE_EQ(r->metrics.at("sched_delay_mean_gpus_8to127_s"), (0 + 999) / 2.0);
+}
+
+TEST(NetworkModel, RoundsTheLongerRunUpToAWholeSecond) {
+  // 1001 s x 1.108 = 1109.108 -> 1110 s; the probe waits 1109 s.
+  auto r = RunTwoJobs("{name: wide, duration_s: 1001, replicas: 6, gpus: 8}", kNetwork);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_DOUBLE_EQ(r->metrics.at("sched_delay_mean_gpus_8to127_s"), (0 + 1109) / 2.0);
+}
+
+TEST(NetworkModel, AnUnknownPlaneOrLevelIsNamedWhenTheScenarioMeetsItsCluster) {
+  auto plane = RunTwoJobs(kSpanning, "network: {plane: wan}\n");
+  ASSERT_FALSE(plane.ok());
+  EXPECT_EQ(plane.status().ExitCode(), 2);
+  EXPECT_EQ(plane.status().message(), "s.yaml:5: network: plane: the cluster has no plane 'wan'");
+  auto level = RunTwoJobs(kSpanning, "network: {plane: param, level: asw}\n");
+  ASSERT_FALSE(level.ok());
+  EXPECT_EQ(level.status().message(), "s.yaml:5: network: level: plane 'param' has no level 'asw'");
+}
+
+struct Bad {
+  const char* name;
+  std::string text;
+  const char* message;
+};
+
+class NetworkAndReserveBadInput : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(NetworkAndReserveBadInput, IsRejectedNamingTheLineAndField) {
+  auto s = ParseScenario("name: t\ncluster:\n  spec: c.yaml\njobs:\n  - {name: j, gpus: 8}\n" + GetParam().text, "s.yaml");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().ExitCode(), 2);
+  EXPECT_EQ(s.status().message().find('\n'), std::string::npos);
+  EXPECT_EQ(s.status().message().rfind(GetParam().message, 0), 0u) << s.status().message();
+}
+
+const std::string kConf = "configurations:\n  - {name: a}\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Scenarios, NetworkAndReserveBadInput,
+    ::testing::Values(
+        Bad{"CommShareAbove100", "network: {comm_share_pct: 150}\n" + kConf,
+            "s.yaml:6: field 'comm_share_pct': 150 is outside [0, 100]"},
+        Bad{"NegativeSlowdown", "network: {cross_domain_slowdown_pct: -5}\n" + kConf,
+            "s.yaml:6: field 'cross_domain_slowdown_pct': -5 is outside [0, 1000]"},
+        Bad{"NetworkNotAMapping", "network: fast\n" + kConf, "s.yaml:6: field 'network': expected a mapping"},
+        Bad{"UnknownNetworkField", "network: {latency: 5}\n" + kConf, "s.yaml:6: field 'latency': unknown field"},
+        Bad{"EmptyLevel", "network: {level: ''}\n" + kConf, "s.yaml:6: field 'level': expected a non-empty string"},
+        Bad{"ReserveNotAMapping", "configurations:\n  - {name: a, reserve: yes}\n",
+            "s.yaml:7: field 'reserve': expected a mapping"},
+        Bad{"ReserveZeroJobs", "configurations:\n  - {name: a, reserve: {max_jobs: 0}}\n",
+            "s.yaml:7: field 'max_jobs': 0 is outside [1, 1000000]"},
+        Bad{"ReserveNegativeWait", "configurations:\n  - {name: a, reserve: {after_s: -1}}\n",
+            "s.yaml:7: field 'after_s': -1 is outside [0, "},
+        Bad{"ReserveZeroReplan", "configurations:\n  - {name: a, reserve: {replan_s: 0}}\n",
+            "s.yaml:7: field 'replan_s': 0 is outside [1, "},
+        Bad{"ReserveUnknownField", "configurations:\n  - {name: a, reserve: {for: ever}}\n",
+            "s.yaml:7: field 'for': unknown field"},
+        Bad{"ConfigurationNotAMapping", "configurations:\n  - fast\n", "s.yaml:7: field 'configurations': expected a mapping"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace estuary
