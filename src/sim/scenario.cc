@@ -246,8 +246,9 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   std::set<std::string> conf_names;
   for (const YAML::Node& m : confs) {
     if (!m.IsMap()) return c.Err(m, "configurations", "expected a mapping per configuration");
-    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve"}));
+    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack"}));
     SchedulerConfig sc;
+    sc.line = m.Mark().line + 1;
     ESTUARY_ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
     if (!conf_names.insert(sc.name).second) return c.Err(m["name"], "name", "duplicate configuration '" + sc.name + "'");
     std::string policy;
@@ -266,6 +267,12 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       ESTUARY_ASSIGN_OR_RETURN(rc.max_jobs, Int(c, r, "max_jobs", rc.max_jobs, 1, 1'000'000));
       ESTUARY_ASSIGN_OR_RETURN(rc.min_gpus, Int(c, r, "min_gpus", rc.min_gpus, 0, int64_t{1} << 40));
       ESTUARY_ASSIGN_OR_RETURN(rc.replan_s, Int(c, r, "replan_s", rc.replan_s, 1, kMaxTime));
+    }
+    if (const YAML::Node p = m["pack"]) {
+      if (!p.IsMap()) return c.Err(p, "pack", "expected a mapping {plane, level}");
+      ESTUARY_RETURN_IF_ERROR(Known(c, p, {"plane", "level"}));
+      ESTUARY_ASSIGN_OR_RETURN(sc.pack_plane, Str(c, p, "plane", true));
+      ESTUARY_ASSIGN_OR_RETURN(sc.pack_level, Str(c, p, "level", true));
     }
     s.configurations.push_back(sc);
   }

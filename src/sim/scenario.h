@@ -63,6 +63,9 @@ struct SchedulerConfig {
   bool align = true;
   bool topology = true;
   ReserveConfig reserve;
+  // Domain packing (AllocateOptions::pack_*): `pack: {plane, level}`; empty: off.
+  std::string pack_plane, pack_level;
+  int line = 0;  // of the configuration, for errors found when it meets the cluster
 };
 
 // Placement-dependent run time: a multi-node job whose nodes span more than one domain of `level`

@@ -152,7 +152,18 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   }
   auto session = Session::Open(state, BuiltinRegistry(), ctx, so);
   if (!session.ok()) return session.status();
-  const AllocateOptions aopts{config.align, config.topology};
+  AllocateOptions aopts{config.align, config.topology};
+  if (!config.pack_plane.empty()) {
+    const std::string where = sc.path + ":" + std::to_string(config.line) + ": configuration '" + config.name + "': pack: ";
+    const auto plane = state.topology().FindPlane(config.pack_plane);
+    if (!plane) return InvalidArgument(where + "plane: the cluster has no plane '" + config.pack_plane + "'");
+    const auto level = state.topology().FindLevel(*plane, config.pack_level);
+    if (!level) {
+      return InvalidArgument(where + "level: plane '" + config.pack_plane + "' has no level '" + config.pack_level + "'");
+    }
+    aopts.pack_plane = *plane;
+    aopts.pack_level = *level;
+  }
 
   // Events: 0 = job end, 1 = node event, 2 = arrival; ordered by (time, kind, index).
   struct Ev {

@@ -9,16 +9,16 @@ JobAttempt AllocateAction::TryStart(Session& session, ClusterState& state, JobId
   const JobSpec& spec = state.job(job_id).spec;
   const int32_t step = options.align ? std::max<int32_t>(1, spec.step) : 1;
   if (options.topology && spec.topology.plane.valid()) {
-    if (spec.topology.required_level >= 0) return TryStartInDomain(session, state, job_id, step);
-    if (spec.topology.preferred_level >= 0) return TryStartSpanning(session, state, job_id, step);
+    if (spec.topology.required_level >= 0) return TryStartInDomain(session, state, job_id, step, options);
+    if (spec.topology.preferred_level >= 0) return TryStartSpanning(session, state, job_id, step, options);
   }
   if (state.job(job_id).reservation.valid()) {
     // Session::Decide skips held nodes; a holder looks at every node, its own held ones included.
     std::vector<NodeId> all(state.num_nodes());
     for (uint32_t i = 0; i < all.size(); ++i) all[i] = NodeId(i);
-    return Place(session, state, job_id, &all, step);
+    return Place(session, state, job_id, &all, step, options);
   }
-  return Place(session, state, job_id, nullptr, step);
+  return Place(session, state, job_id, nullptr, step, options);
 }
 
 namespace {
@@ -51,7 +51,8 @@ double GpuEntropy(std::span<const int64_t> gpus, int64_t total) {
   return h;
 }
 
-JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& state, JobId job_id, int32_t step) {
+JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& state, JobId job_id, int32_t step,
+                                            const AllocateOptions& options) {
   const Job& job = state.job(job_id);
   const Topology& topo = state.topology();
   const TopologyConstraint& tc = job.spec.topology;
@@ -127,7 +128,7 @@ JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& stat
     segments.push_back({&topo.domain(domains[best]).nodes, best_take});
     remaining -= best_take;
   }
-  return PlaceSegments(session, state, job_id, segments, step);
+  return PlaceSegments(session, state, job_id, segments, step, options);
 }
 
 int64_t AllocateAction::ReplicasFitting(const ClusterState& state, const Node& n, const TaskRequest& r, bool capacity,
@@ -151,7 +152,8 @@ int64_t AllocateAction::ReplicasFitting(const ClusterState& state, const Node& n
   return k;
 }
 
-JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& state, JobId job_id, int32_t step) {
+JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& state, JobId job_id, int32_t step,
+                                            const AllocateOptions& options) {
   const Job& job = state.job(job_id);
   const Topology& topo = state.topology();
   const TopologyConstraint& tc = job.spec.topology;
@@ -206,7 +208,7 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
               return a.spare != b.spare ? a.spare < b.spare : a.domain < b.domain;
             });
   for (const Candidate& c : candidates) {
-    JobAttempt a = Place(session, state, job_id, &topo.domain(DomainId(c.domain)).nodes, step);
+    JobAttempt a = Place(session, state, job_id, &topo.domain(DomainId(c.domain)).nodes, step, options);
     if (a.started) return a;
   }
   JobAttempt a;
@@ -220,12 +222,38 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
 }
 
 JobAttempt AllocateAction::Place(Session& session, ClusterState& state, JobId job_id,
-                                 const std::vector<NodeId>* candidates, int32_t step) {
-  return PlaceSegments(session, state, job_id, {{candidates, state.job(job_id).spec.max_replicas}}, step);
+                                 const std::vector<NodeId>* candidates, int32_t step, const AllocateOptions& options) {
+  return PlaceSegments(session, state, job_id, {{candidates, state.job(job_id).spec.max_replicas}}, step, options);
+}
+
+Outcome AllocateAction::Pack(Session& session, const ClusterState& state, TaskId task, Outcome o,
+                             const AllocateOptions& options) {
+  const Node& chosen = state.node(o.node);
+  if (chosen.spec.gpu_count == 0 || state.task(task).req.gpu_count != chosen.spec.gpu_count ||
+      state.task(task).req.IsSharedGpu()) {
+    return o;  // not a whole-node replica
+  }
+  const Topology& topo = state.topology();
+  const DomainId own = topo.NodeDomain(o.node, options.pack_plane, options.pack_level);
+  std::vector<std::pair<int64_t, uint32_t>> order;  // (free GPU milli, domain)
+  for (DomainId d : topo.DomainsAt(options.pack_plane, options.pack_level)) {
+    const DomainFree& f = state.domain_free(d);
+    if (f.free_nodes > 0) order.push_back({f.gpu_free_milli, d.value()});
+  }
+  const size_t tries = std::min<size_t>(order.size(), AllocateOptions::kPackTries);
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(tries), order.end());
+  for (size_t i = 0; i < tries; ++i) {
+    const DomainId d(order[i].second);
+    if (d == own) return o;  // the Session's node already sits in the most used such domain
+    Outcome p = session.DecideAmong(task, topo.domain(d).nodes);
+    if (p.placed()) return p;
+  }
+  return o;
 }
 
 JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, JobId job_id,
-                                         const std::vector<Segment>& segments, int32_t step) {
+                                         const std::vector<Segment>& segments, int32_t step,
+                                         const AllocateOptions& options) {
   const Job& job = state.job(job_id);
   JobAttempt a;
   a.job = job_id;
@@ -245,6 +273,7 @@ JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, 
     if (seg == segments.size()) break;
     const std::vector<NodeId>* candidates = segments[seg].nodes;
     Outcome o = candidates ? session.DecideAmong(t, *candidates) : session.Decide(t);
+    if (candidates == nullptr && o.placed() && options.pack_level >= 0) o = Pack(session, state, t, std::move(o), options);
     if (!o.placed()) {
       failed = std::move(o);
       any_failed = true;

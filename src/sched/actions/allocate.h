@@ -48,6 +48,15 @@ struct JobAttempt {
 struct AllocateOptions {
   bool align = true;     // grant multiples of a job's step (off: a min-max scheduler, step 1)
   bool topology = true;  // honour jobs' topology constraints (off: place anywhere)
+  // Domain packing, off by default: a replica of a job without a topology constraint that would
+  // open a wholly free node opens one in the most used domain of (pack_plane, pack_level) — the
+  // least free GPU milli among the domains that have a wholly free node; ties to domain order —
+  // so that whole domains stay free for large jobs. The domains are tried in that order (at most
+  // kPackTries of them, stopping at the one of the Session's choice) through DecideAmong; the
+  // Session's choice stands when none of them holds the replica.
+  PlaneId pack_plane;
+  int pack_level = -1;
+  static constexpr int kPackTries = 8;
 };
 
 // H = -sum (g_i/G) log(g_i/G) of a job's GPUs (or replicas of equal size) over domains, with G
@@ -62,12 +71,16 @@ class AllocateAction {
   };
   // Steps (1)-(4), replicas placed segment by segment.
   static JobAttempt PlaceSegments(Session& session, ClusterState& state, JobId job,
-                                  const std::vector<Segment>& segments, int32_t step);
-  static JobAttempt TryStartSpanning(Session& session, ClusterState& state, JobId job, int32_t step);
+                                  const std::vector<Segment>& segments, int32_t step, const AllocateOptions& options);
+  // The domain-packing rule of AllocateOptions applied to the Session's decision `o` for `task`.
+  static Outcome Pack(Session& session, const ClusterState& state, TaskId task, Outcome o, const AllocateOptions& options);
+  static JobAttempt TryStartSpanning(Session& session, ClusterState& state, JobId job, int32_t step,
+                                     const AllocateOptions& options);
   // Steps (1)-(4) over `candidates` (all nodes when null).
   static JobAttempt Place(Session& session, ClusterState& state, JobId job, const std::vector<NodeId>* candidates,
-                          int32_t step);
-  static JobAttempt TryStartInDomain(Session& session, ClusterState& state, JobId job, int32_t step);
+                          int32_t step, const AllocateOptions& options);
+  static JobAttempt TryStartInDomain(Session& session, ClusterState& state, JobId job, int32_t step,
+                                     const AllocateOptions& options);
 
  public:
   // Tries to start one job. REQUIRES: `session` was opened over `state`.

@@ -278,3 +278,79 @@ TEST(AllocateInDomain, ASecondRoundForARunningJobChangesNothing) {
 
 }  // namespace
 }  // namespace estuary
+
+namespace estuary {
+namespace {
+
+// Domain packing: three ASWs of four 8-GPU nodes; `busy` whole-node jobs already run in asw1 and
+// `busier` in asw2, asw0 is empty.
+struct PackedAsws : Asws {
+  PackedAsws(int busy, int busier) : Asws({4, 4, 4}) {
+    for (int i = 0; i < busy; ++i) Occupy(4 + i);
+    for (int i = 0; i < busier; ++i) Occupy(8 + i);
+  }
+  void Occupy(uint32_t node) {
+    JobId j = Submit(1, Spec("run" + std::to_string(node), 1, 1, 1), Req().Gpus(8));
+    c.state.Bind(c.state.job(j).tasks[0], NodeId(node), Idx({0, 1, 2, 3, 4, 5, 6, 7}));
+  }
+  AllocateOptions Packing() const {
+    AllocateOptions o;
+    o.pack_plane = data;
+    o.pack_level = 0;
+    return o;
+  }
+};
+
+TEST(AllocatePacking, AWholeNodeJobOpensItsNodeInTheMostUsedAswThatHasOne) {
+  PackedAsws g(1, 3);  // asw1 has 3 free nodes, asw2 has 1: asw2 is the most used with room
+  JobId j = g.Submit(1, Spec("w", 1, 1, 1), Req().Gpus(8));
+  auto s = g.Open();
+  ASSERT_TRUE(AllocateAction::TryStart(*s, g.c.state, j, g.Packing()).started);
+  EXPECT_EQ(g.ReplicasPerAsw(j), (std::map<std::string, int>{{"asw2", 1}}));
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
+  // The next one: asw2 is full, asw1 (3 free nodes) is now the most used with room.
+  JobId k = g.Submit(1, Spec("x", 1, 1, 1), Req().Gpus(8));
+  ASSERT_TRUE(AllocateAction::TryStart(*s, g.c.state, k, g.Packing()).started);
+  EXPECT_EQ(g.ReplicasPerAsw(k), (std::map<std::string, int>{{"asw1", 1}}));
+}
+
+TEST(AllocatePacking, ReplicasOfAMultiNodeJobWithoutConstraintPackIntoTheBusiestAsws) {
+  PackedAsws g(2, 0);  // asw1: 2 free nodes; asw0 and asw2 empty
+  JobId j = g.Submit(3, Spec("w", 3, 3, 1), Req().Gpus(8));
+  auto s = g.Open();
+  ASSERT_TRUE(AllocateAction::TryStart(*s, g.c.state, j, g.Packing()).started);
+  // Two replicas fill asw1; the third opens a node in asw0 (the lower of the two equally free
+  // ASWs), and no ASW is left partly used but asw0.
+  EXPECT_EQ(g.ReplicasPerAsw(j), (std::map<std::string, int>{{"asw0", 1}, {"asw1", 2}}));
+}
+
+TEST(AllocatePacking, SubNodeTasksKeepTheSessionsBestFitChoice) {
+  PackedAsws g(1, 3);
+  // A partly used node in asw0: best fit puts a 1-GPU task there, packing leaves it alone.
+  JobId small = g.Submit(1, Spec("s", 1, 1, 1), Req().Gpus(4));
+  g.c.state.Bind(g.c.state.job(small).tasks[0], NodeId(0), Idx({0, 1, 2, 3}));
+  JobId j = g.Submit(1, Spec("one", 1, 1, 1), Req().Gpus(1));
+  auto s = g.Open();
+  ASSERT_TRUE(AllocateAction::TryStart(*s, g.c.state, j, g.Packing()).started);
+  EXPECT_EQ(g.c.state.task(g.c.state.job(j).tasks[0]).node, NodeId(0));
+}
+
+TEST(AllocatePacking, WithoutPackingTheSessionsChoiceStands) {
+  // Same cluster, packing off: the whole-node job goes where the Session's rank puts it; with
+  // packing on it always lands in asw2. Over several seeds, packing off must not always agree.
+  int outside_asw2 = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    PackedAsws g(1, 3);
+    JobId j = g.Submit(1, Spec("w", 1, 1, 1), Req().Gpus(8));
+    SessionOptions o;
+    o.policy = *OpenbPolicy("best-fit");
+    o.seed = seed;
+    auto s = std::move(Session::Open(g.c.state, BuiltinRegistry(), PluginContext{&g.c.state, nullptr}, o)).value();
+    ASSERT_TRUE(AllocateAction::TryStart(*s, g.c.state, j).started);
+    outside_asw2 += g.ReplicasPerAsw(j).count("asw2") == 0;
+  }
+  EXPECT_GT(outside_asw2, 0);
+}
+
+}  // namespace
+}  // namespace estuary
