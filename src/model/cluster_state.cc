@@ -230,6 +230,7 @@ ReservationId ClusterState::AddReservation(JobId owner, std::span<const NodeId> 
 }
 
 void ClusterState::ReleaseReservation(ReservationId id) {
+  ESTUARY_CHECK(id.valid() && id.value() < reservations_.size());
   Reservation& r = reservations_[id.value()];
   if (!r.active) return;
   for (NodeId nid : r.nodes) {

@@ -194,7 +194,8 @@ class ClusterState {
   // in no particular order. A task needing k whole GPUs only looks at buckets k and above.
   const std::vector<NodeId>& nodes_with_full_free(int k) const { return by_full_free_[k]; }
 
-  // Change feed: every change of a node's free capacity, tasks or state (and every new node) is
+  // Change feed: every change of a node's free capacity, tasks, state or reservation (and every new
+  // node) is
   // numbered; readers keep the number they have seen (a cursor). The last kChangeRing changes are
   // kept, so a reader more than that far behind must rebuild from the nodes themselves.
   static constexpr uint64_t kChangeRing = uint64_t{1} << 16;

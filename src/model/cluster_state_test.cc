@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <vector>
+
 #include "tests/testing/fixtures.h"
 
 namespace estuary {
@@ -108,6 +111,132 @@ TEST(ClusterState, NodeStateChangesAreVisibleInThePackedFilterView) {
   c.state.SetNodeState(n, NodeState::kReady);
   EXPECT_TRUE(c.state.fits()[n.value()].schedulable);
   EXPECT_TRUE(c.state.CheckInvariants().ok());
+}
+
+// The nodes the change feed reports after `cursor`, each once.
+std::set<uint32_t> ChangedSince(const ClusterState& s, uint64_t cursor) {
+  std::set<uint32_t> out;
+  EXPECT_TRUE(s.ForEachChangeSince(cursor, [&](NodeId id) { out.insert(id.value()); }));
+  return out;
+}
+
+TEST(ClusterStateReservations, HoldingNodesMarksThemForTheOwnerBumpsTheirVersionsAndFeedsTheChange) {
+  ClusterBuilder c;
+  NodeId a = c.AddNode("a"), b = c.AddNode("b"), n = c.AddNode("c");
+  const JobId owner = c.state.task(c.Submit("owner", Req().Gpus(8))).job;
+  const JobId other = c.state.task(c.Submit("other", Req().Gpus(1))).job;
+  const uint32_t va = c.state.node(a).version, vb = c.state.node(b).version, vc = c.state.node(n).version;
+  const uint64_t cursor = c.state.change_seq();
+
+  const std::vector<NodeId> held = {a, n};
+  const ReservationId r = c.state.AddReservation(owner, held);
+
+  ASSERT_TRUE(r.valid());
+  EXPECT_EQ(c.state.node(a).reservation, r);
+  EXPECT_EQ(c.state.node(n).reservation, r);
+  EXPECT_FALSE(c.state.node(b).reservation.valid());
+  EXPECT_EQ(c.state.fits()[a.value()].reserved_for, owner);
+  EXPECT_EQ(c.state.fits()[n.value()].reserved_for, owner);
+  EXPECT_FALSE(c.state.fits()[b.value()].reserved_for.valid());
+  EXPECT_EQ(c.state.job(owner).reservation, r);
+  EXPECT_FALSE(c.state.job(other).reservation.valid());
+  const Reservation& rec = c.state.reservation(r);
+  EXPECT_TRUE(rec.active);
+  EXPECT_EQ(rec.owner, owner);
+  EXPECT_EQ(rec.nodes, held);
+  EXPECT_EQ(c.state.reservations().size(), 1u);
+  EXPECT_GT(c.state.node(a).version, va);
+  EXPECT_GT(c.state.node(n).version, vc);
+  EXPECT_EQ(c.state.node(b).version, vb);  // untouched
+  EXPECT_EQ(ChangedSince(c.state, cursor), (std::set<uint32_t>{a.value(), n.value()}));
+  EXPECT_TRUE(c.state.CheckInvariants().ok()) << c.state.CheckInvariants().message();
+}
+
+TEST(ClusterStateReservations, ReleasingAHoldClearsEveryMarkAndFeedsTheChange) {
+  ClusterBuilder c;
+  NodeId a = c.AddNode("a"), b = c.AddNode("b"), n = c.AddNode("c");
+  const JobId owner = c.state.task(c.Submit("owner", Req().Gpus(8))).job;
+  const std::vector<NodeId> held = {a, n};
+  const ReservationId r = c.state.AddReservation(owner, held);
+  const uint32_t va = c.state.node(a).version, vb = c.state.node(b).version, vc = c.state.node(n).version;
+  const uint64_t cursor = c.state.change_seq();
+
+  c.state.ReleaseReservation(r);
+
+  for (NodeId id : {a, b, n}) {
+    EXPECT_FALSE(c.state.node(id).reservation.valid()) << c.state.node(id).spec.name;
+    EXPECT_FALSE(c.state.fits()[id.value()].reserved_for.valid()) << c.state.node(id).spec.name;
+  }
+  EXPECT_FALSE(c.state.job(owner).reservation.valid());
+  EXPECT_FALSE(c.state.reservation(r).active);
+  EXPECT_TRUE(c.state.reservation(r).nodes.empty());
+  EXPECT_EQ(c.state.reservations().size(), 1u);  // the record stays, released
+  EXPECT_GT(c.state.node(a).version, va);
+  EXPECT_GT(c.state.node(n).version, vc);
+  EXPECT_EQ(c.state.node(b).version, vb);
+  EXPECT_EQ(ChangedSince(c.state, cursor), (std::set<uint32_t>{a.value(), n.value()}));
+  EXPECT_TRUE(c.state.CheckInvariants().ok()) << c.state.CheckInvariants().message();
+
+  // Released, the owner may hold nodes again — any of them, under a new id.
+  const std::vector<NodeId> again = {b, a};
+  const ReservationId r2 = c.state.AddReservation(owner, again);
+  EXPECT_NE(r2, r);
+  EXPECT_EQ(c.state.job(owner).reservation, r2);
+  EXPECT_EQ(c.state.fits()[b.value()].reserved_for, owner);
+  EXPECT_EQ(c.state.fits()[a.value()].reserved_for, owner);
+  EXPECT_FALSE(c.state.fits()[n.value()].reserved_for.valid());
+  EXPECT_EQ(c.state.reservations().size(), 2u);
+  EXPECT_TRUE(c.state.CheckInvariants().ok()) << c.state.CheckInvariants().message();
+}
+
+TEST(ClusterStateReservations, AHoldOutlivesBindsFinishesAndStateChangesOfItsNode) {
+  // Work already on a held node keeps running there; the hold is not lost when the node's
+  // capacity or state changes.
+  ClusterBuilder c;
+  NodeId a = c.AddNode("a", testing::Gpus(4));
+  TaskId running = c.Submit("running", Req().Cpu(1000).Gpus(2));
+  c.state.Bind(running, a, Idx({0, 1}));
+  const JobId owner = c.state.task(c.Submit("owner", Req().Gpus(4))).job;
+  const std::vector<NodeId> held = {a};
+  const ReservationId r = c.state.AddReservation(owner, held);
+  EXPECT_TRUE(c.state.CheckInvariants().ok()) << c.state.CheckInvariants().message();
+
+  TaskId more = c.Submit("more", Req().SharedGpu(500));
+  c.state.Bind(more, a, Idx({2}));
+  EXPECT_EQ(c.state.fits()[a.value()].reserved_for, owner);
+  EXPECT_TRUE(c.state.CheckInvariants().ok()) << c.state.CheckInvariants().message();
+  c.state.Finish(running);
+  c.state.Unbind(more);
+  EXPECT_EQ(c.state.node(a).reservation, r);
+  EXPECT_EQ(c.state.fits()[a.value()].reserved_for, owner);
+  EXPECT_EQ(c.state.fits()[a.value()].full_free_gpus, 4);
+  EXPECT_TRUE(c.state.CheckInvariants().ok()) << c.state.CheckInvariants().message();
+  c.state.SetNodeState(a, NodeState::kCordoned);
+  EXPECT_EQ(c.state.fits()[a.value()].reserved_for, owner);
+  EXPECT_FALSE(c.state.fits()[a.value()].schedulable);
+  c.state.SetNodeState(a, NodeState::kReady);
+  EXPECT_EQ(c.state.node(a).reservation, r);
+  EXPECT_EQ(c.state.job(owner).reservation, r);
+  EXPECT_TRUE(c.state.CheckInvariants().ok()) << c.state.CheckInvariants().message();
+}
+
+TEST(ClusterStateReservations, HoldsOfTwoJobsStayApartAndReleaseIndependently) {
+  ClusterBuilder c;
+  NodeId a = c.AddNode("a"), b = c.AddNode("b");
+  const JobId j1 = c.state.task(c.Submit("j1", Req().Gpus(8))).job;
+  const JobId j2 = c.state.task(c.Submit("j2", Req().Gpus(8))).job;
+  const std::vector<NodeId> for1 = {a}, for2 = {b};
+  const ReservationId r1 = c.state.AddReservation(j1, for1);
+  const ReservationId r2 = c.state.AddReservation(j2, for2);
+  EXPECT_EQ(c.state.fits()[a.value()].reserved_for, j1);
+  EXPECT_EQ(c.state.fits()[b.value()].reserved_for, j2);
+  EXPECT_TRUE(c.state.CheckInvariants().ok()) << c.state.CheckInvariants().message();
+  c.state.ReleaseReservation(r1);
+  EXPECT_FALSE(c.state.fits()[a.value()].reserved_for.valid());
+  EXPECT_EQ(c.state.fits()[b.value()].reserved_for, j2);
+  EXPECT_EQ(c.state.job(j2).reservation, r2);
+  EXPECT_TRUE(c.state.reservation(r2).active);
+  EXPECT_TRUE(c.state.CheckInvariants().ok()) << c.state.CheckInvariants().message();
 }
 
 TEST(GpuModels, ParsesModelSetsAndNamesTheFirstUnknownModel) {

@@ -70,6 +70,23 @@ TEST(NetworkModel, AnUnknownPlaneOrLevelIsNamedWhenTheScenarioMeetsItsCluster) {
   EXPECT_EQ(level.status().message(), "s.yaml:5: network: level: plane 'param' has no level 'asw'");
 }
 
+TEST(DomainPacking, AnUnknownPlaneOrLevelIsNamedWithItsConfiguration) {
+  for (const auto& [pack, message] :
+       {std::pair{"{plane: wan, level: asw}", "s.yaml:7: configuration 'a': pack: plane: the cluster has no plane 'wan'"},
+        std::pair{"{plane: data, level: rack}", "s.yaml:7: configuration 'a': pack: level: plane 'data' has no level 'rack'"}}) {
+    auto sc = ParseScenario("name: t\ncluster:\n  spec: " + kCluster + "\njobs:\n  - {name: j, gpus: 8}\nconfigurations:\n" +
+                                "  - {name: a, pack: " + pack + "}\n",
+                            "s.yaml");
+    ASSERT_TRUE(sc.ok()) << sc.status().message();
+    auto cluster = LoadScenarioCluster(*sc);
+    ASSERT_TRUE(cluster.ok());
+    auto r = RunScenario(*sc, *cluster, sc->configurations[0], 1);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().ExitCode(), 2);
+    EXPECT_EQ(r.status().message(), message);
+  }
+}
+
 struct Bad {
   const char* name;
   std::string text;
@@ -108,6 +125,10 @@ INSTANTIATE_TEST_SUITE_P(
             "s.yaml:7: field 'replan_s': 0 is outside [1, "},
         Bad{"ReserveUnknownField", "configurations:\n  - {name: a, reserve: {for: ever}}\n",
             "s.yaml:7: field 'for': unknown field"},
+        Bad{"PackNotAMapping", "configurations:\n  - {name: a, pack: asw}\n", "s.yaml:7: field 'pack': expected a mapping"},
+        Bad{"PackWithoutLevel", "configurations:\n  - {name: a, pack: {plane: data}}\n", "s.yaml:7: field 'level': missing"},
+        Bad{"PackUnknownField", "configurations:\n  - {name: a, pack: {plane: data, level: asw, by: gpu}}\n",
+            "s.yaml:7: field 'by': unknown field"},
         Bad{"ConfigurationNotAMapping", "configurations:\n  - fast\n", "s.yaml:7: field 'configurations': expected a mapping"}),
     [](const auto& info) { return std::string(info.param.name); });
 

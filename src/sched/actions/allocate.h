@@ -53,7 +53,8 @@ struct AllocateOptions {
   // least free GPU milli among the domains that have a wholly free node; ties to domain order —
   // so that whole domains stay free for large jobs. The domains are tried in that order (at most
   // kPackTries of them, stopping at the one of the Session's choice) through DecideAmong; the
-  // Session's choice stands when none of them holds the replica.
+  // Session's choice stands when none of them holds the replica. (A job holding a reservation
+  // places among all nodes through DecideAmong and is not packed.)
   PlaneId pack_plane;
   int pack_level = -1;
   static constexpr int kPackTries = 8;

@@ -100,6 +100,7 @@ int ReserveAction::Renew(ClusterState& state, std::span<const JobId> waiting, in
   }
   int made = 0;
   for (size_t i = 0; i < k; ++i) {
+    if (state.job(waiting[i]).reservation.valid()) continue;  // listed twice: held already
     std::vector<NodeId> nodes = Plan(state, waiting[i], options);
     if (nodes.empty()) continue;
     state.AddReservation(waiting[i], nodes);

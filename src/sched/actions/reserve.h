@@ -25,16 +25,18 @@ class ReserveAction {
   // step (1 without Align), each replica on one node's capacity (GPUs, GPU model, CPU, memory).
   // Nodes that are down, cordoned or held for another job are never chosen. Cost of a node: the
   // GPU milli in use on it (then CPU milli in use, then node id), i.e. the running work the job
-  // waits for. With a required level (and options.topology) the nodes all come from one domain
-  // of that level: in each domain the cheapest nodes that hold the job, and the domain whose set
-  // costs least (ties: domain order). Otherwise the cheapest nodes of the cluster, grouped by
+  // waits for. The nodes are a greedy prefix in cost order until their capacity holds the job
+  // (not an optimal set when node capacities differ). With a required level (and
+  // options.topology) the nodes all come from one domain of that level: in each domain such a
+  // prefix, and the domain whose prefix has the least GPU in use (ties: domain order). Otherwise the cheapest nodes of the cluster, grouped by
   // domain of the preferred level when there is one (ties in cost go to the lower domain).
   static std::vector<NodeId> Plan(const ClusterState& state, JobId job, const AllocateOptions& options);
 
   // Re-plans the holds of the jobs in `waiting` (every job that waits and may hold nodes, oldest
   // first): releases all their reservations, then holds Plan()'s nodes for each of the first
   // `max_jobs`, in order (a later job does not get nodes held for an earlier one). Reservations
-  // of other jobs are left alone. Returns the number of reservations made.
+  // of other jobs are left alone; a job listed twice is held once. Returns the number of
+  // reservations made.
   static int Renew(ClusterState& state, std::span<const JobId> waiting, int max_jobs, const AllocateOptions& options);
 };
 

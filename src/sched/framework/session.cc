@@ -106,6 +106,7 @@ std::string Session::Explain(const Task& task) const {
   };
   add(rej_.not_ready, "not ready");
   add(rej_.held, "held for another job");
+  add(rej_.held_own, "held for this job (used only when it starts among them)");
   add(rej_.model, "GPU model not allowed");
   add(rej_.cpu, "insufficient CPU");
   add(rej_.mem, "insufficient memory");
@@ -184,7 +185,7 @@ void Session::CountRejection(const TaskRequest& req, const NodeFit& n, JobId own
   if (!n.schedulable) {
     ++rej_.not_ready;
   } else if (n.reserved_for.valid() && n.reserved_for != owner) {
-    ++rej_.held;
+    ++(n.reserved_for == job_ ? rej_.held_own : rej_.held);
   } else if (req.NeedsGpu() && !req.models.Admits(n.model)) {
     ++rej_.model;
   } else if (req.cpu_milli > n.cpu_free) {
@@ -229,6 +230,7 @@ Outcome Session::DecideImpl(TaskId task_id, const std::span<const NodeId>* among
   const auto& fits = state_.fits();
   // Only DecideAmong may use nodes held for the task's job (the index never holds held nodes).
   const JobId owner = among != nullptr ? task.job : JobId();
+  job_ = task.job;
   // Hot path: one combined test per node; the reason of a rejection is worked out only then.
   auto consider = [&](uint32_t i) {
     if (!FitsBuiltin(req, fits[i], owner)) {

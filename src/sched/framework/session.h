@@ -156,10 +156,11 @@ class Session {
   std::vector<uint32_t> tied_;
   // Filter rejections of the last Decide(), by reason.
   struct Rejections {
-    int64_t not_ready = 0, held = 0, model = 0, cpu = 0, mem = 0, gpu = 0, plugin = 0;
+    int64_t not_ready = 0, held = 0, held_own = 0, model = 0, cpu = 0, mem = 0, gpu = 0, plugin = 0;
     std::string plugin_reason;
   } rej_;
   uint64_t cache_hits_ = 0, cache_misses_ = 0;
+  JobId job_;  // the job of the task being decided (for rejection reasons)
   size_t considered_ = 0;  // nodes the last decision looked at (for its reason)
 };
 

@@ -182,6 +182,119 @@ TEST(Session, AnUnknownPluginIsAnErrorNamingIt) {
   EXPECT_NE(r.status().message().find("'no-such-score'"), std::string::npos);
 }
 
+// Three 8-GPU nodes under best-fit: "a" runs 6 GPUs of work, "b" 2, "c" none, so a one-GPU task
+// goes to "a" (fullest), then "b". Jobs A and B each have one one-GPU task.
+struct HeldBestFit {
+  ClusterBuilder c;
+  NodeId a, b, n;
+  TaskId ta, tb;
+  JobId ja, jb;
+  HeldBestFit() {
+    a = c.AddNode("a");
+    b = c.AddNode("b");
+    n = c.AddNode("c");
+    c.state.Bind(c.Submit("work-a", Req().Gpus(6)), a, Idx({0, 1, 2, 3, 4, 5}));
+    c.state.Bind(c.Submit("work-b", Req().Gpus(2)), b, Idx({0, 1}));
+    ta = c.Submit("A", Req().Gpus(1));
+    tb = c.Submit("B", Req().Gpus(1));
+    ja = c.state.task(ta).job;
+    jb = c.state.task(tb).job;
+  }
+  ReservationId HoldAForJobA() {
+    const std::vector<NodeId> held = {a};
+    return c.state.AddReservation(ja, held);
+  }
+  std::vector<NodeId> All() const { return {a, b, n}; }
+};
+
+TEST(SessionReservations, DecideSkipsAHeldBestFitNodeForEveryJobWithOrWithoutTheIndex) {
+  for (bool indexed : {true, false}) {
+    SCOPED_TRACE(indexed ? "indexed" : "scan");
+    HeldBestFit h;
+    auto s = Open(h.c.state, "best-fit", TieBreak::kNodeOrder, 1, {}, true, indexed);
+    ASSERT_EQ(s->indexed(), indexed);
+    ASSERT_EQ(s->Decide(h.tb).node, h.a);  // before the hold: the fullest node
+    h.HoldAForJobA();
+    ASSERT_TRUE(h.c.state.CheckInvariants().ok());
+
+    const Outcome other = s->Decide(h.tb);
+    ASSERT_TRUE(other.placed()) << other.reason;
+    EXPECT_EQ(other.node, h.b);
+    const Outcome owner = s->Decide(h.ta);  // Decide never uses held nodes, not even the owner's
+    ASSERT_TRUE(owner.placed()) << owner.reason;
+    EXPECT_EQ(owner.node, h.b);
+    // A session opened after the hold agrees, whichever job's task it decides first.
+    auto fresh = Open(h.c.state, "best-fit", TieBreak::kNodeOrder, 1, {}, true, indexed);
+    EXPECT_EQ(fresh->Decide(h.ta).node, h.b);
+    EXPECT_EQ(fresh->Decide(h.tb).node, h.b);
+  }
+}
+
+TEST(SessionReservations, DecideAmongLetsOnlyTheOwnersTasksUseTheHeldNode) {
+  for (bool indexed : {true, false}) {
+    SCOPED_TRACE(indexed ? "indexed" : "scan");
+    HeldBestFit h;
+    h.HoldAForJobA();
+    auto s = Open(h.c.state, "best-fit", TieBreak::kNodeOrder, 1, {}, true, indexed);
+    const std::vector<NodeId> all = h.All();
+    const Outcome owner = s->DecideAmong(h.ta, all);
+    ASSERT_TRUE(owner.placed()) << owner.reason;
+    EXPECT_EQ(owner.node, h.a);
+    EXPECT_EQ(owner.gpus.size, 1);
+    const Outcome other = s->DecideAmong(h.tb, all);
+    ASSERT_TRUE(other.placed()) << other.reason;
+    EXPECT_EQ(other.node, h.b);
+    // Among the held node alone, B's task is told why it may not go there.
+    const std::vector<NodeId> only_a = {h.a};
+    const Outcome refused = s->DecideAmong(h.tb, only_a);
+    EXPECT_EQ(refused.kind, OutcomeKind::kRetryable);
+    EXPECT_EQ(refused.reason, "0/1 nodes fit, 1 held for another job");
+  }
+}
+
+TEST(SessionReservations, WhenEveryNodeWithRoomIsHeldForAnotherJobTheTaskWaitsAndSaysWhy) {
+  for (bool indexed : {true, false}) {
+    SCOPED_TRACE(indexed ? "indexed" : "scan");
+    ClusterBuilder c;
+    NodeId a = c.AddNode("a");
+    NodeId full = c.AddNode("full");
+    c.state.Bind(c.Submit("work", Req().Gpus(8)), full, Idx({0, 1, 2, 3, 4, 5, 6, 7}));
+    TaskId ta = c.Submit("A", Req().Gpus(1));
+    TaskId tb = c.Submit("B", Req().Gpus(1));
+    const std::vector<NodeId> held = {a};
+    c.state.AddReservation(c.state.task(ta).job, held);
+    auto s = Open(c.state, "best-fit", TieBreak::kNodeOrder, 1, {}, true, indexed);
+
+    const Outcome o = s->Decide(tb);
+    EXPECT_EQ(o.kind, OutcomeKind::kRetryable);  // the hold ends; the task could fit then
+    EXPECT_NE(o.reason.find("held for another job"), std::string::npos) << o.reason;
+    EXPECT_EQ(o.reason, "0/2 nodes fit, 1 held for another job, 1 too few free GPUs");
+    EXPECT_EQ(s->Decide(ta).kind, OutcomeKind::kRetryable);  // Decide: not even for the owner
+    const std::vector<NodeId> all = {a, full};
+    const Outcome owner = s->DecideAmong(ta, all);
+    ASSERT_TRUE(owner.placed()) << owner.reason;
+    EXPECT_EQ(owner.node, a);
+  }
+}
+
+TEST(SessionReservations, AfterTheHoldIsReleasedTheIndexedSessionChoosesTheNodeAgain) {
+  // The index must learn of both the hold and its release from the change feed alone.
+  HeldBestFit h;
+  auto indexed = Open(h.c.state, "best-fit");
+  ASSERT_TRUE(indexed->indexed());
+  ASSERT_EQ(indexed->Decide(h.tb).node, h.a);
+  const ReservationId r = h.HoldAForJobA();
+  ASSERT_EQ(indexed->Decide(h.tb).node, h.b);
+  h.c.state.ReleaseReservation(r);
+  ASSERT_TRUE(h.c.state.CheckInvariants().ok());
+  const Outcome o = indexed->Decide(h.tb);
+  ASSERT_TRUE(o.placed()) << o.reason;
+  EXPECT_EQ(o.node, h.a);
+  EXPECT_EQ(indexed->Decide(h.ta).node, h.a);
+  auto scan = Open(h.c.state, "best-fit", TieBreak::kNodeOrder, 1, {}, true, false);
+  EXPECT_EQ(scan->Decide(h.tb).node, h.a);
+}
+
 TEST(TieBreak, ParsesBothRuleNamesAndRejectsOthers) {
   EXPECT_EQ(*ParseTieBreak("node-order"), TieBreak::kNodeOrder);
   EXPECT_EQ(*ParseTieBreak("uniform"), TieBreak::kUniform);
