@@ -22,6 +22,20 @@ StatusOr<ClusterState> LoadScenarioCluster(const Scenario& s) {
   return ReadClusterSpec(s.cluster_spec);
 }
 
+std::string SimJobStatusText(const SimJobRecord& r) {
+  switch (r.status) {
+    case SimJobStatus::kFinished:
+      return "finished";
+    case SimJobStatus::kRunning:
+      return "running";
+    case SimJobStatus::kPending:
+      return "pending";
+    case SimJobStatus::kInfeasible:
+      return "infeasible: " + r.reason;
+  }
+  return "pending";
+}
+
 namespace {
 
 struct SimJob {
@@ -32,7 +46,48 @@ struct SimJob {
   SimTime first_start = -1;
   SimTime started_at = -1;  // start of the current run (-1: not running)
   bool large = false;
+  bool finished = false;    // its last run ended and it is not waiting again
+  bool infeasible = false;  // never retried
+  std::string reason;       // when infeasible
+  int32_t granted = 0;      // replicas at first start
+  std::optional<std::pair<PlaneId, int>> spread_level;  // SimJobRecord's spread level
+  std::optional<int64_t> domains;                       // at first start
+  std::optional<double> entropy;                        // at first start
 };
+
+// The level a job's spread is measured at (SimJobRecord): its required level, else its preferred
+// level, else plane "data" level "asw" when the cluster has it.
+std::optional<std::pair<PlaneId, int>> SpreadLevel(const ClusterState& s, JobId j) {
+  const TopologyConstraint& tc = s.job(j).spec.topology;
+  if (tc.plane.valid() && tc.required_level >= 0) return std::pair{tc.plane, tc.required_level};
+  if (tc.plane.valid() && tc.preferred_level >= 0) return std::pair{tc.plane, tc.preferred_level};
+  const auto data = s.topology().FindPlane("data");
+  const std::optional<int> asw = data ? s.topology().FindLevel(*data, "asw") : std::nullopt;
+  if (asw) return std::pair{*data, *asw};
+  return std::nullopt;
+}
+
+// Domains spanned by the job's bound replicas at its spread level, and the GPU entropy over them.
+void MeasureSpread(const ClusterState& s, SimJob& j) {
+  if (!j.spread_level) return;
+  const auto [plane, level] = *j.spread_level;
+  std::map<int64_t, int64_t> gpu_milli;  // domain (or -1 - node outside the plane) -> GPU milli
+  for (TaskId t : s.job(j.id).tasks) {
+    const Task& task = s.task(t);
+    if (task.state != TaskState::kBound) continue;
+    const DomainId d = s.topology().NodeDomain(task.node, plane, level);
+    const int64_t key = d.valid() ? int64_t{d.value()} : -1 - int64_t{task.node.value()};
+    gpu_milli[key] += int64_t{task.req.gpu_count} * task.req.gpu_milli;
+  }
+  j.domains = static_cast<int64_t>(gpu_milli.size());
+  std::vector<int64_t> per_domain;
+  int64_t total = 0;
+  for (const auto& [d, g] : gpu_milli) {
+    per_domain.push_back(g);
+    total += g;
+  }
+  if (total > 0) j.entropy = GpuEntropy(per_domain);
+}
 
 // Turns a template into a job of the state, resolving its topology names.
 StatusOr<JobId> Materialize(const Scenario& s, ClusterState& state, const JobTemplate& t, const std::string& name) {
@@ -130,7 +185,11 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     if (!id.ok()) return id.status();
     j.id = *id;
     j.large = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count >= 128;
+    j.spread_level = SpreadLevel(state, j.id);
   }
+  // jobs[job_index[id]] is the job of state job `id`.
+  std::vector<size_t> job_index(state.jobs().size(), SIZE_MAX);
+  for (size_t i = 0; i < jobs.size(); ++i) job_index[jobs[i].id.value()] = i;
   // Node events refer to nodes by name.
   std::map<std::string, NodeId> node_by_name;
   for (const Node& n : state.nodes()) node_by_name[n.spec.name] = n.id;
@@ -184,7 +243,6 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   };
   double free_asws = 0, free_pods = 0;
   std::deque<size_t> pending;
-  int64_t infeasible = 0;
   std::vector<double> asws_per_large;
   double alloc_area = 0, stranded_sum = 0, w128 = 0, w256 = 0, a128 = 0;
   int64_t samples = 0;
@@ -223,7 +281,11 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       const JobAttempt a = AllocateAction::TryStart(**session, state, j.id, aopts);
       if (a.started) {
         j.started_at = now;
-        if (j.first_start < 0) j.first_start = now;
+        if (j.first_start < 0) {
+          j.first_start = now;
+          j.granted = a.granted;
+          MeasureSpread(state, j);
+        }
         events.push({now + j.duration, 0, i, now});
         if (j.large && asw) {
           std::set<uint32_t> domains;
@@ -235,7 +297,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
           asws_per_large.push_back(static_cast<double>(domains.size()));
         }
       } else if (a.kind == OutcomeKind::kInfeasible) {
-        ++infeasible;
+        j.infeasible = true;  // dropped from the queue: the cluster cannot grow
+        j.reason = a.reason;
       } else {
         still.push_back(i);
       }
@@ -255,6 +318,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
         if (j.started_at != e.start) continue;  // a run ended earlier by a requeue
         for (TaskId task : state.job(j.id).tasks) state.Finish(task);
         j.started_at = -1;
+        j.finished = true;
       } else if (e.kind == 1) {
         const NodeEvent& ne = sc.events[e.idx];
         const NodeId node = node_by_name[ne.node];
@@ -262,12 +326,9 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
           failed = true;
           for (const FailureEffect& fe : NodeFailureAction::NodeDown(state, node, config.align)) {
             if (!fe.requeued) continue;
-            for (size_t i = 0; i < jobs.size(); ++i) {
-              if (jobs[i].id == fe.job) {
-                jobs[i].started_at = -1;
-                pending.push_front(i);
-              }
-            }
+            const size_t i = job_index[fe.job.value()];
+            jobs[i].started_at = -1;
+            pending.push_front(i);
           }
         } else {
           NodeFailureAction::NodeUp(state, node);
@@ -293,8 +354,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     m["allocated_unusable_gpus_after_failure"] = static_cast<double>(after_failure->second);
   }
   m["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s);
-  int64_t started = 0;
-  std::vector<double> delays, large_delays;
+  int64_t started = 0, infeasible = 0;
+  std::vector<double> delays, large_delays, multinode_domains, multinode_entropy;
   // Delay by job size (GPUs at max replicas): [lo, hi) buckets.
   struct SizeBucket {
     const char* name;
@@ -306,7 +367,29 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   for (const SimJob& j : jobs) {
     if (j.submit >= sc.duration_s) continue;
     started += j.first_start >= 0;
-    const double d = static_cast<double>((j.first_start >= 0 ? j.first_start : sc.duration_s) - j.submit);
+    infeasible += j.infeasible;
+    SimJobRecord rec;
+    rec.name = j.tmpl.name;
+    rec.replicas = j.tmpl.replicas;
+    rec.gpus_per_replica = j.tmpl.per_replica.gpu_count;
+    rec.gpus = int64_t{rec.replicas} * rec.gpus_per_replica;
+    rec.submit_s = j.submit;
+    rec.start_s = j.first_start;
+    rec.delay_s = (j.first_start >= 0 ? j.first_start : sc.duration_s) - j.submit;
+    rec.granted = j.granted;
+    rec.status = j.infeasible        ? SimJobStatus::kInfeasible
+                 : j.started_at >= 0 ? SimJobStatus::kRunning
+                 : j.finished        ? SimJobStatus::kFinished
+                                     : SimJobStatus::kPending;
+    rec.reason = j.reason;
+    rec.domains = j.domains;
+    rec.entropy = j.entropy;
+    res.jobs.push_back(rec);
+    if (j.first_start >= 0 && j.tmpl.replicas > 1) {
+      if (j.domains) multinode_domains.push_back(static_cast<double>(*j.domains));
+      if (j.entropy) multinode_entropy.push_back(*j.entropy);
+    }
+    const double d = static_cast<double>(rec.delay_s);
     delays.push_back(d);
     if (j.large) large_delays.push_back(d);
     const int64_t gpus = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count;
@@ -336,6 +419,13 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     }
     if (pod) m["free_rdma_pods_mean"] = free_pods / static_cast<double>(samples);
   }
+  auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return s / static_cast<double>(v.size());
+  };
+  if (!multinode_domains.empty()) m["domains_per_multinode_job_mean"] = mean(multinode_domains);
+  if (!multinode_entropy.empty()) m["entropy_per_multinode_job_mean"] = mean(multinode_entropy);
   if (!asws_per_large.empty()) {
     double s = 0;
     for (double x : asws_per_large) s += x;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "sim/scenario.h"
@@ -155,16 +156,106 @@ TEST(Simulate, UnknownPlanesLevelsAndNodesAreNamedWhenTheScenarioMeetsItsCluster
             "s.yaml: event at 5 s: no node 'nope'");
 }
 
-TEST(Simulate, AJobLargerThanEveryDomainItIsConstrainedToStaysPendingAsInfeasible) {
+// The job record of `name` in `r` (fails the test when absent).
+const SimJobRecord& JobRecord(const SimulateResult& r, const std::string& name) {
+  for (const SimJobRecord& j : r.jobs) {
+    if (j.name == name) return j;
+  }
+  ADD_FAILURE() << "no job record '" << name << "'";
+  static const SimJobRecord kNone;
+  return kNone;
+}
+
+// A scenario on examples/clusters/two-asw.yaml: ASW asw1 = h800-a-0000..0003, asw2 =
+// h800-b-0000..0003 (8 H800 GPUs, 128 cores each), asw3 = three 1-GPU A10 nodes and a CPU node.
+StatusOr<Scenario> TwoAswScenario(const std::string& body) {
   const std::string dir = std::filesystem::path(kExamples).string();
-  auto sc = ParseScenario("name: t\nduration_s: 600\ncluster:\n  spec: " + dir + "clusters/two-asw.yaml\njobs:\n"
-                          "  - {name: huge, gpus: 8, replicas: 8, plane: data, required_level: asw}\n" + kConf, "s.yaml");
+  return ParseScenario("name: t\ncluster:\n  spec: " + dir + "clusters/two-asw.yaml\n" + body, "s.yaml");
+}
+
+TEST(Simulate, AJobLargerThanEveryDomainItIsConstrainedToStaysPendingAsInfeasible) {
+  // huge: 8 x 8 GPUs in one ASW of 4 H800 nodes — never. hold takes the 8 H800 nodes for the whole
+  // run, so wait (one 8-GPU replica; the A10 nodes have 1 GPU) waits all along.
+  auto sc = TwoAswScenario("duration_s: 600\njobs:\n"
+                           "  - {name: huge, gpus: 8, replicas: 8, plane: data, required_level: asw}\n"
+                           "  - {name: hold, gpus: 8, replicas: 8, duration_s: 5000}\n"
+                           "  - {name: wait, gpus: 8, submit_s: 100}\n" + kConf);
   ASSERT_TRUE(sc.ok()) << sc.status().message();
   auto cluster = LoadScenarioCluster(*sc);
   auto r = RunScenario(*sc, *cluster, sc->configurations[0], 1, true);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->metrics.at("jobs_infeasible_count"), 1);
-  EXPECT_EQ(r->metrics.at("jobs_started_count"), 0);
+  EXPECT_EQ(r->metrics.at("jobs_pending_end_count"), 1);  // wait; not huge
+  EXPECT_EQ(r->metrics.at("jobs_started_count"), 1);
+  ASSERT_EQ(r->jobs.size(), 3u);
+  const SimJobRecord& huge = JobRecord(*r, "huge");
+  EXPECT_EQ(huge.status, SimJobStatus::kInfeasible);
+  EXPECT_EQ(SimJobStatusText(huge), "infeasible: no asw could ever hold 8 replicas (the best holds at most 4 when empty)");
+  EXPECT_EQ(huge.start_s, -1);
+  EXPECT_EQ(huge.delay_s, 600);
+  EXPECT_EQ(huge.granted, 0);
+  EXPECT_EQ(huge.gpus, 64);
+  EXPECT_FALSE(huge.domains.has_value());
+  const SimJobRecord& hold = JobRecord(*r, "hold");
+  EXPECT_EQ(SimJobStatusText(hold), "running");
+  EXPECT_EQ(hold.granted, 8);
+  const SimJobRecord& wait = JobRecord(*r, "wait");
+  EXPECT_EQ(SimJobStatusText(wait), "pending");
+  EXPECT_EQ(wait.start_s, -1);
+  EXPECT_EQ(wait.delay_s, 500);
+}
+
+TEST(Simulate, JobRecordsOfTheAlignExampleShowThe200ReplicaJobRunningAtTheEnd) {
+  // pp starts at 0 with all 200 nodes; it runs 86,400 s, beyond the 14,400 s horizon; the failure
+  // at 3,600 s shrinks it but leaves it running. The cluster has no topology: no spread.
+  const SimulateResult r = RunExample("align-step8.yaml");
+  ASSERT_EQ(r.jobs.size(), 1u);
+  const SimJobRecord& pp = r.jobs[0];
+  EXPECT_EQ(pp.name, "pp");
+  EXPECT_EQ(pp.status, SimJobStatus::kRunning);
+  EXPECT_EQ(pp.start_s, 0);
+  EXPECT_EQ(pp.delay_s, 0);
+  EXPECT_EQ(pp.granted, 200);
+  EXPECT_EQ(pp.gpus, 1600);
+  EXPECT_FALSE(pp.domains.has_value());
+  EXPECT_FALSE(pp.entropy.has_value());
+  EXPECT_EQ(r.metrics.count("domains_per_multinode_job_mean"), 0u);
+}
+
+TEST(Simulate, AGangSplitThreeToOneOverTwoAswsSpansTwoDomainsWithTheEntropyOfThatSplit) {
+  // At 0, h800-a-0003 and h800-b-0001..0003 fail: asw1 has 3 usable 8-GPU nodes, asw2 one. The
+  // 4 x 8-GPU gang preferring one ASW must take 3 + 1 (the A10s hold no 8-GPU replica). "one" (1
+  // GPU, no constraint) is measured at data/asw: 1 domain — and, with 1 replica, left out of the
+  // means. All nodes are back at 200; "pair" (2 x 8 GPUs, one ASW required) starts at 300: 1
+  // domain, entropy 0. Means over the multi-replica jobs: domains (2 + 1) / 2, entropy H / 2.
+  auto sc = TwoAswScenario(
+      "duration_s: 1000\njobs:\n"
+      "  - {name: gang, submit_s: 10, duration_s: 100, replicas: 4, gpus: 8, plane: data, preferred_level: asw}\n"
+      "  - {name: one, submit_s: 10, duration_s: 100, gpus: 1}\n"
+      "  - {name: pair, submit_s: 300, duration_s: 100, replicas: 2, gpus: 8, plane: data, required_level: asw}\n"
+      "events:\n"
+      "  - {at_s: 0, fail_node: h800-a-0003}\n  - {at_s: 0, fail_node: h800-b-0001}\n"
+      "  - {at_s: 0, fail_node: h800-b-0002}\n  - {at_s: 0, fail_node: h800-b-0003}\n"
+      "  - {at_s: 200, repair_node: h800-a-0003}\n  - {at_s: 200, repair_node: h800-b-0001}\n"
+      "  - {at_s: 200, repair_node: h800-b-0002}\n  - {at_s: 200, repair_node: h800-b-0003}\n" + kConf);
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto cluster = LoadScenarioCluster(*sc);
+  auto r = RunScenario(*sc, *cluster, sc->configurations[0], 1, true);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const double h = -(0.75 * std::log(0.75) + 0.25 * std::log(0.25));  // 0.5623...
+  const SimJobRecord& gang = JobRecord(*r, "gang");
+  EXPECT_EQ(gang.status, SimJobStatus::kFinished);
+  EXPECT_EQ(gang.start_s, 10);
+  EXPECT_EQ(gang.granted, 4);
+  EXPECT_EQ(gang.domains, 2);
+  ASSERT_TRUE(gang.entropy.has_value());
+  EXPECT_NEAR(*gang.entropy, h, 1e-12);
+  EXPECT_EQ(JobRecord(*r, "one").domains, 1);
+  EXPECT_EQ(JobRecord(*r, "one").entropy, 0.0);
+  EXPECT_EQ(JobRecord(*r, "pair").domains, 1);
+  EXPECT_EQ(JobRecord(*r, "pair").entropy, 0.0);
+  EXPECT_EQ(r->metrics.at("domains_per_multinode_job_mean"), 1.5);
+  EXPECT_NEAR(r->metrics.at("entropy_per_multinode_job_mean"), h / 2, 1e-12);
 }
 
 }  // namespace
