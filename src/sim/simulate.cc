@@ -1,6 +1,7 @@
 #include "sim/simulate.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cmath>
 #include <deque>
@@ -245,6 +246,11 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   std::deque<size_t> pending;
   std::vector<double> asws_per_large;
   double alloc_area = 0, stranded_sum = 0, w128 = 0, w256 = 0, a128 = 0;
+  // Per probe shape (ProbeShapes() order): sums over samples of idle GPUs by cause.
+  struct IdleSums {
+    double fractional = 0, stranded = 0, insufficient_cpu = 0;
+  };
+  std::vector<IdleSums> idle_sums(ProbeShapes().size());
   int64_t samples = 0;
   const double capacity = static_cast<double>(std::max<int64_t>(1, state.total_gpu_milli()));
   SimTime last_t = 0, next_sample = 0;
@@ -256,8 +262,13 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     last_t = t;
     while (next_sample < t) {
       res.samples.push_back({next_sample, alloc, FreeNodes(state), static_cast<int64_t>(pending.size())});
-      for (const IdleCauses& c : IdleGpuCauses(state)) {
+      const std::vector<IdleCauses> causes = IdleGpuCauses(state);
+      for (size_t k = 0; k < causes.size(); ++k) {
+        const IdleCauses& c = causes[k];
         if (c.shape.name == "8G64C") stranded_sum += c.stranded;
+        idle_sums[k].fractional += c.fractional;
+        idle_sums[k].stranded += c.stranded;
+        idle_sums[k].insufficient_cpu += c.insufficient_cpu;
       }
       if (asw) free_asws += static_cast<double>(whole_free(*data, *asw));
       if (pod) free_pods += static_cast<double>(whole_free(*param, *pod));
@@ -411,6 +422,14 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   if (!large_delays.empty()) m["sched_delay_p90_large_s"] = Percentile(large_delays, 90);
   if (samples > 0) {
     m["stranded_gpus_8g_mean"] = stranded_sum / static_cast<double>(samples);
+    for (size_t k = 0; k < idle_sums.size(); ++k) {
+      std::string shape = ProbeShapes()[k].name;
+      for (char& ch : shape) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      const double n = static_cast<double>(samples);
+      m["idle_fractional_gpus_" + shape + "_mean"] = idle_sums[k].fractional / n;
+      m["idle_stranded_gpus_" + shape + "_mean"] = idle_sums[k].stranded / n;
+      m["idle_insufficient_cpu_gpus_" + shape + "_mean"] = idle_sums[k].insufficient_cpu / n;
+    }
     if (asw) {
       m["within_asw_fulfillable_128_count"] = w128 / static_cast<double>(samples);
       m["within_asw_fulfillable_256_count"] = w256 / static_cast<double>(samples);

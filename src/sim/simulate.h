@@ -30,6 +30,11 @@
 //                                                  some job has them)
 //   stranded_gpus_8g_mean                          stranded GPUs of the 8G64C probe (metrics.md §3),
 //                                                  sampled every sample_interval_s and averaged
+//   idle_fractional_gpus_S_mean, idle_stranded_gpus_S_mean, idle_insufficient_cpu_gpus_S_mean
+//                                                  idle GPUs by cause for each probe shape S of
+//                                                  ProbeShapes(), lower-cased (1g8c ... 8g128c):
+//                                                  IdleGpuCauses summed over nodes, sampled and
+//                                                  averaged the same way (metrics.md §3)
 //   within_asw_fulfillable_128_count, within_asw_fulfillable_256_count,
 //   across_asw_fulfillable_128_count              time-averaged (§5); only with plane "data",
 //                                                  level "asw"

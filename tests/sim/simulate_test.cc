@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "sim/scenario.h"
+#include "tests/testing/temp_dir.h"
 
 namespace estuary {
 namespace {
@@ -90,6 +91,54 @@ TEST(Simulate, CountsAswsAndRdmaPodsWhoseGpusAreAllFree) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->metrics.at("free_asws_mean"), 2);
   EXPECT_EQ(r->metrics.at("free_rdma_pods_mean"), 1);
+}
+
+TEST(Simulate, AveragesIdleGpusByCauseForEveryProbeShapeOverTheSamples) {
+  // Node a: 8 GPUs, 128 cores; node b: 4 GPUs, 8 cores. x (half a GPU, 10 cores) runs all along
+  // and y (2 GPUs, 16 cores) until 500 s — both fit only on a. Samples every 100 s of 1,000 s:
+  // five with x and y, five with x alone.
+  //   with y:   a idle 5.5 GPUs (5 whole + 0.5), 102 idle cores; b idle 4 GPUs, 8 cores
+  //   without:  a idle 7.5 GPUs (7 whole + 0.5), 118 idle cores; b unchanged
+  // Per shape (fractional, stranded, insufficient CPU), mean of the two halves:
+  //   1G8C   a: 0.5 fractional; b: 8 cores suffice, whole GPUs enough   -> 0.5, 0,  0
+  //   1G12C  a: 0.5; b: cores short, 4 >= 1 GPU -> 1                     -> 0.5, 0,  1
+  //   4G32C, 4G48C, 4G64C  a: 0.5; b: cores short, 4 >= 4 -> 4            -> 0.5, 0,  4
+  //   8G64C, 8G96C  a: cores enough, 5 then 7 whole < 8 stranded; b: 4    -> 0,   6,  4
+  //   8G128C a: cores short (102, 118 < 128): 5.5 then 7.5; b: 4          -> 0,   0, 10.5
+  estuary::testing::TempDir dir;
+  const std::string spec = estuary::testing::WriteFile(
+      dir, "tiny.yaml",
+      "name: tiny\npools:\n"
+      "  - {name: big, gpu_model: H800, gpus_per_node: 8, cpu_cores: 128, memory_gib: 1024}\n"
+      "  - {name: small, gpu_model: H800, gpus_per_node: 4, cpu_cores: 8, memory_gib: 64}\n"
+      "nodes:\n  - {name: a, pool: big}\n  - {name: b, pool: small}\n");
+  auto sc = ParseScenario("name: t\nduration_s: 1000\nsample_interval_s: 100\ncluster:\n  spec: " + spec +
+                              "\njobs:\n"
+                              "  - {name: x, gpus: 1, gpu_milli: 500, cpu_cores: 10, duration_s: 5000}\n"
+                              "  - {name: y, gpus: 2, cpu_cores: 16, duration_s: 500}\n"
+                              "configurations:\n  - {name: a}\n",
+                          "s.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto cluster = LoadScenarioCluster(*sc);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
+  auto r = RunScenario(*sc, *cluster, sc->configurations[0], 1, true);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->samples.size(), 10u);
+  struct Expected {
+    const char* shape;
+    double fractional, stranded, insufficient_cpu;
+  };
+  const std::vector<Expected> expected = {{"1g8c", 0.5, 0, 0},   {"1g12c", 0.5, 0, 1}, {"4g32c", 0.5, 0, 4},
+                                          {"4g48c", 0.5, 0, 4},  {"4g64c", 0.5, 0, 4}, {"8g64c", 0, 6, 4},
+                                          {"8g96c", 0, 6, 4},    {"8g128c", 0, 0, 10.5}};
+  for (const Expected& e : expected) {
+    const std::string s = e.shape;
+    ASSERT_TRUE(r->metrics.count("idle_fractional_gpus_" + s + "_mean")) << s;
+    EXPECT_DOUBLE_EQ(r->metrics.at("idle_fractional_gpus_" + s + "_mean"), e.fractional) << s;
+    EXPECT_DOUBLE_EQ(r->metrics.at("idle_stranded_gpus_" + s + "_mean"), e.stranded) << s;
+    EXPECT_DOUBLE_EQ(r->metrics.at("idle_insufficient_cpu_gpus_" + s + "_mean"), e.insufficient_cpu) << s;
+  }
+  EXPECT_DOUBLE_EQ(r->metrics.at("stranded_gpus_8g_mean"), 6);  // the older 8G64C figure agrees
 }
 
 struct BadScenario {
