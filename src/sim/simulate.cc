@@ -213,21 +213,54 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   if (!session.ok()) return session.status();
   const AllocateOptions aopts{config.align, config.topology};
 
-  // Events: 0 = job end, 1 = node event, 2 = arrival; ordered by (time, kind, index).
+  // Node events: the listed ones (index = position in the scenario), then the repairs of
+  // generated failures, appended as the failures happen.
+  struct NodeEv {
+    NodeId node;
+    bool fail;
+    bool generated;
+  };
+  std::vector<NodeEv> node_events;
+  for (const NodeEvent& e : sc.events) node_events.push_back({node_by_name[e.node], e.fail, false});
+
+  // Events, ordered by (time, kind, index): job ends, node events (listed, then generated repairs
+  // in creation order), the failure model's next draw, arrivals.
+  enum EvKind : int { kEnd = 0, kNode = 1, kFailureDraw = 2, kArrival = 3 };
   struct Ev {
     SimTime t;
     int kind;
-    size_t idx;
-    SimTime start;  // for ends: the run they end
+    size_t idx;     // kEnd, kArrival: job; kNode: node event
+    SimTime start;  // kEnd: the run it ends; generated repairs: the failure they repair
     bool operator>(const Ev& o) const {
       return std::tie(t, kind, idx) > std::tie(o.t, o.kind, o.idx);
     }
   };
   std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> events;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    if (jobs[i].submit < sc.duration_s) events.push({jobs[i].submit, 2, i, 0});
+    if (jobs[i].submit < sc.duration_s) events.push({jobs[i].submit, kArrival, i, 0});
   }
-  for (size_t i = 0; i < sc.events.size(); ++i) events.push({sc.events[i].at_s, 1, i, 0});
+  for (size_t i = 0; i < node_events.size(); ++i) events.push({sc.events[i].at_s, kNode, i, 0});
+
+  // The failure model: the nodes' independent Poisson processes (rate 1/MTBF each) as one
+  // cluster-wide process of rate nodes/MTBF whose every draw picks a node uniformly; a draw that
+  // picks a node already down is skipped, which leaves each node failing at rate 1/MTBF while up
+  // (the exponential is memoryless). Draws are made one at a time, so the cost is one event per
+  // draw, whatever the cluster size.
+  std::optional<Rng> failure_rng;
+  double failure_clock = 0;  // time of the next draw, in seconds (exact, before truncation)
+  double failure_rate = 0;   // draws per second
+  auto schedule_failure_draw = [&]() {
+    failure_clock += -std::log(1.0 - failure_rng->UniformDouble()) / failure_rate;
+    if (failure_clock < static_cast<double>(sc.duration_s)) {
+      events.push({static_cast<SimTime>(failure_clock), kFailureDraw, 0, 0});
+    }
+  };
+  if (sc.failures && state.num_nodes() > 0) {
+    // Mixed with a constant so that the draws differ from the job stream's (Rng(seed)).
+    failure_rng.emplace(sc.failures->seed.value_or(seed) ^ 0x6661696c75726573ULL);
+    failure_rate = static_cast<double>(state.num_nodes()) / (sc.failures->node_mtbf_h * 3600.0);
+    schedule_failure_draw();
+  }
 
   const auto data = state.topology().FindPlane("data");
   const std::optional<int> asw = data ? state.topology().FindLevel(*data, "asw") : std::nullopt;
@@ -244,6 +277,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   };
   double free_asws = 0, free_pods = 0;
   std::deque<size_t> pending;
+  std::vector<SimTime> last_failure(state.num_nodes(), -1);  // per node: when it last went down
+  int64_t node_failures = 0, requeued_by_failure = 0, shrunk_by_failure = 0;
   std::vector<double> asws_per_large;
   double alloc_area = 0, stranded_sum = 0, w128 = 0, w256 = 0, a128 = 0;
   // Per probe shape (ProbeShapes() order): sums over samples of idle GPUs by cause.
@@ -317,37 +352,71 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     pending.swap(still);
   };
 
+  // A node fails or is repaired: listed and generated events alike.
+  auto node_down = [&](NodeId node, SimTime t, bool generated) {
+    node_failures += state.node(node).state != NodeState::kDown;
+    last_failure[node.value()] = t;
+    res.node_events.push_back({t, state.node(node).spec.name, true, generated});
+    for (const FailureEffect& fe : NodeFailureAction::NodeDown(state, node, config.align)) {
+      if (!fe.requeued) {
+        ++shrunk_by_failure;
+        continue;
+      }
+      ++requeued_by_failure;
+      const size_t i = job_index[fe.job.value()];
+      jobs[i].started_at = -1;
+      pending.push_front(i);
+    }
+  };
+  auto node_up = [&](NodeId node, SimTime t, bool generated) {
+    res.node_events.push_back({t, state.node(node).spec.name, false, generated});
+    NodeFailureAction::NodeUp(state, node);
+  };
+
   while (!events.empty() && events.top().t < sc.duration_s) {
     const SimTime t = events.top().t;
     sample_until(t);
     bool failed = false;
+    // False while the time's events are only failure-model draws that picked a down node and
+    // repairs that no longer apply: nothing happened, so the queue is not tried again (a retry
+    // would see the state its last try saw, and the run stays the same as with the listed events).
+    bool happened = false;
     while (!events.empty() && events.top().t == t) {
       const Ev e = events.top();
       events.pop();
-      if (e.kind == 0) {
+      happened |= e.kind != kNode && e.kind != kFailureDraw;
+      if (e.kind == kEnd) {
         SimJob& j = jobs[e.idx];
         if (j.started_at != e.start) continue;  // a run ended earlier by a requeue
         for (TaskId task : state.job(j.id).tasks) state.Finish(task);
         j.started_at = -1;
         j.finished = true;
-      } else if (e.kind == 1) {
-        const NodeEvent& ne = sc.events[e.idx];
-        const NodeId node = node_by_name[ne.node];
+      } else if (e.kind == kNode) {
+        const NodeEv ne = node_events[e.idx];
         if (ne.fail) {
-          failed = true;
-          for (const FailureEffect& fe : NodeFailureAction::NodeDown(state, node, config.align)) {
-            if (!fe.requeued) continue;
-            const size_t i = job_index[fe.job.value()];
-            jobs[i].started_at = -1;
-            pending.push_front(i);
-          }
-        } else {
-          NodeFailureAction::NodeUp(state, node);
+          failed = happened = true;
+          node_down(ne.node, t, ne.generated);
+        } else if (!ne.generated) {
+          happened = true;
+          node_up(ne.node, t, false);
+        } else if (state.node(ne.node).state == NodeState::kDown && last_failure[ne.node.value()] == e.start) {
+          happened = true;
+          node_up(ne.node, t, true);  // unless a listed repair (and maybe a new failure) came first
         }
+      } else if (e.kind == kFailureDraw) {
+        const NodeId node(static_cast<uint32_t>(failure_rng->Uniform(state.num_nodes())));
+        if (state.node(node).state != NodeState::kDown) {
+          failed = happened = true;
+          node_down(node, t, true);
+          events.push({t + sc.failures->repair_s, kNode, node_events.size(), t});
+          node_events.push_back({node, false, true});
+        }
+        schedule_failure_draw();
       } else {
         pending.push_back(e.idx);
       }
     }
+    if (!happened) continue;
     try_pending(t);
     if (failed) after_failure = std::make_pair(FreeNodes(state), UnusableGpus(state, jobs));
     if (check_invariants) {
@@ -416,6 +485,9 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     m[std::string("sched_delay_mean_gpus_") + b.name + "_s"] = sum / static_cast<double>(b.delays.size());
   }
   m["jobs_started_count"] = static_cast<double>(started);
+  m["node_failures_count"] = static_cast<double>(node_failures);
+  m["jobs_requeued_by_failure_count"] = static_cast<double>(requeued_by_failure);
+  m["jobs_shrunk_by_failure_count"] = static_cast<double>(shrunk_by_failure);
   m["jobs_pending_end_count"] = static_cast<double>(pending.size());
   m["jobs_infeasible_count"] = static_cast<double>(infeasible);
   m["sched_delay_p90_s"] = Percentile(delays, 90);

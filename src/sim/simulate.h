@@ -2,8 +2,9 @@
 // seed. Jobs arrive at their submit time (listed, or Poisson-generated from weighted classes) and
 // wait in a FIFO queue; after every event time the queue is tried in order (a job that cannot
 // start does not block later ones) through AllocateAction with the configuration's options. A
-// started job runs its duration and then ends; node failures shrink or requeue jobs
-// (NodeFailureAction); repairs make nodes schedulable again. A job AllocateAction reports
+// started job runs its duration and then ends; node failures — listed in the scenario or drawn from
+// its failure-rate model, through the same NodeFailureAction::NodeDown / NodeUp — shrink or requeue
+// jobs; repairs make nodes schedulable again. A job AllocateAction reports
 // infeasible (no domain or node could ever hold it) is not retried — the cluster never grows — and
 // stays in the results as an infeasible job with the reason. Time is a SimClock; same scenario and
 // seed, same results.
@@ -28,6 +29,10 @@
 //                                                  mean over started jobs of > 1 replica of
 //                                                  SimJobRecord::domains and ::entropy (only when
 //                                                  some job has them)
+//   node_failures_count                            nodes that went down (listed or generated)
+//   jobs_requeued_by_failure_count, jobs_shrunk_by_failure_count
+//                                                  failure effects (FailureEffect): a job hit by
+//                                                  several failures counts each time
 //   stranded_gpus_8g_mean                          stranded GPUs of the 8G64C probe (metrics.md §3),
 //                                                  sampled every sample_interval_s and averaged
 //   idle_fractional_gpus_S_mean, idle_stranded_gpus_S_mean, idle_insufficient_cpu_gpus_S_mean
@@ -95,6 +100,17 @@ struct SimJobRecord {
   std::optional<double> entropy;
 };
 
+// A node failure or repair the run applied: every listed event, and the generated failures and
+// repairs of the failure-rate model (Scenario::failures). A generated failure never picks a node
+// that is down; a generated repair is applied only while the node is still down from the failure
+// it repairs (a listed repair may have come first).
+struct SimNodeEvent {
+  SimTime time = 0;
+  std::string node;
+  bool fail = true;        // false: repair
+  bool generated = false;  // from the failure-rate model
+};
+
 // "finished", "running", "pending" or "infeasible: <reason>".
 std::string SimJobStatusText(const SimJobRecord& r);
 
@@ -104,6 +120,7 @@ struct SimulateResult {
   std::map<std::string, double> metrics;
   std::vector<SimSample> samples;
   std::vector<SimJobRecord> jobs;  // in workload order: listed jobs, then generated ones
+  std::vector<SimNodeEvent> node_events;  // as applied, in order
 };
 
 // The scenario's cluster: its spec file read, or generated.

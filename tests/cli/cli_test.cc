@@ -395,6 +395,10 @@ TEST_F(Cli, SimulateRejectsABadScenarioNamingFileLineAndField) {
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc}), {sc + ":5: field 'step'"}));
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", (dir_.path() / "none.yaml").string()}), {"cannot open file"}));
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--out", nodes_ + "/x"}), {"--out"}));
+  const std::string failures = WriteFile(dir_, "f.yaml",
+                                         "name: t\ncluster:\n  spec: c.yaml\njobs:\n  - {name: j, gpus: 8}\n"
+                                         "failures:\n  node_mtbf_h: 0\n  repair_s: 600\nconfigurations:\n  - {name: a}\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", failures}), {failures + ":7: field 'node_mtbf_h'", "positive"}));
 }
 
 // --- simulate outputs ---------------------------------------------------------------------------

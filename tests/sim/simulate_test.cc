@@ -6,8 +6,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <tuple>
 
 #include "sim/scenario.h"
+#include "tests/testing/bad_input.h"
 #include "tests/testing/temp_dir.h"
 
 namespace estuary {
@@ -150,14 +153,12 @@ struct BadScenario {
 class ScenarioBadInput : public ::testing::TestWithParam<BadScenario> {};
 
 TEST_P(ScenarioBadInput, IsRejectedNamingTheLineAndField) {
-  auto s = ParseScenario(GetParam().text, "s.yaml");
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().ExitCode(), 2);
-  EXPECT_EQ(s.status().message().rfind(GetParam().message, 0), 0u) << s.status().message();
+  EXPECT_TRUE(testing::IsBadInput(ParseScenario(GetParam().text, "s.yaml"), GetParam().message));
 }
 
 const std::string kHead = "name: t\ncluster:\n  spec: c.yaml\n";  // lines 1-3
 const std::string kConf = "configurations:\n  - {name: a}\n";
+const std::string kJob = "jobs:\n  - {name: j, gpus: 8}\n";  // lines 4-5
 
 std::vector<BadScenario> Cases() {
   return {
@@ -178,6 +179,26 @@ std::vector<BadScenario> Cases() {
       {"UnknownField", kHead + "jobs:\n  - {name: j, gpus: 8, colour: red}\n" + kConf, "s.yaml:5: field 'colour': unknown field"},
       {"NoConfigurations", kHead + "jobs:\n  - {name: j, gpus: 8}\n", "s.yaml:1: field 'configurations'"},
       {"NoCluster", "name: t\njobs:\n  - {name: j, gpus: 8}\n" + kConf, "s.yaml:1: field 'cluster': missing"},
+      {"ZeroMtbf", kHead + kJob + "failures: {node_mtbf_h: 0, repair_s: 600}\n" + kConf,
+       "s.yaml:6: field 'node_mtbf_h': must be a positive number of hours"},
+      {"NegativeMtbf", kHead + kJob + "failures:\n  repair_s: 600\n  node_mtbf_h: -2.5\n" + kConf,
+       "s.yaml:8: field 'node_mtbf_h': must be a positive number of hours"},
+      {"MtbfNotANumber", kHead + kJob + "failures: {node_mtbf_h: daily, repair_s: 600}\n" + kConf,
+       "s.yaml:6: field 'node_mtbf_h': expected a number"},
+      {"MissingMtbf", kHead + kJob + "failures: {repair_s: 600}\n" + kConf, "s.yaml:6: field 'node_mtbf_h': missing"},
+      {"ZeroRepair", kHead + kJob + "failures: {node_mtbf_h: 24, repair_s: 0}\n" + kConf,
+       "s.yaml:6: field 'repair_s': 0 is outside [1, "},
+      {"NegativeRepair", kHead + kJob + "failures:\n  node_mtbf_h: 24\n  repair_s: -60\n" + kConf,
+       "s.yaml:8: field 'repair_s': -60 is outside [1, "},
+      {"FractionalRepair", kHead + kJob + "failures: {node_mtbf_h: 24, repair_s: 1.5}\n" + kConf,
+       "s.yaml:6: field 'repair_s': expected an integer"},
+      {"MissingRepair", kHead + kJob + "failures: {node_mtbf_h: 24}\n" + kConf, "s.yaml:6: field 'repair_s': missing"},
+      {"NegativeFailureSeed", kHead + kJob + "failures: {node_mtbf_h: 24, repair_s: 60, seed: -1}\n" + kConf,
+       "s.yaml:6: field 'seed': -1 is outside [0, "},
+      {"UnknownFailureField", kHead + kJob + "failures: {node_mtbf_h: 24, repair_s: 60, mttr_s: 60}\n" + kConf,
+       "s.yaml:6: field 'mttr_s': unknown field"},
+      {"FailuresNotAMapping", kHead + kJob + "failures: [24, 60]\n" + kConf,
+       "s.yaml:6: field 'failures': expected {node_mtbf_h: HOURS, repair_s: SECONDS, seed: N}"},
   };
 }
 
@@ -203,6 +224,129 @@ TEST(Simulate, UnknownPlanesLevelsAndNodesAreNamedWhenTheScenarioMeetsItsCluster
   ASSERT_TRUE(bad_node.ok());
   EXPECT_EQ(RunScenario(*bad_node, *cluster, bad_node->configurations[0], 1).status().message(),
             "s.yaml: event at 5 s: no node 'nope'");
+}
+
+// --- the failure-rate model ---------------------------------------------------------------------
+
+// Runs `sc` (its cluster loaded) with configuration `config` and `seed`, invariants checked.
+SimulateResult RunChecked(const Scenario& sc, uint64_t seed, size_t config = 0) {
+  auto cluster = LoadScenarioCluster(sc);
+  EXPECT_TRUE(cluster.ok()) << cluster.status().message();
+  auto r = RunScenario(sc, *cluster, sc.configurations[config], seed, /*check_invariants=*/true);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : SimulateResult{};
+}
+
+// Failure times and nodes of a run, in order.
+std::vector<std::pair<SimTime, std::string>> Failures(const SimulateResult& r) {
+  std::vector<std::pair<SimTime, std::string>> out;
+  for (const SimNodeEvent& e : r.node_events) {
+    if (e.fail) out.emplace_back(e.time, e.node);
+  }
+  return out;
+}
+
+TEST(SimulateFailures, OneNodeFailsAtTheMtbfRateIsRepairedAfterRepairSAndItsRigidJobIsRequeuedEachTime) {
+  // One 8-GPU node (MTBF 1 h, repair 10 min) for 48 h, and one rigid 8-GPU job that would run
+  // beyond the horizon: every failure requeues the job (shrinking it is impossible), every repair
+  // lets it start again at once.
+  auto sc = ParseScenario("name: t\nduration_s: 172800\ncluster:\n  generate: {total_gpus: 8}\n"
+                          "jobs:\n  - {name: j, gpus: 8, duration_s: 1000000}\n"
+                          "failures: {node_mtbf_h: 1, repair_s: 600}\n" + kConf, "s.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  const SimulateResult r = RunChecked(*sc, 7);
+  const double failures = r.metrics.at("node_failures_count");
+  // The node is up about 6/7 of the time: about 41 failures expected; allow for chance.
+  EXPECT_GE(failures, 20);
+  EXPECT_LE(failures, 70);
+  EXPECT_EQ(r.metrics.at("jobs_requeued_by_failure_count"), failures);
+  EXPECT_EQ(r.metrics.at("jobs_shrunk_by_failure_count"), 0);
+  ASSERT_FALSE(r.node_events.empty());
+  for (size_t i = 0; i < r.node_events.size(); ++i) {
+    const SimNodeEvent& e = r.node_events[i];
+    EXPECT_TRUE(e.generated);
+    EXPECT_EQ(e.fail, i % 2 == 0) << i;  // down, up, down, up, ...
+    if (i % 2 == 1) EXPECT_EQ(e.time, r.node_events[i - 1].time + 600) << i;
+  }
+  const bool down_at_end = r.node_events.back().fail;
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(r.jobs[0].status, down_at_end ? SimJobStatus::kPending : SimJobStatus::kRunning);
+  EXPECT_EQ(r.metrics.at("jobs_pending_end_count"), down_at_end ? 1 : 0);
+}
+
+TEST(SimulateFailures, TheFailureRateIsNodesOverMtbfAndEveryNodeFails) {
+  // 100 nodes, MTBF 10 h, repairs after 1 s, 1,000 h: 10,000 failures expected (Poisson, standard
+  // deviation 100), about 100 per node.
+  auto sc = ParseScenario("name: t\nduration_s: 3600000\nsample_interval_s: 360000\ncluster:\n"
+                          "  generate: {total_gpus: 800}\njobs:\n  - {name: j, gpus: 1}\n"
+                          "failures: {node_mtbf_h: 10, repair_s: 1}\n" + kConf, "s.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto cluster = LoadScenarioCluster(*sc);
+  ASSERT_TRUE(cluster.ok());
+  ASSERT_EQ(cluster->num_nodes(), 100u);
+  auto r = RunScenario(*sc, *cluster, sc->configurations[0], 3);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const double failures = r->metrics.at("node_failures_count");
+  EXPECT_GT(failures, 9500);
+  EXPECT_LT(failures, 10500);
+  std::map<std::string, int> per_node;
+  for (const auto& [t, node] : Failures(*r)) ++per_node[node];
+  EXPECT_EQ(per_node.size(), 100u);
+  for (const auto& [node, n] : per_node) {
+    EXPECT_GT(n, 50) << node;
+    EXPECT_LT(n, 150) << node;
+  }
+}
+
+TEST(SimulateFailures, TheSameSeedGivesTheSameFailuresAndAnotherSeedOthers) {
+  auto sc = ReadScenario(kExamples + "failures.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  const SimulateResult a = RunChecked(*sc, 1), b = RunChecked(*sc, 1), c = RunChecked(*sc, 2);
+  EXPECT_GT(a.metrics.at("node_failures_count"), 0);
+  EXPECT_EQ(Failures(a), Failures(b));
+  EXPECT_EQ(a.metrics, b.metrics);
+  EXPECT_NE(Failures(a), Failures(c));
+  // The failures do not depend on the configuration (only on the seed and the cluster)...
+  EXPECT_EQ(Failures(RunChecked(*sc, 1, 1)), Failures(a));
+  // ... and a fixed failures seed keeps them whatever the run's seed (which still moves the jobs).
+  sc->failures->seed = 99;
+  const SimulateResult d = RunChecked(*sc, 1), e = RunChecked(*sc, 2);
+  EXPECT_EQ(Failures(d), Failures(e));
+  EXPECT_NE(Failures(d), Failures(a));
+}
+
+TEST(SimulateFailures, GeneratedFailuresActExactlyAsTheSameEventsListedInTheScenario) {
+  // Six 8-GPU nodes (MTBF 3 h, repair 20 min) over 24 h: a rigid gang (2 x 8 GPUs, requeued when
+  // it loses a replica), an elastic one (4 x 8 GPUs, min 2, step 2: 3 survivors keep 2, 1 is
+  // requeued), and a stream of 1-GPU jobs. Replaying the generated failures and repairs as listed
+  // events must give the same run.
+  auto sc = ParseScenario("name: t\nduration_s: 86400\nsample_interval_s: 600\ncluster:\n"
+                          "  generate: {total_gpus: 48}\njobs:\n"
+                          "  - {name: rigid, replicas: 2, gpus: 8, duration_s: 30000}\n"
+                          "  - {name: elastic, replicas: 4, min: 2, step: 2, gpus: 8, duration_s: 30000}\n"
+                          "generator:\n  arrivals_per_hour: 2\n  classes:\n"
+                          "    - {replicas: 1, gpus: 1, duration_mean_s: 3600}\n"
+                          "failures: {node_mtbf_h: 3, repair_s: 1200}\n" + kConf, "s.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  const SimulateResult generated = RunChecked(*sc, 5);
+  // The seed was chosen so that the run sees both effects; the assertions keep it honest.
+  EXPECT_GT(generated.metrics.at("jobs_requeued_by_failure_count"), 0);
+  EXPECT_GT(generated.metrics.at("jobs_shrunk_by_failure_count"), 0);
+  Scenario listed = *sc;
+  listed.failures.reset();
+  for (const SimNodeEvent& e : generated.node_events) {
+    ASSERT_TRUE(e.generated);
+    listed.events.push_back({e.time, e.node, e.fail});
+  }
+  const SimulateResult replayed = RunChecked(listed, 5);
+  EXPECT_EQ(replayed.metrics, generated.metrics);
+  ASSERT_EQ(replayed.jobs.size(), generated.jobs.size());
+  for (size_t i = 0; i < replayed.jobs.size(); ++i) {
+    const SimJobRecord &x = replayed.jobs[i], &y = generated.jobs[i];
+    EXPECT_EQ(std::tie(x.name, x.start_s, x.delay_s, x.granted, x.status),
+              std::tie(y.name, y.start_s, y.delay_s, y.granted, y.status)) << x.name;
+  }
+  EXPECT_EQ(Failures(replayed), Failures(generated));
 }
 
 // The job record of `name` in `r` (fails the test when absent).
