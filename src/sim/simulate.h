@@ -3,11 +3,11 @@
 // wait in a FIFO queue; after every event time the queue is tried in order (a job that cannot
 // start does not block later ones) through AllocateAction with the configuration's options. A
 // started job runs its duration and then ends; node failures — listed in the scenario or drawn from
-// its failure-rate model, through the same NodeFailureAction::NodeDown / NodeUp — shrink or requeue
-// jobs; repairs make nodes schedulable again. A job AllocateAction reports
-// infeasible (no domain or node could ever hold it) is not retried — the cluster never grows — and
-// stays in the results as an infeasible job with the reason. Time is a SimClock; same scenario and
-// seed, same results.
+// its failure-rate model, through the same NodeFailureAction::NodeDown / NodeUp — shrink or
+// requeue jobs; repairs make nodes schedulable again. A job AllocateAction reports infeasible (no
+// domain or node could ever hold it) is not retried — the cluster never grows — and stays in the
+// results as an infeasible job with the reason. Time is a SimClock; same scenario and seed, same
+// results.
 //
 // Metrics (names are part of the output contract):
 //   free_nodes, allocated_unusable_gpus            at the end of the run

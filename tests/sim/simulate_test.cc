@@ -266,7 +266,9 @@ TEST(SimulateFailures, OneNodeFailsAtTheMtbfRateIsRepairedAfterRepairSAndItsRigi
     const SimNodeEvent& e = r.node_events[i];
     EXPECT_TRUE(e.generated);
     EXPECT_EQ(e.fail, i % 2 == 0) << i;  // down, up, down, up, ...
-    if (i % 2 == 1) EXPECT_EQ(e.time, r.node_events[i - 1].time + 600) << i;
+    if (i % 2 == 1) {
+      EXPECT_EQ(e.time, r.node_events[i - 1].time + 600) << i;
+    }
   }
   const bool down_at_end = r.node_events.back().fail;
   ASSERT_EQ(r.jobs.size(), 1u);
