@@ -413,7 +413,7 @@ int RunCli(int argc, char** argv) {
   SimulateFlags sf;
   CLI::App* simulate = app.add_subcommand("simulate", "run a scenario (cluster, jobs, events, configurations)");
   simulate->add_option("scenario", sf.scenario, "the scenario file (YAML; docs/simulate.md)")->required();
-  simulate->add_option("--out", sf.out, "output directory: summary.json, timeseries.csv, report.html");
+  simulate->add_option("--out", sf.out, "output directory: summary.json, timeseries.csv, jobs.csv, report.html");
   simulate->add_flag("--check-invariants", sf.check_invariants, "check ClusterState invariants after every event time");
   simulate->add_option("--threads", sf.threads, "runs (configuration x seed) in parallel; default: one per hardware thread")
       ->check(CLI::Range(1, 1024));

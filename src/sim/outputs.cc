@@ -167,6 +167,35 @@ std::string Fixed(double v, int digits = 2) {
   return o.str();
 }
 
+// A CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, a quote or a line
+// break.
+std::string CsvField(const std::string& v) {
+  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+// jobs.csv: one row per job per (configuration, seed); see SimJobRecord.
+std::string JobsCsv(const std::vector<std::vector<SimulateResult>>& results) {
+  std::ostringstream o;
+  o << "configuration,seed,job,replicas,gpus_per_replica,gpus,submit_s,start_s,delay_s,granted,status,domains,"
+       "entropy\n";
+  for (const auto& per_seed : results) {
+    for (const SimulateResult& r : per_seed) {
+      for (const SimJobRecord& j : r.jobs) {
+        const bool started = j.start_s >= 0;
+        o << CsvField(r.configuration) << ',' << r.seed << ',' << CsvField(j.name) << ',' << j.replicas << ','
+          << j.gpus_per_replica << ',' << j.gpus << ',' << j.submit_s << ',' << (started ? std::to_string(j.start_s) : "")
+          << ',' << j.delay_s << ',' << (started ? std::to_string(j.granted) : "") << ','
+          << CsvField(SimJobStatusText(j)) << ',' << (j.domains ? std::to_string(*j.domains) : "") << ','
+          << (j.entropy ? Fixed(*j.entropy, 6) : "") << '\n';
+      }
+    }
+  }
+  return o.str();
+}
+
 }  // namespace
 
 namespace {
@@ -471,6 +500,7 @@ StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::st
   rep.charts = {alloc, free};
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/summary.json", summary.dump(2) + "\n"));
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/timeseries.csv", ts.str()));
+  ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/jobs.csv", JobsCsv(results)));
   const std::string html = dir + "/report.html";
   ESTUARY_RETURN_IF_ERROR(report::WriteHtmlReport(rep, html));
   return html;

@@ -57,8 +57,14 @@ StatusOr<std::string> WriteReplayOutputs(const std::string& dir, const std::stri
                                          double wall_seconds);
 
 // Writes the simulate outputs: summary.json {"scenario", "seeds", "wall_seconds",
-// "configurations": {name: {metric: mean over seeds}}}, timeseries.csv and report.html (allocation
-// and free nodes over time, per configuration). `results[c][s]` is configuration c, seed s.
+// "configurations": {name: {metric: mean over seeds}}}, timeseries.csv, jobs.csv and report.html
+// (allocation and free nodes over time, per configuration). `results[c][s]` is configuration c,
+// seed s. jobs.csv has one row per job per configuration and seed (SimulateResult::jobs):
+//   configuration,seed,job,replicas,gpus_per_replica,gpus,submit_s,start_s,delay_s,granted,status,
+//   domains,entropy
+// status as SimJobStatusText; start_s and granted are empty for a job that never started, domains
+// and entropy when unset (SimJobRecord); entropy has 6 decimals. A field holding a comma, a quote
+// or a line break is quoted, its quotes doubled (RFC 4180).
 StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::string& scenario,
                                            const std::vector<std::vector<SimulateResult>>& results,
                                            double wall_seconds);

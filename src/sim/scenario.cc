@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -50,6 +51,21 @@ StatusOr<double> Real(const Ctx& c, const YAML::Node& m, const char* key, double
     return c.Err(n, key, "expected a number");
   }
   if (!(v >= min && v <= max)) return c.Err(n, key, "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+  return v;
+}
+
+// A required, finite number > 0 (of `unit`).
+StatusOr<double> PositiveReal(const Ctx& c, const YAML::Node& m, const char* key, const std::string& unit) {
+  const YAML::Node n = m[key];
+  if (!n) return c.Err(m, key, "missing");
+  double v = 0;
+  try {
+    if (!n.IsScalar()) throw YAML::Exception(n.Mark(), "not a scalar");
+    v = n.as<double>();
+  } catch (const YAML::Exception&) {
+    return c.Err(n, key, "expected a number");
+  }
+  if (!(v > 0) || !std::isfinite(v)) return c.Err(n, key, "must be a positive number of " + unit);
   return v;
 }
 
@@ -133,7 +149,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   const YAML::Node root = loaded;
   if (!root.IsMap()) return InvalidArgument(path + ":1: expected a mapping");
   ESTUARY_RETURN_IF_ERROR(Known(c, root, {"name", "duration_s", "sample_interval_s", "seeds", "cluster", "jobs",
-                                          "generator", "events", "network", "configurations"}));
+                                          "generator", "events", "network", "failures", "configurations"}));
   Scenario s;
   s.path = path;
   ESTUARY_ASSIGN_OR_RETURN(s.name, Str(c, root, "name", true));
@@ -237,6 +253,21 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
     ESTUARY_ASSIGN_OR_RETURN(n.cross_domain_slowdown_pct,
                              Int(c, m, "cross_domain_slowdown_pct", n.cross_domain_slowdown_pct, 0, 1000));
     ESTUARY_ASSIGN_OR_RETURN(n.comm_share_pct, Int(c, m, "comm_share_pct", n.comm_share_pct, 0, 100));
+  }
+  // Failure-rate model.
+  if (const YAML::Node f = root["failures"]) {
+    if (!f.IsMap()) return c.Err(f, "failures", "expected {node_mtbf_h: HOURS, repair_s: SECONDS, seed: N}");
+    ESTUARY_RETURN_IF_ERROR(Known(c, f, {"node_mtbf_h", "repair_s", "seed"}));
+    FailureModel fm;
+    ESTUARY_ASSIGN_OR_RETURN(fm.node_mtbf_h, PositiveReal(c, f, "node_mtbf_h", "hours"));
+    if (!f["repair_s"]) return c.Err(f, "repair_s", "missing");
+    ESTUARY_ASSIGN_OR_RETURN(fm.repair_s, Int(c, f, "repair_s", 0, 1, kMaxTime));
+    if (f["seed"]) {
+      int64_t seed = 0;
+      ESTUARY_ASSIGN_OR_RETURN(seed, Int(c, f, "seed", 0, 0, kMaxTime));
+      fm.seed = static_cast<uint64_t>(seed);
+    }
+    s.failures = fm;
   }
   // Configurations.
   const YAML::Node confs = root["configurations"];

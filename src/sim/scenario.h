@@ -1,6 +1,6 @@
 // Scenario files for `estuary simulate` (YAML; docs/simulate.md): a cluster, a workload of jobs
-// (listed and/or generated), events (node failures and repairs), the scheduler configurations to
-// compare in one run, the simulated duration and the seeds. Every error names the file, the line
+// (listed and/or generated), events (node failures and repairs, listed and/or from a failure-rate
+// model), the scheduler configurations to compare in one run, the simulated duration and the seeds. Every error names the file, the line
 // and the field ("s.yaml:12: field 'replicas': ...").
 #pragma once
 
@@ -57,6 +57,16 @@ struct ReserveConfig {
   int64_t replan_s = 300;
 };
 
+// A failure-rate model (key `failures`): every node fails independently as a Poisson process of
+// mean time between failures `node_mtbf_h` while it is up, stays down `repair_s`, then is
+// repaired. The draws come from an Rng of their own (common/rng.h), so they do not disturb the
+// job stream's.
+struct FailureModel {
+  double node_mtbf_h = 0;        // required, > 0 (hours)
+  SimTime repair_s = 0;          // required, > 0 (seconds)
+  std::optional<uint64_t> seed;  // default: the run's seed
+};
+
 struct SchedulerConfig {
   std::string name;
   std::string policy = "best-fit";
@@ -95,6 +105,7 @@ struct Scenario {
   JobStream stream;
   std::vector<NodeEvent> events;
   NetworkModel network;
+  std::optional<FailureModel> failures;  // none: only the listed events
   std::vector<SchedulerConfig> configurations;
 };
 

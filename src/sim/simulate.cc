@@ -1,6 +1,7 @@
 #include "sim/simulate.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cmath>
 #include <deque>
@@ -23,6 +24,20 @@ StatusOr<ClusterState> LoadScenarioCluster(const Scenario& s) {
   return ReadClusterSpec(s.cluster_spec);
 }
 
+std::string SimJobStatusText(const SimJobRecord& r) {
+  switch (r.status) {
+    case SimJobStatus::kFinished:
+      return "finished";
+    case SimJobStatus::kRunning:
+      return "running";
+    case SimJobStatus::kPending:
+      return "pending";
+    case SimJobStatus::kInfeasible:
+      return "infeasible: " + r.reason;
+  }
+  return "pending";
+}
+
 namespace {
 
 struct SimJob {
@@ -33,7 +48,48 @@ struct SimJob {
   SimTime first_start = -1;
   SimTime started_at = -1;  // start of the current run (-1: not running)
   bool large = false;
+  bool finished = false;    // its last run ended and it is not waiting again
+  bool infeasible = false;  // never retried
+  std::string reason;       // when infeasible
+  int32_t granted = 0;      // replicas at first start
+  std::optional<std::pair<PlaneId, int>> spread_level;  // SimJobRecord's spread level
+  std::optional<int64_t> domains;                       // at first start
+  std::optional<double> entropy;                        // at first start
 };
+
+// The level a job's spread is measured at (SimJobRecord): its required level, else its preferred
+// level, else plane "data" level "asw" when the cluster has it.
+std::optional<std::pair<PlaneId, int>> SpreadLevel(const ClusterState& s, JobId j) {
+  const TopologyConstraint& tc = s.job(j).spec.topology;
+  if (tc.plane.valid() && tc.required_level >= 0) return std::pair{tc.plane, tc.required_level};
+  if (tc.plane.valid() && tc.preferred_level >= 0) return std::pair{tc.plane, tc.preferred_level};
+  const auto data = s.topology().FindPlane("data");
+  const std::optional<int> asw = data ? s.topology().FindLevel(*data, "asw") : std::nullopt;
+  if (asw) return std::pair{*data, *asw};
+  return std::nullopt;
+}
+
+// Domains spanned by the job's bound replicas at its spread level, and the GPU entropy over them.
+void MeasureSpread(const ClusterState& s, SimJob& j) {
+  if (!j.spread_level) return;
+  const auto [plane, level] = *j.spread_level;
+  std::map<int64_t, int64_t> gpu_milli;  // domain (or -1 - node outside the plane) -> GPU milli
+  for (TaskId t : s.job(j.id).tasks) {
+    const Task& task = s.task(t);
+    if (task.state != TaskState::kBound) continue;
+    const DomainId d = s.topology().NodeDomain(task.node, plane, level);
+    const int64_t key = d.valid() ? int64_t{d.value()} : -1 - int64_t{task.node.value()};
+    gpu_milli[key] += int64_t{task.req.gpu_count} * task.req.gpu_milli;
+  }
+  j.domains = static_cast<int64_t>(gpu_milli.size());
+  std::vector<int64_t> per_domain;
+  int64_t total = 0;
+  for (const auto& [d, g] : gpu_milli) {
+    per_domain.push_back(g);
+    total += g;
+  }
+  if (total > 0) j.entropy = GpuEntropy(per_domain);
+}
 
 // Turns a template into a job of the state, resolving its topology names.
 StatusOr<JobId> Materialize(const Scenario& s, ClusterState& state, const JobTemplate& t, const std::string& name) {
@@ -131,7 +187,11 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     if (!id.ok()) return id.status();
     j.id = *id;
     j.large = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count >= 128;
+    j.spread_level = SpreadLevel(state, j.id);
   }
+  // jobs[job_index[id]] is the job of state job `id`.
+  std::vector<size_t> job_index(state.jobs().size(), SIZE_MAX);
+  for (size_t i = 0; i < jobs.size(); ++i) job_index[jobs[i].id.value()] = i;
   // Node events refer to nodes by name.
   std::map<std::string, NodeId> node_by_name;
   for (const Node& n : state.nodes()) node_by_name[n.spec.name] = n.id;
@@ -165,21 +225,54 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     aopts.pack_level = *level;
   }
 
-  // Events: 0 = job end, 1 = node event, 2 = arrival; ordered by (time, kind, index).
+  // Node events: the listed ones (index = position in the scenario), then the repairs of
+  // generated failures, appended as the failures happen.
+  struct NodeEv {
+    NodeId node;
+    bool fail;
+    bool generated;
+  };
+  std::vector<NodeEv> node_events;
+  for (const NodeEvent& e : sc.events) node_events.push_back({node_by_name[e.node], e.fail, false});
+
+  // Events, ordered by (time, kind, index): job ends, node events (listed, then generated repairs
+  // in creation order), the failure model's next draw, arrivals.
+  enum EvKind : int { kEnd = 0, kNode = 1, kFailureDraw = 2, kArrival = 3 };
   struct Ev {
     SimTime t;
     int kind;
-    size_t idx;
-    SimTime start;  // for ends: the run they end
+    size_t idx;     // kEnd, kArrival: job; kNode: node event
+    SimTime start;  // kEnd: the run it ends; generated repairs: the failure they repair
     bool operator>(const Ev& o) const {
       return std::tie(t, kind, idx) > std::tie(o.t, o.kind, o.idx);
     }
   };
   std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> events;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    if (jobs[i].submit < sc.duration_s) events.push({jobs[i].submit, 2, i, 0});
+    if (jobs[i].submit < sc.duration_s) events.push({jobs[i].submit, kArrival, i, 0});
   }
-  for (size_t i = 0; i < sc.events.size(); ++i) events.push({sc.events[i].at_s, 1, i, 0});
+  for (size_t i = 0; i < node_events.size(); ++i) events.push({sc.events[i].at_s, kNode, i, 0});
+
+  // The failure model: the nodes' independent Poisson processes (rate 1/MTBF each) as one
+  // cluster-wide process of rate nodes/MTBF whose every draw picks a node uniformly; a draw that
+  // picks a node already down is skipped, which leaves each node failing at rate 1/MTBF while up
+  // (the exponential is memoryless). Draws are made one at a time, so the cost is one event per
+  // draw, whatever the cluster size.
+  std::optional<Rng> failure_rng;
+  double failure_clock = 0;  // time of the next draw, in seconds (exact, before truncation)
+  double failure_rate = 0;   // draws per second
+  auto schedule_failure_draw = [&]() {
+    failure_clock += -std::log(1.0 - failure_rng->UniformDouble()) / failure_rate;
+    if (failure_clock < static_cast<double>(sc.duration_s)) {
+      events.push({static_cast<SimTime>(failure_clock), kFailureDraw, 0, 0});
+    }
+  };
+  if (sc.failures && state.num_nodes() > 0) {
+    // Mixed with a constant so that the draws differ from the job stream's (Rng(seed)).
+    failure_rng.emplace(sc.failures->seed.value_or(seed) ^ 0x6661696c75726573ULL);
+    failure_rate = static_cast<double>(state.num_nodes()) / (sc.failures->node_mtbf_h * 3600.0);
+    schedule_failure_draw();
+  }
 
   const auto data = state.topology().FindPlane("data");
   const std::optional<int> asw = data ? state.topology().FindLevel(*data, "asw") : std::nullopt;
@@ -211,9 +304,15 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   int64_t reservations_made = 0;
   SimTime next_replan = 0;
   std::deque<size_t> pending;
-  int64_t infeasible = 0;
+  std::vector<SimTime> last_failure(state.num_nodes(), -1);  // per node: when it last went down
+  int64_t node_failures = 0, requeued_by_failure = 0, shrunk_by_failure = 0;
   std::vector<double> asws_per_large;
   double alloc_area = 0, stranded_sum = 0, w128 = 0, w256 = 0, a128 = 0;
+  // Per probe shape (ProbeShapes() order): sums over samples of idle GPUs by cause.
+  struct IdleSums {
+    double fractional = 0, stranded = 0, insufficient_cpu = 0;
+  };
+  std::vector<IdleSums> idle_sums(ProbeShapes().size());
   int64_t samples = 0;
   const double capacity = static_cast<double>(std::max<int64_t>(1, state.total_gpu_milli()));
   SimTime last_t = 0, next_sample = 0;
@@ -225,8 +324,13 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     last_t = t;
     while (next_sample < t) {
       res.samples.push_back({next_sample, alloc, FreeNodes(state), static_cast<int64_t>(pending.size())});
-      for (const IdleCauses& c : IdleGpuCauses(state)) {
+      const std::vector<IdleCauses> causes = IdleGpuCauses(state);
+      for (size_t k = 0; k < causes.size(); ++k) {
+        const IdleCauses& c = causes[k];
         if (c.shape.name == "8G64C") stranded_sum += c.stranded;
+        idle_sums[k].fractional += c.fractional;
+        idle_sums[k].stranded += c.stranded;
+        idle_sums[k].insufficient_cpu += c.insufficient_cpu;
       }
       if (asw) free_asws += static_cast<double>(whole_free(*data, *asw));
       if (pod) free_pods += static_cast<double>(whole_free(*param, *pod));
@@ -255,7 +359,11 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       const JobAttempt a = AllocateAction::TryStart(**session, state, j.id, aopts);
       if (a.started) {
         j.started_at = now;
-        if (j.first_start < 0) j.first_start = now;
+        if (j.first_start < 0) {
+          j.first_start = now;
+          j.granted = a.granted;
+          MeasureSpread(state, j);
+        }
         SimTime run = j.duration;
         if (net_plane) {
           std::set<uint32_t> domains, nodes;
@@ -280,7 +388,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
           asws_per_large.push_back(static_cast<double>(domains.size()));
         }
       } else if (a.kind == OutcomeKind::kInfeasible) {
-        ++infeasible;
+        j.infeasible = true;  // dropped from the queue: the cluster cannot grow
+        j.reason = a.reason;
       } else {
         still.push_back(i);
       }
@@ -288,39 +397,71 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     pending.swap(still);
   };
 
+  // A node fails or is repaired: listed and generated events alike.
+  auto node_down = [&](NodeId node, SimTime t, bool generated) {
+    node_failures += state.node(node).state != NodeState::kDown;
+    last_failure[node.value()] = t;
+    res.node_events.push_back({t, state.node(node).spec.name, true, generated});
+    for (const FailureEffect& fe : NodeFailureAction::NodeDown(state, node, config.align)) {
+      if (!fe.requeued) {
+        ++shrunk_by_failure;
+        continue;
+      }
+      ++requeued_by_failure;
+      const size_t i = job_index[fe.job.value()];
+      jobs[i].started_at = -1;
+      pending.push_front(i);
+    }
+  };
+  auto node_up = [&](NodeId node, SimTime t, bool generated) {
+    res.node_events.push_back({t, state.node(node).spec.name, false, generated});
+    NodeFailureAction::NodeUp(state, node);
+  };
+
   while (!events.empty() && events.top().t < sc.duration_s) {
     const SimTime t = events.top().t;
     sample_until(t);
     bool failed = false;
+    // False while the time's events are only failure-model draws that picked a down node and
+    // repairs that no longer apply: nothing happened, so the queue is not tried again (a retry
+    // would see the state its last try saw, and the run stays the same as with the listed events).
+    bool happened = false;
     while (!events.empty() && events.top().t == t) {
       const Ev e = events.top();
       events.pop();
-      if (e.kind == 0) {
+      happened |= e.kind != kNode && e.kind != kFailureDraw;
+      if (e.kind == kEnd) {
         SimJob& j = jobs[e.idx];
         if (j.started_at != e.start) continue;  // a run ended earlier by a requeue
         for (TaskId task : state.job(j.id).tasks) state.Finish(task);
         j.started_at = -1;
-      } else if (e.kind == 1) {
-        const NodeEvent& ne = sc.events[e.idx];
-        const NodeId node = node_by_name[ne.node];
+        j.finished = true;
+      } else if (e.kind == kNode) {
+        const NodeEv ne = node_events[e.idx];
         if (ne.fail) {
-          failed = true;
-          for (const FailureEffect& fe : NodeFailureAction::NodeDown(state, node, config.align)) {
-            if (!fe.requeued) continue;
-            for (size_t i = 0; i < jobs.size(); ++i) {
-              if (jobs[i].id == fe.job) {
-                jobs[i].started_at = -1;
-                pending.push_front(i);
-              }
-            }
-          }
-        } else {
-          NodeFailureAction::NodeUp(state, node);
+          failed = happened = true;
+          node_down(ne.node, t, ne.generated);
+        } else if (!ne.generated) {
+          happened = true;
+          node_up(ne.node, t, false);
+        } else if (state.node(ne.node).state == NodeState::kDown && last_failure[ne.node.value()] == e.start) {
+          happened = true;
+          node_up(ne.node, t, true);  // unless a listed repair (and maybe a new failure) came first
         }
+      } else if (e.kind == kFailureDraw) {
+        const NodeId node(static_cast<uint32_t>(failure_rng->Uniform(state.num_nodes())));
+        if (state.node(node).state != NodeState::kDown) {
+          failed = happened = true;
+          node_down(node, t, true);
+          events.push({t + sc.failures->repair_s, kNode, node_events.size(), t});
+          node_events.push_back({node, false, true});
+        }
+        schedule_failure_draw();
       } else {
         pending.push_back(e.idx);
       }
     }
+    if (!happened) continue;
     try_pending(t);
     if (config.reserve.enabled && t >= next_replan) {
       // Hold nodes for the oldest large jobs that waited too long (queue order is oldest first,
@@ -354,8 +495,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     m["allocated_unusable_gpus_after_failure"] = static_cast<double>(after_failure->second);
   }
   m["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s);
-  int64_t started = 0;
-  std::vector<double> delays, large_delays;
+  int64_t started = 0, infeasible = 0;
+  std::vector<double> delays, large_delays, multinode_domains, multinode_entropy;
   // Delay by job size (GPUs at max replicas): [lo, hi) buckets.
   struct SizeBucket {
     const char* name;
@@ -367,7 +508,29 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   for (const SimJob& j : jobs) {
     if (j.submit >= sc.duration_s) continue;
     started += j.first_start >= 0;
-    const double d = static_cast<double>((j.first_start >= 0 ? j.first_start : sc.duration_s) - j.submit);
+    infeasible += j.infeasible;
+    SimJobRecord rec;
+    rec.name = j.tmpl.name;
+    rec.replicas = j.tmpl.replicas;
+    rec.gpus_per_replica = j.tmpl.per_replica.gpu_count;
+    rec.gpus = int64_t{rec.replicas} * rec.gpus_per_replica;
+    rec.submit_s = j.submit;
+    rec.start_s = j.first_start;
+    rec.delay_s = (j.first_start >= 0 ? j.first_start : sc.duration_s) - j.submit;
+    rec.granted = j.granted;
+    rec.status = j.infeasible        ? SimJobStatus::kInfeasible
+                 : j.started_at >= 0 ? SimJobStatus::kRunning
+                 : j.finished        ? SimJobStatus::kFinished
+                                     : SimJobStatus::kPending;
+    rec.reason = j.reason;
+    rec.domains = j.domains;
+    rec.entropy = j.entropy;
+    res.jobs.push_back(rec);
+    if (j.first_start >= 0 && j.tmpl.replicas > 1) {
+      if (j.domains) multinode_domains.push_back(static_cast<double>(*j.domains));
+      if (j.entropy) multinode_entropy.push_back(*j.entropy);
+    }
+    const double d = static_cast<double>(rec.delay_s);
     delays.push_back(d);
     if (j.large) large_delays.push_back(d);
     const int64_t gpus = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count;
@@ -383,6 +546,9 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     m[std::string("sched_delay_mean_gpus_") + b.name + "_s"] = sum / static_cast<double>(b.delays.size());
   }
   m["jobs_started_count"] = static_cast<double>(started);
+  m["node_failures_count"] = static_cast<double>(node_failures);
+  m["jobs_requeued_by_failure_count"] = static_cast<double>(requeued_by_failure);
+  m["jobs_shrunk_by_failure_count"] = static_cast<double>(shrunk_by_failure);
   m["jobs_pending_end_count"] = static_cast<double>(pending.size());
   m["jobs_infeasible_count"] = static_cast<double>(infeasible);
   if (sc.network.enabled) m["network_slowed_runs_count"] = static_cast<double>(slowed_runs);
@@ -391,6 +557,14 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   if (!large_delays.empty()) m["sched_delay_p90_large_s"] = Percentile(large_delays, 90);
   if (samples > 0) {
     m["stranded_gpus_8g_mean"] = stranded_sum / static_cast<double>(samples);
+    for (size_t k = 0; k < idle_sums.size(); ++k) {
+      std::string shape = ProbeShapes()[k].name;
+      for (char& ch : shape) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      const double n = static_cast<double>(samples);
+      m["idle_fractional_gpus_" + shape + "_mean"] = idle_sums[k].fractional / n;
+      m["idle_stranded_gpus_" + shape + "_mean"] = idle_sums[k].stranded / n;
+      m["idle_insufficient_cpu_gpus_" + shape + "_mean"] = idle_sums[k].insufficient_cpu / n;
+    }
     if (asw) {
       m["within_asw_fulfillable_128_count"] = w128 / static_cast<double>(samples);
       m["within_asw_fulfillable_256_count"] = w256 / static_cast<double>(samples);
@@ -400,6 +574,13 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     if (pod) m["free_rdma_pods_mean"] = free_pods / static_cast<double>(samples);
     if (config.reserve.enabled) m["held_idle_gpus_mean"] = held_idle / static_cast<double>(samples);
   }
+  auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return s / static_cast<double>(v.size());
+  };
+  if (!multinode_domains.empty()) m["domains_per_multinode_job_mean"] = mean(multinode_domains);
+  if (!multinode_entropy.empty()) m["entropy_per_multinode_job_mean"] = mean(multinode_entropy);
   if (!asws_per_large.empty()) {
     double s = 0;
     for (double x : asws_per_large) s += x;

@@ -2,9 +2,12 @@
 // seed. Jobs arrive at their submit time (listed, or Poisson-generated from weighted classes) and
 // wait in a FIFO queue; after every event time the queue is tried in order (a job that cannot
 // start does not block later ones) through AllocateAction with the configuration's options. A
-// started job runs its duration and then ends; node failures shrink or requeue jobs
-// (NodeFailureAction); repairs make nodes schedulable again. Time is a SimClock; same scenario and
-// seed, same results.
+// started job runs its duration and then ends; node failures — listed in the scenario or drawn from
+// its failure-rate model, through the same NodeFailureAction::NodeDown / NodeUp — shrink or
+// requeue jobs; repairs make nodes schedulable again. A job AllocateAction reports infeasible (no
+// domain or node could ever hold it) is not retried — the cluster never grows — and stays in the
+// results as an infeasible job with the reason. Time is a SimClock; same scenario and seed, same
+// results.
 //
 // Metrics (names are part of the output contract):
 //   free_nodes, allocated_unusable_gpus            at the end of the run
@@ -12,6 +15,9 @@
 //                                                  right after the last node failure (if any)
 //   gpu_alloc_pct_mean                             time-weighted over the run
 //   jobs_started_count, jobs_pending_end_count, jobs_infeasible_count
+//                                                  jobs that ever started; jobs waiting at the end
+//                                                  (infeasible jobs are not counted there but in
+//                                                  jobs_infeasible_count)
 //   sched_delay_p90_s, sched_delay_p90_large_s     first start - submit; jobs still waiting at
 //                                                  the end count with their wait so far; "large":
 //                                                  >= 128 GPUs at max replicas
@@ -19,8 +25,21 @@
 //                                                  the same by job size (GPUs at max replicas),
 //                                                  B = lt8, 8to127, 128to511, ge512 (buckets
 //                                                  without jobs are left out)
+//   domains_per_multinode_job_mean, entropy_per_multinode_job_mean
+//                                                  mean over started jobs of > 1 replica of
+//                                                  SimJobRecord::domains and ::entropy (only when
+//                                                  some job has them)
+//   node_failures_count                            nodes that went down (listed or generated)
+//   jobs_requeued_by_failure_count, jobs_shrunk_by_failure_count
+//                                                  failure effects (FailureEffect): a job hit by
+//                                                  several failures counts each time
 //   stranded_gpus_8g_mean                          stranded GPUs of the 8G64C probe (metrics.md §3),
 //                                                  sampled every sample_interval_s and averaged
+//   idle_fractional_gpus_S_mean, idle_stranded_gpus_S_mean, idle_insufficient_cpu_gpus_S_mean
+//                                                  idle GPUs by cause for each probe shape S of
+//                                                  ProbeShapes(), lower-cased (1g8c ... 8g128c):
+//                                                  IdleGpuCauses summed over nodes, sampled and
+//                                                  averaged the same way (metrics.md §3)
 //   within_asw_fulfillable_128_count, within_asw_fulfillable_256_count,
 //   across_asw_fulfillable_128_count              time-averaged (§5); only with plane "data",
 //                                                  level "asw"
@@ -31,6 +50,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,11 +67,60 @@ struct SimSample {
   int64_t pending_jobs = 0;
 };
 
+// What became of a job by the end of the run.
+enum class SimJobStatus {
+  kFinished,    // it started and its last run ended
+  kRunning,     // it holds replicas at the end
+  kPending,     // it waits at the end (never started, or requeued by a failure)
+  kInfeasible,  // AllocateAction found it could never fit; not retried
+};
+
+// One job of the workload that arrived before the end of the run (a row of jobs.csv). Fields
+// "at first start" are unset (start_s -1, granted 0, domains and entropy nullopt) for a job that
+// never started.
+//
+// Spread: `domains` counts the distinct domains its bound replicas spanned at first start, at the
+// job's spread level — the required level of its topology constraint, else its preferred level
+// (of its plane), else, for a job without a constrained level, level "asw" of plane "data" when
+// the cluster has it; without any of these, nullopt. A replica on a node outside the plane counts
+// as its own domain (the implicit "node" level). `entropy` is GpuEntropy (sched/actions/allocate.h)
+// of the job's GPUs over those domains (metrics.md §5); nullopt also for a job without GPUs.
+struct SimJobRecord {
+  std::string name;
+  int32_t replicas = 0;  // max replicas
+  int32_t gpus_per_replica = 0;
+  int64_t gpus = 0;  // replicas x gpus_per_replica
+  SimTime submit_s = 0;
+  SimTime start_s = -1;  // first start; -1: never started
+  SimTime delay_s = 0;   // first start - submit; (end of the run) - submit when it never started
+  int32_t granted = 0;   // replicas bound at first start
+  SimJobStatus status = SimJobStatus::kPending;
+  std::string reason;  // kInfeasible: why (AllocateAction's JobAttempt reason); else empty
+  std::optional<int64_t> domains;
+  std::optional<double> entropy;
+};
+
+// A node failure or repair the run applied: every listed event, and the generated failures and
+// repairs of the failure-rate model (Scenario::failures). A generated failure never picks a node
+// that is down; a generated repair is applied only while the node is still down from the failure
+// it repairs (a listed repair may have come first).
+struct SimNodeEvent {
+  SimTime time = 0;
+  std::string node;
+  bool fail = true;        // false: repair
+  bool generated = false;  // from the failure-rate model
+};
+
+// "finished", "running", "pending" or "infeasible: <reason>".
+std::string SimJobStatusText(const SimJobRecord& r);
+
 struct SimulateResult {
   std::string configuration;
   uint64_t seed = 0;
   std::map<std::string, double> metrics;
   std::vector<SimSample> samples;
+  std::vector<SimJobRecord> jobs;  // in workload order: listed jobs, then generated ones
+  std::vector<SimNodeEvent> node_events;  // as applied, in order
 };
 
 // The scenario's cluster: its spec file read, or generated.

@@ -3,6 +3,7 @@
 // instead of the machine). Bad input of any kind — a file, a row, a flag — exits with code 2 and
 // writes exactly one line to stderr naming the file:line and column, or the flag. Good input
 // exits 0 and writes summary.json.
+#include <csv.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -393,6 +395,85 @@ TEST_F(Cli, SimulateRejectsABadScenarioNamingFileLineAndField) {
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc}), {sc + ":5: field 'step'"}));
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", (dir_.path() / "none.yaml").string()}), {"cannot open file"}));
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--out", nodes_ + "/x"}), {"--out"}));
+  const std::string failures = WriteFile(dir_, "f.yaml",
+                                         "name: t\ncluster:\n  spec: c.yaml\njobs:\n  - {name: j, gpus: 8}\n"
+                                         "failures:\n  node_mtbf_h: 0\n  repair_s: 600\nconfigurations:\n  - {name: a}\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", failures}), {failures + ":7: field 'node_mtbf_h'", "positive"}));
+}
+
+// --- simulate outputs ---------------------------------------------------------------------------
+
+const std::string kExamples = std::string(ESTUARY_SOURCE_DIR) + "/examples/";
+
+// The rows of a simulate jobs.csv, read with a CSV parser (quoted fields decoded), each as
+// column -> value. Fails the test when the header is not the documented one.
+std::vector<std::map<std::string, std::string>> ReadJobsCsv(const std::string& path) {
+  static const std::vector<std::string> kColumns = {"configuration", "seed",    "job",     "replicas", "gpus_per_replica",
+                                                    "gpus",          "submit_s", "start_s", "delay_s",  "granted",
+                                                    "status",        "domains",  "entropy"};
+  std::vector<std::map<std::string, std::string>> rows;
+  try {
+    io::CSVReader<13, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(path);
+    in.read_header(io::ignore_no_column, "configuration", "seed", "job", "replicas", "gpus_per_replica", "gpus",
+                   "submit_s", "start_s", "delay_s", "granted", "status", "domains", "entropy");
+    std::vector<std::string> v(13);
+    while (in.read_row(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12])) {
+      std::map<std::string, std::string> row;
+      for (size_t i = 0; i < kColumns.size(); ++i) row[kColumns[i]] = v[i];
+      rows.push_back(row);
+    }
+  } catch (const io::error::base& e) {
+    ADD_FAILURE() << path << ": " << e.what();
+  }
+  return rows;
+}
+
+TEST_F(Cli, SimulateWritesTheAlignJobRunningWithAll200ReplicasGrantedToJobsCsv) {
+  // pp (200 x 8 GPUs, 86,400 s) starts at 0 on all 200 nodes and still runs at the 14,400 s
+  // horizon (the failure at 3,600 s shrinks it to 192); the flat cluster has no domains.
+  const std::string out = Out("align-out");
+  const RunResult r = RunEstuary({"simulate", kExamples + "align-step8.yaml", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const auto rows = ReadJobsCsv(out + "/jobs.csv");
+  ASSERT_EQ(rows.size(), 1u);
+  const std::map<std::string, std::string> expected = {
+      {"configuration", "estuary"}, {"seed", "42"},    {"job", "pp"},       {"replicas", "200"}, {"gpus_per_replica", "8"},
+      {"gpus", "1600"},             {"submit_s", "0"}, {"start_s", "0"},    {"delay_s", "0"},    {"granted", "200"},
+      {"status", "running"},        {"domains", ""},   {"entropy", ""}};
+  EXPECT_EQ(rows[0], expected);
+}
+
+TEST_F(Cli, SimulateKeepsAJobLargerThanEveryAswAsInfeasibleInJobsCsvAndExitsZero) {
+  // huge needs one ASW for 8 x 8 GPUs; each H800 ASW of two-asw.yaml has 4 nodes. fat needs 5,000
+  // cores on one node: its reason lists counts with commas, so its status field is quoted.
+  const std::string sc = WriteFile(dir_, "infeasible.yaml",
+                                   "name: infeasible\nduration_s: 600\ncluster:\n  spec: " + kExamples +
+                                       "clusters/two-asw.yaml\njobs:\n"
+                                       "  - {name: huge, gpus: 8, replicas: 8, plane: data, required_level: asw}\n"
+                                       "  - {name: fat, gpus: 1, cpu_cores: 5000}\n"
+                                       "  - {name: small, gpus: 8, replicas: 2, plane: data, required_level: asw}\n"
+                                       "configurations:\n  - {name: a}\n");
+  const std::string out = Out("infeasible-out");
+  const RunResult r = RunEstuary({"simulate", sc, "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(r.err, "");
+  const auto rows = ReadJobsCsv(out + "/jobs.csv");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].at("job"), "huge");
+  EXPECT_EQ(rows[0].at("status"), "infeasible: no asw could ever hold 8 replicas (the best holds at most 4 when empty)");
+  EXPECT_EQ(rows[0].at("start_s"), "");
+  EXPECT_EQ(rows[0].at("delay_s"), "600");
+  EXPECT_EQ(rows[0].at("granted"), "");
+  EXPECT_EQ(rows[1].at("job"), "fat");
+  EXPECT_THAT(rows[1].at("status"), ::testing::StartsWith("infeasible: "));
+  EXPECT_THAT(rows[1].at("status"), HasSubstr(","));
+  EXPECT_EQ(rows[2].at("status"), "running");
+  EXPECT_EQ(rows[2].at("domains"), "1");
+  EXPECT_EQ(rows[2].at("entropy"), "0.000000");
+  const nlohmann::json s = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, false);
+  ASSERT_FALSE(s.is_discarded());
+  EXPECT_EQ(s["configurations"]["a"].value("jobs_infeasible_count", -1.0), 2.0);
+  EXPECT_EQ(s["configurations"]["a"].value("jobs_pending_end_count", -1.0), 0.0);
 }
 
 TEST_F(Cli, SimulateGivesTheSameSummaryOnOneThreadAsOnTwoAndRejectsZeroThreads) {

@@ -57,5 +57,30 @@ TEST(Determinism, TheSameSeedGivesAByteIdenticalSummaryApartFromWallSeconds) {
   EXPECT_NE(a, ReadWithoutWallSeconds(dir + "/c/summary.json"));
 }
 
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST(Determinism, TheSameScenarioGivesByteIdenticalSimulateOutputsWithGeneratedJobsAndFailures) {
+  // examples/failures.yaml draws both its jobs and its node failures from the seeds.
+  const std::string scenario = std::string(ESTUARY_SOURCE_DIR) + "/examples/failures.yaml";
+  const std::string dir = ::testing::TempDir() + "/estuary_determinism_simulate";
+  std::filesystem::remove_all(dir);
+  for (const char* run : {"a", "b"}) {
+    ASSERT_EQ(RunEstuary({"estuary", "simulate", scenario, "--out", dir + "/" + run}), 0);
+  }
+  const std::string summary = ReadWithoutWallSeconds(dir + "/a/summary.json");
+  EXPECT_NE(summary.find("\"node_failures_count\""), std::string::npos);
+  EXPECT_EQ(summary, ReadWithoutWallSeconds(dir + "/b/summary.json"));
+  for (const char* file : {"/jobs.csv", "/timeseries.csv"}) {
+    const std::string a = ReadAll(dir + "/a" + file);
+    EXPECT_GT(a.size(), 100u) << file;
+    EXPECT_EQ(a, ReadAll(dir + "/b" + file)) << file;
+  }
+}
+
 }  // namespace
 }  // namespace estuary

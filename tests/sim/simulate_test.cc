@@ -4,9 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <map>
+#include <tuple>
 
 #include "sim/scenario.h"
+#include "tests/testing/bad_input.h"
+#include "tests/testing/temp_dir.h"
 
 namespace estuary {
 namespace {
@@ -91,6 +96,54 @@ TEST(Simulate, CountsAswsAndRdmaPodsWhoseGpusAreAllFree) {
   EXPECT_EQ(r->metrics.at("free_rdma_pods_mean"), 1);
 }
 
+TEST(Simulate, AveragesIdleGpusByCauseForEveryProbeShapeOverTheSamples) {
+  // Node a: 8 GPUs, 128 cores; node b: 4 GPUs, 8 cores. x (half a GPU, 10 cores) runs all along
+  // and y (2 GPUs, 16 cores) until 500 s — both fit only on a. Samples every 100 s of 1,000 s:
+  // five with x and y, five with x alone.
+  //   with y:   a idle 5.5 GPUs (5 whole + 0.5), 102 idle cores; b idle 4 GPUs, 8 cores
+  //   without:  a idle 7.5 GPUs (7 whole + 0.5), 118 idle cores; b unchanged
+  // Per shape (fractional, stranded, insufficient CPU), mean of the two halves:
+  //   1G8C   a: 0.5 fractional; b: 8 cores suffice, whole GPUs enough   -> 0.5, 0,  0
+  //   1G12C  a: 0.5; b: cores short, 4 >= 1 GPU -> 1                     -> 0.5, 0,  1
+  //   4G32C, 4G48C, 4G64C  a: 0.5; b: cores short, 4 >= 4 -> 4            -> 0.5, 0,  4
+  //   8G64C, 8G96C  a: cores enough, 5 then 7 whole < 8 stranded; b: 4    -> 0,   6,  4
+  //   8G128C a: cores short (102, 118 < 128): 5.5 then 7.5; b: 4          -> 0,   0, 10.5
+  estuary::testing::TempDir dir;
+  const std::string spec = estuary::testing::WriteFile(
+      dir, "tiny.yaml",
+      "name: tiny\npools:\n"
+      "  - {name: big, gpu_model: H800, gpus_per_node: 8, cpu_cores: 128, memory_gib: 1024}\n"
+      "  - {name: small, gpu_model: H800, gpus_per_node: 4, cpu_cores: 8, memory_gib: 64}\n"
+      "nodes:\n  - {name: a, pool: big}\n  - {name: b, pool: small}\n");
+  auto sc = ParseScenario("name: t\nduration_s: 1000\nsample_interval_s: 100\ncluster:\n  spec: " + spec +
+                              "\njobs:\n"
+                              "  - {name: x, gpus: 1, gpu_milli: 500, cpu_cores: 10, duration_s: 5000}\n"
+                              "  - {name: y, gpus: 2, cpu_cores: 16, duration_s: 500}\n"
+                              "configurations:\n  - {name: a}\n",
+                          "s.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto cluster = LoadScenarioCluster(*sc);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
+  auto r = RunScenario(*sc, *cluster, sc->configurations[0], 1, true);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->samples.size(), 10u);
+  struct Expected {
+    const char* shape;
+    double fractional, stranded, insufficient_cpu;
+  };
+  const std::vector<Expected> expected = {{"1g8c", 0.5, 0, 0},   {"1g12c", 0.5, 0, 1}, {"4g32c", 0.5, 0, 4},
+                                          {"4g48c", 0.5, 0, 4},  {"4g64c", 0.5, 0, 4}, {"8g64c", 0, 6, 4},
+                                          {"8g96c", 0, 6, 4},    {"8g128c", 0, 0, 10.5}};
+  for (const Expected& e : expected) {
+    const std::string s = e.shape;
+    ASSERT_TRUE(r->metrics.count("idle_fractional_gpus_" + s + "_mean")) << s;
+    EXPECT_DOUBLE_EQ(r->metrics.at("idle_fractional_gpus_" + s + "_mean"), e.fractional) << s;
+    EXPECT_DOUBLE_EQ(r->metrics.at("idle_stranded_gpus_" + s + "_mean"), e.stranded) << s;
+    EXPECT_DOUBLE_EQ(r->metrics.at("idle_insufficient_cpu_gpus_" + s + "_mean"), e.insufficient_cpu) << s;
+  }
+  EXPECT_DOUBLE_EQ(r->metrics.at("stranded_gpus_8g_mean"), 6);  // the older 8G64C figure agrees
+}
+
 struct BadScenario {
   const char* name;
   std::string text;
@@ -100,14 +153,12 @@ struct BadScenario {
 class ScenarioBadInput : public ::testing::TestWithParam<BadScenario> {};
 
 TEST_P(ScenarioBadInput, IsRejectedNamingTheLineAndField) {
-  auto s = ParseScenario(GetParam().text, "s.yaml");
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().ExitCode(), 2);
-  EXPECT_EQ(s.status().message().rfind(GetParam().message, 0), 0u) << s.status().message();
+  EXPECT_TRUE(testing::IsBadInput(ParseScenario(GetParam().text, "s.yaml"), GetParam().message));
 }
 
 const std::string kHead = "name: t\ncluster:\n  spec: c.yaml\n";  // lines 1-3
 const std::string kConf = "configurations:\n  - {name: a}\n";
+const std::string kJob = "jobs:\n  - {name: j, gpus: 8}\n";  // lines 4-5
 
 std::vector<BadScenario> Cases() {
   return {
@@ -128,6 +179,26 @@ std::vector<BadScenario> Cases() {
       {"UnknownField", kHead + "jobs:\n  - {name: j, gpus: 8, colour: red}\n" + kConf, "s.yaml:5: field 'colour': unknown field"},
       {"NoConfigurations", kHead + "jobs:\n  - {name: j, gpus: 8}\n", "s.yaml:1: field 'configurations'"},
       {"NoCluster", "name: t\njobs:\n  - {name: j, gpus: 8}\n" + kConf, "s.yaml:1: field 'cluster': missing"},
+      {"ZeroMtbf", kHead + kJob + "failures: {node_mtbf_h: 0, repair_s: 600}\n" + kConf,
+       "s.yaml:6: field 'node_mtbf_h': must be a positive number of hours"},
+      {"NegativeMtbf", kHead + kJob + "failures:\n  repair_s: 600\n  node_mtbf_h: -2.5\n" + kConf,
+       "s.yaml:8: field 'node_mtbf_h': must be a positive number of hours"},
+      {"MtbfNotANumber", kHead + kJob + "failures: {node_mtbf_h: daily, repair_s: 600}\n" + kConf,
+       "s.yaml:6: field 'node_mtbf_h': expected a number"},
+      {"MissingMtbf", kHead + kJob + "failures: {repair_s: 600}\n" + kConf, "s.yaml:6: field 'node_mtbf_h': missing"},
+      {"ZeroRepair", kHead + kJob + "failures: {node_mtbf_h: 24, repair_s: 0}\n" + kConf,
+       "s.yaml:6: field 'repair_s': 0 is outside [1, "},
+      {"NegativeRepair", kHead + kJob + "failures:\n  node_mtbf_h: 24\n  repair_s: -60\n" + kConf,
+       "s.yaml:8: field 'repair_s': -60 is outside [1, "},
+      {"FractionalRepair", kHead + kJob + "failures: {node_mtbf_h: 24, repair_s: 1.5}\n" + kConf,
+       "s.yaml:6: field 'repair_s': expected an integer"},
+      {"MissingRepair", kHead + kJob + "failures: {node_mtbf_h: 24}\n" + kConf, "s.yaml:6: field 'repair_s': missing"},
+      {"NegativeFailureSeed", kHead + kJob + "failures: {node_mtbf_h: 24, repair_s: 60, seed: -1}\n" + kConf,
+       "s.yaml:6: field 'seed': -1 is outside [0, "},
+      {"UnknownFailureField", kHead + kJob + "failures: {node_mtbf_h: 24, repair_s: 60, mttr_s: 60}\n" + kConf,
+       "s.yaml:6: field 'mttr_s': unknown field"},
+      {"FailuresNotAMapping", kHead + kJob + "failures: [24, 60]\n" + kConf,
+       "s.yaml:6: field 'failures': expected {node_mtbf_h: HOURS, repair_s: SECONDS, seed: N}"},
   };
 }
 
@@ -155,16 +226,231 @@ TEST(Simulate, UnknownPlanesLevelsAndNodesAreNamedWhenTheScenarioMeetsItsCluster
             "s.yaml: event at 5 s: no node 'nope'");
 }
 
-TEST(Simulate, AJobLargerThanEveryDomainItIsConstrainedToStaysPendingAsInfeasible) {
+// --- the failure-rate model ---------------------------------------------------------------------
+
+// Runs `sc` (its cluster loaded) with configuration `config` and `seed`, invariants checked.
+SimulateResult RunChecked(const Scenario& sc, uint64_t seed, size_t config = 0) {
+  auto cluster = LoadScenarioCluster(sc);
+  EXPECT_TRUE(cluster.ok()) << cluster.status().message();
+  auto r = RunScenario(sc, *cluster, sc.configurations[config], seed, /*check_invariants=*/true);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : SimulateResult{};
+}
+
+// Failure times and nodes of a run, in order.
+std::vector<std::pair<SimTime, std::string>> Failures(const SimulateResult& r) {
+  std::vector<std::pair<SimTime, std::string>> out;
+  for (const SimNodeEvent& e : r.node_events) {
+    if (e.fail) out.emplace_back(e.time, e.node);
+  }
+  return out;
+}
+
+TEST(SimulateFailures, OneNodeFailsAtTheMtbfRateIsRepairedAfterRepairSAndItsRigidJobIsRequeuedEachTime) {
+  // One 8-GPU node (MTBF 1 h, repair 10 min) for 48 h, and one rigid 8-GPU job that would run
+  // beyond the horizon: every failure requeues the job (shrinking it is impossible), every repair
+  // lets it start again at once.
+  auto sc = ParseScenario("name: t\nduration_s: 172800\ncluster:\n  generate: {total_gpus: 8}\n"
+                          "jobs:\n  - {name: j, gpus: 8, duration_s: 1000000}\n"
+                          "failures: {node_mtbf_h: 1, repair_s: 600}\n" + kConf, "s.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  const SimulateResult r = RunChecked(*sc, 7);
+  const double failures = r.metrics.at("node_failures_count");
+  // The node is up about 6/7 of the time: about 41 failures expected; allow for chance.
+  EXPECT_GE(failures, 20);
+  EXPECT_LE(failures, 70);
+  EXPECT_EQ(r.metrics.at("jobs_requeued_by_failure_count"), failures);
+  EXPECT_EQ(r.metrics.at("jobs_shrunk_by_failure_count"), 0);
+  ASSERT_FALSE(r.node_events.empty());
+  for (size_t i = 0; i < r.node_events.size(); ++i) {
+    const SimNodeEvent& e = r.node_events[i];
+    EXPECT_TRUE(e.generated);
+    EXPECT_EQ(e.fail, i % 2 == 0) << i;  // down, up, down, up, ...
+    if (i % 2 == 1) {
+      EXPECT_EQ(e.time, r.node_events[i - 1].time + 600) << i;
+    }
+  }
+  const bool down_at_end = r.node_events.back().fail;
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(r.jobs[0].status, down_at_end ? SimJobStatus::kPending : SimJobStatus::kRunning);
+  EXPECT_EQ(r.metrics.at("jobs_pending_end_count"), down_at_end ? 1 : 0);
+}
+
+TEST(SimulateFailures, TheFailureRateIsNodesOverMtbfAndEveryNodeFails) {
+  // 100 nodes, MTBF 10 h, repairs after 1 s, 1,000 h: 10,000 failures expected (Poisson, standard
+  // deviation 100), about 100 per node.
+  auto sc = ParseScenario("name: t\nduration_s: 3600000\nsample_interval_s: 360000\ncluster:\n"
+                          "  generate: {total_gpus: 800}\njobs:\n  - {name: j, gpus: 1}\n"
+                          "failures: {node_mtbf_h: 10, repair_s: 1}\n" + kConf, "s.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto cluster = LoadScenarioCluster(*sc);
+  ASSERT_TRUE(cluster.ok());
+  ASSERT_EQ(cluster->num_nodes(), 100u);
+  auto r = RunScenario(*sc, *cluster, sc->configurations[0], 3);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const double failures = r->metrics.at("node_failures_count");
+  EXPECT_GT(failures, 9500);
+  EXPECT_LT(failures, 10500);
+  std::map<std::string, int> per_node;
+  for (const auto& [t, node] : Failures(*r)) ++per_node[node];
+  EXPECT_EQ(per_node.size(), 100u);
+  for (const auto& [node, n] : per_node) {
+    EXPECT_GT(n, 50) << node;
+    EXPECT_LT(n, 150) << node;
+  }
+}
+
+TEST(SimulateFailures, TheSameSeedGivesTheSameFailuresAndAnotherSeedOthers) {
+  auto sc = ReadScenario(kExamples + "failures.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  const SimulateResult a = RunChecked(*sc, 1), b = RunChecked(*sc, 1), c = RunChecked(*sc, 2);
+  EXPECT_GT(a.metrics.at("node_failures_count"), 0);
+  EXPECT_EQ(Failures(a), Failures(b));
+  EXPECT_EQ(a.metrics, b.metrics);
+  EXPECT_NE(Failures(a), Failures(c));
+  // The failures do not depend on the configuration (only on the seed and the cluster)...
+  EXPECT_EQ(Failures(RunChecked(*sc, 1, 1)), Failures(a));
+  // ... and a fixed failures seed keeps them whatever the run's seed (which still moves the jobs).
+  sc->failures->seed = 99;
+  const SimulateResult d = RunChecked(*sc, 1), e = RunChecked(*sc, 2);
+  EXPECT_EQ(Failures(d), Failures(e));
+  EXPECT_NE(Failures(d), Failures(a));
+}
+
+TEST(SimulateFailures, GeneratedFailuresActExactlyAsTheSameEventsListedInTheScenario) {
+  // Six 8-GPU nodes (MTBF 3 h, repair 20 min) over 24 h: a rigid gang (2 x 8 GPUs, requeued when
+  // it loses a replica), an elastic one (4 x 8 GPUs, min 2, step 2: 3 survivors keep 2, 1 is
+  // requeued), and a stream of 1-GPU jobs. Replaying the generated failures and repairs as listed
+  // events must give the same run.
+  auto sc = ParseScenario("name: t\nduration_s: 86400\nsample_interval_s: 600\ncluster:\n"
+                          "  generate: {total_gpus: 48}\njobs:\n"
+                          "  - {name: rigid, replicas: 2, gpus: 8, duration_s: 30000}\n"
+                          "  - {name: elastic, replicas: 4, min: 2, step: 2, gpus: 8, duration_s: 30000}\n"
+                          "generator:\n  arrivals_per_hour: 2\n  classes:\n"
+                          "    - {replicas: 1, gpus: 1, duration_mean_s: 3600}\n"
+                          "failures: {node_mtbf_h: 3, repair_s: 1200}\n" + kConf, "s.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  const SimulateResult generated = RunChecked(*sc, 5);
+  // The seed was chosen so that the run sees both effects; the assertions keep it honest.
+  EXPECT_GT(generated.metrics.at("jobs_requeued_by_failure_count"), 0);
+  EXPECT_GT(generated.metrics.at("jobs_shrunk_by_failure_count"), 0);
+  Scenario listed = *sc;
+  listed.failures.reset();
+  for (const SimNodeEvent& e : generated.node_events) {
+    ASSERT_TRUE(e.generated);
+    listed.events.push_back({e.time, e.node, e.fail});
+  }
+  const SimulateResult replayed = RunChecked(listed, 5);
+  EXPECT_EQ(replayed.metrics, generated.metrics);
+  ASSERT_EQ(replayed.jobs.size(), generated.jobs.size());
+  for (size_t i = 0; i < replayed.jobs.size(); ++i) {
+    const SimJobRecord &x = replayed.jobs[i], &y = generated.jobs[i];
+    EXPECT_EQ(std::tie(x.name, x.start_s, x.delay_s, x.granted, x.status),
+              std::tie(y.name, y.start_s, y.delay_s, y.granted, y.status)) << x.name;
+  }
+  EXPECT_EQ(Failures(replayed), Failures(generated));
+}
+
+// The job record of `name` in `r` (fails the test when absent).
+const SimJobRecord& JobRecord(const SimulateResult& r, const std::string& name) {
+  for (const SimJobRecord& j : r.jobs) {
+    if (j.name == name) return j;
+  }
+  ADD_FAILURE() << "no job record '" << name << "'";
+  static const SimJobRecord kNone;
+  return kNone;
+}
+
+// A scenario on examples/clusters/two-asw.yaml: ASW asw1 = h800-a-0000..0003, asw2 =
+// h800-b-0000..0003 (8 H800 GPUs, 128 cores each), asw3 = three 1-GPU A10 nodes and a CPU node.
+StatusOr<Scenario> TwoAswScenario(const std::string& body) {
   const std::string dir = std::filesystem::path(kExamples).string();
-  auto sc = ParseScenario("name: t\nduration_s: 600\ncluster:\n  spec: " + dir + "clusters/two-asw.yaml\njobs:\n"
-                          "  - {name: huge, gpus: 8, replicas: 8, plane: data, required_level: asw}\n" + kConf, "s.yaml");
+  return ParseScenario("name: t\ncluster:\n  spec: " + dir + "clusters/two-asw.yaml\n" + body, "s.yaml");
+}
+
+TEST(Simulate, AJobLargerThanEveryDomainItIsConstrainedToStaysPendingAsInfeasible) {
+  // huge: 8 x 8 GPUs in one ASW of 4 H800 nodes — never. hold takes the 8 H800 nodes for the whole
+  // run, so wait (one 8-GPU replica; the A10 nodes have 1 GPU) waits all along.
+  auto sc = TwoAswScenario("duration_s: 600\njobs:\n"
+                           "  - {name: huge, gpus: 8, replicas: 8, plane: data, required_level: asw}\n"
+                           "  - {name: hold, gpus: 8, replicas: 8, duration_s: 5000}\n"
+                           "  - {name: wait, gpus: 8, submit_s: 100}\n" + kConf);
   ASSERT_TRUE(sc.ok()) << sc.status().message();
   auto cluster = LoadScenarioCluster(*sc);
   auto r = RunScenario(*sc, *cluster, sc->configurations[0], 1, true);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->metrics.at("jobs_infeasible_count"), 1);
-  EXPECT_EQ(r->metrics.at("jobs_started_count"), 0);
+  EXPECT_EQ(r->metrics.at("jobs_pending_end_count"), 1);  // wait; not huge
+  EXPECT_EQ(r->metrics.at("jobs_started_count"), 1);
+  ASSERT_EQ(r->jobs.size(), 3u);
+  const SimJobRecord& huge = JobRecord(*r, "huge");
+  EXPECT_EQ(huge.status, SimJobStatus::kInfeasible);
+  EXPECT_EQ(SimJobStatusText(huge), "infeasible: no asw could ever hold 8 replicas (the best holds at most 4 when empty)");
+  EXPECT_EQ(huge.start_s, -1);
+  EXPECT_EQ(huge.delay_s, 600);
+  EXPECT_EQ(huge.granted, 0);
+  EXPECT_EQ(huge.gpus, 64);
+  EXPECT_FALSE(huge.domains.has_value());
+  const SimJobRecord& hold = JobRecord(*r, "hold");
+  EXPECT_EQ(SimJobStatusText(hold), "running");
+  EXPECT_EQ(hold.granted, 8);
+  const SimJobRecord& wait = JobRecord(*r, "wait");
+  EXPECT_EQ(SimJobStatusText(wait), "pending");
+  EXPECT_EQ(wait.start_s, -1);
+  EXPECT_EQ(wait.delay_s, 500);
+}
+
+TEST(Simulate, JobRecordsOfTheAlignExampleShowThe200ReplicaJobRunningAtTheEnd) {
+  // pp starts at 0 with all 200 nodes; it runs 86,400 s, beyond the 14,400 s horizon; the failure
+  // at 3,600 s shrinks it but leaves it running. The cluster has no topology: no spread.
+  const SimulateResult r = RunExample("align-step8.yaml");
+  ASSERT_EQ(r.jobs.size(), 1u);
+  const SimJobRecord& pp = r.jobs[0];
+  EXPECT_EQ(pp.name, "pp");
+  EXPECT_EQ(pp.status, SimJobStatus::kRunning);
+  EXPECT_EQ(pp.start_s, 0);
+  EXPECT_EQ(pp.delay_s, 0);
+  EXPECT_EQ(pp.granted, 200);
+  EXPECT_EQ(pp.gpus, 1600);
+  EXPECT_FALSE(pp.domains.has_value());
+  EXPECT_FALSE(pp.entropy.has_value());
+  EXPECT_EQ(r.metrics.count("domains_per_multinode_job_mean"), 0u);
+}
+
+TEST(Simulate, AGangSplitThreeToOneOverTwoAswsSpansTwoDomainsWithTheEntropyOfThatSplit) {
+  // At 0, h800-a-0003 and h800-b-0001..0003 fail: asw1 has 3 usable 8-GPU nodes, asw2 one. The
+  // 4 x 8-GPU gang preferring one ASW must take 3 + 1 (the A10s hold no 8-GPU replica). "one" (1
+  // GPU, no constraint) is measured at data/asw: 1 domain — and, with 1 replica, left out of the
+  // means. All nodes are back at 200; "pair" (2 x 8 GPUs, one ASW required) starts at 300: 1
+  // domain, entropy 0. Means over the multi-replica jobs: domains (2 + 1) / 2, entropy H / 2.
+  auto sc = TwoAswScenario(
+      "duration_s: 1000\njobs:\n"
+      "  - {name: gang, submit_s: 10, duration_s: 100, replicas: 4, gpus: 8, plane: data, preferred_level: asw}\n"
+      "  - {name: one, submit_s: 10, duration_s: 100, gpus: 1}\n"
+      "  - {name: pair, submit_s: 300, duration_s: 100, replicas: 2, gpus: 8, plane: data, required_level: asw}\n"
+      "events:\n"
+      "  - {at_s: 0, fail_node: h800-a-0003}\n  - {at_s: 0, fail_node: h800-b-0001}\n"
+      "  - {at_s: 0, fail_node: h800-b-0002}\n  - {at_s: 0, fail_node: h800-b-0003}\n"
+      "  - {at_s: 200, repair_node: h800-a-0003}\n  - {at_s: 200, repair_node: h800-b-0001}\n"
+      "  - {at_s: 200, repair_node: h800-b-0002}\n  - {at_s: 200, repair_node: h800-b-0003}\n" + kConf);
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto cluster = LoadScenarioCluster(*sc);
+  auto r = RunScenario(*sc, *cluster, sc->configurations[0], 1, true);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const double h = -(0.75 * std::log(0.75) + 0.25 * std::log(0.25));  // 0.5623...
+  const SimJobRecord& gang = JobRecord(*r, "gang");
+  EXPECT_EQ(gang.status, SimJobStatus::kFinished);
+  EXPECT_EQ(gang.start_s, 10);
+  EXPECT_EQ(gang.granted, 4);
+  EXPECT_EQ(gang.domains, 2);
+  ASSERT_TRUE(gang.entropy.has_value());
+  EXPECT_NEAR(*gang.entropy, h, 1e-12);
+  EXPECT_EQ(JobRecord(*r, "one").domains, 1);
+  EXPECT_EQ(JobRecord(*r, "one").entropy, 0.0);
+  EXPECT_EQ(JobRecord(*r, "pair").domains, 1);
+  EXPECT_EQ(JobRecord(*r, "pair").entropy, 0.0);
+  EXPECT_EQ(r->metrics.at("domains_per_multinode_job_mean"), 1.5);
+  EXPECT_NEAR(r->metrics.at("entropy_per_multinode_job_mean"), h / 2, 1e-12);
 }
 
 }  // namespace
