@@ -38,6 +38,29 @@ int64_t UpperBound(int64_t gpu_milli, const TaskRequest& req) {
   return gpu_milli / req.TotalGpuMilli();
 }
 
+// Replicas of `req` (tasks of `job`) that fit now on the nodes of each domain of (plane, level),
+// indexed like DomainsAt(plane, level). REQUIRES: a whole-GPU request. Visits only the nodes of
+// the state's free-GPU index with at least req.gpu_count wholly free GPUs — the only ones that can
+// hold a replica — so a busy cluster costs little.
+std::vector<int64_t> FitNowByDomain(const ClusterState& state, const TaskRequest& req, JobId job, PlaneId plane,
+                                    int level) {
+  const Topology& topo = state.topology();
+  const std::vector<DomainId>& domains = topo.DomainsAt(plane, level);
+  std::vector<int32_t> pos(topo.domains().size(), -1);
+  for (size_t i = 0; i < domains.size(); ++i) pos[domains[i].value()] = static_cast<int32_t>(i);
+  std::vector<int64_t> fit(domains.size(), 0);
+  for (int k = std::max(1, req.gpu_count); k <= kMaxGpusPerNode; ++k) {
+    for (NodeId n : state.nodes_with_full_free(k)) {
+      const DomainId d = topo.NodeDomain(n, plane, level);
+      if (!d.valid() || pos[d.value()] < 0) continue;
+      fit[pos[d.value()]] += AllocateAction::ReplicasFitting(state, state.node(n), req, false, job);
+    }
+  }
+  return fit;
+}
+
+bool WholeGpus(const TaskRequest& req) { return req.NeedsGpu() && !req.IsSharedGpu(); }
+
 double GpuEntropy(std::span<const int64_t> gpus, int64_t total) {
   if (total <= 0) {
     for (int64_t g : gpus) total += g;
@@ -75,16 +98,22 @@ JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& stat
   int64_t cap_now = ub_now, cap_ever = ub_ever;
   if (ub_now >= need) {
     cap_now = 0;
-    for (size_t i = 0; i < domains.size(); ++i) {
-      if (UpperBound(state.domain_free(domains[i]).gpu_free_milli, req) == 0) continue;
-      for (NodeId n : topo.domain(domains[i]).nodes) cap[i] += ReplicasFitting(state, state.node(n), req, false, job_id);
-      cap_now += cap[i];
+    if (WholeGpus(req)) {
+      cap = FitNowByDomain(state, req, job_id, tc.plane, tc.preferred_level);
+      for (int64_t c : cap) cap_now += c;
+    } else {
+      for (size_t i = 0; i < domains.size(); ++i) {
+        if (UpperBound(state.domain_free(domains[i]).gpu_free_milli, req) == 0) continue;
+        for (NodeId n : topo.domain(domains[i]).nodes) cap[i] += ReplicasFitting(state, state.node(n), req, false, job_id);
+        cap_now += cap[i];
+      }
     }
   }
   if (cap_now < need && ub_ever >= need) {
+    // Only whether the empty cluster could hold `need` matters: stop counting once it could.
     cap_ever = 0;
-    for (DomainId d : domains) {
-      for (NodeId n : topo.domain(d).nodes) cap_ever += ReplicasFitting(state, state.node(n), req, true);
+    for (size_t i = 0; i < domains.size() && cap_ever < need; ++i) {
+      for (NodeId n : topo.domain(domains[i]).nodes) cap_ever += ReplicasFitting(state, state.node(n), req, true);
     }
   }
   if (std::min<int64_t>(cap_now, pending) / step * step < need) {
@@ -177,7 +206,13 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
   // nodes (the aggregates are an upper bound); counts reported for them are such bounds.
   int64_t best_now = 0, best_ever = 0;
   bool now_bounded = false, ever_bounded = false, feasible = false;
-  for (DomainId d : topo.DomainsAt(tc.plane, tc.required_level)) {
+  const std::vector<DomainId>& domains = topo.DomainsAt(tc.plane, tc.required_level);
+  // Whole-GPU replicas: exact counts of every domain from the free-GPU index (no pruning needed).
+  const bool whole = WholeGpus(req);
+  const std::vector<int64_t> fit =
+      whole ? FitNowByDomain(state, req, job_id, tc.plane, tc.required_level) : std::vector<int64_t>();
+  for (size_t i = 0; i < domains.size(); ++i) {
+    const DomainId d = domains[i];
     const DomainFree& f = state.domain_free(d);
     const int64_t ub_now = UpperBound(f.gpu_free_milli, req), ub_ever = UpperBound(f.gpu_milli, req);
     if (!feasible) {
@@ -190,12 +225,16 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
         feasible = ever >= need;
       }
     }
-    if (ub_now < need) {
-      if (ub_now > best_now) best_now = ub_now, now_bounded = true;
-      continue;
-    }
     int64_t now = 0;
-    for (NodeId n : topo.domain(d).nodes) now += ReplicasFitting(state, state.node(n), req, false, job_id);
+    if (whole) {
+      now = fit[i];
+    } else {
+      if (ub_now < need) {
+        if (ub_now > best_now) best_now = ub_now, now_bounded = true;
+        continue;
+      }
+      for (NodeId n : topo.domain(d).nodes) now += ReplicasFitting(state, state.node(n), req, false, job_id);
+    }
     if (now > best_now || (now == best_now && now_bounded)) best_now = now, now_bounded = false;
     const int64_t granted = std::min(now, wanted) / step * step;
     if (granted >= need) {
