@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace estuary {
 
@@ -38,14 +39,24 @@ int64_t UpperBound(int64_t gpu_milli, const TaskRequest& req) {
   return gpu_milli / req.TotalGpuMilli();
 }
 
+bool WholeGpus(const TaskRequest& req) { return req.NeedsGpu() && !req.IsSharedGpu(); }
+
 // Replicas of `req` (tasks of `job`) that fit now on the nodes of each domain of (plane, level),
-// indexed like DomainsAt(plane, level). REQUIRES: a whole-GPU request. Visits only the nodes of
-// the state's free-GPU index with at least req.gpu_count wholly free GPUs — the only ones that can
-// hold a replica — so a busy cluster costs little.
-std::vector<int64_t> FitNowByDomain(const ClusterState& state, const TaskRequest& req, JobId job, PlaneId plane,
-                                    int level) {
+// indexed like DomainsAt(plane, level), counted from the state's free-GPU index: only nodes with
+// at least req.gpu_count wholly free GPUs can hold a whole-GPU replica. Returns nullopt — count by
+// scanning domains instead — for other requests, or when the index holds more such nodes than the
+// domains whose free GPU milli could hold `need` replicas (the scan visits only those).
+std::optional<std::vector<int64_t>> FitNowByDomain(const ClusterState& state, const TaskRequest& req, JobId job,
+                                                   PlaneId plane, int level, int64_t need) {
+  if (!WholeGpus(req)) return std::nullopt;
   const Topology& topo = state.topology();
   const std::vector<DomainId>& domains = topo.DomainsAt(plane, level);
+  size_t indexed = 0, scanned = 0;
+  for (int k = std::max(1, req.gpu_count); k <= kMaxGpusPerNode; ++k) indexed += state.nodes_with_full_free(k).size();
+  for (DomainId d : domains) {
+    if (UpperBound(state.domain_free(d).gpu_free_milli, req) >= need) scanned += topo.domain(d).nodes.size();
+  }
+  if (indexed > scanned) return std::nullopt;
   std::vector<int32_t> pos(topo.domains().size(), -1);
   for (size_t i = 0; i < domains.size(); ++i) pos[domains[i].value()] = static_cast<int32_t>(i);
   std::vector<int64_t> fit(domains.size(), 0);
@@ -58,8 +69,6 @@ std::vector<int64_t> FitNowByDomain(const ClusterState& state, const TaskRequest
   }
   return fit;
 }
-
-bool WholeGpus(const TaskRequest& req) { return req.NeedsGpu() && !req.IsSharedGpu(); }
 
 double GpuEntropy(std::span<const int64_t> gpus, int64_t total) {
   if (total <= 0) {
@@ -98,8 +107,8 @@ JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& stat
   int64_t cap_now = ub_now, cap_ever = ub_ever;
   if (ub_now >= need) {
     cap_now = 0;
-    if (WholeGpus(req)) {
-      cap = FitNowByDomain(state, req, job_id, tc.plane, tc.preferred_level);
+    if (auto fit = FitNowByDomain(state, req, job_id, tc.plane, tc.preferred_level, 1)) {
+      cap = std::move(*fit);
       for (int64_t c : cap) cap_now += c;
     } else {
       for (size_t i = 0; i < domains.size(); ++i) {
@@ -207,10 +216,8 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
   int64_t best_now = 0, best_ever = 0;
   bool now_bounded = false, ever_bounded = false, feasible = false;
   const std::vector<DomainId>& domains = topo.DomainsAt(tc.plane, tc.required_level);
-  // Whole-GPU replicas: exact counts of every domain from the free-GPU index (no pruning needed).
-  const bool whole = WholeGpus(req);
-  const std::vector<int64_t> fit =
-      whole ? FitNowByDomain(state, req, job_id, tc.plane, tc.required_level) : std::vector<int64_t>();
+  const std::optional<std::vector<int64_t>> fit = FitNowByDomain(state, req, job_id, tc.plane, tc.required_level, need);
+  const bool counted = fit.has_value();  // exact counts of every domain, no pruning needed
   for (size_t i = 0; i < domains.size(); ++i) {
     const DomainId d = domains[i];
     const DomainFree& f = state.domain_free(d);
@@ -226,8 +233,8 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
       }
     }
     int64_t now = 0;
-    if (whole) {
-      now = fit[i];
+    if (counted) {
+      now = (*fit)[i];
     } else {
       if (ub_now < need) {
         if (ub_now > best_now) best_now = ub_now, now_bounded = true;

@@ -456,7 +456,7 @@ TEST(ReserveEndToEnd, AJobThatRequiresOneAswStartsOnTheNodesHeldForItAndOthersMa
   JobAttempt ra = AllocateAction::TryStart(*s, g.c.state, rival);
   EXPECT_FALSE(ra.started);
   EXPECT_EQ(ra.kind, OutcomeKind::kRetryable);
-  EXPECT_EQ(ra.reason, "no asw has room for 2 replicas (the best holds 1 now)");
+  EXPECT_EQ(ra.reason, "no asw has room for 2 replicas (the best holds at most 1 now)");
   EXPECT_EQ(g.Bound(rival), 0);
   g.ExpectInvariants();
 
