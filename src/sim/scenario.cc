@@ -290,13 +290,14 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
     ESTUARY_ASSIGN_OR_RETURN(sc.align, Bool(c, m, "align", true));
     ESTUARY_ASSIGN_OR_RETURN(sc.topology, Bool(c, m, "topology", true));
     if (const YAML::Node r = m["reserve"]) {
-      if (!r.IsMap()) return c.Err(r, "reserve", "expected a mapping {after_s, max_jobs, min_gpus, replan_s}");
-      ESTUARY_RETURN_IF_ERROR(Known(c, r, {"after_s", "max_jobs", "min_gpus", "replan_s"}));
+      if (!r.IsMap()) return c.Err(r, "reserve", "expected a mapping {after_s, max_jobs, min_gpus, max_gpus, replan_s}");
+      ESTUARY_RETURN_IF_ERROR(Known(c, r, {"after_s", "max_jobs", "min_gpus", "max_gpus", "replan_s"}));
       ReserveConfig& rc = sc.reserve;
       rc.enabled = true;
       ESTUARY_ASSIGN_OR_RETURN(rc.after_s, Int(c, r, "after_s", rc.after_s, 0, kMaxTime));
       ESTUARY_ASSIGN_OR_RETURN(rc.max_jobs, Int(c, r, "max_jobs", rc.max_jobs, 1, 1'000'000));
       ESTUARY_ASSIGN_OR_RETURN(rc.min_gpus, Int(c, r, "min_gpus", rc.min_gpus, 0, int64_t{1} << 40));
+      ESTUARY_ASSIGN_OR_RETURN(rc.max_gpus, Int(c, r, "max_gpus", rc.max_gpus, rc.min_gpus, int64_t{1} << 40));
       ESTUARY_ASSIGN_OR_RETURN(rc.replan_s, Int(c, r, "replan_s", rc.replan_s, 1, kMaxTime));
     }
     if (const YAML::Node p = m["pack"]) {

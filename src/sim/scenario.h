@@ -46,14 +46,15 @@ struct NodeEvent {
   bool fail = true;  // false: repair
 };
 
-// Head-of-line protection (ReserveAction): nodes are held for up to `max_jobs` jobs of at least
-// `min_gpus` GPUs (at max replicas) that have waited at least `after_s`, oldest first; holds are
-// re-planned every `replan_s` of simulated time.
+// Head-of-line protection (ReserveAction): nodes are held for up to `max_jobs` jobs of
+// `min_gpus` to `max_gpus` GPUs (at max replicas) that have waited at least `after_s`, oldest
+// first; holds are re-planned every `replan_s` of simulated time.
 struct ReserveConfig {
   bool enabled = false;  // on when the configuration has a `reserve:` mapping
   int64_t after_s = 1800;
   int64_t max_jobs = 1;
   int64_t min_gpus = 128;
+  int64_t max_gpus = int64_t{1} << 40;
   int64_t replan_s = 300;
 };
 

@@ -237,7 +237,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
 
   // Events, ordered by (time, kind, index): job ends, node events (listed, then generated repairs
   // in creation order), the failure model's next draw, arrivals.
-  enum EvKind : int { kEnd = 0, kNode = 1, kFailureDraw = 2, kArrival = 3 };
+  // kTick: a scheduling cycle with nothing else happening (reservations are re-planned on ticks).
+  enum EvKind : int { kEnd = 0, kNode = 1, kFailureDraw = 2, kArrival = 3, kTick = 4 };
   struct Ev {
     SimTime t;
     int kind;
@@ -252,6 +253,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     if (jobs[i].submit < sc.duration_s) events.push({jobs[i].submit, kArrival, i, 0});
   }
   for (size_t i = 0; i < node_events.size(); ++i) events.push({sc.events[i].at_s, kNode, i, 0});
+  if (config.reserve.enabled) events.push({config.reserve.replan_s, kTick, 0, 0});
 
   // The failure model: the nodes' independent Poisson processes (rate 1/MTBF each) as one
   // cluster-wide process of rate nodes/MTBF whose every draw picks a node uniformly; a draw that
@@ -302,7 +304,6 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   }
   double free_asws = 0, free_pods = 0, held_idle = 0;
   int64_t reservations_made = 0;
-  SimTime next_replan = 0;
   std::deque<size_t> pending;
   std::vector<SimTime> last_failure(state.num_nodes(), -1);  // per node: when it last went down
   int64_t node_failures = 0, requeued_by_failure = 0, shrunk_by_failure = 0;
@@ -425,7 +426,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     // False while the time's events are only failure-model draws that picked a down node and
     // repairs that no longer apply: nothing happened, so the queue is not tried again (a retry
     // would see the state its last try saw, and the run stays the same as with the listed events).
-    bool happened = false;
+    bool happened = false, replan = false;
     while (!events.empty() && events.top().t == t) {
       const Ev e = events.top();
       events.pop();
@@ -448,6 +449,9 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
           happened = true;
           node_up(ne.node, t, true);  // unless a listed repair (and maybe a new failure) came first
         }
+      } else if (e.kind == kTick) {
+        replan = true;
+        if (t + config.reserve.replan_s < sc.duration_s) events.push({t + config.reserve.replan_s, kTick, 0, 0});
       } else if (e.kind == kFailureDraw) {
         const NodeId node(static_cast<uint32_t>(failure_rng->Uniform(state.num_nodes())));
         if (state.node(node).state != NodeState::kDown) {
@@ -463,20 +467,19 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     }
     if (!happened) continue;
     try_pending(t);
-    if (config.reserve.enabled && t >= next_replan) {
+    if (replan) {
       // Hold nodes for the oldest large jobs that waited too long (queue order is oldest first,
       // requeued jobs at the front).
       std::vector<JobId> waiting;
       for (size_t i : pending) {
         const SimJob& j = jobs[i];
-        if (int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count >= config.reserve.min_gpus &&
-            t - j.submit >= config.reserve.after_s) {
+        const int64_t gpus = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count;
+        if (gpus >= config.reserve.min_gpus && gpus <= config.reserve.max_gpus && t - j.submit >= config.reserve.after_s) {
           waiting.push_back(j.id);
         }
       }
       const int made = ReserveAction::Renew(state, waiting, static_cast<int>(config.reserve.max_jobs), aopts);
       reservations_made += made;
-      next_replan = t + config.reserve.replan_s;
       if (made > 0) try_pending(t);
     }
     if (failed) after_failure = std::make_pair(FreeNodes(state), UnusableGpus(state, jobs));

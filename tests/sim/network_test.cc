@@ -87,6 +87,56 @@ TEST(DomainPacking, AnUnknownPlaneOrLevelIsNamedWithItsConfiguration) {
   }
 }
 
+// Head-of-line holds in a run: on the two-ASW example (two ASWs of four 8-GPU nodes), `a` (3 nodes,
+// until 1000 s) and `b` (3 nodes, until 5000 s) each leave one node free in their ASW; `gang`
+// needs a whole ASW (4 nodes) from 10 s; two whole-node fillers arrive at 500 s for 10,000 s.
+StatusOr<SimulateResult> RunHoldScenario(const std::string& reserve) {
+  auto sc = ParseScenario("name: t\nduration_s: 20000\ncluster:\n  spec: " + kCluster +
+                              "\njobs:\n"
+                              "  - {name: a, duration_s: 1000, replicas: 3, gpus: 8, plane: data, required_level: asw}\n"
+                              "  - {name: b, duration_s: 5000, replicas: 3, gpus: 8, plane: data, required_level: asw}\n"
+                              "  - {name: gang, submit_s: 10, duration_s: 100, replicas: 4, gpus: 8, plane: data, "
+                              "required_level: asw}\n"
+                              "  - {name: f1, submit_s: 500, duration_s: 10000, gpus: 8}\n"
+                              "  - {name: f2, submit_s: 500, duration_s: 10000, gpus: 8}\n"
+                              "configurations:\n  - {name: a" + reserve + "}\n",
+                          "s.yaml");
+  if (!sc.ok()) return sc.status();
+  auto cluster = LoadScenarioCluster(*sc);
+  if (!cluster.ok()) return cluster.status();
+  return RunScenario(*sc, *cluster, sc->configurations[0], 1, /*check_invariants=*/true);
+}
+
+SimTime StartOf(const SimulateResult& r, const std::string& job) {
+  for (const SimJobRecord& j : r.jobs) {
+    if (j.name == job) return j.start_s;
+  }
+  ADD_FAILURE() << "no job " << job;
+  return -1;
+}
+
+TEST(Reserve, WithoutAHoldTheFillersTakeTheFreeNodesAndTheGangWaitsForThem) {
+  auto r = RunHoldScenario("");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(StartOf(*r, "f1"), 500);
+  EXPECT_EQ(StartOf(*r, "f2"), 500);
+  // a's ASW has the filler on its fourth node until 10,500 s; so has b's.
+  EXPECT_EQ(StartOf(*r, "gang"), 10500);
+}
+
+TEST(Reserve, AHoldDrainsAnAswForTheWaitingGang) {
+  auto r = RunHoldScenario(", reserve: {after_s: 100, max_jobs: 1, min_gpus: 32, replan_s: 100}");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  // From the tick at 200 s (it has waited 190 s) the gang holds the four nodes of the first ASW (a's three and the free one: the two
+  // ASWs cost the same, 3 busy nodes each, and the first wins); one filler takes the free node of
+  // b's ASW, the other waits. When a ends at 1000 s the gang starts on its held ASW; the second
+  // filler starts when the gang ends at 1100 s and its ASW is no longer held.
+  EXPECT_EQ(StartOf(*r, "gang"), 1000);
+  EXPECT_EQ(std::min(StartOf(*r, "f1"), StartOf(*r, "f2")), 500);
+  EXPECT_EQ(std::max(StartOf(*r, "f1"), StartOf(*r, "f2")), 1100);
+  EXPECT_GE(r->metrics.at("reservations_made_count"), 1);
+}
+
 struct Bad {
   const char* name;
   std::string text;
@@ -121,6 +171,8 @@ INSTANTIATE_TEST_SUITE_P(
             "s.yaml:7: field 'max_jobs': 0 is outside [1, 1000000]"},
         Bad{"ReserveNegativeWait", "configurations:\n  - {name: a, reserve: {after_s: -1}}\n",
             "s.yaml:7: field 'after_s': -1 is outside [0, "},
+        Bad{"ReserveMaxBelowMin", "configurations:\n  - {name: a, reserve: {min_gpus: 256, max_gpus: 128}}\n",
+            "s.yaml:7: field 'max_gpus': 128 is outside [256, "},
         Bad{"ReserveZeroReplan", "configurations:\n  - {name: a, reserve: {replan_s: 0}}\n",
             "s.yaml:7: field 'replan_s': 0 is outside [1, "},
         Bad{"ReserveUnknownField", "configurations:\n  - {name: a, reserve: {for: ever}}\n",
