@@ -24,16 +24,22 @@ Status Known(const Ctx& c, const YAML::Node& m, const std::set<std::string>& key
   return Status::Ok();
 }
 
+// The scalar `n` (field `key`) as a T, or "expected <what>".
+template <typename T>
+StatusOr<T> As(const Ctx& c, const YAML::Node& n, const char* key, const char* what) {
+  try {
+    if (!n.IsScalar()) throw YAML::Exception(n.Mark(), "not a scalar");
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    return c.Err(n, key, std::string("expected ") + what);
+  }
+}
+
 StatusOr<int64_t> Int(const Ctx& c, const YAML::Node& m, const char* key, int64_t def, int64_t min, int64_t max) {
   const YAML::Node n = m[key];
   if (!n) return def;
   int64_t v = 0;
-  try {
-    if (!n.IsScalar()) throw YAML::Exception(n.Mark(), "not a scalar");
-    v = n.as<int64_t>();
-  } catch (const YAML::Exception&) {
-    return c.Err(n, key, "expected an integer");
-  }
+  ESTUARY_ASSIGN_OR_RETURN(v, As<int64_t>(c, n, key, "an integer"));
   if (v < min || v > max) {
     return c.Err(n, key, std::to_string(v) + " is outside [" + std::to_string(min) + ", " + std::to_string(max) + "]");
   }
@@ -44,12 +50,7 @@ StatusOr<double> Real(const Ctx& c, const YAML::Node& m, const char* key, double
   const YAML::Node n = m[key];
   if (!n) return def;
   double v = 0;
-  try {
-    if (!n.IsScalar()) throw YAML::Exception(n.Mark(), "not a scalar");
-    v = n.as<double>();
-  } catch (const YAML::Exception&) {
-    return c.Err(n, key, "expected a number");
-  }
+  ESTUARY_ASSIGN_OR_RETURN(v, As<double>(c, n, key, "a number"));
   if (!(v >= min && v <= max)) return c.Err(n, key, "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
   return v;
 }
@@ -59,12 +60,7 @@ StatusOr<double> PositiveReal(const Ctx& c, const YAML::Node& m, const char* key
   const YAML::Node n = m[key];
   if (!n) return c.Err(m, key, "missing");
   double v = 0;
-  try {
-    if (!n.IsScalar()) throw YAML::Exception(n.Mark(), "not a scalar");
-    v = n.as<double>();
-  } catch (const YAML::Exception&) {
-    return c.Err(n, key, "expected a number");
-  }
+  ESTUARY_ASSIGN_OR_RETURN(v, As<double>(c, n, key, "a number"));
   if (!(v > 0) || !std::isfinite(v)) return c.Err(n, key, "must be a positive number of " + unit);
   return v;
 }

@@ -49,7 +49,7 @@ TEST(Simulate, EveryExampleScenarioRunsWithInvariantsCheckedForEachConfiguration
     if (entry.path().extension() != ".yaml") continue;
     auto sc = ReadScenario(entry.path().string());
     ASSERT_TRUE(sc.ok()) << sc.status().message();
-    // The hyperscale week runs in ~15 s without checks (docs/topology-results.md); here its first
+    // The hyperscale week runs in seconds without checks (docs/performance.md); here its first
     // hour runs with CheckInvariants() at every event time.
     if (sc->name == "hyperscale") sc->duration_s = 3600;
     auto cluster = LoadScenarioCluster(*sc);
