@@ -453,8 +453,11 @@ StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::st
   std::map<std::string, std::vector<std::string>> rows;
   report::Chart alloc{"alloc_time", "GPU allocation ratio over time", "time (hours)", "GPU allocation ratio (%)", {}};
   report::Chart free{"free_nodes_time", "Wholly free nodes over time", "time (hours)", "free nodes", {}};
+  report::Chart asws{"free_asws_time", "Wholly free ASWs over time", "time (hours)", "free ASWs", {}};
+  report::Chart pods{"free_rdma_pods_time", "Wholly free RDMA-PODs over time", "time (hours)", "free RDMA-PODs", {}};
   std::ostringstream ts;
-  ts << "configuration,seed,time_s,gpu_alloc_pct,free_nodes,pending_jobs\n";
+  ts << "configuration,seed,time_s,gpu_alloc_pct,free_nodes,pending_jobs,free_asws,free_rdma_pods\n";
+  auto count = [](int64_t v) { return v < 0 ? std::string() : std::to_string(v); };  // -1: no such level
   for (size_t ci = 0; ci < results.size(); ++ci) {
     const auto& per_seed = results[ci];
     if (per_seed.empty()) continue;
@@ -476,20 +479,37 @@ StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::st
     for (const SimulateResult& r : per_seed) {
       for (const SimSample& x : r.samples) {
         ts << r.configuration << ',' << r.seed << ',' << x.time << ',' << Round4(x.gpu_alloc_pct) << ',' << x.free_nodes
-           << ',' << x.pending_jobs << '\n';
+           << ',' << x.pending_jobs << ',' << count(x.free_asws) << ',' << count(x.free_rdma_pods) << '\n';
       }
     }
-    report::Series a, f;
-    a.label = f.label = per_seed[0].configuration + " (seed " + std::to_string(per_seed[0].seed) + ")";
-    a.color = f.color = static_cast<int>(ci);
+    report::Series a, f, w, p;
+    a.label = f.label = w.label = p.label = per_seed[0].configuration + " (seed " + std::to_string(per_seed[0].seed) + ")";
+    a.color = f.color = w.color = p.color = static_cast<int>(ci);
     for (const SimSample& x : per_seed[0].samples) {
-      a.x.push_back(static_cast<double>(x.time) / 3600.0);
+      const double hours = static_cast<double>(x.time) / 3600.0;
+      a.x.push_back(hours);
       a.y.push_back(x.gpu_alloc_pct);
-      f.x.push_back(static_cast<double>(x.time) / 3600.0);
+      f.x.push_back(hours);
       f.y.push_back(static_cast<double>(x.free_nodes));
+      if (x.free_asws >= 0) {
+        w.x.push_back(hours);
+        w.y.push_back(static_cast<double>(x.free_asws));
+      }
+      if (x.free_rdma_pods >= 0) {
+        p.x.push_back(hours);
+        p.y.push_back(static_cast<double>(x.free_rdma_pods));
+      }
     }
     alloc.series.push_back(a);
     free.series.push_back(f);
+    if (!w.x.empty()) asws.series.push_back(w);
+    if (!p.x.empty()) pods.series.push_back(p);
+    // Each seed's own metrics, next to the means.
+    for (const SimulateResult& r : per_seed) {
+      nlohmann::json one = nlohmann::json::object();
+      for (const auto& [k, v] : r.metrics) one[k] = Round4(v);
+      summary["per_seed"][per_seed[0].configuration][std::to_string(r.seed)] = one;
+    }
   }
   for (const auto& [k, vals] : rows) {
     std::vector<std::string> row = {k};
@@ -498,6 +518,8 @@ StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::st
   }
   rep.tables.push_back(t);
   rep.charts = {alloc, free};
+  if (!asws.series.empty()) rep.charts.push_back(asws);
+  if (!pods.series.empty()) rep.charts.push_back(pods);
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/summary.json", summary.dump(2) + "\n"));
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/timeseries.csv", ts.str()));
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/jobs.csv", JobsCsv(results)));

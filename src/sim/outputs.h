@@ -57,8 +57,10 @@ StatusOr<std::string> WriteReplayOutputs(const std::string& dir, const std::stri
                                          double wall_seconds);
 
 // Writes the simulate outputs: summary.json {"scenario", "seeds", "wall_seconds",
-// "configurations": {name: {metric: mean over seeds}}}, timeseries.csv, jobs.csv and report.html
-// (allocation and free nodes over time, per configuration). `results[c][s]` is configuration c,
+// "configurations": {name: {metric: mean over seeds}}, "per_seed": {name: {seed: {metric:
+// value}}}}, timeseries.csv (configuration,seed,time_s,gpu_alloc_pct,free_nodes,pending_jobs,
+// free_asws,free_rdma_pods — the last two empty without such a level), jobs.csv and report.html
+// (allocation and wholly free nodes, ASWs and RDMA-PODs over time, per configuration). `results[c][s]` is configuration c,
 // seed s. jobs.csv has one row per job per configuration and seed (SimulateResult::jobs):
 //   configuration,seed,job,replicas,gpus_per_replica,gpus,submit_s,start_s,delay_s,granted,status,
 //   domains,entropy

@@ -324,7 +324,10 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     alloc_area += alloc * static_cast<double>(t - last_t);
     last_t = t;
     while (next_sample < t) {
-      res.samples.push_back({next_sample, alloc, FreeNodes(state), static_cast<int64_t>(pending.size())});
+      SimSample sample{next_sample, alloc, FreeNodes(state), static_cast<int64_t>(pending.size())};
+      if (asw) sample.free_asws = whole_free(*data, *asw);
+      if (pod) sample.free_rdma_pods = whole_free(*param, *pod);
+      res.samples.push_back(sample);
       const std::vector<IdleCauses> causes = IdleGpuCauses(state);
       for (size_t k = 0; k < causes.size(); ++k) {
         const IdleCauses& c = causes[k];
@@ -333,8 +336,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
         idle_sums[k].stranded += c.stranded;
         idle_sums[k].insufficient_cpu += c.insufficient_cpu;
       }
-      if (asw) free_asws += static_cast<double>(whole_free(*data, *asw));
-      if (pod) free_pods += static_cast<double>(whole_free(*param, *pod));
+      if (asw) free_asws += static_cast<double>(sample.free_asws);
+      if (pod) free_pods += static_cast<double>(sample.free_rdma_pods);
       if (config.reserve.enabled) {
         int64_t idle = 0;
         for (const NodeFit& f : state.fits()) idle += f.reserved_for.valid() ? f.gpu_free_total : 0;

@@ -65,6 +65,10 @@ struct SimSample {
   double gpu_alloc_pct = 0;
   int64_t free_nodes = 0;
   int64_t pending_jobs = 0;
+  // Domains with all GPUs free: ASWs (plane "data", level "asw") and RDMA-PODs (plane "param",
+  // level "rdma_pod"); -1 when the cluster has no such level.
+  int64_t free_asws = -1;
+  int64_t free_rdma_pods = -1;
 };
 
 // What became of a job by the end of the run.

@@ -484,9 +484,29 @@ TEST_F(Cli, SimulateGivesTheSameSummaryOnOneThreadAsOnTwoAndRejectsZeroThreads) 
   const auto a = nlohmann::json::parse(ReadFile(one + "/summary.json"));
   const auto b = nlohmann::json::parse(ReadFile(two + "/summary.json"));
   EXPECT_EQ(a.at("configurations"), b.at("configurations"));
+  EXPECT_EQ(a.at("per_seed"), b.at("per_seed"));
   EXPECT_EQ(ReadFile(one + "/timeseries.csv"), ReadFile(two + "/timeseries.csv"));
+  EXPECT_EQ(ReadFile(one + "/jobs.csv"), ReadFile(two + "/jobs.csv"));
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--threads", "0"}), {"--threads"}));
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--threads", "many"}), {"--threads"}));
+}
+
+TEST_F(Cli, SimulateSummaryHoldsEachSeedsFiguresWhoseMeanIsTheConfigurationsFigure) {
+  const std::string sc = (fs::path(ESTUARY_SOURCE_DIR) / "examples" / "topology-small.yaml").string();
+  const std::string out = (dir_.path() / "s").string();
+  ASSERT_EQ(RunEstuary({"simulate", sc, "--out", out}).exit_code, 0);
+  const auto j = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  for (const auto& [conf, metrics] : j.at("configurations").items()) {
+    const auto& seeds = j.at("per_seed").at(conf);
+    ASSERT_EQ(seeds.size(), j.at("seeds").size()) << conf;
+    for (const auto& [metric, mean] : metrics.items()) {
+      double sum = 0;
+      for (const auto& [seed, one] : seeds.items()) sum += one.at(metric).get<double>();
+      EXPECT_NEAR(mean.get<double>(), sum / static_cast<double>(seeds.size()), 1e-3) << conf << " " << metric;
+    }
+  }
+  const std::string header = ReadFile(out + "/timeseries.csv").substr(0, ReadFile(out + "/timeseries.csv").find('\n'));
+  EXPECT_EQ(header, "configuration,seed,time_s,gpu_alloc_pct,free_nodes,pending_jobs,free_asws,free_rdma_pods");
 }
 
 }  // namespace

@@ -94,6 +94,11 @@ TEST(Simulate, CountsAswsAndRdmaPodsWhoseGpusAreAllFree) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->metrics.at("free_asws_mean"), 2);
   EXPECT_EQ(r->metrics.at("free_rdma_pods_mean"), 1);
+  ASSERT_EQ(r->samples.size(), 10u);  // at 0, 100, ..., 900 s
+  for (const SimSample& x : r->samples) {
+    EXPECT_EQ(x.free_asws, 2);
+    EXPECT_EQ(x.free_rdma_pods, 1);
+  }
 }
 
 TEST(Simulate, AveragesIdleGpusByCauseForEveryProbeShapeOverTheSamples) {
