@@ -13,6 +13,7 @@ JobAttempt AllocateAction::TryStart(Session& session, ClusterState& state, JobId
     if (spec.topology.required_level >= 0) return TryStartInDomain(session, state, job_id, step, options);
     if (spec.topology.preferred_level >= 0) return TryStartSpanning(session, state, job_id, step, options);
   }
+  if (std::optional<JobAttempt> no = CannotStartGang(state, job_id, step)) return *no;
   if (state.job(job_id).reservation.valid()) {
     // Session::Decide skips held nodes; a holder looks at every node, its own held ones included.
     std::vector<NodeId> all(state.num_nodes());
@@ -40,6 +41,43 @@ int64_t UpperBound(int64_t gpu_milli, const TaskRequest& req) {
 }
 
 bool WholeGpus(const TaskRequest& req) { return req.NeedsGpu() && !req.IsSharedGpu(); }
+
+std::optional<JobAttempt> AllocateAction::CannotStartGang(const ClusterState& state, JobId job_id, int32_t step) {
+  const Job& job = state.job(job_id);
+  if (job.spec.min_replicas <= 1) return std::nullopt;
+  int64_t pending = 0;
+  TaskRequest req;
+  for (TaskId t : job.tasks) {
+    if (state.task(t).state != TaskState::kPending) continue;
+    if (pending++ == 0) req = state.task(t).req;
+  }
+  if (pending == 0 || !WholeGpus(req)) return std::nullopt;
+  // Enough: the fewest placed replicas whose whole steps reach min_replicas.
+  const int64_t enough = (int64_t{job.spec.min_replicas} + step - 1) / step * step;
+  if (enough > std::min<int64_t>(pending, job.spec.max_replicas)) return std::nullopt;  // the slow path explains
+  int64_t fit = 0, nodes = 0;
+  for (int k = std::max(1, req.gpu_count); k <= kMaxGpusPerNode && fit < enough; ++k) {
+    for (NodeId n : state.nodes_with_full_free(k)) {
+      const int64_t r = ReplicasFitting(state, state.node(n), req, false, job_id);
+      fit += r;
+      nodes += r > 0;
+      if (fit >= enough) break;
+    }
+  }
+  if (fit >= enough) return std::nullopt;
+  JobAttempt a;
+  a.job = job_id;
+  a.kind = OutcomeKind::kRetryable;
+  bool ever = false;
+  for (const Node& n : state.nodes()) {
+    if ((ever = ReplicasFitting(state, n, req, true) > 0)) break;
+  }
+  if (!ever) a.kind = OutcomeKind::kInfeasible;
+  a.reason = std::to_string(fit) + "/" + std::to_string(job.spec.min_replicas) + " replicas fit at once; " +
+             (ever ? "nodes with room for one: " + std::to_string(nodes) : "no node could ever hold one");
+  return a;
+}
+
 
 // Replicas of `req` (tasks of `job`) that fit now on the nodes of each domain of (plane, level),
 // indexed like DomainsAt(plane, level), counted from the state's free-GPU index: only nodes with

@@ -82,6 +82,11 @@ class AllocateAction {
                           int32_t step, const AllocateOptions& options);
   static JobAttempt TryStartInDomain(Session& session, ClusterState& state, JobId job, int32_t step,
                                      const AllocateOptions& options);
+  // For a gang (min_replicas > 1) of whole-GPU replicas placed anywhere: the attempt that fails,
+  // when the nodes with enough wholly free GPUs (the state's free-GPU index) hold fewer replicas
+  // than min_replicas rounded up to a whole step — found without placing replicas one by one and
+  // rolling them back. Nullopt when the job may start (or is not such a gang).
+  static std::optional<JobAttempt> CannotStartGang(const ClusterState& state, JobId job, int32_t step);
 
  public:
   // Tries to start one job. REQUIRES: `session` was opened over `state`.

@@ -53,7 +53,7 @@ TEST(Allocate, AGangStartsOnlyWhenItsMinimumFitsAtOnce) {
   auto s = g.Open();
   JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
   EXPECT_FALSE(a.started);
-  EXPECT_EQ(a.reason, "3/4 replicas fit at once; 0/3 nodes fit, 3 too few free GPUs");
+  EXPECT_EQ(a.reason, "3/4 replicas fit at once; nodes with room for one: 3");
   EXPECT_EQ(g.Bound(j), 0);  // nothing leaked
   EXPECT_EQ(g.c.state.allocated_gpu_milli(), 0);
   EXPECT_TRUE(g.c.state.CheckInvariants().ok());
@@ -350,6 +350,41 @@ TEST(AllocatePacking, WithoutPackingTheSessionsChoiceStands) {
     outside_asw2 += g.ReplicasPerAsw(j).count("asw2") == 0;
   }
   EXPECT_GT(outside_asw2, 0);
+}
+
+}  // namespace
+}  // namespace estuary
+
+namespace estuary {
+namespace {
+
+TEST(AllocateGangFastPath, AGangWhoseReplicasNoNodeCouldEverHoldIsInfeasible) {
+  Gang g;
+  for (int i = 0; i < 4; ++i) g.c.AddNode("n" + std::to_string(i), testing::Gpus(8));
+  JobId j = g.Submit(2, Spec("wide", 2, 2, 1), Req().Gpus(16));  // 16 GPUs on 8-GPU nodes
+  auto s = g.Open();
+  JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  EXPECT_FALSE(a.started);
+  EXPECT_EQ(a.kind, OutcomeKind::kInfeasible);
+  EXPECT_EQ(a.reason, "0/2 replicas fit at once; no node could ever hold one");
+}
+
+TEST(AllocateGangFastPath, CountsWholeStepsAndCpuNotOnlyGpus) {
+  // Four 8-GPU nodes with 96 cores; replicas of 4 GPUs and 50 cores: one per node by CPU (two by
+  // GPUs), so 4 fit; min 5 cannot start, min 4 with step 4 can.
+  Gang g;
+  for (int i = 0; i < 4; ++i) g.c.AddNode("n" + std::to_string(i), testing::Gpus(8));
+  JobId five = g.Submit(8, Spec("five", 5, 8, 1), Req().Gpus(4).Cpu(50000));
+  auto s = g.Open();
+  JobAttempt a = AllocateAction::TryStart(*s, g.c.state, five);
+  EXPECT_FALSE(a.started);
+  EXPECT_EQ(a.reason, "4/5 replicas fit at once; nodes with room for one: 4");
+  EXPECT_EQ(g.Bound(five), 0);
+  JobId four = g.Submit(8, Spec("four", 4, 8, 4), Req().Gpus(4).Cpu(50000));
+  JobAttempt b = AllocateAction::TryStart(*s, g.c.state, four);
+  ASSERT_TRUE(b.started);
+  EXPECT_EQ(b.granted, 4);
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
 }
 
 }  // namespace
