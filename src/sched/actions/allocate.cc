@@ -68,13 +68,18 @@ std::optional<JobAttempt> AllocateAction::CannotStartGang(const ClusterState& st
   JobAttempt a;
   a.job = job_id;
   a.kind = OutcomeKind::kRetryable;
-  bool ever = false;
+  // Infeasible when even the empty cluster (down and cordoned nodes included: they may come back)
+  // could not hold enough; the count stops as soon as it could.
+  int64_t ever = 0;
   for (const Node& n : state.nodes()) {
-    if ((ever = ReplicasFitting(state, n, req, true) > 0)) break;
+    if ((ever += ReplicasFitting(state, n, req, true)) >= enough) break;
   }
-  if (!ever) a.kind = OutcomeKind::kInfeasible;
-  a.reason = std::to_string(fit) + "/" + std::to_string(job.spec.min_replicas) + " replicas fit at once; " +
-             (ever ? "nodes with room for one: " + std::to_string(nodes) : "no node could ever hold one");
+  std::string why = "nodes with room for one: " + std::to_string(nodes);
+  if (ever < enough) {
+    a.kind = OutcomeKind::kInfeasible;
+    why = ever == 0 ? "no node could ever hold one" : "the whole cluster could hold only " + std::to_string(ever);
+  }
+  a.reason = std::to_string(fit) + "/" + std::to_string(job.spec.min_replicas) + " replicas fit at once; " + why;
   return a;
 }
 

@@ -85,7 +85,8 @@ class AllocateAction {
   // For a gang (min_replicas > 1) of whole-GPU replicas placed anywhere: the attempt that fails,
   // when the nodes with enough wholly free GPUs (the state's free-GPU index) hold fewer replicas
   // than min_replicas rounded up to a whole step — found without placing replicas one by one and
-  // rolling them back. Nullopt when the job may start (or is not such a gang).
+  // rolling them back; infeasible when the empty cluster could not hold that many either. Nullopt
+  // when the job may start (or is not such a gang).
   static std::optional<JobAttempt> CannotStartGang(const ClusterState& state, JobId job, int32_t step);
 
  public:

@@ -48,14 +48,16 @@ JobSpec Spec(const std::string& name, int min, int max, int step) {
 
 TEST(Allocate, AGangStartsOnlyWhenItsMinimumFitsAtOnce) {
   Gang g;
-  for (int i = 0; i < 3; ++i) g.c.AddNode("n" + std::to_string(i), testing::Gpus(8));
+  for (int i = 0; i < 4; ++i) g.c.AddNode("n" + std::to_string(i), testing::Gpus(8));
+  g.c.state.Bind(g.c.Submit("busy", Req().Gpus(1)), NodeId(3), Idx({0}));  // n3 cannot take one now
   JobId j = g.Submit(4, Spec("train", 4, 4, 1), Req().Gpus(8));
   auto s = g.Open();
   JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
   EXPECT_FALSE(a.started);
+  EXPECT_EQ(a.kind, OutcomeKind::kRetryable);
   EXPECT_EQ(a.reason, "3/4 replicas fit at once; nodes with room for one: 3");
   EXPECT_EQ(g.Bound(j), 0);  // nothing leaked
-  EXPECT_EQ(g.c.state.allocated_gpu_milli(), 0);
+  EXPECT_EQ(g.c.state.allocated_gpu_milli(), 1000);
   EXPECT_TRUE(g.c.state.CheckInvariants().ok());
 }
 
@@ -369,11 +371,28 @@ TEST(AllocateGangFastPath, AGangWhoseReplicasNoNodeCouldEverHoldIsInfeasible) {
   EXPECT_EQ(a.reason, "0/2 replicas fit at once; no node could ever hold one");
 }
 
-TEST(AllocateGangFastPath, CountsWholeStepsAndCpuNotOnlyGpus) {
-  // Four 8-GPU nodes with 96 cores; replicas of 4 GPUs and 50 cores: one per node by CPU (two by
-  // GPUs), so 4 fit; min 5 cannot start, min 4 with step 4 can.
+TEST(AllocateGangFastPath, AGangLargerThanTheWholeClusterIsInfeasibleNotPendingForever) {
   Gang g;
-  for (int i = 0; i < 4; ++i) g.c.AddNode("n" + std::to_string(i), testing::Gpus(8));
+  for (int i = 0; i < 3; ++i) g.c.AddNode("n" + std::to_string(i), testing::Gpus(8));
+  g.c.state.SetNodeState(NodeId(2), NodeState::kDown);  // a down node still counts: it may return
+  JobId j = g.Submit(4, Spec("big", 4, 4, 1), Req().Gpus(8));
+  auto s = g.Open();
+  JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  EXPECT_FALSE(a.started);
+  EXPECT_EQ(a.kind, OutcomeKind::kInfeasible);
+  EXPECT_EQ(a.reason, "2/4 replicas fit at once; the whole cluster could hold only 3");
+  JobId three = g.Submit(3, Spec("three", 3, 3, 1), Req().Gpus(8));
+  JobAttempt b = AllocateAction::TryStart(*s, g.c.state, three);
+  EXPECT_FALSE(b.started);
+  EXPECT_EQ(b.kind, OutcomeKind::kRetryable);  // fits once the node is back
+}
+
+TEST(AllocateGangFastPath, CountsWholeStepsAndCpuNotOnlyGpus) {
+  // Four free 8-GPU nodes with 96 cores (and a fifth, down); replicas of 4 GPUs and 50 cores: one
+  // per node by CPU (two by GPUs), so 4 fit; min 5 cannot start now, min 4 with step 4 can.
+  Gang g;
+  for (int i = 0; i < 5; ++i) g.c.AddNode("n" + std::to_string(i), testing::Gpus(8));
+  g.c.state.SetNodeState(NodeId(4), NodeState::kDown);
   JobId five = g.Submit(8, Spec("five", 5, 8, 1), Req().Gpus(4).Cpu(50000));
   auto s = g.Open();
   JobAttempt a = AllocateAction::TryStart(*s, g.c.state, five);
