@@ -119,9 +119,17 @@ struct JobSpec {
   // The workload can use replicas only in multiples of this (a pipeline's batch); replicas beyond
   // the last multiple are allocated but unusable. Default 0: the same as step.
   int32_t usable_step = 0;
+  // Higher runs first and may preempt lower (issue 4); kHpPriority and above is high priority.
   int32_t priority = 0;
+  bool preemptible = false;          // may be evicted for higher-priority work
+  int64_t checkpoint_interval_s = 0;  // an eviction loses the work since the last checkpoint; 0: none
+  int64_t restart_cost_s = 0;         // time a restarted job spends before it makes progress again
   TopologyConstraint topology;
 };
+
+// Priorities at or above this are high priority (HP); below, low priority (LP).
+inline constexpr int32_t kHpPriority = 700;
+inline constexpr int32_t kMaxPriority = 1000;
 
 struct Job {
   JobId id;

@@ -90,7 +90,8 @@ constexpr int64_t kMaxTime = 1'000'000'000'000;
 StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated) {
   if (!m.IsMap()) return c.Err(m, "jobs", "expected a mapping per job");
   std::set<std::string> keys = {"name", "replicas", "min", "step", "usable_step", "gpus", "gpu_milli", "cpu_cores",
-                                "memory_gib", "plane", "required_level", "preferred_level"};
+                                "memory_gib", "plane", "required_level", "preferred_level", "class", "priority",
+                                "preemptible", "checkpoint_interval_s", "restart_cost_s"};
   keys.insert(generated ? "duration_mean_s" : "duration_s");
   if (generated) keys.insert("share");
   if (!generated) keys.insert("submit_s");
@@ -129,6 +130,23 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
   if (j.plane.empty() && (!j.required_level.empty() || !j.preferred_level.empty())) {
     return c.Err(m, "plane", "a topology level needs its plane");
   }
+  ESTUARY_ASSIGN_OR_RETURN(j.job_class, Str(c, m, "class", false));
+  if (!j.job_class.empty()) {
+    const JobClassInfo* info = nullptr;
+    std::string known;
+    for (const JobClassInfo& k : kJobClasses) {
+      if (j.job_class == k.name) info = &k;
+      known += std::string(known.empty() ? "" : ", ") + k.name;
+    }
+    if (info == nullptr) return c.Err(m["class"], "class", "unknown class '" + j.job_class + "' (known: " + known + ")");
+    j.priority = info->priority;
+    j.preemptible = info->preemptible;
+  }
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "priority", j.priority, 0, kMaxPriority));
+  j.priority = static_cast<int32_t>(v);
+  ESTUARY_ASSIGN_OR_RETURN(j.preemptible, Bool(c, m, "preemptible", j.preemptible));
+  ESTUARY_ASSIGN_OR_RETURN(j.checkpoint_interval_s, Int(c, m, "checkpoint_interval_s", 0, 0, kMaxTime));
+  ESTUARY_ASSIGN_OR_RETURN(j.restart_cost_s, Int(c, m, "restart_cost_s", 0, 0, kMaxTime));
   return j;
 }
 
@@ -273,7 +291,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   std::set<std::string> conf_names;
   for (const YAML::Node& m : confs) {
     if (!m.IsMap()) return c.Err(m, "configurations", "expected a mapping per configuration");
-    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack"}));
+    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack", "queue"}));
     SchedulerConfig sc;
     sc.line = m.Mark().line + 1;
     ESTUARY_ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
@@ -285,6 +303,12 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
     if (!p.ok()) return c.Err(m["policy"], "policy", p.status().message());
     ESTUARY_ASSIGN_OR_RETURN(sc.align, Bool(c, m, "align", true));
     ESTUARY_ASSIGN_OR_RETURN(sc.topology, Bool(c, m, "topology", true));
+    std::string queue;
+    ESTUARY_ASSIGN_OR_RETURN(queue, Str(c, m, "queue", false));
+    if (!queue.empty() && queue != "fifo" && queue != "priority") {
+      return c.Err(m["queue"], "queue", "unknown queue order '" + queue + "' (known: fifo, priority)");
+    }
+    sc.priority_queue = queue == "priority";
     if (const YAML::Node r = m["reserve"]) {
       if (!r.IsMap()) return c.Err(r, "reserve", "expected a mapping {after_s, max_jobs, min_gpus, max_gpus, replan_s}");
       ESTUARY_RETURN_IF_ERROR(Known(c, r, {"after_s", "max_jobs", "min_gpus", "max_gpus", "replan_s"}));

@@ -28,6 +28,27 @@ struct JobTemplate {
   int32_t usable_step = 0;   // 0: = step
   TaskRequest per_replica;
   std::string plane, required_level, preferred_level;  // topology constraint by name (empty: none)
+  // Class and priority (docs/simulate.md, "Job classes"): the class sets defaults for priority
+  // and preemptible; explicit fields override them.
+  std::string job_class;  // empty: unclassified (priority 0, not preemptible)
+  int32_t priority = 0;
+  bool preemptible = false;
+  int64_t checkpoint_interval_s = 0;
+  int64_t restart_cost_s = 0;
+};
+
+// The job classes of issue 4: name, default priority, default preemptible.
+struct JobClassInfo {
+  const char* name;
+  int32_t priority;
+  bool preemptible;
+};
+inline constexpr JobClassInfo kJobClasses[] = {
+    {"hp-inference", 900, false},  // online inference services (HP)
+    {"hp-training", 800, false},   // HP training
+    {"dev", 500, false},           // development / interactive
+    {"lp", 300, true},             // LP consumer jobs: offline inference, data refresh
+    {"spot", 100, true},           // spot jobs on harvested capacity
 };
 
 struct GeneratedClass {
@@ -74,6 +95,8 @@ struct SchedulerConfig {
   bool align = true;
   bool topology = true;
   ReserveConfig reserve;
+  // Queue order: arrival (fifo, the default) or priority (higher first, then arrival).
+  bool priority_queue = false;
   // Domain packing (AllocateOptions::pack_*): `pack: {plane, level}`; empty: off.
   std::string pack_plane, pack_level;
   int line = 0;  // of the configuration, for errors found when it meets the cluster

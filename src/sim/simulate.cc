@@ -99,6 +99,10 @@ StatusOr<JobId> Materialize(const Scenario& s, ClusterState& state, const JobTem
   js.min_replicas = t.min_replicas > 0 ? t.min_replicas : t.replicas;
   js.step = t.step;
   js.usable_step = t.usable_step;
+  js.priority = t.priority;
+  js.preemptible = t.preemptible;
+  js.checkpoint_interval_s = t.checkpoint_interval_s;
+  js.restart_cost_s = t.restart_cost_s;
   if (!t.plane.empty()) {
     const std::string where = s.path + ":" + std::to_string(t.line) + ": job '" + t.name + "': ";
     auto plane = state.topology().FindPlane(t.plane);
@@ -113,7 +117,7 @@ StatusOr<JobId> Materialize(const Scenario& s, ClusterState& state, const JobTem
     }
   }
   const JobId j = state.AddJob(js);
-  for (int32_t i = 0; i < t.replicas; ++i) state.AddTask(j, name + "-" + std::to_string(i), t.per_replica);
+  for (int32_t i = 0; i < t.replicas; ++i) state.AddTask(j, name + "-" + std::to_string(i), t.per_replica, t.priority);
   return j;
 }
 
@@ -302,7 +306,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     if (!l) return InvalidArgument(where + "level: plane '" + sc.network.plane + "' has no level '" + sc.network.level + "'");
     net_level = *l;
   }
-  double free_asws = 0, free_pods = 0, held_idle = 0;
+  double free_asws = 0, free_pods = 0, held_idle = 0, alloc_hp_sum = 0, alloc_all_sum = 0;
   int64_t reservations_made = 0;
   std::deque<size_t> pending;
   std::vector<SimTime> last_failure(state.num_nodes(), -1);  // per node: when it last went down
@@ -328,6 +332,26 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       if (asw) sample.free_asws = whole_free(*data, *asw);
       if (pod) sample.free_rdma_pods = whole_free(*param, *pod);
       res.samples.push_back(sample);
+      // Allocation ratios (metrics.md §4; no Standby yet, so nothing is HP-claimed but unused):
+      // per GPU node the share of its GPUs held by HP tasks, and by any task; mean over nodes.
+      double hp_share = 0, any_share = 0;
+      int64_t gpu_nodes = 0;
+      for (const Node& n : state.nodes()) {
+        if (n.spec.gpu_count == 0) continue;
+        ++gpu_nodes;
+        int64_t hp = 0;
+        for (TaskId t : n.tasks) {
+          const Task& task = state.task(t);
+          if (task.priority >= kHpPriority) hp += int64_t{task.gpus.size} * task.req.gpu_milli;
+        }
+        const double cap = static_cast<double>(n.spec.gpu_count) * kMilliPerGpu;
+        hp_share += static_cast<double>(hp) / cap;
+        any_share += (cap - static_cast<double>(n.gpu_free_total)) / cap;
+      }
+      if (gpu_nodes > 0) {
+        alloc_hp_sum += 100.0 * hp_share / static_cast<double>(gpu_nodes);
+        alloc_all_sum += 100.0 * any_share / static_cast<double>(gpu_nodes);
+      }
       const std::vector<IdleCauses> causes = IdleGpuCauses(state);
       for (size_t k = 0; k < causes.size(); ++k) {
         const IdleCauses& c = causes[k];
@@ -356,9 +380,16 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       next_sample += sc.sample_interval_s;
     }
   };
+  std::vector<size_t> order;
+  std::vector<char> leaves(jobs.size(), 0);  // per job: left the queue in this pass
   auto try_pending = [&](SimTime now) {
-    std::deque<size_t> still;
-    for (size_t i : pending) {
+    // Queue order: arrival (requeued jobs first), or priority first with arrival among equals.
+    order.assign(pending.begin(), pending.end());
+    if (config.priority_queue) {
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return jobs[a].tmpl.priority > jobs[b].tmpl.priority; });
+    }
+    for (size_t i : order) {
       SimJob& j = jobs[i];
       const JobAttempt a = AllocateAction::TryStart(**session, state, j.id, aopts);
       if (a.started) {
@@ -394,9 +425,13 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       } else if (a.kind == OutcomeKind::kInfeasible) {
         j.infeasible = true;  // dropped from the queue: the cluster cannot grow
         j.reason = a.reason;
-      } else {
-        still.push_back(i);
       }
+      leaves[i] = a.started || a.kind == OutcomeKind::kInfeasible;
+    }
+    std::deque<size_t> still;
+    for (size_t i : pending) {
+      if (!leaves[i]) still.push_back(i);
+      leaves[i] = 0;
     }
     pending.swap(still);
   };
@@ -502,6 +537,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   }
   m["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s);
   int64_t started = 0, infeasible = 0;
+  std::vector<double> hp_delays;
   std::vector<double> delays, large_delays, multinode_domains, multinode_entropy;
   // Delay by job size (GPUs at max replicas): [lo, hi) buckets.
   struct SizeBucket {
@@ -539,6 +575,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     const double d = static_cast<double>(rec.delay_s);
     delays.push_back(d);
     if (j.large) large_delays.push_back(d);
+    if (j.tmpl.priority >= kHpPriority) hp_delays.push_back(d);
     const int64_t gpus = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count;
     for (SizeBucket& b : buckets) {
       if (gpus >= b.lo && gpus < b.hi) b.delays.push_back(d);
@@ -561,8 +598,15 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   if (config.reserve.enabled) m["reservations_made_count"] = static_cast<double>(reservations_made);
   m["sched_delay_p90_s"] = Percentile(delays, 90);
   if (!large_delays.empty()) m["sched_delay_p90_large_s"] = Percentile(large_delays, 90);
+  if (!hp_delays.empty()) {
+    m["hp_sched_delay_p50_s"] = Percentile(hp_delays, 50);
+    m["hp_sched_delay_p90_s"] = Percentile(hp_delays, 90);
+    m["hp_sched_delay_p99_s"] = Percentile(hp_delays, 99);
+  }
   if (samples > 0) {
     m["stranded_gpus_8g_mean"] = stranded_sum / static_cast<double>(samples);
+    m["alloc_ratio_hp_pct"] = alloc_hp_sum / static_cast<double>(samples);
+    m["alloc_ratio_hp_lp_pct"] = alloc_all_sum / static_cast<double>(samples);
     for (size_t k = 0; k < idle_sums.size(); ++k) {
       std::string shape = ProbeShapes()[k].name;
       for (char& ch : shape) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));

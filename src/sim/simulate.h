@@ -1,7 +1,9 @@
 // `estuary simulate`: a discrete-event run of a Scenario for each scheduler configuration and
 // seed. Jobs arrive at their submit time (listed, or Poisson-generated from weighted classes) and
-// wait in a FIFO queue; after every event time the queue is tried in order (a job that cannot
-// start does not block later ones) through AllocateAction with the configuration's options. A
+// wait in a queue — arrival order, or priority order with the configuration's `queue: priority`;
+// after every event time the queue is tried in that order (a job that cannot start does not block
+// later ones) through AllocateAction with the configuration's options; with `reserve`,
+// ReserveAction re-plans holds for waiting gangs every replan_s. A
 // started job runs its duration and then ends; node failures — listed in the scenario or drawn from
 // its failure-rate model, through the same NodeFailureAction::NodeDown / NodeUp — shrink or
 // requeue jobs; repairs make nodes schedulable again. A job AllocateAction reports infeasible (no
@@ -47,6 +49,13 @@
 //   free_asws_mean, free_rdma_pods_mean            time-averaged count of ASWs (plane
 //                                                  "data", level "asw") and RDMA-PODs (plane
 //                                                  "param", level "rdma_pod") with all GPUs free
+//   hp_sched_delay_p50_s, _p90_s, _p99_s           jobs of priority >= kHpPriority (if any)
+//   alloc_ratio_hp_pct, alloc_ratio_hp_lp_pct      metrics.md §4 without Standby: per GPU node the
+//                                                  share held by HP tasks / by any task, mean over
+//                                                  nodes, then over samples
+//   network_slowed_runs_count                      with a network model: runs that spanned domains
+//   reservations_made_count, held_idle_gpus_mean   with reserve: holds made; time-averaged free
+//                                                  GPUs on held nodes
 #pragma once
 
 #include <map>
