@@ -7,9 +7,13 @@
 
 #include "sim/scenario.h"
 #include "sim/simulate.h"
+#include "tests/testing/sim_run.h"
 
 namespace estuary {
 namespace {
+
+using testing::RunScenarioText;
+using testing::StartOf;
 
 const std::string kCluster = std::string(ESTUARY_SOURCE_DIR) + "/examples/clusters/two-asw.yaml";
 
@@ -17,14 +21,9 @@ const std::string kCluster = std::string(ESTUARY_SOURCE_DIR) + "/examples/cluste
 // starts at 0; at 1 s a probe that needs all eight H800 nodes arrives and waits for it to end.
 // Both are 8-127 GPU jobs, so the mean delay of that bucket is (0 + probe's wait) / 2.
 StatusOr<SimulateResult> RunTwoJobs(const std::string& first, const std::string& network) {
-  auto sc = ParseScenario("name: t\nduration_s: 5000\ncluster:\n  spec: " + kCluster + "\n" + network +
-                              "jobs:\n  - " + first + "\n  - {name: probe, submit_s: 1, duration_s: 10, replicas: 8, gpus: 8}\n"
-                              "configurations:\n  - {name: a}\n",
-                          "s.yaml");
-  if (!sc.ok()) return sc.status();
-  auto cluster = LoadScenarioCluster(*sc);
-  if (!cluster.ok()) return cluster.status();
-  return RunScenario(*sc, *cluster, sc->configurations[0], 1, /*check_invariants=*/true);
+  return RunScenarioText("name: t\nduration_s: 5000\ncluster:\n  spec: " + kCluster + "\n" + network +
+                         "jobs:\n  - " + first + "\n  - {name: probe, submit_s: 1, duration_s: 10, replicas: 8, gpus: 8}\n"
+                         "configurations:\n  - {name: a}\n");
 }
 
 const std::string kNetwork = "network: {plane: data, level: asw, cross_domain_slowdown_pct: 27, comm_share_pct: 40}\n";
@@ -91,28 +90,15 @@ TEST(DomainPacking, AnUnknownPlaneOrLevelIsNamedWithItsConfiguration) {
 // until 1000 s) and `b` (3 nodes, until 5000 s) each leave one node free in their ASW; `gang`
 // needs a whole ASW (4 nodes) from 10 s; two whole-node fillers arrive at 500 s for 10,000 s.
 StatusOr<SimulateResult> RunHoldScenario(const std::string& reserve) {
-  auto sc = ParseScenario("name: t\nduration_s: 20000\ncluster:\n  spec: " + kCluster +
-                              "\njobs:\n"
-                              "  - {name: a, duration_s: 1000, replicas: 3, gpus: 8, plane: data, required_level: asw}\n"
-                              "  - {name: b, duration_s: 5000, replicas: 3, gpus: 8, plane: data, required_level: asw}\n"
-                              "  - {name: gang, submit_s: 10, duration_s: 100, replicas: 4, gpus: 8, plane: data, "
-                              "required_level: asw}\n"
-                              "  - {name: f1, submit_s: 500, duration_s: 10000, gpus: 8}\n"
-                              "  - {name: f2, submit_s: 500, duration_s: 10000, gpus: 8}\n"
-                              "configurations:\n  - {name: a" + reserve + "}\n",
-                          "s.yaml");
-  if (!sc.ok()) return sc.status();
-  auto cluster = LoadScenarioCluster(*sc);
-  if (!cluster.ok()) return cluster.status();
-  return RunScenario(*sc, *cluster, sc->configurations[0], 1, /*check_invariants=*/true);
-}
-
-SimTime StartOf(const SimulateResult& r, const std::string& job) {
-  for (const SimJobRecord& j : r.jobs) {
-    if (j.name == job) return j.start_s;
-  }
-  ADD_FAILURE() << "no job " << job;
-  return -1;
+  return RunScenarioText("name: t\nduration_s: 20000\ncluster:\n  spec: " + kCluster +
+                         "\njobs:\n"
+                         "  - {name: a, duration_s: 1000, replicas: 3, gpus: 8, plane: data, required_level: asw}\n"
+                         "  - {name: b, duration_s: 5000, replicas: 3, gpus: 8, plane: data, required_level: asw}\n"
+                         "  - {name: gang, submit_s: 10, duration_s: 100, replicas: 4, gpus: 8, plane: data, "
+                         "required_level: asw}\n"
+                         "  - {name: f1, submit_s: 500, duration_s: 10000, gpus: 8}\n"
+                         "  - {name: f2, submit_s: 500, duration_s: 10000, gpus: 8}\n"
+                         "configurations:\n  - {name: a" + reserve + "}\n");
 }
 
 TEST(Reserve, WithoutAHoldTheFillersTakeTheFreeNodesAndTheGangWaitsForThem) {

@@ -4,9 +4,13 @@
 
 #include "sim/scenario.h"
 #include "sim/simulate.h"
+#include "tests/testing/sim_run.h"
 
 namespace estuary {
 namespace {
+
+using testing::RunScenarioText;
+using testing::StartOf;
 
 const std::string kCluster = std::string(ESTUARY_SOURCE_DIR) + "/examples/clusters/two-asw.yaml";
 
@@ -14,26 +18,13 @@ const std::string kCluster = std::string(ESTUARY_SOURCE_DIR) + "/examples/cluste
 // seven H800 nodes all run long; `one` holds the eighth until 1000 s. An LP job (10 s) and then an
 // HP job (20 s) wait for a whole H800 node; each runs 500 s.
 StatusOr<SimulateResult> RunQueue(const std::string& queue) {
-  auto sc = ParseScenario("name: t\nduration_s: 2000\nsample_interval_s: 100\ncluster:\n  spec: " + kCluster +
-                              "\njobs:\n"
-                              "  - {name: fill, duration_s: 100000, replicas: 7, gpus: 8, class: lp}\n"
-                              "  - {name: one, duration_s: 1000, gpus: 8, class: lp}\n"
-                              "  - {name: lp-wait, submit_s: 10, duration_s: 500, gpus: 8, class: lp}\n"
-                              "  - {name: hp-wait, submit_s: 20, duration_s: 500, gpus: 8, class: hp-training}\n"
-                              "configurations:\n  - {name: a" + queue + "}\n",
-                          "s.yaml");
-  if (!sc.ok()) return sc.status();
-  auto cluster = LoadScenarioCluster(*sc);
-  if (!cluster.ok()) return cluster.status();
-  return RunScenario(*sc, *cluster, sc->configurations[0], 1, /*check_invariants=*/true);
-}
-
-SimTime StartOf(const SimulateResult& r, const std::string& job) {
-  for (const SimJobRecord& j : r.jobs) {
-    if (j.name == job) return j.start_s;
-  }
-  ADD_FAILURE() << "no job " << job;
-  return -1;
+  return RunScenarioText("name: t\nduration_s: 2000\nsample_interval_s: 100\ncluster:\n  spec: " + kCluster +
+                         "\njobs:\n"
+                         "  - {name: fill, duration_s: 100000, replicas: 7, gpus: 8, class: lp}\n"
+                         "  - {name: one, duration_s: 1000, gpus: 8, class: lp}\n"
+                         "  - {name: lp-wait, submit_s: 10, duration_s: 500, gpus: 8, class: lp}\n"
+                         "  - {name: hp-wait, submit_s: 20, duration_s: 500, gpus: 8, class: hp-training}\n"
+                         "configurations:\n  - {name: a" + queue + "}\n");
 }
 
 TEST(PriorityQueue, FifoStartsTheEarlierLpJobFirst) {
