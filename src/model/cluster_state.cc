@@ -43,6 +43,11 @@ JobId ClusterState::AddJob(JobSpec spec) {
   return jobs_.back().id;
 }
 
+void ClusterState::SetJobStart(JobId job, int64_t t) {
+  ESTUARY_CHECK(job.valid() && job.value() < jobs_.size());
+  jobs_[job.value()].started_at_s = t;
+}
+
 TaskId ClusterState::AddTask(JobId job, std::string name, TaskRequest req, int32_t priority, std::string qos) {
   ESTUARY_CHECK(job.valid() && job.value() < jobs_.size());
   ESTUARY_CHECK(req.gpu_milli >= 0 && req.gpu_milli <= kMilliPerGpu);

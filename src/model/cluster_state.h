@@ -136,6 +136,7 @@ struct Job {
   JobSpec spec;
   std::vector<TaskId> tasks;
   ReservationId reservation;  // the active reservation this job owns (invalid: none)
+  int64_t started_at_s = -1;  // when its current run started (set by the driver); -1: not running
 };
 
 class ClusterState {
@@ -169,6 +170,8 @@ class ClusterState {
   // Ends a task: frees what it held (when bound) and marks it finished.
   void Finish(TaskId task);
   void SetNodeState(NodeId node, NodeState state);
+  // Records when `job`'s current run started (-1: not running); read by PreemptAction's costs.
+  void SetJobStart(JobId job, int64_t t);
   // Holds `nodes` for `owner` (see Reservation). REQUIRES: the owner holds no reservation, the
   // nodes are distinct and none is held.
   ReservationId AddReservation(JobId owner, std::span<const NodeId> nodes);

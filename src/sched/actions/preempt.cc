@@ -1,0 +1,531 @@
+#include "sched/actions/preempt.h"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <tuple>
+
+#include "common/check.h"
+
+namespace estuary {
+
+namespace {
+
+// What a node would have free: its free amounts plus what evicted tasks on it held.
+struct Room {
+  MilliCpu cpu = 0;
+  MemMiB mem = 0;
+  std::array<MilliGpu, kMaxGpusPerNode> gpu{};
+};
+
+Room FreeRoom(const Node& n) {
+  Room r;
+  r.cpu = n.cpu_free;
+  r.mem = n.mem_free;
+  r.gpu = n.gpu_free;
+  return r;
+}
+
+// Adds (sign 1) or takes back (sign -1) what bound task `t` holds.
+void AddTask(Room& r, const Task& t, int sign) {
+  r.cpu += sign * t.req.cpu_milli;
+  r.mem += sign * t.req.mem_mib;
+  for (uint8_t g : t.gpus) r.gpu[g] += sign * t.req.gpu_milli;
+}
+
+// Replicas of `req` that fit in room `r` of node `n`: AllocateAction::ReplicasFitting's arithmetic
+// (whole GPUs or shared milli, GPU model, CPU, memory) on a what-if room.
+int64_t Fits(const Node& n, const Room& r, const TaskRequest& req) {
+  constexpr int64_t kMany = int64_t{1} << 40;
+  int64_t k = std::min(req.cpu_milli > 0 ? r.cpu / req.cpu_milli : kMany, req.mem_mib > 0 ? r.mem / req.mem_mib : kMany);
+  if (req.NeedsGpu()) {
+    if (!req.models.Admits(n.spec.model)) return 0;
+    int64_t g = 0;
+    if (req.IsSharedGpu()) {
+      for (int i = 0; i < n.spec.gpu_count; ++i) g += r.gpu[i] / req.gpu_milli;
+    } else {
+      int64_t full = 0;
+      for (int i = 0; i < n.spec.gpu_count; ++i) full += r.gpu[i] == kMilliPerGpu;
+      g = full / req.gpu_count;
+    }
+    k = std::min(k, g);
+  }
+  return std::max<int64_t>(k, 0);
+}
+
+constexpr int32_t kNotSurplus = INT32_MAX;
+constexpr int32_t kNoPriority = INT32_MIN;  // "no whole job evicted": below every priority
+
+// A running job that may be evicted for the preemptor.
+struct VJob {
+  JobId id;
+  int32_t priority = 0;
+  int64_t cost = 0;     // C, milli-GPU x s
+  int64_t runtime = 0;  // now - start, s
+  std::vector<TaskId> bound;       // its bound tasks, in the job's task order
+  std::vector<int32_t> chunk_of;   // per bound task: its elastic chunk, or kNotSurplus
+  std::vector<int32_t> shrink_to;  // per chunk: replicas left once it is evicted
+};
+
+// A victim unit: chunk `chunk` of an elastic job, or (chunk -1) the whole job.
+struct Unit {
+  uint32_t job;  // index into the VJobs
+  int32_t chunk;
+};
+
+// Which victims are chosen: per VJob, the number of leading chunks and whether it goes whole.
+struct Selection {
+  std::vector<int32_t> chunks;
+  std::vector<char> whole;
+};
+
+struct Undo {
+  uint32_t job;
+  int32_t chunks;
+  char whole;
+};
+
+// (highest priority of the whole jobs, C, runtime, tasks): the cost of a set of victims.
+struct Spend {
+  int32_t max_priority = kNoPriority;
+  int64_t cost = 0;
+  int64_t runtime = 0;
+  int64_t tasks = 0;
+};
+
+class Solver {
+ public:
+  Solver(const ClusterState& state, JobId preemptor, const TaskRequest& req, int64_t need, int64_t now,
+         const AllocateOptions& options)
+      : state_(state), req_(req), need_(need) {
+    const int32_t prio = state.job(preemptor).spec.priority;
+    for (const Job& j : state.jobs()) {
+      if (j.id == preemptor || !j.spec.preemptible || j.spec.priority >= prio) continue;
+      VJob v;
+      v.id = j.id;
+      v.priority = j.spec.priority;
+      int64_t gpu = 0;
+      for (TaskId t : j.tasks) {
+        const Task& task = state.task(t);
+        if (task.state != TaskState::kBound) continue;
+        v.bound.push_back(t);
+        gpu += task.req.TotalGpuMilli();
+      }
+      if (v.bound.empty()) continue;
+      const int64_t start = j.started_at_s < 0 || j.started_at_s > now ? now : j.started_at_s;
+      v.runtime = now - start;
+      const int64_t interval = j.spec.checkpoint_interval_s;
+      v.cost = gpu * (interval > 0 ? v.runtime % interval : v.runtime);
+      // Elastic surplus: shrink targets k < b, multiples of the step, k >= max(min, 1).
+      const int64_t b = static_cast<int64_t>(v.bound.size());
+      const int64_t step = options.align ? std::max<int32_t>(1, j.spec.step) : 1;
+      const int64_t floor_k = std::max<int64_t>(1, j.spec.min_replicas);
+      v.chunk_of.assign(v.bound.size(), kNotSurplus);
+      int64_t prev = b;
+      for (int64_t k = (b - 1) / step * step; k >= floor_k; k -= step) {
+        for (int64_t i = k; i < prev; ++i) v.chunk_of[i] = static_cast<int32_t>(v.shrink_to.size());
+        v.shrink_to.push_back(static_cast<int32_t>(k));
+        prev = k;
+      }
+      jobs_.push_back(std::move(v));
+    }
+    // The victim order: elastic chunks (priority, id, chunk), then whole jobs (priority, C,
+    // runtime, id). VJobs are in id order already.
+    std::vector<uint32_t> order(jobs_.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return jobs_[a].priority < jobs_[b].priority; });
+    for (uint32_t j : order) {
+      for (int32_t c = 0; c < static_cast<int32_t>(jobs_[j].shrink_to.size()); ++c) units_.push_back({j, c});
+    }
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      const VJob &x = jobs_[a], &y = jobs_[b];
+      return std::tie(x.priority, x.cost, x.runtime, a) < std::tie(y.priority, y.cost, y.runtime, b);
+    });
+    for (uint32_t j : order) units_.push_back({j, -1});
+    // Units touching each node, in victim order (CSR over node ids).
+    const size_t n_nodes = state.num_nodes();
+    std::vector<std::pair<uint32_t, uint32_t>> pairs;  // (node, unit)
+    for (uint32_t u = 0; u < units_.size(); ++u) {
+      const VJob& v = jobs_[units_[u].job];
+      for (size_t i = 0; i < v.bound.size(); ++i) {
+        if (units_[u].chunk >= 0 && v.chunk_of[i] != units_[u].chunk) continue;
+        pairs.emplace_back(state.task(v.bound[i]).node.value(), u);
+      }
+    }
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    touch_start_.assign(n_nodes + 1, 0);
+    for (const auto& [n, u] : pairs) ++touch_start_[n + 1];
+    for (size_t n = 0; n < n_nodes; ++n) touch_start_[n + 1] += touch_start_[n];
+    touch_.reserve(pairs.size());
+    for (const auto& [n, u] : pairs) touch_.push_back(u);
+    // Per node: replicas now, and with all its evictable work gone.
+    usable_.assign(n_nodes, 0);
+    fit0_.assign(n_nodes, 0);
+    cap_.assign(n_nodes, 0);
+    std::vector<Room> full(n_nodes);
+    for (const Node& n : state.nodes()) {
+      full[n.id.value()] = FreeRoom(n);
+      usable_[n.id.value()] =
+          n.Schedulable() && !(n.reservation.valid() && state.reservation(n.reservation).owner != preemptor);
+    }
+    for (const VJob& v : jobs_) {
+      for (TaskId t : v.bound) AddTask(full[state.task(t).node.value()], state.task(t), 1);
+    }
+    for (const Node& n : state.nodes()) {
+      if (!usable_[n.id.value()]) continue;
+      fit0_[n.id.value()] = Fits(n, FreeRoom(n), req);
+      cap_[n.id.value()] = Fits(n, full[n.id.value()], req);
+    }
+    sel_.chunks.assign(jobs_.size(), 0);
+    sel_.whole.assign(jobs_.size(), 0);
+    slot_.assign(n_nodes, -1);
+    scratch_slot_.assign(n_nodes, -1);
+    in_set_.assign(n_nodes, 0);
+  }
+
+  // Replicas the nodes of `set` could hold with all their evictable work gone.
+  int64_t Capacity(const std::vector<NodeId>& set) const {
+    int64_t c = 0;
+    for (NodeId n : set) c += cap_[n.value()];
+    return c;
+  }
+
+  // Greedy steps 1-3 of the header over `set` (sorted by id). REQUIRES: Capacity(set) >= need.
+  // Returns the plan (feasible) and its spend.
+  std::pair<PreemptionPlan, Spend> Solve(const std::vector<NodeId>& set) {
+    Reset();
+    for (NodeId n : set) in_set_[n.value()] = 1;
+    int64_t placed = 0;
+    for (NodeId n : set) placed += fit0_[n.value()];
+    struct Best {
+      bool any = false;
+      int32_t max_priority = kNoPriority;
+      int64_t cost = 0, gain = 0, runtime = 0, tasks = 0;
+      uint32_t node = 0;
+      std::vector<uint32_t> units;
+    };
+    std::vector<TaskId> newly;
+    std::vector<uint32_t> units;
+    while (placed < need_) {
+      Best best;
+      for (NodeId nid : set) {
+        const uint32_t n = nid.value();
+        if (!usable_[n]) continue;
+        const int64_t now_n = FitNow(n);
+        const int64_t target = std::min(cap_[n], now_n + (need_ - placed));
+        if (target <= now_n) continue;
+        ClearScratch();
+        undo_.clear();
+        units.clear();
+        Spend s;
+        bool reached = false;
+        for (uint32_t i = touch_start_[n]; i < touch_start_[n + 1] && !reached; ++i) {
+          const uint32_t u = touch_[i];
+          newly.clear();
+          if (!Apply(u, &undo_, newly)) continue;
+          units.push_back(u);
+          Account(u, newly, s);
+          for (TaskId t : newly) AddTask(Scratch(state_.task(t).node.value()), state_.task(t), 1);
+          reached = Fits(state_.node(nid), Scratch(n), req_) >= target;
+        }
+        if (reached) {
+          int64_t gain = 0;
+          for (uint32_t m : scratch_nodes_) {
+            if (in_set_[m] && usable_[m]) gain += Fits(state_.node(NodeId(m)), scratch_[scratch_slot_[m]], req_) - FitNow(m);
+          }
+          gain = std::min(gain, need_ - placed);
+          if (!best.any || Better(s, gain, n, best)) {
+            best.any = true;
+            best.max_priority = s.max_priority;
+            best.cost = s.cost;
+            best.gain = gain;
+            best.runtime = s.runtime;
+            best.tasks = s.tasks;
+            best.node = n;
+            best.units = units;
+          }
+        }
+        Revert();
+      }
+      ESTUARY_CHECK(best.any);  // Capacity(set) >= need: some node can still gain
+      for (uint32_t u : best.units) {
+        newly.clear();
+        Apply(u, nullptr, newly);
+        placed += Move(newly, 1);
+      }
+    }
+    // Pruning, most expensive first.
+    for (size_t i = units_.size(); i-- > 0;) {
+      const Unit& u = units_[i];
+      const bool chosen = u.chunk < 0 ? sel_.whole[u.job] != 0
+                                      : !sel_.whole[u.job] && sel_.chunks[u.job] == u.chunk + 1;
+      if (!chosen) continue;
+      newly.clear();
+      const VJob& v = jobs_[u.job];
+      for (size_t k = 0; k < v.bound.size(); ++k) {
+        const bool gone_before = u.chunk < 0 ? v.chunk_of[k] < sel_.chunks[u.job] : v.chunk_of[k] < u.chunk;
+        const bool gone_now = u.chunk < 0 || v.chunk_of[k] == u.chunk;
+        if (gone_now && !gone_before) newly.push_back(v.bound[k]);
+      }
+      const int64_t loss = -Move(newly, -1);
+      if (placed - loss >= need_) {
+        placed -= loss;
+        if (u.chunk < 0) {
+          sel_.whole[u.job] = 0;
+        } else {
+          sel_.chunks[u.job] = u.chunk;
+        }
+      } else {
+        Move(newly, 1);
+      }
+    }
+    auto result = Assemble(set);
+    for (NodeId n : set) in_set_[n.value()] = 0;
+    return result;
+  }
+
+ private:
+  // Whether candidate (s, gain, node) beats `b` (the header's key).
+  template <typename B>
+  static bool Better(const Spend& s, int64_t gain, uint32_t node, const B& b) {
+    if (s.max_priority != b.max_priority) return s.max_priority < b.max_priority;
+    const __int128 l = static_cast<__int128>(s.cost) * b.gain, r = static_cast<__int128>(b.cost) * gain;
+    if (l != r) return l < r;
+    if (gain != b.gain) return gain > b.gain;
+    return std::tie(s.runtime, s.tasks, node) < std::tie(b.runtime, b.tasks, b.node);
+  }
+
+  void Account(uint32_t u, const std::vector<TaskId>& newly, Spend& s) const {
+    s.tasks += static_cast<int64_t>(newly.size());
+    if (units_[u].chunk >= 0) return;
+    const VJob& v = jobs_[units_[u].job];
+    s.max_priority = std::max(s.max_priority, v.priority);
+    s.cost += v.cost;
+    s.runtime += v.runtime;
+  }
+
+  // Chooses unit `u` in the selection, appending the tasks it newly evicts to `newly` and the
+  // previous selection of its job to `undo`. False when it evicts nothing new.
+  bool Apply(uint32_t ui, std::vector<Undo>* undo, std::vector<TaskId>& newly) {
+    const Unit& u = units_[ui];
+    const VJob& v = jobs_[u.job];
+    int32_t& chunks = sel_.chunks[u.job];
+    char& whole = sel_.whole[u.job];
+    if (whole || (u.chunk >= 0 && u.chunk < chunks)) return false;
+    if (undo) {
+      undo->push_back({u.job, chunks, whole});
+    } else {
+      Touch(u.job);
+    }
+    for (size_t k = 0; k < v.bound.size(); ++k) {
+      const bool gone = v.chunk_of[k] < chunks;
+      const bool goes = u.chunk < 0 || v.chunk_of[k] <= u.chunk;
+      if (goes && !gone) newly.push_back(v.bound[k]);
+    }
+    if (u.chunk < 0) {
+      whole = 1;
+    } else {
+      chunks = u.chunk + 1;
+    }
+    return true;
+  }
+
+  void Revert() {
+    for (size_t i = undo_.size(); i-- > 0;) {
+      sel_.chunks[undo_[i].job] = undo_[i].chunks;
+      sel_.whole[undo_[i].job] = undo_[i].whole;
+    }
+    undo_.clear();
+  }
+
+  void Touch(uint32_t job) {
+    if (sel_.chunks[job] == 0 && !sel_.whole[job]) touched_jobs_.push_back(job);
+  }
+
+  // Adds (1) or takes back (-1) the tasks' resources to the current rooms; returns the change in
+  // replicas over the usable nodes of the set.
+  int64_t Move(const std::vector<TaskId>& tasks, int sign) {
+    std::vector<uint32_t> nodes;
+    for (TaskId t : tasks) nodes.push_back(state_.task(t).node.value());
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    int64_t before = 0, after = 0;
+    for (uint32_t n : nodes) before += FitNow(n);
+    for (TaskId t : tasks) AddTask(Cur(state_.task(t).node.value()), state_.task(t), sign);
+    for (uint32_t n : nodes) after += FitNow(n);
+    return after - before;
+  }
+
+  int64_t FitNow(uint32_t n) const {
+    if (!in_set_[n] || !usable_[n]) return 0;
+    return slot_[n] < 0 ? fit0_[n] : Fits(state_.node(NodeId(n)), rooms_[slot_[n]], req_);
+  }
+
+  Room& Cur(uint32_t n) {
+    if (slot_[n] < 0) {
+      slot_[n] = static_cast<int32_t>(rooms_.size());
+      rooms_.push_back(FreeRoom(state_.node(NodeId(n))));
+      room_nodes_.push_back(n);
+    }
+    return rooms_[slot_[n]];
+  }
+
+  Room& Scratch(uint32_t n) {
+    if (scratch_slot_[n] < 0) {
+      scratch_slot_[n] = static_cast<int32_t>(scratch_.size());
+      scratch_.push_back(slot_[n] < 0 ? FreeRoom(state_.node(NodeId(n))) : rooms_[slot_[n]]);
+      scratch_nodes_.push_back(n);
+    }
+    return scratch_[scratch_slot_[n]];
+  }
+
+  void ClearScratch() {
+    for (uint32_t n : scratch_nodes_) scratch_slot_[n] = -1;
+    scratch_nodes_.clear();
+    scratch_.clear();
+  }
+
+  void Reset() {
+    for (uint32_t j : touched_jobs_) {
+      sel_.chunks[j] = 0;
+      sel_.whole[j] = 0;
+    }
+    touched_jobs_.clear();
+    for (uint32_t n : room_nodes_) slot_[n] = -1;
+    room_nodes_.clear();
+    rooms_.clear();
+    ClearScratch();
+  }
+
+  std::pair<PreemptionPlan, Spend> Assemble(const std::vector<NodeId>& set) {
+    PreemptionPlan p;
+    Spend s;
+    p.feasible = true;
+    std::sort(touched_jobs_.begin(), touched_jobs_.end());
+    touched_jobs_.erase(std::unique(touched_jobs_.begin(), touched_jobs_.end()), touched_jobs_.end());
+    for (uint32_t j : touched_jobs_) {
+      const VJob& v = jobs_[j];
+      if (sel_.whole[j]) {
+        p.evicted_jobs.push_back(v.id);
+        p.cost += v.cost;
+        s.max_priority = std::max(s.max_priority, v.priority);
+        s.cost += v.cost;
+        s.runtime += v.runtime;
+      } else if (sel_.chunks[j] > 0) {
+        p.shrunk.emplace_back(v.id, v.shrink_to[sel_.chunks[j] - 1]);
+      }
+      for (size_t k = 0; k < v.bound.size(); ++k) {
+        if (sel_.whole[j] || v.chunk_of[k] < sel_.chunks[j]) p.evict.push_back(v.bound[k]);
+      }
+    }
+    std::sort(p.evict.begin(), p.evict.end());
+    s.tasks = static_cast<int64_t>(p.evict.size());
+    int64_t left = need_;
+    for (int pass = 0; pass < 2 && left > 0; ++pass) {
+      for (NodeId n : set) {
+        const int64_t free = usable_[n.value()] ? fit0_[n.value()] : 0;
+        const int64_t k = std::min(left, pass == 0 ? free : FitNow(n.value()) - free);
+        for (int64_t i = 0; i < k; ++i) p.nodes.push_back(n);
+        left -= std::max<int64_t>(k, 0);
+        if (left == 0) break;
+      }
+    }
+    return {std::move(p), s};
+  }
+
+  const ClusterState& state_;
+  TaskRequest req_;
+  int64_t need_;
+  std::vector<VJob> jobs_;
+  std::vector<Unit> units_;            // in victim order
+  std::vector<uint32_t> touch_start_;  // CSR: units touching node n are touch_[start[n], start[n+1])
+  std::vector<uint32_t> touch_;
+  std::vector<char> usable_;
+  std::vector<int64_t> fit0_, cap_;
+  Selection sel_;
+  std::vector<Undo> undo_;
+  std::vector<uint32_t> touched_jobs_;  // jobs whose selection may be non-empty
+  std::vector<int32_t> slot_;           // per node: index into rooms_ (-1: its free room)
+  std::vector<Room> rooms_;
+  std::vector<uint32_t> room_nodes_;
+  std::vector<int32_t> scratch_slot_;   // per node: index into scratch_ (-1: none)
+  std::vector<Room> scratch_;
+  std::vector<uint32_t> scratch_nodes_;
+  std::vector<char> in_set_;
+};
+
+std::string Describe(const TaskRequest& r) {
+  std::string s;
+  if (r.NeedsGpu()) {
+    s = r.IsSharedGpu() ? std::to_string(r.gpu_milli) + " milli-GPU" : std::to_string(r.gpu_count) + " GPUs";
+  } else {
+    s = "no GPU";
+  }
+  return s + ", " + std::to_string(r.cpu_milli) + " milli-CPU, " + std::to_string(r.mem_mib) + " MiB";
+}
+
+}  // namespace
+
+PreemptionPlan PreemptAction::Plan(const ClusterState& state, JobId preemptor, int64_t now_s,
+                                   const AllocateOptions& options) {
+  ESTUARY_CHECK(preemptor.valid() && preemptor.value() < state.jobs().size());
+  const Job& job = state.job(preemptor);
+  PreemptionPlan out;
+  TaskRequest req;
+  int64_t pending = 0;
+  for (TaskId t : job.tasks) {
+    if (state.task(t).state != TaskState::kPending) continue;
+    if (pending++ == 0) req = state.task(t).req;
+  }
+  const int64_t step = options.align ? std::max<int32_t>(1, job.spec.step) : 1;
+  const int64_t need = (std::max<int64_t>(1, job.spec.min_replicas) + step - 1) / step * step;
+  if (pending < need) {
+    out.reason = "job " + job.spec.name + " needs " + std::to_string(need) + " replicas but has " +
+                 std::to_string(pending) + " pending tasks";
+    return out;
+  }
+  Solver solver(state, preemptor, req, need, now_s, options);
+  const std::string what = std::to_string(need) + " replicas of (" + Describe(req) + ")";
+  const std::string whose = " evicting all preemptible work of priority below " + std::to_string(job.spec.priority);
+  const Topology& topo = state.topology();
+  const TopologyConstraint& tc = job.spec.topology;
+  if (!(options.topology && tc.plane.valid() && tc.required_level >= 0)) {
+    std::vector<NodeId> all;
+    all.reserve(state.num_nodes());
+    for (const Node& n : state.nodes()) all.push_back(n.id);
+    const int64_t cap = solver.Capacity(all);
+    if (cap < need) {
+      out.reason = "needs " + what + "; even" + whose + " the cluster holds " + std::to_string(cap);
+      return out;
+    }
+    return solver.Solve(all).first;
+  }
+  const std::string& level = topo.plane(tc.plane).levels[tc.required_level];
+  bool found = false;
+  Spend best_spend;
+  int64_t best_cap = 0;
+  for (DomainId d : topo.DomainsAt(tc.plane, tc.required_level)) {
+    std::vector<NodeId> set = topo.domain(d).nodes;
+    std::sort(set.begin(), set.end());
+    const int64_t cap = solver.Capacity(set);
+    best_cap = std::max(best_cap, cap);
+    if (cap < need) continue;
+    auto [plan, spend] = solver.Solve(set);
+    if (found && std::tie(spend.max_priority, spend.cost, spend.runtime, spend.tasks) >=
+                     std::tie(best_spend.max_priority, best_spend.cost, best_spend.runtime, best_spend.tasks)) {
+      continue;
+    }
+    found = true;
+    best_spend = spend;
+    out = std::move(plan);
+  }
+  if (!found) {
+    out.reason = "needs " + what + " in one " + level + "; even" + whose + " the best " + level + " holds " +
+                 std::to_string(best_cap);
+  }
+  return out;
+}
+
+}  // namespace estuary

@@ -1,0 +1,99 @@
+// PreemptAction: the shared what-if preemption solver of issue 4 ("Reclaim"). For one pending job
+// (the preemptor) it decides, as TIDAL splits it, (a) whether the job could start if lower-
+// priority work made room, and (b) which work to evict for it, losing as little as possible. It
+// is a pure decision: it reads the ClusterState, never mutates it, and returns a PreemptionPlan.
+// Applying a plan is the caller's: Unbind every task of `evict`, then AllocateAction::TryStart.
+//
+// Victims. A task may be evicted only when its job has JobSpec::preemptible set and a priority
+// strictly below the preemptor's (JobSpec::priority). Work of equal or higher priority and
+// non-preemptible work are never evicted, whatever it costs the preemptor.
+//
+// The job's demand. `need` = min_replicas rounded up to a multiple of its step (step 1 without
+// options.align) replicas of its per-replica request (its first pending task's TaskRequest). A
+// node's room for replicas follows AllocateAction::ReplicasFitting: whole GPUs (or shared GPU
+// milli), GPU model, CPU and memory, per node; nodes down, cordoned or held by a Reservation for
+// another job hold none. With a required topology level (JobSpec::topology, when
+// options.topology) all `need` replicas go into one domain of that level; otherwise anywhere.
+//
+// (a) Feasibility. For each usable node, the replicas that would fit if every evictable task on
+// it were gone; some domain of the required level (or the whole cluster) must sum to `need`.
+// Otherwise the plan is infeasible, names the shortfall in `reason` and evicts nothing.
+//
+// (b) Victims. Victim units, in the victim order:
+//   1. elastic surplus: for each running evictable job with more bound replicas b than
+//      min_replicas, the chunks that shrink it from b to each smaller allowed count k (k a
+//      multiple of its step — 1 without options.align — and k >= min_replicas), newest replicas
+//      first (the last bound tasks in the job's task order); chunk i holds the replicas between
+//      the i-th and the (i+1)-th allowed count below b and implies the chunks before it. They
+//      lose no work: cost 0. Ordered by job priority ascending, then job id, then chunk.
+//   2. whole jobs: every evictable running job, all its bound tasks on every node, ordered by
+//      priority ascending, then cost C ascending, then runtime (now - start) ascending, then id.
+//      C = GPU milli held x (now - last checkpoint) in milli-GPU x seconds (Alibaba's
+//      C_t = G_t (now - last checkpoint)); last checkpoint = start + floor((now - start) /
+//      checkpoint_interval_s) x checkpoint_interval_s, = start when the interval is 0. A job
+//      whose Job::started_at_s is -1 (or later than now) counts as started at `now`: C = 0,
+//      runtime 0.
+// The greedy, run over the candidate nodes S (the cluster, or each feasible domain in turn):
+//   1. Replicas that fit on free capacity count first, at no cost: placed = sum over S of
+//      the replicas fitting now.
+//   2. While placed < need: for each usable node n of S (node id order), with target t_n =
+//      min(room of n with all its evictable work gone, room of n now + need - placed), when
+//      t_n exceeds its room now: its candidate is the shortest prefix, in victim order, of the
+//      units touching n not chosen yet (an elastic chunk brings the chunks of its job before it;
+//      a whole job supersedes its chunks) after which n holds t_n replicas. The candidate's gain
+//      is the replicas it adds over all of S (units free other nodes too), capped at need -
+//      placed; its key, smallest first: (highest priority of the whole jobs it adds — none
+//      below any —, C added per replica gained, more replicas gained, runtime added, tasks
+//      added, node id). The best candidate's units are chosen.
+//   3. Pruning: the chosen units are visited in reverse victim order (most expensive first); a
+//      unit is dropped when the others still hold `need` (an elastic chunk only while it is its
+//      job's last chosen chunk).
+//   With a required level, each feasible domain runs steps 1-3 on its own nodes and the cheapest
+//   domain plan wins: (highest priority of the whole jobs evicted, total C, total runtime,
+//   tasks evicted, domain order).
+// This is a greedy, not an optimal, choice (an optimal victim set is a knapsack-like problem).
+// Deterministic: every choice is ordered by ids; no hash-map order reaches the result.
+//
+// Cost: with N candidate nodes, T bound tasks, U victim units, k units touching a node and m
+// nodes a unit touches, O(T + N) to build, then per greedy round O(N k m · G) (G: GPUs per node)
+// and at most `need` rounds (each gains a replica), for each domain; pruning O(U m G).
+// Thread-safety: none needed (reads a const state); the state must not change during Plan.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/cluster_state.h"
+#include "sched/actions/allocate.h"
+
+namespace estuary {
+
+struct PreemptionPlan {
+  // Step (a): idle plus reclaimable capacity could hold the job (also true, with nothing to
+  // evict, when idle capacity alone could).
+  bool feasible = false;
+  // Step (b): the tasks to evict, ascending by id: all bound tasks of `evicted_jobs` and the
+  // surplus replicas of `shrunk`. Empty when infeasible.
+  std::vector<TaskId> evict;
+  std::vector<JobId> evicted_jobs;                  // jobs evicted whole, ascending by id
+  std::vector<std::pair<JobId, int32_t>> shrunk;    // elastic jobs shrunk, to how many replicas (by id)
+  // Where the preemptor's `need` replicas would go, one entry per replica: free capacity first
+  // (node id order), then freed capacity (node id order). AllocateAction may choose otherwise.
+  std::vector<NodeId> nodes;
+  // Sum of C over `evicted_jobs`, in milli-GPU x seconds (shrinking loses no work).
+  int64_t cost = 0;
+  std::string reason;  // why infeasible; empty when feasible
+};
+
+class PreemptAction {
+ public:
+  // The plan for pending job `preemptor` at time `now_s` (seconds, the drivers' clock), under the
+  // scheduler configuration `options` (align, topology; packing is not used). Infeasible, with a
+  // reason, when the job has fewer than `need` pending tasks. REQUIRES: preemptor is valid.
+  static PreemptionPlan Plan(const ClusterState& state, JobId preemptor, int64_t now_s,
+                             const AllocateOptions& options = {});
+};
+
+}  // namespace estuary
