@@ -160,6 +160,16 @@ class Solver {
     for (size_t n = 0; n < n_nodes; ++n) touch_start_[n + 1] += touch_start_[n];
     touch_.reserve(pairs.size());
     for (const auto& [n, u] : pairs) touch_.push_back(u);
+    // Nodes each unit touches (CSR over units), for invalidating cached candidates.
+    std::vector<std::pair<uint32_t, uint32_t>> by_unit;
+    by_unit.reserve(pairs.size());
+    for (const auto& [n, u] : pairs) by_unit.emplace_back(u, n);
+    std::sort(by_unit.begin(), by_unit.end());
+    unode_start_.assign(units_.size() + 1, 0);
+    for (const auto& [u, n] : by_unit) ++unode_start_[u + 1];
+    for (size_t u = 0; u < units_.size(); ++u) unode_start_[u + 1] += unode_start_[u];
+    unode_.reserve(by_unit.size());
+    for (const auto& [u, n] : by_unit) unode_.push_back(n);
     // Per node: replicas now, and with all its evictable work gone.
     usable_.assign(n_nodes, 0);
     fit0_.assign(n_nodes, 0);
@@ -183,6 +193,7 @@ class Solver {
     slot_.assign(n_nodes, -1);
     scratch_slot_.assign(n_nodes, -1);
     in_set_.assign(n_nodes, 0);
+    stale_.assign(n_nodes, 1);
   }
 
   // Replicas the nodes of `set` could hold with all their evictable work gone.
@@ -208,14 +219,47 @@ class Solver {
     };
     std::vector<TaskId> newly;
     std::vector<uint32_t> units;
+    // Each node's candidate is cached between rounds: it changes only when the chosen units
+    // evicted tasks on a node that one of the units touching it also touches (their selection,
+    // the node's room or the room of the nodes its units free), or when its target changes.
+    struct Cand {
+      int64_t target = -1;
+      bool reached = false;
+      Spend s;
+      int64_t gain = 0;  // not capped
+      std::vector<uint32_t> units;
+    };
+    std::vector<Cand> cache(set.size());
+    for (NodeId n : set) stale_[n.value()] = 1;
     while (placed < need_) {
       Best best;
-      for (NodeId nid : set) {
+      for (size_t pos = 0; pos < set.size(); ++pos) {
+        const NodeId nid = set[pos];
         const uint32_t n = nid.value();
         if (!usable_[n]) continue;
         const int64_t now_n = FitNow(n);
         const int64_t target = std::min(cap_[n], now_n + (need_ - placed));
         if (target <= now_n) continue;
+        Cand& c = cache[pos];
+        if (!stale_[n] && c.target == target) {
+          if (c.reached) {
+            const int64_t gain = std::min(c.gain, need_ - placed);
+            if (!best.any || Better(c.s, gain, n, best)) {
+              best.any = true;
+              best.max_priority = c.s.max_priority;
+              best.cost = c.s.cost;
+              best.gain = gain;
+              best.runtime = c.s.runtime;
+              best.tasks = c.s.tasks;
+              best.node = n;
+              best.units = c.units;
+            }
+          }
+          continue;
+        }
+        stale_[n] = 0;
+        c.target = target;
+        c.reached = false;
         ClearScratch();
         undo_.clear();
         units.clear();
@@ -235,6 +279,10 @@ class Solver {
           for (uint32_t m : scratch_nodes_) {
             if (in_set_[m] && usable_[m]) gain += Fits(state_.node(NodeId(m)), scratch_[scratch_slot_[m]], req_) - FitNow(m);
           }
+          c.reached = true;
+          c.s = s;
+          c.gain = gain;
+          c.units = units;
           gain = std::min(gain, need_ - placed);
           if (!best.any || Better(s, gain, n, best)) {
             best.any = true;
@@ -254,6 +302,15 @@ class Solver {
         newly.clear();
         Apply(u, nullptr, newly);
         placed += Move(newly, 1);
+        // Invalidate the candidates of every node sharing a unit with a node that lost tasks.
+        for (TaskId t : newly) {
+          const uint32_t m = state_.task(t).node.value();
+          stale_[m] = 1;
+          for (uint32_t i = touch_start_[m]; i < touch_start_[m + 1]; ++i) {
+            const uint32_t w = touch_[i];
+            for (uint32_t k = unode_start_[w]; k < unode_start_[w + 1]; ++k) stale_[unode_[k]] = 1;
+          }
+        }
       }
     }
     // Pruning, most expensive first.
@@ -442,6 +499,9 @@ class Solver {
   std::vector<Unit> units_;            // in victim order
   std::vector<uint32_t> touch_start_;  // CSR: units touching node n are touch_[start[n], start[n+1])
   std::vector<uint32_t> touch_;
+  std::vector<uint32_t> unode_start_;  // CSR: nodes unit u touches are unode_[start[u], start[u+1])
+  std::vector<uint32_t> unode_;
+  std::vector<char> stale_;  // per node: its cached candidate must be recomputed
   std::vector<char> usable_;
   std::vector<int64_t> fit0_, cap_;
   Selection sel_;
