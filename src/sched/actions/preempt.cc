@@ -143,33 +143,32 @@ class Solver {
       return std::tie(x.priority, x.cost, x.runtime, a) < std::tie(y.priority, y.cost, y.runtime, b);
     });
     for (uint32_t j : order) units_.push_back({j, -1});
-    // Units touching each node, in victim order (CSR over node ids).
+    // Units touching each node, in victim order (CSR over node ids), and the nodes each unit
+    // touches (CSR over units, for invalidating cached candidates). The (node, unit) pairs come
+    // out in unit order, so a stable counting sort by node keeps victim order within a node.
     const size_t n_nodes = state.num_nodes();
-    std::vector<std::pair<uint32_t, uint32_t>> pairs;  // (node, unit)
+    std::vector<std::pair<uint32_t, uint32_t>> pairs;  // (node, unit), unit ascending
+    unode_start_.assign(units_.size() + 1, 0);
     for (uint32_t u = 0; u < units_.size(); ++u) {
       const VJob& v = jobs_[units_[u].job];
+      const size_t first = pairs.size();
       for (size_t i = 0; i < v.bound.size(); ++i) {
         if (units_[u].chunk >= 0 && v.chunk_of[i] != units_[u].chunk) continue;
         pairs.emplace_back(state.task(v.bound[i]).node.value(), u);
       }
+      // A unit's own pairs are few (its job's tasks): drop repeated nodes among them.
+      std::sort(pairs.begin() + static_cast<std::ptrdiff_t>(first), pairs.end());
+      pairs.erase(std::unique(pairs.begin() + static_cast<std::ptrdiff_t>(first), pairs.end()), pairs.end());
+      unode_start_[u + 1] = static_cast<uint32_t>(pairs.size());
     }
-    std::sort(pairs.begin(), pairs.end());
-    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    unode_.resize(pairs.size());
+    for (size_t i = 0; i < pairs.size(); ++i) unode_[i] = pairs[i].first;
     touch_start_.assign(n_nodes + 1, 0);
     for (const auto& [n, u] : pairs) ++touch_start_[n + 1];
     for (size_t n = 0; n < n_nodes; ++n) touch_start_[n + 1] += touch_start_[n];
-    touch_.reserve(pairs.size());
-    for (const auto& [n, u] : pairs) touch_.push_back(u);
-    // Nodes each unit touches (CSR over units), for invalidating cached candidates.
-    std::vector<std::pair<uint32_t, uint32_t>> by_unit;
-    by_unit.reserve(pairs.size());
-    for (const auto& [n, u] : pairs) by_unit.emplace_back(u, n);
-    std::sort(by_unit.begin(), by_unit.end());
-    unode_start_.assign(units_.size() + 1, 0);
-    for (const auto& [u, n] : by_unit) ++unode_start_[u + 1];
-    for (size_t u = 0; u < units_.size(); ++u) unode_start_[u + 1] += unode_start_[u];
-    unode_.reserve(by_unit.size());
-    for (const auto& [u, n] : by_unit) unode_.push_back(n);
+    touch_.resize(pairs.size());
+    std::vector<uint32_t> fill(touch_start_.begin(), touch_start_.end() - 1);
+    for (const auto& [n, u] : pairs) touch_[fill[n]++] = u;
     // Per node: replicas now, and with all its evictable work gone.
     usable_.assign(n_nodes, 0);
     fit0_.assign(n_nodes, 0);
@@ -187,6 +186,17 @@ class Solver {
       if (!usable_[n.id.value()]) continue;
       fit0_[n.id.value()] = Fits(n, FreeRoom(n), req);
       cap_[n.id.value()] = Fits(n, full[n.id.value()], req);
+    }
+    // Per node: the least "highest evicted priority" of any plan that empties its GPUs — the
+    // highest priority among its evictable GPU tasks that no elastic chunk can remove.
+    empty_prio_.assign(n_nodes, kNoPriority);
+    for (const VJob& v : jobs_) {
+      for (size_t i = 0; i < v.bound.size(); ++i) {
+        const Task& t = state.task(v.bound[i]);
+        if (v.chunk_of[i] != kNotSurplus || !t.req.NeedsGpu()) continue;
+        int32_t& p = empty_prio_[t.node.value()];
+        p = std::max(p, v.priority);
+      }
     }
     sel_.chunks.assign(jobs_.size(), 0);
     sel_.whole.assign(jobs_.size(), 0);
@@ -502,6 +512,28 @@ class Solver {
   std::vector<uint32_t> unode_start_;  // CSR: nodes unit u touches are unode_[start[u], start[u+1])
   std::vector<uint32_t> unode_;
   std::vector<char> stale_;  // per node: its cached candidate must be recomputed
+  std::vector<int32_t> empty_prio_;  // see the constructor
+
+ public:
+  // A lower bound of the highest priority a plan over `set` (sorted by id) evicts, valid when a
+  // replica needs all GPUs of a node: the k-th least empty_prio_ among the nodes that can gain,
+  // k = need minus the replicas that fit now (kNoPriority when those already suffice).
+  int32_t PriorityBound(const std::vector<NodeId>& set) const {
+    int64_t room = 0;
+    std::vector<int32_t> p;
+    for (NodeId id : set) {
+      const uint32_t n = id.value();
+      room += fit0_[n];
+      if (usable_[n] && cap_[n] > fit0_[n]) p.push_back(empty_prio_[n]);
+    }
+    const int64_t k = need_ - room;
+    if (k <= 0 || p.empty()) return kNoPriority;
+    const size_t i = static_cast<size_t>(std::min<int64_t>(k, static_cast<int64_t>(p.size()))) - 1;
+    std::nth_element(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(i), p.end());
+    return p[i];
+  }
+
+ private:
   std::vector<char> usable_;
   std::vector<int64_t> fit0_, cap_;
   Selection sel_;
@@ -563,6 +595,10 @@ PreemptionPlan PreemptAction::Plan(const ClusterState& state, JobId preemptor, i
     return solver.Solve(all).first;
   }
   const std::string& level = topo.plane(tc.plane).levels[tc.required_level];
+  bool whole_node = req.NeedsGpu() && !req.IsSharedGpu();
+  for (const Node& n : state.nodes()) {
+    whole_node = whole_node && (n.spec.gpu_count == 0 || req.gpu_count >= n.spec.gpu_count);
+  }
   bool found = false;
   Spend best_spend;
   int64_t best_cap = 0;
@@ -572,6 +608,9 @@ PreemptionPlan PreemptAction::Plan(const ClusterState& state, JobId preemptor, i
     const int64_t cap = solver.Capacity(set);
     best_cap = std::max(best_cap, cap);
     if (cap < need) continue;
+    // A domain whose every plan must evict a higher priority than the best plan so far cannot
+    // win (whole-node replicas: a node must be emptied of GPU work to take one).
+    if (found && whole_node && solver.PriorityBound(set) > best_spend.max_priority) continue;
     auto [plan, spend] = solver.Solve(set);
     if (found && std::tie(spend.max_priority, spend.cost, spend.runtime, spend.tasks) >=
                      std::tie(best_spend.max_priority, best_spend.cost, best_spend.runtime, best_spend.tasks)) {
