@@ -291,7 +291,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   std::set<std::string> conf_names;
   for (const YAML::Node& m : confs) {
     if (!m.IsMap()) return c.Err(m, "configurations", "expected a mapping per configuration");
-    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack", "queue"}));
+    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack", "queue", "preempt"}));
     SchedulerConfig sc;
     sc.line = m.Mark().line + 1;
     ESTUARY_ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
@@ -309,6 +309,12 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       return c.Err(m["queue"], "queue", "unknown queue order '" + queue + "' (known: fifo, priority)");
     }
     sc.priority_queue = queue == "priority";
+    if (const YAML::Node p = m["preempt"]) {
+      if (!p.IsMap()) return c.Err(p, "preempt", "expected a mapping {grace_s}");
+      ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s"}));
+      sc.preempt = true;
+      ESTUARY_ASSIGN_OR_RETURN(sc.grace_s, Int(c, p, "grace_s", sc.grace_s, 0, 86400));
+    }
     if (const YAML::Node r = m["reserve"]) {
       if (!r.IsMap()) return c.Err(r, "reserve", "expected a mapping {after_s, max_jobs, min_gpus, max_gpus, replan_s}");
       ESTUARY_RETURN_IF_ERROR(Known(c, r, {"after_s", "max_jobs", "min_gpus", "max_gpus", "replan_s"}));

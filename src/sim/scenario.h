@@ -97,6 +97,11 @@ struct SchedulerConfig {
   ReserveConfig reserve;
   // Queue order: arrival (fifo, the default) or priority (higher first, then arrival).
   bool priority_queue = false;
+  // Reclaim (issue 4): an HP job (priority >= kHpPriority) that cannot start evicts the victims of
+  // PreemptAction::Plan, which free their resources `grace_s` later; the nodes of the plan are
+  // held for the HP job meanwhile. `preempt: {grace_s}`; off by default.
+  bool preempt = false;
+  int64_t grace_s = 60;
   // Domain packing (AllocateOptions::pack_*): `pack: {plane, level}`; empty: off.
   std::string pack_plane, pack_level;
   int line = 0;  // of the configuration, for errors found when it meets the cluster

@@ -11,6 +11,7 @@
 #include "common/rng.h"
 #include "sched/actions/allocate.h"
 #include "sched/actions/failure.h"
+#include "sched/actions/preempt.h"
 #include "sched/actions/reserve.h"
 #include "sched/plugins/register.h"
 #include "sim/capacity_metrics.h"
@@ -55,6 +56,15 @@ struct SimJob {
   std::optional<std::pair<PlaneId, int>> spread_level;  // SimJobRecord's spread level
   std::optional<int64_t> domains;                       // at first start
   std::optional<double> entropy;                        // at first start
+  bool reclaiming = false;  // an HP job whose victims are being evicted (grace period)
+};
+
+// An eviction in its grace period: at `at`, the victims' tasks free their resources.
+struct Eviction {
+  SimTime at = 0;
+  JobId for_job;
+  std::vector<TaskId> tasks;
+  std::vector<JobId> whole;  // evicted whole (requeued); the others' tasks are elastic surplus
 };
 
 // The level a job's spread is measured at (SimJobRecord): its required level, else its preferred
@@ -242,7 +252,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   // Events, ordered by (time, kind, index): job ends, node events (listed, then generated repairs
   // in creation order), the failure model's next draw, arrivals.
   // kTick: a scheduling cycle with nothing else happening (reservations are re-planned on ticks).
-  enum EvKind : int { kEnd = 0, kNode = 1, kFailureDraw = 2, kArrival = 3, kTick = 4 };
+  enum EvKind : int { kEnd = 0, kNode = 1, kFailureDraw = 2, kArrival = 3, kTick = 4, kEvict = 5 };
   struct Ev {
     SimTime t;
     int kind;
@@ -394,6 +404,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       const JobAttempt a = AllocateAction::TryStart(**session, state, j.id, aopts);
       if (a.started) {
         j.started_at = now;
+        state.SetJobStart(j.id, now);
         if (j.first_start < 0) {
           j.first_start = now;
           j.granted = a.granted;
@@ -449,12 +460,87 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       ++requeued_by_failure;
       const size_t i = job_index[fe.job.value()];
       jobs[i].started_at = -1;
+      state.SetJobStart(fe.job, -1);
       pending.push_front(i);
     }
   };
   auto node_up = [&](NodeId node, SimTime t, bool generated) {
     res.node_events.push_back({t, state.node(node).spec.name, false, generated});
     NodeFailureAction::NodeUp(state, node);
+  };
+
+  // Reclaim: evictions in their grace period, and the tasks they will evict.
+  std::vector<Eviction> evictions;
+  std::vector<char> being_evicted(state.tasks().size(), 0);
+  int64_t evictions_count = 0, hp_evictions = 0;
+  double lost_gpu_hours = 0;
+  // Ends the grace period of `ev`: its tasks that still run free their resources; jobs evicted
+  // whole are requeued (losing the work since their last checkpoint), the others keep running
+  // with fewer replicas.
+  auto evict = [&](const Eviction& ev, SimTime t) {
+    for (TaskId task : ev.tasks) being_evicted[task.value()] = 0;
+    SimJob& hp = jobs[job_index[ev.for_job.value()]];
+    hp.reclaiming = false;
+    if (hp.started_at >= 0) return;  // it started elsewhere meanwhile: nothing to evict for it
+    std::set<uint32_t> shrunk;
+    for (TaskId task : ev.tasks) {
+      const Task& tk = state.task(task);
+      if (tk.state != TaskState::kBound) continue;  // ended or was requeued during the grace period
+      if (std::find(ev.whole.begin(), ev.whole.end(), tk.job) == ev.whole.end()) shrunk.insert(tk.job.value());
+      state.Unbind(task);
+    }
+    evictions_count += static_cast<int64_t>(shrunk.size());
+    for (uint32_t jid : shrunk) hp_evictions += state.job(JobId(jid)).spec.priority >= kHpPriority;
+    for (JobId victim : ev.whole) {
+      SimJob& v = jobs[job_index[victim.value()]];
+      if (v.started_at < 0) continue;
+      int64_t gpu_milli = 0;
+      for (TaskId task : state.job(victim).tasks) {
+        if (state.task(task).state == TaskState::kBound) {
+          gpu_milli += state.task(task).req.TotalGpuMilli();
+          state.Unbind(task);
+        }
+      }
+      for (TaskId task : ev.tasks) {
+        if (state.task(task).job == victim) gpu_milli += state.task(task).req.TotalGpuMilli();
+      }
+      const int64_t ran = t - v.started_at, interval = v.tmpl.checkpoint_interval_s;
+      lost_gpu_hours += static_cast<double>(gpu_milli) / kMilliPerGpu *
+                        static_cast<double>(interval > 0 ? ran % interval : ran) / 3600.0;
+      ++evictions_count;
+      hp_evictions += v.tmpl.priority >= kHpPriority;
+      v.started_at = -1;
+      state.SetJobStart(victim, -1);
+      pending.push_front(job_index[victim.value()]);
+    }
+  };
+  // Plans evictions for the HP jobs that could not start, in queue order (one plan per job at a
+  // time; a plan that would evict a task already being evicted waits for a later event).
+  auto reclaim = [&](SimTime t) {
+    for (size_t i : pending) {
+      SimJob& j = jobs[i];
+      if (j.reclaiming || j.tmpl.priority < kHpPriority) continue;
+      if (state.job(j.id).reservation.valid()) state.ReleaseReservation(state.job(j.id).reservation);
+      const PreemptionPlan plan = PreemptAction::Plan(state, j.id, t, aopts);
+      if (!plan.feasible || plan.evict.empty()) continue;
+      if (std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId x) { return being_evicted[x.value()] != 0; })) {
+        continue;
+      }
+      std::vector<NodeId> hold;
+      for (NodeId n : plan.nodes) {
+        if (!state.node(n).reservation.valid() && std::find(hold.begin(), hold.end(), n) == hold.end()) hold.push_back(n);
+      }
+      if (!hold.empty()) state.AddReservation(j.id, hold);
+      Eviction ev;
+      ev.at = t + config.grace_s;
+      ev.for_job = j.id;
+      ev.tasks = plan.evict;
+      ev.whole = plan.evicted_jobs;
+      for (TaskId x : ev.tasks) being_evicted[x.value()] = 1;
+      j.reclaiming = true;
+      events.push({ev.at, kEvict, evictions.size(), 0});
+      evictions.push_back(std::move(ev));
+    }
   };
 
   while (!events.empty() && events.top().t < sc.duration_s) {
@@ -474,6 +560,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
         if (j.started_at != e.start) continue;  // a run ended earlier by a requeue
         for (TaskId task : state.job(j.id).tasks) state.Finish(task);
         j.started_at = -1;
+        state.SetJobStart(j.id, -1);
         j.finished = true;
       } else if (e.kind == kNode) {
         const NodeEv ne = node_events[e.idx];
@@ -487,6 +574,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
           happened = true;
           node_up(ne.node, t, true);  // unless a listed repair (and maybe a new failure) came first
         }
+      } else if (e.kind == kEvict) {
+        evict(evictions[e.idx], t);
       } else if (e.kind == kTick) {
         replan = true;
         if (t + config.reserve.replan_s < sc.duration_s) events.push({t + config.reserve.replan_s, kTick, 0, 0});
@@ -512,7 +601,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       for (size_t i : pending) {
         const SimJob& j = jobs[i];
         const int64_t gpus = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count;
-        if (gpus >= config.reserve.min_gpus && gpus <= config.reserve.max_gpus && t - j.submit >= config.reserve.after_s) {
+        if (gpus >= config.reserve.min_gpus && gpus <= config.reserve.max_gpus && t - j.submit >= config.reserve.after_s &&
+            !j.reclaiming) {
           waiting.push_back(j.id);
         }
       }
@@ -520,6 +610,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       reservations_made += made;
       if (made > 0) try_pending(t);
     }
+    if (config.preempt) reclaim(t);
     if (failed) after_failure = std::make_pair(FreeNodes(state), UnusableGpus(state, jobs));
     if (check_invariants) {
       Status st = state.CheckInvariants();
@@ -594,6 +685,11 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   m["jobs_shrunk_by_failure_count"] = static_cast<double>(shrunk_by_failure);
   m["jobs_pending_end_count"] = static_cast<double>(pending.size());
   m["jobs_infeasible_count"] = static_cast<double>(infeasible);
+  if (config.preempt) {
+    m["evictions_count"] = static_cast<double>(evictions_count);
+    m["hp_evictions_count"] = static_cast<double>(hp_evictions);
+    m["preemption_lost_gpu_hours"] = lost_gpu_hours;
+  }
   if (sc.network.enabled) m["network_slowed_runs_count"] = static_cast<double>(slowed_runs);
   if (config.reserve.enabled) m["reservations_made_count"] = static_cast<double>(reservations_made);
   m["sched_delay_p90_s"] = Percentile(delays, 90);

@@ -1,0 +1,109 @@
+// Reclaim in `estuary simulate` (issue 4 §3): an HP job that cannot start evicts the cheapest
+// lower-priority preemptible work after a grace period, on nodes held for it meanwhile.
+#include <gtest/gtest.h>
+
+#include "sim/scenario.h"
+#include "sim/simulate.h"
+#include "tests/testing/sim_run.h"
+
+namespace estuary {
+namespace {
+
+using testing::RunScenarioText;
+using testing::StartOf;
+
+const std::string kCluster = std::string(ESTUARY_SOURCE_DIR) + "/examples/clusters/two-asw.yaml";
+
+SimJobStatus StatusOf(const SimulateResult& r, const std::string& name) {
+  for (const SimJobRecord& j : r.jobs) {
+    if (j.name == name) return j.status;
+  }
+  ADD_FAILURE() << "no job " << name;
+  return SimJobStatus::kPending;
+}
+
+// The eight 8-GPU H800 nodes of the two-ASW example each run one LP job from 0 s; at 1000 s their
+// lost work since the last checkpoint is 8 GPUs x 1000 s (no checkpoints) except lp1 (every
+// 300 s: 100 s lost), lp2 (every 400 s: 200 s) and lp3 (every 700 s: 300 s). At 1000 s an HP gang
+// of two whole nodes arrives and runs 500 s.
+std::string FullCluster(const std::string& conf, SimTime duration) {
+  std::string jobs;
+  const int interval[] = {0, 300, 400, 700, 0, 0, 0, 0};
+  for (int i = 0; i < 8; ++i) {
+    jobs += "  - {name: lp" + std::to_string(i) + ", duration_s: 100000, gpus: 8, class: lp, checkpoint_interval_s: " +
+            std::to_string(interval[i]) + "}\n";
+  }
+  return "name: t\nduration_s: " + std::to_string(duration) + "\ncluster:\n  spec: " + kCluster + "\njobs:\n" + jobs +
+         "  - {name: hp, submit_s: 1000, duration_s: 500, replicas: 2, gpus: 8, class: hp-training}\n" +
+         "configurations:\n  - {name: a" + conf + "}\n";
+}
+
+TEST(Reclaim, AnHpGangInAFullClusterEvictsExactlyTheTwoCheapestJobsAfterTheGracePeriod) {
+  auto r = RunScenarioText(FullCluster(", preempt: {grace_s: 60}", 1200));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(StartOf(*r, "hp"), 1060);
+  EXPECT_EQ(r->metrics.at("evictions_count"), 2);
+  EXPECT_EQ(r->metrics.at("hp_evictions_count"), 0);
+  // Lost at eviction (1060 s): lp1 160 s (last checkpoint 900 s), lp2 260 s (800 s), 8 GPUs each.
+  EXPECT_NEAR(r->metrics.at("preemption_lost_gpu_hours"), 8.0 * (160 + 260) / 3600, 1e-9);
+  for (int i = 0; i < 8; ++i) {
+    const std::string name = "lp" + std::to_string(i);
+    EXPECT_EQ(StatusOf(*r, name), i == 1 || i == 2 ? SimJobStatus::kPending : SimJobStatus::kRunning) << name;
+  }
+}
+
+TEST(Reclaim, TheGracePeriodIsConfigurable) {
+  auto r = RunScenarioText(FullCluster(", preempt: {grace_s: 120}", 1200));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(StartOf(*r, "hp"), 1120);
+}
+
+TEST(Reclaim, WithoutPreemptionTheHpGangWaits) {
+  auto r = RunScenarioText(FullCluster("", 1200));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(StartOf(*r, "hp"), -1);
+  EXPECT_EQ(r->metrics.count("evictions_count"), 0u);
+}
+
+TEST(Reclaim, OnceTheHpJobRunsFurtherCyclesEvictNothingAndTheVictimsReturnWhenItEnds) {
+  auto r = RunScenarioText(FullCluster(", preempt: {grace_s: 60}, reserve: {after_s: 0, replan_s: 100}", 5000));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(StartOf(*r, "hp"), 1060);
+  EXPECT_EQ(r->metrics.at("evictions_count"), 2);  // ticks every 100 s change nothing
+  EXPECT_EQ(StatusOf(*r, "lp1"), SimJobStatus::kRunning);  // restarted when hp ended at 1560 s
+  EXPECT_EQ(StatusOf(*r, "lp2"), SimJobStatus::kRunning);
+}
+
+TEST(Reclaim, TheFeasibilityCheckRefusesAndEvictsNothingWhenEvenFullReclaimCannotFit) {
+  // Two LP jobs and six non-preemptible dev jobs fill the eight H800 nodes; an HP gang of three
+  // whole nodes fits the empty cluster but not the two nodes reclaimable from LP work.
+  std::string jobs;
+  for (int i = 0; i < 8; ++i) {
+    jobs += "  - {name: j" + std::to_string(i) + ", duration_s: 100000, gpus: 8, class: " + (i < 2 ? "lp" : "dev") + "}\n";
+  }
+  auto r = RunScenarioText("name: t\nduration_s: 1200\ncluster:\n  spec: " + kCluster + "\njobs:\n" + jobs +
+                           "  - {name: hp, submit_s: 1000, duration_s: 500, replicas: 3, gpus: 8, class: hp-training}\n"
+                           "configurations:\n  - {name: a, preempt: {grace_s: 60}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(StartOf(*r, "hp"), -1);
+  EXPECT_EQ(StatusOf(*r, "hp"), SimJobStatus::kPending);  // waits: not infeasible
+  EXPECT_EQ(r->metrics.at("evictions_count"), 0);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(StatusOf(*r, "j" + std::to_string(i)), SimJobStatus::kRunning);
+}
+
+TEST(Reclaim, BadPreemptSectionsAreRejected) {
+  for (const auto& [conf, message] :
+       {std::pair{"preempt: 60", "s.yaml:7: field 'preempt': expected a mapping {grace_s}"},
+        std::pair{"preempt: {grace_s: -1}", "s.yaml:7: field 'grace_s': -1 is outside [0, 86400]"},
+        std::pair{"preempt: {grace: 60}", "s.yaml:7: field 'grace': unknown field"}}) {
+    auto s = ParseScenario(std::string("name: t\ncluster:\n  spec: c.yaml\njobs:\n  - {name: j, gpus: 1}\n"
+                                       "configurations:\n  - {name: a, ") + conf + "}\n",
+                           "s.yaml");
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().ExitCode(), 2);
+    EXPECT_EQ(s.status().message(), message);
+  }
+}
+
+}  // namespace
+}  // namespace estuary
