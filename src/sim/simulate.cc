@@ -101,6 +101,18 @@ void MeasureSpread(const ClusterState& s, SimJob& j) {
   if (total > 0) j.entropy = GpuEntropy(per_domain);
 }
 
+// How many distinct domains of (plane, level) — nodes outside the plane together counting as one —
+// and distinct nodes the bound tasks of job `j` sit on.
+std::pair<size_t, size_t> DomainsAndNodes(const ClusterState& s, JobId j, PlaneId plane, int level) {
+  std::set<uint32_t> domains, nodes;
+  for (TaskId t : s.job(j).tasks) {
+    if (s.task(t).state != TaskState::kBound) continue;
+    domains.insert(s.topology().NodeDomain(s.task(t).node, plane, level).value());
+    nodes.insert(s.task(t).node.value());
+  }
+  return {domains.size(), nodes.size()};
+}
+
 // Turns a template into a job of the state, resolving its topology names.
 StatusOr<JobId> Materialize(const Scenario& s, ClusterState& state, const JobTemplate& t, const std::string& name) {
   JobSpec js;
@@ -412,27 +424,14 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
         }
         SimTime run = j.duration;
         if (net_plane) {
-          std::set<uint32_t> domains, nodes;
-          for (TaskId t : state.job(j.id).tasks) {
-            if (state.task(t).state != TaskState::kBound) continue;
-            domains.insert(state.topology().NodeDomain(state.task(t).node, *net_plane, net_level).value());
-            nodes.insert(state.task(t).node.value());
-          }
-          if (nodes.size() > 1 && domains.size() > 1) {
+          const auto [domains, nodes] = DomainsAndNodes(state, j.id, *net_plane, net_level);
+          if (nodes > 1 && domains > 1) {
             run = (run * net_factor + 9999) / 10000;
             ++slowed_runs;
           }
         }
         events.push({now + run, 0, i, now});
-        if (j.large && asw) {
-          std::set<uint32_t> domains;
-          for (TaskId t : state.job(j.id).tasks) {
-            if (state.task(t).state == TaskState::kBound) {
-              domains.insert(state.topology().NodeDomain(state.task(t).node, *data, *asw).value());
-            }
-          }
-          asws_per_large.push_back(static_cast<double>(domains.size()));
-        }
+        if (j.large && asw) asws_per_large.push_back(static_cast<double>(DomainsAndNodes(state, j.id, *data, *asw).first));
       } else if (a.kind == OutcomeKind::kInfeasible) {
         j.infeasible = true;  // dropped from the queue: the cluster cannot grow
         j.reason = a.reason;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -57,6 +58,24 @@ class ClusterBuilder {
     return NodeId();
   }
   ClusterState state;
+};
+
+// A cluster of 8-GPU nodes n0, n1, ... Node i goes into the ASW named asws[i] of plane "data"
+// (an empty name: not in the plane).
+struct AswCluster {
+  ClusterBuilder c;
+  PlaneId data;
+
+  explicit AswCluster(const std::vector<std::string>& asws) {
+    data = *c.state.topology().AddPlane("data", {"asw", "node"});
+    for (size_t i = 0; i < asws.size(); ++i) {
+      NodeId n = c.AddNode("n" + std::to_string(i), Gpus(8));
+      if (asws[i].empty()) continue;
+      const std::vector<std::string> names = {asws[i]};
+      EXPECT_TRUE(c.state.AssignDomains(n, data, names).ok());
+    }
+  }
+  NodeId N(int i) const { return NodeId(static_cast<uint32_t>(i)); }
 };
 
 inline GpuIndices Idx(std::initializer_list<int> l) {

@@ -33,24 +33,10 @@ struct Running {
   int32_t step = 1;
 };
 
-// A cluster of 8-GPU nodes n0, n1, ... Node i goes into the ASW named asws[i] of plane "data"
-// (an empty name: not in the plane).
-struct Cluster {
-  ClusterBuilder c;
-  PlaneId data;
-
-  explicit Cluster(const std::vector<std::string>& asws) {
-    data = *c.state.topology().AddPlane("data", {"asw", "node"});
-    for (size_t i = 0; i < asws.size(); ++i) {
-      NodeId n = c.AddNode("n" + std::to_string(i), testing::Gpus(8));
-      if (asws[i].empty()) continue;
-      const std::vector<std::string> names = {asws[i]};
-      EXPECT_TRUE(c.state.AssignDomains(n, data, names).ok());
-    }
-  }
+// testing::AswCluster (nodes n0, n1, ... in the named ASWs) with the helpers below.
+struct Cluster : testing::AswCluster {
+  using AswCluster::AswCluster;
   static Cluster Flat(int nodes) { return Cluster(std::vector<std::string>(nodes, "")); }
-
-  NodeId N(int i) const { return NodeId(static_cast<uint32_t>(i)); }
 
   // A running job with one task of `gpus` whole GPUs on each node of `on` (in task order), each on
   // the node's lowest free GPUs. Tasks are named <name>-0, <name>-1, ...
