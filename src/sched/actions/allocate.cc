@@ -209,7 +209,7 @@ JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& stat
     segments.push_back({&topo.domain(domains[best]).nodes, best_take});
     remaining -= best_take;
   }
-  return PlaceSegments(session, state, job_id, segments, step, options);
+  return PlaceSegments(session, state, job_id, segments, step, options, StartGrant(state, job_id));
 }
 
 int64_t AllocateAction::ReplicasFitting(const ClusterState& state, const Node& n, const TaskRequest& r, bool capacity,
@@ -310,9 +310,15 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
   return a;
 }
 
+AllocateAction::Grant AllocateAction::StartGrant(const ClusterState& state, JobId job_id) {
+  const JobSpec& spec = state.job(job_id).spec;
+  return Grant{std::max<int64_t>(1, spec.min_replicas), spec.max_replicas, true};
+}
+
 JobAttempt AllocateAction::Place(Session& session, ClusterState& state, JobId job_id,
                                  const std::vector<NodeId>* candidates, int32_t step, const AllocateOptions& options) {
-  return PlaceSegments(session, state, job_id, {{candidates, state.job(job_id).spec.max_replicas}}, step, options);
+  return PlaceSegments(session, state, job_id, {{candidates, state.job(job_id).spec.max_replicas}}, step, options,
+                       StartGrant(state, job_id));
 }
 
 Outcome AllocateAction::Pack(Session& session, const ClusterState& state, TaskId task, Outcome o,
@@ -342,7 +348,7 @@ Outcome AllocateAction::Pack(Session& session, const ClusterState& state, TaskId
 
 JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, JobId job_id,
                                          const std::vector<Segment>& segments, int32_t step,
-                                         const AllocateOptions& options) {
+                                         const AllocateOptions& options, const Grant& grant) {
   const Job& job = state.job(job_id);
   JobAttempt a;
   a.job = job_id;
@@ -352,9 +358,10 @@ JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, 
   bool any_failed = false;
   size_t seg = 0;
   int64_t in_seg = 0;
+  std::vector<NodeId> all;  // every node, built on the first spill of a reservation holder
   for (TaskId t : job.tasks) {
     if (state.task(t).state != TaskState::kPending) continue;
-    if (static_cast<int32_t>(checkpoints.size()) >= job.spec.max_replicas) break;
+    if (static_cast<int64_t>(checkpoints.size()) >= grant.max) break;
     while (seg < segments.size() && in_seg >= segments[seg].count) {
       ++seg;
       in_seg = 0;
@@ -363,6 +370,17 @@ JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, 
     const std::vector<NodeId>* candidates = segments[seg].nodes;
     Outcome o = candidates ? session.DecideAmong(t, *candidates) : session.Decide(t);
     if (candidates == nullptr && o.placed() && options.pack_level >= 0) o = Pack(session, state, t, std::move(o), options);
+    if (!o.placed() && candidates != nullptr && segments[seg].spill) {
+      if (job.reservation.valid()) {
+        if (all.empty()) {
+          all.resize(state.num_nodes());
+          for (uint32_t i = 0; i < all.size(); ++i) all[i] = NodeId(i);
+        }
+        o = session.DecideAmong(t, all);
+      } else {
+        o = session.Decide(t);
+      }
+    }
     if (!o.placed()) {
       failed = std::move(o);
       any_failed = true;
@@ -374,11 +392,11 @@ JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, 
   }
   const int32_t placed = static_cast<int32_t>(checkpoints.size());
   const int32_t granted = placed / step * step;
-  if (granted < job.spec.min_replicas || granted == 0) {
+  if (granted < grant.min) {
     st.RollbackAll();
     a.kind = any_failed ? failed.kind : OutcomeKind::kRetryable;
     a.reason = any_failed ? failed.reason : "no pending task";
-    if (job.spec.min_replicas > 1) {
+    if (grant.start && job.spec.min_replicas > 1) {
       a.reason = std::to_string(placed) + "/" + std::to_string(job.spec.min_replicas) +
                  " replicas fit at once; " + a.reason;
     }
@@ -386,10 +404,86 @@ JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, 
   }
   if (granted < placed) st.Rollback(checkpoints[granted]);
   st.Commit();
-  if (job.reservation.valid()) state.ReleaseReservation(job.reservation);
+  if (grant.start && job.reservation.valid()) state.ReleaseReservation(job.reservation);
   a.started = true;
   a.granted = granted;
   return a;
+}
+
+namespace {
+// Whether `want` replicas of `req` (tasks of `job`) might fit now: a necessary condition only,
+// from the free-GPU index for whole-GPU replicas (each node counted on its own, as
+// ReplicasFitting does; stops as soon as `want` fit), else from the cluster's free totals.
+bool MightFit(const ClusterState& state, const TaskRequest& req, JobId job, int64_t want) {
+  if (WholeGpus(req)) {
+    int64_t fit = 0;
+    for (int k = std::max(1, req.gpu_count); k <= kMaxGpusPerNode; ++k) {
+      for (NodeId n : state.nodes_with_full_free(k)) {
+        if ((fit += AllocateAction::ReplicasFitting(state, state.node(n), req, false, job)) >= want) return true;
+      }
+    }
+    return false;
+  }
+  if (req.NeedsGpu()) return UpperBound(state.total_gpu_milli() - state.allocated_gpu_milli(), req) >= want;
+  if (req.cpu_milli > 0) return (state.total_cpu_milli() - state.allocated_cpu_milli()) / req.cpu_milli >= want;
+  return true;
+}
+}  // namespace
+
+int32_t AllocateAction::TryGrow(Session& session, ClusterState& state, JobId job_id, const AllocateOptions& options,
+                                int32_t max_new) {
+  const Job& job = state.job(job_id);
+  const JobSpec& spec = job.spec;
+  const Topology& topo = state.topology();
+  const int32_t step = options.align ? std::max<int32_t>(1, spec.step) : 1;
+  int64_t bound = 0, pending = 0;
+  TaskRequest req;
+  for (TaskId t : job.tasks) {
+    const Task& task = state.task(t);
+    if (task.state == TaskState::kBound) ++bound;
+    if (task.state == TaskState::kPending && pending++ == 0) req = task.req;
+  }
+  if (bound == 0 || bound < spec.min_replicas) return 0;  // not running
+  const int64_t limit = std::min({int64_t{spec.max_replicas} - bound, int64_t{max_new}, pending}) / step * step;
+  if (limit <= 0 || !MightFit(state, req, job_id, step)) return 0;
+
+  std::vector<NodeId> all;        // every node, for a reservation holder placed anywhere
+  std::vector<NodeId> preferred;  // the nodes of the preferred-level domains the job uses
+  Segment segment{nullptr, limit};
+  const TopologyConstraint& tc = spec.topology;
+  if (options.topology && tc.plane.valid() && tc.required_level >= 0) {
+    DomainId home;
+    for (TaskId t : job.tasks) {
+      if (state.task(t).state != TaskState::kBound) continue;
+      const DomainId d = topo.NodeDomain(state.task(t).node, tc.plane, tc.required_level);
+      if (!d.valid() || (home.valid() && d != home)) return 0;  // no single domain to grow in
+      home = d;
+    }
+    if (UpperBound(state.domain_free(home).gpu_free_milli, req) < step) return 0;
+    segment.nodes = &topo.domain(home).nodes;
+  } else if (options.topology && tc.plane.valid() && tc.preferred_level >= 0) {
+    std::vector<uint32_t> used;
+    for (TaskId t : job.tasks) {
+      if (state.task(t).state != TaskState::kBound) continue;
+      const DomainId d = topo.NodeDomain(state.task(t).node, tc.plane, tc.preferred_level);
+      if (d.valid()) used.push_back(d.value());
+    }
+    std::sort(used.begin(), used.end());
+    used.erase(std::unique(used.begin(), used.end()), used.end());
+    for (uint32_t d : used) {
+      const std::vector<NodeId>& nodes = topo.domain(DomainId(d)).nodes;
+      preferred.insert(preferred.end(), nodes.begin(), nodes.end());
+    }
+    segment.nodes = &preferred;
+    segment.spill = true;
+  } else if (job.reservation.valid()) {
+    // Session::Decide skips held nodes; a holder looks at every node, its own held ones included.
+    all.resize(state.num_nodes());
+    for (uint32_t i = 0; i < all.size(); ++i) all[i] = NodeId(i);
+    segment.nodes = &all;
+  }
+  const JobAttempt a = PlaceSegments(session, state, job_id, {segment}, step, options, Grant{1, limit, false});
+  return a.started ? a.granted : 0;
 }
 
 std::vector<JobAttempt> AllocateAction::Run(Session& session, ClusterState& state, std::span<const JobId> queue) {

@@ -23,16 +23,21 @@
 //
 // Reservations (ClusterState::AddReservation): a job may also use the nodes held for it; when it
 // starts, its reservation is released. Other jobs never use held nodes.
+//
+// TryGrow (TIDAL's Absorb, one job at a time): a running job binds more of its pending tasks, in
+// task order, through the same steps — whole steps only, never above max_replicas, the replicas
+// of a partial step rolled back. See TryGrow below for where the new replicas may go.
 #pragma once
 
+#include <climits>
+#include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "sched/framework/session.h"
 #include "sched/framework/statement.h"
-
-#include <optional>
 
 namespace estuary {
 
@@ -69,10 +74,24 @@ class AllocateAction {
   struct Segment {
     const std::vector<NodeId>* nodes;  // candidates (null: all nodes)
     int64_t count;                     // replicas to place among them
+    // A replica that fits on none of `nodes` may go to any node the job may use (Session::Decide;
+    // every node, its own held ones included, for a job holding a reservation), unpacked.
+    bool spill = false;
   };
-  // Steps (1)-(4), replicas placed segment by segment.
+  // How many replicas one placement grants, and what granting means.
+  struct Grant {
+    int64_t min;  // fewest granted (a multiple of step is granted, or nothing); at least 1
+    int64_t max;  // most placed
+    // Starting the job: a failure names min_replicas in its reason, and the job's reservation is
+    // released once replicas are granted. Off (growing a running job): reservations are left alone.
+    bool start;
+  };
+  // Steps (1)-(4), replicas placed segment by segment, up to `grant.max` of them.
   static JobAttempt PlaceSegments(Session& session, ClusterState& state, JobId job,
-                                  const std::vector<Segment>& segments, int32_t step, const AllocateOptions& options);
+                                  const std::vector<Segment>& segments, int32_t step, const AllocateOptions& options,
+                                  const Grant& grant);
+  // PlaceSegments' bounds for starting `job`: min_replicas (at least 1) to max_replicas.
+  static Grant StartGrant(const ClusterState& state, JobId job);
   // The domain-packing rule of AllocateOptions applied to the Session's decision `o` for `task`.
   static Outcome Pack(Session& session, const ClusterState& state, TaskId task, Outcome o, const AllocateOptions& options);
   static JobAttempt TryStartSpanning(Session& session, ClusterState& state, JobId job, int32_t step,
@@ -92,6 +111,36 @@ class AllocateAction {
  public:
   // Tries to start one job. REQUIRES: `session` was opened over `state`.
   static JobAttempt TryStart(Session& session, ClusterState& state, JobId job, const AllocateOptions& options = {});
+
+  // Grows a running job (TIDAL's Absorb for one job): binds more of its pending tasks, in task
+  // order — so the bound set grows at the end of the task order, and PreemptAction's shrinking
+  // (the last bound tasks first) removes the newest replicas first; a pending task between bound
+  // ones (e.g. one returned by a node failure) is taken first — through the Session's decisions
+  // and one Statement, as TryStart does. Returns the replicas added; 0 when nothing changed.
+  //  - Running: at least max(1, min_replicas) of the job's tasks are bound; otherwise 0.
+  //  - Count: the largest multiple of step (1 without options.align) not above what fits, not
+  //    above `max_new` and not above max_replicas - bound; the replicas of a partial step are
+  //    rolled back. The bound count itself need not be a multiple of step (e.g. after align was
+  //    off): whole steps are added to it.
+  //  - Where (with options.topology and a constraint of the job's):
+  //    required level: only into the domain of that level that holds all the job's bound
+  //      replicas; 0 when they span several domains (or sit outside the plane).
+  //    preferred level: best effort — each replica goes among the nodes of the domains of that
+  //      level that already hold the job's replicas when one of them fits it, else anywhere
+  //      (Session::Decide); never packed. No such domain (no replica in the plane): anywhere.
+  //    none: anywhere (Session::Decide), with options' domain packing applied exactly as in
+  //      TryStart (a job holding a reservation is not packed).
+  //  - Reservations: nodes held for another job are never used; nodes held for this job are
+  //    (searched through DecideAmong, scanning every node). The job's reservation is neither
+  //    released nor changed.
+  //  - Fast refusal: for whole-GPU replicas, when the free-GPU index shows fewer than one step of
+  //    replicas fitting anywhere, 0 without asking the Session; for other replicas the same from
+  //    the cluster's free GPU (or CPU) totals.
+  // Cost: O(tasks of the job) to count, plus one Session decision per replica tried (a failing
+  // decision may scan the candidates).
+  // REQUIRES: `session` was opened over `state`.
+  static int32_t TryGrow(Session& session, ClusterState& state, JobId job, const AllocateOptions& options,
+                         int32_t max_new = INT32_MAX);
   // Replicas of `req` (tasks of `job`) that fit on node `n` now (counting each node on its own;
   // none on a node held for another job), and would fit on the empty node (`capacity`).
   static int64_t ReplicasFitting(const ClusterState& state, const Node& n, const TaskRequest& req, bool capacity,
