@@ -27,6 +27,7 @@ StatusOr<NodeId> ClusterState::AddNode(NodeSpec spec) {
   n.full_free_gpus = 0;
   nodes_.push_back(std::move(n));
   fits_.emplace_back();
+  lending_pos_.push_back(kNotLending);
   bucket_pos_.push_back(static_cast<uint32_t>(by_full_free_[0].size()));
   by_full_free_[0].push_back(nodes_.back().id);
   RefreshGpuSummary(nodes_.back());
@@ -175,6 +176,27 @@ void ClusterState::Bind(TaskId task, NodeId node, const GpuIndices& gpus) {
 
 void ClusterState::Release(Task& t) {
   Node& n = nodes_[t.node.value()];
+  if (t.borrowed) {
+    // Its GPUs and CPU go back to the lent pool; only its memory was the node's own.
+    for (uint8_t g : t.gpus) n.lent_free |= 1u << g;
+    n.lent_cpu_free += t.req.cpu_milli;
+    n.mem_free += t.req.mem_mib;
+    auto it = std::find(n.tasks.begin(), n.tasks.end(), t.id);
+    ESTUARY_CHECK(it != n.tasks.end());
+    n.tasks.erase(it);
+    NodeChanged(n);
+    --num_bound_;
+    t.borrowed = false;
+    t.node = NodeId();
+    t.gpus = GpuIndices();
+    ++epoch_;
+    return;
+  }
+  if (t.standby) {
+    ESTUARY_CHECK(CanExitStandby(t.id));  // its borrowers must be gone first
+    Unlend(t, n);
+    SyncLending(n);
+  }
   n.cpu_free += t.req.cpu_milli;
   n.mem_free += t.req.mem_mib;
   for (uint8_t g : t.gpus) n.gpu_free[g] += t.req.gpu_milli;
@@ -203,6 +225,115 @@ void ClusterState::Finish(TaskId task) {
   Task& t = tasks_[task.value()];
   if (t.state == TaskState::kBound) Release(t);
   t.state = TaskState::kFinished;
+  ++epoch_;
+}
+
+namespace {
+uint32_t GpuBits(const GpuIndices& gpus) {
+  uint32_t bits = 0;
+  for (uint8_t g : gpus) bits |= 1u << g;
+  return bits;
+}
+bool WholeGpuRequest(const TaskRequest& r) { return r.gpu_count >= 1 && r.gpu_milli == kMilliPerGpu; }
+}  // namespace
+
+void ClusterState::SyncLending(const Node& n) {
+  uint32_t& pos = lending_pos_[n.id.value()];
+  if (n.lent_free != 0 && pos == kNotLending) {
+    pos = static_cast<uint32_t>(lending_.size());
+    lending_.push_back(n.id);
+  } else if (n.lent_free == 0 && pos != kNotLending) {
+    lending_[pos] = lending_.back();
+    lending_pos_[lending_[pos].value()] = pos;
+    lending_.pop_back();
+    pos = kNotLending;
+  }
+}
+
+void ClusterState::NodeChanged(Node& n) {
+  ++n.version;
+  SyncFit(n);
+  SyncLending(n);
+}
+
+void ClusterState::Unlend(Task& t, Node& n) {
+  const uint32_t bits = GpuBits(t.gpus);
+  n.lent_gpus &= ~bits;
+  n.lent_free &= ~bits;
+  n.lent_cpu -= t.req.cpu_milli;
+  n.lent_cpu_free -= t.req.cpu_milli;
+  t.standby = false;
+}
+
+bool ClusterState::CanEnterStandby(TaskId task) const {
+  if (!task.valid() || task.value() >= tasks_.size()) return false;
+  const Task& t = tasks_[task.value()];
+  return t.state == TaskState::kBound && !t.standby && !t.borrowed && WholeGpuRequest(t.req);
+}
+
+void ClusterState::EnterStandby(TaskId task) {
+  ESTUARY_CHECK(CanEnterStandby(task));
+  Task& t = tasks_[task.value()];
+  Node& n = nodes_[t.node.value()];
+  const uint32_t bits = GpuBits(t.gpus);
+  n.lent_gpus |= bits;
+  n.lent_free |= bits;
+  n.lent_cpu += t.req.cpu_milli;
+  n.lent_cpu_free += t.req.cpu_milli;
+  t.standby = true;
+  NodeChanged(n);
+  ++epoch_;
+}
+
+bool ClusterState::CanExitStandby(TaskId task) const {
+  if (!task.valid() || task.value() >= tasks_.size()) return false;
+  const Task& t = tasks_[task.value()];
+  if (!t.standby) return false;
+  const Node& n = nodes_[t.node.value()];
+  const uint32_t bits = GpuBits(t.gpus);
+  return (n.lent_free & bits) == bits && n.lent_cpu_free >= t.req.cpu_milli;
+}
+
+void ClusterState::ExitStandby(TaskId task) {
+  ESTUARY_CHECK(CanExitStandby(task));
+  Task& t = tasks_[task.value()];
+  Node& n = nodes_[t.node.value()];
+  Unlend(t, n);
+  NodeChanged(n);
+  ++epoch_;
+}
+
+bool ClusterState::CanBindBorrowed(TaskId task, NodeId node, const GpuIndices& gpus) const {
+  if (!task.valid() || task.value() >= tasks_.size()) return false;
+  if (!node.valid() || node.value() >= nodes_.size()) return false;
+  const Task& t = tasks_[task.value()];
+  const Node& n = nodes_[node.value()];
+  if (t.state != TaskState::kPending || !WholeGpuRequest(t.req) || !n.Schedulable()) return false;
+  if (t.req.cpu_milli > n.lent_cpu_free || t.req.mem_mib > n.mem_free) return false;
+  if (!t.req.models.Admits(n.spec.model)) return false;
+  if (gpus.size != t.req.gpu_count) return false;
+  uint32_t seen = 0;
+  for (uint8_t g : gpus) {
+    if (g >= n.spec.gpu_count || (seen >> g & 1) || !(n.lent_free >> g & 1)) return false;
+    seen |= 1u << g;
+  }
+  return true;
+}
+
+void ClusterState::BindBorrowed(TaskId task, NodeId node, const GpuIndices& gpus) {
+  ESTUARY_CHECK(CanBindBorrowed(task, node, gpus));
+  Task& t = tasks_[task.value()];
+  Node& n = nodes_[node.value()];
+  n.lent_free &= ~GpuBits(gpus);
+  n.lent_cpu_free -= t.req.cpu_milli;
+  n.mem_free -= t.req.mem_mib;
+  n.tasks.push_back(task);
+  NodeChanged(n);
+  t.state = TaskState::kBound;
+  t.node = node;
+  t.gpus = gpus;
+  t.borrowed = true;
+  ++num_bound_;
   ++epoch_;
 }
 
@@ -256,11 +387,15 @@ Status ClusterState::CheckInvariants() const {
   std::vector<MilliCpu> cpu_used(nodes_.size(), 0);
   std::vector<MemMiB> mem_used(nodes_.size(), 0);
   std::vector<std::array<int32_t, kMaxGpusPerNode>> gpu_used(nodes_.size());
+  std::vector<uint32_t> standby_gpus(nodes_.size(), 0), borrowed_gpus(nodes_.size(), 0);
+  std::vector<MilliCpu> standby_cpu(nodes_.size(), 0), borrowed_cpu(nodes_.size(), 0);
   for (const Task& t : tasks_) {
     if (t.state != TaskState::kBound) {
       if (t.node.valid() || t.gpus.size != 0) return fail("unbound task '" + t.name + "' holds resources");
+      if (t.standby || t.borrowed) return fail("unbound task '" + t.name + "' marked standby or borrowed");
       continue;
     }
+    if (t.standby && t.borrowed) return fail("task '" + t.name + "' both standby and borrowed");
     ++bound;
     if (!t.node.valid() || t.node.value() >= nodes_.size()) return fail("task '" + t.name + "' on a missing node");
     const Node& n = nodes_[t.node.value()];
@@ -274,10 +409,24 @@ Status ClusterState::CheckInvariants() const {
       if (g >= n.spec.gpu_count) return fail("task '" + t.name + "' on GPU index beyond node '" + n.spec.name + "'");
       if (seen >> g & 1) return fail("task '" + t.name + "' bound twice to one GPU");
       seen |= 1u << g;
-      gpu_used[n.id.value()][g] += t.req.gpu_milli;
     }
-    cpu_used[n.id.value()] += t.req.cpu_milli;
     mem_used[n.id.value()] += t.req.mem_mib;
+    if ((t.standby || t.borrowed) && !WholeGpuRequest(t.req)) {
+      return fail("standby or borrowed task '" + t.name + "' not on whole GPUs");
+    }
+    if (t.standby) {
+      standby_gpus[n.id.value()] |= seen;
+      standby_cpu[n.id.value()] += t.req.cpu_milli;
+    }
+    if (t.borrowed) {
+      // On lent capacity: its GPUs and CPU are its lender's, counted there.
+      if (borrowed_gpus[n.id.value()] & seen) return fail("borrowed tasks share a GPU on node '" + n.spec.name + "'");
+      borrowed_gpus[n.id.value()] |= seen;
+      borrowed_cpu[n.id.value()] += t.req.cpu_milli;
+      continue;
+    }
+    for (uint8_t g : t.gpus) gpu_used[n.id.value()][g] += t.req.gpu_milli;
+    cpu_used[n.id.value()] += t.req.cpu_milli;
     alloc_gpu += int64_t{t.gpus.size} * t.req.gpu_milli;
     alloc_cpu += t.req.cpu_milli;
   }
@@ -316,6 +465,24 @@ Status ClusterState::CheckInvariants() const {
         return fail("node '" + n.spec.name + "' lists a task that is not bound to it");
       }
     }
+    if (n.lent_gpus != standby_gpus[i] || n.lent_cpu != standby_cpu[i]) {
+      return fail("lent capacity of node '" + n.spec.name + "' differs from its standby tasks'");
+    }
+    if ((borrowed_gpus[i] & ~n.lent_gpus) != 0) return fail("a borrowed task on an unlent GPU of node '" + n.spec.name + "'");
+    if (n.lent_free != (n.lent_gpus & ~borrowed_gpus[i])) return fail("lent-free GPUs of node '" + n.spec.name + "'");
+    if (n.lent_cpu_free != n.lent_cpu - borrowed_cpu[i] || n.lent_cpu_free < 0) {
+      return fail("lent CPU of node '" + n.spec.name + "'");
+    }
+    const uint32_t pos = lending_pos_[i];
+    if ((n.lent_free != 0) != (pos != kNotLending) ||
+        (pos != kNotLending && (pos >= lending_.size() || lending_[pos] != n.id))) {
+      return fail("lending index entry of node '" + n.spec.name + "'");
+    }
+  }
+  {
+    size_t lending = 0;
+    for (const Node& n : nodes_) lending += n.lent_free != 0;
+    if (lending != lending_.size()) return fail("lending index size");
   }
   if (total_gpu != total_gpu_milli_ || total_cpu != total_cpu_milli_) return fail("cluster capacity totals");
   size_t held = 0;

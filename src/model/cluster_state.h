@@ -9,10 +9,23 @@
 //  - every node's free amounts equal its capacity minus the requests of its bound tasks, and the
 //    cluster-wide allocation totals equal the sum over nodes;
 //  - a node is held by at most one reservation, exactly when an active reservation lists it, and
-//    its owner job records that reservation.
+//    its owner job records that reservation;
+//  - Standby (SpotGPU, Alibaba OSDI'26): a bound task in Standby keeps everything it holds, so
+//    its GPUs, CPU and memory stay counted in the node's free amounts, NodeFit, the free-GPU
+//    index, the domain aggregates and the allocation totals exactly as before; it only lends
+//    them. A node's lent_gpus is the union of the GPU bits of its standby tasks and lent_cpu the
+//    sum of their CPU. A borrowed task runs on lent capacity: its GPU bits lie within lent_gpus,
+//    are disjoint from every other borrower's, and its CPU comes out of lent_cpu; lent_free =
+//    lent_gpus minus the borrowers' bits and lent_cpu_free = lent_cpu minus their CPU (>= 0).
+//    Memory is not lent: a borrower takes its memory from the node's mem_free like any task.
+//    So a borrower's GPUs and CPU are not in gpu_free/cpu_free or the allocation totals a
+//    second time (the totals count each physical GPU and CPU milli once); its memory is;
+//  - a task is never both standby and borrowed; a task that is not bound is neither;
+//  - lending_nodes() lists exactly the nodes with lent_free != 0, each once.
 // Thread-safety: none; one scheduling cycle or simulator step owns the state at a time.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <unordered_set>
@@ -51,6 +64,11 @@ struct Node {
                                 // state or reservation
   std::vector<TaskId> tasks;    // bound tasks, in bind order
   ReservationId reservation;    // the reservation holding the node (invalid: none)
+  // Standby lending (see the invariants above). Bit i: GPU i.
+  uint32_t lent_gpus = 0;       // GPUs of the node's standby tasks: lendable
+  uint32_t lent_free = 0;       // of lent_gpus, those no borrowed task uses
+  MilliCpu lent_cpu = 0;        // CPU of the node's standby tasks
+  MilliCpu lent_cpu_free = 0;   // of lent_cpu, what borrowed tasks do not use
 
   bool Schedulable() const { return state == NodeState::kReady; }
 };
@@ -98,6 +116,8 @@ struct Task {
   TaskState state = TaskState::kPending;
   NodeId node;       // valid iff state == kBound
   GpuIndices gpus;   // valid iff state == kBound
+  bool standby = false;   // bound and in Standby: lends its GPUs and CPU (ClusterState::EnterStandby)
+  bool borrowed = false;  // bound on lent capacity (ClusterState::BindBorrowed)
 };
 
 // Where a job's replicas may go in the network: with a plane and a required level, all replicas
@@ -166,9 +186,43 @@ class ClusterState {
   // Whether binding would keep every invariant (capacity, distinct valid GPU indices, state).
   bool CanBind(TaskId task, NodeId node, const GpuIndices& gpus) const;
   // Returns a bound task to pending and frees what it held. REQUIRES: the task is bound.
+  // A borrowed task returns its GPUs and CPU to its node's lent pool and its memory to mem_free.
+  // A standby task leaves Standby first (REQUIRES: CanExitStandby, i.e. its borrowers are gone —
+  // see StandbyAction::RestoreVictims), then is freed as usual.
   void Unbind(TaskId task);
-  // Ends a task: frees what it held (when bound) and marks it finished.
+  // Ends a task: frees what it held (when bound) and marks it finished. Borrowed and standby
+  // tasks as in Unbind (same REQUIRES).
   void Finish(TaskId task);
+
+  // Standby (SpotGPU): a bound HP replica detaches its traffic and lends its GPUs and CPU to
+  // preemptible borrowers while keeping its container and memory, and later resumes on the same
+  // GPUs. Every lending change bumps the node's version, the epoch and the change feed.
+  //
+  // Puts `task` into Standby: adds its GPUs to its node's lent_gpus/lent_free and its CPU to
+  // lent_cpu/lent_cpu_free. Nothing else changes: the GPUs stay taken for normal placement.
+  // REQUIRES: CanEnterStandby(task).
+  void EnterStandby(TaskId task);
+  // Bound, neither standby nor borrowed, and on whole GPUs (gpu_milli == 1000, gpu_count >= 1).
+  bool CanEnterStandby(TaskId task) const;
+  // Whether `task` is in Standby, no borrower uses one of its GPUs and its node's unused lent
+  // CPU covers its CPU.
+  bool CanExitStandby(TaskId task) const;
+  // Takes `task` out of Standby: removes its GPUs and CPU from the lent pool. It resumes on the
+  // GPUs it had. REQUIRES: CanExitStandby(task).
+  void ExitStandby(TaskId task);
+  // Whether pending `task` may run on lent capacity of `node` on GPU indices `gpus`: whole GPUs
+  // (gpu_milli == 1000, gpu_count >= 1) that are distinct lent-free GPUs of the node, its CPU
+  // within lent_cpu_free, its memory within the node's mem_free (memory is not lent), its GPU
+  // models admitting the node's, and the node schedulable. (Reservations are the caller's.)
+  bool CanBindBorrowed(TaskId task, NodeId node, const GpuIndices& gpus) const;
+  // Binds pending `task` on lent capacity: takes `gpus` out of lent_free, its CPU out of
+  // lent_cpu_free and its memory out of mem_free; gpu_free, cpu_free and the allocation totals do
+  // not change (those GPUs and CPU are already the standby tasks'). The task is bound, borrowed,
+  // and listed in the node's tasks. REQUIRES: CanBindBorrowed(task, node, gpus).
+  void BindBorrowed(TaskId task, NodeId node, const GpuIndices& gpus);
+  // The nodes with lent_free != 0 (some lent GPU unused), kept incrementally, in no particular
+  // order (it changes as nodes join and leave). Down or cordoned nodes may be listed.
+  const std::vector<NodeId>& lending_nodes() const { return lending_; }
   void SetNodeState(NodeId node, NodeState state);
   // Records when `job`'s current run started (-1: not running); read by PreemptAction's costs.
   void SetJobStart(JobId job, int64_t t);
@@ -196,11 +250,13 @@ class ClusterState {
     jobs_.reserve(jobs);
   }
 
+  // Allocation totals count each physical GPU and CPU milli once: a borrowed task's GPUs and CPU
+  // are counted as its standby lender's, not again.
   int64_t total_gpu_milli() const { return total_gpu_milli_; }
   int64_t allocated_gpu_milli() const { return allocated_gpu_milli_; }
   MilliCpu total_cpu_milli() const { return total_cpu_milli_; }
   MilliCpu allocated_cpu_milli() const { return allocated_cpu_milli_; }
-  int64_t num_bound_tasks() const { return num_bound_; }
+  int64_t num_bound_tasks() const { return num_bound_; }  // borrowed tasks included
   // Free-capacity index: the nodes with exactly k wholly free GPUs (k in [0, kMaxGpusPerNode]),
   // in no particular order. A task needing k whole GPUs only looks at buckets k and above.
   const std::vector<NodeId>& nodes_with_full_free(int k) const { return by_full_free_[k]; }
@@ -231,6 +287,12 @@ class ClusterState {
   void SyncFit(const Node& n);
   void MoveBucket(NodeId id, int from, int to);
   void Release(Task& t);
+  // Removes standby task t's lending from its node (no version bump; the caller's change does).
+  void Unlend(Task& t, Node& n);
+  // Puts the node into or out of lending_ according to lent_free.
+  void SyncLending(const Node& n);
+  // Bumps the node's version, syncs its packed view (and change feed) and the lending index.
+  void NodeChanged(Node& n);
 
   GpuModels models_;
   Topology topology_;
@@ -249,6 +311,9 @@ class ClusterState {
   uint64_t epoch_ = 0;
   std::array<std::vector<NodeId>, kMaxGpusPerNode + 1> by_full_free_;
   std::vector<uint32_t> bucket_pos_;  // position of each node in its by_full_free_ bucket
+  std::vector<NodeId> lending_;       // nodes with lent_free != 0
+  std::vector<uint32_t> lending_pos_; // position of each node in lending_ (kNotLending: absent)
+  static constexpr uint32_t kNotLending = UINT32_MAX;
   std::vector<NodeId> change_ring_ = std::vector<NodeId>(kChangeRing);
   uint64_t change_seq_ = 0;
 };

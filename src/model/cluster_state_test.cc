@@ -239,6 +239,197 @@ TEST(ClusterStateReservations, HoldsOfTwoJobsStayApartAndReleaseIndependently) {
   EXPECT_TRUE(c.state.CheckInvariants().ok()) << c.state.CheckInvariants().message();
 }
 
+// Standby (SpotGPU): a bound replica lends its whole GPUs and CPU; borrowers run on them.
+struct Lending {
+  ClusterBuilder c;
+  NodeId n0, n1;
+  TaskId svc;  // 4 GPUs (0-3), 8 cores, 64 GiB on n0
+  Lending() {
+    n0 = c.AddNode("n0", testing::Gpus(8));
+    n1 = c.AddNode("n1", testing::Gpus(8));
+    svc = c.Submit("svc", Req().Cpu(8000).Mem(65536).Gpus(4));
+    c.state.Bind(svc, n0, Idx({0, 1, 2, 3}));
+  }
+  TaskId Spot(const std::string& name, TaskRequest req) { return c.Submit(name, req); }
+  void ExpectInvariants() const {
+    const Status s = c.state.CheckInvariants();
+    EXPECT_TRUE(s.ok()) << s.message();
+  }
+};
+
+TEST(ClusterStateStandby, EnteringStandbyLendsTheGpusAndCpuButKeepsThemTakenForNormalPlacement) {
+  Lending l;
+  const Node& n = l.c.state.node(l.n0);
+  const NodeFit fit = l.c.state.fits()[l.n0.value()];
+  const uint32_t version = n.version;
+  const uint64_t epoch = l.c.state.epoch();
+  const uint64_t cursor = l.c.state.change_seq();
+  ASSERT_TRUE(l.c.state.CanEnterStandby(l.svc));
+  l.c.state.EnterStandby(l.svc);
+  EXPECT_TRUE(l.c.state.task(l.svc).standby);
+  EXPECT_EQ(n.lent_gpus, 0xFu);
+  EXPECT_EQ(n.lent_free, 0xFu);
+  EXPECT_EQ(n.lent_cpu, 8000);
+  EXPECT_EQ(n.lent_cpu_free, 8000);
+  EXPECT_EQ(n.gpu_free_total, 4000);
+  EXPECT_EQ(n.full_free_gpus, 4);
+  EXPECT_EQ(n.cpu_free, 96000 - 8000);
+  EXPECT_EQ(n.mem_free, 393216 - 65536);
+  EXPECT_EQ(l.c.state.fits()[l.n0.value()].gpu_free_total, fit.gpu_free_total);
+  EXPECT_EQ(l.c.state.nodes_with_full_free(4), std::vector<NodeId>{l.n0});
+  EXPECT_EQ(l.c.state.allocated_gpu_milli(), 4000);
+  EXPECT_GT(n.version, version);
+  EXPECT_GT(l.c.state.epoch(), epoch);
+  EXPECT_EQ(ChangedSince(l.c.state, cursor), (std::set<uint32_t>{l.n0.value()}));
+  EXPECT_EQ(l.c.state.lending_nodes(), std::vector<NodeId>{l.n0});
+  // A normal task cannot bind to the lent GPUs.
+  const TaskId other = l.Spot("other", Req().Gpus(1));
+  EXPECT_FALSE(l.c.state.CanBind(other, l.n0, Idx({0})));
+  EXPECT_FALSE(l.c.state.CanEnterStandby(l.svc));  // already
+  l.ExpectInvariants();
+}
+
+TEST(ClusterStateStandby, OnlyABoundWholeGpuTaskThatIsNeitherStandbyNorBorrowedMayEnterStandby) {
+  Lending l;
+  const TaskId pending = l.Spot("pending", Req().Gpus(1));
+  const TaskId shared = l.Spot("shared", Req().SharedGpu(500));
+  const TaskId cpu = l.Spot("cpu", Req().Cpu(1000));
+  l.c.state.Bind(shared, l.n1, Idx({0}));
+  l.c.state.Bind(cpu, l.n1, Idx({}));
+  EXPECT_FALSE(l.c.state.CanEnterStandby(pending));
+  EXPECT_FALSE(l.c.state.CanEnterStandby(shared));
+  EXPECT_FALSE(l.c.state.CanEnterStandby(cpu));
+  l.c.state.EnterStandby(l.svc);
+  const TaskId b = l.Spot("b", Req().Cpu(1000).Gpus(1));
+  l.c.state.BindBorrowed(b, l.n0, Idx({2}));
+  EXPECT_FALSE(l.c.state.CanEnterStandby(b));
+  EXPECT_FALSE(l.c.state.CanExitStandby(b));
+  l.ExpectInvariants();
+}
+
+TEST(ClusterStateStandby, ABorrowerTakesLentGpusAndCpuAndRealMemory) {
+  Lending l;
+  l.c.state.EnterStandby(l.svc);
+  const Node& n = l.c.state.node(l.n0);
+  const int64_t gpu_free_total = n.gpu_free_total;
+  const MilliCpu cpu_free = n.cpu_free;
+  const uint32_t version = n.version;
+  const uint64_t cursor = l.c.state.change_seq();
+  const TaskId b = l.Spot("b", Req().Cpu(3000).Mem(1000).Gpus(2));
+  ASSERT_TRUE(l.c.state.CanBindBorrowed(b, l.n0, Idx({1, 3})));
+  l.c.state.BindBorrowed(b, l.n0, Idx({1, 3}));
+  const Task& t = l.c.state.task(b);
+  EXPECT_EQ(t.state, TaskState::kBound);
+  EXPECT_TRUE(t.borrowed);
+  EXPECT_EQ(n.lent_free, 0b0101u);
+  EXPECT_EQ(n.lent_cpu_free, 5000);
+  EXPECT_EQ(n.gpu_free_total, gpu_free_total);  // the standby task's, already counted taken
+  EXPECT_EQ(n.cpu_free, cpu_free);
+  EXPECT_EQ(n.mem_free, 393216 - 65536 - 1000);
+  EXPECT_EQ(l.c.state.fits()[l.n0.value()].mem_free, n.mem_free);
+  EXPECT_EQ(l.c.state.allocated_gpu_milli(), 4000);  // each physical GPU counted once
+  EXPECT_EQ(l.c.state.allocated_cpu_milli(), 8000);
+  EXPECT_EQ(l.c.state.num_bound_tasks(), 2);
+  EXPECT_EQ(n.tasks.back(), b);
+  EXPECT_GT(n.version, version);
+  EXPECT_EQ(ChangedSince(l.c.state, cursor), (std::set<uint32_t>{l.n0.value()}));
+  EXPECT_FALSE(l.c.state.CanExitStandby(l.svc));  // a borrower sits on its GPUs
+  l.ExpectInvariants();
+
+  l.c.state.Unbind(b);
+  EXPECT_FALSE(l.c.state.task(b).borrowed);
+  EXPECT_EQ(n.lent_free, 0xFu);
+  EXPECT_EQ(n.lent_cpu_free, 8000);
+  EXPECT_EQ(n.mem_free, 393216 - 65536);
+  EXPECT_EQ(l.c.state.num_bound_tasks(), 1);
+  EXPECT_TRUE(l.c.state.CanExitStandby(l.svc));
+  l.ExpectInvariants();
+  // Finish returns it the same way.
+  l.c.state.BindBorrowed(b, l.n0, Idx({0, 2}));
+  l.c.state.Finish(b);
+  EXPECT_EQ(l.c.state.task(b).state, TaskState::kFinished);
+  EXPECT_EQ(n.lent_free, 0xFu);
+  l.ExpectInvariants();
+}
+
+TEST(ClusterStateStandby, CanBindBorrowedRefusesWhatTheLentPoolOrTheNodeCannotGive) {
+  Lending l;
+  l.c.state.EnterStandby(l.svc);
+  const TaskId b = l.Spot("b", Req().Cpu(1000).Gpus(2));
+  EXPECT_FALSE(l.c.state.CanBindBorrowed(b, l.n0, Idx({3, 4})));  // GPU 4 is not lent
+  EXPECT_FALSE(l.c.state.CanBindBorrowed(b, l.n0, Idx({1, 1})));  // the same GPU twice
+  EXPECT_FALSE(l.c.state.CanBindBorrowed(b, l.n0, Idx({1})));     // too few
+  EXPECT_FALSE(l.c.state.CanBindBorrowed(b, l.n1, Idx({0, 1})));  // n1 lends nothing
+  EXPECT_FALSE(l.c.state.CanBindBorrowed(l.Spot("cpu", Req().Cpu(9000).Gpus(1)), l.n0, Idx({0})));
+  EXPECT_FALSE(l.c.state.CanBindBorrowed(l.Spot("mem", Req().Mem(393216).Gpus(1)), l.n0, Idx({0})));
+  EXPECT_FALSE(l.c.state.CanBindBorrowed(l.Spot("shared", Req().SharedGpu(500)), l.n0, Idx({0})));
+  EXPECT_FALSE(l.c.state.CanBindBorrowed(l.Spot("model", Req().Gpus(1).Models(GpuModelSet::FromBits(1u << 5))),
+                                         l.n0, Idx({0})));
+  EXPECT_TRUE(l.c.state.CanBindBorrowed(b, l.n0, Idx({1, 2})));
+  l.c.state.BindBorrowed(b, l.n0, Idx({1, 2}));
+  EXPECT_FALSE(l.c.state.CanBindBorrowed(l.Spot("again", Req().Gpus(1)), l.n0, Idx({2})));  // taken
+  l.c.state.SetNodeState(l.n0, NodeState::kCordoned);
+  EXPECT_FALSE(l.c.state.CanBindBorrowed(l.Spot("cordoned", Req().Gpus(1)), l.n0, Idx({0})));
+  l.ExpectInvariants();
+}
+
+TEST(ClusterStateStandby, ExitingStandbyNeedsTheLentCpuBackAndUnbindingAStandbyTaskLeavesStandby) {
+  Lending l;
+  const TaskId svc2 = l.c.Submit("svc2", Req().Cpu(8000).Gpus(4));
+  l.c.state.Bind(svc2, l.n0, Idx({4, 5, 6, 7}));
+  l.c.state.EnterStandby(l.svc);
+  l.c.state.EnterStandby(svc2);
+  // A borrower on svc2's GPUs using 12 of the 16 lent cores: svc may not leave (4 < 8 cores).
+  const TaskId b = l.Spot("b", Req().Cpu(12000).Gpus(1));
+  l.c.state.BindBorrowed(b, l.n0, Idx({7}));
+  EXPECT_FALSE(l.c.state.CanExitStandby(l.svc));
+  l.ExpectInvariants();
+  l.c.state.Unbind(b);
+  ASSERT_TRUE(l.c.state.CanExitStandby(l.svc));
+  l.c.state.Unbind(l.svc);  // leaves Standby, then is freed
+  const Node& n = l.c.state.node(l.n0);
+  EXPECT_FALSE(l.c.state.task(l.svc).standby);
+  EXPECT_EQ(n.lent_gpus, 0xF0u);
+  EXPECT_EQ(n.lent_cpu, 8000);
+  EXPECT_EQ(n.full_free_gpus, 4);
+  l.ExpectInvariants();
+  l.c.state.Finish(svc2);
+  EXPECT_FALSE(l.c.state.task(svc2).standby);
+  EXPECT_EQ(n.lent_gpus, 0u);
+  EXPECT_TRUE(l.c.state.lending_nodes().empty());
+  EXPECT_EQ(n.full_free_gpus, 8);
+  l.ExpectInvariants();
+}
+
+TEST(ClusterStateStandby, TheLendingIndexFollowsNodesWithUnusedLentGpus) {
+  ClusterBuilder c;
+  std::vector<NodeId> nodes;
+  std::vector<TaskId> svcs;
+  for (int i = 0; i < 4; ++i) {
+    nodes.push_back(c.AddNode("n" + std::to_string(i), testing::Gpus(2)));
+    svcs.push_back(c.Submit("svc" + std::to_string(i), Req().Cpu(1000).Gpus(1)));
+    c.state.Bind(svcs.back(), nodes.back(), Idx({1}));
+    c.state.EnterStandby(svcs.back());
+  }
+  auto indexed = [&] {
+    std::set<uint32_t> out;
+    for (NodeId id : c.state.lending_nodes()) out.insert(id.value());
+    EXPECT_EQ(out.size(), c.state.lending_nodes().size());
+    return out;
+  };
+  EXPECT_EQ(indexed(), (std::set<uint32_t>{0, 1, 2, 3}));
+  const TaskId b = c.Submit("b", Req().Cpu(500).Gpus(1));
+  c.state.BindBorrowed(b, nodes[0], Idx({1}));  // n0 has nothing left to lend
+  EXPECT_EQ(indexed(), (std::set<uint32_t>{1, 2, 3}));
+  c.state.ExitStandby(svcs[2]);
+  EXPECT_EQ(indexed(), (std::set<uint32_t>{1, 3}));
+  c.state.Unbind(b);
+  EXPECT_EQ(indexed(), (std::set<uint32_t>{0, 1, 3}));
+  c.state.Finish(svcs[1]);
+  EXPECT_EQ(indexed(), (std::set<uint32_t>{0, 3}));
+  EXPECT_TRUE(c.state.CheckInvariants().ok()) << c.state.CheckInvariants().message();
+}
+
 TEST(GpuModels, ParsesModelSetsAndNamesTheFirstUnknownModel) {
   GpuModels m;
   ASSERT_TRUE(m.Intern("T4").ok());

@@ -26,10 +26,12 @@ Room FreeRoom(const Node& n) {
   return r;
 }
 
-// Adds (sign 1) or takes back (sign -1) what bound task `t` holds.
+// Adds (sign 1) or takes back (sign -1) what bound task `t` holds. A borrowed task (Standby)
+// holds only its memory of the node's own capacity; its GPUs and CPU stay its lender's.
 void AddTask(Room& r, const Task& t, int sign) {
-  r.cpu += sign * t.req.cpu_milli;
   r.mem += sign * t.req.mem_mib;
+  if (t.borrowed) return;
+  r.cpu += sign * t.req.cpu_milli;
   for (uint8_t g : t.gpus) r.gpu[g] += sign * t.req.gpu_milli;
 }
 
@@ -105,13 +107,16 @@ class Solver {
       v.id = j.id;
       v.priority = j.spec.priority;
       int64_t gpu = 0;
+      bool standby = false;
       for (TaskId t : j.tasks) {
         const Task& task = state.task(t);
         if (task.state != TaskState::kBound) continue;
         v.bound.push_back(t);
         gpu += task.req.TotalGpuMilli();
+        standby |= task.standby;
       }
-      if (v.bound.empty()) continue;
+      // A job with a replica in Standby is no victim: its GPUs are lent (restore it first).
+      if (v.bound.empty() || standby) continue;
       const int64_t start = j.started_at_s < 0 || j.started_at_s > now ? now : j.started_at_s;
       v.runtime = now - start;
       const int64_t interval = j.spec.checkpoint_interval_s;

@@ -6,7 +6,9 @@
 //
 // Victims. A task may be evicted only when its job has JobSpec::preemptible set and a priority
 // strictly below the preemptor's (JobSpec::priority). Work of equal or higher priority and
-// non-preemptible work are never evicted, whatever it costs the preemptor.
+// non-preemptible work are never evicted, whatever it costs the preemptor. A job with a replica in
+// Standby is never a victim (its GPUs are lent; see StandbyAction); evicting a borrowed task frees
+// only its memory for the preemptor (its GPUs and CPU return to the lent pool).
 //
 // The job's demand. `need` = min_replicas rounded up to a multiple of its step (step 1 without
 // options.align) replicas of its per-replica request (its first pending task's TaskRequest). A

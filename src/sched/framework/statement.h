@@ -20,7 +20,11 @@ class Statement {
 
   // REQUIRES: state.CanBind(task, node, gpus).
   void Bind(TaskId task, NodeId node, const GpuIndices& gpus);
-  // Evicts a bound task back to pending. REQUIRES: the task is bound.
+  // Binds a pending task on lent capacity (Standby). REQUIRES: state.CanBindBorrowed(task, node, gpus).
+  void BindBorrowed(TaskId task, NodeId node, const GpuIndices& gpus);
+  // Evicts a bound task back to pending. REQUIRES: the task is bound (a standby task: with no
+  // borrower left, ClusterState::CanExitStandby). Rolled back, a borrowed task is bound on lent
+  // capacity again and a standby task re-enters Standby.
   void Evict(TaskId task);
 
   // An opaque position in the log of operations.
@@ -32,8 +36,15 @@ class Statement {
   size_t size() const { return ops_.size(); }
 
  private:
+  enum class Kind : uint8_t {
+    kBind,          // undo: Unbind
+    kBindBorrowed,  // undo: Unbind
+    kEvict,         // undo: Bind back
+    kEvictBorrowed, // undo: BindBorrowed back
+    kEvictStandby,  // undo: Bind back, then EnterStandby
+  };
   struct Op {
-    bool bind;  // true: Bind (undo = Unbind); false: Evict (undo = Bind back)
+    Kind kind;
     TaskId task;
     NodeId node;
     GpuIndices gpus;
