@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iomanip>
@@ -20,6 +21,7 @@
 #include "sim/replay.h"
 #include "sim/scenario.h"
 #include "sim/simulate.h"
+#include "sim/trace/curve.h"
 #include "sim/trace/openb_reader.h"
 
 namespace estuary {
@@ -372,6 +374,52 @@ int RunSimulateCommand(const SimulateFlags& f) {
   return 0;
 }
 
+struct CurveFlags {
+  std::string qps, out;
+  int utc_offset_h = kGenAiDefaultUtcOffsetH;
+};
+
+// CLI11 validator of --utc-offset-h: "" when `text` is a whole number of hours in
+// [kMinUtcOffsetH, kMaxUtcOffsetH] ("+8" allowed), else why not.
+std::string CheckUtcOffset(std::string& text) {
+  int h = 0;
+  const char* begin = text.data() + (text.size() > 1 && text[0] == '+' && text[1] != '-' ? 1 : 0);
+  const auto [end, ec] = std::from_chars(begin, text.data() + text.size(), h);
+  if (ec != std::errc() || end != text.data() + text.size() || h < kMinUtcOffsetH || h > kMaxUtcOffsetH) {
+    return "'" + text + "' is not a whole number of hours in [" + std::to_string(kMinUtcOffsetH) + ", " +
+           std::to_string(kMaxUtcOffsetH) + "]";
+  }
+  return "";
+}
+
+// `estuary curve`: derives the diurnal demand curve of a QPS trace and writes it as a curve file
+// whose first line says where it came from.
+int RunCurveCommand(const CurveFlags& f) {
+  auto derived = DeriveQpsCurve(f.qps, f.utc_offset_h);
+  if (!derived.ok()) return Fail(derived.status());
+  std::string interpolated;
+  for (int h = 0; h < DemandCurve::kHours; ++h) {
+    if (!derived->observed[h]) interpolated += (interpolated.empty() ? "" : " ") + std::to_string(h);
+  }
+  const std::string offset = (f.utc_offset_h < 0 ? "" : "+") + std::to_string(f.utc_offset_h);
+  const std::string comment = "estuary curve --qps " + f.qps + " --utc-offset-h " + std::to_string(f.utc_offset_h) +
+                              ": mean total request rate per local hour (UTC" + offset +
+                              "), percent of the peak hour; interpolated hours: " +
+                              (interpolated.empty() ? "none" : interpolated);
+  Status st = WriteTextFile(f.out, FormatDemandCurve(derived->curve, comment));
+  if (!st.ok()) return Fail(InvalidArgument("--out: " + st.message()));
+  std::printf("curve from %s: %lld rows, seconds %lld..%lld, local time UTC%s, interpolated hours: %s\n",
+              f.qps.c_str(), static_cast<long long>(derived->rows), static_cast<long long>(derived->first_second),
+              static_cast<long long>(derived->last_second), offset.c_str(),
+              interpolated.empty() ? "none" : interpolated.c_str());
+  std::printf("hour:");
+  for (int h = 0; h < DemandCurve::kHours; ++h) std::printf(" %3d", h);
+  std::printf("\npct: ");
+  for (int h = 0; h < DemandCurve::kHours; ++h) std::printf(" %3d", derived->curve.pct[h]);
+  std::printf("\nwrote %s\n", f.out.c_str());
+  return 0;
+}
+
 CLI::App* AddReplayCommand(CLI::App& app, ReplayFlags& rf) {
   CLI::App* replay = app.add_subcommand("replay", "time-based replay of a task list with creation/deletion times");
   replay->add_option("--nodes", rf.nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
@@ -435,9 +483,18 @@ int RunCli(int argc, char** argv) {
   CLI::App* check = cluster->add_subcommand("check", "read a cluster spec and describe it");
   check->add_option("spec", cf.spec, "the spec file")->required();
 
+  CurveFlags uf;
+  CLI::App* curve = app.add_subcommand("curve", "derive a diurnal demand curve (hour,demand_pct) from a QPS trace");
+  curve->add_option("--qps", uf.qps, "QPS trace CSV with timestamp_anon,value (alibaba-genai-v2026 qps.csv)")
+      ->required();
+  curve->add_option("--out", uf.out, "the curve file to write (hour,demand_pct; docs/tidal-curve.md)")->required();
+  curve->add_option("--utc-offset-h", uf.utc_offset_h, "local time = UTC + this many hours (default 8, China)")
+      ->check(CLI::Validator(CheckUtcOffset, "HOURS", "utc offset"));
+
   if (argc >= 2 && argv[1][0] != '-' && std::string(argv[1]) != "openb" && std::string(argv[1]) != "replay" &&
-      std::string(argv[1]) != "cluster" && std::string(argv[1]) != "simulate") {
-    std::fprintf(stderr, "estuary: unknown command '%s' (known: openb, replay, simulate, cluster; see --help)\n", argv[1]);
+      std::string(argv[1]) != "cluster" && std::string(argv[1]) != "simulate" && std::string(argv[1]) != "curve") {
+    std::fprintf(stderr,
+                 "estuary: unknown command '%s' (known: openb, replay, simulate, cluster, curve; see --help)\n", argv[1]);
     return 2;
   }
   try {
@@ -456,6 +513,7 @@ int RunCli(int argc, char** argv) {
   if (generate->parsed()) return RunClusterGenerate(cf);
   if (simulate->parsed()) return RunSimulateCommand(sf);
   if (check->parsed()) return RunClusterCheck(cf);
+  if (curve->parsed()) return RunCurveCommand(uf);
   return 2;
 }
 

@@ -509,5 +509,72 @@ TEST_F(Cli, SimulateSummaryHoldsEachSeedsFiguresWhoseMeanIsTheConfigurationsFigu
   EXPECT_EQ(header, "configuration,seed,time_s,gpu_alloc_pct,free_nodes,pending_jobs,free_asws,free_rdma_pods");
 }
 
+// --- curve ---------------------------------------------------------------------------------------
+
+// A QPS trace over one UTC day: hour 0 at rate 1 + 2 (two containers), hour 12 at 6 (the API
+// gateway, which has no container), nothing else; the 0-valued last row ends the span at 23:59:59.
+constexpr char kQps[] =
+    "timestamp_anon,value,container_ip,request_type\n"
+    "0.0,1,c1,Generative Requests\n"
+    "0.0,2,c2,Generative Requests\n"
+    "43200.0,6,,API Requests\n"
+    "86399.0,0,c1,Generative Requests\n";
+
+TEST_F(Cli, CurveWritesTheDerivedCurveInLocalTimeWithAHeaderComment) {
+  const std::string qps = WriteFile(dir_, "qps.csv", kQps);
+  const std::string out = Out("curve.csv");
+  const RunResult r = RunEstuary({"curve", "--qps", qps, "--out", out, "--utc-offset-h", "-2"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(r.err, "");
+  EXPECT_THAT(r.out, HasSubstr("wrote " + out));
+  // UTC 0:00 is 22:00 local (50 %), UTC 12:00 is 10:00 local (100 %).
+  std::string want = "# estuary curve --qps " + qps +
+                     " --utc-offset-h -2: mean total request rate per local hour (UTC-2), percent of the peak "
+                     "hour; interpolated hours: none\nhour,demand_pct\n";
+  for (int h = 0; h < 24; ++h) want += std::to_string(h) + "," + (h == 22 ? "50" : h == 10 ? "100" : "0") + "\n";
+  EXPECT_EQ(ReadFile(out), want);
+}
+
+TEST_F(Cli, CurveDefaultsToUtcPlusEight) {
+  const std::string qps = WriteFile(dir_, "qps.csv", kQps);
+  const std::string out = Out("curve.csv");
+  const RunResult r = RunEstuary({"curve", "--qps", qps, "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_THAT(ReadFile(out), HasSubstr("(UTC+8)"));
+  EXPECT_THAT(ReadFile(out), HasSubstr("\n8,50\n"));
+  EXPECT_THAT(ReadFile(out), HasSubstr("\n20,100\n"));
+}
+
+TEST_F(Cli, CurveRejectsAUtcOffsetThatIsNotAWholeHourInTheRealTimeZonesNamingTheFlag) {
+  const std::string qps = WriteFile(dir_, "qps.csv", kQps);
+  for (const std::string bad : {"15", "-13", "8.5", "abc", ""}) {
+    EXPECT_TRUE(RejectedWith(RunEstuary({"curve", "--qps", qps, "--out", Out("c.csv"), "--utc-offset-h", bad}),
+                             {"--utc-offset-h", "[-12, 14]"}))
+        << bad;
+  }
+  EXPECT_FALSE(fs::exists(Out("c.csv")));
+}
+
+TEST_F(Cli, CurveRejectsAMissingQpsOrOutFlagNamingIt) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"curve", "--out", Out("c.csv")}), {"--qps"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"curve", "--qps", WriteFile(dir_, "qps.csv", kQps)}), {"--out"}));
+}
+
+TEST_F(Cli, CurveRejectsAQpsFileThatDoesNotExistNamingIt) {
+  const std::string absent = Out("absent.csv");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"curve", "--qps", absent, "--out", Out("c.csv")}), {absent, "cannot open file"}));
+}
+
+TEST_F(Cli, CurveRejectsABadQpsRowNamingFileLineAndColumn) {
+  const std::string qps = WriteFile(dir_, "qps.csv", std::string(kQps) + "90000.0,lots,c1,Generative Requests\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"curve", "--qps", qps, "--out", Out("c.csv")}),
+                           {AtColumn(qps, 6, "value"), "'lots' is not a decimal number"}));
+}
+
+TEST_F(Cli, CurveRejectsAnOutputFileThatCannotBeWrittenNamingTheFlag) {
+  const std::string qps = WriteFile(dir_, "qps.csv", kQps);
+  EXPECT_TRUE(RejectedWith(RunEstuary({"curve", "--qps", qps, "--out", Out("no-such-dir/c.csv")}), {"--out"}));
+}
+
 }  // namespace
 }  // namespace estuary

@@ -12,7 +12,8 @@ Status CheckReadableFile(const std::string& path) {
   return Status::Ok();
 }
 
-Status CsvError(const std::string& path, const io::error::base& e) {
+Status CsvError(const std::string& path, const io::error::base& e, unsigned header_line) {
+  const std::string at_header = path + ":" + std::to_string(header_line) + ": ";
   std::string where = path;
   if (auto* l = dynamic_cast<const io::error::with_file_line*>(&e); l && l->file_line >= 0) {
     where += ":" + std::to_string(l->file_line);
@@ -25,10 +26,13 @@ Status CsvError(const std::string& path, const io::error::base& e) {
     return InvalidArgument(path + ": cannot open file");
   }
   if (auto* m = dynamic_cast<const io::error::missing_column_in_header*>(&e)) {
-    return InvalidArgument(path + ":1: missing column '" + m->column_name + "'");
+    return InvalidArgument(at_header + "missing column '" + m->column_name + "'");
   }
   if (auto* d = dynamic_cast<const io::error::duplicated_column_in_header*>(&e)) {
-    return InvalidArgument(path + ":1: duplicate column '" + d->column_name + "'");
+    return InvalidArgument(at_header + "duplicate column '" + d->column_name + "'");
+  }
+  if (auto* x = dynamic_cast<const io::error::extra_column_in_header*>(&e)) {
+    return InvalidArgument(at_header + "unexpected column '" + x->column_name + "'");
   }
   if (dynamic_cast<const io::error::header_missing*>(&e)) {
     return InvalidArgument(path + ":1: empty file (no header row)");

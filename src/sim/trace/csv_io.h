@@ -15,7 +15,9 @@ using Comment = io::empty_line_comment;  // blank lines (e.g. a trailing one) ar
 
 // Fails for a directory (the parser would report it as an empty file).
 Status CheckReadableFile(const std::string& path);
-// A parser exception as a Status naming the file, the line and the column where known.
-Status CsvError(const std::string& path, const io::error::base& e);
+// A parser exception as a Status naming the file, the line and the column where known. Errors in
+// the header row (a missing, duplicate or unexpected column) name `header_line`, which is 1 unless
+// comment lines come before the header.
+Status CsvError(const std::string& path, const io::error::base& e, unsigned header_line = 1);
 
 }  // namespace estuary::csvio
