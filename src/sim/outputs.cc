@@ -456,7 +456,17 @@ StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::st
   report::Chart asws{"free_asws_time", "Wholly free ASWs over time", "time (hours)", "free ASWs", {}};
   report::Chart pods{"free_rdma_pods_time", "Wholly free RDMA-PODs over time", "time (hours)", "free RDMA-PODs", {}};
   std::ostringstream ts;
-  ts << "configuration,seed,time_s,gpu_alloc_pct,free_nodes,pending_jobs,free_asws,free_rdma_pods\n";
+  report::Chart idle_hour{"idle_by_hour", "Idle GPU-hours by hour of day (mean over seeds)", "local hour of day",
+                          "idle GPU-hours", {}};
+  report::Chart hp_hour{"alloc_hp_by_hour", "HP allocation ratio by hour of day (metrics.md §4, mean over samples and seeds)",
+                        "local hour of day", "alloc_ratio_hp (%)", {}};
+  report::Chart all_hour{"alloc_hp_lp_by_hour",
+                         "HP+LP allocation ratio by hour of day (metrics.md §4, mean over samples and seeds)",
+                         "local hour of day", "alloc_ratio_hp_lp (%)", {}};
+  std::ostringstream ih;
+  ih << "configuration,seed,hour,idle_gpu_hours\n";
+  ts << "configuration,seed,time_s,gpu_alloc_pct,free_nodes,pending_jobs,free_asws,free_rdma_pods,alloc_ratio_hp_pct,"
+        "alloc_ratio_hp_lp_pct,idle_gpus,local_hour\n";
   auto count = [](int64_t v) { return v < 0 ? std::string() : std::to_string(v); };  // -1: no such level
   for (size_t ci = 0; ci < results.size(); ++ci) {
     const auto& per_seed = results[ci];
@@ -479,9 +489,39 @@ StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::st
     for (const SimulateResult& r : per_seed) {
       for (const SimSample& x : r.samples) {
         ts << r.configuration << ',' << r.seed << ',' << x.time << ',' << Round4(x.gpu_alloc_pct) << ',' << x.free_nodes
-           << ',' << x.pending_jobs << ',' << count(x.free_asws) << ',' << count(x.free_rdma_pods) << '\n';
+           << ',' << x.pending_jobs << ',' << count(x.free_asws) << ',' << count(x.free_rdma_pods) << ','
+           << Round4(x.alloc_ratio_hp_pct) << ',' << Round4(x.alloc_ratio_hp_lp_pct) << ',' << Round4(x.idle_gpus) << ','
+           << x.local_hour << '\n';
+      }
+      for (int h = 0; h < 24; ++h) ih << r.configuration << ',' << r.seed << ',' << h << ',' << Round4(r.idle_gpu_hours_by_hour[h]) << '\n';
+    }
+    // By hour of day: idle GPU-hours (mean over seeds), allocation ratios (mean over samples).
+    report::Series ih_s, hp_s, all_s;
+    ih_s.label = hp_s.label = all_s.label = per_seed[0].configuration;
+    ih_s.color = hp_s.color = all_s.color = static_cast<int>(ci);
+    std::array<double, 24> hp_sum{}, all_sum{};
+    std::array<int64_t, 24> n_hour{};
+    for (const SimulateResult& r : per_seed) {
+      for (const SimSample& x : r.samples) {
+        hp_sum[x.local_hour] += x.alloc_ratio_hp_pct;
+        all_sum[x.local_hour] += x.alloc_ratio_hp_lp_pct;
+        ++n_hour[x.local_hour];
       }
     }
+    for (int h = 0; h < 24; ++h) {
+      double idle = 0;
+      for (const SimulateResult& r : per_seed) idle += r.idle_gpu_hours_by_hour[h];
+      ih_s.x.push_back(h);
+      ih_s.y.push_back(idle / static_cast<double>(per_seed.size()));
+      if (n_hour[h] == 0) continue;
+      hp_s.x.push_back(h);
+      hp_s.y.push_back(hp_sum[h] / static_cast<double>(n_hour[h]));
+      all_s.x.push_back(h);
+      all_s.y.push_back(all_sum[h] / static_cast<double>(n_hour[h]));
+    }
+    idle_hour.series.push_back(ih_s);
+    hp_hour.series.push_back(hp_s);
+    all_hour.series.push_back(all_s);
     report::Series a, f, w, p;
     a.label = f.label = w.label = p.label = per_seed[0].configuration + " (seed " + std::to_string(per_seed[0].seed) + ")";
     a.color = f.color = w.color = p.color = static_cast<int>(ci);
@@ -517,12 +557,13 @@ StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::st
     t.rows.push_back(row);
   }
   rep.tables.push_back(t);
-  rep.charts = {alloc, free};
+  rep.charts = {alloc, free, idle_hour, hp_hour, all_hour};
   if (!asws.series.empty()) rep.charts.push_back(asws);
   if (!pods.series.empty()) rep.charts.push_back(pods);
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/summary.json", summary.dump(2) + "\n"));
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/timeseries.csv", ts.str()));
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/jobs.csv", JobsCsv(results)));
+  ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/idle_by_hour.csv", ih.str()));
   const std::string html = dir + "/report.html";
   ESTUARY_RETURN_IF_ERROR(report::WriteHtmlReport(rep, html));
   return html;

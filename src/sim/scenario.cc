@@ -91,10 +91,10 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
   if (!m.IsMap()) return c.Err(m, "jobs", "expected a mapping per job");
   std::set<std::string> keys = {"name", "replicas", "min", "step", "usable_step", "gpus", "gpu_milli", "cpu_cores",
                                 "memory_gib", "plane", "required_level", "preferred_level", "class", "priority",
-                                "preemptible", "checkpoint_interval_s", "restart_cost_s"};
+                                "preemptible", "checkpoint_interval_s", "restart_cost_s", "scaling"};
   keys.insert(generated ? "duration_mean_s" : "duration_s");
-  if (generated) keys.insert("share");
-  if (!generated) keys.insert("submit_s");
+  if (generated) keys.insert({"share", "diurnal"});
+  if (!generated) keys.insert({"submit_s", "standby"});
   ESTUARY_RETURN_IF_ERROR(Known(c, m, keys));
   JobTemplate j;
   j.line = m.Mark().line + 1;
@@ -147,6 +147,31 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
   ESTUARY_ASSIGN_OR_RETURN(j.preemptible, Bool(c, m, "preemptible", j.preemptible));
   ESTUARY_ASSIGN_OR_RETURN(j.checkpoint_interval_s, Int(c, m, "checkpoint_interval_s", 0, 0, kMaxTime));
   ESTUARY_ASSIGN_OR_RETURN(j.restart_cost_s, Int(c, m, "restart_cost_s", 0, 0, kMaxTime));
+  std::string scaling;
+  ESTUARY_ASSIGN_OR_RETURN(scaling, Str(c, m, "scaling", false));
+  if (!scaling.empty() && scaling != "fixed" && scaling != "linear") {
+    return c.Err(m["scaling"], "scaling", "unknown scaling '" + scaling + "' (known: fixed, linear)");
+  }
+  j.linear_scaling = scaling == "linear";
+  if (const YAML::Node w = m["standby"]; w && !generated) {
+    if (!w.IsSequence()) return c.Err(w, "standby", "expected a list of {from_s, to_s, replicas}");
+    for (const YAML::Node& e : w) {
+      if (!e.IsMap()) return c.Err(e, "standby", "expected a mapping {from_s, to_s, replicas}");
+      ESTUARY_RETURN_IF_ERROR(Known(c, e, {"from_s", "to_s", "replicas"}));
+      if (!e["from_s"]) return c.Err(e, "from_s", "missing");
+      if (!e["to_s"]) return c.Err(e, "to_s", "missing");
+      StandbyWindow sw;
+      ESTUARY_ASSIGN_OR_RETURN(sw.from_s, Int(c, e, "from_s", 0, 0, kMaxTime));
+      ESTUARY_ASSIGN_OR_RETURN(sw.to_s, Int(c, e, "to_s", 0, 0, kMaxTime));
+      if (sw.to_s <= sw.from_s) return c.Err(e["to_s"], "to_s", "the window ends before it starts (to_s <= from_s)");
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, e, "replicas", 1, 1, j.replicas));
+      sw.replicas = static_cast<int32_t>(v);
+      if (!j.standby.empty() && sw.from_s < j.standby.back().to_s) {
+        return c.Err(e["from_s"], "from_s", "the window overlaps the previous one (or is not in time order)");
+      }
+      j.standby.push_back(sw);
+    }
+  }
   return j;
 }
 
@@ -163,7 +188,8 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   const YAML::Node root = loaded;
   if (!root.IsMap()) return InvalidArgument(path + ":1: expected a mapping");
   ESTUARY_RETURN_IF_ERROR(Known(c, root, {"name", "duration_s", "sample_interval_s", "seeds", "cluster", "jobs",
-                                          "generator", "events", "network", "failures", "configurations"}));
+                                          "generator", "events", "network", "failures", "configurations", "tidal",
+                                          "utilisation"}));
   Scenario s;
   s.path = path;
   ESTUARY_ASSIGN_OR_RETURN(s.name, Str(c, root, "name", true));
@@ -235,11 +261,62 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       GeneratedClass gc;
       ESTUARY_ASSIGN_OR_RETURN(gc.share, Real(c, m, "share", 1, 1e-12, 1e12));
       ESTUARY_ASSIGN_OR_RETURN(gc.job, ParseJob(c, m, true));
+      ESTUARY_ASSIGN_OR_RETURN(gc.diurnal, Bool(c, m, "diurnal", false));
       if (gc.job.name.empty()) gc.job.name = "gen" + std::to_string(s.stream.classes.size());
       s.stream.classes.push_back(gc);
     }
   }
-  if (s.jobs.empty() && s.stream.arrivals_per_hour == 0) return c.Err(root, "jobs", "no jobs and no generator");
+  if (const YAML::Node t = root["tidal"]) {
+    if (!t.IsMap()) return c.Err(t, "tidal", "expected a mapping {curve, start_hour, weekend_pct, services, ...}");
+    ESTUARY_RETURN_IF_ERROR(Known(c, t, {"curve", "start_hour", "weekend_pct", "services"}));
+    TidalWorkload& w = s.tidal;
+    w.enabled = true;
+    w.line = t.Mark().line + 1;
+    ESTUARY_ASSIGN_OR_RETURN(w.curve_path, Str(c, t, "curve", true));
+    if (std::filesystem::path(w.curve_path).is_relative()) {
+      w.curve_path = (std::filesystem::path(path).parent_path() / w.curve_path).string();
+    }
+    ESTUARY_ASSIGN_OR_RETURN(w.curve, ReadDemandCurve(w.curve_path));
+    ESTUARY_ASSIGN_OR_RETURN(w.start_hour, Int(c, t, "start_hour", 0, 0, 23));
+    ESTUARY_ASSIGN_OR_RETURN(w.weekend_pct, Int(c, t, "weekend_pct", 100, 0, 1000));
+    if (const YAML::Node sv = t["services"]) {
+      if (!sv.IsMap()) return c.Err(sv, "services", "expected a mapping {count, replicas_min, replicas_max, gpus, ...}");
+      ESTUARY_RETURN_IF_ERROR(Known(c, sv, {"count", "replicas_min", "replicas_max", "gpus", "cpu_cores", "memory_gib",
+                                            "phase_jitter_s", "step_s"}));
+      ESTUARY_ASSIGN_OR_RETURN(w.services, Int(c, sv, "count", 0, 0, 100000));
+      int64_t v = 0;
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "replicas_min", 1, 1, 100000));
+      w.replicas_min = static_cast<int32_t>(v);
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "replicas_max", w.replicas_min, 1, 100000));
+      if (v < w.replicas_min) return c.Err(sv["replicas_max"], "replicas_max", "below replicas_min");
+      w.replicas_max = static_cast<int32_t>(v);
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "gpus", 1, 1, kMaxGpusPerNode));
+      w.per_replica.gpu_count = static_cast<int32_t>(v);
+      w.per_replica.gpu_milli = kMilliPerGpu;
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "cpu_cores", 1, 0, 1'000'000));
+      w.per_replica.cpu_milli = v * 1000;
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "memory_gib", 1, 0, 1'000'000));
+      w.per_replica.mem_mib = v * 1024;
+      ESTUARY_ASSIGN_OR_RETURN(w.phase_jitter_s, Int(c, sv, "phase_jitter_s", w.phase_jitter_s, 0, 43200));
+      ESTUARY_ASSIGN_OR_RETURN(w.step_s, Int(c, sv, "step_s", w.step_s, 1, 86400));
+    }
+  }
+  for (const GeneratedClass& gc : s.stream.classes) {
+    if (gc.diurnal && !s.tidal.enabled) return c.Err(root, "tidal", "a generator class is diurnal but there is no tidal curve");
+  }
+  if (const YAML::Node u = root["utilisation"]) {
+    if (!u.IsMap()) return c.Err(u, "utilisation", "expected a mapping {class: percent}");
+    ESTUARY_RETURN_IF_ERROR(Known(c, u, {"hp-inference", "hp-training", "dev", "lp", "spot", "other"}));
+    UtilisationProfile& p = s.utilisation;
+    for (auto [key, out] : {std::pair{"hp-inference", &p.hp_inference}, std::pair{"hp-training", &p.hp_training},
+                            std::pair{"dev", &p.dev}, std::pair{"lp", &p.lp}, std::pair{"spot", &p.spot},
+                            std::pair{"other", &p.other}}) {
+      ESTUARY_ASSIGN_OR_RETURN(*out, Int(c, u, key, *out, 0, 100));
+    }
+  }
+  if (s.jobs.empty() && s.stream.arrivals_per_hour == 0 && s.tidal.services == 0) {
+    return c.Err(root, "jobs", "no jobs, no generator and no services");
+  }
   // Events.
   if (const YAML::Node ev = root["events"]) {
     if (!ev.IsSequence()) return c.Err(ev, "events", "expected a list");
@@ -291,7 +368,8 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   std::set<std::string> conf_names;
   for (const YAML::Node& m : confs) {
     if (!m.IsMap()) return c.Err(m, "configurations", "expected a mapping per configuration");
-    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack", "queue", "preempt"}));
+    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack", "queue", "preempt", "absorb",
+                                         "standby"}));
     SchedulerConfig sc;
     sc.line = m.Mark().line + 1;
     ESTUARY_ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
@@ -314,6 +392,16 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s"}));
       sc.preempt = true;
       ESTUARY_ASSIGN_OR_RETURN(sc.grace_s, Int(c, p, "grace_s", sc.grace_s, 0, 86400));
+    }
+    ESTUARY_ASSIGN_OR_RETURN(sc.absorb, Bool(c, m, "absorb", false));
+    if (const YAML::Node p = m["standby"]) {
+      if (!p.IsMap()) return c.Err(p, "standby", "expected a mapping {grace_s, lend_max_priority}");
+      ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "lend_max_priority"}));
+      sc.standby = true;
+      ESTUARY_ASSIGN_OR_RETURN(sc.standby_grace_s, Int(c, p, "grace_s", sc.standby_grace_s, 0, 86400));
+      int64_t v = 0;
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, p, "lend_max_priority", sc.lend_max_priority, 0, kHpPriority - 1));
+      sc.lend_max_priority = static_cast<int32_t>(v);
     }
     if (const YAML::Node r = m["reserve"]) {
       if (!r.IsMap()) return c.Err(r, "reserve", "expected a mapping {after_s, max_jobs, min_gpus, max_gpus, replan_s}");

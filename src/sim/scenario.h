@@ -12,8 +12,18 @@
 #include "common/status.h"
 #include "model/cluster_state.h"
 #include "sim/cluster/generator.h"
+#include "sim/trace/curve.h"
 
 namespace estuary {
+
+// A Standby window of a listed job (key `standby: [{from_s, to_s, replicas}]`): with a
+// configuration's `standby`, `replicas` of its bound replicas are in Standby from from_s; their
+// restore starts grace_s before to_s, so that they serve again at to_s. Windows of a job do not
+// overlap and end after they start.
+struct StandbyWindow {
+  SimTime from_s = 0, to_s = 0;
+  int32_t replicas = 1;
+};
 
 // One job (or one class of generated jobs): `replicas` tasks of `per_replica`, granted in
 // multiples of `step` within [min, replicas], running `duration_s` once started.
@@ -35,6 +45,12 @@ struct JobTemplate {
   bool preemptible = false;
   int64_t checkpoint_interval_s = 0;
   int64_t restart_cost_s = 0;
+  // How the run time depends on the replicas granted (`scaling`): fixed (default) — the job runs
+  // duration_s whatever it was granted; linear — duration_s is its run time at max replicas and
+  // it progresses in proportion to its usable replicas (bound, rounded down to usable_step), so
+  // an elastic job that grows (Absorb) finishes sooner and one that shrinks later.
+  bool linear_scaling = false;
+  std::vector<StandbyWindow> standby;  // listed jobs only, ascending and disjoint
 };
 
 // The job classes of issue 4: name, default priority, default preemptible.
@@ -54,6 +70,10 @@ inline constexpr JobClassInfo kJobClasses[] = {
 struct GeneratedClass {
   double share = 1;
   JobTemplate job;  // submit_s ignored; duration_s is the mean of an exponential distribution
+  // Arrivals follow the tidal curve (Scenario::tidal): an arrival of this class at time t is kept
+  // with probability demand(t) (per-mille of the peak, weekend scale included), so its rate is
+  // share x arrivals_per_hour x demand(t). Needs `tidal`.
+  bool diurnal = false;
 };
 
 struct JobStream {
@@ -89,6 +109,35 @@ struct FailureModel {
   std::optional<uint64_t> seed;  // default: the run's seed
 };
 
+// The tidal workload (key `tidal`, docs/simulate.md "Tidal workloads"): online-inference
+// services whose replica demand follows a diurnal curve (a curve file, sim/trace/curve.h), and the
+// time base that `diurnal` generator classes follow. Local time of day at t is
+// (start_hour x 3600 + t) mod 86400; day d = (start_hour x 3600 + t) / 86400 counts from 0, and
+// days 5 and 6 of every week are the weekend, where demand is scaled by weekend_pct.
+struct TidalWorkload {
+  bool enabled = false;
+  std::string curve_path;  // relative paths are relative to the scenario
+  DemandCurve curve;
+  int64_t start_hour = 0;
+  int64_t weekend_pct = 100;
+  // Services: `services` jobs of class hp-inference (priority 900, not preemptible), each with a
+  // peak of replicas drawn uniformly from [replicas_min, replicas_max], submitted at 0, running
+  // to the end. Demand of service k at t = ceil(peak x demand(t + phase_k)), at least 1 replica,
+  // with phase_k uniform in [-phase_jitter_s, phase_jitter_s]; re-evaluated every step_s.
+  int64_t services = 0;
+  int32_t replicas_min = 1, replicas_max = 1;
+  TaskRequest per_replica;
+  int64_t phase_jitter_s = 3600;
+  int64_t step_s = 300;
+  int line = 0;
+};
+
+// The modelled utilisation (metrics.md §6) of a GPU allocated to each class, in percent: a model,
+// never a measurement. Key `utilisation: {class: pct}`; defaults in docs/simulate.md.
+struct UtilisationProfile {
+  int64_t hp_inference = 30, hp_training = 60, dev = 15, lp = 50, spot = 45, other = 40;
+};
+
 struct SchedulerConfig {
   std::string name;
   std::string policy = "best-fit";
@@ -102,6 +151,16 @@ struct SchedulerConfig {
   // held for the HP job meanwhile. `preempt: {grace_s}`; off by default.
   bool preempt = false;
   int64_t grace_s = 60;
+  // Absorb (issue 4): after every cycle, running elastic jobs grow toward max in whole steps
+  // (AbsorbAction), unless a waiting job of higher priority could use the capacity. `absorb: true`.
+  bool absorb = false;
+  // SpotGPU Standby (issue 4): service replicas above the current demand enter Standby and lend
+  // their GPUs and CPU to spot jobs (preemptible, priority <= lend_max_priority); when demand
+  // rises again, the borrowers on a replica are evicted with `grace_s` and it resumes on the same
+  // GPUs. Restores start grace_s ahead of the demand. `standby: {grace_s, lend_max_priority}`.
+  bool standby = false;
+  int64_t standby_grace_s = 60;
+  int32_t lend_max_priority = 100;
   // Domain packing (AllocateOptions::pack_*): `pack: {plane, level}`; empty: off.
   std::string pack_plane, pack_level;
   int line = 0;  // of the configuration, for errors found when it meets the cluster
@@ -135,6 +194,8 @@ struct Scenario {
   std::vector<NodeEvent> events;
   NetworkModel network;
   std::optional<FailureModel> failures;  // none: only the listed events
+  TidalWorkload tidal;
+  UtilisationProfile utilisation;
   std::vector<SchedulerConfig> configurations;
 };
 

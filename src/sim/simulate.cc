@@ -1,6 +1,7 @@
 #include "sim/simulate.h"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <climits>
 #include <cmath>
@@ -13,6 +14,8 @@
 #include "sched/actions/failure.h"
 #include "sched/actions/preempt.h"
 #include "sched/actions/reserve.h"
+#include "sched/actions/absorb.h"
+#include "sched/actions/standby.h"
 #include "sched/plugins/register.h"
 #include "sim/capacity_metrics.h"
 #include "sim/cluster/cluster_spec.h"
@@ -57,6 +60,32 @@ struct SimJob {
   std::optional<int64_t> domains;                       // at first start
   std::optional<double> entropy;                        // at first start
   bool reclaiming = false;  // an HP job whose victims are being evicted (grace period)
+  SimTime reclaim_refused = -1;  // when Reclaim last found it infeasible even with preemption
+  // The work model (JobTemplate::linear_scaling): work in replica-seconds x kWorkScale at max
+  // replicas; a running job progresses `rate` replica units per second (max replicas when fixed,
+  // its usable replicas when linear), slowed by `slow` / 10000 (the network model).
+  int64_t work_left = 0;
+  int64_t work_at_checkpoint = 0;  // work_left at the current run's last checkpoint (or start)
+  int64_t rate = 0;
+  int64_t slow = 10000;
+  SimTime progress_t = 0;  // progress is counted up to here (after a restart: start + restart cost)
+  uint64_t gen = 0;        // identifies the scheduled end event (bumped on every reschedule)
+  SimTime finish = -1;     // when its last run ended
+  bool restarted = false;  // it was evicted or requeued: its next start pays restart_cost_s
+  int service = -1;        // index into the run's services (tidal), or -1
+  int64_t util_pct = 0;    // UtilisationProfile of its class
+  bool lender = false;     // a service or a job with standby windows, under a standby configuration
+};
+
+constexpr SimTime kMaxSimTime = 1'000'000'000'000;  // "to the end of any run"
+constexpr int64_t kWorkScale = 10000;  // work units per replica-second
+constexpr int64_t kSlowBase = 10000;   // `slow` of a job that is not slowed
+
+// A tidal service (TidalWorkload): its job, peak replicas and phase.
+struct Service {
+  size_t job = 0;
+  int32_t peak = 1;
+  SimTime phase = 0;
 };
 
 // An eviction in its grace period: at `at`, the victims' tasks free their resources.
@@ -187,6 +216,14 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     j.duration = t.duration_s;
     jobs.push_back(j);
   }
+  // The tidal curve: demand at time t, per-mille of the peak (weekend scale included).
+  const TidalWorkload& tidal = sc.tidal;
+  auto demand_permille = [&](SimTime t) -> int64_t {
+    const int64_t local = tidal.start_hour * 3600 + t;
+    const int64_t day = local >= 0 ? local / 86400 : -((-local + 86399) / 86400);
+    const int64_t p = tidal.curve.PermilleAt(local - day * 86400);
+    return ((day % 7) + 7) % 7 >= 5 ? p * tidal.weekend_pct / 100 : p;
+  };
   Rng rng(seed);
   if (sc.stream.arrivals_per_hour > 0) {
     double total_share = 0;
@@ -199,6 +236,9 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       double x = rng.UniformDouble() * total_share;
       size_t c = 0;
       while (c + 1 < sc.stream.classes.size() && x >= sc.stream.classes[c].share) x -= sc.stream.classes[c++].share;
+      if (sc.stream.classes[c].diurnal && rng.UniformDouble() * 1000.0 >= static_cast<double>(demand_permille(static_cast<SimTime>(t)))) {
+        continue;  // thinned: the class's rate follows the curve
+      }
       SimJob j;
       j.tmpl = sc.stream.classes[c].job;
       j.tmpl.name += "-" + std::to_string(k);
@@ -208,12 +248,56 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       jobs.push_back(j);
     }
   }
+  // Tidal services: peaks and phases from a stream of their own, so that they do not disturb
+  // the job stream's draws.
+  std::vector<Service> services;
+  if (tidal.services > 0) {
+    Rng srng(seed ^ 0x7365727669636573ULL);
+    for (int64_t k = 0; k < tidal.services; ++k) {
+      Service sv;
+      sv.peak = tidal.replicas_min + static_cast<int32_t>(srng.Uniform(static_cast<uint64_t>(tidal.replicas_max - tidal.replicas_min + 1)));
+      sv.phase = tidal.phase_jitter_s == 0 ? 0
+                                           : static_cast<SimTime>(srng.Uniform(static_cast<uint64_t>(2 * tidal.phase_jitter_s + 1))) -
+                                                 tidal.phase_jitter_s;
+      SimJob j;
+      j.tmpl.line = tidal.line;
+      j.tmpl.name = "svc-" + std::to_string(k);
+      j.tmpl.job_class = "hp-inference";
+      j.tmpl.priority = kJobClasses[0].priority;
+      j.tmpl.replicas = j.tmpl.min_replicas = sv.peak;
+      j.tmpl.per_replica = tidal.per_replica;
+      j.tmpl.duration_s = kMaxSimTime;
+      j.duration = kMaxSimTime;
+      j.service = static_cast<int>(services.size());
+      sv.job = jobs.size();
+      services.push_back(sv);
+      jobs.push_back(j);
+    }
+  }
+  // Service demand (replicas) of service `k` at t: ceil(peak x demand(t + phase)), in [1, peak].
+  auto service_demand = [&](const Service& sv, SimTime t) -> int32_t {
+    const int64_t d = (int64_t{sv.peak} * demand_permille(t + sv.phase) + 999) / 1000;
+    return static_cast<int32_t>(std::clamp<int64_t>(d, 1, sv.peak));
+  };
   for (SimJob& j : jobs) {
+    j.lender = config.standby && (j.service >= 0 || !j.tmpl.standby.empty());
+    const UtilisationProfile& u = sc.utilisation;
+    const std::string& c = j.tmpl.job_class;
+    j.util_pct = c == "hp-inference" ? u.hp_inference
+                 : c == "hp-training" ? u.hp_training
+                 : c == "dev"         ? u.dev
+                 : c == "lp"          ? u.lp
+                 : c == "spot"        ? u.spot
+                                      : u.other;
     auto id = Materialize(sc, state, j.tmpl, j.tmpl.name);
     if (!id.ok()) return id.status();
     j.id = *id;
     j.large = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count >= 128;
     j.spread_level = SpreadLevel(state, j.id);
+  }
+  std::vector<size_t> lenders;  // jobs that may lend Standby replicas under this configuration
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].lender) lenders.push_back(i);
   }
   // jobs[job_index[id]] is the job of state job `id`.
   std::vector<size_t> job_index(state.jobs().size(), SIZE_MAX);
@@ -238,7 +322,9 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   }
   auto session = Session::Open(state, BuiltinRegistry(), ctx, so);
   if (!session.ok()) return session.status();
-  AllocateOptions aopts{config.align, config.topology};
+  AllocateOptions aopts;
+  aopts.align = config.align;
+  aopts.topology = config.topology;
   if (!config.pack_plane.empty()) {
     const std::string where = sc.path + ":" + std::to_string(config.line) + ": configuration '" + config.name + "': pack: ";
     const auto plane = state.topology().FindPlane(config.pack_plane);
@@ -264,12 +350,15 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   // Events, ordered by (time, kind, index): job ends, node events (listed, then generated repairs
   // in creation order), the failure model's next draw, arrivals.
   // kTick: a scheduling cycle with nothing else happening (reservations are re-planned on ticks).
-  enum EvKind : int { kEnd = 0, kNode = 1, kFailureDraw = 2, kArrival = 3, kTick = 4, kEvict = 5 };
+  // kService: service demand and Standby windows are re-evaluated; kRestore: a replica's restore
+  // from Standby completes (its borrowers leave).
+  enum EvKind : int { kEnd = 0, kNode = 1, kFailureDraw = 2, kArrival = 3, kTick = 4, kEvict = 5, kService = 6,
+                      kRestore = 7 };
   struct Ev {
     SimTime t;
     int kind;
     size_t idx;     // kEnd, kArrival: job; kNode: node event
-    SimTime start;  // kEnd: the run it ends; generated repairs: the failure they repair
+    SimTime start;  // kEnd: the job's gen when scheduled; generated repairs: the failure they repair
     bool operator>(const Ev& o) const {
       return std::tie(t, kind, idx) > std::tie(o.t, o.kind, o.idx);
     }
@@ -280,6 +369,16 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   }
   for (size_t i = 0; i < node_events.size(); ++i) events.push({sc.events[i].at_s, kNode, i, 0});
   if (config.reserve.enabled) events.push({config.reserve.replan_s, kTick, 0, 0});
+  // Standby: services follow their demand every step_s; listed windows at their edges.
+  if (config.standby) {
+    if (!services.empty()) events.push({0, kService, 0, 0});
+    for (const SimJob& j : jobs) {
+      for (const StandbyWindow& w : j.tmpl.standby) {
+        events.push({w.from_s, kService, 1, 0});
+        events.push({std::max(w.from_s, w.to_s - config.standby_grace_s), kService, 1, 0});
+      }
+    }
+  }
 
   // The failure model: the nodes' independent Poisson processes (rate 1/MTBF each) as one
   // cluster-wide process of rate nodes/MTBF whose every draw picks a node uniformly; a draw that
@@ -328,7 +427,9 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     if (!l) return InvalidArgument(where + "level: plane '" + sc.network.plane + "' has no level '" + sc.network.level + "'");
     net_level = *l;
   }
-  double free_asws = 0, free_pods = 0, held_idle = 0, alloc_hp_sum = 0, alloc_all_sum = 0;
+  double free_asws = 0, free_pods = 0, held_idle = 0, alloc_hp_sum = 0, alloc_all_sum = 0, harvest_sum = 0,
+         util_sum = 0, hp_demand_sum = 0;
+  int64_t harvest_samples = 0;
   int64_t reservations_made = 0;
   std::deque<size_t> pending;
   std::vector<SimTime> last_failure(state.num_nodes(), -1);  // per node: when it last went down
@@ -353,27 +454,76 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       SimSample sample{next_sample, alloc, FreeNodes(state), static_cast<int64_t>(pending.size())};
       if (asw) sample.free_asws = whole_free(*data, *asw);
       if (pod) sample.free_rdma_pods = whole_free(*param, *pod);
-      res.samples.push_back(sample);
-      // Allocation ratios (metrics.md §4; no Standby yet, so nothing is HP-claimed but unused):
-      // per GPU node the share of its GPUs held by HP tasks, and by any task; mean over nodes.
-      double hp_share = 0, any_share = 0;
-      int64_t gpu_nodes = 0;
+      // Allocation ratios (metrics.md §4), per GPU node, in milli-GPU: hp_active (HP tasks not
+      // in Standby), hp_standby, lp_alloc (LP tasks, borrowers included); residual =
+      // max(hp_standby - lp_alloc, 0) still counts as HP-claimed. Standby harvest: over nodes
+      // with hp_standby > 0, min(lp_alloc / hp_standby, 1). Idle GPUs (doing no work): free GPU
+      // milli on nodes that are not down, lent GPUs no borrower uses, and the service replicas
+      // above their demand that are not in Standby. Modelled utilisation: every bound task's
+      // GPUs x its class's profile — a service's active replicas at min(demand / active, 1) of it.
+      double hp_share = 0, any_share = 0, harvest = 0, idle = 0, busy = 0, hp_demand = 0;
+      int64_t gpu_nodes = 0, standby_nodes = 0;
       for (const Node& n : state.nodes()) {
         if (n.spec.gpu_count == 0) continue;
         ++gpu_nodes;
-        int64_t hp = 0;
+        int64_t hp_active = 0, hp_standby = 0, lp = 0;
         for (TaskId t : n.tasks) {
           const Task& task = state.task(t);
-          if (task.priority >= kHpPriority) hp += int64_t{task.gpus.size} * task.req.gpu_milli;
+          const int64_t g = int64_t{task.gpus.size} * task.req.gpu_milli;
+          if (task.standby) {
+            hp_standby += g;
+          } else if (task.priority >= kHpPriority) {
+            hp_active += g;
+          } else {
+            lp += g;
+          }
+          const SimJob& j = jobs[job_index[task.job.value()]];
+          if (!task.standby && j.service < 0) {
+            busy += static_cast<double>(g * j.util_pct) / 100.0;
+            if (task.priority >= kHpPriority) hp_demand += static_cast<double>(g);
+          }
         }
-        const double cap = static_cast<double>(n.spec.gpu_count) * kMilliPerGpu;
-        hp_share += static_cast<double>(hp) / cap;
-        any_share += (cap - static_cast<double>(n.gpu_free_total)) / cap;
+        const int64_t cap = int64_t{n.spec.gpu_count} * kMilliPerGpu;
+        const int64_t residual = std::max<int64_t>(hp_standby - lp, 0);
+        hp_share += static_cast<double>(hp_active + residual) / static_cast<double>(cap);
+        any_share += static_cast<double>(std::min(hp_active + lp, cap) + residual) / static_cast<double>(cap);
+        if (hp_standby > 0) {
+          ++standby_nodes;
+          harvest += std::min(1.0, static_cast<double>(lp) / static_cast<double>(hp_standby));
+        }
+        if (n.state != NodeState::kDown) {
+          idle += static_cast<double>(n.gpu_free_total + int64_t{std::popcount(n.lent_free)} * kMilliPerGpu);
+        }
       }
+      const int64_t gpus_per_service = int64_t{tidal.per_replica.gpu_count} * kMilliPerGpu;
+      for (const Service& sv : services) {
+        const SimJob& j = jobs[sv.job];
+        if (j.started_at < 0) continue;
+        int64_t active = 0;
+        for (TaskId t : state.job(j.id).tasks) active += state.task(t).state == TaskState::kBound && !state.task(t).standby;
+        const int64_t demand = service_demand(sv, next_sample);
+        idle += static_cast<double>(std::max<int64_t>(active - demand, 0) * gpus_per_service);
+        busy += static_cast<double>(std::min(active, demand) * gpus_per_service * j.util_pct) / 100.0;
+        hp_demand += static_cast<double>(std::min(active, demand) * gpus_per_service);
+      }
+      idle += static_cast<double>(UnusableGpus(state, jobs)) * kMilliPerGpu;
       if (gpu_nodes > 0) {
-        alloc_hp_sum += 100.0 * hp_share / static_cast<double>(gpu_nodes);
-        alloc_all_sum += 100.0 * any_share / static_cast<double>(gpu_nodes);
+        sample.alloc_ratio_hp_pct = 100.0 * hp_share / static_cast<double>(gpu_nodes);
+        sample.alloc_ratio_hp_lp_pct = 100.0 * any_share / static_cast<double>(gpu_nodes);
+        alloc_hp_sum += sample.alloc_ratio_hp_pct;
+        alloc_all_sum += sample.alloc_ratio_hp_lp_pct;
       }
+      if (standby_nodes > 0) {
+        harvest_sum += 100.0 * harvest / static_cast<double>(standby_nodes);
+        ++harvest_samples;
+      }
+      sample.idle_gpus = idle / kMilliPerGpu;
+      const int64_t local = tidal.start_hour * 3600 + next_sample;
+      sample.local_hour = static_cast<int>(local % 86400 / 3600);
+      const double idle_hours = sample.idle_gpus * static_cast<double>(sc.sample_interval_s) / 3600.0;
+      res.idle_gpu_hours_by_hour[sample.local_hour] += idle_hours;
+      util_sum += 100.0 * busy / capacity;
+      hp_demand_sum += 100.0 * hp_demand / capacity;
       const std::vector<IdleCauses> causes = IdleGpuCauses(state);
       for (size_t k = 0; k < causes.size(); ++k) {
         const IdleCauses& c = causes[k];
@@ -382,6 +532,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
         idle_sums[k].stranded += c.stranded;
         idle_sums[k].insufficient_cpu += c.insufficient_cpu;
       }
+      res.samples.push_back(sample);
       if (asw) free_asws += static_cast<double>(sample.free_asws);
       if (pod) free_pods += static_cast<double>(sample.free_rdma_pods);
       if (config.reserve.enabled) {
@@ -402,8 +553,73 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       next_sample += sc.sample_interval_s;
     }
   };
+  // The work model. progress(j, t): counts j's progress up to t at its current rate (and the
+  // work left at the last checkpoint passed); reschedule(i, t): after its replicas changed,
+  // recomputes its rate and slowdown and moves its end event.
+  auto progress = [&](SimJob& j, SimTime t) {
+    if (j.started_at < 0 || j.service >= 0 || t <= j.progress_t || j.rate == 0) return;
+    auto done = [&](SimTime e) {
+      return static_cast<int64_t>(static_cast<__int128>(e) * j.rate * kWorkScale * kSlowBase / j.slow);
+    };
+    const int64_t interval = j.tmpl.checkpoint_interval_s;
+    if (interval > 0) {
+      const SimTime last = j.started_at + (t - j.started_at) / interval * interval;
+      if (last > j.progress_t) j.work_at_checkpoint = std::max<int64_t>(0, j.work_left - done(last - j.progress_t));
+    }
+    j.work_left = std::max<int64_t>(0, j.work_left - done(t - j.progress_t));
+    j.progress_t = t;
+  };
+  std::set<size_t> elastic_running;  // running jobs with min < max (Absorb's candidates)
+  std::vector<int32_t> node_evictions(state.num_nodes(), 0);  // per node: evictions of borrowers
+  auto reschedule = [&](size_t i, SimTime t) {
+    SimJob& j = jobs[i];
+    if (j.started_at < 0 || j.service >= 0) return;
+    progress(j, t);
+    const JobSpec& spec = state.job(j.id).spec;
+    const int64_t bound = BoundReplicas(state, j.id);
+    const int64_t usable = spec.usable_step > 0 ? spec.usable_step : std::max<int32_t>(1, spec.step);
+    const int64_t rate = j.tmpl.linear_scaling ? bound / usable * usable : (bound > 0 ? j.tmpl.replicas : 0);
+    int64_t slow = kSlowBase;
+    if (net_plane) {
+      const auto [domains, nodes] = DomainsAndNodes(state, j.id, *net_plane, net_level);
+      if (nodes > 1 && domains > 1) slow = net_factor;
+    }
+    if (rate == j.rate && slow == j.slow && j.gen > 0) return;  // the scheduled end stands
+    j.rate = rate;
+    j.slow = slow;
+    ++j.gen;
+    if (rate == 0) return;  // no usable replicas: no progress until it grows
+    const __int128 denom = static_cast<__int128>(rate) * kWorkScale * kSlowBase;
+    const SimTime need = static_cast<SimTime>((static_cast<__int128>(j.work_left) * slow + denom - 1) / denom);
+    events.push({std::max(t, j.progress_t) + need, kEnd, i, static_cast<SimTime>(j.gen)});
+  };
+  // Ends j's current run without finishing it (an eviction or a failure): the work since its last
+  // checkpoint is lost and its next start pays its restart cost.
+  auto stop_run = [&](size_t i, SimTime t) {
+    SimJob& j = jobs[i];
+    progress(j, t);
+    j.work_left = j.work_at_checkpoint;
+    j.started_at = -1;
+    j.rate = 0;
+    ++j.gen;
+    j.restarted = true;
+    state.SetJobStart(j.id, -1);
+    elastic_running.erase(i);
+  };
   std::vector<size_t> order;
   std::vector<char> leaves(jobs.size(), 0);  // per job: left the queue in this pass
+  // What decides whether a pending job can start now: its replica request, min, step, topology
+  // constraint, and whether it may borrow Standby capacity.
+  struct Shape {
+    const JobTemplate* t;
+    bool lends;
+    bool operator==(const Shape& o) const {
+      return t->per_replica == o.t->per_replica && t->min_replicas == o.t->min_replicas && t->replicas == o.t->replicas &&
+             t->step == o.t->step && t->plane == o.t->plane && t->required_level == o.t->required_level &&
+             t->preferred_level == o.t->preferred_level && lends == o.lends;
+    }
+  };
+  std::vector<Shape> failed_shapes;
   auto try_pending = [&](SimTime now) {
     // Queue order: arrival (requeued jobs first), or priority first with arrival among equals.
     order.assign(pending.begin(), pending.end());
@@ -411,9 +627,21 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       std::stable_sort(order.begin(), order.end(),
                        [&](size_t a, size_t b) { return jobs[a].tmpl.priority > jobs[b].tmpl.priority; });
     }
+    // Within one pass capacity only shrinks — except where a starting job releases its
+    // reservation — so a job of the same shape as one that had to wait waits too: it is not tried.
+    failed_shapes.clear();
     for (size_t i : order) {
       SimJob& j = jobs[i];
-      const JobAttempt a = AllocateAction::TryStart(**session, state, j.id, aopts);
+      JobAttempt a;
+      // Spot jobs try the capacity lent by Standby replicas first.
+      const bool lends = config.standby && j.tmpl.preemptible && j.tmpl.priority <= config.lend_max_priority;
+      const bool own_hold = state.job(j.id).reservation.valid();
+      const Shape shape{&j.tmpl, lends};
+      if (!own_hold && std::find(failed_shapes.begin(), failed_shapes.end(), shape) != failed_shapes.end()) continue;
+      if (lends && !state.lending_nodes().empty()) a = StandbyAction::PlaceOnLent(state, j.id, node_evictions, config.align);
+      if (!a.started) a = AllocateAction::TryStart(**session, state, j.id, aopts);
+      if (!a.started && a.kind != OutcomeKind::kInfeasible && !own_hold) failed_shapes.push_back(shape);
+      if (a.started && own_hold) failed_shapes.clear();  // its held nodes are free for others again
       if (a.started) {
         j.started_at = now;
         state.SetJobStart(j.id, now);
@@ -421,16 +649,15 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
           j.first_start = now;
           j.granted = a.granted;
           MeasureSpread(state, j);
+          if (j.service < 0) j.work_left = j.duration * j.tmpl.replicas * kWorkScale;
         }
-        SimTime run = j.duration;
-        if (net_plane) {
-          const auto [domains, nodes] = DomainsAndNodes(state, j.id, *net_plane, net_level);
-          if (nodes > 1 && domains > 1) {
-            run = (run * net_factor + 9999) / 10000;
-            ++slowed_runs;
-          }
-        }
-        events.push({now + run, 0, i, now});
+        j.work_at_checkpoint = j.work_left;
+        j.progress_t = now + (j.restarted ? j.tmpl.restart_cost_s : 0);
+        j.rate = 0;
+        j.slow = kSlowBase;
+        reschedule(i, now);
+        slowed_runs += j.slow != kSlowBase;
+        if (j.tmpl.min_replicas > 0 && j.tmpl.min_replicas < j.tmpl.replicas && j.service < 0) elastic_running.insert(i);
         if (j.large && asw) asws_per_large.push_back(static_cast<double>(DomainsAndNodes(state, j.id, *data, *asw).first));
       } else if (a.kind == OutcomeKind::kInfeasible) {
         j.infeasible = true;  // dropped from the queue: the cluster cannot grow
@@ -452,14 +679,14 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     last_failure[node.value()] = t;
     res.node_events.push_back({t, state.node(node).spec.name, true, generated});
     for (const FailureEffect& fe : NodeFailureAction::NodeDown(state, node, config.align)) {
+      const size_t i = job_index[fe.job.value()];
       if (!fe.requeued) {
         ++shrunk_by_failure;
+        reschedule(i, t);
         continue;
       }
       ++requeued_by_failure;
-      const size_t i = job_index[fe.job.value()];
-      jobs[i].started_at = -1;
-      state.SetJobStart(fe.job, -1);
+      stop_run(i, t);
       pending.push_front(i);
     }
   };
@@ -471,8 +698,28 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   // Reclaim: evictions in their grace period, and the tasks they will evict.
   std::vector<Eviction> evictions;
   std::vector<char> being_evicted(state.tasks().size(), 0);
-  int64_t evictions_count = 0, hp_evictions = 0;
+  int64_t evictions_count = 0, hp_evictions = 0, absorbed_replicas = 0, standby_entries = 0, standby_restores = 0;
   double lost_gpu_hours = 0;
+  // Evicts running job `vi` whole at t: its bound tasks free their resources (`gpu_milli` more of
+  // its tasks were freed just before), the work since its last checkpoint is lost and it is
+  // requeued.
+  auto evict_job = [&](size_t vi, SimTime t, int64_t gpu_milli) {
+    SimJob& v = jobs[vi];
+    for (TaskId task : state.job(v.id).tasks) {
+      if (state.task(task).state == TaskState::kBound) {
+        gpu_milli += state.task(task).req.TotalGpuMilli();
+        if (state.task(task).borrowed) ++node_evictions[state.task(task).node.value()];
+        state.Unbind(task);
+      }
+    }
+    const int64_t ran = t - v.started_at, interval = v.tmpl.checkpoint_interval_s;
+    lost_gpu_hours += static_cast<double>(gpu_milli) / kMilliPerGpu *
+                      static_cast<double>(interval > 0 ? ran % interval : ran) / 3600.0;
+    ++evictions_count;
+    hp_evictions += v.tmpl.priority >= kHpPriority;
+    stop_run(vi, t);
+    pending.push_front(vi);
+  };
   // Ends the grace period of `ev`: its tasks that still run free their resources; jobs evicted
   // whole are requeued (losing the work since their last checkpoint), the others keep running
   // with fewer replicas.
@@ -489,28 +736,19 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       state.Unbind(task);
     }
     evictions_count += static_cast<int64_t>(shrunk.size());
-    for (uint32_t jid : shrunk) hp_evictions += state.job(JobId(jid)).spec.priority >= kHpPriority;
+    for (uint32_t jid : shrunk) {
+      hp_evictions += state.job(JobId(jid)).spec.priority >= kHpPriority;
+      reschedule(job_index[jid], t);
+    }
     for (JobId victim : ev.whole) {
-      SimJob& v = jobs[job_index[victim.value()]];
-      if (v.started_at < 0) continue;
-      int64_t gpu_milli = 0;
-      for (TaskId task : state.job(victim).tasks) {
-        if (state.task(task).state == TaskState::kBound) {
+      if (jobs[job_index[victim.value()]].started_at < 0) continue;
+      int64_t gpu_milli = 0;  // of its tasks unbound above
+      for (TaskId task : ev.tasks) {
+        if (state.task(task).job == victim && state.task(task).state == TaskState::kPending) {
           gpu_milli += state.task(task).req.TotalGpuMilli();
-          state.Unbind(task);
         }
       }
-      for (TaskId task : ev.tasks) {
-        if (state.task(task).job == victim) gpu_milli += state.task(task).req.TotalGpuMilli();
-      }
-      const int64_t ran = t - v.started_at, interval = v.tmpl.checkpoint_interval_s;
-      lost_gpu_hours += static_cast<double>(gpu_milli) / kMilliPerGpu *
-                        static_cast<double>(interval > 0 ? ran % interval : ran) / 3600.0;
-      ++evictions_count;
-      hp_evictions += v.tmpl.priority >= kHpPriority;
-      v.started_at = -1;
-      state.SetJobStart(victim, -1);
-      pending.push_front(job_index[victim.value()]);
+      evict_job(job_index[victim.value()], t, gpu_milli);
     }
   };
   // Plans evictions for the HP jobs that could not start, in queue order (one plan per job at a
@@ -521,6 +759,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       if (j.reclaiming || j.tmpl.priority < kHpPriority) continue;
       if (state.job(j.id).reservation.valid()) state.ReleaseReservation(state.job(j.id).reservation);
       const PreemptionPlan plan = PreemptAction::Plan(state, j.id, t, aopts);
+      if (!plan.feasible) j.reclaim_refused = t;
       if (!plan.feasible || plan.evict.empty()) continue;
       if (std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId x) { return being_evicted[x.value()] != 0; })) {
         continue;
@@ -542,6 +781,73 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     }
   };
 
+  // Absorb: running elastic jobs grow toward max, unless a job of higher priority waits for room
+  // (one whose Reclaim is under way has its nodes held, and one Reclaim found infeasible this cycle
+  // could not use the room either).
+  auto absorb = [&](SimTime t) {
+    if (elastic_running.empty()) return;
+    int32_t blocking = INT32_MIN;
+    for (size_t i : pending) {
+      const SimJob& j = jobs[i];
+      if (j.infeasible || j.reclaiming || j.reclaim_refused == t) continue;
+      blocking = std::max(blocking, j.tmpl.priority);
+    }
+    std::vector<JobId> running;
+    for (size_t i : elastic_running) running.push_back(jobs[i].id);
+    const AbsorbResult r = AbsorbAction::Run(**session, state, running, blocking, aopts);
+    for (const auto& [job, added] : r.grown) reschedule(job_index[job.value()], t);
+    absorbed_replicas += r.replicas_added;
+  };
+
+  // Standby. restoring[task]: a Standby replica whose restore is under way.
+  std::vector<char> restoring(state.tasks().size(), 0);
+  // Replicas of lender job j that should be in Standby at t: a service's replicas above its demand
+  // grace_s ahead (so that a restore completes by the time the demand is there); a listed job's
+  // window replicas from from_s until grace_s before to_s.
+  auto standby_target = [&](const SimJob& j, SimTime t, int64_t bound) -> int64_t {
+    if (j.service >= 0) return bound - std::min<int64_t>(bound, service_demand(services[j.service], t + config.standby_grace_s));
+    for (const StandbyWindow& w : j.tmpl.standby) {
+      if (w.from_s <= t && t < std::max(w.from_s, w.to_s - config.standby_grace_s)) return std::min<int64_t>(w.replicas, bound);
+    }
+    return 0;
+  };
+  // Brings every running lender to its Standby target: surplus active replicas (newest first)
+  // enter Standby; surplus Standby replicas (oldest first) start their restore — their borrowers
+  // are evicted grace_s later, when the replica resumes on its GPUs (kRestore).
+  auto follow_demand = [&](SimTime t) {
+    for (size_t i : lenders) {
+      SimJob& j = jobs[i];
+      if (j.started_at < 0) continue;
+      std::vector<TaskId> active, standby;
+      for (TaskId task : state.job(j.id).tasks) {
+        const Task& tk = state.task(task);
+        if (tk.state != TaskState::kBound || restoring[task.value()]) continue;
+        (tk.standby ? standby : active).push_back(task);
+      }
+      const int64_t target = standby_target(j, t, static_cast<int64_t>(active.size() + standby.size()));
+      int64_t have = static_cast<int64_t>(standby.size());
+      for (auto it = active.rbegin(); it != active.rend() && have < target; ++it, ++have) {
+        state.EnterStandby(*it);
+        ++standby_entries;
+      }
+      for (auto it = standby.begin(); it != standby.end() && have > target; ++it, --have) {
+        restoring[it->value()] = 1;
+        events.push({t + config.standby_grace_s, kRestore, it->value(), 0});
+      }
+    }
+  };
+  // Completes the restore of Standby replica `task`: the borrowers in its way are evicted (their
+  // jobs whole) and it leaves Standby on the GPUs it kept.
+  auto restore = [&](TaskId task, SimTime t) {
+    restoring[task.value()] = 0;
+    if (state.task(task).state != TaskState::kBound || !state.task(task).standby) return;  // e.g. its node failed
+    std::set<size_t> victims;
+    for (TaskId v : StandbyAction::RestoreVictims(state, task)) victims.insert(job_index[state.task(v).job.value()]);
+    for (size_t vi : victims) evict_job(vi, t, 0);
+    state.ExitStandby(task);
+    ++standby_restores;
+  };
+
   while (!events.empty() && events.top().t < sc.duration_s) {
     const SimTime t = events.top().t;
     sample_until(t);
@@ -549,18 +855,21 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     // False while the time's events are only failure-model draws that picked a down node and
     // repairs that no longer apply: nothing happened, so the queue is not tried again (a retry
     // would see the state its last try saw, and the run stays the same as with the listed events).
-    bool happened = false, replan = false;
+    bool happened = false, replan = false, standby_cycle = false;
     while (!events.empty() && events.top().t == t) {
       const Ev e = events.top();
       events.pop();
       happened |= e.kind != kNode && e.kind != kFailureDraw;
       if (e.kind == kEnd) {
         SimJob& j = jobs[e.idx];
-        if (j.started_at != e.start) continue;  // a run ended earlier by a requeue
+        if (j.started_at < 0 || static_cast<SimTime>(j.gen) != e.start) continue;  // rescheduled or requeued since
+        progress(j, t);
         for (TaskId task : state.job(j.id).tasks) state.Finish(task);
         j.started_at = -1;
         state.SetJobStart(j.id, -1);
         j.finished = true;
+        j.finish = t;
+        elastic_running.erase(e.idx);
       } else if (e.kind == kNode) {
         const NodeEv ne = node_events[e.idx];
         if (ne.fail) {
@@ -575,6 +884,11 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
         }
       } else if (e.kind == kEvict) {
         evict(evictions[e.idx], t);
+      } else if (e.kind == kService) {
+        standby_cycle = true;
+        if (e.idx == 0 && t + tidal.step_s < sc.duration_s) events.push({t + tidal.step_s, kService, 0, 0});
+      } else if (e.kind == kRestore) {
+        restore(TaskId(static_cast<uint32_t>(e.idx)), t);
       } else if (e.kind == kTick) {
         replan = true;
         if (t + config.reserve.replan_s < sc.duration_s) events.push({t + config.reserve.replan_s, kTick, 0, 0});
@@ -592,6 +906,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       }
     }
     if (!happened) continue;
+    if (standby_cycle) follow_demand(t);
     try_pending(t);
     if (replan) {
       // Hold nodes for the oldest large jobs that waited too long (queue order is oldest first,
@@ -610,6 +925,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       if (made > 0) try_pending(t);
     }
     if (config.preempt) reclaim(t);
+    if (config.absorb) absorb(t);
     if (failed) after_failure = std::make_pair(FreeNodes(state), UnusableGpus(state, jobs));
     if (check_invariants) {
       Status st = state.CheckInvariants();
@@ -684,11 +1000,31 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   m["jobs_shrunk_by_failure_count"] = static_cast<double>(shrunk_by_failure);
   m["jobs_pending_end_count"] = static_cast<double>(pending.size());
   m["jobs_infeasible_count"] = static_cast<double>(infeasible);
-  if (config.preempt) {
-    m["evictions_count"] = static_cast<double>(evictions_count);
-    m["hp_evictions_count"] = static_cast<double>(hp_evictions);
-    m["preemption_lost_gpu_hours"] = lost_gpu_hours;
+  m["evictions_count"] = static_cast<double>(evictions_count);
+  m["hp_evictions_count"] = static_cast<double>(hp_evictions);
+  m["preemption_lost_gpu_hours"] = lost_gpu_hours;
+  if (config.absorb) m["absorbed_replicas_count"] = static_cast<double>(absorbed_replicas);
+  if (config.standby) {
+    m["standby_entries_count"] = static_cast<double>(standby_entries);
+    m["standby_restores_count"] = static_cast<double>(standby_restores);
+    if (harvest_samples > 0) m["standby_harvest_pct"] = harvest_sum / static_cast<double>(harvest_samples);
   }
+  double idle_hours = 0, night_idle_hours = 0;
+  for (int h = 0; h < 24; ++h) {
+    idle_hours += res.idle_gpu_hours_by_hour[h];
+    if (h < 6) night_idle_hours += res.idle_gpu_hours_by_hour[h];
+  }
+  m["idle_gpu_hours"] = idle_hours;
+  m["night_idle_gpu_hours"] = night_idle_hours;
+  double lp_jct = 0;
+  int64_t lp_finished = 0;
+  for (const SimJob& j : jobs) {
+    if (j.finish < 0 || j.tmpl.priority >= kHpPriority) continue;
+    lp_jct += static_cast<double>(j.finish - j.submit);
+    ++lp_finished;
+  }
+  if (lp_finished > 0) m["lp_jct_mean_s"] = lp_jct / static_cast<double>(lp_finished);
+  m["lp_jobs_finished_count"] = static_cast<double>(lp_finished);
   if (sc.network.enabled) m["network_slowed_runs_count"] = static_cast<double>(slowed_runs);
   if (config.reserve.enabled) m["reservations_made_count"] = static_cast<double>(reservations_made);
   m["sched_delay_p90_s"] = Percentile(delays, 90);
@@ -702,6 +1038,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     m["stranded_gpus_8g_mean"] = stranded_sum / static_cast<double>(samples);
     m["alloc_ratio_hp_pct"] = alloc_hp_sum / static_cast<double>(samples);
     m["alloc_ratio_hp_lp_pct"] = alloc_all_sum / static_cast<double>(samples);
+    m["modelled_util_pct"] = util_sum / static_cast<double>(samples);
+    m["hp_demand_pct"] = hp_demand_sum / static_cast<double>(samples);
     for (size_t k = 0; k < idle_sums.size(); ++k) {
       std::string shape = ProbeShapes()[k].name;
       for (char& ch : shape) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));

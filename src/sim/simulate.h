@@ -58,6 +58,7 @@
 //                                                  GPUs on held nodes
 #pragma once
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -78,6 +79,11 @@ struct SimSample {
   // level "rdma_pod"); -1 when the cluster has no such level.
   int64_t free_asws = -1;
   int64_t free_rdma_pods = -1;
+  // metrics.md §4 at this sample (percent), and the GPUs doing no work (SimulateResult).
+  double alloc_ratio_hp_pct = 0;
+  double alloc_ratio_hp_lp_pct = 0;
+  double idle_gpus = 0;
+  int local_hour = 0;  // simulated local hour of day (tidal start_hour; 0 without tidal)
 };
 
 // What became of a job by the end of the run.
@@ -134,6 +140,9 @@ struct SimulateResult {
   std::vector<SimSample> samples;
   std::vector<SimJobRecord> jobs;  // in workload order: listed jobs, then generated ones
   std::vector<SimNodeEvent> node_events;  // as applied, in order
+  // Idle GPU-hours by simulated local hour of day (0-23): the idle GPUs of each sample times
+  // sample_interval_s, summed into the sample's local hour (see idle_gpu_hours in the header).
+  std::array<double, 24> idle_gpu_hours_by_hour{};
 };
 
 // The scenario's cluster: its spec file read, or generated.

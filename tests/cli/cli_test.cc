@@ -506,7 +506,23 @@ TEST_F(Cli, SimulateSummaryHoldsEachSeedsFiguresWhoseMeanIsTheConfigurationsFigu
     }
   }
   const std::string header = ReadFile(out + "/timeseries.csv").substr(0, ReadFile(out + "/timeseries.csv").find('\n'));
-  EXPECT_EQ(header, "configuration,seed,time_s,gpu_alloc_pct,free_nodes,pending_jobs,free_asws,free_rdma_pods");
+  EXPECT_EQ(header,
+            "configuration,seed,time_s,gpu_alloc_pct,free_nodes,pending_jobs,free_asws,free_rdma_pods,alloc_ratio_hp_pct,"
+            "alloc_ratio_hp_lp_pct,idle_gpus,local_hour");
+  // idle_by_hour.csv: 24 rows per configuration and seed, whose sum is the run's idle_gpu_hours.
+  const std::string idle = ReadFile(out + "/idle_by_hour.csv");
+  EXPECT_EQ(idle.substr(0, idle.find('\n')), "configuration,seed,hour,idle_gpu_hours");
+  std::map<std::string, double> sums;
+  std::istringstream lines(idle.substr(idle.find('\n') + 1));
+  for (std::string line; std::getline(lines, line);) {
+    const size_t a = line.find(','), b = line.find(',', a + 1), c = line.find(',', b + 1);
+    sums[line.substr(0, b)] += std::stod(line.substr(c + 1));
+  }
+  ASSERT_EQ(sums.size(), j.at("configurations").size() * j.at("seeds").size());
+  for (const auto& [key, sum] : sums) {
+    const std::string conf = key.substr(0, key.find(',')), seed = key.substr(key.find(',') + 1);
+    EXPECT_NEAR(sum, j.at("per_seed").at(conf).at(seed).at("idle_gpu_hours").get<double>(), 0.01) << key;
+  }
 }
 
 // --- curve ---------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ TEST(PriorityQueue, PriorityStartsTheHpJobFirstWhateverItsArrival) {
 TEST(PriorityQueue, AllocationRatiosAverageNodeSharesOverSamples) {
   // 11 GPU nodes; the HP job holds one whole node in 5 of the 20 samples (1000-1400 s or
   // 1500-1900 s); eight of the eleven nodes are fully allocated throughout.
-  for (const std::string& queue : {"", ", queue: priority"}) {
+  for (const char* queue : {"", ", queue: priority"}) {
     auto r = RunQueue(queue);
     ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_NEAR(r->metrics.at("alloc_ratio_hp_pct"), 100.0 / 11 * 5 / 20, 1e-9) << queue;

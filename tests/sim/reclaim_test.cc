@@ -62,7 +62,7 @@ TEST(Reclaim, WithoutPreemptionTheHpGangWaits) {
   auto r = RunScenarioText(FullCluster("", 1200));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(StartOf(*r, "hp"), -1);
-  EXPECT_EQ(r->metrics.count("evictions_count"), 0u);
+  EXPECT_EQ(r->metrics.at("evictions_count"), 0);
 }
 
 TEST(Reclaim, OnceTheHpJobRunsFurtherCyclesEvictNothingAndTheVictimsReturnWhenItEnds) {
