@@ -59,7 +59,9 @@ TaskId ClusterState::AddTask(JobId job, std::string name, TaskRequest req, int32
   t.req = req;
   t.priority = priority;
   t.qos = std::move(qos);
-  jobs_[job.value()].tasks.push_back(t.id);
+  Job& j = jobs_[job.value()];
+  if (!j.tasks.empty() && !(tasks_[j.tasks.front().value()].req == t.req)) j.uniform_request = false;
+  j.tasks.push_back(t.id);
   tasks_.push_back(std::move(t));
   return tasks_.back().id;
 }
@@ -171,10 +173,12 @@ void ClusterState::Bind(TaskId task, NodeId node, const GpuIndices& gpus) {
   allocated_gpu_milli_ += int64_t{gpus.size} * t.req.gpu_milli;
   allocated_cpu_milli_ += t.req.cpu_milli;
   ++num_bound_;
+  ++jobs_[t.job.value()].bound_tasks;
   ++epoch_;
 }
 
 void ClusterState::Release(Task& t) {
+  ++release_seq_;
   Node& n = nodes_[t.node.value()];
   if (t.borrowed) {
     // Its GPUs and CPU go back to the lent pool; only its memory was the node's own.
@@ -186,6 +190,7 @@ void ClusterState::Release(Task& t) {
     n.tasks.erase(it);
     NodeChanged(n);
     --num_bound_;
+    --jobs_[t.job.value()].bound_tasks;
     t.borrowed = false;
     t.node = NodeId();
     t.gpus = GpuIndices();
@@ -209,6 +214,7 @@ void ClusterState::Release(Task& t) {
   allocated_gpu_milli_ -= int64_t{t.gpus.size} * t.req.gpu_milli;
   allocated_cpu_milli_ -= t.req.cpu_milli;
   --num_bound_;
+  --jobs_[t.job.value()].bound_tasks;
   t.node = NodeId();
   t.gpus = GpuIndices();
   ++epoch_;
@@ -334,11 +340,13 @@ void ClusterState::BindBorrowed(TaskId task, NodeId node, const GpuIndices& gpus
   t.gpus = gpus;
   t.borrowed = true;
   ++num_bound_;
+  ++jobs_[t.job.value()].bound_tasks;
   ++epoch_;
 }
 
 void ClusterState::SetNodeState(NodeId node, NodeState state) {
   Node& n = nodes_[node.value()];
+  if (state == NodeState::kReady && n.state != NodeState::kReady) ++release_seq_;
   n.state = state;
   ++n.version;
   SyncFit(n);
@@ -369,6 +377,7 @@ void ClusterState::ReleaseReservation(ReservationId id) {
   ESTUARY_CHECK(id.valid() && id.value() < reservations_.size());
   Reservation& r = reservations_[id.value()];
   if (!r.active) return;
+  ++release_seq_;
   for (NodeId nid : r.nodes) {
     Node& n = nodes_[nid.value()];
     n.reservation = ReservationId();
@@ -543,6 +552,16 @@ Status ClusterState::CheckInvariants() const {
   }
   if (alloc_gpu != allocated_gpu_milli_ || alloc_cpu != allocated_cpu_milli_ || bound != num_bound_) {
     return fail("cluster allocation totals");
+  }
+  for (const Job& j : jobs_) {
+    int32_t b = 0;
+    bool uniform = true;
+    for (TaskId t : j.tasks) {
+      b += tasks_[t.value()].state == TaskState::kBound;
+      uniform &= tasks_[t.value()].req == tasks_[j.tasks.front().value()].req;
+    }
+    if (b != j.bound_tasks) return fail("job '" + j.spec.name + "': bound task count");
+    if (uniform != j.uniform_request) return fail("job '" + j.spec.name + "': uniform request flag");
   }
   return Status::Ok();
 }

@@ -8,6 +8,8 @@
 //    and appears exactly once in that node's task list; pending tasks hold no resources;
 //  - every node's free amounts equal its capacity minus the requests of its bound tasks, and the
 //    cluster-wide allocation totals equal the sum over nodes;
+//  - every job's bound_tasks counts its bound tasks, and uniform_request says whether all its
+//    tasks ask for the same request;
 //  - a node is held by at most one reservation, exactly when an active reservation lists it, and
 //    its owner job records that reservation;
 //  - Standby (SpotGPU, Alibaba OSDI'26): a bound task in Standby keeps everything it holds, so
@@ -157,6 +159,8 @@ struct Job {
   std::vector<TaskId> tasks;
   ReservationId reservation;  // the active reservation this job owns (invalid: none)
   int64_t started_at_s = -1;  // when its current run started (set by the driver); -1: not running
+  int32_t bound_tasks = 0;    // of its tasks, those bound now (borrowers included)
+  bool uniform_request = true;  // all its tasks ask for the same TaskRequest
 };
 
 class ClusterState {
@@ -278,6 +282,10 @@ class ClusterState {
 
   // Bumped on every mutation; lets caches tell whether anything changed.
   uint64_t epoch() const { return epoch_; }
+  // Bumped whenever capacity may have become usable: a bound task released (Unbind, Finish), a
+  // reservation released, a node made ready again. Between two equal values capacity only
+  // shrank, so a placement that failed still fails.
+  uint64_t release_seq() const { return release_seq_; }
 
   // Returns OK, or the first broken invariant in words.
   Status CheckInvariants() const;
@@ -309,6 +317,7 @@ class ClusterState {
   MilliCpu allocated_cpu_milli_ = 0;
   int64_t num_bound_ = 0;
   uint64_t epoch_ = 0;
+  uint64_t release_seq_ = 0;
   std::array<std::vector<NodeId>, kMaxGpusPerNode + 1> by_full_free_;
   std::vector<uint32_t> bucket_pos_;  // position of each node in its by_full_free_ bucket
   std::vector<NodeId> lending_;       // nodes with lent_free != 0

@@ -8,6 +8,7 @@
 #include <deque>
 #include <queue>
 #include <set>
+#include <tuple>
 
 #include "common/rng.h"
 #include "sched/actions/allocate.h"
@@ -20,6 +21,7 @@
 #include "sim/capacity_metrics.h"
 #include "sim/cluster/cluster_spec.h"
 #include "sim/metrics.h"
+#include "sim/pending_queue.h"
 
 namespace estuary {
 
@@ -178,11 +180,7 @@ int64_t FreeNodes(const ClusterState& s) {
   return n;
 }
 
-int64_t BoundReplicas(const ClusterState& s, JobId j) {
-  int64_t n = 0;
-  for (TaskId t : s.job(j).tasks) n += s.task(t).state == TaskState::kBound;
-  return n;
-}
+int64_t BoundReplicas(const ClusterState& s, JobId j) { return s.job(j).bound_tasks; }
 
 int64_t UnusableGpus(const ClusterState& s, const std::vector<SimJob>& jobs) {
   int64_t gpus = 0;
@@ -431,7 +429,28 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
          util_sum = 0, hp_demand_sum = 0;
   int64_t harvest_samples = 0;
   int64_t reservations_made = 0;
-  std::deque<size_t> pending;
+  PendingQueue pending(config.priority_queue);
+  // What decides whether a pending job can start now — its replica request, min, max, step,
+  // topology constraint, and whether it may borrow Standby capacity — interned as a shape.
+  std::vector<char> lends(jobs.size(), 0);
+  std::vector<int> shape_of(jobs.size(), 0);
+  std::vector<size_t> shape_job;  // per shape: a job of that shape (its template stands for all)
+  std::vector<size_t> holders;    // jobs that may hold a reservation (try_pending keeps it exact)
+  {
+    using ShapeKey = std::tuple<int64_t, int64_t, int32_t, int32_t, uint64_t, int32_t, int32_t, int32_t, std::string,
+                                std::string, std::string, bool, int32_t>;
+    std::map<ShapeKey, int> shapes;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const JobTemplate& t = jobs[i].tmpl;
+      lends[i] = config.standby && t.preemptible && t.priority <= config.lend_max_priority;
+      const TaskRequest& r = t.per_replica;
+      const ShapeKey key{r.cpu_milli, r.mem_mib, r.gpu_count, r.gpu_milli, r.models.bits(), t.min_replicas, t.replicas,
+                         t.step, t.plane, t.required_level, t.preferred_level, lends[i] != 0, t.priority};
+      const auto [it, added] = shapes.emplace(key, static_cast<int>(shapes.size()));
+      shape_of[i] = it->second;
+      if (added) shape_job.push_back(i);
+    }
+  }
   std::vector<SimTime> last_failure(state.num_nodes(), -1);  // per node: when it last went down
   int64_t node_failures = 0, requeued_by_failure = 0, shrunk_by_failure = 0;
   std::vector<double> asws_per_large;
@@ -570,6 +589,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     j.progress_t = t;
   };
   std::set<size_t> elastic_running;  // running jobs with min < max (Absorb's candidates)
+  int64_t elastic_starts = 0;        // starts of such jobs so far
   std::vector<int32_t> node_evictions(state.num_nodes(), 0);  // per node: evictions of borrowers
   auto reschedule = [&](size_t i, SimTime t) {
     SimJob& j = jobs[i];
@@ -606,72 +626,50 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     state.SetJobStart(j.id, -1);
     elastic_running.erase(i);
   };
-  std::vector<size_t> order;
-  std::vector<char> leaves(jobs.size(), 0);  // per job: left the queue in this pass
-  // What decides whether a pending job can start now: its replica request, min, step, topology
-  // constraint, and whether it may borrow Standby capacity.
-  struct Shape {
-    const JobTemplate* t;
-    bool lends;
-    bool operator==(const Shape& o) const {
-      return t->per_replica == o.t->per_replica && t->min_replicas == o.t->min_replicas && t->replicas == o.t->replicas &&
-             t->step == o.t->step && t->plane == o.t->plane && t->required_level == o.t->required_level &&
-             t->preferred_level == o.t->preferred_level && lends == o.lends;
-    }
-  };
-  std::vector<Shape> failed_shapes;
+  // Tries the queue (PendingQueue::Pass): a job of a shape that already had to wait in the pass is
+  // not tried; a job holding a reservation is tried on its own.
   auto try_pending = [&](SimTime now) {
-    // Queue order: arrival (requeued jobs first), or priority first with arrival among equals.
-    order.assign(pending.begin(), pending.end());
-    if (config.priority_queue) {
-      std::stable_sort(order.begin(), order.end(),
-                       [&](size_t a, size_t b) { return jobs[a].tmpl.priority > jobs[b].tmpl.priority; });
-    }
-    // Within one pass capacity only shrinks — except where a starting job releases its
-    // reservation — so a job of the same shape as one that had to wait waits too: it is not tried.
-    failed_shapes.clear();
-    for (size_t i : order) {
-      SimJob& j = jobs[i];
-      JobAttempt a;
-      // Spot jobs try the capacity lent by Standby replicas first.
-      const bool lends = config.standby && j.tmpl.preemptible && j.tmpl.priority <= config.lend_max_priority;
-      const bool own_hold = state.job(j.id).reservation.valid();
-      const Shape shape{&j.tmpl, lends};
-      if (!own_hold && std::find(failed_shapes.begin(), failed_shapes.end(), shape) != failed_shapes.end()) continue;
-      if (lends && !state.lending_nodes().empty()) a = StandbyAction::PlaceOnLent(state, j.id, node_evictions, config.align);
-      if (!a.started) a = AllocateAction::TryStart(**session, state, j.id, aopts);
-      if (!a.started && a.kind != OutcomeKind::kInfeasible && !own_hold) failed_shapes.push_back(shape);
-      if (a.started && own_hold) failed_shapes.clear();  // its held nodes are free for others again
-      if (a.started) {
-        j.started_at = now;
-        state.SetJobStart(j.id, now);
-        if (j.first_start < 0) {
-          j.first_start = now;
-          j.granted = a.granted;
-          MeasureSpread(state, j);
-          if (j.service < 0) j.work_left = j.duration * j.tmpl.replicas * kWorkScale;
-        }
-        j.work_at_checkpoint = j.work_left;
-        j.progress_t = now + (j.restarted ? j.tmpl.restart_cost_s : 0);
-        j.rate = 0;
-        j.slow = kSlowBase;
-        reschedule(i, now);
-        slowed_runs += j.slow != kSlowBase;
-        if (j.tmpl.min_replicas > 0 && j.tmpl.min_replicas < j.tmpl.replicas && j.service < 0) elastic_running.insert(i);
-        if (j.large && asw) asws_per_large.push_back(static_cast<double>(DomainsAndNodes(state, j.id, *data, *asw).first));
-      } else if (a.kind == OutcomeKind::kInfeasible) {
-        j.infeasible = true;  // dropped from the queue: the cluster cannot grow
-        j.reason = a.reason;
-      }
-      leaves[i] = a.started || a.kind == OutcomeKind::kInfeasible;
-    }
-    std::deque<size_t> still;
-    for (size_t i : pending) {
-      if (!leaves[i]) still.push_back(i);
-      leaves[i] = 0;
-    }
-    pending.swap(still);
+    // The waiting jobs that hold a reservation (ReserveAction's or Reclaim's).
+    std::erase_if(holders, [&](size_t i) { return !state.job(jobs[i].id).reservation.valid(); });
+    pending.Pass(
+        [&](size_t i) {
+          SimJob& j = jobs[i];
+          JobAttempt a;
+          // Spot jobs try the capacity lent by Standby replicas first.
+          if (lends[i] && !state.lending_nodes().empty()) a = StandbyAction::PlaceOnLent(state, j.id, node_evictions, config.align);
+          if (!a.started) a = AllocateAction::TryStart(**session, state, j.id, aopts);
+          if (a.started) {
+            j.started_at = now;
+            state.SetJobStart(j.id, now);
+            if (j.first_start < 0) {
+              j.first_start = now;
+              j.granted = a.granted;
+              MeasureSpread(state, j);
+              if (j.service < 0) j.work_left = j.duration * j.tmpl.replicas * kWorkScale;
+            }
+            j.work_at_checkpoint = j.work_left;
+            j.progress_t = now + (j.restarted ? j.tmpl.restart_cost_s : 0);
+            j.rate = 0;
+            j.slow = kSlowBase;
+            reschedule(i, now);
+            slowed_runs += j.slow != kSlowBase;
+            if (j.tmpl.min_replicas > 0 && j.tmpl.min_replicas < j.tmpl.replicas && j.service < 0) {
+              elastic_running.insert(i);
+              ++elastic_starts;
+            }
+            if (j.large && asw) asws_per_large.push_back(static_cast<double>(DomainsAndNodes(state, j.id, *data, *asw).first));
+            return PendingQueue::Outcome::kStarted;
+          }
+          if (a.kind == OutcomeKind::kInfeasible) {
+            j.infeasible = true;  // dropped from the queue: the cluster cannot grow
+            j.reason = a.reason;
+            return PendingQueue::Outcome::kInfeasible;
+          }
+          return PendingQueue::Outcome::kWaits;
+        },
+        holders);
   };
+  auto enqueue = [&](size_t i, bool front) { pending.Push(i, jobs[i].tmpl.priority, shape_of[i], front); };
 
   // A node fails or is repaired: listed and generated events alike.
   auto node_down = [&](NodeId node, SimTime t, bool generated) {
@@ -687,7 +685,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       }
       ++requeued_by_failure;
       stop_run(i, t);
-      pending.push_front(i);
+      enqueue(i, true);
     }
   };
   auto node_up = [&](NodeId node, SimTime t, bool generated) {
@@ -718,7 +716,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     ++evictions_count;
     hp_evictions += v.tmpl.priority >= kHpPriority;
     stop_run(vi, t);
-    pending.push_front(vi);
+    enqueue(vi, true);
   };
   // Ends the grace period of `ev`: its tasks that still run free their resources; jobs evicted
   // whole are requeued (losing the work since their last checkpoint), the others keep running
@@ -754,9 +752,9 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   // Plans evictions for the HP jobs that could not start, in queue order (one plan per job at a
   // time; a plan that would evict a task already being evicted waits for a later event).
   auto reclaim = [&](SimTime t) {
-    for (size_t i : pending) {
+    for (size_t i : pending.InOrder([&](int sh) { return jobs[shape_job[sh]].tmpl.priority >= kHpPriority; })) {
       SimJob& j = jobs[i];
-      if (j.reclaiming || j.tmpl.priority < kHpPriority) continue;
+      if (j.reclaiming) continue;
       if (state.job(j.id).reservation.valid()) state.ReleaseReservation(state.job(j.id).reservation);
       const PreemptionPlan plan = PreemptAction::Plan(state, j.id, t, aopts);
       if (!plan.feasible) j.reclaim_refused = t;
@@ -768,7 +766,10 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       for (NodeId n : plan.nodes) {
         if (!state.node(n).reservation.valid() && std::find(hold.begin(), hold.end(), n) == hold.end()) hold.push_back(n);
       }
-      if (!hold.empty()) state.AddReservation(j.id, hold);
+      if (!hold.empty()) {
+        state.AddReservation(j.id, hold);
+        holders.push_back(i);
+      }
       Eviction ev;
       ev.at = t + config.grace_s;
       ev.for_job = j.id;
@@ -782,16 +783,37 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   };
 
   // Absorb: running elastic jobs grow toward max, unless a job of higher priority waits for room
-  // (one whose Reclaim is under way has its nodes held, and one Reclaim found infeasible this cycle
-  // could not use the room either).
+  // to accumulate: an HP job or a gang (min > 1 replicas). Every job still waiting was just tried
+  // and could not use the free capacity as it is, so a waiting single-replica job of lower than
+  // HP priority is not owed it: it is tried first again when capacity is released. An HP job
+  // whose Reclaim is under way has its nodes held, and one Reclaim found infeasible in this cycle
+  // could not use the room either: neither blocks.
+  struct {
+    uint64_t release_seq = UINT64_MAX;
+    int64_t elastic_starts = -1;
+    int32_t blocking = 0;
+  } absorb_seen;
   auto absorb = [&](SimTime t) {
     if (elastic_running.empty()) return;
     int32_t blocking = INT32_MIN;
-    for (size_t i : pending) {
+    const auto gang_or_hp = [&](int sh) {
+      const JobTemplate& t = jobs[shape_job[sh]].tmpl;
+      return t.priority >= kHpPriority || (t.min_replicas > 0 ? t.min_replicas : t.replicas) > 1;
+    };
+    for (size_t i : pending.InOrder(gang_or_hp)) {
       const SimJob& j = jobs[i];
       if (j.infeasible || j.reclaiming || j.reclaim_refused == t) continue;
+      if (j.tmpl.priority < kHpPriority && state.job(j.id).spec.min_replicas <= 1) continue;
       blocking = std::max(blocking, j.tmpl.priority);
     }
+    // Nothing can grow when, since the last Run, no capacity was released, no elastic job started
+    // and the blocking priority is the same: every candidate then reached max or failed on a state
+    // that has only filled up since.
+    if (state.release_seq() == absorb_seen.release_seq && elastic_starts == absorb_seen.elastic_starts &&
+        blocking == absorb_seen.blocking) {
+      return;
+    }
+    absorb_seen = {state.release_seq(), elastic_starts, blocking};
     std::vector<JobId> running;
     for (size_t i : elastic_running) running.push_back(jobs[i].id);
     const AbsorbResult r = AbsorbAction::Run(**session, state, running, blocking, aopts);
@@ -902,7 +924,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
         }
         schedule_failure_draw();
       } else {
-        pending.push_back(e.idx);
+        enqueue(e.idx, false);
       }
     }
     if (!happened) continue;
@@ -912,15 +934,22 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       // Hold nodes for the oldest large jobs that waited too long (queue order is oldest first,
       // requeued jobs at the front).
       std::vector<JobId> waiting;
-      for (size_t i : pending) {
+      const auto sized = [&](int sh) {
+        const JobTemplate& tm = jobs[shape_job[sh]].tmpl;
+        const int64_t gpus = int64_t{tm.replicas} * tm.per_replica.gpu_count;
+        return gpus >= config.reserve.min_gpus && gpus <= config.reserve.max_gpus;
+      };
+      for (size_t i : pending.InOrder(sized)) {
         const SimJob& j = jobs[i];
-        const int64_t gpus = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count;
-        if (gpus >= config.reserve.min_gpus && gpus <= config.reserve.max_gpus && t - j.submit >= config.reserve.after_s &&
-            !j.reclaiming) {
+        if (t - j.submit >= config.reserve.after_s && !j.reclaiming) {
           waiting.push_back(j.id);
         }
       }
       const int made = ReserveAction::Renew(state, waiting, static_cast<int>(config.reserve.max_jobs), aopts);
+      for (JobId w : waiting) {
+        const size_t i = job_index[w.value()];
+        if (state.job(w).reservation.valid() && std::find(holders.begin(), holders.end(), i) == holders.end()) holders.push_back(i);
+      }
       reservations_made += made;
       if (made > 0) try_pending(t);
     }

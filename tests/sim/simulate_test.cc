@@ -52,6 +52,8 @@ TEST(Simulate, EveryExampleScenarioRunsWithInvariantsCheckedForEachConfiguration
     // The hyperscale week runs in seconds without checks (docs/performance.md); here its first
     // hour runs with CheckInvariants() at every event time.
     if (sc->name == "hyperscale") sc->duration_s = 3600;
+    // The tidal week: its first two hours (services entering Standby, spot jobs borrowing).
+    if (sc->name == "tidal-week") sc->duration_s = 7200;
     auto cluster = LoadScenarioCluster(*sc);
     ASSERT_TRUE(cluster.ok()) << cluster.status().message();
     for (const SchedulerConfig& c : sc->configurations) {

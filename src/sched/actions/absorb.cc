@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <queue>
 
 namespace estuary {
@@ -37,8 +38,7 @@ AbsorbResult AbsorbAction::Run(Session& session, ClusterState& state, std::span<
   for (JobId j : ids) {
     const Job& job = state.job(j);
     if (job.spec.priority < blocking_priority) continue;
-    int64_t bound = 0;
-    for (TaskId t : job.tasks) bound += state.task(t).state == TaskState::kBound;
+    const int64_t bound = job.bound_tasks;
     if (bound == 0 || bound < job.spec.min_replicas || bound >= job.spec.max_replicas) continue;
     candidates.push_back({job.spec.priority, bound, job.spec.max_replicas, j});
   }
@@ -48,6 +48,7 @@ AbsorbResult AbsorbAction::Run(Session& session, ClusterState& state, std::span<
 
   // 2. Water-filling, one priority level at a time.
   std::map<JobId, int32_t> added;
+  std::vector<std::pair<TaskRequest, int32_t>> failed;  // (request, step) that could not grow
   AbsorbResult result;
   for (size_t begin = 0; begin < candidates.size();) {
     size_t end = begin;
@@ -58,10 +59,23 @@ AbsorbResult AbsorbAction::Run(Session& session, ClusterState& state, std::span<
     while (!heap.empty()) {
       Candidate c = heap.top();
       heap.pop();
-      const JobSpec& spec = state.job(c.job).spec;
+      const Job& job = state.job(c.job);
+      const JobSpec& spec = job.spec;
       const int32_t step = options.align ? std::max<int32_t>(1, spec.step) : 1;
+      // Capacity only shrinks during a Run, so a job that places anywhere (no topology
+      // constraint, no reservation of its own) cannot grow by a step of a request that already
+      // failed to: it is not tried.
+      const bool anywhere = !(options.topology && spec.topology.plane.valid()) && !job.reservation.valid();
+      std::optional<TaskRequest> req;
+      if (anywhere && job.uniform_request && !job.tasks.empty()) {
+        req = state.task(job.tasks.front()).req;
+        if (std::find(failed.begin(), failed.end(), std::pair{*req, step}) != failed.end()) continue;
+      }
       const int32_t grew = AllocateAction::TryGrow(session, state, c.job, options, step);
-      if (grew == 0) continue;  // not tried again in this Run
+      if (grew == 0) {
+        if (req) failed.emplace_back(*req, step);
+        continue;  // not tried again in this Run
+      }
       added[c.job] += grew;
       result.replicas_added += grew;
       c.bound += grew;

@@ -15,7 +15,10 @@
 // bound / max_replicas (ties: lower job id), compared exactly as bound_a * max_b < bound_b * max_a
 // in 64-bit integers; a job leaves the level when it reaches max_replicas or fails to grow by one
 // step (it is not tried again in this Run — absorbing only binds, so it would fail again). The
-// next level starts when no job of the level can grow.
+// next level starts when no job of the level can grow. Likewise a job placed anywhere (no
+// topology constraint honoured, no reservation of its own) is not tried once a step of the same
+// per-replica request and step size failed in this Run: the node filters depend only on the
+// request and the node, and capacity only shrinks.
 //
 // Stability: right after a Run, a second Run over the same state grows nothing (every candidate
 // is at its max or failed on a state that has only filled up since).
@@ -24,7 +27,7 @@
 // build one heap per level, then per TryGrow call (S + at most J of them) O(log J) heap work plus
 // TryGrow's own cost — O(T_j) to count the job's tasks plus one Session decision per replica
 // tried (index-backed for jobs placed anywhere; a decision that fails may scan the candidate
-// nodes, at most once per job). No floating point; deterministic (ties by job id).
+// nodes, at most once per job and request shape). No floating point; deterministic (ties by job id).
 // Thread-safety: none; mutates `state` through Statements like AllocateAction.
 #pragma once
 
