@@ -322,6 +322,7 @@ int RunClusterCheck(const ClusterFlags& f) {
 struct SimulateFlags {
   std::string scenario, out;
   bool check_invariants = false;
+  bool events = false;  // record job events (job_events.csv)
   int threads = 0;  // 0: one per hardware thread
 };
 
@@ -343,7 +344,7 @@ int RunSimulateCommand(const SimulateFlags& f) {
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t k = next++; k < runs.size(); k = next++) {
-      runs[k] = RunScenario(*sc, *cluster, sc->configurations[k / ns], sc->seeds[k % ns], f.check_invariants);
+      runs[k] = RunScenario(*sc, *cluster, sc->configurations[k / ns], sc->seeds[k % ns], f.check_invariants, f.events);
     }
   };
   const size_t threads = std::min<size_t>(
@@ -463,6 +464,8 @@ int RunCli(int argc, char** argv) {
   simulate->add_option("scenario", sf.scenario, "the scenario file (YAML; docs/simulate.md)")->required();
   simulate->add_option("--out", sf.out, "output directory: summary.json, timeseries.csv, jobs.csv, report.html");
   simulate->add_flag("--check-invariants", sf.check_invariants, "check ClusterState invariants after every event time");
+  simulate->add_flag("--events", sf.events,
+                     "also write job_events.csv: every start, grow, shrink, eviction, Standby and restore of every job");
   simulate->add_option("--threads", sf.threads, "runs (configuration x seed) in parallel; default: one per hardware thread")
       ->check(CLI::Range(1, 1024));
 

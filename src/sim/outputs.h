@@ -61,7 +61,9 @@ StatusOr<std::string> WriteReplayOutputs(const std::string& dir, const std::stri
 // value}}}}, timeseries.csv (configuration,seed,time_s,gpu_alloc_pct,free_nodes,pending_jobs,
 // free_asws,free_rdma_pods,alloc_ratio_hp_pct,alloc_ratio_hp_lp_pct,idle_gpus,local_hour —
 // free_asws and free_rdma_pods empty without such a level), idle_by_hour.csv
-// (configuration,seed,hour,idle_gpu_hours: SimulateResult::idle_gpu_hours_by_hour), jobs.csv and
+// (configuration,seed,hour,idle_gpu_hours: SimulateResult::idle_gpu_hours_by_hour), when the runs
+// recorded events job_events.csv (configuration,seed,time_s,job,kind,replicas,detail:
+// SimJobEvent), jobs.csv and
 // report.html (allocation and wholly free nodes, ASWs and RDMA-PODs over time; idle GPU-hours and
 // the allocation ratios by hour of day; per configuration). `results[c][s]` is configuration c,
 // seed s. jobs.csv has one row per job per configuration and seed (SimulateResult::jobs):

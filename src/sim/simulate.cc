@@ -197,7 +197,7 @@ int64_t UnusableGpus(const ClusterState& s, const std::vector<SimJob>& jobs) {
 }  // namespace
 
 StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& cluster, const SchedulerConfig& config,
-                                     uint64_t seed, bool check_invariants) {
+                                     uint64_t seed, bool check_invariants, bool record_events) {
   SimulateResult res;
   res.configuration = config.name;
   res.seed = seed;
@@ -300,6 +300,16 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   // jobs[job_index[id]] is the job of state job `id`.
   std::vector<size_t> job_index(state.jobs().size(), SIZE_MAX);
   for (size_t i = 0; i < jobs.size(); ++i) job_index[jobs[i].id.value()] = i;
+  auto log = [&](SimTime t, size_t i, const char* kind, int64_t replicas, std::string detail = {}) {
+    if (record_events) res.job_events.push_back({t, jobs[i].tmpl.name, kind, static_cast<int32_t>(replicas), std::move(detail)});
+  };
+  // "TASK@NODE:GPUS" of a bound task.
+  auto where = [&](TaskId task) {
+    const Task& tk = state.task(task);
+    std::string out = tk.name + "@" + state.node(tk.node).spec.name + ":";
+    for (size_t g = 0; g < tk.gpus.size; ++g) out += (g ? "," : "") + std::to_string(tk.gpus.idx[g]);
+    return out;
+  };
   // Node events refer to nodes by name.
   std::map<std::string, NodeId> node_by_name;
   for (const Node& n : state.nodes()) node_by_name[n.spec.name] = n.id;
@@ -653,6 +663,10 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
             j.slow = kSlowBase;
             reschedule(i, now);
             slowed_runs += j.slow != kSlowBase;
+            if (record_events) {
+              const bool lent = state.task(state.job(j.id).tasks.front()).borrowed;
+              log(now, i, "start", BoundReplicas(state, j.id), lent ? "lent" : "");
+            }
             if (j.tmpl.min_replicas > 0 && j.tmpl.min_replicas < j.tmpl.replicas && j.service < 0) {
               elastic_running.insert(i);
               ++elastic_starts;
@@ -681,9 +695,11 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       if (!fe.requeued) {
         ++shrunk_by_failure;
         reschedule(i, t);
+        log(t, i, "shrink", BoundReplicas(state, jobs[i].id), "failure");
         continue;
       }
       ++requeued_by_failure;
+      log(t, i, "requeue", 0);
       stop_run(i, t);
       enqueue(i, true);
     }
@@ -701,7 +717,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   // Evicts running job `vi` whole at t: its bound tasks free their resources (`gpu_milli` more of
   // its tasks were freed just before), the work since its last checkpoint is lost and it is
   // requeued.
-  auto evict_job = [&](size_t vi, SimTime t, int64_t gpu_milli) {
+  auto evict_job = [&](size_t vi, SimTime t, int64_t gpu_milli, const char* why) {
+    log(t, vi, "evict", 0, why);
     SimJob& v = jobs[vi];
     for (TaskId task : state.job(v.id).tasks) {
       if (state.task(task).state == TaskState::kBound) {
@@ -737,6 +754,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     for (uint32_t jid : shrunk) {
       hp_evictions += state.job(JobId(jid)).spec.priority >= kHpPriority;
       reschedule(job_index[jid], t);
+      log(t, job_index[jid], "shrink", BoundReplicas(state, JobId(jid)), "reclaim");
     }
     for (JobId victim : ev.whole) {
       if (jobs[job_index[victim.value()]].started_at < 0) continue;
@@ -746,7 +764,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
           gpu_milli += state.task(task).req.TotalGpuMilli();
         }
       }
-      evict_job(job_index[victim.value()], t, gpu_milli);
+      evict_job(job_index[victim.value()], t, gpu_milli, "reclaim");
     }
   };
   // Plans evictions for the HP jobs that could not start, in queue order (one plan per job at a
@@ -817,7 +835,10 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     std::vector<JobId> running;
     for (size_t i : elastic_running) running.push_back(jobs[i].id);
     const AbsorbResult r = AbsorbAction::Run(**session, state, running, blocking, aopts);
-    for (const auto& [job, added] : r.grown) reschedule(job_index[job.value()], t);
+    for (const auto& [job, added] : r.grown) {
+      reschedule(job_index[job.value()], t);
+      log(t, job_index[job.value()], "grow", BoundReplicas(state, job));
+    }
     absorbed_replicas += r.replicas_added;
   };
 
@@ -851,6 +872,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       for (auto it = active.rbegin(); it != active.rend() && have < target; ++it, ++have) {
         state.EnterStandby(*it);
         ++standby_entries;
+        log(t, i, "standby", have + 1, where(*it));
       }
       for (auto it = standby.begin(); it != standby.end() && have > target; ++it, --have) {
         restoring[it->value()] = 1;
@@ -865,8 +887,13 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     if (state.task(task).state != TaskState::kBound || !state.task(task).standby) return;  // e.g. its node failed
     std::set<size_t> victims;
     for (TaskId v : StandbyAction::RestoreVictims(state, task)) victims.insert(job_index[state.task(v).job.value()]);
-    for (size_t vi : victims) evict_job(vi, t, 0);
+    for (size_t vi : victims) evict_job(vi, t, 0, "restore");
     state.ExitStandby(task);
+    if (record_events) {
+      int64_t in_standby = 0;
+      for (TaskId x : state.job(state.task(task).job).tasks) in_standby += state.task(x).standby;
+      log(t, job_index[state.task(task).job.value()], "restore", in_standby, where(task));
+    }
     ++standby_restores;
   };
 
@@ -891,6 +918,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
         state.SetJobStart(j.id, -1);
         j.finished = true;
         j.finish = t;
+        log(t, e.idx, "finish", 0);
         elastic_running.erase(e.idx);
       } else if (e.kind == kNode) {
         const NodeEv ne = node_events[e.idx];

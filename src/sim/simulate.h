@@ -130,6 +130,25 @@ struct SimNodeEvent {
   bool generated = false;  // from the failure-rate model
 };
 
+// What happened to a job at a time (SimulateResult::job_events, job_events.csv). Kinds:
+//   start    it started with `replicas` bound (detail "lent" when it borrowed Standby capacity)
+//   grow     Absorb grew it to `replicas`
+//   shrink   Reclaim (detail "reclaim") or a node failure (detail "failure") shrank it to `replicas`
+//   evict    it was evicted whole and requeued (detail "reclaim" or "restore": its replicas
+//            borrowed a Standby replica's GPUs that is resuming)
+//   requeue  a node failure requeued it
+//   finish   its last run ended
+//   standby  one of its replicas entered Standby (detail "TASK@NODE:GPUS", e.g. "svc-1@n3:0,1,2,3");
+//            `replicas` = its replicas in Standby after the change
+//   restore  a Standby replica serves again on its GPUs (detail as for standby)
+struct SimJobEvent {
+  SimTime time = 0;
+  std::string job;
+  std::string kind;
+  int32_t replicas = 0;
+  std::string detail;
+};
+
 // "finished", "running", "pending" or "infeasible: <reason>".
 std::string SimJobStatusText(const SimJobRecord& r);
 
@@ -143,12 +162,14 @@ struct SimulateResult {
   // Idle GPU-hours by simulated local hour of day (0-23): the idle GPUs of each sample times
   // sample_interval_s, summed into the sample's local hour (see idle_gpu_hours in the header).
   std::array<double, 24> idle_gpu_hours_by_hour{};
+  std::vector<SimJobEvent> job_events;  // in time order; only when asked for (RunScenario)
 };
 
 // The scenario's cluster: its spec file read, or generated.
 StatusOr<ClusterState> LoadScenarioCluster(const Scenario& scenario);
 
 StatusOr<SimulateResult> RunScenario(const Scenario& scenario, const ClusterState& cluster,
-                                     const SchedulerConfig& config, uint64_t seed, bool check_invariants = false);
+                                     const SchedulerConfig& config, uint64_t seed, bool check_invariants = false,
+                                     bool record_events = false);
 
 }  // namespace estuary

@@ -399,6 +399,29 @@ TEST_F(Cli, SimulateRejectsABadScenarioNamingFileLineAndField) {
                                          "name: t\ncluster:\n  spec: c.yaml\njobs:\n  - {name: j, gpus: 8}\n"
                                          "failures:\n  node_mtbf_h: 0\n  repair_s: 600\nconfigurations:\n  - {name: a}\n");
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", failures}), {failures + ":7: field 'node_mtbf_h'", "positive"}));
+  const std::string windows = WriteFile(dir_, "w.yaml",
+                                        "name: t\ncluster:\n  spec: c.yaml\njobs:\n"
+                                        "  - {name: j, gpus: 8, standby: [{from_s: 0, to_s: 600}, {from_s: 500, to_s: 900}]}\n"
+                                        "configurations:\n  - {name: a, standby: {grace_s: 60}}\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", windows}), {windows + ":5: field 'from_s'", "overlaps"}));
+  const std::string curve = WriteFile(dir_, "curve.csv", "hour,demand_pct\n0,50\n1,x\n");
+  const std::string tidal = WriteFile(dir_, "t.yaml",
+                                      "name: t\ncluster:\n  spec: c.yaml\ntidal: {curve: curve.csv}\n"
+                                      "jobs:\n  - {name: j, gpus: 8}\nconfigurations:\n  - {name: a}\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", tidal}), {curve + ":3: column 'demand_pct'"}));
+}
+
+TEST_F(Cli, SimulateWithEventsWritesJobEventsCsv) {
+  const std::string sc = (fs::path(ESTUARY_SOURCE_DIR) / "examples" / "priority-small.yaml").string();
+  const std::string out = (dir_.path() / "e").string();
+  ASSERT_EQ(RunEstuary({"simulate", sc, "--out", out, "--events"}).exit_code, 0);
+  const std::string ev = ReadFile(out + "/job_events.csv");
+  EXPECT_EQ(ev.substr(0, ev.find('\n')), "configuration,seed,time_s,job,kind,replicas,detail");
+  EXPECT_NE(ev.find(",start,"), std::string::npos);
+  EXPECT_NE(ev.find(",evict,0,reclaim"), std::string::npos);  // the reclaim configuration evicts
+  const std::string plain = (dir_.path() / "p").string();
+  ASSERT_EQ(RunEstuary({"simulate", sc, "--out", plain}).exit_code, 0);
+  EXPECT_FALSE(fs::exists(plain + "/job_events.csv"));
 }
 
 // --- simulate outputs ---------------------------------------------------------------------------
