@@ -712,7 +712,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   // Reclaim: evictions in their grace period, and the tasks they will evict.
   std::vector<Eviction> evictions;
   std::vector<char> being_evicted(state.tasks().size(), 0);
-  int64_t evictions_count = 0, hp_evictions = 0, absorbed_replicas = 0, standby_entries = 0, standby_restores = 0;
+  int64_t evictions_count = 0, hp_evictions = 0, absorbed_replicas = 0, standby_entries = 0, standby_restores = 0,
+          restore_evictions = 0;
   double lost_gpu_hours = 0;
   // Evicts running job `vi` whole at t: its bound tasks free their resources (`gpu_milli` more of
   // its tasks were freed just before), the work since its last checkpoint is lost and it is
@@ -888,6 +889,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     std::set<size_t> victims;
     for (TaskId v : StandbyAction::RestoreVictims(state, task)) victims.insert(job_index[state.task(v).job.value()]);
     for (size_t vi : victims) evict_job(vi, t, 0, "restore");
+    restore_evictions += static_cast<int64_t>(victims.size());
     state.ExitStandby(task);
     if (record_events) {
       int64_t in_standby = 0;
@@ -1064,6 +1066,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   if (config.standby) {
     m["standby_entries_count"] = static_cast<double>(standby_entries);
     m["standby_restores_count"] = static_cast<double>(standby_restores);
+    m["restore_evictions_count"] = static_cast<double>(restore_evictions);
     if (harvest_samples > 0) m["standby_harvest_pct"] = harvest_sum / static_cast<double>(harvest_samples);
   }
   double idle_hours = 0, night_idle_hours = 0;

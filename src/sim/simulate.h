@@ -3,8 +3,13 @@
 // wait in a queue — arrival order, or priority order with the configuration's `queue: priority`;
 // after every event time the queue is tried in that order (a job that cannot start does not block
 // later ones) through AllocateAction with the configuration's options; with `reserve`,
-// ReserveAction re-plans holds for waiting gangs every replan_s. A
-// started job runs its duration and then ends; node failures — listed in the scenario or drawn from
+// ReserveAction re-plans holds for waiting gangs every replan_s; with `preempt`, HP jobs that
+// cannot start Reclaim (PreemptAction); with `absorb`, running elastic jobs grow (AbsorbAction);
+// with `standby`, service replicas above their demand lend their GPUs to spot jobs
+// (StandbyAction) and are restored ahead of demand. The queue is a PendingQueue: a job of a shape
+// that already had to wait in the pass is not tried (capacity only shrinks within a pass). A
+// started job progresses by the work model (JobTemplate::linear_scaling, checkpoints, restart
+// cost) and ends when its work is done; node failures — listed in the scenario or drawn from
 // its failure-rate model, through the same NodeFailureAction::NodeDown / NodeUp — shrink or
 // requeue jobs; repairs make nodes schedulable again. A job AllocateAction reports infeasible (no
 // domain or node could ever hold it) is not retried — the cluster never grows — and stays in the
@@ -50,9 +55,29 @@
 //                                                  "data", level "asw") and RDMA-PODs (plane
 //                                                  "param", level "rdma_pod") with all GPUs free
 //   hp_sched_delay_p50_s, _p90_s, _p99_s           jobs of priority >= kHpPriority (if any)
-//   alloc_ratio_hp_pct, alloc_ratio_hp_lp_pct      metrics.md §4 without Standby: per GPU node the
-//                                                  share held by HP tasks / by any task, mean over
+//   alloc_ratio_hp_pct, alloc_ratio_hp_lp_pct      metrics.md §4 with Standby (unharvested Standby
+//                                                  GPUs still count as HP-claimed), mean over
 //                                                  nodes, then over samples
+//   standby_harvest_pct                            with standby: §4's harvest ratio over samples
+//                                                  with Standby
+//   hp_demand_pct                                  GPUs HP work needs (HP tasks not in Standby and
+//                                                  not services, plus each service's min(active,
+//                                                  demand) replicas) / all GPUs, over samples
+//   idle_gpu_hours, night_idle_gpu_hours           GPUs doing no work (free on nodes not down, lent
+//                                                  and unborrowed, service replicas above demand
+//                                                  not in Standby, allocated-but-unusable) x
+//                                                  sample_interval_s; night = local 00:00-06:00
+//   modelled_util_pct                              allocated GPU time x the class's utilisation
+//                                                  profile (Scenario::utilisation), a model
+//   lp_jct_mean_s, lp_jobs_finished_count          finished jobs of priority < kHpPriority
+//   evictions_count, hp_evictions_count, preemption_lost_gpu_hours
+//                                                  victims evicted whole or shrunk (Reclaim, and
+//                                                  borrowers evicted by restores); of them HP; GPUs x
+//                                                  time since the last checkpoint of jobs evicted
+//                                                  whole
+//   absorbed_replicas_count                        with absorb: replicas Absorb added
+//   standby_entries_count, standby_restores_count, restore_evictions_count
+//                                                  with standby
 //   network_slowed_runs_count                      with a network model: runs that spanned domains
 //   reservations_made_count, held_idle_gpus_mean   with reserve: holds made; time-averaged free
 //                                                  GPUs on held nodes
