@@ -312,3 +312,31 @@ TEST(TidalBadInput, AMissingCurveFileIsRejectedNamingIt) {
 
 }  // namespace
 }  // namespace estuary
+
+namespace estuary {
+namespace {
+
+TEST(TidalWeek, TheSameSeedGivesTheSameRunAndAnotherSeedAnother) {
+  auto sc = ReadScenario(std::string(ESTUARY_SOURCE_DIR) + "/examples/tidal-week.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  sc->duration_s = 4 * 3600;  // the first night: services in Standby, spot jobs borrowing
+  auto cluster = LoadScenarioCluster(*sc);
+  ASSERT_TRUE(cluster.ok());
+  const SchedulerConfig& tidal = sc->configurations.back();
+  ASSERT_EQ(tidal.name, "tidal");
+  auto a = RunScenario(*sc, *cluster, tidal, 1, false, true), b = RunScenario(*sc, *cluster, tidal, 1, false, true),
+       c = RunScenario(*sc, *cluster, tidal, 2, false, true);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->metrics, b->metrics);
+  ASSERT_EQ(a->job_events.size(), b->job_events.size());
+  for (size_t k = 0; k < a->job_events.size(); ++k) {
+    const SimJobEvent &x = a->job_events[k], &y = b->job_events[k];
+    ASSERT_TRUE(x.time == y.time && x.job == y.job && x.kind == y.kind && x.replicas == y.replicas && x.detail == y.detail)
+        << k;
+  }
+  EXPECT_NE(a->metrics, c->metrics);
+  EXPECT_GT(a->metrics.at("standby_entries_count"), 0);
+}
+
+}  // namespace
+}  // namespace estuary
