@@ -1,6 +1,9 @@
-// End to end: the report.html files that `estuary openb` and `estuary replay` write render in
+// End to end: the report.html files that `estuary openb`, `replay` and `simulate` write render in
 // headless Chromium without a JavaScript error and with every chart drawn.
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
 
 #include "tests/testing/browser.h"
 #include "tools/cli.h"
@@ -53,6 +56,26 @@ TEST_F(ReportEndToEnd, TheReplayReportRendersAllocationAndPendingOverTime) {
   EXPECT_EQ(body["data-status"], "ok");
   EXPECT_EQ(body["data-charts"], "2");
   EXPECT_GT(std::stoi(body["data-points"].empty() ? "0" : body["data-points"]), 100);
+}
+
+TEST_F(ReportEndToEnd, TheSimulateReportRendersTimeSeriesAndHourOfDayCharts) {
+  // The tidal week's first six hours: allocation, free nodes, idle GPU-hours and both allocation
+  // ratios by hour of day, free ASWs and free RDMA-PODs (the generated cluster has both levels).
+  std::ifstream in(std::string(ESTUARY_SOURCE_DIR) + "/examples/tidal-week.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml = text.str();
+  yaml.replace(yaml.find("duration_s: 604800"), 18, "duration_s: 21600");
+  yaml.replace(yaml.find("seeds: [1, 2, 3]"), 16, "seeds: [1]");
+  yaml.replace(yaml.find("curve: curves/"), 14, "curve: " + std::string(ESTUARY_SOURCE_DIR) + "/examples/curves/");
+  const std::string sc = (dir_.path() / "tidal.yaml").string();
+  std::ofstream(sc) << yaml;
+  const std::string out = (dir_.path() / "simulate").string();
+  ASSERT_EQ(RunEstuary({"estuary", "simulate", sc, "--out", out}), 0);
+  auto body = BodyAttributes(DumpDom(dir_, out + "/report.html"));
+  EXPECT_EQ(body["data-status"], "ok");
+  EXPECT_EQ(body["data-charts"], "7");
+  EXPECT_GT(std::stoi(body["data-points"].empty() ? "0" : body["data-points"]), 3 * 24);
 }
 
 }  // namespace
