@@ -1,0 +1,526 @@
+#include "sched/actions/defrag.h"
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <string>
+#include <thread>
+#include <tuple>
+
+#include "common/check.h"
+#include "common/rng.h"
+
+namespace estuary {
+namespace {
+
+enum class NodeMark : uint8_t { kNone, kVacating, kVacated };
+
+// A node of one partition's working copy.
+struct WNode {
+  NodeId id;
+  MilliCpu cpu_free = 0;
+  MemMiB mem_free = 0;
+  std::array<MilliGpu, kMaxGpusPerNode> gpu{};
+  int gpu_count = 0;
+  int full_free = 0;
+  int64_t gpu_free_total = 0;
+  GpuModelId model;
+  JobId reserved_for;
+  bool held = false;
+  bool ready = false;
+  bool candidate = false;  // may be vacated (see the header), before any move
+  NodeMark mark = NodeMark::kNone;
+  int32_t received_round = -1;
+  int64_t domain = -1;     // objective domain (DomainId value), -1: none
+  std::vector<int> tasks;  // local task indices
+
+  bool WholeFree() const { return gpu_count > 0 && full_free == gpu_count; }
+  bool Slack() const { return gpu_count > 0 && full_free != gpu_count && gpu_free_total > 0; }
+  void Refresh() {
+    full_free = 0;
+    gpu_free_total = 0;
+    for (int g = 0; g < gpu_count; ++g) {
+      full_free += gpu[g] == kMilliPerGpu;
+      gpu_free_total += gpu[g];
+    }
+  }
+};
+
+struct WTask {
+  TaskId id;
+  JobId job;
+  const TaskRequest* req = nullptr;
+  int node = -1;  // local node index
+  GpuIndices gpus;
+  bool movable = false;
+  DomainId required;  // the domain it must stay in (invalid: anywhere)
+  int64_t gpu_milli = 0;
+  int32_t moved_round = -1;
+};
+
+struct LocalMove {
+  int task, from, to;
+  GpuIndices gpus;
+  int32_t chain;
+};
+
+struct Undo {
+  int task, from, to;
+  GpuIndices from_gpus;
+  int32_t prev_moved_round, prev_received_round;
+};
+
+// GPU indices for `r` on a node with per-GPU free `gpu` (first `count`): a shared-GPU request
+// the tightest GPU that fits (lowest index on ties), otherwise the lowest-indexed GPUs with room.
+bool PickGpus(const std::array<MilliGpu, kMaxGpusPerNode>& gpu, int count, const TaskRequest& r, GpuIndices* out) {
+  *out = GpuIndices();
+  if (!r.NeedsGpu()) return true;
+  if (r.IsSharedGpu()) {
+    int best = -1;
+    for (int g = 0; g < count; ++g) {
+      if (gpu[g] >= r.gpu_milli && (best < 0 || gpu[g] < gpu[best])) best = g;
+    }
+    if (best < 0) return false;
+    out->Push(best);
+    return true;
+  }
+  for (int g = 0; g < count && out->size < r.gpu_count; ++g) {
+    if (gpu[g] >= r.gpu_milli) out->Push(g);
+  }
+  return out->size == r.gpu_count;
+}
+
+using FitKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;
+
+struct PartitionResult {
+  std::vector<LocalMove> moves;
+  std::vector<WNode> nodes;  // final working copy (ids used by the merge)
+  std::vector<WTask> tasks;
+  std::vector<int> vacated;
+  int32_t rounds = 0;
+  int64_t tried = 0;
+  int64_t whole_before = 0, whole_after = 0, slack_before = 0, slack_after = 0;
+  int32_t chains = 0, ejections = 0;
+};
+
+class PartitionSearch {
+ public:
+  PartitionSearch(const ClusterState& state, std::span<const char> locked, const DefragOptions& o,
+                  const std::vector<NodeId>& ids)
+      : state_(state), o_(o) {
+    const Topology& topo = state.topology();
+    const bool domains = o.objective == DefragOptions::Objective::kWholeFreeDomains;
+    r_.nodes.reserve(ids.size());
+    for (NodeId id : ids) {
+      const Node& n = state.node(id);
+      WNode w;
+      w.id = id;
+      w.cpu_free = n.cpu_free;
+      w.mem_free = n.mem_free;
+      w.gpu = n.gpu_free;
+      w.gpu_count = n.spec.gpu_count;
+      w.model = n.spec.model;
+      w.reserved_for = state.fits()[id.value()].reserved_for;
+      w.held = n.reservation.valid();
+      w.ready = n.Schedulable();
+      if (domains) {
+        const DomainId d = topo.NodeDomain(id, o.objective_plane, o.objective_level);
+        w.domain = d.valid() ? static_cast<int64_t>(d.value()) : -1;
+      }
+      w.Refresh();
+      bool all_movable = !n.tasks.empty();
+      for (TaskId tid : n.tasks) {
+        const Task& t = state.task(tid);
+        WTask wt;
+        wt.id = tid;
+        wt.job = t.job;
+        wt.req = &t.req;
+        wt.node = static_cast<int>(r_.nodes.size());
+        wt.gpus = t.gpus;
+        wt.gpu_milli = t.req.NeedsGpu() ? t.req.TotalGpuMilli() : 0;
+        const bool is_locked = tid.value() < locked.size() && locked[tid.value()] != 0;
+        wt.movable = !is_locked && !t.standby && !t.borrowed && w.ready && !w.held;
+        const TopologyConstraint& tc = state.job(t.job).spec.topology;
+        if (wt.movable && tc.plane.valid() && tc.required_level >= 0) {
+          wt.required = topo.NodeDomain(id, tc.plane, tc.required_level);
+          if (!wt.required.valid()) wt.movable = false;
+        }
+        all_movable = all_movable && wt.movable;
+        w.tasks.push_back(static_cast<int>(r_.tasks.size()));
+        r_.tasks.push_back(wt);
+      }
+      w.candidate = w.ready && !w.held && w.gpu_count > 0 && n.lent_gpus == 0 && all_movable;
+      r_.nodes.push_back(std::move(w));
+    }
+  }
+
+  PartitionResult Run() {
+    for (const WNode& n : r_.nodes) {
+      r_.whole_before += n.WholeFree();
+      r_.slack_before += n.Slack();
+    }
+    for (int32_t round = 0; round < o_.max_rounds; ++round) {
+      round_ = round;
+      r_.rounds = round + 1;
+      if (Round() == 0) break;
+    }
+    for (const WNode& n : r_.nodes) {
+      r_.whole_after += n.WholeFree();
+      r_.slack_after += n.Slack();
+    }
+    r_.chains = next_chain_;
+    return std::move(r_);
+  }
+
+ private:
+  // One round; returns the nodes vacated.
+  int Round() {
+    // Domain free GPU milli (objective domains) at the start of the round.
+    dom_free_.clear();
+    if (o_.objective == DefragOptions::Objective::kWholeFreeDomains) {
+      for (const WNode& n : r_.nodes) {
+        if (n.domain < 0) continue;
+        auto it = std::lower_bound(dom_free_.begin(), dom_free_.end(), std::make_pair(n.domain, int64_t{INT64_MIN}));
+        if (it == dom_free_.end() || it->first != n.domain) it = dom_free_.insert(it, {n.domain, 0});
+        it->second += n.gpu_free_total;
+      }
+    }
+    using Key = std::tuple<int64_t, int64_t, size_t, int64_t, int>;
+    std::vector<Key> order;
+    for (int i = 0; i < static_cast<int>(r_.nodes.size()); ++i) {
+      const WNode& n = r_.nodes[i];
+      if (!n.candidate || n.mark != NodeMark::kNone || n.WholeFree() || n.tasks.empty()) continue;
+      // Most free domain first; nodes outside the plane after every domain.
+      const int64_t dk = n.domain < 0 ? INT64_MAX : -DomFree(n.domain);
+      const int64_t used = int64_t{n.gpu_count} * kMilliPerGpu - n.gpu_free_total;
+      order.emplace_back(dk, n.domain, n.tasks.size(), used, i);
+    }
+    std::sort(order.begin(), order.end());
+    int vacated = 0;
+    for (const Key& k : order) {
+      const int c = std::get<4>(k);
+      const WNode& n = r_.nodes[c];
+      if (n.received_round == round_ || n.mark != NodeMark::kNone || n.WholeFree()) continue;
+      ++r_.tried;
+      if (TryVacate(c)) ++vacated;
+    }
+    return vacated;
+  }
+
+  int64_t DomFree(int64_t d) const {
+    auto it = std::lower_bound(dom_free_.begin(), dom_free_.end(), std::make_pair(d, int64_t{INT64_MIN}));
+    return it != dom_free_.end() && it->first == d ? it->second : 0;
+  }
+
+  bool TryVacate(int c) {
+    WNode& n = r_.nodes[c];
+    n.mark = NodeMark::kVacating;
+    budget_ = DefragAction::kAttemptBudget;
+    const size_t undo_mark = undo_.size(), move_mark = r_.moves.size();
+    const int32_t chain_mark = next_chain_;
+    std::vector<int> list = n.tasks;
+    std::sort(list.begin(), list.end(), [&](int a, int b) {
+      const WTask& x = r_.tasks[a];
+      const WTask& y = r_.tasks[b];
+      if (x.gpu_milli != y.gpu_milli) return x.gpu_milli > y.gpu_milli;
+      return x.id.value() < y.id.value();
+    });
+    bool ok = true;
+    for (int t : list) {
+      chain_ = next_chain_++;
+      if (!Place(t, o_.max_chain_depth)) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok) {
+      n.mark = NodeMark::kVacated;
+      r_.vacated.push_back(c);
+      undo_.clear();
+      return true;
+    }
+    Rollback(undo_mark, move_mark);
+    next_chain_ = chain_mark;
+    n.mark = NodeMark::kNone;
+    return false;
+  }
+
+  // Whether task `t` may go to node `d` at all (capacity aside).
+  bool DestOk(const WTask& t, int d) const {
+    if (d == t.node) return false;
+    const WNode& n = r_.nodes[d];
+    if (!n.ready || n.mark != NodeMark::kNone) return false;
+    if (n.held && n.reserved_for != t.job) return false;
+    if (n.WholeFree()) return false;
+    if (t.req->NeedsGpu() && (n.gpu_count == 0 || !t.req->models.Admits(n.model))) return false;
+    if (t.required.valid() && state_.topology().NodeDomain(n.id, state_.job(t.job).spec.topology.plane,
+                                                           state_.job(t.job).spec.topology.required_level) != t.required) {
+      return false;
+    }
+    for (int x : chain_nodes_) {
+      if (x == d) return false;
+    }
+    return true;
+  }
+
+  FitKey Score(int d, int64_t gpu_after, int64_t cpu_after, int64_t tie) const {
+    const WNode& n = r_.nodes[d];
+    const int64_t dk = n.domain < 0 ? 0 : DomFree(n.domain);
+    return {dk, gpu_after, cpu_after, tie, d};
+  }
+
+  bool Place(int ti, int depth) {
+    const WTask& t = r_.tasks[ti];
+    const TaskRequest& req = *t.req;
+    // a. Direct.
+    int best = -1;
+    FitKey best_key{};
+    GpuIndices best_gpus, g;
+    for (int d = 0; d < static_cast<int>(r_.nodes.size()); ++d) {
+      if (--budget_ < 0) return false;
+      if (!DestOk(t, d)) continue;
+      const WNode& n = r_.nodes[d];
+      if (req.cpu_milli > n.cpu_free || req.mem_mib > n.mem_free) continue;
+      if (!PickGpus(n.gpu, n.gpu_count, req, &g)) continue;
+      const FitKey k = Score(d, n.gpu_free_total - t.gpu_milli, n.cpu_free - req.cpu_milli, 0);
+      if (best < 0 || k < best_key) {
+        best = d;
+        best_key = k;
+        best_gpus = g;
+      }
+    }
+    if (best >= 0) {
+      Apply(ti, best, best_gpus);
+      return true;
+    }
+    if (depth <= 0 || t.gpu_milli == 0) return false;
+    // b. Ejection: (d, e) pairs where t fits on d once e has left.
+    struct Pair {
+      FitKey key;
+      int d, e;
+    };
+    std::vector<Pair> pairs;
+    for (int d = 0; d < static_cast<int>(r_.nodes.size()); ++d) {
+      if (!DestOk(t, d)) continue;
+      const WNode& n = r_.nodes[d];
+      for (int e : n.tasks) {
+        if (--budget_ < 0) return false;
+        const WTask& et = r_.tasks[e];
+        if (!et.movable || et.moved_round == round_ || et.gpu_milli >= t.gpu_milli) continue;
+        if (req.cpu_milli > n.cpu_free + et.req->cpu_milli || req.mem_mib > n.mem_free + et.req->mem_mib) continue;
+        std::array<MilliGpu, kMaxGpusPerNode> gpu = n.gpu;
+        if (et.req->NeedsGpu()) {
+          for (uint8_t x : et.gpus) gpu[x] += et.req->gpu_milli;
+        }
+        if (!PickGpus(gpu, n.gpu_count, req, &g)) continue;
+        pairs.push_back({Score(d, n.gpu_free_total + et.gpu_milli - t.gpu_milli,
+                               n.cpu_free + et.req->cpu_milli - req.cpu_milli, et.gpu_milli),
+                         d, e});
+      }
+    }
+    const size_t keep = std::min<size_t>(pairs.size(), DefragAction::kEjectBranch);
+    std::partial_sort(pairs.begin(), pairs.begin() + static_cast<ptrdiff_t>(keep), pairs.end(),
+                      [](const Pair& a, const Pair& b) { return std::tie(a.key, a.e) < std::tie(b.key, b.e); });
+    for (size_t i = 0; i < keep; ++i) {
+      const int d = pairs[i].d, e = pairs[i].e;
+      const size_t undo_mark = undo_.size(), move_mark = r_.moves.size();
+      chain_nodes_.push_back(d);
+      const bool ok = Place(e, depth - 1);
+      chain_nodes_.pop_back();
+      if (ok) {
+        const WNode& n = r_.nodes[d];
+        const bool fits = PickGpus(n.gpu, n.gpu_count, req, &g) && req.cpu_milli <= n.cpu_free &&
+                          req.mem_mib <= n.mem_free;
+        ESTUARY_CHECK(fits);
+        Apply(ti, d, g);
+        return true;
+      }
+      Rollback(undo_mark, move_mark);
+      if (budget_ < 0) return false;
+    }
+    return false;
+  }
+
+  void Apply(int ti, int to, const GpuIndices& gpus) {
+    WTask& t = r_.tasks[ti];
+    undo_.push_back({ti, t.node, to, t.gpus, t.moved_round, r_.nodes[to].received_round});
+    Move(t, ti, to, gpus);
+    t.moved_round = round_;
+    r_.nodes[to].received_round = round_;
+    r_.moves.push_back({ti, undo_.back().from, to, gpus, chain_});
+  }
+
+  // Moves t's resources from its node to `to` on `gpus` (no bookkeeping).
+  void Move(WTask& t, int ti, int to, const GpuIndices& gpus) {
+    WNode& a = r_.nodes[t.node];
+    WNode& b = r_.nodes[to];
+    const TaskRequest& req = *t.req;
+    a.cpu_free += req.cpu_milli;
+    a.mem_free += req.mem_mib;
+    b.cpu_free -= req.cpu_milli;
+    b.mem_free -= req.mem_mib;
+    if (req.NeedsGpu()) {
+      for (uint8_t x : t.gpus) a.gpu[x] += req.gpu_milli;
+      for (uint8_t x : gpus) b.gpu[x] -= req.gpu_milli;
+    }
+    a.Refresh();
+    b.Refresh();
+    a.tasks.erase(std::find(a.tasks.begin(), a.tasks.end(), ti));
+    b.tasks.push_back(ti);
+    t.node = to;
+    t.gpus = gpus;
+  }
+
+  void Rollback(size_t undo_mark, size_t move_mark) {
+    while (undo_.size() > undo_mark) {
+      const Undo u = undo_.back();
+      undo_.pop_back();
+      WTask& t = r_.tasks[u.task];
+      Move(t, u.task, u.from, u.from_gpus);
+      t.moved_round = u.prev_moved_round;
+      r_.nodes[u.to].received_round = u.prev_received_round;
+    }
+    r_.moves.resize(move_mark);
+  }
+
+  const ClusterState& state_;
+  const DefragOptions& o_;
+  PartitionResult r_;
+  std::vector<Undo> undo_;
+  std::vector<int> chain_nodes_;
+  std::vector<std::pair<int64_t, int64_t>> dom_free_;  // (domain, free GPU milli), by domain
+  int32_t round_ = 0;
+  int32_t chain_ = -1;
+  int32_t next_chain_ = 0;
+  int64_t budget_ = 0;
+};
+
+std::vector<std::vector<NodeId>> Partitions(const ClusterState& state, const DefragOptions& o) {
+  std::vector<std::vector<NodeId>> parts;
+  const uint32_t n = static_cast<uint32_t>(state.num_nodes());
+  if (o.align_plane.valid()) {
+    const Topology& topo = state.topology();
+    std::vector<NodeId> outside;
+    for (DomainId d : topo.DomainsAt(o.align_plane, o.align_level)) {
+      std::vector<NodeId> p = topo.domain(d).nodes;
+      if (p.empty()) continue;
+      std::sort(p.begin(), p.end());
+      parts.push_back(std::move(p));
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      if (!topo.NodeDomain(NodeId(i), o.align_plane, o.align_level).valid()) outside.push_back(NodeId(i));
+    }
+    if (!outside.empty()) parts.push_back(std::move(outside));
+    return parts;
+  }
+  std::vector<NodeId> all(n);
+  for (uint32_t i = 0; i < n; ++i) all[i] = NodeId(i);
+  if (o.partition_nodes == 0 || static_cast<int64_t>(n) <= o.partition_nodes) {
+    if (n > 0) parts.push_back(std::move(all));
+    return parts;
+  }
+  Rng rng(o.seed);
+  rng.Shuffle(all);
+  const size_t size = static_cast<size_t>(o.partition_nodes);
+  for (size_t i = 0; i < all.size(); i += size) {
+    std::vector<NodeId> p(all.begin() + static_cast<ptrdiff_t>(i),
+                          all.begin() + static_cast<ptrdiff_t>(std::min(all.size(), i + size)));
+    if (p.size() * 2 < size && !parts.empty()) {
+      parts.back().insert(parts.back().end(), p.begin(), p.end());
+    } else {
+      parts.push_back(std::move(p));
+    }
+  }
+  for (auto& p : parts) std::sort(p.begin(), p.end());
+  return parts;
+}
+
+}  // namespace
+
+Status DefragAction::Validate(const ClusterState& state, const DefragOptions& o) {
+  if (o.partition_nodes < 0 || o.partition_nodes == 1) {
+    return InvalidArgument("partition_nodes: must be 0 (one partition) or at least 2, got " +
+                           std::to_string(o.partition_nodes));
+  }
+  if (o.max_chain_depth < 0) return InvalidArgument("max_chain_depth: must be >= 0");
+  if (o.max_rounds < 0) return InvalidArgument("max_rounds: must be >= 0");
+  if (o.threads < 1) return InvalidArgument("threads: must be >= 1");
+  const Topology& topo = state.topology();
+  auto level_ok = [&](PlaneId p, int level) {
+    return p.valid() && p.value() < topo.planes().size() && level >= 0 &&
+           level < static_cast<int>(topo.plane(p).levels.size());
+  };
+  if (o.align_plane.valid() && !level_ok(o.align_plane, o.align_level)) {
+    return InvalidArgument("align_level: not a level of align_plane");
+  }
+  if (o.objective == DefragOptions::Objective::kWholeFreeDomains && !level_ok(o.objective_plane, o.objective_level)) {
+    return InvalidArgument("objective_level: kWholeFreeDomains needs a valid objective_plane and level");
+  }
+  if (o.objective == DefragOptions::Objective::kPlaceableShape) {
+    return InvalidArgument("objective: kPlaceableShape is not implemented");
+  }
+  return Status::Ok();
+}
+
+DefragPlan DefragAction::Plan(const ClusterState& state, std::span<const char> locked, const DefragOptions& options) {
+  ESTUARY_CHECK(Validate(state, options).ok());
+  DefragPlan plan;
+  const std::vector<std::vector<NodeId>> parts = Partitions(state, options);
+  plan.partitions = static_cast<int32_t>(parts.size());
+  std::vector<PartitionResult> results(parts.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next.fetch_add(1); i < parts.size(); i = next.fetch_add(1)) {
+      results[i] = PartitionSearch(state, locked, options, parts[i]).Run();
+    }
+  };
+  const int threads = std::min<int>(options.threads, static_cast<int>(std::max<size_t>(1, parts.size())));
+  if (threads <= 1) {
+    work();
+  } else {
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i) pool.emplace_back(work);
+    for (std::thread& t : pool) t.join();
+  }
+
+  for (const Node& n : state.nodes()) {
+    plan.whole_free_before += n.spec.gpu_count > 0 && n.full_free_gpus == n.spec.gpu_count;
+    plan.slack_before += n.spec.gpu_count > 0 && n.full_free_gpus != n.spec.gpu_count && n.gpu_free_total > 0;
+  }
+  plan.whole_free_after = plan.whole_free_before;
+  plan.slack_after = plan.slack_before;
+  // Merge in partition order; `after` from the earlier moves out of each target and of each task.
+  std::vector<std::vector<size_t>> out_of(state.num_nodes());
+  std::vector<int64_t> last_move(state.tasks().size(), -1);
+  int32_t chain_base = 0;
+  for (const PartitionResult& r : results) {
+    for (const LocalMove& m : r.moves) {
+      DefragMove dm;
+      dm.task = r.tasks[m.task].id;
+      dm.from = r.nodes[m.from].id;
+      dm.to = r.nodes[m.to].id;
+      dm.gpus = m.gpus;
+      dm.chain = chain_base + m.chain;
+      dm.after = out_of[dm.to.value()];
+      if (last_move[dm.task.value()] >= 0) dm.after.push_back(static_cast<size_t>(last_move[dm.task.value()]));
+      std::sort(dm.after.begin(), dm.after.end());
+      dm.after.erase(std::unique(dm.after.begin(), dm.after.end()), dm.after.end());
+      const size_t idx = plan.moves.size();
+      out_of[dm.from.value()].push_back(idx);
+      last_move[dm.task.value()] = static_cast<int64_t>(idx);
+      if (idx > 0 && plan.moves.back().chain == dm.chain) ++plan.ejections;
+      plan.moves.push_back(std::move(dm));
+    }
+    chain_base += r.chains;
+    for (int v : r.vacated) plan.vacated.push_back(r.nodes[v].id);
+    plan.whole_free_after += r.whole_after - r.whole_before;
+    plan.slack_after += r.slack_after - r.slack_before;
+    plan.rounds = std::max(plan.rounds, r.rounds);
+    plan.nodes_tried += r.tried;
+  }
+  plan.chains = chain_base;
+  std::sort(plan.vacated.begin(), plan.vacated.end());
+  return plan;
+}
+
+}  // namespace estuary

@@ -1,0 +1,473 @@
+// DefragAction (IPC planner, issue 5 item 2): hand-built clusters with exact plans, plan validity
+// (applied move by move), determinism, stability, and a randomized property test.
+#include "sched/actions/defrag.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/rng.h"
+#include "tests/testing/fixtures.h"
+
+namespace estuary {
+namespace {
+
+using testing::AswCluster;
+using testing::ClusterBuilder;
+using testing::Gpus;
+using testing::Idx;
+using testing::NodeShape;
+using testing::Req;
+
+// Submits a task and binds it at `gpus`.
+TaskId Place(ClusterBuilder& c, const std::string& name, TaskRequest req, NodeId node, const GpuIndices& gpus) {
+  const TaskId t = c.Submit(name, req);
+  EXPECT_TRUE(c.state.CanBind(t, node, gpus)) << name;
+  c.state.Bind(t, node, gpus);
+  return t;
+}
+
+int64_t WholeFree(const ClusterState& s) {
+  int64_t k = 0;
+  for (const Node& n : s.nodes()) k += n.spec.gpu_count > 0 && n.full_free_gpus == n.spec.gpu_count;
+  return k;
+}
+
+// Applies `plan` to `state` move by move (Unbind, then Bind at the move's GPU indices), checking
+// that each move starts from where the task is, CanBind holds and every invariant after each move,
+// that no move depends on a later one, and that the vacated nodes end empty.
+void Apply(ClusterState& state, const DefragPlan& plan) {
+  for (size_t i = 0; i < plan.moves.size(); ++i) {
+    const DefragMove& m = plan.moves[i];
+    SCOPED_TRACE("move " + std::to_string(i));
+    for (size_t a : m.after) ASSERT_LT(a, i);
+    ASSERT_EQ(state.task(m.task).state, TaskState::kBound);
+    ASSERT_EQ(state.task(m.task).node, m.from);
+    ASSERT_NE(m.from, m.to);
+    state.Unbind(m.task);
+    ASSERT_TRUE(state.CanBind(m.task, m.to, m.gpus));
+    state.Bind(m.task, m.to, m.gpus);
+    const Status st = state.CheckInvariants();
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  for (NodeId v : plan.vacated) EXPECT_TRUE(state.node(v).tasks.empty());
+  EXPECT_EQ(WholeFree(state), plan.whole_free_after);
+}
+
+void ExpectSamePlan(const DefragPlan& a, const DefragPlan& b) {
+  ASSERT_EQ(a.moves.size(), b.moves.size());
+  for (size_t i = 0; i < a.moves.size(); ++i) {
+    const DefragMove& x = a.moves[i];
+    const DefragMove& y = b.moves[i];
+    EXPECT_EQ(x.task, y.task);
+    EXPECT_EQ(x.from, y.from);
+    EXPECT_EQ(x.to, y.to);
+    EXPECT_EQ(std::vector<int>(x.gpus.begin(), x.gpus.end()), std::vector<int>(y.gpus.begin(), y.gpus.end()));
+    EXPECT_EQ(x.chain, y.chain);
+    EXPECT_EQ(x.after, y.after);
+  }
+  EXPECT_EQ(a.vacated, b.vacated);
+  EXPECT_EQ(a.whole_free_after, b.whole_free_after);
+  EXPECT_EQ(a.rounds, b.rounds);
+}
+
+std::vector<int> G(const GpuIndices& g) { return {g.begin(), g.end()}; }
+
+TEST(DefragTest, TwoHalfUsedNodesConsolidateIntoOneWholeFreeNode) {
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1");
+  const TaskId a = Place(c, "a", Req().Gpus(4), n0, Idx({0, 1, 2, 3}));
+  Place(c, "b", Req().Gpus(4), n1, Idx({0, 1, 2, 3}));
+  const DefragPlan p = DefragAction::Plan(c.state, {}, DefragOptions());
+  ASSERT_EQ(p.moves.size(), 1u);
+  EXPECT_EQ(p.moves[0].task, a);
+  EXPECT_EQ(p.moves[0].from, n0);
+  EXPECT_EQ(p.moves[0].to, n1);
+  EXPECT_EQ(G(p.moves[0].gpus), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(p.moves[0].chain, 0);
+  EXPECT_TRUE(p.moves[0].after.empty());
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{n0});
+  EXPECT_EQ(p.whole_free_before, 0);
+  EXPECT_EQ(p.whole_free_after, 1);
+  EXPECT_EQ(p.slack_before, 2);
+  EXPECT_EQ(p.slack_after, 0);
+  EXPECT_EQ(p.rounds, 2);  // the second round finds nothing
+  ClusterState s = c.state;
+  Apply(s, p);
+}
+
+TEST(DefragTest, ANodeWithALockedTaskIsNotVacatedButReceives) {
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1");
+  const TaskId a = Place(c, "a", Req().Gpus(4), n0, Idx({0, 1, 2, 3}));
+  const TaskId b = Place(c, "b", Req().Gpus(4), n1, Idx({0, 1, 2, 3}));
+  std::vector<char> locked(c.state.tasks().size(), 0);
+  locked[a.value()] = 1;
+  const DefragPlan p = DefragAction::Plan(c.state, locked, DefragOptions());
+  ASSERT_EQ(p.moves.size(), 1u);
+  EXPECT_EQ(p.moves[0].task, b);
+  EXPECT_EQ(p.moves[0].to, n0);
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{n1});
+  ClusterState s = c.state;
+  Apply(s, p);
+}
+
+TEST(DefragTest, ANodeWhoseTasksCannotAllBeReplacedIsLeftAsItWas) {
+  // n0's first task would fit on n1, its second nowhere: no partial moves.
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1"), n2 = c.AddNode("n2");
+  Place(c, "a", Req().Gpus(2), n0, Idx({0, 1}));
+  Place(c, "b", Req().Gpus(2), n0, Idx({2, 3}));
+  Place(c, "c", Req().Gpus(6), n1, Idx({0, 1, 2, 3, 4, 5}));
+  Place(c, "d", Req().Gpus(7), n2, Idx({0, 1, 2, 3, 4, 5, 6}));
+  const DefragPlan p = DefragAction::Plan(c.state, {}, DefragOptions());
+  EXPECT_TRUE(p.moves.empty());
+  EXPECT_TRUE(p.vacated.empty());
+  EXPECT_EQ(p.nodes_tried, 3);
+  EXPECT_EQ(p.whole_free_after, p.whole_free_before);
+}
+
+// n0: t (4). n1: f1 (4, locked) + e1 (2). n2: f2 (6, locked) + e2 (1). n3: f3 (7, locked).
+struct ChainCluster {
+  ClusterBuilder c;
+  NodeId n0, n1, n2, n3;
+  TaskId t, e1, e2;
+  std::vector<char> locked;
+  ChainCluster() {
+    n0 = c.AddNode("n0");
+    n1 = c.AddNode("n1");
+    n2 = c.AddNode("n2");
+    n3 = c.AddNode("n3");
+    t = Place(c, "t", Req().Gpus(4), n0, Idx({0, 1, 2, 3}));
+    const TaskId f1 = Place(c, "f1", Req().Gpus(4), n1, Idx({0, 1, 2, 3}));
+    e1 = Place(c, "e1", Req().Gpus(2), n1, Idx({4, 5}));
+    const TaskId f2 = Place(c, "f2", Req().Gpus(6), n2, Idx({0, 1, 2, 3, 4, 5}));
+    e2 = Place(c, "e2", Req().Gpus(1), n2, Idx({6}));
+    const TaskId f3 = Place(c, "f3", Req().Gpus(7), n3, Idx({0, 1, 2, 3, 4, 5, 6}));
+    locked.assign(c.state.tasks().size(), 0);
+    for (TaskId x : {f1, f2, f3}) locked[x.value()] = 1;
+  }
+};
+
+TEST(DefragTest, AnEjectionChainOfDepthTwoVacatesWhatDepthOneCannot) {
+  ChainCluster k;
+  DefragOptions o;
+  o.max_chain_depth = 1;
+  const DefragPlan shallow = DefragAction::Plan(k.c.state, k.locked, o);
+  EXPECT_TRUE(shallow.moves.empty());
+  o.max_chain_depth = 2;
+  const DefragPlan p = DefragAction::Plan(k.c.state, k.locked, o);
+  ASSERT_EQ(p.moves.size(), 3u);
+  // Deepest ejection first, then the task that needed its room, up to the candidate's task.
+  EXPECT_EQ(p.moves[0].task, k.e2);
+  EXPECT_EQ(p.moves[0].from, k.n2);
+  EXPECT_EQ(p.moves[0].to, k.n3);
+  EXPECT_EQ(G(p.moves[0].gpus), std::vector<int>{7});
+  EXPECT_TRUE(p.moves[0].after.empty());
+  EXPECT_EQ(p.moves[1].task, k.e1);
+  EXPECT_EQ(p.moves[1].from, k.n1);
+  EXPECT_EQ(p.moves[1].to, k.n2);
+  EXPECT_EQ(G(p.moves[1].gpus), (std::vector<int>{6, 7}));
+  EXPECT_EQ(p.moves[1].after, std::vector<size_t>{0});
+  EXPECT_EQ(p.moves[2].task, k.t);
+  EXPECT_EQ(p.moves[2].from, k.n0);
+  EXPECT_EQ(p.moves[2].to, k.n1);
+  EXPECT_EQ(G(p.moves[2].gpus), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(p.moves[2].after, std::vector<size_t>{1});
+  for (const DefragMove& m : p.moves) EXPECT_EQ(m.chain, 0);
+  EXPECT_EQ(p.chains, 1);
+  EXPECT_EQ(p.ejections, 2);
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{k.n0});
+  EXPECT_EQ(p.whole_free_after, p.whole_free_before + 1);
+  ClusterState s = k.c.state;
+  Apply(s, p);
+  // The default depth (3) finds the same plan.
+  ExpectSamePlan(p, DefragAction::Plan(k.c.state, k.locked, DefragOptions()));
+}
+
+TEST(DefragTest, AGpuModelPinIsRespected) {
+  ClusterBuilder c;
+  NodeShape a100;
+  a100.model = "A100";
+  const NodeId n0 = c.AddNode("n0", a100);
+  const NodeId n1 = c.AddNode("n1");  // V100
+  const NodeId n2 = c.AddNode("n2", a100);
+  Place(c, "pinned", Req().Gpus(4).Models(c.ModelSet("A100")), n0, Idx({0, 1, 2, 3}));
+  const TaskId b = Place(c, "b", Req().Gpus(4), n1, Idx({0, 1, 2, 3}));
+  const TaskId l = Place(c, "l", Req().Gpus(6), n2, Idx({0, 1, 2, 3, 4, 5}));
+  std::vector<char> locked(c.state.tasks().size(), 0);
+  locked[l.value()] = 1;
+  const DefragPlan p = DefragAction::Plan(c.state, locked, DefragOptions());
+  // The pinned task would fit on n1 (V100) but may not go there; b goes to n0 instead.
+  ASSERT_EQ(p.moves.size(), 1u);
+  EXPECT_EQ(p.moves[0].task, b);
+  EXPECT_EQ(p.moves[0].to, n0);
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{n1});
+  ClusterState s = c.state;
+  Apply(s, p);
+}
+
+// ASW a: n0 (the gang member g0, 4 GPUs) and n1 (y, `y_gpus`); ASW b: n2 (x, 4 GPUs).
+struct GangCluster {
+  AswCluster k{{"a", "a", "b"}};
+  TaskId g0, x, y;
+  explicit GangCluster(int y_gpus) {
+    JobSpec js;
+    js.name = "gang";
+    js.topology.plane = k.data;
+    js.topology.required_level = 0;
+    const JobId g = k.c.state.AddJob(js);
+    g0 = k.c.state.AddTask(g, "g0", Req().Gpus(4));
+    k.c.state.Bind(g0, k.N(0), Idx({0, 1, 2, 3}));
+    GpuIndices yi;
+    for (int i = 0; i < y_gpus; ++i) yi.Push(i);
+    y = Place(k.c, "y", Req().Gpus(y_gpus), k.N(1), yi);
+    x = Place(k.c, "x", Req().Gpus(4), k.N(2), Idx({0, 1, 2, 3}));
+  }
+};
+
+TEST(DefragTest, ARequiredLevelGangMemberStaysInItsAsw) {
+  GangCluster a(6);
+  std::vector<char> locked(a.k.c.state.tasks().size(), 0);
+  locked[a.y.value()] = 1;
+  const DefragPlan p = DefragAction::Plan(a.k.c.state, locked, DefragOptions());
+  // g0 would fit on n2 (ASW b) but stays in ASW a, where it fits nowhere; x comes to n0.
+  ASSERT_EQ(p.moves.size(), 1u);
+  EXPECT_EQ(p.moves[0].task, a.x);
+  EXPECT_EQ(p.moves[0].to, a.k.N(0));
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{a.k.N(2)});
+
+  // With room in ASW a (y on 4 GPUs, x locked), the member moves there.
+  GangCluster b(4);
+  locked.assign(b.k.c.state.tasks().size(), 0);
+  locked[b.x.value()] = 1;
+  locked[b.y.value()] = 1;
+  const DefragPlan q = DefragAction::Plan(b.k.c.state, locked, DefragOptions());
+  ASSERT_EQ(q.moves.size(), 1u);
+  EXPECT_EQ(q.moves[0].task, b.g0);
+  EXPECT_EQ(q.moves[0].to, b.k.N(1));
+  ClusterState s = b.k.c.state;
+  Apply(s, q);
+}
+
+TEST(DefragTest, StandbyAndBorrowedTasksAreNeverMoved) {
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1"), n2 = c.AddNode("n2");
+  const TaskId s = Place(c, "standby", Req().Gpus(4), n0, Idx({0, 1, 2, 3}));
+  c.state.EnterStandby(s);
+  const TaskId b = c.Submit("borrower", Req().Gpus(2));
+  ASSERT_TRUE(c.state.CanBindBorrowed(b, n0, Idx({0, 1})));
+  c.state.BindBorrowed(b, n0, Idx({0, 1}));
+  // A standby task alone on a node: the node is not vacated either.
+  const TaskId s2 = Place(c, "standby2", Req().Gpus(2), n2, Idx({0, 1}));
+  c.state.EnterStandby(s2);
+  const TaskId z = Place(c, "z", Req().Gpus(4), n1, Idx({0, 1, 2, 3}));
+  const DefragPlan p = DefragAction::Plan(c.state, {}, DefragOptions());
+  ASSERT_EQ(p.moves.size(), 1u);
+  EXPECT_EQ(p.moves[0].task, z);
+  EXPECT_EQ(p.moves[0].to, n0);
+  EXPECT_EQ(G(p.moves[0].gpus), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{n1});
+  ClusterState st = c.state;
+  Apply(st, p);
+}
+
+TEST(DefragTest, DownCordonedAndReservedNodesNeitherGiveNorReceive) {
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1"), n2 = c.AddNode("n2"), n3 = c.AddNode("n3");
+  Place(c, "a", Req().Gpus(4), n0, Idx({0, 1, 2, 3}));
+  Place(c, "b", Req().Gpus(4), n1, Idx({0, 1, 2, 3}));
+  Place(c, "d", Req().Gpus(4), n2, Idx({0, 1, 2, 3}));
+  c.state.SetNodeState(n0, NodeState::kDown);
+  c.state.SetNodeState(n1, NodeState::kCordoned);
+  JobSpec js;
+  js.name = "owner";
+  const JobId owner = c.state.AddJob(js);
+  const std::vector<NodeId> held = {n2};
+  c.state.AddReservation(owner, held);
+  Place(c, "e", Req().Gpus(4), n3, Idx({0, 1, 2, 3}));
+  const DefragPlan p = DefragAction::Plan(c.state, {}, DefragOptions());
+  EXPECT_TRUE(p.moves.empty());
+}
+
+TEST(DefragTest, SameSeedSamePlanAndThreadsDoNotChangeIt) {
+  // 40 nodes, each with 1-3 small tasks; random partitions of 8 nodes.
+  ClusterBuilder c;
+  Rng rng(5);
+  for (int i = 0; i < 40; ++i) {
+    const NodeId n = c.AddNode("n" + std::to_string(i));
+    int next = 0;
+    const int k = 1 + static_cast<int>(rng.Uniform(3));
+    for (int j = 0; j < k; ++j) {
+      const int g = 1 << rng.Uniform(2);
+      GpuIndices idx;
+      for (int x = 0; x < g; ++x) idx.Push(next++);
+      Place(c, "t", Req().Gpus(g), n, idx);
+    }
+  }
+  DefragOptions o;
+  o.partition_nodes = 8;
+  o.seed = 3;
+  const DefragPlan a = DefragAction::Plan(c.state, {}, o);
+  EXPECT_GT(a.vacated.size(), 0u);
+  EXPECT_EQ(a.partitions, 5);
+  ExpectSamePlan(a, DefragAction::Plan(c.state, {}, o));
+  o.threads = 2;
+  ExpectSamePlan(a, DefragAction::Plan(c.state, {}, o));
+  o.threads = 3;
+  ExpectSamePlan(a, DefragAction::Plan(c.state, {}, o));
+  ClusterState s = c.state;
+  Apply(s, a);
+}
+
+TEST(DefragTest, ASecondPlanOnTheAppliedStateGainsNothing) {
+  ChainCluster k;
+  const DefragPlan p = DefragAction::Plan(k.c.state, k.locked, DefragOptions());
+  ClusterState s = k.c.state;
+  Apply(s, p);
+  const DefragPlan q = DefragAction::Plan(s, k.locked, DefragOptions());
+  EXPECT_TRUE(q.moves.empty());
+  EXPECT_EQ(q.whole_free_after, q.whole_free_before);
+}
+
+TEST(DefragTest, WholeFreeDomainsVacatesTheMostFreeDomainFirst) {
+  // ASW a: n0 (2 used) and n1 (6 used); ASW b: n2 (2 used) and n3 (4 used), n3 locked. Domain a has
+  // 8 GPUs free, b 10: b's candidate n2 goes first; the default objective takes n0 (id order).
+  AswCluster k({"a", "a", "b", "b"});
+  Place(k.c, "p", Req().Gpus(2), k.N(0), Idx({0, 1}));
+  Place(k.c, "q", Req().Gpus(6), k.N(1), Idx({0, 1, 2, 3, 4, 5}));
+  Place(k.c, "r", Req().Gpus(2), k.N(2), Idx({0, 1}));
+  const TaskId l = Place(k.c, "l", Req().Gpus(4), k.N(3), Idx({0, 1, 2, 3}));
+  std::vector<char> locked(k.c.state.tasks().size(), 0);
+  locked[l.value()] = 1;
+  DefragOptions o;
+  o.max_rounds = 1;
+  const DefragPlan nodes = DefragAction::Plan(k.c.state, locked, o);
+  ASSERT_FALSE(nodes.vacated.empty());
+  EXPECT_EQ(nodes.vacated[0], k.N(0));
+  o.objective = DefragOptions::Objective::kWholeFreeDomains;
+  o.objective_plane = k.data;
+  o.objective_level = 0;
+  const DefragPlan doms = DefragAction::Plan(k.c.state, locked, o);
+  ASSERT_FALSE(doms.moves.empty());
+  EXPECT_EQ(doms.moves[0].from, k.N(2));
+  // r goes to the least free domain (a: n1 has exactly 2 GPUs free).
+  EXPECT_EQ(doms.moves[0].to, k.N(1));
+  ClusterState s = k.c.state;
+  Apply(s, doms);
+}
+
+TEST(DefragTest, AlignedPartitionsKeepMovesInsideADomain) {
+  AswCluster k({"a", "a", "b", "b"});
+  Place(k.c, "p", Req().Gpus(4), k.N(0), Idx({0, 1, 2, 3}));
+  Place(k.c, "q", Req().Gpus(2), k.N(1), Idx({0, 1}));
+  Place(k.c, "r", Req().Gpus(4), k.N(2), Idx({0, 1, 2, 3}));
+  Place(k.c, "s", Req().Gpus(4), k.N(3), Idx({0, 1, 2, 3}));
+  DefragOptions o;
+  o.align_plane = k.data;
+  o.align_level = 0;
+  const DefragPlan p = DefragAction::Plan(k.c.state, {}, o);
+  EXPECT_EQ(p.partitions, 2);
+  for (const DefragMove& m : p.moves) {
+    EXPECT_EQ(k.c.state.topology().NodeDomain(m.from, k.data, 0), k.c.state.topology().NodeDomain(m.to, k.data, 0));
+  }
+  EXPECT_EQ(p.vacated.size(), 2u);
+  ClusterState s = k.c.state;
+  Apply(s, p);
+}
+
+TEST(DefragTest, BadOptionsAreNamed) {
+  ClusterBuilder c;
+  c.AddNode("n0");
+  DefragOptions o;
+  o.partition_nodes = 1;
+  EXPECT_NE(DefragAction::Validate(c.state, o).message().find("partition_nodes"), std::string::npos);
+  o = DefragOptions();
+  o.threads = 0;
+  EXPECT_NE(DefragAction::Validate(c.state, o).message().find("threads"), std::string::npos);
+  o = DefragOptions();
+  o.max_chain_depth = -1;
+  EXPECT_NE(DefragAction::Validate(c.state, o).message().find("max_chain_depth"), std::string::npos);
+  o = DefragOptions();
+  o.objective = DefragOptions::Objective::kWholeFreeDomains;
+  EXPECT_FALSE(DefragAction::Validate(c.state, o).ok());
+  o.objective = DefragOptions::Objective::kPlaceableShape;
+  EXPECT_FALSE(DefragAction::Validate(c.state, o).ok());
+  EXPECT_TRUE(DefragAction::Validate(c.state, DefragOptions()).ok());
+}
+
+// Random small clusters: mixed node sizes and models, whole and shared GPU tasks placed randomly,
+// random locks, a cordoned node; every plan applies cleanly, never loses whole free nodes, and is
+// the same with 1 or 2 threads.
+TEST(DefragTest, RandomClustersYieldValidPlans) {
+  int64_t vacated = 0, ejections = 0;
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Rng rng(seed);
+    ClusterBuilder c;
+    const int nodes = 6 + static_cast<int>(rng.Uniform(15));
+    for (int i = 0; i < nodes; ++i) {
+      NodeShape shape = Gpus(rng.Uniform(4) == 0 ? 4 : 8);
+      shape.model = rng.Uniform(3) == 0 ? "A100" : "V100";
+      c.AddNode("n" + std::to_string(i), shape);
+    }
+    const GpuModelSet a100 = c.ModelSet("A100");
+    const int tasks = nodes * 3;
+    for (int i = 0; i < tasks; ++i) {
+      Req r;
+      const uint64_t kind = rng.Uniform(6);
+      if (kind == 0) {
+        r.SharedGpu(250 * static_cast<MilliGpu>(1 + rng.Uniform(3)));
+      } else {
+        r.Gpus(1 << rng.Uniform(4));
+      }
+      r.Cpu(4000 * static_cast<MilliCpu>(1 + rng.Uniform(4))).Mem(16384);
+      if (rng.Uniform(8) == 0) r.Models(a100);
+      const TaskId t = c.Submit("t" + std::to_string(i), r);
+      // Random node, lowest GPUs that fit (tightest for shared).
+      for (int tries = 0; tries < 4; ++tries) {
+        const NodeId n(static_cast<uint32_t>(rng.Uniform(static_cast<uint64_t>(nodes))));
+        const Node& node = c.state.node(n);
+        GpuIndices g;
+        const TaskRequest& q = c.state.task(t).req;
+        for (int x = 0; x < node.spec.gpu_count && g.size < q.gpu_count; ++x) {
+          if (node.gpu_free[x] >= q.gpu_milli) g.Push(x);
+        }
+        if (c.state.CanBind(t, n, g)) {
+          c.state.Bind(t, n, g);
+          break;
+        }
+      }
+    }
+    std::vector<char> locked(c.state.tasks().size(), 0);
+    for (char& l : locked) l = rng.Uniform(5) == 0;
+    if (rng.Uniform(2) == 0) c.state.SetNodeState(NodeId(0), NodeState::kCordoned);
+    DefragOptions o;
+    o.partition_nodes = rng.Uniform(2) == 0 ? 0 : 4 + static_cast<int32_t>(rng.Uniform(6));
+    o.max_chain_depth = static_cast<int32_t>(rng.Uniform(4));
+    o.seed = seed;
+    const DefragPlan p = DefragAction::Plan(c.state, locked, o);
+    vacated += static_cast<int64_t>(p.vacated.size());
+    ejections += p.ejections;
+    EXPECT_GE(p.whole_free_after, p.whole_free_before);
+    EXPECT_EQ(p.whole_free_after - p.whole_free_before, static_cast<int64_t>(p.vacated.size()));
+    for (const DefragMove& m : p.moves) {
+      EXPECT_FALSE(locked[m.task.value()]);
+      EXPECT_EQ(c.state.node(m.to).state, NodeState::kReady);
+    }
+    ClusterState s = c.state;
+    Apply(s, p);
+    o.threads = 2;
+    ExpectSamePlan(p, DefragAction::Plan(c.state, locked, o));
+  }
+  // The instances exercise the planner: nodes get vacated, some through ejection chains.
+  EXPECT_GT(vacated, 0);
+  EXPECT_GT(ejections, 0);
+  std::printf("random instances: %lld nodes vacated, %lld ejections\n", static_cast<long long>(vacated),
+              static_cast<long long>(ejections));
+}
+
+}  // namespace
+}  // namespace estuary
