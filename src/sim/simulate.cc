@@ -63,6 +63,7 @@ struct SimJob {
   std::optional<double> entropy;                        // at first start
   bool reclaiming = false;  // an HP job whose victims are being evicted (grace period)
   SimTime reclaim_refused = -1;  // when Reclaim last found it infeasible even with preemption
+  uint64_t refused_seq = 0;      // ClusterState::release_seq() then
   // The work model (JobTemplate::linear_scaling): work in replica-seconds x kWorkScale at max
   // replicas; a running job progresses `rate` replica units per second (max replicas when fixed,
   // its usable replicas when linear), slowed by `slow` / 10000 (the network model).
@@ -774,9 +775,18 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     for (size_t i : pending.InOrder([&](int sh) { return jobs[shape_job[sh]].tmpl.priority >= kHpPriority; })) {
       SimJob& j = jobs[i];
       if (j.reclaiming) continue;
+      // Idle plus reclaimable room only shrinks while nothing is released (a start turns free
+      // room into evictable or fixed room), so a job found infeasible stays so until a release.
+      if (j.reclaim_refused >= 0 && j.refused_seq == state.release_seq() && !state.job(j.id).reservation.valid()) {
+        j.reclaim_refused = t;
+        continue;
+      }
       if (state.job(j.id).reservation.valid()) state.ReleaseReservation(state.job(j.id).reservation);
       const PreemptionPlan plan = PreemptAction::Plan(state, j.id, t, aopts);
-      if (!plan.feasible) j.reclaim_refused = t;
+      if (!plan.feasible) {
+        j.reclaim_refused = t;
+        j.refused_seq = state.release_seq();
+      }
       if (!plan.feasible || plan.evict.empty()) continue;
       if (std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId x) { return being_evicted[x.value()] != 0; })) {
         continue;
