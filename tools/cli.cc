@@ -13,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/check.h"
+#include "sched/actions/defrag.h"
 #include "sched/plugins/register.h"
 #include "sim/cluster/cluster_spec.h"
 #include "sim/cluster/generator.h"
@@ -22,7 +24,9 @@
 #include "sim/scenario.h"
 #include "sim/simulate.h"
 #include "sim/trace/curve.h"
+#include "sim/trace/csv_fields.h"
 #include "sim/trace/openb_reader.h"
+#include "sim/trace/snapshot.h"
 
 namespace estuary {
 namespace {
@@ -421,6 +425,235 @@ int RunCurveCommand(const CurveFlags& f) {
   return 0;
 }
 
+struct DefragFlags {
+  std::string cluster, snapshot, out;
+  int64_t partition_nodes = 500, chain_depth = 3, rounds = 5, threads = 1, budget = 0;
+  uint64_t seed = 1;
+  std::string objective = "nodes", objective_plane, objective_level, align_plane, align_level;
+  bool has_budget = false;
+};
+
+// "3;7" — indices joined by ';' (+ offset).
+template <typename It>
+std::string JoinIndices(It begin, It end, int offset) {
+  std::string s;
+  for (It i = begin; i != end; ++i) s += (s.empty() ? "" : ";") + std::to_string(static_cast<int64_t>(*i) + offset);
+  return s;
+}
+
+// A plane (and a level of it) named by two flags; both or neither.
+Status ResolvePlaneLevel(const ClusterState& s, const std::string& plane_flag, const std::string& plane,
+                         const std::string& level_flag, const std::string& level, PlaneId& plane_id, int& level_idx) {
+  if (plane.empty() && level.empty()) return Status::Ok();
+  if (plane.empty()) return InvalidArgument(plane_flag + ": required with " + level_flag);
+  if (level.empty()) return InvalidArgument(level_flag + ": required with " + plane_flag);
+  auto p = s.topology().FindPlane(plane);
+  if (!p) return InvalidArgument(plane_flag + ": unknown plane '" + plane + "'");
+  auto l = s.topology().FindLevel(*p, level);
+  if (!l) return InvalidArgument(level_flag + ": plane '" + plane + "' has no level '" + level + "'");
+  plane_id = *p;
+  level_idx = *l;
+  return Status::Ok();
+}
+
+// The defrag options from the flags; every bad value is bad input naming its flag.
+StatusOr<DefragOptions> DefragOptionsFromFlags(const DefragFlags& f, const ClusterState& s) {
+  DefragOptions o;
+  auto bad = [](const std::string& flag, int64_t v, const std::string& why) {
+    return InvalidArgument(flag + ": " + std::to_string(v) + " (" + why + ")");
+  };
+  if (f.partition_nodes < 0 || f.partition_nodes == 1 || f.partition_nodes > INT32_MAX) {
+    return bad("--partition-nodes", f.partition_nodes, "must be 0 for one partition, or >= 2");
+  }
+  if (f.chain_depth < 0 || f.chain_depth > 64) return bad("--chain-depth", f.chain_depth, "must be in 0..64");
+  if (f.rounds < 0 || f.rounds > INT32_MAX) return bad("--rounds", f.rounds, "must be >= 0");
+  if (f.threads < 1 || f.threads > 1024) return bad("--threads", f.threads, "must be in 1..1024");
+  if (f.has_budget && f.budget < 1) return bad("--budget", f.budget, "must be >= 1 move");
+  o.partition_nodes = static_cast<int32_t>(f.partition_nodes);
+  o.max_chain_depth = static_cast<int32_t>(f.chain_depth);
+  o.max_rounds = static_cast<int32_t>(f.rounds);
+  o.threads = static_cast<int32_t>(f.threads);
+  o.seed = f.seed;
+  if (f.objective == "nodes") {
+    o.objective = DefragOptions::Objective::kWholeFreeNodes;
+  } else if (f.objective == "domains") {
+    o.objective = DefragOptions::Objective::kWholeFreeDomains;
+    if (f.objective_plane.empty() || f.objective_level.empty()) {
+      return InvalidArgument("--objective: domains needs --objective-plane and --objective-level");
+    }
+  } else {
+    return InvalidArgument("--objective: '" + f.objective + "' (expected nodes or domains)");
+  }
+  ESTUARY_RETURN_IF_ERROR(ResolvePlaneLevel(s, "--objective-plane", f.objective_plane, "--objective-level",
+                                            f.objective_level, o.objective_plane, o.objective_level));
+  ESTUARY_RETURN_IF_ERROR(ResolvePlaneLevel(s, "--align-plane", f.align_plane, "--align-level", f.align_level,
+                                            o.align_plane, o.align_level));
+  // Everything Validate checks was checked above; a failure here is a bug in this translation.
+  Status st = DefragAction::Validate(s, o);
+  if (!st.ok()) return Internal("defrag options: " + st.message());
+  return o;
+}
+
+// How many moves of `plan` a budget of `budget` moves keeps: the longest prefix made of whole
+// node groups (a vacated node's chains — consecutive in the plan — are kept or dropped
+// together) with at most `budget` moves. A prefix keeps every `after` dependency. Also returns the
+// vacated nodes kept.
+size_t BudgetPrefix(const DefragPlan& plan, int64_t budget, std::vector<NodeId>& kept_nodes) {
+  // Each chain's last move is the move out of the node being vacated.
+  size_t keep = 0;
+  for (size_t i = 0; i < plan.moves.size();) {
+    // The group starting at move i: chains whose last move leaves the same node.
+    size_t j = i;
+    NodeId node;
+    while (j < plan.moves.size()) {
+      size_t e = j;
+      while (e + 1 < plan.moves.size() && plan.moves[e + 1].chain == plan.moves[j].chain) ++e;
+      if (node.valid() && plan.moves[e].from != node) break;
+      node = plan.moves[e].from;
+      j = e + 1;
+    }
+    ESTUARY_CHECK(std::binary_search(plan.vacated.begin(), plan.vacated.end(), node));
+    if (static_cast<int64_t>(j) > budget) break;
+    kept_nodes.push_back(node);
+    keep = j;
+    i = j;
+  }
+  std::sort(kept_nodes.begin(), kept_nodes.end());
+  return keep;
+}
+
+struct GpuNodeCounts {
+  int64_t whole_free = 0, slack = 0;
+};
+GpuNodeCounts CountGpuNodes(const ClusterState& s) {
+  GpuNodeCounts c;
+  for (const Node& n : s.nodes()) {
+    c.whole_free += n.spec.gpu_count > 0 && n.full_free_gpus == n.spec.gpu_count;
+    c.slack += n.spec.gpu_count > 0 && n.full_free_gpus != n.spec.gpu_count && n.gpu_free_total > 0;
+  }
+  return c;
+}
+
+// `estuary defrag`: a dry run of the IPC planner on a snapshot (docs/defrag.md).
+int RunDefragCommand(const DefragFlags& f) {
+  const auto start = std::chrono::steady_clock::now();
+  auto cluster = ReadClusterSpec(f.cluster);
+  if (!cluster.ok()) return Fail(cluster.status());
+  ClusterState& state = *cluster;
+  auto options = DefragOptionsFromFlags(f, state);
+  if (!options.ok()) return Fail(options.status());
+  auto snap = ReadSnapshot(f.snapshot, state);
+  if (!snap.ok()) return Fail(snap.status());
+  Status st = MakeOutputDir(f.out);
+  if (!st.ok()) return Fail(InvalidArgument("--out: " + st.message()));
+
+  const auto plan_start = std::chrono::steady_clock::now();
+  const DefragPlan plan = DefragAction::Plan(state, snap->locked, *options);
+  const double plan_seconds = Seconds(plan_start);
+
+  std::vector<NodeId> vacated = plan.vacated;
+  size_t keep = plan.moves.size();
+  if (f.has_budget) {
+    vacated.clear();
+    keep = BudgetPrefix(plan, f.budget, vacated);
+  }
+
+  // Apply the kept moves to a copy, in order, as the executor would.
+  ClusterState after = state;
+  for (size_t i = 0; i < keep; ++i) {
+    const DefragMove& m = plan.moves[i];
+    ESTUARY_CHECK(after.task(m.task).node == m.from);
+    after.Unbind(m.task);
+    ESTUARY_CHECK(after.CanBind(m.task, m.to, m.gpus));
+    after.Bind(m.task, m.to, m.gpus);
+  }
+  st = after.CheckInvariants();
+  if (!st.ok()) return Fail(Internal("the plan broke an invariant: " + st.message()));
+  const GpuNodeCounts before_counts = CountGpuNodes(state), after_counts = CountGpuNodes(after);
+  ESTUARY_CHECK(before_counts.whole_free == plan.whole_free_before && before_counts.slack == plan.slack_before);
+  if (keep == plan.moves.size()) {
+    ESTUARY_CHECK(after_counts.whole_free == plan.whole_free_after && after_counts.slack == plan.slack_after);
+  }
+  for (NodeId v : vacated) ESTUARY_CHECK(after.node(v).tasks.empty());
+
+  // plan.csv: steps numbered from 1; `after` lists steps.
+  std::ostringstream csv;
+  csv << "step,task,job,from,to,gpus,chain,after\n";
+  for (size_t i = 0; i < keep; ++i) {
+    const DefragMove& m = plan.moves[i];
+    const Task& t = state.task(m.task);
+    csv << i + 1 << ',' << CsvQuoted(t.name) << ',' << CsvQuoted(state.job(t.job).spec.name) << ','
+        << CsvQuoted(state.node(m.from).spec.name) << ',' << CsvQuoted(state.node(m.to).spec.name) << ','
+        << JoinIndices(m.gpus.begin(), m.gpus.end(), 0) << ',' << m.chain << ','
+        << JoinIndices(m.after.begin(), m.after.end(), 1) << '\n';
+  }
+  st = WriteTextFile(f.out + "/plan.csv", csv.str());
+  if (st.ok()) st = WriteTextFile(f.out + "/snapshot_after.csv", WriteSnapshot(after, snap->locked));
+
+  nlohmann::json j;
+  j["cluster"] = f.cluster;
+  j["snapshot"] = f.snapshot;
+  j["plan_seconds"] = plan_seconds;
+  j["nodes"] = state.num_nodes();
+  j["tasks"] = snap->tasks;
+  j["jobs"] = snap->jobs;
+  j["locked_tasks"] = snap->locked_tasks;
+  j["moves"] = keep;
+  j["planned_moves"] = plan.moves.size();
+  j["budget_moves"] = f.has_budget ? nlohmann::json(f.budget) : nlohmann::json(nullptr);
+  j["chains"] = keep == 0 ? 0 : plan.moves[keep - 1].chain + 1;
+  int64_t ejections = 0;
+  for (size_t i = 1; i < keep; ++i) ejections += plan.moves[i].chain == plan.moves[i - 1].chain;
+  j["ejections"] = ejections;
+  j["vacated_nodes"] = vacated.size();
+  std::vector<std::string> names;
+  for (NodeId v : vacated) names.push_back(state.node(v).spec.name);
+  j["vacated_node_names"] = names;
+  j["whole_free_nodes_before"] = before_counts.whole_free;
+  j["whole_free_nodes_after"] = after_counts.whole_free;
+  j["nodes_with_slack_before"] = before_counts.slack;
+  j["nodes_with_slack_after"] = after_counts.slack;
+  j["partitions"] = plan.partitions;
+  j["rounds"] = plan.rounds;
+  j["nodes_tried"] = plan.nodes_tried;
+  j["options"] = {{"partition_nodes", f.partition_nodes}, {"chain_depth", f.chain_depth}, {"rounds", f.rounds},
+                  {"threads", f.threads}, {"seed", f.seed}, {"objective", f.objective},
+                  {"objective_plane", f.objective_plane}, {"objective_level", f.objective_level},
+                  {"align_plane", f.align_plane}, {"align_level", f.align_level}};
+  j["wall_seconds"] = Seconds(start);
+  if (st.ok()) st = WriteTextFile(f.out + "/summary.json", j.dump(2) + "\n");
+  if (!st.ok()) return Fail(st);
+  std::printf("defrag %s: %zu nodes, %lld tasks (%lld locked); %zu moves (%zu planned), %zu nodes vacated; "
+              "whole free nodes %lld -> %lld, nodes with slack %lld -> %lld; plan %.3f s\n",
+              f.snapshot.c_str(), state.num_nodes(), static_cast<long long>(snap->tasks),
+              static_cast<long long>(snap->locked_tasks), keep, plan.moves.size(), vacated.size(),
+              static_cast<long long>(before_counts.whole_free), static_cast<long long>(after_counts.whole_free),
+              static_cast<long long>(before_counts.slack), static_cast<long long>(after_counts.slack), plan_seconds);
+  std::printf("wrote %s/plan.csv, %s/snapshot_after.csv, %s/summary.json\n", f.out.c_str(), f.out.c_str(),
+              f.out.c_str());
+  return 0;
+}
+
+CLI::App* AddDefragCommand(CLI::App& app, DefragFlags& df, CLI::Option*& budget) {
+  CLI::App* d = app.add_subcommand("defrag", "dry run of the IPC defragmentation planner on a snapshot (docs/defrag.md)");
+  d->add_option("--cluster", df.cluster, "cluster spec (YAML; docs/cluster-spec.md)")->required();
+  d->add_option("--snapshot", df.snapshot, "running tasks (CSV; docs/defrag.md)")->required();
+  d->add_option("--out", df.out, "output directory: plan.csv, snapshot_after.csv, summary.json")->required();
+  d->add_option("--partition-nodes", df.partition_nodes, "nodes per random partition; 0: one partition (default 500)");
+  d->add_option("--chain-depth", df.chain_depth, "most ejections in one chain; 0: direct moves only (default 3)");
+  d->add_option("--rounds", df.rounds, "most rounds per partition (default 5)");
+  d->add_option("--threads", df.threads, "partitions searched in parallel; same plan for any value (default 1)");
+  d->add_option("--seed", df.seed, "seed of the random partitions (default 1)");
+  d->add_option("--objective", df.objective, "nodes (whole free nodes, default) or domains");
+  d->add_option("--objective-plane", df.objective_plane, "--objective domains: the plane of the domains");
+  d->add_option("--objective-level", df.objective_level, "--objective domains: the level of the domains");
+  d->add_option("--align-plane", df.align_plane, "one partition per domain of this plane's --align-level");
+  d->add_option("--align-level", df.align_level, "the level of --align-plane");
+  budget = d->add_option("--budget", df.budget,
+                         "most moves to keep, in plan order, whole vacated nodes only (default: all)");
+  return d;
+}
+
 CLI::App* AddReplayCommand(CLI::App& app, ReplayFlags& rf) {
   CLI::App* replay = app.add_subcommand("replay", "time-based replay of a task list with creation/deletion times");
   replay->add_option("--nodes", rf.nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
@@ -494,10 +727,16 @@ int RunCli(int argc, char** argv) {
   curve->add_option("--utc-offset-h", uf.utc_offset_h, "local time = UTC + this many hours (default 8, China)")
       ->check(CLI::Validator(CheckUtcOffset, "HOURS", "utc offset"));
 
+  DefragFlags df;
+  CLI::Option* budget = nullptr;
+  CLI::App* defrag = AddDefragCommand(app, df, budget);
+
   if (argc >= 2 && argv[1][0] != '-' && std::string(argv[1]) != "openb" && std::string(argv[1]) != "replay" &&
-      std::string(argv[1]) != "cluster" && std::string(argv[1]) != "simulate" && std::string(argv[1]) != "curve") {
+      std::string(argv[1]) != "cluster" && std::string(argv[1]) != "simulate" && std::string(argv[1]) != "curve" &&
+      std::string(argv[1]) != "defrag") {
     std::fprintf(stderr,
-                 "estuary: unknown command '%s' (known: openb, replay, simulate, cluster, curve; see --help)\n", argv[1]);
+                 "estuary: unknown command '%s' (known: openb, replay, simulate, cluster, curve, defrag; see --help)\n",
+                 argv[1]);
     return 2;
   }
   try {
@@ -517,6 +756,10 @@ int RunCli(int argc, char** argv) {
   if (simulate->parsed()) return RunSimulateCommand(sf);
   if (check->parsed()) return RunClusterCheck(cf);
   if (curve->parsed()) return RunCurveCommand(uf);
+  if (defrag->parsed()) {
+    df.has_budget = budget->count() > 0;
+    return RunDefragCommand(df);
+  }
   return 2;
 }
 

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/cluster/cluster_spec.h"
+#include "sim/trace/snapshot.h"
 #include "tests/testing/temp_dir.h"
 
 namespace estuary {
@@ -613,6 +615,149 @@ TEST_F(Cli, CurveRejectsABadQpsRowNamingFileLineAndColumn) {
 TEST_F(Cli, CurveRejectsAnOutputFileThatCannotBeWrittenNamingTheFlag) {
   const std::string qps = WriteFile(dir_, "qps.csv", kQps);
   EXPECT_TRUE(RejectedWith(RunEstuary({"curve", "--qps", qps, "--out", Out("no-such-dir/c.csv")}), {"--out"}));
+}
+
+
+// --- defrag dry run (docs/defrag.md) -------------------------------------------------------------
+
+constexpr char kDefragCluster[] = ESTUARY_SOURCE_DIR "/examples/defrag/cluster.yaml";
+constexpr char kDefragSnapshot[] = ESTUARY_SOURCE_DIR "/examples/defrag/snapshot.csv";
+
+// The example by hand (8-GPU nodes; asw1 = a-*, asw2 = b-*):
+//   a-0000 train-0 GPUs 0-3, locked    (4 free)      b-0000 big-0 GPUs 0-5, gang within asw (2 free)
+//   a-0001 w-0 GPUs 0-1                (6 free)      b-0001 mid-0 GPUs 0-2            (5 free)
+//   a-0002 s-0 500 milli on GPU 0      (7.5 free)    b-0002 pin-0 GPU 0, locked       (7 free)
+//   a-0003 empty: whole free                          b-0003 etl-0 CPU only: whole free
+// Before: 2 whole free nodes; slack on the other 6. Candidates (not pinned) by fewest tasks, then
+// least GPU milli: a-0002 (500), a-0001 (2000), b-0001 (3000), b-0000 (6000). Round 1:
+//   1. s-0 -> best fit (least GPU milli left): b-0000 (2000 -> 1500), GPU 6.  a-0002 vacated.
+//   2. w-0 needs 2 whole GPUs: a-0000 (4 -> 2 left) beats b-0001 (3) and b-0002 (5); GPUs 4,5.
+//   3. mid-0 needs 3: a-0000 has 2, b-0000 1, so b-0002 (7 -> 4 left); GPUs 1,2,3.
+//   b-0000 received s-0 this round, so it waits for round 2, where big-0 (6 GPUs, only within
+//   asw2) finds no room: b-0002 has 4 free, and ejecting mid-0 leaves it nowhere to go. Rollback.
+// After: 5 whole free nodes (a-0001, a-0002, a-0003, b-0001, b-0003); slack on a-0000, b-0000 and
+// b-0002 (3). With --budget 2 the first two vacated nodes are kept: 4 whole free, slack 4.
+TEST_F(Cli, DefragDryRunOnTheExampleWritesThePlanItsEffectAndAReadableSnapshotAfter) {
+  const std::string out = Out("defrag-out");
+  const RunResult r = RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const auto j = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  EXPECT_EQ(j["nodes"], 8);
+  EXPECT_EQ(j["tasks"], 7);
+  EXPECT_EQ(j["locked_tasks"], 2);
+  EXPECT_EQ(j["moves"], 3);
+  EXPECT_EQ(j["vacated_nodes"], 3);
+  EXPECT_EQ(j["vacated_node_names"], nlohmann::json({"a-0001", "a-0002", "b-0001"}));
+  EXPECT_EQ(j["whole_free_nodes_before"], 2);
+  EXPECT_EQ(j["whole_free_nodes_after"], 5);
+  EXPECT_EQ(j["nodes_with_slack_before"], 6);
+  EXPECT_EQ(j["nodes_with_slack_after"], 3);
+  for (const char* k : {"cluster", "snapshot", "wall_seconds", "plan_seconds"}) EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(ReadFile(out + "/plan.csv"),
+            "step,task,job,from,to,gpus,chain,after\n"
+            "1,s-0,infer,a-0002,b-0000,6,0,\n"
+            "2,w-0,web,a-0001,a-0000,4;5,1,\n"
+            "3,mid-0,mid,b-0001,b-0002,1;2;3,2,\n");
+
+  // snapshot_after.csv reads back: its whole free nodes are the summary's "after".
+  auto cluster = ReadClusterSpec(kDefragCluster);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
+  auto snap = ReadSnapshot(out + "/snapshot_after.csv", *cluster);
+  ASSERT_TRUE(snap.ok()) << snap.status().message();
+  EXPECT_EQ(snap->tasks, 7);
+  EXPECT_EQ(snap->locked_tasks, 2);
+  int64_t whole_free = 0;
+  for (const Node& n : cluster->nodes()) whole_free += n.spec.gpu_count > 0 && n.full_free_gpus == n.spec.gpu_count;
+  EXPECT_EQ(whole_free, j["whole_free_nodes_after"].get<int64_t>());
+
+  // Planning again on the result finds nothing more to do (stable).
+  const std::string again = Out("defrag-again");
+  const RunResult r2 =
+      RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", out + "/snapshot_after.csv", "--out", again});
+  ASSERT_EQ(r2.exit_code, 0) << r2;
+  const auto j2 = nlohmann::json::parse(ReadFile(again + "/summary.json"));
+  EXPECT_EQ(j2["moves"], 0);
+  EXPECT_EQ(j2["whole_free_nodes_before"], 5);
+}
+
+TEST_F(Cli, DefragBudgetKeepsWholeVacatedNodesInPlanOrder) {
+  const std::string out = Out("defrag-budget");
+  const RunResult r = RunEstuary(
+      {"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out", out, "--budget", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const auto j = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  EXPECT_EQ(j["moves"], 2);
+  EXPECT_EQ(j["planned_moves"], 3);
+  EXPECT_EQ(j["budget_moves"], 2);
+  EXPECT_EQ(j["vacated_node_names"], nlohmann::json({"a-0001", "a-0002"}));
+  EXPECT_EQ(j["whole_free_nodes_after"], 4);
+  EXPECT_EQ(j["nodes_with_slack_after"], 4);
+}
+
+TEST_F(Cli, DefragGivesTheSamePlanOnTwoThreadsAndInPartitions) {
+  const std::string a = Out("defrag-t1"), b = Out("defrag-t2");
+  ASSERT_EQ(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out", a,
+                        "--partition-nodes", "0"}).exit_code, 0);
+  ASSERT_EQ(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out", b,
+                        "--partition-nodes", "0", "--threads", "2"}).exit_code, 0);
+  EXPECT_EQ(ReadFile(a + "/plan.csv"), ReadFile(b + "/plan.csv"));
+  const std::string c = Out("defrag-aligned");
+  const RunResult r = RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out", c,
+                                  "--align-plane", "data", "--align-level", "asw", "--objective", "domains",
+                                  "--objective-plane", "data", "--objective-level", "asw"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(c + "/summary.json"))["partitions"], 2);
+}
+
+TEST_F(Cli, DefragRejectsEachBadFlagNamingIt) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--partition-nodes", "1"}, "--partition-nodes: 1"},
+      {{"--partition-nodes", "-2"}, "--partition-nodes: -2"},
+      {{"--budget", "0"}, "--budget: 0"},
+      {{"--budget", "-4"}, "--budget: -4"},
+      {{"--chain-depth", "-1"}, "--chain-depth: -1"},
+      {{"--rounds", "-1"}, "--rounds: -1"},
+      {{"--threads", "0"}, "--threads: 0"},
+      {{"--objective", "shape"}, "--objective: 'shape'"},
+      {{"--objective", "domains"}, "--objective: domains needs --objective-plane"},
+      {{"--align-plane", "data"}, "--align-level: required"},
+      {{"--align-plane", "param", "--align-level", "asw"}, "--align-plane: unknown plane 'param'"},
+      {{"--align-plane", "data", "--align-level", "spine"}, "--align-level: plane 'data' has no level 'spine'"},
+      {{"--partition-nodes", "many"}, "--partition-nodes"},
+  };
+  for (const auto& [flags, needle] : cases) {
+    SCOPED_TRACE(needle);
+    // RunEstuary takes an initializer list: spell the variable flags out.
+    RunResult r;
+    if (flags.size() == 2) {
+      r = RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out", Out("defrag-bad"),
+                      flags[0], flags[1]});
+    } else {
+      r = RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out", Out("defrag-bad"),
+                      flags[0], flags[1], flags[2], flags[3]});
+    }
+    EXPECT_TRUE(RejectedWith(r, {needle}));
+  }
+}
+
+TEST_F(Cli, DefragRejectsASnapshotWithAnUnknownNodeNamingFileLineAndColumn) {
+  const std::string snap = WriteFile(dir_, "snap.csv",
+                                     "task,job,node,gpus,gpu_milli,cpu_milli,memory_mib,locked\n"
+                                     "t0,j0,a-0000,0,1000,1000,1024,false\n"
+                                     "t1,j1,c-0007,0,1000,1000,1024,false\n");
+  const RunResult r =
+      RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", snap, "--out", Out("defrag-bad")});
+  EXPECT_TRUE(RejectedWith(r, {AtColumn(snap, 3, "node"), "unknown node 'c-0007'"}));
+}
+
+TEST_F(Cli, DefragRejectsAMissingSnapshotFlagNamingIt) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"defrag", "--cluster", kDefragCluster, "--out", Out("d")}), {"--snapshot"}));
+}
+
+TEST_F(Cli, DefragRejectsABadClusterSpecNamingFileLineAndField) {
+  const std::string spec = WriteFile(dir_, "c.yaml", "pools:\n  - {name: p, gpus_per_node: 99, cpu_cores: 1, memory_gib: 1}\n");
+  EXPECT_TRUE(RejectedWith(
+      RunEstuary({"defrag", "--cluster", spec, "--snapshot", kDefragSnapshot, "--out", Out("d")}), {spec + ":2"}));
 }
 
 }  // namespace

@@ -40,4 +40,11 @@ StatusOr<int64_t> ParseNonNegative(const FieldRef& ref, std::string_view text, i
   return **v;
 }
 
+std::string CsvQuoted(const std::string& v) {
+  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 }  // namespace estuary

@@ -30,4 +30,8 @@ StatusOr<int64_t> ParseNonNegative(const FieldRef& ref, std::string_view text, i
 StatusOr<std::optional<int64_t>> ParseOptionalNonNegative(const FieldRef& ref, std::string_view text,
                                                           int64_t max = kMaxFieldValue);
 
+// `v` as one CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, a quote or
+// a line break; as is otherwise.
+std::string CsvQuoted(const std::string& v);
+
 }  // namespace estuary
