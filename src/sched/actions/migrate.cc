@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <queue>
@@ -140,42 +142,98 @@ class Planner {
   }
 
  private:
-  // Whether `n` may host the arriving task once its movable tasks leave, and a lower bound on
-  // the GPU milli a plan must move off it.
-  bool HostBound(const Node& n, int64_t* bound) const {
+  // Fewest of `amounts` (largest first) that sum to at least `need` (need <= 0: none).
+  static int FewestToCover(std::vector<int64_t>& amounts, int64_t need) {
+    if (need <= 0) return 0;
+    std::sort(amounts.begin(), amounts.end(), std::greater<>());
+    int k = 0;
+    for (int64_t a : amounts) {
+      need -= a;
+      ++k;
+      if (need <= 0) return k;
+    }
+    return INT32_MAX;
+  }
+
+  // Whether `n` may host the arriving task once at most max_moves of its movable tasks leave, by
+  // two lower bounds: the GPU milli a plan must move off it (*bound) and the number of tasks it
+  // must move (the host is dropped when that exceeds max_moves).
+  bool HostBound(const Node& n, int64_t* bound) {
     const TaskRequest& r = arriving_.req;
     if (!n.Schedulable() || n.lent_gpus != 0) return false;
     if (n.reservation.valid() && state_.reservation(n.reservation).owner != arriving_.job) return false;
     if (r.NeedsGpu() && (!r.models.Admits(n.spec.model) || n.spec.gpu_count < r.gpu_count)) return false;
-    MilliCpu cpu = n.cpu_free;
-    MemMiB mem = n.mem_free;
+    cpus_.clear();
+    mems_.clear();
     std::array<int64_t, kMaxGpusPerNode> avail{};
-    for (int g = 0; g < n.spec.gpu_count; ++g) avail[g] = n.gpu_free[g];
+    std::array<std::vector<int64_t>, kMaxGpusPerNode>& on_gpu = on_gpu_;
+    for (int g = 0; g < n.spec.gpu_count; ++g) {
+      avail[g] = n.gpu_free[g];
+      on_gpu[g].clear();
+    }
     for (TaskId id : n.tasks) {
       const Task& t = state_.task(id);
       if (!Movable(state_, t)) continue;
-      cpu += t.req.cpu_milli;
-      mem += t.req.mem_mib;
-      for (uint8_t g : t.gpus) avail[g] += t.req.gpu_milli;
+      cpus_.push_back(t.req.cpu_milli);
+      mems_.push_back(t.req.mem_mib);
+      for (uint8_t g : t.gpus) {
+        avail[g] += t.req.gpu_milli;
+        on_gpu[g].push_back(t.req.gpu_milli);
+      }
     }
-    if (cpu < r.cpu_milli || mem < r.mem_mib) return false;
+    int moves = std::max(FewestToCover(cpus_, r.cpu_milli - n.cpu_free), FewestToCover(mems_, r.mem_mib - n.mem_free));
+    if (moves > o_.max_moves) return false;
     *bound = 0;
     if (!r.NeedsGpu()) return true;
-    std::array<int64_t, kMaxGpusPerNode> shortfall{};
+    // Per GPU that could hold the request: (milli short, tasks to move off it).
+    std::array<std::pair<int64_t, int>, kMaxGpusPerNode> need{};
     int k = 0;
     for (int g = 0; g < n.spec.gpu_count; ++g) {
-      if (avail[g] >= r.gpu_milli) shortfall[k++] = std::max<int64_t>(0, r.gpu_milli - n.gpu_free[g]);
+      if (avail[g] < r.gpu_milli) continue;
+      const int64_t short_milli = std::max<int64_t>(0, r.gpu_milli - n.gpu_free[g]);
+      need[k++] = {short_milli, FewestToCover(on_gpu[g], short_milli)};
     }
     if (k < r.gpu_count) return false;
-    std::sort(shortfall.begin(), shortfall.begin() + k);
-    for (int i = 0; i < r.gpu_count; ++i) *bound += shortfall[i];
-    return true;
+    // Milli bound: the gpu_count least shortfalls. Move bound: every chosen GPU must lose its own
+    // tasks, so at least the gpu_count-th least per-GPU count.
+    std::array<int64_t, kMaxGpusPerNode> milli{};
+    std::array<int, kMaxGpusPerNode> count{};
+    for (int i = 0; i < k; ++i) {
+      milli[i] = need[i].first;
+      count[i] = need[i].second;
+    }
+    std::sort(milli.begin(), milli.begin() + k);
+    std::sort(count.begin(), count.begin() + k);
+    for (int i = 0; i < r.gpu_count; ++i) *bound += milli[i];
+    moves = std::max(moves, count[r.gpu_count - 1]);
+    return moves <= o_.max_moves;
   }
 
   void SearchHost(const Node& host) {
+    // Only tasks whose leaving can help: with CPU and memory already sufficient, those on a GPU
+    // that could hold the request but does not yet (a plan with any other task is dominated).
+    const TaskRequest& r = arriving_.req;
+    const bool resources_short = host.cpu_free < r.cpu_milli || host.mem_free < r.mem_mib;
+    uint32_t helpful = 0;  // bit g: GPU g could hold the request once emptied but cannot now
+    if (!resources_short && r.NeedsGpu()) {
+      std::array<int64_t, kMaxGpusPerNode> avail{};
+      for (int g = 0; g < host.spec.gpu_count; ++g) avail[g] = host.gpu_free[g];
+      for (TaskId id : host.tasks) {
+        const Task& t = state_.task(id);
+        if (!Movable(state_, t)) continue;
+        for (uint8_t g : t.gpus) avail[g] += t.req.gpu_milli;
+      }
+      for (int g = 0; g < host.spec.gpu_count; ++g) {
+        if (avail[g] >= r.gpu_milli && host.gpu_free[g] < r.gpu_milli) helpful |= 1u << g;
+      }
+    }
     std::vector<TaskId> movable;
     for (TaskId id : host.tasks) {
-      if (Movable(state_, state_.task(id))) movable.push_back(id);
+      const Task& t = state_.task(id);
+      if (!Movable(state_, t)) continue;
+      bool helps = resources_short;
+      for (uint8_t g : t.gpus) helps = helps || (helpful >> g & 1);
+      if (helps) movable.push_back(id);
     }
     std::sort(movable.begin(), movable.end(), [&](TaskId a, TaskId b) {
       return std::make_pair(state_.task(a).req.TotalGpuMilli(), a.value()) <
@@ -316,6 +374,8 @@ class Planner {
   const size_t cache_k_;
   MigrationPlan plan_;
   std::vector<std::pair<NodeId, Room>> overlay_;
+  std::vector<int64_t> cpus_, mems_;                          // HostBound scratch
+  std::array<std::vector<int64_t>, kMaxGpusPerNode> on_gpu_;  // HostBound scratch
   std::unordered_map<uint32_t, std::vector<Candidate>> cache_;
 };
 

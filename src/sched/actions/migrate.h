@@ -22,13 +22,18 @@
 // Algorithm (deterministic; no randomness, no clock).
 //   1. Bound per host. For every eligible host, from its free amounts and the amounts its movable
 //      tasks hold (per GPU, CPU, memory): whether the arriving task could fit if all of them left,
-//      and a lower bound on the GPU milli a plan must move there (shared-GPU task: the least
-//      shortfall over GPUs that could hold it; k GPUs: the sum of the k least shortfalls). Hosts
-//      that could not fit even emptied are dropped. O(bound tasks) per call.
+//      and two lower bounds: on the GPU milli a plan must move there (shared-GPU task: the least
+//      shortfall over GPUs that could hold it; k GPUs: the sum of the k least shortfalls) and on
+//      the number of tasks it must move (largest first, for the CPU, memory and per-GPU
+//      shortfalls). Hosts that could not fit even emptied, or need more than max_moves moves,
+//      are dropped. O(bound tasks) per call.
 //   2. Hosts in order of (lower bound, node id); a host is skipped once its lower bound exceeds
 //      the cost of the best plan found (branch and bound), and at most options.max_hosts hosts
 //      are searched.
-//   3. On one host, the subsets of its movable tasks (sorted by GPU milli, then task id) of size
+//   3. On one host, only the movable tasks whose leaving can help are considered: all of them
+//      when the host lacks CPU or memory for the arriving task, otherwise those on a GPU that
+//      could hold it once emptied but cannot now (any plan with another task is dominated).
+//      The subsets of these tasks (sorted by GPU milli, then task id) of size
 //      0..max_moves are enumerated in nondecreasing total GPU milli by a best-first expansion
 //      (from a subset ending with task i: add i+1, or replace i by i+1), at most
 //      options.subset_budget of them. For each: the arriving task must fit on the host with the
@@ -65,10 +70,10 @@ namespace estuary {
 struct MigrateOptions {
   // Most tasks moved for one arriving task, in [1, 8]. Default 2.
   int32_t max_moves = 2;
-  // Most hosts searched (step 2). Default 256.
-  int32_t max_hosts = 256;
-  // Most subsets examined per host (step 3). Default 2048.
-  int32_t subset_budget = 2048;
+  // Most hosts searched (step 2). Default 64.
+  int32_t max_hosts = 64;
+  // Most subsets examined per host (step 3). Default 512.
+  int32_t subset_budget = 512;
 };
 
 struct MigrationMove {
