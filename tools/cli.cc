@@ -95,6 +95,8 @@ struct OpenbFlags : CommonFlags {
   OpenbFlags() { seeds = "42-51"; }
   std::string reference;
   double tune = 1.3;
+  bool migrate_on_failure = false;
+  int64_t max_moves = 2;
 };
 
 // What both subcommands read before they run: parsed flags, the cluster and the task list.
@@ -139,6 +141,10 @@ StatusOr<Inputs> LoadInputs(const CommonFlags& f) {
 
 int RunOpenbCommand(const OpenbFlags& f) {
   if (!(f.tune > 0) || f.tune > 10) return Fail(InvalidArgument("--tune " + std::to_string(f.tune) + ": must be in (0, 10]"));
+  if (f.max_moves < 1 || f.max_moves > MigrateToFit::kMaxMoves) {
+    return Fail(InvalidArgument("--max-moves " + std::to_string(f.max_moves) + ": must be in [1, " +
+                                std::to_string(MigrateToFit::kMaxMoves) + "]"));
+  }
   auto loaded = LoadInputs(f);
   if (!loaded.ok()) return Fail(loaded.status());
   Inputs& in = *loaded;
@@ -177,6 +183,8 @@ int RunOpenbCommand(const OpenbFlags& f) {
     o.seeds = in.seeds;
     o.tune = f.tune;
     o.check_invariants = f.check_invariants;
+    o.migrate_on_failure = f.migrate_on_failure;
+    o.migrate.max_moves = static_cast<int32_t>(f.max_moves);
     if (tty) {
       o.progress = [&](size_t si, size_t done, size_t total) {
         if (done % 512 == 0 || done == total) {
@@ -688,6 +696,9 @@ int RunCli(int argc, char** argv) {
   openb->add_option("--out", of.out, "output directory: summary.json, CSV curves, report.html");
   openb->add_option("--reference", of.reference, "published results CSV (openb_expected_alloc.csv) to compare with");
   openb->add_flag("--check-invariants", of.check_invariants, "check ClusterState invariants after every task (slow)");
+  openb->add_flag("--migrate-on-failure", of.migrate_on_failure,
+                  "when a task fits nowhere, migrate at most --max-moves running tasks to make room (issue 5)");
+  openb->add_option("--max-moves", of.max_moves, "tasks moved per migration, 1..8 (default 2)");
 
   ReplayFlags rf;
   CLI::App* replay = AddReplayCommand(app, rf);

@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "common/check.h"
 #include "sched/actions/allocate.h"
 #include "sched/plugins/register.h"
 
@@ -38,6 +39,30 @@ std::string TaskShape(const TaskRequest& r) {
 }
 
 namespace {
+
+// Plans a migration that makes room for pending `task` and applies it: each move binds the task
+// at its target (Unbind from the source, Bind at the planned GPUs — in this timeless protocol the
+// two are one step; the plan guarantees the target had room while the source still held it),
+// then the task is bound at the planned node and GPUs. Returns false, changing nothing, when no
+// bounded migration makes room.
+bool PlaceByMigration(ClusterState& state, TaskId task, const MigrateOptions& mo, FragmentationTracker& frag,
+                      OpenbSeedResult& res) {
+  const MigrationPlan plan = MigrateToFit::Plan(state, task, mo);
+  if (!plan.feasible) return false;
+  for (const MigrationMove& m : plan.moves) {
+    state.Unbind(m.task);
+    ESTUARY_CHECK(state.CanBind(m.task, m.to, m.gpus));
+    state.Bind(m.task, m.to, m.gpus);
+    frag.Update(m.to);
+    ++res.migrations;
+    res.migrated_gpu_milli += state.task(m.task).req.TotalGpuMilli();
+  }
+  ESTUARY_CHECK(state.CanBind(task, plan.node, plan.gpus));
+  state.Bind(task, plan.node, plan.gpus);
+  frag.Update(plan.node);
+  ++res.placed_by_migration;
+  return true;
+}
 
 StatusOr<OpenbSeedResult> RunSeed(const OpenbWorkload& w, const OpenbOptions& o, const PolicyConfig& policy,
                                   size_t seed_index) {
@@ -80,6 +105,8 @@ StatusOr<OpenbSeedResult> RunSeed(const OpenbWorkload& w, const OpenbOptions& o,
     if (a.started) {
       ++res.tasks_placed;
       frag.Update(state.task(task).node);
+    } else if (o.migrate_on_failure && PlaceByMigration(state, task, o.migrate, frag, res)) {
+      ++res.tasks_placed;
     } else {
       ++res.tasks_failed;
       ++res.failed_by_shape[TaskShape(req)];
@@ -112,7 +139,10 @@ StatusOr<OpenbResult> RunOpenb(const OpenbWorkload& w, const OpenbOptions& o) {
   if (o.seeds.empty()) return InvalidArgument("no seeds given");
   if (!(o.tune > 0)) return InvalidArgument("tune must be positive");
   if (w.cluster.total_gpu_milli() == 0) return InvalidArgument("the cluster has no GPUs");
+  if (o.migrate_on_failure) ESTUARY_RETURN_IF_ERROR(MigrateToFit::Validate(o.migrate));
   OpenbResult r;
+  r.migrate_on_failure = o.migrate_on_failure;
+  r.max_moves = o.migrate_on_failure ? o.migrate.max_moves : 0;
   r.policy = o.policy;
   r.tie_break = o.tie_break;
   r.tune = o.tune;

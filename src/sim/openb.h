@@ -14,6 +14,7 @@
 
 #include "common/status.h"
 #include "model/cluster_state.h"
+#include "sched/actions/migrate.h"
 #include "sched/framework/session.h"
 #include "sched/plugins/fgd/typical_tasks.h"
 #include "sim/metrics.h"
@@ -36,6 +37,13 @@ struct OpenbOptions {
   double tune = 1.3;                         // arrived GPU demand at the end, x capacity
   bool check_invariants = false;             // ClusterState::CheckInvariants() after every task
   bool indexed = true;                       // SessionOptions::indexed (off: scan every node)
+  // Migration on failure (issue 5): when the policy finds no node for an arriving task, ask
+  // MigrateToFit for a bounded make-before-break migration that makes room; if there is one, its
+  // moves are applied in order (Unbind, then Bind at the planned target GPUs) and the task is
+  // bound at the planned node and GPUs (not re-decided by the policy: the planned spot is the one
+  // the plan guarantees). Otherwise the task fails as before. Default: off.
+  bool migrate_on_failure = false;
+  MigrateOptions migrate;                    // max_moves etc.; used when migrate_on_failure
   // Called after every task with (seed index, tasks done, tasks total); may be empty.
   std::function<void(size_t, size_t, size_t)> progress;
 };
@@ -52,12 +60,18 @@ struct OpenbSeedResult {
   std::map<std::string, int64_t> failed_by_shape;  // "1xGPU(460m)" -> count
   Curve alloc_curve, frag_ratio_curve, frag_amount_curve;  // vs arrived GPU demand %
   uint64_t cache_hits = 0, cache_misses = 0;
+  // Migration on failure (zero when off).
+  int64_t migrations = 0;               // tasks moved
+  int64_t migrated_gpu_milli = 0;       // sum of the moved tasks' GPU requests
+  int64_t placed_by_migration = 0;      // arriving tasks placed after a migration
 };
 
 struct OpenbResult {
   std::string policy;
   TieBreak tie_break = TieBreak::kNodeOrder;
   double tune = 1.3;
+  bool migrate_on_failure = false;
+  int32_t max_moves = 0;  // MigrateOptions::max_moves when migrate_on_failure
   std::vector<OpenbSeedResult> seeds;
   double gpu_alloc_pct_mean = 0;
   double frag_ratio_pct_mean = 0;

@@ -246,6 +246,19 @@ nlohmann::json OpenbSummaryJson(const OpenbResult& r, const OpenbRunInfo& info, 
   j["tasks_failed_count"] = failed;
   j["tasks_failed_by_shape_count"] = failed_by_shape;
   j["gpu_alloc_pct_curve_mean"] = CurveJson(r.alloc_curve_mean);
+  if (r.migrate_on_failure) {
+    int64_t moved = 0, moved_milli = 0, by_migration = 0;
+    for (const OpenbSeedResult& s : r.seeds) {
+      moved += s.migrations;
+      moved_milli += s.migrated_gpu_milli;
+      by_migration += s.placed_by_migration;
+    }
+    j["migrate_on_failure"] = true;
+    j["max_moves"] = r.max_moves;
+    j["migrations_count"] = moved;  // tasks moved, all seeds
+    j["migrated_gpu_milli"] = moved_milli;
+    j["tasks_placed_by_migration_count"] = by_migration;
+  }
   j["nodes"] = info.nodes_path;
   j["pods"] = info.pods_path;
   j["trace"] = info.trace;

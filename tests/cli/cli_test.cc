@@ -266,6 +266,48 @@ TEST_F(Cli, RejectsANegativeTune) {
                            {"--tune"}));
 }
 
+TEST_F(Cli, OpenbAcceptsMigrateOnFailureAndReportsMigrationCounters) {
+  const std::string out = Out("openb-migrate");
+  const RunResult r = RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--seeds", "1-2",
+                                  "--migrate-on-failure", "--max-moves", "3", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const nlohmann::json s = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, false);
+  ASSERT_FALSE(s.is_discarded()) << "summary.json is not JSON";
+  for (const char* key : {"policy", "gpu_alloc_pct_mean", "gpu_alloc_pct_by_seed", "tasks_failed_count", "migrations_count",
+                          "migrated_gpu_milli", "tasks_placed_by_migration_count"}) {
+    EXPECT_TRUE(s.contains(key)) << key;
+  }
+  EXPECT_EQ(s.value("migrate_on_failure", false), true);
+  EXPECT_EQ(s.value("max_moves", 0), 3);
+}
+
+TEST_F(Cli, OpenbWithoutMigrationHasNoMigrationCounters) {
+  const std::string out = Out("openb-plain");
+  const RunResult r = RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--seeds", "1",
+                                  "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const nlohmann::json s = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, false);
+  EXPECT_FALSE(s.contains("migrations_count"));
+}
+
+TEST_F(Cli, RejectsAZeroMaxMoves) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd",
+                                       "--migrate-on-failure", "--max-moves", "0"}),
+                           {"--max-moves"}));
+}
+
+TEST_F(Cli, RejectsAMaxMovesAboveEight) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd",
+                                       "--migrate-on-failure", "--max-moves", "9"}),
+                           {"--max-moves"}));
+}
+
+TEST_F(Cli, RejectsANonNumericMaxMoves) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd",
+                                       "--migrate-on-failure", "--max-moves", "two"}),
+                           {"--max-moves"}));
+}
+
 TEST_F(Cli, RejectsAnUnknownTieBreakRule) {
   EXPECT_TRUE(RejectedWith(
       RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--tie-break", "sideways"}),

@@ -1,0 +1,107 @@
+// MigrateToFit: migration on failure (issue 5, the openb acceptance line). When an arriving
+// (pending) task fits on no node, plan a small, bounded migration of running tasks that makes
+// room for it on one node. A pure decision: it reads a const ClusterState and returns a
+// MigrationPlan; the caller applies it (ClusterState::Unbind + Bind per move, in order, then Bind
+// of the arriving task).
+//
+// Terms. The *host* n is the node the arriving task will go to. The plan moves a set S of tasks
+// bound on n (|S| <= options.max_moves) to other nodes so that, after they have left, the arriving
+// task fits on n.
+//
+// What may move. A task bound on a candidate host that is neither in Standby nor borrowed, whose
+// job has no required topology level (it could leave its domain). Nothing else is touched.
+// Where it may go (a *target*): any node other than the host that is ready, not held by a
+// Reservation (except one held for the moved task's own job), whose GPU model the task admits,
+// with room for its CPU, memory and GPUs in the state left by the plan's earlier moves
+// (make-before-break: the task is bound at its target while its source still holds it, so the
+// target must have room on its own; a move never relies on capacity another move frees — every
+// move leaves the host, which no move targets).
+// Hosts: ready, not held by a Reservation of another job than the arriving task's, lending no
+// GPU (lent_gpus == 0), a GPU model the arriving task admits.
+//
+// Algorithm (deterministic; no randomness, no clock).
+//   1. Bound per host. For every eligible host, from its free amounts and the amounts its movable
+//      tasks hold (per GPU, CPU, memory): whether the arriving task could fit if all of them left,
+//      and two lower bounds: on the GPU milli a plan must move there (shared-GPU task: the least
+//      shortfall over GPUs that could hold it; k GPUs: the sum of the k least shortfalls) and on
+//      the number of tasks it must move (largest first, for the CPU, memory and per-GPU
+//      shortfalls). Hosts that could not fit even emptied, or need more than max_moves moves,
+//      are dropped. O(bound tasks) per call.
+//   2. Hosts in order of (lower bound, node id); a host is skipped once its lower bound exceeds
+//      the cost of the best plan found (branch and bound), and at most options.max_hosts hosts
+//      are searched.
+//   3. On one host, only the movable tasks whose leaving can help are considered: all of them
+//      when the host lacks CPU or memory for the arriving task, otherwise those on a GPU that
+//      could hold it once emptied but cannot now (any plan with another task is dominated).
+//      The subsets of these tasks (sorted by GPU milli, then task id) of size
+//      0..max_moves are enumerated in nondecreasing total GPU milli by a best-first expansion
+//      (from a subset ending with task i: add i+1, or replace i by i+1), at most
+//      options.subset_budget of them. For each: the arriving task must fit on the host with the
+//      subset gone (GPU indices: a shared-GPU task the tightest GPU that fits, lowest index on
+//      ties; a k-GPU task the lowest-indexed GPUs with room); then the subset's tasks, largest
+//      GPU request first (then task id), are each given a target by best fit: least milli left
+//      on the chosen GPU, then least GPU milli left on the node, then least CPU left, then node
+//      id (a CPU-only task: the node with the least free GPU milli, where its CPU hurts least);
+//      GPU indices chosen the same way as the arriving task's. Targets come from a per-task cache
+//      of the best (max_moves + 2) targets in the call's starting state, corrected for the
+//      plan's earlier moves, so a subset costs O(max_moves^2) after the first scan of a task.
+//   4. The plan: least moved GPU milli, then fewest moves, then smallest host id; within a host,
+//      the first subset in enumeration order.
+// If the arriving task already fits somewhere, the plan is the empty migration onto the first
+// such host in step 2's order (the caller normally asks only after the policy found no node).
+//
+// Trade-offs. The policy's own scoring (e.g. FGD) is not used for targets: the planner is pure
+// and its targets are judged on a hypothetical state the Session cannot see; best fit keeps
+// partly used GPUs and nodes filling first, which keeps whole GPUs whole. Only tasks of the host
+// move, one hop each (no ejection chains).
+// Cost: O(bound tasks + hosts searched x subset_budget x max_moves^2 + distinct moved tasks x
+// nodes). Thread-safety: none needed (reads a const state).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/cluster_state.h"
+
+namespace estuary {
+
+struct MigrateOptions {
+  // Most tasks moved for one arriving task, in [1, 8]. Default 2.
+  int32_t max_moves = 2;
+  // Most hosts searched (step 2). Default 64.
+  int32_t max_hosts = 64;
+  // Most subsets examined per host (step 3). Default 512.
+  int32_t subset_budget = 512;
+};
+
+struct MigrationMove {
+  TaskId task;
+  NodeId from, to;
+  GpuIndices gpus;  // on `to`
+};
+
+struct MigrationPlan {
+  bool feasible = false;
+  // Applied in this order (each: bind at `to` while `from` still holds it, then release `from`).
+  std::vector<MigrationMove> moves;
+  NodeId node;        // where the arriving task goes (valid iff feasible)
+  GpuIndices gpus;    // its GPU indices there
+  int64_t moved_gpu_milli = 0;  // sum of the moved tasks' GPU requests
+  // Work done (for benchmarks and docs).
+  int64_t hosts_searched = 0;
+  int64_t subsets_examined = 0;
+};
+
+class MigrateToFit {
+ public:
+  static constexpr int32_t kMaxMoves = 8;
+  // OK, or the first bad option named: max_moves outside [1, 8], max_hosts < 1, subset_budget < 1.
+  static Status Validate(const MigrateOptions& options);
+  // The plan for pending task `arriving` on `state`. REQUIRES: Validate(options).ok(); the task
+  // is pending.
+  static MigrationPlan Plan(const ClusterState& state, TaskId arriving, const MigrateOptions& options);
+};
+
+}  // namespace estuary
