@@ -390,6 +390,136 @@ void ClusterState::ReleaseReservation(ReservationId id) {
   ++epoch_;
 }
 
+StatusOr<ReservationId> ClusterState::ReserveCapacity(JobId owner, TaskId owner_task, NodeId node,
+                                                      const TaskRequest& req, const GpuIndices& gpus,
+                                                      int64_t now_s, int64_t ttl_s) {
+  if (!owner.valid() || owner.value() >= jobs_.size()) return InvalidArgument("reserve capacity: no such owner job");
+  const std::string who = "reserve capacity for job '" + jobs_[owner.value()].spec.name + "'";
+  if (owner_task.valid() && (owner_task.value() >= tasks_.size() || tasks_[owner_task.value()].job != owner)) {
+    return InvalidArgument(who + ": the owner task is not a task of the owner job");
+  }
+  if (!node.valid() || node.value() >= nodes_.size()) return InvalidArgument(who + ": no such node");
+  if (ttl_s < -1) return InvalidArgument(who + ": negative TTL " + std::to_string(ttl_s));
+  if (req.cpu_milli < 0 || req.mem_mib < 0 || req.gpu_count < 0 || req.gpu_milli < 0 || req.gpu_milli > kMilliPerGpu) {
+    return InvalidArgument(who + ": request out of range");
+  }
+  const Node& n = nodes_[node.value()];
+  const std::string on = " on node '" + n.spec.name + "'";
+  if (!n.Schedulable()) return InvalidArgument(who + on + ": the node is not ready");
+  const int want = req.NeedsGpu() ? req.gpu_count : 0;
+  if (want > 0 && !req.models.Admits(n.spec.model)) return InvalidArgument(who + on + ": GPU model not admitted");
+  if (gpus.size != want) {
+    return InvalidArgument(who + on + ": " + std::to_string(gpus.size) + " GPU indices for a request of " +
+                           std::to_string(want));
+  }
+  if (req.cpu_milli > n.cpu_free) {
+    return InvalidArgument(who + on + ": not enough CPU (" + std::to_string(req.cpu_milli) + " wanted, " +
+                           std::to_string(n.cpu_free) + " free)");
+  }
+  if (req.mem_mib > n.mem_free) {
+    return InvalidArgument(who + on + ": not enough memory (" + std::to_string(req.mem_mib) + " wanted, " +
+                           std::to_string(n.mem_free) + " free)");
+  }
+  uint32_t seen = 0;
+  for (uint8_t g : gpus) {
+    if (g >= n.spec.gpu_count) return InvalidArgument(who + on + ": GPU index " + std::to_string(g) + " out of range");
+    if (seen >> g & 1) return InvalidArgument(who + on + ": GPU index " + std::to_string(g) + " repeated");
+    seen |= 1u << g;
+    if (n.gpu_free[g] < req.gpu_milli) {
+      return InvalidArgument(who + on + ": GPU " + std::to_string(g) + " is busy (" + std::to_string(n.gpu_free[g]) +
+                             " milli free, " + std::to_string(req.gpu_milli) + " wanted)");
+    }
+  }
+  Reservation r;
+  r.id = ReservationId(static_cast<uint32_t>(reservations_.size()));
+  r.kind = Reservation::Kind::kCapacity;
+  r.owner = owner;
+  r.node = node;
+  r.owner_task = owner_task;
+  r.req = req;
+  r.gpus = gpus;
+  r.created_s = now_s;
+  r.expires_s = ttl_s < 0 ? -1 : now_s + ttl_s;
+  r.state = ReservationState::kAvailable;
+  Node& m = nodes_[node.value()];
+  m.cpu_free -= req.cpu_milli;
+  m.mem_free -= req.mem_mib;
+  for (uint8_t g : gpus) m.gpu_free[g] -= req.gpu_milli;
+  RefreshGpuSummary(m);
+  NodeChanged(m);
+  reserved_gpu_milli_ += int64_t{gpus.size} * req.gpu_milli;
+  reserved_cpu_milli_ += req.cpu_milli;
+  available_capacity_.push_back(r.id);  // ids only grow, so the list stays in id order
+  reservations_.push_back(std::move(r));
+  ++epoch_;
+  return reservations_.back().id;
+}
+
+bool ClusterState::CanBindReserved(TaskId task, ReservationId rid) const {
+  if (!task.valid() || task.value() >= tasks_.size()) return false;
+  if (!rid.valid() || rid.value() >= reservations_.size()) return false;
+  const Reservation& r = reservations_[rid.value()];
+  const Task& t = tasks_[task.value()];
+  if (r.kind != Reservation::Kind::kCapacity || r.state != ReservationState::kAvailable) return false;
+  if (t.state != TaskState::kPending || t.job != r.owner) return false;
+  if (r.owner_task.valid() && r.owner_task != task) return false;
+  if (!(t.req == r.req)) return false;
+  return nodes_[r.node.value()].Schedulable();
+}
+
+void ClusterState::BindReserved(TaskId task, ReservationId rid) {
+  ESTUARY_CHECK(CanBindReserved(task, rid));
+  Reservation& r = reservations_[rid.value()];
+  Task& t = tasks_[task.value()];
+  Node& n = nodes_[r.node.value()];
+  // The node's free amounts already exclude r's capacity; it changes hands only.
+  n.tasks.push_back(task);
+  NodeChanged(n);
+  t.state = TaskState::kBound;
+  t.node = r.node;
+  t.gpus = r.gpus;
+  const int64_t gpu = int64_t{r.gpus.size} * r.req.gpu_milli;
+  allocated_gpu_milli_ += gpu;
+  allocated_cpu_milli_ += r.req.cpu_milli;
+  reserved_gpu_milli_ -= gpu;
+  reserved_cpu_milli_ -= r.req.cpu_milli;
+  ++num_bound_;
+  ++jobs_[t.job.value()].bound_tasks;
+  r.state = ReservationState::kConsumed;
+  r.consumed_by = task;
+  available_capacity_.erase(std::find(available_capacity_.begin(), available_capacity_.end(), rid));
+  ++epoch_;
+}
+
+void ClusterState::ReleaseCapacity(ReservationId rid, bool expired) {
+  ESTUARY_CHECK(rid.valid() && rid.value() < reservations_.size());
+  Reservation& r = reservations_[rid.value()];
+  ESTUARY_CHECK(r.kind == Reservation::Kind::kCapacity);
+  if (r.state != ReservationState::kAvailable) return;
+  ++release_seq_;
+  Node& n = nodes_[r.node.value()];
+  n.cpu_free += r.req.cpu_milli;
+  n.mem_free += r.req.mem_mib;
+  for (uint8_t g : r.gpus) n.gpu_free[g] += r.req.gpu_milli;
+  RefreshGpuSummary(n);
+  NodeChanged(n);
+  reserved_gpu_milli_ -= int64_t{r.gpus.size} * r.req.gpu_milli;
+  reserved_cpu_milli_ -= r.req.cpu_milli;
+  r.state = expired ? ReservationState::kExpired : ReservationState::kReleased;
+  available_capacity_.erase(std::find(available_capacity_.begin(), available_capacity_.end(), rid));
+  ++epoch_;
+}
+
+std::vector<ReservationId> ClusterState::ExpireReservations(int64_t now_s) {
+  std::vector<ReservationId> due;
+  for (ReservationId id : available_capacity_) {
+    const Reservation& r = reservations_[id.value()];
+    if (r.expires_s >= 0 && r.expires_s <= now_s) due.push_back(id);
+  }
+  for (ReservationId id : due) ReleaseCapacity(id, /*expired=*/true);
+  return due;
+}
+
 Status ClusterState::CheckInvariants() const {
   auto fail = [](const std::string& what) { return Internal("invariant broken: " + what); };
   int64_t alloc_gpu = 0, alloc_cpu = 0, bound = 0;
@@ -439,6 +569,42 @@ Status ClusterState::CheckInvariants() const {
     alloc_gpu += int64_t{t.gpus.size} * t.req.gpu_milli;
     alloc_cpu += t.req.cpu_milli;
   }
+  // Available capacity reservations take from their node's free amounts like bound tasks.
+  int64_t reserved_gpu = 0, reserved_cpu = 0;
+  std::vector<ReservationId> available;
+  for (const Reservation& r : reservations_) {
+    if (r.kind != Reservation::Kind::kCapacity) continue;
+    const std::string name = "capacity reservation " + std::to_string(r.id.value());
+    if (r.active || !r.nodes.empty()) return fail(name + " marked as a node hold");
+    if (!r.owner.valid() || r.owner.value() >= jobs_.size()) return fail(name + " without an owner job");
+    if (r.state == ReservationState::kConsumed) {
+      if (!r.consumed_by.valid() || r.consumed_by.value() >= tasks_.size() ||
+          tasks_[r.consumed_by.value()].job != r.owner) {
+        return fail(name + " consumed by a task not of its owner");
+      }
+    } else if (r.consumed_by.valid()) {
+      return fail(name + " records a consumer but is not consumed");
+    }
+    if (r.state != ReservationState::kAvailable) continue;  // holds nothing
+    available.push_back(r.id);
+    if (!r.node.valid() || r.node.value() >= nodes_.size()) return fail(name + " on a missing node");
+    const Node& n = nodes_[r.node.value()];
+    const int want = r.req.NeedsGpu() ? r.req.gpu_count : 0;
+    if (r.gpus.size != want) return fail(name + " holds the wrong number of GPUs");
+    uint32_t seen = 0;
+    for (uint8_t g : r.gpus) {
+      if (g >= n.spec.gpu_count) return fail(name + " on GPU index beyond node '" + n.spec.name + "'");
+      if (seen >> g & 1) return fail(name + " holds one GPU twice");
+      seen |= 1u << g;
+      gpu_used[n.id.value()][g] += r.req.gpu_milli;
+    }
+    cpu_used[n.id.value()] += r.req.cpu_milli;
+    mem_used[n.id.value()] += r.req.mem_mib;
+    reserved_gpu += int64_t{r.gpus.size} * r.req.gpu_milli;
+    reserved_cpu += r.req.cpu_milli;
+  }
+  if (available != available_capacity_) return fail("list of available capacity reservations");
+  if (reserved_gpu != reserved_gpu_milli_ || reserved_cpu != reserved_cpu_milli_) return fail("reserved capacity totals");
   int64_t total_gpu = 0, total_cpu = 0;
   for (const Node& n : nodes_) {
     const size_t i = n.id.value();
@@ -496,6 +662,7 @@ Status ClusterState::CheckInvariants() const {
   if (total_gpu != total_gpu_milli_ || total_cpu != total_cpu_milli_) return fail("cluster capacity totals");
   size_t held = 0;
   for (const Reservation& r : reservations_) {
+    if (r.kind != Reservation::Kind::kNodeHold) continue;  // checked above
     if (!r.active) {
       if (!r.nodes.empty()) return fail("released reservation " + std::to_string(r.id.value()) + " lists nodes");
       continue;

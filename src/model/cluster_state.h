@@ -23,7 +23,16 @@
 //    So a borrower's GPUs and CPU are not in gpu_free/cpu_free or the allocation totals a
 //    second time (the totals count each physical GPU and CPU milli once); its memory is;
 //  - a task is never both standby and borrowed; a task that is not bound is neither;
-//  - lending_nodes() lists exactly the nodes with lent_free != 0, each once.
+//  - lending_nodes() lists exactly the nodes with lent_free != 0, each once;
+//  - capacity reservations (Reservation::Kind::kCapacity): an available one holds its req's CPU,
+//    memory and per-GPU milli on its node's GPU indices, taken from the node's free amounts
+//    (and so from NodeFit, the free-GPU index and the domain aggregates) like a bound task's.
+//    So every node's free amounts equal its capacity minus the requests of its bound tasks minus
+//    those of its available capacity reservations, and no GPU is over-committed by the two
+//    together. Reserved capacity is not in the allocation totals; reserved_gpu_milli() /
+//    reserved_cpu_milli() are the sums over available capacity reservations, and
+//    available_capacity_reservations() lists exactly those, each once, in id order. A consumed,
+//    expired or released capacity reservation holds nothing (its capacity is its task's or free).
 // Thread-safety: none; one scheduling cycle or simulator step owns the state at a time.
 #pragma once
 
@@ -88,14 +97,43 @@ struct NodeFit {
   JobId reserved_for;  // the owner of the reservation holding the node (invalid: none)
 };
 
-// A hold on whole nodes for one job — a gang that waited too long for room. While held, a node
-// takes new tasks of the owner only (Session::DecideAmong); work already on it keeps running,
-// so the node drains toward the owner. Released when the owner starts or the hold is re-planned.
+// The life of a capacity reservation. kPending (waiting for capacity still in use, e.g. the old
+// instance of a make-before-break move) is not modelled yet; it comes with the defrag executor.
+enum class ReservationState : uint8_t {
+  kAvailable,  // holds its capacity; only its owner may bind into it (ClusterState::BindReserved)
+  kConsumed,   // the owner's task was bound into it; the capacity is that task's now
+  kExpired,    // its TTL ran out before use; the capacity went back to the node
+  kReleased,   // let go before use (ClusterState::ReleaseCapacity); the capacity went back
+};
+
+// A reservation, of one of two kinds:
+//  - kNodeHold: a hold on whole nodes for one job — a gang that waited too long for room. While
+//    held, a node takes new tasks of the owner only (Session::DecideAmong); work already on it
+//    keeps running, so the node drains toward the owner. Released when the owner starts or the
+//    hold is re-planned. Uses `nodes` and `active`; made by ClusterState::AddReservation.
+//  - kCapacity: specific resources on one node (CPU, memory, GPU indices with milli) held for one
+//    owner job (optionally one task of it), e.g. a migration target (issue 5). Accounted as taken
+//    in the node's free capacity so that no placement path can use it; only the owner binds into
+//    it (ClusterState::BindReserved). Uses the fields below `active`, never `nodes`/`active`
+//    (active stays false, so code reading node holds is unaffected); made by
+//    ClusterState::ReserveCapacity.
 struct Reservation {
+  enum class Kind : uint8_t { kNodeHold, kCapacity };
   ReservationId id;
+  Kind kind = Kind::kNodeHold;
   JobId owner;
+  // kNodeHold only.
   std::vector<NodeId> nodes;  // empty once released
   bool active = false;
+  // kCapacity only.
+  NodeId node;
+  TaskId owner_task;          // the one task that may bind into it (invalid: any task of owner)
+  TaskRequest req;            // what it holds: req.cpu_milli, req.mem_mib, req.gpu_milli per GPU
+  GpuIndices gpus;            // the GPU indices held (size == req.gpu_count when req.NeedsGpu())
+  int64_t created_s = 0;
+  int64_t expires_s = -1;     // ExpireReservations releases it at or after this time; -1: no TTL
+  ReservationState state = ReservationState::kAvailable;
+  TaskId consumed_by;         // the task bound into it (valid iff state == kConsumed)
 };
 
 // Free capacity of one topology domain, summed over its nodes.
@@ -230,14 +268,51 @@ class ClusterState {
   void SetNodeState(NodeId node, NodeState state);
   // Records when `job`'s current run started (-1: not running); read by PreemptAction's costs.
   void SetJobStart(JobId job, int64_t t);
-  // Holds `nodes` for `owner` (see Reservation). REQUIRES: the owner holds no reservation, the
+  // Holds `nodes` for `owner` (a kNodeHold Reservation). REQUIRES: the owner holds no reservation, the
   // nodes are distinct and none is held.
   ReservationId AddReservation(JobId owner, std::span<const NodeId> nodes);
-  // Lets go of every node of an active reservation and clears its owner's record.
+  // Lets go of every node of an active node hold and clears its owner's record (a no-op for a
+  // released hold or a capacity reservation; see ReleaseCapacity).
   void ReleaseReservation(ReservationId id);
   const Reservation& reservation(ReservationId id) const { return reservations_[id.value()]; }
-  // Every reservation ever made, active or released, indexed by ReservationId.
+  // Every reservation ever made, of both kinds, active or released, indexed by ReservationId.
   const std::vector<Reservation>& reservations() const { return reservations_; }
+
+  // Capacity reservations (Reservation::Kind::kCapacity; see the invariants above). Every change
+  // bumps the node's version, the epoch and the change feed like a bind or release would.
+  //
+  // Holds `req` on `node`, GPU indices `gpus`, for `owner` (and only `owner_task` of it when
+  // that is valid), from `now_s` for `ttl_s` seconds (-1: no TTL). Succeeds only when a pending
+  // task of `req` could be bound there now (CanBind's rules: distinct GPU indices below the node's
+  // GPU count, exactly req.gpu_count of them when req.NeedsGpu() and none otherwise, each with
+  // req.gpu_milli free — so whole-GPU requests need wholly free GPUs —, CPU and memory free) and
+  // the node is ready and of a model req.models admits. Otherwise InvalidArgument naming why.
+  // The capacity is taken out of the node's free amounts exactly as Bind would, but is not
+  // counted in allocated_gpu_milli()/allocated_cpu_milli() (nothing runs on it): it is counted
+  // in reserved_gpu_milli()/reserved_cpu_milli() until consumed, released or expired.
+  StatusOr<ReservationId> ReserveCapacity(JobId owner, TaskId owner_task, NodeId node, const TaskRequest& req,
+                                          const GpuIndices& gpus, int64_t now_s, int64_t ttl_s);
+  // Whether pending `task` may bind into capacity reservation `r`: r is available, the task
+  // belongs to r's owner (and is r's owner_task when that is set), its request equals r's req,
+  // and r's node is ready.
+  bool CanBindReserved(TaskId task, ReservationId r) const;
+  // Binds `task` on r's node and GPUs with r's capacity: the node's free amounts do not change
+  // (the held resources become the task's); the task counts in the allocation totals from now on
+  // and r's amounts leave the reserved totals; r becomes kConsumed. Unbinding or finishing the
+  // task later releases its resources like any task's. REQUIRES: CanBindReserved(task, r).
+  void BindReserved(TaskId task, ReservationId r);
+  // Returns the capacity of available capacity reservation `r` to its node (bumps release_seq)
+  // and marks it kExpired when `expired`, else kReleased. A no-op when r is not available.
+  // REQUIRES: r is a capacity reservation.
+  void ReleaseCapacity(ReservationId r, bool expired = false);
+  // Releases, as expired, every available capacity reservation with 0 <= expires_s <= now_s, and
+  // returns them in id order.
+  std::vector<ReservationId> ExpireReservations(int64_t now_s);
+  // The available capacity reservations, in id order (empty at the end of a clean run).
+  const std::vector<ReservationId>& available_capacity_reservations() const { return available_capacity_; }
+  // Sums over the available capacity reservations (GPU: gpu_count x gpu_milli each).
+  int64_t reserved_gpu_milli() const { return reserved_gpu_milli_; }
+  MilliCpu reserved_cpu_milli() const { return reserved_cpu_milli_; }
 
   const Node& node(NodeId id) const { return nodes_[id.value()]; }
   const Task& task(TaskId id) const { return tasks_[id.value()]; }
@@ -255,7 +330,8 @@ class ClusterState {
   }
 
   // Allocation totals count each physical GPU and CPU milli once: a borrowed task's GPUs and CPU
-  // are counted as its standby lender's, not again.
+  // are counted as its standby lender's, not again. Capacity held by available capacity
+  // reservations is not allocated (see reserved_gpu_milli()), though it is not free either.
   int64_t total_gpu_milli() const { return total_gpu_milli_; }
   int64_t allocated_gpu_milli() const { return allocated_gpu_milli_; }
   MilliCpu total_cpu_milli() const { return total_cpu_milli_; }
@@ -283,7 +359,7 @@ class ClusterState {
   // Bumped on every mutation; lets caches tell whether anything changed.
   uint64_t epoch() const { return epoch_; }
   // Bumped whenever capacity may have become usable: a bound task released (Unbind, Finish), a
-  // reservation released, a node made ready again. Between two equal values capacity only
+  // reservation released or expired (either kind), a node made ready again. Between two equal values capacity only
   // shrank, so a placement that failed still fails.
   uint64_t release_seq() const { return release_seq_; }
 
@@ -316,6 +392,9 @@ class ClusterState {
   MilliCpu total_cpu_milli_ = 0;
   MilliCpu allocated_cpu_milli_ = 0;
   int64_t num_bound_ = 0;
+  int64_t reserved_gpu_milli_ = 0;
+  MilliCpu reserved_cpu_milli_ = 0;
+  std::vector<ReservationId> available_capacity_;  // available capacity reservations, id order
   uint64_t epoch_ = 0;
   uint64_t release_seq_ = 0;
   std::array<std::vector<NodeId>, kMaxGpusPerNode + 1> by_full_free_;

@@ -430,6 +430,236 @@ TEST(ClusterStateStandby, TheLendingIndexFollowsNodesWithUnusedLentGpus) {
   EXPECT_TRUE(c.state.CheckInvariants().ok()) << c.state.CheckInvariants().message();
 }
 
+// What a node has free, to compare before and after a reservation's life.
+struct FreeSnapshot {
+  MilliCpu cpu;
+  MemMiB mem;
+  std::array<MilliGpu, kMaxGpusPerNode> gpu;
+  int32_t full;
+  bool operator==(const FreeSnapshot&) const = default;
+};
+FreeSnapshot FreeOf(const ClusterState& s, NodeId n) {
+  const Node& node = s.node(n);
+  return {node.cpu_free, node.mem_free, node.gpu_free, node.full_free_gpus};
+}
+#define EXPECT_INVARIANTS(state) EXPECT_TRUE((state).CheckInvariants().ok()) << (state).CheckInvariants().message()
+
+TEST(ClusterStateCapacityReservations, ReservedCapacityIsTakenForEveryoneButNotAllocated) {
+  ClusterBuilder c;
+  NodeId n = c.AddNode("n0", testing::Gpus(4));
+  TaskId owner = c.Submit("owner", Req().Cpu(8000).Mem(1000).Gpus(2));
+  TaskId other = c.Submit("other", Req().Cpu(8000).Mem(1000).Gpus(2));
+  const uint64_t cursor = c.state.change_seq();
+  const uint32_t v0 = c.state.node(n).version;
+  auto r = c.state.ReserveCapacity(c.state.task(owner).job, TaskId(), n, c.state.task(owner).req, Idx({1, 2}), 100, 60);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_INVARIANTS(c.state);
+  const Reservation& rec = c.state.reservation(*r);
+  EXPECT_EQ(rec.kind, Reservation::Kind::kCapacity);
+  EXPECT_EQ(rec.state, ReservationState::kAvailable);
+  EXPECT_FALSE(rec.active);  // node-hold readers see nothing
+  EXPECT_EQ(rec.created_s, 100);
+  EXPECT_EQ(rec.expires_s, 160);
+  const Node& node = c.state.node(n);
+  EXPECT_EQ(node.cpu_free, 96000 - 8000);
+  EXPECT_EQ(node.gpu_free[1], 0);
+  EXPECT_EQ(node.gpu_free[2], 0);
+  EXPECT_EQ(node.full_free_gpus, 2);
+  EXPECT_FALSE(node.reservation.valid());
+  EXPECT_GT(node.version, v0);
+  EXPECT_EQ(ChangedSince(c.state, cursor), (std::set<uint32_t>{n.value()}));
+  EXPECT_EQ(c.state.nodes_with_full_free(2).size(), 1u);
+  EXPECT_TRUE(c.state.nodes_with_full_free(4).empty());
+  EXPECT_EQ(c.state.fits()[n.value()].full_free_gpus, 2);
+  EXPECT_EQ(c.state.fits()[n.value()].gpu_free_total, 2000);
+  EXPECT_EQ(c.state.allocated_gpu_milli(), 0);
+  EXPECT_EQ(c.state.allocated_cpu_milli(), 0);
+  EXPECT_EQ(c.state.reserved_gpu_milli(), 2000);
+  EXPECT_EQ(c.state.reserved_cpu_milli(), 8000);
+  EXPECT_EQ(c.state.available_capacity_reservations(), (std::vector<ReservationId>{*r}));
+  // Normal placement cannot use the reserved GPUs, only the rest.
+  EXPECT_FALSE(c.state.CanBind(other, n, Idx({1, 2})));
+  EXPECT_FALSE(c.state.CanBind(other, n, Idx({0, 1})));
+  EXPECT_TRUE(c.state.CanBind(other, n, Idx({0, 3})));
+}
+
+TEST(ClusterStateCapacityReservations, TheOwnerBindsIntoItOnExactlyTheReservedGpus) {
+  ClusterBuilder c;
+  NodeId n = c.AddNode("n0", testing::Gpus(4));
+  TaskId t = c.Submit("owner", Req().Cpu(8000).Mem(1000).Gpus(2));
+  const FreeSnapshot before = FreeOf(c.state, n);
+  auto r = c.state.ReserveCapacity(c.state.task(t).job, t, n, c.state.task(t).req, Idx({0, 3}), 0, -1);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const FreeSnapshot reserved = FreeOf(c.state, n);
+  const uint64_t release_seq = c.state.release_seq();
+  ASSERT_TRUE(c.state.CanBindReserved(t, *r));
+  c.state.BindReserved(t, *r);
+  EXPECT_INVARIANTS(c.state);
+  EXPECT_EQ(FreeOf(c.state, n), reserved);  // the capacity changed hands only
+  EXPECT_EQ(c.state.release_seq(), release_seq);
+  const Task& task = c.state.task(t);
+  EXPECT_EQ(task.state, TaskState::kBound);
+  EXPECT_EQ(task.node, n);
+  ASSERT_EQ(task.gpus.size, 2);
+  EXPECT_EQ(task.gpus.idx[0], 0);
+  EXPECT_EQ(task.gpus.idx[1], 3);
+  EXPECT_EQ(c.state.reservation(*r).state, ReservationState::kConsumed);
+  EXPECT_EQ(c.state.reservation(*r).consumed_by, t);
+  EXPECT_EQ(c.state.allocated_gpu_milli(), 2000);
+  EXPECT_EQ(c.state.allocated_cpu_milli(), 8000);
+  EXPECT_EQ(c.state.reserved_gpu_milli(), 0);
+  EXPECT_EQ(c.state.reserved_cpu_milli(), 0);
+  EXPECT_TRUE(c.state.available_capacity_reservations().empty());
+  EXPECT_EQ(c.state.job(task.job).bound_tasks, 1);
+  EXPECT_FALSE(c.state.CanBindReserved(t, *r));  // consumed
+  // Releasing a consumed reservation changes nothing; finishing the task frees it normally.
+  c.state.ReleaseCapacity(*r);
+  EXPECT_EQ(c.state.reservation(*r).state, ReservationState::kConsumed);
+  EXPECT_EQ(FreeOf(c.state, n), reserved);
+  c.state.Finish(t);
+  EXPECT_INVARIANTS(c.state);
+  EXPECT_EQ(FreeOf(c.state, n), before);
+  EXPECT_GT(c.state.release_seq(), release_seq);
+  EXPECT_EQ(c.state.allocated_gpu_milli(), 0);
+}
+
+TEST(ClusterStateCapacityReservations, OnlyTheOwnersTaskWithTheSameRequestMayBindIntoIt) {
+  ClusterBuilder c;
+  NodeId n = c.AddNode("n0", testing::Gpus(4));
+  JobSpec js;
+  js.name = "gang";
+  JobId job = c.state.AddJob(js);
+  const TaskRequest req = Req().Cpu(4000).Mem(100).Gpus(1);
+  TaskId a = c.state.AddTask(job, "a", req);
+  TaskId b = c.state.AddTask(job, "b", req);
+  TaskId small = c.state.AddTask(job, "small", Req().Cpu(4000).Mem(100).SharedGpu(500));
+  TaskId stranger = c.Submit("stranger", req);
+  auto any = c.state.ReserveCapacity(job, TaskId(), n, req, Idx({0}), 0, -1);
+  auto only_a = c.state.ReserveCapacity(job, a, n, req, Idx({1}), 0, -1);
+  ASSERT_TRUE(any.ok() && only_a.ok());
+  EXPECT_FALSE(c.state.CanBindReserved(stranger, *any));  // not of the owner job
+  EXPECT_FALSE(c.state.CanBindReserved(small, *any));     // another request
+  EXPECT_FALSE(c.state.CanBindReserved(b, *only_a));      // not the owner task
+  EXPECT_TRUE(c.state.CanBindReserved(a, *only_a));
+  EXPECT_TRUE(c.state.CanBindReserved(b, *any));
+  c.state.SetNodeState(n, NodeState::kDown);
+  EXPECT_FALSE(c.state.CanBindReserved(b, *any));         // the node is down
+  c.state.SetNodeState(n, NodeState::kReady);
+  c.state.BindReserved(b, *any);
+  EXPECT_FALSE(c.state.CanBindReserved(a, *any));         // consumed
+  c.state.BindReserved(a, *only_a);
+  EXPECT_INVARIANTS(c.state);
+  EXPECT_EQ(c.state.task(a).gpus.idx[0], 1);
+  EXPECT_EQ(c.state.task(b).gpus.idx[0], 0);
+  EXPECT_FALSE(c.state.CanBindReserved(b, ReservationId(99)));
+}
+
+TEST(ClusterStateCapacityReservations, ReleaseAndExpiryReturnExactlyTheCapacityAndBumpReleaseSeq) {
+  ClusterBuilder c;
+  NodeId n = c.AddNode("n0", testing::Gpus(4));
+  TaskId t = c.Submit("t", Req().Cpu(3000).Mem(500).SharedGpu(300));
+  TaskId w = c.Submit("w", Req().Cpu(1000).Mem(50).Gpus(1));
+  c.state.Bind(w, n, Idx({2}));
+  const FreeSnapshot before = FreeOf(c.state, n);
+  const JobId job = c.state.task(t).job;
+  const TaskRequest req = c.state.task(t).req;
+  auto r1 = c.state.ReserveCapacity(job, t, n, req, Idx({0}), 10, 5);    // expires at 15
+  auto r2 = c.state.ReserveCapacity(job, t, n, req, Idx({0}), 10, 20);   // expires at 30; GPU 0 shared
+  auto r3 = c.state.ReserveCapacity(job, t, n, req, Idx({3}), 10, -1);   // never expires
+  ASSERT_TRUE(r1.ok() && r2.ok() && r3.ok());
+  EXPECT_INVARIANTS(c.state);
+  EXPECT_EQ(c.state.node(n).gpu_free[0], 400);
+  EXPECT_EQ(c.state.reserved_gpu_milli(), 900);
+  EXPECT_EQ(c.state.allocated_gpu_milli(), 1000);
+
+  uint64_t seq = c.state.release_seq();
+  EXPECT_TRUE(c.state.ExpireReservations(14).empty());
+  EXPECT_EQ(c.state.release_seq(), seq);
+  EXPECT_EQ(c.state.ExpireReservations(15), (std::vector<ReservationId>{*r1}));
+  EXPECT_INVARIANTS(c.state);
+  EXPECT_GT(c.state.release_seq(), seq);
+  EXPECT_EQ(c.state.reservation(*r1).state, ReservationState::kExpired);
+  EXPECT_EQ(c.state.node(n).gpu_free[0], 700);
+  EXPECT_FALSE(c.state.CanBindReserved(t, *r1));
+
+  seq = c.state.release_seq();
+  c.state.ReleaseCapacity(*r3);
+  EXPECT_INVARIANTS(c.state);
+  EXPECT_GT(c.state.release_seq(), seq);
+  EXPECT_EQ(c.state.reservation(*r3).state, ReservationState::kReleased);
+  EXPECT_EQ(c.state.available_capacity_reservations(), (std::vector<ReservationId>{*r2}));
+
+  EXPECT_EQ(c.state.ExpireReservations(1000), (std::vector<ReservationId>{*r2}));
+  EXPECT_INVARIANTS(c.state);
+  EXPECT_EQ(FreeOf(c.state, n), before);
+  EXPECT_EQ(c.state.reserved_gpu_milli(), 0);
+  EXPECT_EQ(c.state.reserved_cpu_milli(), 0);
+  EXPECT_EQ(c.state.allocated_gpu_milli(), 1000);
+  EXPECT_TRUE(c.state.available_capacity_reservations().empty());
+  seq = c.state.release_seq();
+  c.state.ReleaseCapacity(*r2);  // already expired: nothing to return
+  EXPECT_EQ(c.state.release_seq(), seq);
+  EXPECT_EQ(c.state.reservation(*r2).state, ReservationState::kExpired);
+}
+
+TEST(ClusterStateCapacityReservations, ReserveCapacityRefusesWhatABindCouldNotTakeAndSaysWhy) {
+  ClusterBuilder c;
+  NodeId n = c.AddNode("n0", testing::Gpus(2));
+  NodeId down = c.AddNode("n1", testing::Gpus(2));
+  c.state.SetNodeState(down, NodeState::kDown);
+  TaskId busy = c.Submit("busy", Req().Cpu(1000).SharedGpu(200));
+  c.state.Bind(busy, n, Idx({0}));
+  TaskId t = c.Submit("t", Req().Gpus(1));
+  const JobId job = c.state.task(t).job;
+  const FreeSnapshot before = FreeOf(c.state, n);
+  const size_t records = c.state.reservations().size();
+  auto expect_refused = [&](StatusOr<ReservationId> r, const std::string& why) {
+    ASSERT_FALSE(r.ok()) << why;
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().message();
+  };
+  expect_refused(c.state.ReserveCapacity(job, TaskId(), n, Req().Gpus(1), Idx({0}), 0, -1), "GPU 0 is busy");
+  expect_refused(c.state.ReserveCapacity(job, TaskId(), n, Req().SharedGpu(900), Idx({0}), 0, -1), "GPU 0 is busy");
+  expect_refused(c.state.ReserveCapacity(job, TaskId(), n, Req().Cpu(96000), Idx({}), 0, -1), "not enough CPU");
+  expect_refused(c.state.ReserveCapacity(job, TaskId(), n, Req().Mem(1 << 30), Idx({}), 0, -1), "not enough memory");
+  expect_refused(c.state.ReserveCapacity(job, TaskId(), n, Req().Gpus(1).Models(GpuModelSet::FromBits(1u << 5)),
+                                         Idx({1}), 0, -1),
+                 "GPU model not admitted");
+  expect_refused(c.state.ReserveCapacity(job, TaskId(), down, Req().Gpus(1), Idx({0}), 0, -1), "not ready");
+  expect_refused(c.state.ReserveCapacity(job, TaskId(), n, Req().Gpus(2), Idx({1}), 0, -1), "1 GPU indices");
+  expect_refused(c.state.ReserveCapacity(job, TaskId(), n, Req().Gpus(1), Idx({2}), 0, -1), "out of range");
+  expect_refused(c.state.ReserveCapacity(job, busy, n, Req().Gpus(1), Idx({1}), 0, -1), "not a task of the owner");
+  expect_refused(c.state.ReserveCapacity(job, TaskId(), n, Req().Gpus(1), Idx({1}), 0, -5), "negative TTL");
+  EXPECT_EQ(FreeOf(c.state, n), before);
+  EXPECT_EQ(c.state.reservations().size(), records);
+  EXPECT_INVARIANTS(c.state);
+  // A shared request fits beside the busy share; then a whole GPU no longer does.
+  ASSERT_TRUE(c.state.ReserveCapacity(job, TaskId(), n, Req().SharedGpu(800), Idx({0}), 0, -1).ok());
+  expect_refused(c.state.ReserveCapacity(job, TaskId(), n, Req().SharedGpu(100), Idx({0}), 0, -1), "GPU 0 is busy");
+  EXPECT_INVARIANTS(c.state);
+}
+
+TEST(ClusterStateCapacityReservations, CapacityReservationsAndNodeHoldsCoexist) {
+  ClusterBuilder c;
+  NodeId n = c.AddNode("n0", testing::Gpus(4));
+  TaskId t = c.Submit("t", Req().Gpus(1));
+  TaskId g = c.Submit("gang", Req().Gpus(4));
+  const NodeId held[] = {n};
+  ReservationId hold = c.state.AddReservation(c.state.task(g).job, held);
+  auto r = c.state.ReserveCapacity(c.state.task(t).job, t, n, c.state.task(t).req, Idx({2}), 0, -1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_INVARIANTS(c.state);
+  EXPECT_EQ(c.state.reservation(hold).kind, Reservation::Kind::kNodeHold);
+  EXPECT_EQ(c.state.job(c.state.task(t).job).reservation, ReservationId());  // only holds are recorded
+  c.state.ReleaseReservation(*r);  // a no-op on a capacity reservation
+  EXPECT_EQ(c.state.reservation(*r).state, ReservationState::kAvailable);
+  c.state.ReleaseReservation(hold);
+  EXPECT_INVARIANTS(c.state);
+  EXPECT_EQ(c.state.node(n).gpu_free[2], 0);
+  c.state.ReleaseCapacity(*r);
+  EXPECT_INVARIANTS(c.state);
+  EXPECT_EQ(c.state.node(n).full_free_gpus, 4);
+}
+
 TEST(GpuModels, ParsesModelSetsAndNamesTheFirstUnknownModel) {
   GpuModels m;
   ASSERT_TRUE(m.Intern("T4").ok());
