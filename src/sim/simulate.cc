@@ -5,7 +5,6 @@
 #include <cctype>
 #include <climits>
 #include <cmath>
-#include <deque>
 #include <queue>
 #include <set>
 #include <tuple>
