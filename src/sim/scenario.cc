@@ -91,7 +91,7 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
   if (!m.IsMap()) return c.Err(m, "jobs", "expected a mapping per job");
   std::set<std::string> keys = {"name", "replicas", "min", "step", "usable_step", "gpus", "gpu_milli", "cpu_cores",
                                 "memory_gib", "plane", "required_level", "preferred_level", "class", "priority",
-                                "preemptible", "checkpoint_interval_s", "restart_cost_s", "scaling"};
+                                "preemptible", "checkpoint_interval_s", "restart_cost_s", "scaling", "locked_pct"};
   keys.insert(generated ? "duration_mean_s" : "duration_s");
   if (generated) keys.insert({"share", "diurnal"});
   if (!generated) keys.insert({"submit_s", "standby"});
@@ -153,6 +153,8 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
     return c.Err(m["scaling"], "scaling", "unknown scaling '" + scaling + "' (known: fixed, linear)");
   }
   j.linear_scaling = scaling == "linear";
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "locked_pct", 0, 0, 100));
+  j.locked_permille = static_cast<int32_t>(v * 10);
   if (const YAML::Node w = m["standby"]; w && !generated) {
     if (!w.IsSequence()) return c.Err(w, "standby", "expected a list of {from_s, to_s, replicas}");
     for (const YAML::Node& e : w) {
@@ -369,7 +371,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   for (const YAML::Node& m : confs) {
     if (!m.IsMap()) return c.Err(m, "configurations", "expected a mapping per configuration");
     ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack", "queue", "preempt", "absorb",
-                                         "standby"}));
+                                         "standby", "defrag"}));
     SchedulerConfig sc;
     sc.line = m.Mark().line + 1;
     ESTUARY_ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
@@ -413,6 +415,45 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       ESTUARY_ASSIGN_OR_RETURN(rc.min_gpus, Int(c, r, "min_gpus", rc.min_gpus, 0, int64_t{1} << 40));
       ESTUARY_ASSIGN_OR_RETURN(rc.max_gpus, Int(c, r, "max_gpus", rc.max_gpus, rc.min_gpus, int64_t{1} << 40));
       ESTUARY_ASSIGN_OR_RETURN(rc.replan_s, Int(c, r, "replan_s", rc.replan_s, 1, kMaxTime));
+    }
+    if (const YAML::Node d = m["defrag"]) {
+      if (!d.IsMap()) return c.Err(d, "defrag", "expected a mapping {interval_s, max_moves, partition_nodes, ...}");
+      ESTUARY_RETURN_IF_ERROR(Known(c, d, {"interval_s", "max_moves", "partition_nodes", "chain_depth", "rounds",
+                                           "startup_s", "timeout_s", "fail_pct", "max_concurrent", "per_node",
+                                           "per_job", "drain", "trigger_after_s", "trigger_min_gpus",
+                                           "trigger_cooldown_s"}));
+      DefragConfig& dc = sc.defrag;
+      dc.enabled = true;
+      int64_t v = 0;
+      ESTUARY_ASSIGN_OR_RETURN(dc.interval_s, Int(c, d, "interval_s", dc.interval_s, 0, kMaxTime));
+      // The plan budget (moves per plan); absent: no limit.
+      ESTUARY_ASSIGN_OR_RETURN(dc.migration.max_moves, Int(c, d, "max_moves", 0, 1, int64_t{1} << 40));
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "partition_nodes", dc.plan.partition_nodes, 0, 1'000'000));
+      if (v == 1) return c.Err(d["partition_nodes"], "partition_nodes", "1 is not 0 (one partition) or >= 2");
+      dc.plan.partition_nodes = static_cast<int32_t>(v);
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "chain_depth", dc.plan.max_chain_depth, 0, 64));
+      dc.plan.max_chain_depth = static_cast<int32_t>(v);
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "rounds", dc.plan.max_rounds, 0, 1000));
+      dc.plan.max_rounds = static_cast<int32_t>(v);
+      ESTUARY_ASSIGN_OR_RETURN(dc.migration.startup_s, Int(c, d, "startup_s", dc.migration.startup_s, 0, 86400));
+      ESTUARY_ASSIGN_OR_RETURN(dc.migration.timeout_s,
+                               Int(c, d, "timeout_s", std::max(dc.migration.timeout_s, dc.migration.startup_s + 1),
+                                   dc.migration.startup_s + 1, 86401));
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "fail_pct", 0, 0, 100));
+      dc.migration.fail_permille = static_cast<int32_t>(v * 10);
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "max_concurrent", dc.migration.max_concurrent, 1, 1'000'000));
+      dc.migration.max_concurrent = static_cast<int32_t>(v);
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "per_node", dc.migration.per_node, 1, 1'000'000));
+      dc.migration.per_node = static_cast<int32_t>(v);
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "per_job", dc.migration.per_job, 1, 1'000'000));
+      dc.migration.per_job = static_cast<int32_t>(v);
+      ESTUARY_ASSIGN_OR_RETURN(dc.migration.drain, Bool(c, d, "drain", true));
+      ESTUARY_ASSIGN_OR_RETURN(dc.trigger_after_s, Int(c, d, "trigger_after_s", 0, 0, kMaxTime));
+      ESTUARY_ASSIGN_OR_RETURN(dc.trigger_min_gpus, Int(c, d, "trigger_min_gpus", dc.trigger_min_gpus, 1, int64_t{1} << 40));
+      ESTUARY_ASSIGN_OR_RETURN(dc.trigger_cooldown_s, Int(c, d, "trigger_cooldown_s", dc.trigger_cooldown_s, 1, kMaxTime));
+      if (dc.interval_s == 0 && dc.trigger_after_s == 0) {
+        return c.Err(d, "interval_s", "defrag runs neither periodically (interval_s 0) nor on a trigger (trigger_after_s 0)");
+      }
     }
     if (const YAML::Node p = m["pack"]) {
       if (!p.IsMap()) return c.Err(p, "pack", "expected a mapping {plane, level}");

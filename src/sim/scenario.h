@@ -11,6 +11,8 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "model/cluster_state.h"
+#include "sched/actions/defrag.h"
+#include "sched/actions/migration.h"
 #include "sim/cluster/generator.h"
 #include "sim/trace/curve.h"
 
@@ -50,6 +52,9 @@ struct JobTemplate {
   // it progresses in proportion to its usable replicas (bound, rounded down to usable_step), so
   // an elastic job that grows (Absorb) finishes sooner and one that shrinks later.
   bool linear_scaling = false;
+  // Per mille of the job's tasks that are locked: never moved by defragmentation (`locked_pct`
+  // in percent, 0-100; drawn per task from a stream of its own). Default 0.
+  int32_t locked_permille = 0;
   std::vector<StandbyWindow> standby;  // listed jobs only, ascending and disjoint
 };
 
@@ -138,6 +143,24 @@ struct UtilisationProfile {
   int64_t hp_inference = 30, hp_training = 60, dev = 15, lp = 50, spot = 45, other = 40;
 };
 
+// Defragmentation (issue 5): the IPC planner (DefragAction) run every `interval_s` (0: never
+// periodically) and when a large job waited too long (`trigger_after_s` > 0: a pending job of at
+// least `trigger_min_gpus` GPUs at max replicas waiting that long, at most once per
+// `trigger_cooldown_s`), whenever no earlier plan is still executing; its moves are carried out by
+// the MigrationExecutor (make-before-break over capacity reservations, budget in `migration`).
+// `defrag: {interval_s, max_moves, partition_nodes, chain_depth, rounds, startup_s, timeout_s,
+// fail_pct, max_concurrent, per_node, per_job, drain, trigger_after_s, trigger_min_gpus,
+// trigger_cooldown_s}`; off by default.
+struct DefragConfig {
+  bool enabled = false;
+  int64_t interval_s = 3600;
+  int64_t trigger_after_s = 0;
+  int64_t trigger_min_gpus = 8;
+  int64_t trigger_cooldown_s = 600;
+  DefragOptions plan;
+  MigrationOptions migration;
+};
+
 struct SchedulerConfig {
   std::string name;
   std::string policy = "best-fit";
@@ -161,6 +184,7 @@ struct SchedulerConfig {
   bool standby = false;
   int64_t standby_grace_s = 60;
   int32_t lend_max_priority = 100;
+  DefragConfig defrag;
   // Domain packing (AllocateOptions::pack_*): `pack: {plane, level}`; empty: off.
   std::string pack_plane, pack_level;
   int line = 0;  // of the configuration, for errors found when it meets the cluster

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cctype>
 #include <climits>
 #include <cmath>
@@ -11,7 +12,9 @@
 
 #include "common/rng.h"
 #include "sched/actions/allocate.h"
+#include "sched/actions/defrag.h"
 #include "sched/actions/failure.h"
+#include "sched/actions/migration.h"
 #include "sched/actions/preempt.h"
 #include "sched/actions/reserve.h"
 #include "sched/actions/absorb.h"
@@ -77,6 +80,7 @@ struct SimJob {
   int service = -1;        // index into the run's services (tidal), or -1
   int64_t util_pct = 0;    // UtilisationProfile of its class
   bool lender = false;     // a service or a job with standby windows, under a standby configuration
+  SimTime queued_at = -1;  // when it was last queued (arrival or requeue)
 };
 
 constexpr SimTime kMaxSimTime = 1'000'000'000'000;  // "to the end of any run"
@@ -293,6 +297,16 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     j.large = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count >= 128;
     j.spread_level = SpreadLevel(state, j.id);
   }
+  // Locked tasks (never moved by defragmentation): drawn per task, in job order, from a stream of
+  // their own, so every configuration of a seed locks the same tasks.
+  std::vector<char> locked(state.tasks().size(), 0);
+  {
+    Rng lrng(seed ^ 0x6c6f636b6564ULL);
+    for (const SimJob& j : jobs) {
+      if (j.tmpl.locked_permille == 0) continue;
+      for (TaskId t : state.job(j.id).tasks) locked[t.value()] = lrng.Uniform(1000) < static_cast<uint64_t>(j.tmpl.locked_permille);
+    }
+  }
   std::vector<size_t> lenders;  // jobs that may lend Standby replicas under this configuration
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (jobs[i].lender) lenders.push_back(i);
@@ -360,8 +374,11 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   // kTick: a scheduling cycle with nothing else happening (reservations are re-planned on ticks).
   // kService: service demand and Standby windows are re-evaluated; kRestore: a replica's restore
   // from Standby completes (its borrowers leave).
+  // kDefrag: the periodic defragmentation plan; kMigrate: a migration move is due (ready or timed
+  // out); kDefragTrigger: a large job has waited trigger_after_s since it was queued (idx: the
+  // job; start: when it was queued).
   enum EvKind : int { kEnd = 0, kNode = 1, kFailureDraw = 2, kArrival = 3, kTick = 4, kEvict = 5, kService = 6,
-                      kRestore = 7 };
+                      kRestore = 7, kDefrag = 8, kMigrate = 9, kDefragTrigger = 10 };
   struct Ev {
     SimTime t;
     int kind;
@@ -377,6 +394,39 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   }
   for (size_t i = 0; i < node_events.size(); ++i) events.push({sc.events[i].at_s, kNode, i, 0});
   if (config.reserve.enabled) events.push({config.reserve.replan_s, kTick, 0, 0});
+  // Defragmentation: the planner's plans run on the executor; one plan at a time.
+  const DefragConfig& dfc = config.defrag;
+  std::optional<MigrationExecutor> executor;
+  if (dfc.enabled) {
+    ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(state, dfc.plan));
+    ESTUARY_RETURN_IF_ERROR(MigrationExecutor::Validate(dfc.migration));
+    MigrationOptions mo = dfc.migration;
+    mo.seed = seed ^ 0x6d696772617465ULL;
+    executor.emplace(mo);
+    if (dfc.interval_s > 0) events.push({dfc.interval_s, kDefrag, 0, 0});
+  }
+  std::set<SimTime> migrate_due;  // times of pushed kMigrate events not yet reached
+  // Job events of the executor's moves: "migrate-start", "migrate" (completed), "migrate-abort",
+  // "migrate-cancel", with detail "TASK FROM->TO:GPUS".
+  auto log_moves = [&]() {
+    for (const MigrationExecutor::Event& ev : executor->TakeEvents()) {
+      if (!record_events) continue;
+      const MigrationExecutor::Move& mv = executor->moves()[ev.move];
+      const size_t i = job_index[state.task(mv.plan.task).job.value()];
+      const GpuIndices& g = mv.started_s >= 0 ? mv.gpus : mv.plan.gpus;
+      std::string detail = state.task(mv.plan.task).name + " " + state.node(mv.plan.from).spec.name + "->" +
+                           state.node(mv.plan.to).spec.name + ":";
+      for (size_t k = 0; k < g.size; ++k) detail += (k ? "," : "") + std::to_string(g.idx[k]);
+      const char* kind = ev.state == MoveState::kStarting    ? "migrate-start"
+                         : ev.state == MoveState::kCompleted ? "migrate"
+                         : ev.state == MoveState::kAborted   ? "migrate-abort"
+                                                             : "migrate-cancel";
+      log(ev.t, i, kind, BoundReplicas(state, jobs[i].id), detail);
+    }
+  };
+  int64_t defrag_plans = 0, defrag_triggered = 0, defrag_vacated_planned = 0;
+  double defrag_plan_s_max = 0, defrag_plan_s_sum = 0;
+  SimTime last_plan = -1;
   // Standby: services follow their demand every step_s; listed windows at their edges.
   if (config.standby) {
     if (!services.empty()) events.push({0, kService, 0, 0});
@@ -435,6 +485,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     if (!l) return InvalidArgument(where + "level: plane '" + sc.network.plane + "' has no level '" + sc.network.level + "'");
     net_level = *l;
   }
+  double slack_sum = 0, free_nodes_sum = 0, placeable8_sum = 0;
   double free_asws = 0, free_pods = 0, held_idle = 0, alloc_hp_sum = 0, alloc_all_sum = 0, harvest_sum = 0,
          util_sum = 0, hp_demand_sum = 0;
   int64_t harvest_samples = 0;
@@ -481,6 +532,21 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     last_t = t;
     while (next_sample < t) {
       SimSample sample{next_sample, alloc, FreeNodes(state), static_cast<int64_t>(pending.size())};
+      // Defragmentation's measures (metrics.md §7): GPU nodes with slack (some but not all GPU
+      // milli free), whole free nodes, and 8-GPU tasks placeable on wholly free GPUs of ready
+      // nodes (CPU and memory not considered).
+      {
+        int64_t slack = 0, placeable8 = 0;
+        for (const Node& n : state.nodes()) {
+          if (n.spec.gpu_count == 0) continue;
+          const int64_t cap = int64_t{n.spec.gpu_count} * kMilliPerGpu;
+          slack += n.gpu_free_total > 0 && n.gpu_free_total < cap;
+          if (n.state == NodeState::kReady) placeable8 += n.full_free_gpus / 8;
+        }
+        slack_sum += static_cast<double>(slack);
+        placeable8_sum += static_cast<double>(placeable8);
+        free_nodes_sum += static_cast<double>(sample.free_nodes);
+      }
       if (asw) sample.free_asws = whole_free(*data, *asw);
       if (pod) sample.free_rdma_pods = whole_free(*param, *pod);
       // Allocation ratios (metrics.md §4), per GPU node, in milli-GPU: hp_active (HP tasks not
@@ -683,7 +749,17 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
         },
         holders);
   };
-  auto enqueue = [&](size_t i, bool front) { pending.Push(i, jobs[i].tmpl.priority, shape_of[i], front); };
+  // Queues job i at t; a large job under a defrag trigger asks for a plan if it still waits
+  // trigger_after_s later.
+  auto enqueue = [&](size_t i, bool front, SimTime t) {
+    pending.Push(i, jobs[i].tmpl.priority, shape_of[i], front);
+    jobs[i].queued_at = t;
+    const JobTemplate& tm = jobs[i].tmpl;
+    if (executor && dfc.trigger_after_s > 0 && int64_t{tm.replicas} * tm.per_replica.gpu_count >= dfc.trigger_min_gpus &&
+        t + dfc.trigger_after_s < sc.duration_s) {
+      events.push({t + dfc.trigger_after_s, kDefragTrigger, i, t});
+    }
+  };
 
   // A node fails or is repaired: listed and generated events alike.
   auto node_down = [&](NodeId node, SimTime t, bool generated) {
@@ -701,7 +777,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       ++requeued_by_failure;
       log(t, i, "requeue", 0);
       stop_run(i, t);
-      enqueue(i, true);
+      enqueue(i, true, t);
     }
   };
   auto node_up = [&](NodeId node, SimTime t, bool generated) {
@@ -734,7 +810,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     ++evictions_count;
     hp_evictions += v.tmpl.priority >= kHpPriority;
     stop_run(vi, t);
-    enqueue(vi, true);
+    enqueue(vi, true, t);
   };
   // Ends the grace period of `ev`: its tasks that still run free their resources; jobs evicted
   // whole are requeued (losing the work since their last checkpoint), the others keep running
@@ -915,7 +991,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     // False while the time's events are only failure-model draws that picked a down node and
     // repairs that no longer apply: nothing happened, so the queue is not tried again (a retry
     // would see the state its last try saw, and the run stays the same as with the listed events).
-    bool happened = false, replan = false, standby_cycle = false;
+    bool happened = false, replan = false, standby_cycle = false, defrag_tick = false;
+    std::vector<size_t> triggers;  // large jobs still waiting trigger_after_s after being queued
     while (!events.empty() && events.top().t == t) {
       const Ev e = events.top();
       events.pop();
@@ -950,6 +1027,14 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
         if (e.idx == 0 && t + tidal.step_s < sc.duration_s) events.push({t + tidal.step_s, kService, 0, 0});
       } else if (e.kind == kRestore) {
         restore(TaskId(static_cast<uint32_t>(e.idx)), t);
+      } else if (e.kind == kDefrag) {
+        defrag_tick = true;
+        if (t + dfc.interval_s < sc.duration_s) events.push({t + dfc.interval_s, kDefrag, 0, 0});
+      } else if (e.kind == kMigrate) {
+        migrate_due.erase(t);
+      } else if (e.kind == kDefragTrigger) {
+        const SimJob& j = jobs[e.idx];
+        if (j.started_at < 0 && !j.finished && !j.infeasible && j.queued_at == e.start) triggers.push_back(e.idx);
       } else if (e.kind == kTick) {
         replan = true;
         if (t + config.reserve.replan_s < sc.duration_s) events.push({t + config.reserve.replan_s, kTick, 0, 0});
@@ -963,10 +1048,15 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
         }
         schedule_failure_draw();
       } else {
-        enqueue(e.idx, false);
+        enqueue(e.idx, false, t);
       }
     }
     if (!happened) continue;
+    // Moves due now complete (or abort); moves whose task or target went away are given up.
+    if (executor) {
+      executor->Step(state, t);
+      log_moves();
+    }
     if (standby_cycle) follow_demand(t);
     try_pending(t);
     if (replan) {
@@ -992,8 +1082,41 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       reservations_made += made;
       if (made > 0) try_pending(t);
     }
+    if (executor && !executor->Busy()) {
+      // A plan on the periodic tick, or when a large job waited too long (checked at most once a
+      // minute, and not within the cooldown of the last plan).
+      bool plan_now = defrag_tick;
+      if (!plan_now && !triggers.empty()) {
+        if (last_plan < 0 || t - last_plan >= dfc.trigger_cooldown_s) {
+          plan_now = true;
+          ++defrag_triggered;
+        } else {  // within the cooldown: the waiting jobs look again when it ends
+          for (size_t i : triggers) events.push({last_plan + dfc.trigger_cooldown_s, kDefragTrigger, i, 0});
+        }
+      }
+      if (plan_now) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const DefragPlan plan = DefragAction::Plan(state, locked, dfc.plan);
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        defrag_plan_s_max = std::max(defrag_plan_s_max, secs);
+        defrag_plan_s_sum += secs;
+        ++defrag_plans;
+        last_plan = t;
+        defrag_vacated_planned += static_cast<int64_t>(plan.vacated.size());
+        if (!plan.moves.empty()) {
+          executor->Submit(state, plan);
+          executor->Step(state, t);
+          log_moves();
+        }
+      }
+    }
     if (config.preempt) reclaim(t);
     if (config.absorb) absorb(t);
+    if (executor) {
+      if (const auto due = executor->NextDue(); due && *due < sc.duration_s && migrate_due.insert(*due).second) {
+        events.push({*due, kMigrate, 0, 0});
+      }
+    }
     if (failed) after_failure = std::make_pair(FreeNodes(state), UnusableGpus(state, jobs));
     if (check_invariants) {
       Status st = state.CheckInvariants();
@@ -1001,8 +1124,34 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     }
   }
   sample_until(sc.duration_s);
+  // The run ends: moves still under way are given up (their reservations released).
+  if (executor) {
+    executor->AbortAll(state, sc.duration_s);
+    log_moves();
+  }
+  if (check_invariants) {
+    Status st = state.CheckInvariants();
+    if (!st.ok()) return Internal("at the end: " + st.message());
+    if (!state.available_capacity_reservations().empty()) return Internal("at the end: a capacity reservation is left");
+  }
 
   auto& m = res.metrics;
+  // Defragmentation (every configuration; zero without `defrag`).
+  {
+    const MigrationCounters k = executor ? executor->counters() : MigrationCounters{};
+    m["migrations_planned_count"] = static_cast<double>(k.planned);
+    m["migrations_started_count"] = static_cast<double>(k.started);
+    m["migrations_completed_count"] = static_cast<double>(k.completed);
+    m["migrations_aborted_count"] = static_cast<double>(k.aborted);
+    m["migrations_cancelled_count"] = static_cast<double>(k.cancelled);
+    m["defrag_vacated_nodes_count"] = static_cast<double>(k.groups_completed);
+    m["double_occupancy_gpu_hours"] = static_cast<double>(k.double_occupancy_gpu_milli_s) / kMilliPerGpu / 3600.0;
+    m["defrag_plans_count"] = static_cast<double>(defrag_plans);
+    m["defrag_triggered_count"] = static_cast<double>(defrag_triggered);
+    m["defrag_plan_seconds_max"] = defrag_plan_s_max;
+    m["defrag_plan_seconds_mean"] = defrag_plans > 0 ? defrag_plan_s_sum / static_cast<double>(defrag_plans) : 0.0;
+    m["defrag_planned_vacated_nodes_count"] = static_cast<double>(defrag_vacated_planned);
+  }
   m["free_nodes"] = static_cast<double>(FreeNodes(state));
   m["allocated_unusable_gpus"] = static_cast<double>(UnusableGpus(state, jobs));
   if (after_failure) {
@@ -1011,7 +1160,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   }
   m["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s);
   int64_t started = 0, infeasible = 0;
-  std::vector<double> hp_delays;
+  std::vector<double> hp_delays, delays_8gpu;
   std::vector<double> delays, large_delays, multinode_domains, multinode_entropy;
   // Delay by job size (GPUs at max replicas): [lo, hi) buckets.
   struct SizeBucket {
@@ -1050,6 +1199,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     delays.push_back(d);
     if (j.large) large_delays.push_back(d);
     if (j.tmpl.priority >= kHpPriority) hp_delays.push_back(d);
+    if (j.tmpl.per_replica.gpu_count == 8) delays_8gpu.push_back(d);
     const int64_t gpus = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count;
     for (SizeBucket& b : buckets) {
       if (gpus >= b.lo && gpus < b.hi) b.delays.push_back(d);
@@ -1098,12 +1248,16 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   if (config.reserve.enabled) m["reservations_made_count"] = static_cast<double>(reservations_made);
   m["sched_delay_p90_s"] = Percentile(delays, 90);
   if (!large_delays.empty()) m["sched_delay_p90_large_s"] = Percentile(large_delays, 90);
+  if (!delays_8gpu.empty()) m["sched_delay_p90_8gpu_s"] = Percentile(delays_8gpu, 90);
   if (!hp_delays.empty()) {
     m["hp_sched_delay_p50_s"] = Percentile(hp_delays, 50);
     m["hp_sched_delay_p90_s"] = Percentile(hp_delays, 90);
     m["hp_sched_delay_p99_s"] = Percentile(hp_delays, 99);
   }
   if (samples > 0) {
+    m["nodes_with_slack_mean"] = slack_sum / static_cast<double>(samples);
+    m["free_nodes_mean"] = free_nodes_sum / static_cast<double>(samples);
+    m["placeable_8gpu_tasks_mean"] = placeable8_sum / static_cast<double>(samples);
     m["stranded_gpus_8g_mean"] = stranded_sum / static_cast<double>(samples);
     m["alloc_ratio_hp_pct"] = alloc_hp_sum / static_cast<double>(samples);
     m["alloc_ratio_hp_lp_pct"] = alloc_all_sum / static_cast<double>(samples);

@@ -84,6 +84,7 @@ void MigrationExecutor::EndMove(ClusterState& state, size_t i, MoveState end, in
   }
   m.state = end;
   m.ended_s = now_s;
+  events_.push_back({now_s, i, end});
   --active_;
   if (end == MoveState::kCompleted) ++counters_.completed;
   if (end == MoveState::kAborted) ++counters_.aborted;
@@ -126,6 +127,7 @@ bool MigrationExecutor::TryStart(ClusterState& state, size_t i, int64_t now_s) {
   m.started_s = now_s;
   m.fails = options_.fail_permille > 0 && rng_.Uniform(1000) < static_cast<uint64_t>(options_.fail_permille);
   ++counters_.started;
+  events_.push_back({now_s, i, MoveState::kStarting});
   ++starting_;
   ++node_busy_[m.plan.from.value()];
   ++node_busy_[m.plan.to.value()];

@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "common/rng.h"
@@ -100,6 +101,15 @@ class MigrationExecutor {
 
   const MigrationCounters& counters() const { return counters_; }
 
+  // Every start and end of a move (kStarting, then kCompleted, kAborted or kCancelled), in the
+  // order they happened, since the last call; for logs.
+  struct Event {
+    int64_t t = 0;
+    size_t move = 0;
+    MoveState state = MoveState::kStarting;
+  };
+  std::vector<Event> TakeEvents() { return std::exchange(events_, {}); }
+
   struct Move {
     DefragMove plan;                  // `after` rewritten to indices into moves()
     size_t group = 0;
@@ -132,6 +142,7 @@ class MigrationExecutor {
   std::vector<int32_t> node_busy_;  // by NodeId: starting moves touching it
   std::vector<int32_t> job_busy_;   // by JobId: starting moves of it
   MigrationCounters counters_;
+  std::vector<Event> events_;
 };
 
 }  // namespace estuary

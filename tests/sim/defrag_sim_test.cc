@@ -1,0 +1,188 @@
+// Defragmentation in `estuary simulate` (issue 5 item 5): the IPC planner runs on a trigger (a
+// large job waited too long) or periodically, and its moves are executed make-before-break over
+// capacity reservations. Every run checks ClusterState invariants after every event time, and at
+// the end that no capacity reservation is left; the job events record each move.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/scenario.h"
+#include "sim/simulate.h"
+#include "tests/testing/bad_input.h"
+
+namespace estuary {
+namespace {
+
+StatusOr<SimulateResult> RunDefrag(const std::string& yaml, size_t conf = 0) {
+  auto sc = ParseScenario(yaml, "d.yaml");
+  if (!sc.ok()) return sc.status();
+  auto cluster = LoadScenarioCluster(*sc);
+  if (!cluster.ok()) return cluster.status();
+  return RunScenario(*sc, *cluster, sc->configurations[conf], 1, /*check_invariants=*/true, /*record_events=*/true);
+}
+
+std::vector<std::string> EventsOf(const SimulateResult& r, const std::string& name) {
+  std::vector<std::string> out;
+  for (const SimJobEvent& e : r.job_events) {
+    if (e.job != name) continue;
+    out.push_back(std::to_string(e.time) + " " + e.kind + " " + std::to_string(e.replicas) +
+                  (e.detail.empty() ? "" : " " + e.detail));
+  }
+  return out;
+}
+
+// Three 8-GPU nodes (node0000001..0003) in one ASW; requests use one core and 1 GiB so that only
+// GPUs count. Best fit packs a and b on node0000001, c and d on node0000002; b and d end at 1000 s,
+// leaving two half-used nodes. e (8 GPUs) takes node0000003 at 1100 s; f (8 GPUs) arrives at
+// 1200 s and finds no whole node. a, c, e run past the end of the run.
+std::string TwoHalfNodes(const std::string& conf, const std::string& a_extra = "", const std::string& events = "") {
+  return std::string("name: d\nduration_s: 20000\n") +
+         "cluster:\n  generate: {total_gpus: 24, gpus_per_node: 8, nodes_per_asw_min: 3, nodes_per_asw_max: 3, seed: 1}\n"
+         "jobs:\n"
+         "  - {name: a, replicas: 1, gpus: 4, cpu_cores: 1, memory_gib: 1, duration_s: 100000" + a_extra + "}\n"
+         "  - {name: b, replicas: 1, gpus: 4, cpu_cores: 1, memory_gib: 1, duration_s: 1000}\n"
+         "  - {name: c, replicas: 1, gpus: 4, cpu_cores: 1, memory_gib: 1, duration_s: 100000" + a_extra + "}\n"
+         "  - {name: d, replicas: 1, gpus: 4, cpu_cores: 1, memory_gib: 1, duration_s: 1000}\n"
+         "  - {name: e, submit_s: 1100, replicas: 1, gpus: 8, cpu_cores: 1, memory_gib: 1, duration_s: 100000}\n"
+         "  - {name: f, submit_s: 1200, replicas: 1, gpus: 8, cpu_cores: 1, memory_gib: 1, duration_s: 5000}\n" +
+         events + "configurations:\n  - {name: x" + conf + "}\n";
+}
+
+TEST(DefragSim, AWaitingEightGpuJobTriggersAPlanWhoseMoveFreesANodeMakeBeforeBreak) {
+  // f waits from 1200 s; 300 s later the planner vacates node0000001 (fewest tasks, then least
+  // used, then node id): a moves to GPUs 4-7 of node0000002. Its new instance is ready 120 s after
+  // the start, at 1620 s; then a's old instance stops and f starts on node0000001.
+  auto r = RunDefrag(TwoHalfNodes(", defrag: {interval_s: 0, trigger_after_s: 300, startup_s: 120}"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(EventsOf(*r, "a"), (std::vector<std::string>{"0 start 1", "1500 migrate-start 1 a-0 node0000001->node0000002:4,5,6,7",
+                                                          "1620 migrate 1 a-0 node0000001->node0000002:4,5,6,7"}));
+  EXPECT_EQ(EventsOf(*r, "f"), (std::vector<std::string>{"1620 start 1", "6620 finish 0"}));
+  EXPECT_EQ(r->metrics.at("migrations_planned_count"), 1);
+  EXPECT_EQ(r->metrics.at("migrations_started_count"), 1);
+  EXPECT_EQ(r->metrics.at("migrations_completed_count"), 1);
+  EXPECT_EQ(r->metrics.at("migrations_aborted_count"), 0);
+  EXPECT_EQ(r->metrics.at("defrag_vacated_nodes_count"), 1);
+  EXPECT_EQ(r->metrics.at("defrag_triggered_count"), 1);
+  EXPECT_EQ(r->metrics.at("defrag_plans_count"), 1);
+  // 4 GPUs held twice for 120 s.
+  EXPECT_DOUBLE_EQ(r->metrics.at("double_occupancy_gpu_hours"), 4.0 * 120 / 3600);
+  EXPECT_EQ(r->metrics.at("sched_delay_p90_8gpu_s"), 420);
+}
+
+TEST(DefragSim, WithoutDefragTheEightGpuJobWaitsToTheEnd) {
+  auto r = RunDefrag(TwoHalfNodes(""));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(EventsOf(*r, "f").empty());
+  EXPECT_EQ(r->metrics.at("migrations_completed_count"), 0);
+  EXPECT_EQ(r->metrics.at("jobs_pending_end_count"), 1);
+  EXPECT_EQ(r->metrics.at("sched_delay_p90_8gpu_s"), 20000 - 1200);
+}
+
+TEST(DefragSim, LockedTasksAreNeverMoved) {
+  auto r = RunDefrag(TwoHalfNodes(", defrag: {interval_s: 600, trigger_after_s: 300}", ", locked_pct: 100"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(EventsOf(*r, "a"), (std::vector<std::string>{"0 start 1"}));
+  EXPECT_EQ(EventsOf(*r, "c"), (std::vector<std::string>{"0 start 1"}));
+  EXPECT_TRUE(EventsOf(*r, "f").empty());
+  EXPECT_EQ(r->metrics.at("migrations_planned_count"), 0);
+  EXPECT_GT(r->metrics.at("defrag_plans_count"), 0);
+}
+
+TEST(DefragSim, ExtraPlanningCyclesChangeNothingOnceTheNodeIsFree) {
+  // A periodic plan every 50 s as well as the trigger: the first tick after f waits 300 s (at
+  // 1500 s) plans the same move; once node0000001 is free and f runs, no plan moves anything.
+  auto r = RunDefrag(TwoHalfNodes(", defrag: {interval_s: 50, trigger_after_s: 300, startup_s: 120}"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  // Ticks at 50, 100, ...: node0000001 and node0000002 are both half used from 1000 s, so the
+  // tick at 1000 s (after b and d end) plans the move: ready at 1120 s, before f even arrives.
+  EXPECT_EQ(EventsOf(*r, "a"), (std::vector<std::string>{"0 start 1", "1000 migrate-start 1 a-0 node0000001->node0000002:4,5,6,7",
+                                                          "1120 migrate 1 a-0 node0000001->node0000002:4,5,6,7"}));
+  EXPECT_EQ(EventsOf(*r, "e"), (std::vector<std::string>{"1100 start 1"}));
+  EXPECT_EQ(EventsOf(*r, "f"), (std::vector<std::string>{"1200 start 1", "6200 finish 0"}));
+  EXPECT_EQ(r->metrics.at("migrations_started_count"), 1);
+  EXPECT_EQ(r->metrics.at("migrations_completed_count"), 1);
+  EXPECT_GT(r->metrics.at("defrag_plans_count"), 300);
+}
+
+TEST(DefragSim, ATargetThatFailsMidMigrationKeepsTheOldInstanceAndReleasesTheReservation) {
+  // node0000002 (the target) fails at 1550 s, 50 s into a's move: the move is aborted, a keeps
+  // running on node0000001 at GPUs 0-3, c (on node0000002) is requeued; the run ends with no
+  // reservation (checked by RunScenario with invariants on).
+  auto r = RunDefrag(TwoHalfNodes(", defrag: {interval_s: 0, trigger_after_s: 300, startup_s: 120}", "",
+                            "events:\n  - {at_s: 1550, fail_node: node0000002}\n"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::vector<std::string> a = EventsOf(*r, "a");
+  ASSERT_GE(a.size(), 3u);
+  EXPECT_EQ(a[1], "1500 migrate-start 1 a-0 node0000001->node0000002:4,5,6,7");
+  EXPECT_EQ(a[2], "1550 migrate-abort 1 a-0 node0000001->node0000002:4,5,6,7");
+  EXPECT_EQ(r->metrics.at("migrations_aborted_count"), 1);
+  EXPECT_EQ(r->metrics.at("migrations_completed_count"), 0);
+  EXPECT_DOUBLE_EQ(r->metrics.at("double_occupancy_gpu_hours"), 4.0 * 50 / 3600);
+  // c was requeued by the failure and starts again elsewhere; a was never lost.
+  const std::vector<std::string> c = EventsOf(*r, "c");
+  ASSERT_GE(c.size(), 2u);
+  EXPECT_EQ(c[1], "1550 requeue 0");
+}
+
+TEST(DefragSim, AFailedNewInstanceIsGivenUpAtTheTimeout) {
+  auto r = RunDefrag(TwoHalfNodes(", defrag: {interval_s: 0, trigger_after_s: 300, startup_s: 120, timeout_s: 400, fail_pct: 100}"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(EventsOf(*r, "a"), (std::vector<std::string>{"0 start 1", "1500 migrate-start 1 a-0 node0000001->node0000002:4,5,6,7",
+                                                          "1900 migrate-abort 1 a-0 node0000001->node0000002:4,5,6,7"}));
+  EXPECT_TRUE(EventsOf(*r, "f").empty());
+  EXPECT_EQ(r->metrics.at("migrations_aborted_count"), 1);
+  EXPECT_DOUBLE_EQ(r->metrics.at("double_occupancy_gpu_hours"), 4.0 * 400 / 3600);
+}
+
+TEST(DefragSim, TheSameSeedGivesTheSameRun) {
+  const std::string y =
+      "name: d\nduration_s: 200000\nsample_interval_s: 600\n"
+      "cluster:\n  generate: {total_gpus: 256, seed: 1}\n"
+      "generator:\n  arrivals_per_hour: 12\n  classes:\n"
+      "    - {share: 3, gpus: 1, gpu_milli: 500, cpu_cores: 4, memory_gib: 16, duration_mean_s: 7200, locked_pct: 40}\n"
+      "    - {share: 3, gpus: 2, cpu_cores: 8, memory_gib: 64, duration_mean_s: 14400, locked_pct: 40}\n"
+      "    - {share: 2, gpus: 8, cpu_cores: 64, memory_gib: 512, duration_mean_s: 14400, locked_pct: 40}\n"
+      "configurations:\n  - {name: ipc, defrag: {interval_s: 1800, trigger_after_s: 600, fail_pct: 10}}\n";
+  auto a = RunDefrag(y), b = RunDefrag(y);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok());
+  EXPECT_GT(a->metrics.at("migrations_completed_count"), 0);
+  EXPECT_GT(a->metrics.at("migrations_aborted_count"), 0);
+  ASSERT_EQ(a->job_events.size(), b->job_events.size());
+  for (size_t i = 0; i < a->job_events.size(); ++i) {
+    EXPECT_EQ(a->job_events[i].time, b->job_events[i].time);
+    EXPECT_EQ(a->job_events[i].kind, b->job_events[i].kind);
+    EXPECT_EQ(a->job_events[i].detail, b->job_events[i].detail);
+  }
+  for (const auto& [k, v] : a->metrics) {
+    if (k.rfind("defrag_plan_seconds", 0) == 0) continue;  // wall time
+    EXPECT_EQ(v, b->metrics.at(k)) << k;
+  }
+}
+
+TEST(DefragSimBadInput, EveryFieldIsNamed) {
+  auto err = [&](const std::string& conf, const std::string& a_extra = "") {
+    auto sc = ParseScenario(TwoHalfNodes(conf, a_extra), "d.yaml");
+    return sc.ok() ? std::string("ok") : sc.status().message();
+  };
+  EXPECT_EQ(err(", defrag: {max_moves: 0}"), "d.yaml:13: field 'max_moves': 0 is outside [1, 1099511627776]");
+  EXPECT_EQ(err(", defrag: {max_moves: -5}"), "d.yaml:13: field 'max_moves': -5 is outside [1, 1099511627776]");
+  EXPECT_EQ(err(", defrag: {partition_nodes: 1}"), "d.yaml:13: field 'partition_nodes': 1 is not 0 (one partition) or >= 2");
+  EXPECT_EQ(err(", defrag: {partition_nodes: -3}"), "d.yaml:13: field 'partition_nodes': -3 is outside [0, 1000000]");
+  EXPECT_EQ(err(", defrag: {interval_s: 0}"),
+            "d.yaml:13: field 'interval_s': defrag runs neither periodically (interval_s 0) nor on a trigger (trigger_after_s 0)");
+  EXPECT_EQ(err(", defrag: {startup_s: 300, timeout_s: 300}"), "d.yaml:13: field 'timeout_s': 300 is outside [301, 86401]");
+  EXPECT_EQ(err(", defrag: {fail_pct: 101}"), "d.yaml:13: field 'fail_pct': 101 is outside [0, 100]");
+  EXPECT_EQ(err(", defrag: {per_node: 0}"), "d.yaml:13: field 'per_node': 0 is outside [1, 1000000]");
+  EXPECT_EQ(err(", defrag: {max_concurrent: 0}"), "d.yaml:13: field 'max_concurrent': 0 is outside [1, 1000000]");
+  EXPECT_EQ(err(", defrag: {per_job: 0}"), "d.yaml:13: field 'per_job': 0 is outside [1, 1000000]");
+  EXPECT_EQ(err(", defrag: {chain_depth: 65}"), "d.yaml:13: field 'chain_depth': 65 is outside [0, 64]");
+  EXPECT_EQ(err(", defrag: {drain: maybe}"), "d.yaml:13: field 'drain': expected true or false");
+  EXPECT_EQ(err(", defrag: {budget: 3}"), "d.yaml:13: field 'budget': unknown field");
+  EXPECT_EQ(err(", defrag: 5"), "d.yaml:13: field 'defrag': expected a mapping {interval_s, max_moves, partition_nodes, ...}");
+  EXPECT_EQ(err("", ", locked_pct: 101"), "d.yaml:6: field 'locked_pct': 101 is outside [0, 100]");
+}
+
+}  // namespace
+}  // namespace estuary
