@@ -81,6 +81,16 @@
 //   network_slowed_runs_count                      with a network model: runs that spanned domains
 //   reservations_made_count, held_idle_gpus_mean   with reserve: holds made; time-averaged free
 //                                                  GPUs on held nodes
+//   nodes_with_slack_mean, free_nodes_mean, placeable_8gpu_tasks_mean
+//                                                  time-averaged GPU nodes neither wholly free nor
+//                                                  fully allocated; wholly free; sum over ready
+//                                                  nodes of wholly free GPUs / 8 (metrics.md §7)
+//   sched_delay_p90_8gpu_s                         jobs whose tasks ask for 8 GPUs each
+//   migrations_{planned,started,completed,aborted,cancelled}_count, defrag_vacated_nodes_count,
+//   double_occupancy_gpu_hours, defrag_plans_count, defrag_triggered_count,
+//   defrag_planned_vacated_nodes_count, defrag_plan_seconds_max, defrag_plan_seconds_mean
+//                                                  defragmentation (MigrationCounters; 0 without
+//                                                  defrag); plan seconds are wall time
 #pragma once
 
 #include <array>
@@ -166,6 +176,10 @@ struct SimNodeEvent {
 //   standby  one of its replicas entered Standby (detail "TASK@NODE:GPUS", e.g. "svc-1@n3:0,1,2,3");
 //            `replicas` = its replicas in Standby after the change
 //   restore  a Standby replica serves again on its GPUs (detail as for standby)
+//   migrate-start, migrate, migrate-abort, migrate-cancel
+//            a defragmentation move of one of its tasks started (its target reserved), completed
+//            (the task now runs on the target), was given up after it started, or was dropped
+//            before it started; detail "TASK FROM->TO:GPUS" (GPUs on the target)
 struct SimJobEvent {
   SimTime time = 0;
   std::string job;

@@ -54,12 +54,15 @@ TEST(Simulate, EveryExampleScenarioRunsWithInvariantsCheckedForEachConfiguration
     if (sc->name == "hyperscale") sc->duration_s = 3600;
     // The tidal week: its first two hours (services entering Standby, spot jobs borrowing).
     if (sc->name == "tidal-week") sc->duration_s = 7200;
+    // The two-month defrag replay: its first two days (migrations under way, aborts included).
+    if (sc->name == "defrag-replay") sc->duration_s = 2 * 86400;
     auto cluster = LoadScenarioCluster(*sc);
     ASSERT_TRUE(cluster.ok()) << cluster.status().message();
     for (const SchedulerConfig& c : sc->configurations) {
       auto r = RunScenario(*sc, *cluster, c, sc->seeds.front(), true);
       ASSERT_TRUE(r.ok()) << entry.path() << " " << c.name << ": " << r.status().message();
       EXPECT_GT(r->metrics.at("jobs_started_count"), 0) << entry.path() << " " << c.name;
+      if (c.defrag.enabled) EXPECT_GT(r->metrics.at("migrations_completed_count"), 0) << entry.path() << " " << c.name;
     }
   }
 }
