@@ -64,6 +64,8 @@ struct OpenbSeedResult {
   int64_t migrations = 0;               // tasks moved
   int64_t migrated_gpu_milli = 0;       // sum of the moved tasks' GPU requests
   int64_t placed_by_migration = 0;      // arriving tasks placed after a migration
+  int64_t migration_ejections = 0;      // of `migrations`, moves that made room for another move
+  int64_t migration_searches = 0;       // MigrateToFit::Plan calls (failed arrivals the memo did not answer)
 };
 
 struct OpenbResult {

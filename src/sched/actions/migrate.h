@@ -74,12 +74,20 @@ struct MigrateOptions {
   int32_t max_hosts = 64;
   // Most subsets examined per host (step 3). Default 512.
   int32_t subset_budget = 512;
+  // Most ejections stacked in one chain, in [0, 2] (0: every moved task goes straight to a node
+  // with room). Default 1.
+  int32_t max_chain_depth = 1;
+  // Ejection pairs (node, task to eject) tried per relocated task, >= 1. Default 8.
+  int32_t ejection_pairs = 8;
 };
 
 struct MigrationMove {
   TaskId task;
   NodeId from, to;
   GpuIndices gpus;  // on `to`
+  // True when this move makes room on its source for the next move of its chain (`from` is then
+  // not the host).
+  bool ejection = false;
 };
 
 struct MigrationPlan {
@@ -88,7 +96,8 @@ struct MigrationPlan {
   std::vector<MigrationMove> moves;
   NodeId node;        // where the arriving task goes (valid iff feasible)
   GpuIndices gpus;    // its GPU indices there
-  int64_t moved_gpu_milli = 0;  // sum of the moved tasks' GPU requests
+  int64_t moved_gpu_milli = 0;  // sum of the moved tasks' GPU requests (ejected ones included)
+  int32_t ejections = 0;        // moves with `ejection` set
   // Work done (for benchmarks and docs).
   int64_t hosts_searched = 0;
   int64_t subsets_examined = 0;
@@ -97,11 +106,40 @@ struct MigrationPlan {
 class MigrateToFit {
  public:
   static constexpr int32_t kMaxMoves = 8;
+  static constexpr int32_t kMaxChainDepth = 2;
   // OK, or the first bad option named: max_moves outside [1, 8], max_hosts < 1, subset_budget < 1.
   static Status Validate(const MigrateOptions& options);
   // The plan for pending task `arriving` on `state`. REQUIRES: Validate(options).ok(); the task
   // is pending.
   static MigrationPlan Plan(const ClusterState& state, TaskId arriving, const MigrateOptions& options);
+};
+
+// Remembers the requests MigrateToFit::Plan found no plan for, so that a caller asking again
+// (the openb runner asks on every failed arrival) can skip the search. A remembered request r0
+// answers for a request r that asks for at least as much in every dimension: the same GPU count
+// and admitted models, and GPU milli, CPU and memory each >= r0's. The memory is dropped when
+// state.release_seq() changes (capacity was freed: a release, an unbind — so every applied
+// migration — or a node made ready); between two equal values capacity only shrank.
+// Why it is sound for an exact search: if no plan exists in a state, none exists after a bind (a
+// plan there, minus any move of the newly bound task, is a plan in the state before), and none
+// exists for a larger request. MigrateToFit's search is bounded (max_hosts, subset_budget,
+// ejection_pairs), so for it the memory is a consistent approximation: it may skip a plan that a
+// later search would have found on a state it had not explored. Deterministic.
+// NOTE: one memory per MigrateOptions value and per cluster; the arriving task's job is not part of
+// the key, so use it only where no node is held by a reservation (as in the openb protocol).
+// Thread-safety: none.
+class MigrationMemo {
+ public:
+  // Whether some remembered request no larger than `r` had no plan at the current release_seq.
+  bool KnownInfeasible(const ClusterState& state, const TaskRequest& r);
+  // Remembers that `r` had no plan in `state`.
+  void RecordInfeasible(const ClusterState& state, const TaskRequest& r);
+  int64_t hits() const { return hits_; }
+
+ private:
+  uint64_t release_seq_ = 0;
+  std::vector<TaskRequest> infeasible_;  // pairwise incomparable is not enforced; kept small
+  int64_t hits_ = 0;
 };
 
 }  // namespace estuary
