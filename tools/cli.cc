@@ -97,7 +97,7 @@ struct OpenbFlags : CommonFlags {
   double tune = 1.3;
   bool migrate_on_failure = false;
   int64_t max_moves = 2;
-  int64_t max_chain_depth = 1;
+  int64_t max_chain_depth = 0;
 };
 
 // What both subcommands read before they run: parsed flags, the cluster and the task list.
@@ -706,7 +706,7 @@ int RunCli(int argc, char** argv) {
                   "when a task fits nowhere, migrate at most --max-moves running tasks to make room (issue 5)");
   openb->add_option("--max-moves", of.max_moves, "tasks moved per migration, 1..8 (default 2)");
   openb->add_option("--max-chain-depth", of.max_chain_depth,
-                    "ejections stacked in one migration chain, 0..2 (0: direct moves only; default 1)");
+                    "ejections stacked in one migration chain, 0..2 (default 0: direct moves only)");
 
   ReplayFlags rf;
   CLI::App* replay = AddReplayCommand(app, rf);

@@ -1,8 +1,6 @@
 #include "sim/openb.h"
 
 #include <numeric>
-#include <cstdio>
-#include <cstdlib>
 
 #include "common/check.h"
 #include "sched/actions/allocate.h"
@@ -46,7 +44,7 @@ namespace {
 // at its target (Unbind from the source, Bind at the planned GPUs — in this timeless protocol the
 // two are one step; the plan guarantees the target had room while the source still held it),
 // then the task is bound at the planned node and GPUs. Returns false, changing nothing, when no
-// bounded migration makes room.
+// bounded migration makes room (or `memo` knows there is none).
 bool PlaceByMigration(ClusterState& state, TaskId task, const MigrateOptions& mo, MigrationMemo& memo,
                       FragmentationTracker& frag, OpenbSeedResult& res) {
   const TaskRequest& req = state.task(task).req;
@@ -118,12 +116,6 @@ StatusOr<OpenbSeedResult> RunSeed(const OpenbWorkload& w, const OpenbOptions& o,
     } else if (o.migrate_on_failure && PlaceByMigration(state, task, o.migrate, memo, frag, res)) {
       ++res.tasks_placed;
     } else {
-      if (getenv("ESTUARY_DUMP")) { static FILE* ff = fopen((std::string(getenv("ESTUARY_DUMP"))+".failed").c_str(), "w"); fprintf(ff, "%zu %ld %ld %d %d\n", k, (long)req.cpu_milli, (long)req.mem_mib, (int)req.gpu_count, (int)req.gpu_milli); }
-      if (getenv("ESTUARY_BOUND") && res.tasks_failed == 0) {
-        int64_t n810 = 0, small = 0;
-        for (size_t j = 0; j < order.size(); ++j) { const TaskRequest& q = w.tasks[order[j]]; if (q.gpu_count == 1 && q.gpu_milli <= 190) small += q.gpu_milli; if (j < k && q.gpu_count == 1 && q.gpu_milli == 810) ++n810; }
-        fprintf(stderr, "BOUND seed %lu first_fail %zu n810_before %ld small_milli %ld cap %ld bound_pct %.3f\n", (unsigned long)res.seed, k, (long)n810, (long)small, (long)state.total_gpu_milli(), 100.0 * double(state.total_gpu_milli() - 190 * n810 + small) / double(state.total_gpu_milli()));
-      }
       ++res.tasks_failed;
       ++res.failed_by_shape[TaskShape(req)];
       state.Finish(task);  // failed tasks are dropped
@@ -135,17 +127,6 @@ StatusOr<OpenbSeedResult> RunSeed(const OpenbWorkload& w, const OpenbOptions& o,
     }
     if (o.progress) o.progress(seed_index, k + 1, order.size());
   }
-  if (getenv("ESTUARY_DUMP") && seed_index == 0) {
-    FILE* f = fopen(getenv("ESTUARY_DUMP"), "w");
-    for (const Node& n : state.nodes()) {
-      fprintf(f, "N %u %d %ld %ld %d %ld %ld", n.id.value(), (int)n.spec.model.value(), (long)n.spec.cpu_milli, (long)n.spec.mem_mib, n.spec.gpu_count, (long)n.cpu_free, (long)n.mem_free);
-      for (int g = 0; g < n.spec.gpu_count; ++g) fprintf(f, " %d", (int)n.gpu_free[g]);
-      fprintf(f, "\n");
-      for (TaskId t : n.tasks) { const Task& tk = state.task(t); fprintf(f, "T %u %u %ld %ld %d %d", t.value(), n.id.value(), (long)tk.req.cpu_milli, (long)tk.req.mem_mib, (int)tk.req.gpu_count, (int)tk.req.gpu_milli); for (uint8_t g : tk.gpus) fprintf(f, " %d", g); fprintf(f, "\n"); }
-    }
-    fclose(f);
-  }
-  if (getenv("MIG_STATS")) fprintf(stderr, "STATS seed %lu searches %ld moved %ld ejections %ld placed_by_mig %ld failed %ld\n", (unsigned long)res.seed, (long)res.migration_searches, (long)res.migrations, (long)res.migration_ejections, (long)res.placed_by_migration, (long)res.tasks_failed);
   res.gpu_alloc_pct = 100.0 * static_cast<double>(state.allocated_gpu_milli()) / capacity;
   res.frag_ratio_pct = frag.FragRatioPct();
   res.frag_gpu_milli = frag.FragMilli();
@@ -166,11 +147,7 @@ StatusOr<OpenbResult> RunOpenb(const OpenbWorkload& w, const OpenbOptions& o) {
   if (o.seeds.empty()) return InvalidArgument("no seeds given");
   if (!(o.tune > 0)) return InvalidArgument("tune must be positive");
   if (w.cluster.total_gpu_milli() == 0) return InvalidArgument("the cluster has no GPUs");
-  OpenbOptions oo = o;
-  if (getenv("MIG_HOSTS")) oo.migrate.max_hosts = atoi(getenv("MIG_HOSTS"));
-  if (getenv("MIG_PAIRS")) oo.migrate.ejection_pairs = atoi(getenv("MIG_PAIRS"));
-  if (getenv("MIG_SUBSETS")) oo.migrate.subset_budget = atoi(getenv("MIG_SUBSETS"));
-  if (o.migrate_on_failure) ESTUARY_RETURN_IF_ERROR(MigrateToFit::Validate(oo.migrate));
+  if (o.migrate_on_failure) ESTUARY_RETURN_IF_ERROR(MigrateToFit::Validate(o.migrate));
   OpenbResult r;
   r.migrate_on_failure = o.migrate_on_failure;
   r.max_moves = o.migrate_on_failure ? o.migrate.max_moves : 0;
@@ -179,7 +156,7 @@ StatusOr<OpenbResult> RunOpenb(const OpenbWorkload& w, const OpenbOptions& o) {
   r.tune = o.tune;
   std::vector<Curve> alloc, fr, fa;
   for (size_t i = 0; i < o.seeds.size(); ++i) {
-    auto s = RunSeed(w, oo, *policy, i);
+    auto s = RunSeed(w, o, *policy, i);
     if (!s.ok()) return s.status();
     r.gpu_alloc_pct_mean += s->gpu_alloc_pct / static_cast<double>(o.seeds.size());
     r.frag_ratio_pct_mean += s->frag_ratio_pct / static_cast<double>(o.seeds.size());

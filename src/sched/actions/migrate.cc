@@ -356,10 +356,12 @@ class Planner {
         Room* d = OverlayRoom(p.node);
         Give(*d, e.req, e.gpus);
         GpuIndices g2;
-        ESTUARY_CHECK(Fits(*d, t.req, &g2));
-        Take(*d, t.req, g2);
-        out->push_back({t.id, from, p.node, g2, false});
-        return true;
+        // A deeper chain may have moved a task onto d meanwhile; then this pair does not work.
+        if (Fits(*d, t.req, &g2)) {
+          Take(*d, t.req, g2);
+          out->push_back({t.id, from, p.node, g2, false});
+          return true;
+        }
       }
       overlay_ = overlay;
       moved_.resize(moved_size);
