@@ -97,6 +97,7 @@ struct OpenbFlags : CommonFlags {
   double tune = 1.3;
   bool migrate_on_failure = false;
   int64_t max_moves = 2;
+  int64_t max_chain_depth = 0;
 };
 
 // What both subcommands read before they run: parsed flags, the cluster and the task list.
@@ -145,6 +146,10 @@ int RunOpenbCommand(const OpenbFlags& f) {
     return Fail(InvalidArgument("--max-moves " + std::to_string(f.max_moves) + ": must be in [1, " +
                                 std::to_string(MigrateToFit::kMaxMoves) + "]"));
   }
+  if (f.max_chain_depth < 0 || f.max_chain_depth > MigrateToFit::kMaxChainDepth) {
+    return Fail(InvalidArgument("--max-chain-depth " + std::to_string(f.max_chain_depth) + ": must be in [0, " +
+                                std::to_string(MigrateToFit::kMaxChainDepth) + "]"));
+  }
   auto loaded = LoadInputs(f);
   if (!loaded.ok()) return Fail(loaded.status());
   Inputs& in = *loaded;
@@ -185,6 +190,7 @@ int RunOpenbCommand(const OpenbFlags& f) {
     o.check_invariants = f.check_invariants;
     o.migrate_on_failure = f.migrate_on_failure;
     o.migrate.max_moves = static_cast<int32_t>(f.max_moves);
+    o.migrate.max_chain_depth = static_cast<int32_t>(f.max_chain_depth);
     if (tty) {
       o.progress = [&](size_t si, size_t done, size_t total) {
         if (done % 512 == 0 || done == total) {
@@ -699,6 +705,8 @@ int RunCli(int argc, char** argv) {
   openb->add_flag("--migrate-on-failure", of.migrate_on_failure,
                   "when a task fits nowhere, migrate at most --max-moves running tasks to make room (issue 5)");
   openb->add_option("--max-moves", of.max_moves, "tasks moved per migration, 1..8 (default 2)");
+  openb->add_option("--max-chain-depth", of.max_chain_depth,
+                    "ejections stacked in one migration chain, 0..2 (default 0: direct moves only)");
 
   ReplayFlags rf;
   CLI::App* replay = AddReplayCommand(app, rf);

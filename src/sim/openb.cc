@@ -44,11 +44,18 @@ namespace {
 // at its target (Unbind from the source, Bind at the planned GPUs — in this timeless protocol the
 // two are one step; the plan guarantees the target had room while the source still held it),
 // then the task is bound at the planned node and GPUs. Returns false, changing nothing, when no
-// bounded migration makes room.
-bool PlaceByMigration(ClusterState& state, TaskId task, const MigrateOptions& mo, FragmentationTracker& frag,
-                      OpenbSeedResult& res) {
+// bounded migration makes room (or `memo` knows there is none).
+bool PlaceByMigration(ClusterState& state, TaskId task, const MigrateOptions& mo, MigrationMemo& memo,
+                      FragmentationTracker& frag, OpenbSeedResult& res) {
+  const TaskRequest& req = state.task(task).req;
+  if (memo.KnownInfeasible(state, req)) return false;
+  ++res.migration_searches;
   const MigrationPlan plan = MigrateToFit::Plan(state, task, mo);
-  if (!plan.feasible) return false;
+  if (!plan.feasible) {
+    memo.RecordInfeasible(state, req);
+    return false;
+  }
+  res.migration_ejections += plan.ejections;
   for (const MigrationMove& m : plan.moves) {
     state.Unbind(m.task);
     ESTUARY_CHECK(state.CanBind(m.task, m.to, m.gpus));
@@ -82,6 +89,7 @@ StatusOr<OpenbSeedResult> RunSeed(const OpenbWorkload& w, const OpenbOptions& o,
   if (!session.ok()) return session.status();
 
   FragmentationTracker frag(state, w.typical);
+  MigrationMemo memo;
   ArrivalCurve alloc_curve, frag_ratio_curve, frag_amount_curve;
   const double capacity = static_cast<double>(state.total_gpu_milli());
   int64_t arrived = 0;
@@ -105,7 +113,7 @@ StatusOr<OpenbSeedResult> RunSeed(const OpenbWorkload& w, const OpenbOptions& o,
     if (a.started) {
       ++res.tasks_placed;
       frag.Update(state.task(task).node);
-    } else if (o.migrate_on_failure && PlaceByMigration(state, task, o.migrate, frag, res)) {
+    } else if (o.migrate_on_failure && PlaceByMigration(state, task, o.migrate, memo, frag, res)) {
       ++res.tasks_placed;
     } else {
       ++res.tasks_failed;

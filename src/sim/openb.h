@@ -41,7 +41,9 @@ struct OpenbOptions {
   // MigrateToFit for a bounded make-before-break migration that makes room; if there is one, its
   // moves are applied in order (Unbind, then Bind at the planned target GPUs) and the task is
   // bound at the planned node and GPUs (not re-decided by the policy: the planned spot is the one
-  // the plan guarantees). Otherwise the task fails as before. Default: off.
+  // the plan guarantees). Otherwise the task fails as before. A MigrationMemo per seed skips the
+  // search for a request at least as large as one that found no plan since capacity was last
+  // released (so the planner runs ~50 times per seed instead of ~2,400). Default: off.
   bool migrate_on_failure = false;
   MigrateOptions migrate;                    // max_moves etc.; used when migrate_on_failure
   // Called after every task with (seed index, tasks done, tasks total); may be empty.
@@ -64,6 +66,8 @@ struct OpenbSeedResult {
   int64_t migrations = 0;               // tasks moved
   int64_t migrated_gpu_milli = 0;       // sum of the moved tasks' GPU requests
   int64_t placed_by_migration = 0;      // arriving tasks placed after a migration
+  int64_t migration_ejections = 0;      // of `migrations`, moves that made room for another move
+  int64_t migration_searches = 0;       // MigrateToFit::Plan calls (failed arrivals the memo did not answer)
 };
 
 struct OpenbResult {

@@ -307,6 +307,31 @@ TEST_F(Cli, RejectsANonNumericMaxMoves) {
                            {"--max-moves"}));
 }
 
+TEST_F(Cli, RejectsANegativeMaxChainDepth) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd",
+                                       "--migrate-on-failure", "--max-chain-depth", "-1"}),
+                           {"--max-chain-depth"}));
+}
+
+TEST_F(Cli, RejectsAMaxChainDepthAboveTwo) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd",
+                                       "--migrate-on-failure", "--max-chain-depth", "3"}),
+                           {"--max-chain-depth"}));
+}
+
+TEST_F(Cli, RejectsANonNumericMaxChainDepth) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd",
+                                       "--migrate-on-failure", "--max-chain-depth", "deep"}),
+                           {"--max-chain-depth"}));
+}
+
+TEST_F(Cli, OpenbAcceptsMaxChainDepthTwo) {
+  const RunResult r = RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--seeds", "1",
+                                  "--migrate-on-failure", "--max-moves", "4", "--max-chain-depth", "2",
+                                  "--out", Out("openb-depth2")});
+  EXPECT_EQ(r.exit_code, 0) << r;
+}
+
 TEST_F(Cli, RejectsAnUnknownTieBreakRule) {
   EXPECT_TRUE(RejectedWith(
       RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--tie-break", "sideways"}),

@@ -104,6 +104,13 @@ struct Candidate {
   GpuIndices gpus;
 };
 
+// An ejection: `evicted` leaves `node` to make room there for another task.
+struct Ejection {
+  std::tuple<int64_t, int64_t, int64_t, uint32_t, uint32_t> key;
+  NodeId node;
+  TaskId evicted;
+};
+
 // One subset of a host's movable tasks (indices into the host's sorted list, ascending).
 struct Subset {
   int64_t cost = 0;
@@ -118,7 +125,7 @@ struct SubsetAfter {  // min-heap order
 class Planner {
  public:
   Planner(const ClusterState& state, TaskId arriving, const MigrateOptions& o)
-      : state_(state), arriving_(state.task(arriving)), o_(o), cache_k_(static_cast<size_t>(o.max_moves) + 2) {}
+      : state_(state), arriving_(state.task(arriving)), o_(o), cache_k_(2 * static_cast<size_t>(o.max_moves) + 3) {}
 
   MigrationPlan Run() {
     struct Host {
@@ -290,22 +297,81 @@ class Planner {
       return ga != gb ? ga > gb : a.value() < b.value();
     });
     overlay_.clear();
+    moved_ = moved;  // the host's leavers: never ejected again
+    host_ = host.id;
     std::vector<MigrationMove> moves;
+    int extra = o_.max_moves - s.size;  // moves left for ejections
     for (TaskId id : moved) {
-      const Task& t = state_.task(id);
-      std::optional<Candidate> c = Target(t, host.id);
-      if (!c) return false;
-      Room* r = OverlayRoom(c->node);
-      Take(*r, t.req, c->gpus);
-      moves.push_back({id, host.id, c->node, c->gpus});
+      if (!Relocate(state_.task(id), host.id, o_.max_chain_depth, &extra, &moves)) return false;
+    }
+    int64_t cost = s.cost;
+    int32_t ejections = 0;
+    for (const MigrationMove& m : moves) {
+      if (!m.ejection) continue;
+      ++ejections;
+      cost += state_.task(m.task).req.TotalGpuMilli();
+    }
+    // Keep the better of this plan and the best so far: (moved GPU milli, moves, host id).
+    if (plan_.feasible && std::make_tuple(cost, moves.size(), host.id.value()) >=
+                              std::make_tuple(plan_.moved_gpu_milli, plan_.moves.size(), plan_.node.value())) {
+      return true;
     }
     plan_.feasible = true;
     plan_.moves = std::move(moves);
     plan_.node = host.id;
     plan_.gpus = gpus;
-    plan_.moved_gpu_milli = s.cost;
+    plan_.moved_gpu_milli = cost;
+    plan_.ejections = ejections;
     return true;
   }
+
+  // Moves `t` (bound on `from` in the plan's current state) to another node, appending the moves
+  // to *out and updating overlay_: directly to the best-fit target with room, or else (depth >= 1
+  // and *extra >= 1) to a node d after ejecting one task e from d, e relocated first with depth - 1
+  // (e bound elsewhere while d still holds it; then t bound on d while `from` still holds t).
+  // Returns false with overlay_, moved_, *extra and *out unchanged when neither works.
+  bool Relocate(const Task& t, NodeId from, int depth, int* extra, std::vector<MigrationMove>* out) {
+    if (std::optional<Candidate> c = Target(t, from)) {
+      Take(*OverlayRoom(c->node), t.req, c->gpus);
+      out->push_back({t.id, from, c->node, c->gpus, false});
+      return true;
+    }
+    if (depth < 1 || *extra < 1) return false;
+    const std::vector<Ejection>& pairs = EjectionPairs(t, from);
+    for (const Ejection& p : pairs) {
+      if (p.node == host_ || p.node == from || IsMoved(p.evicted)) continue;
+      const Task& e = state_.task(p.evicted);
+      Room r = *OverlayRoom(p.node);
+      Give(r, e.req, e.gpus);
+      GpuIndices g;
+      if (!Fits(r, t.req, &g)) continue;
+      // Snapshot for rollback.
+      const auto overlay = overlay_;
+      const size_t moved_size = moved_.size(), out_size = out->size();
+      const int extra_before = *extra;
+      moved_.push_back(e.id);
+      --*extra;
+      if (Relocate(e, p.node, depth - 1, extra, out)) {
+        out->back().ejection = true;  // e's own move (a deeper chain's moves precede it)
+        Room* d = OverlayRoom(p.node);
+        Give(*d, e.req, e.gpus);
+        GpuIndices g2;
+        // A deeper chain may have moved a task onto d meanwhile; then this pair does not work.
+        if (Fits(*d, t.req, &g2)) {
+          Take(*d, t.req, g2);
+          out->push_back({t.id, from, p.node, g2, false});
+          return true;
+        }
+      }
+      overlay_ = overlay;
+      moved_.resize(moved_size);
+      out->resize(out_size);
+      *extra = extra_before;
+    }
+    return false;
+  }
+
+  bool IsMoved(TaskId id) const { return std::find(moved_.begin(), moved_.end(), id) != moved_.end(); }
 
   Room* OverlayRoom(NodeId id) {
     for (auto& [n, r] : overlay_) {
@@ -321,18 +387,22 @@ class Planner {
     return false;
   }
 
-  // The best target for `t` (bound on `host`) given the plan's earlier moves (overlay_).
-  std::optional<Candidate> Target(const Task& t, NodeId host) {
-    const std::vector<Candidate>& cached = BaseTargets(t, host);
+  // The best target for `t` (bound on `own`) given the plan's earlier moves (overlay_): never
+  // `own` or the plan's host.
+  std::optional<Candidate> Target(const Task& t, NodeId own) {
+    const std::vector<Candidate>& cached = BaseTargets(t, own);
     std::optional<Candidate> best;
+    bool exhausted = cached.size() == cache_k_;
     for (const Candidate& c : cached) {
-      if (!InOverlay(c.node)) {
+      if (c.node != host_ && !InOverlay(c.node)) {
         best = c;
+        exhausted = false;
         break;
       }
     }
+    if (exhausted) best = ScanTarget(t, own);  // every cached target is taken: look further
     for (const auto& [id, room] : overlay_) {
-      if (id == host || !TargetEligible(state_, state_.node(id), t)) continue;
+      if (id == host_ || id == own || !TargetEligible(state_, state_.node(id), t)) continue;
       GpuIndices g;
       if (!Fits(room, t.req, &g)) continue;
       Candidate c{KeyOf(room, t.req, g, id), id, g};
@@ -341,23 +411,41 @@ class Planner {
     return best;
   }
 
-  // The best cache_k_ targets for `t` in the starting state, excluding `host` (its own node).
-  const std::vector<Candidate>& BaseTargets(const Task& t, NodeId host) {
+  // Whether `n` may take `t` in the starting state, and where on its GPUs.
+  std::optional<Candidate> BaseCandidate(const Task& t, const Node& n) const {
+    if (!TargetEligible(state_, n, t)) return std::nullopt;
+    const NodeFit& f = state_.fits()[n.id.value()];
+    if (f.cpu_free < t.req.cpu_milli || f.mem_free < t.req.mem_mib) return std::nullopt;
+    if (t.req.NeedsGpu() && f.max_gpu_free < t.req.gpu_milli) return std::nullopt;
+    const Room room = RoomOf(n);
+    GpuIndices g;
+    if (!PickGpus(room, t.req, &g)) return std::nullopt;
+    return Candidate{KeyOf(room, t.req, g, n.id), n.id, g};
+  }
+
+  // The best starting-state target outside own, the host and the overlay (a full scan).
+  std::optional<Candidate> ScanTarget(const Task& t, NodeId own) const {
+    std::optional<Candidate> best;
+    for (const Node& n : state_.nodes()) {
+      if (n.id == own || n.id == host_ || InOverlay(n.id)) continue;
+      std::optional<Candidate> c = BaseCandidate(t, n);
+      if (c && (!best || c->key < best->key)) best = c;
+    }
+    return best;
+  }
+
+  // The best cache_k_ targets for `t` in the starting state, excluding `own` (its own node).
+  const std::vector<Candidate>& BaseTargets(const Task& t, NodeId own) {
     auto it = cache_.find(t.id.value());
     if (it != cache_.end()) return it->second;
     std::vector<Candidate> top;
     auto worse = [](const Candidate& a, const Candidate& b) { return a.key < b.key; };
     for (const Node& n : state_.nodes()) {
-      if (n.id == host || !TargetEligible(state_, n, t)) continue;
-      const NodeFit& f = state_.fits()[n.id.value()];
-      if (f.cpu_free < t.req.cpu_milli || f.mem_free < t.req.mem_mib) continue;
-      if (t.req.NeedsGpu() && f.max_gpu_free < t.req.gpu_milli) continue;
-      const Room room = RoomOf(n);
-      GpuIndices g;
-      if (!PickGpus(room, t.req, &g)) continue;
-      Candidate c{KeyOf(room, t.req, g, n.id), n.id, g};
-      if (top.size() == cache_k_ && !(c.key < top.front().key)) continue;
-      top.push_back(c);
+      if (n.id == own) continue;
+      std::optional<Candidate> c = BaseCandidate(t, n);
+      if (!c) continue;
+      if (top.size() == cache_k_ && !(c->key < top.front().key)) continue;
+      top.push_back(*c);
       std::push_heap(top.begin(), top.end(), worse);
       if (top.size() > cache_k_) {
         std::pop_heap(top.begin(), top.end(), worse);
@@ -366,6 +454,49 @@ class Planner {
     }
     std::sort(top.begin(), top.end(), worse);
     return cache_.emplace(t.id.value(), std::move(top)).first->second;
+  }
+
+  // The best options.ejection_pairs pairs (d, e) for `t` (bound on `own`) in the starting state:
+  // a node d != own that `t` may go to, and a movable task e on d whose leaving makes room for
+  // `t` there. Order: e's GPU milli, e's CPU, e's memory, d, e (cheapest to re-place first:
+  // CPU-only tasks fit almost anywhere).
+  const std::vector<Ejection>& EjectionPairs(const Task& t, NodeId own) {
+    auto it = eject_cache_.find(t.id.value());
+    if (it != eject_cache_.end()) return it->second;
+    std::vector<Ejection> top;
+    const size_t k = static_cast<size_t>(o_.ejection_pairs);
+    auto worse = [](const Ejection& a, const Ejection& b) { return a.key < b.key; };
+    for (const Node& n : state_.nodes()) {
+      if (n.id == own || !TargetEligible(state_, n, t)) continue;
+      const NodeFit& f = state_.fits()[n.id.value()];
+      if (t.req.NeedsGpu() && n.spec.gpu_count < t.req.gpu_count) continue;
+      // Already fits: a direct target, not an ejection.
+      if (f.cpu_free >= t.req.cpu_milli && f.mem_free >= t.req.mem_mib &&
+          (!t.req.NeedsGpu() || f.max_gpu_free >= t.req.gpu_milli)) {
+        GpuIndices g;
+        if (PickGpus(RoomOf(n), t.req, &g)) continue;
+      }
+      const Room base = RoomOf(n);
+      for (TaskId eid : n.tasks) {
+        const Task& e = state_.task(eid);
+        if (!Movable(state_, e)) continue;
+        if (e.req.cpu_milli + f.cpu_free < t.req.cpu_milli || e.req.mem_mib + f.mem_free < t.req.mem_mib) continue;
+        Room r = base;
+        Give(r, e.req, e.gpus);
+        GpuIndices g;
+        if (!Fits(r, t.req, &g)) continue;
+        Ejection p{{e.req.TotalGpuMilli(), e.req.cpu_milli, e.req.mem_mib, n.id.value(), eid.value()}, n.id, eid};
+        if (top.size() == k && !(p.key < top.front().key)) continue;
+        top.push_back(p);
+        std::push_heap(top.begin(), top.end(), worse);
+        if (top.size() > k) {
+          std::pop_heap(top.begin(), top.end(), worse);
+          top.pop_back();
+        }
+      }
+    }
+    std::sort(top.begin(), top.end(), worse);
+    return eject_cache_.emplace(t.id.value(), std::move(top)).first->second;
   }
 
   const ClusterState& state_;
@@ -377,6 +508,9 @@ class Planner {
   std::vector<int64_t> cpus_, mems_;                          // HostBound scratch
   std::array<std::vector<int64_t>, kMaxGpusPerNode> on_gpu_;  // HostBound scratch
   std::unordered_map<uint32_t, std::vector<Candidate>> cache_;
+  std::unordered_map<uint32_t, std::vector<Ejection>> eject_cache_;
+  NodeId host_;                 // the host being searched
+  std::vector<TaskId> moved_;   // tasks the plan under construction moves
 };
 
 }  // namespace
@@ -390,7 +524,47 @@ Status MigrateToFit::Validate(const MigrateOptions& o) {
   if (o.subset_budget < 1) {
     return InvalidArgument("subset_budget " + std::to_string(o.subset_budget) + ": must be >= 1");
   }
+  if (o.max_chain_depth < 0 || o.max_chain_depth > kMaxChainDepth) {
+    return InvalidArgument("max_chain_depth " + std::to_string(o.max_chain_depth) + ": must be in [0, " +
+                           std::to_string(kMaxChainDepth) + "]");
+  }
+  if (o.ejection_pairs < 1) {
+    return InvalidArgument("ejection_pairs " + std::to_string(o.ejection_pairs) + ": must be >= 1");
+  }
   return Status::Ok();
+}
+
+namespace {
+// Whether `big` asks for at least what `small` asks, in every dimension, on the same GPUs shape.
+bool AtLeast(const TaskRequest& big, const TaskRequest& small) {
+  return big.gpu_count == small.gpu_count && big.models == small.models && big.gpu_milli >= small.gpu_milli &&
+         big.cpu_milli >= small.cpu_milli && big.mem_mib >= small.mem_mib;
+}
+}  // namespace
+
+bool MigrationMemo::KnownInfeasible(const ClusterState& state, const TaskRequest& r) {
+  if (state.release_seq() != release_seq_) {
+    infeasible_.clear();
+    release_seq_ = state.release_seq();
+    return false;
+  }
+  for (const TaskRequest& q : infeasible_) {
+    if (AtLeast(r, q)) {
+      ++hits_;
+      return true;
+    }
+  }
+  return false;
+}
+
+void MigrationMemo::RecordInfeasible(const ClusterState& state, const TaskRequest& r) {
+  if (state.release_seq() != release_seq_) {
+    infeasible_.clear();
+    release_seq_ = state.release_seq();
+  }
+  // Drop the entries r answers for; r covers them.
+  std::erase_if(infeasible_, [&](const TaskRequest& q) { return AtLeast(q, r); });
+  infeasible_.push_back(r);
 }
 
 MigrationPlan MigrateToFit::Plan(const ClusterState& state, TaskId arriving, const MigrateOptions& options) {

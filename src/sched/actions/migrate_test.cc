@@ -29,7 +29,7 @@ TaskId Place(ClusterBuilder& c, const std::string& name, TaskRequest req, NodeId
 std::vector<int> AsVector(const GpuIndices& g) { return std::vector<int>(g.begin(), g.end()); }
 
 // Applies `plan` move by move (Unbind, then Bind at the planned GPUs), checking every move leaves
-// the host for another node, that the target had room while the source still held the task
+// the host for another node (or is an ejection that the next move relies on), that the target had room while the source still held the task
 // (make-before-break), and every invariant after each step; then binds the arriving task.
 ::testing::AssertionResult Apply(ClusterState& s, TaskId arriving, const MigrationPlan& plan) {
   if (!plan.feasible) return ::testing::AssertionFailure() << "plan infeasible";
@@ -37,7 +37,15 @@ std::vector<int> AsVector(const GpuIndices& g) { return std::vector<int>(g.begin
     const MigrationMove& m = plan.moves[i];
     const Task& t = s.task(m.task);
     if (t.state != TaskState::kBound || t.node != m.from) return ::testing::AssertionFailure() << "move " << i << ": not at from";
-    if (m.from != plan.node) return ::testing::AssertionFailure() << "move " << i << ": not from the host";
+    // A move leaves the host, or is an ejection making room on its source for the next move.
+    if (m.ejection) {
+      if (m.from == plan.node) return ::testing::AssertionFailure() << "move " << i << ": ejection from the host";
+      if (i + 1 >= plan.moves.size() || plan.moves[i + 1].to != m.from) {
+        return ::testing::AssertionFailure() << "move " << i << ": ejection not followed by a move onto its source";
+      }
+    } else if (m.from != plan.node) {
+      return ::testing::AssertionFailure() << "move " << i << ": not from the host";
+    }
     if (m.to == plan.node || m.to == m.from) return ::testing::AssertionFailure() << "move " << i << ": onto the host";
     // Make-before-break: the target has room for the task on its own.
     const Node& to = s.node(m.to);
@@ -119,6 +127,8 @@ class TwoMovesNeeded : public ::testing::Test {
 };
 
 TEST_F(TwoMovesNeeded, MovesBothTasksLargestFirst) {
+  // Direct moves only (the default). With a chain, host n0 ties at the same cost: small n1 -> n2
+  // as an ejection, then a n0 -> n1 — see ChainsMayTieWithDirectMoves.
   const MigrationPlan plan = MigrateToFit::Plan(c.state, big, MigrateOptions());
   ASSERT_TRUE(plan.feasible);
   ASSERT_EQ(plan.moves.size(), 2u);
@@ -131,6 +141,25 @@ TEST_F(TwoMovesNeeded, MovesBothTasksLargestFirst) {
   EXPECT_EQ(plan.node, n1);
   EXPECT_EQ(AsVector(plan.gpus), std::vector<int>({0, 1}));
   EXPECT_EQ(plan.moved_gpu_milli, 1300);
+  EXPECT_TRUE(Apply(c.state, big, plan));
+}
+
+TEST_F(TwoMovesNeeded, ChainsMayTieWithDirectMoves) {
+  // small leaves n1's GPU 1 for n2 (600m + 300m fit), making a whole GPU on n1 for a; n0 then has
+  // both GPUs. Cost 1000 + 300 = 1300 milli and 2 moves, as the direct plan on n1; n0 wins the tie.
+  MigrateOptions o;
+  o.max_chain_depth = 1;
+  const MigrationPlan plan = MigrateToFit::Plan(c.state, big, o);
+  ASSERT_TRUE(plan.feasible);
+  ASSERT_EQ(plan.moves.size(), 2u);
+  EXPECT_EQ(plan.moves[0].task, small);
+  EXPECT_EQ(plan.moves[0].to, n2);
+  EXPECT_TRUE(plan.moves[0].ejection);
+  EXPECT_EQ(plan.moves[1].to, n1);
+  EXPECT_EQ(AsVector(plan.moves[1].gpus), std::vector<int>({1}));
+  EXPECT_EQ(plan.node, n0);
+  EXPECT_EQ(plan.moved_gpu_milli, 1300);
+  EXPECT_EQ(plan.ejections, 1);
   EXPECT_TRUE(Apply(c.state, big, plan));
 }
 
@@ -190,6 +219,120 @@ TEST(MigrateToFit, CpuBoundTaskFitsAfterMovingACpuOnlyTaskForFree) {
   EXPECT_TRUE(Apply(c.state, arriving, plan));
 }
 
+// n0 holds a 1-GPU task `a` (4 cores) next to a free GPU; the 2-GPU arriving task needs both GPUs.
+// a's only GPU target is n1's GPU, but n1's CPU is taken by a CPU-only hog (6 of 8 cores); the hog
+// fits on the CPU-only node n2. So the chain is: hog n1 -> n2 (ejection), a n0 -> n1, arriving on
+// n0. n1 cannot host the arriving task (one GPU); n2 has none.
+class EjectionNeeded : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::NodeShape two = Gpus(2), one = Gpus(1);
+    two.cpu = one.cpu = 8000;
+    n0 = c.AddNode("n0", two);
+    n1 = c.AddNode("n1", one);
+    n2 = c.AddNode("n2", testing::CpuOnly(8000));
+    a = Place(c, "a", Req().Gpus(1).Cpu(4000), n0, Idx({0}));
+    hog = Place(c, "hog", Req().Cpu(6000), n1, GpuIndices());
+    big = c.Submit("big", Req().Gpus(2).Cpu(2000));
+  }
+  ClusterBuilder c;
+  NodeId n0, n1, n2;
+  TaskId a, hog, big;
+};
+
+TEST_F(EjectionNeeded, EjectsTheCpuHogFirstThenMovesTheGpuTaskIntoItsRoom) {
+  MigrateOptions o;
+  o.max_chain_depth = 1;
+  const MigrationPlan plan = MigrateToFit::Plan(c.state, big, o);
+  ASSERT_TRUE(plan.feasible);
+  ASSERT_EQ(plan.moves.size(), 2u);
+  EXPECT_EQ(plan.moves[0].task, hog);
+  EXPECT_EQ(plan.moves[0].from, n1);
+  EXPECT_EQ(plan.moves[0].to, n2);
+  EXPECT_TRUE(plan.moves[0].ejection);
+  EXPECT_EQ(plan.moves[1].task, a);
+  EXPECT_EQ(plan.moves[1].from, n0);
+  EXPECT_EQ(plan.moves[1].to, n1);
+  EXPECT_EQ(AsVector(plan.moves[1].gpus), std::vector<int>({0}));
+  EXPECT_FALSE(plan.moves[1].ejection);
+  EXPECT_EQ(plan.node, n0);
+  EXPECT_EQ(AsVector(plan.gpus), std::vector<int>({0, 1}));
+  EXPECT_EQ(plan.ejections, 1);
+  EXPECT_EQ(plan.moved_gpu_milli, 1000);  // a's GPU; the hog holds none
+  // Make-before-break in dependency order; invariants hold after every step.
+  EXPECT_TRUE(Apply(c.state, big, plan));
+  EXPECT_EQ(c.state.task(hog).node, n2);
+  EXPECT_EQ(c.state.task(a).node, n1);
+  EXPECT_EQ(c.state.task(big).node, n0);
+}
+
+TEST_F(EjectionNeeded, HasNoPlanWithoutChains) {
+  MigrateOptions o;
+  o.max_chain_depth = 0;
+  EXPECT_FALSE(MigrateToFit::Plan(c.state, big, o).feasible);
+}
+
+TEST_F(EjectionNeeded, TheEjectionCountsAgainstMaxMoves) {
+  MigrateOptions o;
+  o.max_chain_depth = 1;
+  o.max_moves = 1;
+  EXPECT_FALSE(MigrateToFit::Plan(c.state, big, o).feasible);
+}
+
+TEST_F(EjectionNeeded, HasNoPlanWhenTheEjectedTaskHasNowhereToGo) {
+  // Fill n2's CPU: the hog cannot leave n1, so a cannot go there.
+  Place(c, "filler", Req().Cpu(3000), n2, GpuIndices());
+  MigrateOptions o;
+  o.max_chain_depth = 1;
+  EXPECT_FALSE(MigrateToFit::Plan(c.state, big, o).feasible);
+}
+
+// A two-level chain: n2's CPU is taken by a second hog that must first go to n3 (where only it fits).
+TEST_F(EjectionNeeded, ADeeperChainMovesInDependencyOrder) {
+  const TaskId hog2 = Place(c, "hog2", Req().Cpu(5000), n2, GpuIndices());
+  const NodeId n3 = c.AddNode("n3", testing::CpuOnly(5000));  // hog2 fits, the hog does not
+  MigrateOptions o;
+  o.max_moves = 3;
+  o.max_chain_depth = 1;
+  EXPECT_FALSE(MigrateToFit::Plan(c.state, big, o).feasible);
+  o.max_chain_depth = 2;
+  const MigrationPlan plan = MigrateToFit::Plan(c.state, big, o);
+  ASSERT_TRUE(plan.feasible);
+  ASSERT_EQ(plan.moves.size(), 3u);
+  EXPECT_EQ(plan.moves[0].task, hog2);
+  EXPECT_EQ(plan.moves[0].to, n3);
+  EXPECT_EQ(plan.moves[1].task, hog);
+  EXPECT_EQ(plan.moves[1].to, n2);
+  EXPECT_EQ(plan.moves[2].task, a);
+  EXPECT_EQ(plan.moves[2].to, n1);
+  EXPECT_EQ(plan.ejections, 2);
+  EXPECT_TRUE(Apply(c.state, big, plan));
+}
+
+TEST(MigrationMemo, AnswersForLargerRequestsUntilCapacityIsReleased) {
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0", Gpus(1));
+  const TaskId a = Place(c, "a", Req().Gpus(1).Cpu(1000), n0, Idx({0}));
+  MigrationMemo memo;
+  const TaskRequest small = Req().SharedGpu(500).Cpu(2000).r;
+  EXPECT_FALSE(memo.KnownInfeasible(c.state, small));
+  memo.RecordInfeasible(c.state, small);
+  EXPECT_TRUE(memo.KnownInfeasible(c.state, small));
+  EXPECT_TRUE(memo.KnownInfeasible(c.state, Req().SharedGpu(600).Cpu(2000).r));
+  EXPECT_TRUE(memo.KnownInfeasible(c.state, Req().SharedGpu(500).Cpu(3000).Mem(small.mem_mib + 1).r));
+  // Smaller in some dimension, or another GPU count: not answered.
+  EXPECT_FALSE(memo.KnownInfeasible(c.state, Req().SharedGpu(400).Cpu(2000).r));
+  EXPECT_FALSE(memo.KnownInfeasible(c.state, Req().SharedGpu(500).Cpu(1000).r));
+  EXPECT_FALSE(memo.KnownInfeasible(c.state, Req().Gpus(2).Cpu(2000).r));
+  EXPECT_EQ(memo.hits(), 3);
+  // A bind only shrinks capacity: still remembered.
+  Place(c, "b", Req().Cpu(1000), n0, GpuIndices());
+  EXPECT_TRUE(memo.KnownInfeasible(c.state, small));
+  // A release may make room: forgotten.
+  c.state.Unbind(a);
+  EXPECT_FALSE(memo.KnownInfeasible(c.state, small));
+}
+
 TEST(MigrateToFit, HasNoPlanWhenNothingCanMakeRoom) {
   ClusterBuilder c;
   const NodeId n0 = c.AddNode("n0", Gpus(1)), n1 = c.AddNode("n1", Gpus(1));
@@ -209,6 +352,14 @@ TEST(MigrateToFit, ValidateNamesTheBadOption) {
   o = MigrateOptions();
   o.subset_budget = 0;
   EXPECT_NE(MigrateToFit::Validate(o).message().find("subset_budget"), std::string::npos);
+  o = MigrateOptions();
+  o.max_chain_depth = -1;
+  EXPECT_NE(MigrateToFit::Validate(o).message().find("max_chain_depth"), std::string::npos);
+  o.max_chain_depth = 3;
+  EXPECT_NE(MigrateToFit::Validate(o).message().find("max_chain_depth"), std::string::npos);
+  o = MigrateOptions();
+  o.ejection_pairs = 0;
+  EXPECT_NE(MigrateToFit::Validate(o).message().find("ejection_pairs"), std::string::npos);
 }
 
 // Random fragmented clusters: every plan empties only its host onto other nodes, applies cleanly
@@ -241,7 +392,8 @@ TEST(MigrateToFit, RandomClustersYieldValidDeterministicPlans) {
     }
     const TaskId arriving = c.Submit("arriving", Req().Gpus(1 + static_cast<int>(rng.Uniform(3))).Cpu(2000));
     MigrateOptions o;
-    o.max_moves = 1 + static_cast<int32_t>(rng.Uniform(3));
+    o.max_moves = 1 + static_cast<int32_t>(rng.Uniform(4));
+    o.max_chain_depth = static_cast<int32_t>(rng.Uniform(3));
     const MigrationPlan plan = MigrateToFit::Plan(c.state, arriving, o);
     const MigrationPlan again = MigrateToFit::Plan(c.state, arriving, o);
     ASSERT_EQ(plan.feasible, again.feasible) << seed;
