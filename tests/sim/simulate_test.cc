@@ -62,7 +62,9 @@ TEST(Simulate, EveryExampleScenarioRunsWithInvariantsCheckedForEachConfiguration
       auto r = RunScenario(*sc, *cluster, c, sc->seeds.front(), true);
       ASSERT_TRUE(r.ok()) << entry.path() << " " << c.name << ": " << r.status().message();
       EXPECT_GT(r->metrics.at("jobs_started_count"), 0) << entry.path() << " " << c.name;
-      if (c.defrag.enabled) EXPECT_GT(r->metrics.at("migrations_completed_count"), 0) << entry.path() << " " << c.name;
+      if (c.defrag.enabled) {
+        EXPECT_GT(r->metrics.at("migrations_completed_count"), 0) << entry.path() << " " << c.name;
+      }
     }
   }
 }
