@@ -464,7 +464,9 @@ bool ClusterState::CanBindReserved(TaskId task, ReservationId rid) const {
   if (t.state != TaskState::kPending || t.job != r.owner) return false;
   if (r.owner_task.valid() && r.owner_task != task) return false;
   if (!(t.req == r.req)) return false;
-  return nodes_[r.node.value()].Schedulable();
+  // A cordon stops new placements, not capacity already reserved before it: only a down node
+  // refuses.
+  return nodes_[r.node.value()].state != NodeState::kDown;
 }
 
 void ClusterState::BindReserved(TaskId task, ReservationId rid) {

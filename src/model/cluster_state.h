@@ -294,7 +294,7 @@ class ClusterState {
                                           const GpuIndices& gpus, int64_t now_s, int64_t ttl_s);
   // Whether pending `task` may bind into capacity reservation `r`: r is available, the task
   // belongs to r's owner (and is r's owner_task when that is set), its request equals r's req,
-  // and r's node is ready.
+  // and r's node is not down (a cordon made after the reservation does not take it back).
   bool CanBindReserved(TaskId task, ReservationId r) const;
   // Binds `task` on r's node and GPUs with r's capacity: the node's free amounts do not change
   // (the held resources become the task's); the task counts in the allocation totals from now on

@@ -542,6 +542,8 @@ TEST(ClusterStateCapacityReservations, OnlyTheOwnersTaskWithTheSameRequestMayBin
   EXPECT_FALSE(c.state.CanBindReserved(b, *only_a));      // not the owner task
   EXPECT_TRUE(c.state.CanBindReserved(a, *only_a));
   EXPECT_TRUE(c.state.CanBindReserved(b, *any));
+  c.state.SetNodeState(n, NodeState::kCordoned);
+  EXPECT_TRUE(c.state.CanBindReserved(b, *any));          // a later cordon keeps the reservation
   c.state.SetNodeState(n, NodeState::kDown);
   EXPECT_FALSE(c.state.CanBindReserved(b, *any));         // the node is down
   c.state.SetNodeState(n, NodeState::kReady);

@@ -421,7 +421,8 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       ESTUARY_RETURN_IF_ERROR(Known(c, d, {"interval_s", "max_moves", "partition_nodes", "chain_depth", "rounds",
                                            "startup_s", "timeout_s", "fail_pct", "max_concurrent", "per_node",
                                            "per_job", "drain", "trigger_after_s", "trigger_min_gpus",
-                                           "trigger_cooldown_s"}));
+                                           "trigger_cooldown_s", "objective", "objective_plane",
+                                           "objective_level"}));
       DefragConfig& dc = sc.defrag;
       dc.enabled = true;
       int64_t v = 0;
@@ -451,6 +452,17 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       ESTUARY_ASSIGN_OR_RETURN(dc.trigger_after_s, Int(c, d, "trigger_after_s", 0, 0, kMaxTime));
       ESTUARY_ASSIGN_OR_RETURN(dc.trigger_min_gpus, Int(c, d, "trigger_min_gpus", dc.trigger_min_gpus, 1, int64_t{1} << 40));
       ESTUARY_ASSIGN_OR_RETURN(dc.trigger_cooldown_s, Int(c, d, "trigger_cooldown_s", dc.trigger_cooldown_s, 1, kMaxTime));
+      std::string objective;
+      ESTUARY_ASSIGN_OR_RETURN(objective, Str(c, d, "objective", false));
+      if (!objective.empty()) dc.objective = objective;
+      if (dc.objective != "nodes" && dc.objective != "domains") {
+        return c.Err(d["objective"], "objective", "unknown objective '" + dc.objective + "' (known: nodes, domains)");
+      }
+      ESTUARY_ASSIGN_OR_RETURN(dc.objective_plane, Str(c, d, "objective_plane", dc.objective == "domains"));
+      ESTUARY_ASSIGN_OR_RETURN(dc.objective_level, Str(c, d, "objective_level", dc.objective == "domains"));
+      if (dc.objective == "nodes" && (!dc.objective_plane.empty() || !dc.objective_level.empty())) {
+        return c.Err(d, "objective", "objective_plane and objective_level need objective: domains");
+      }
       if (dc.interval_s == 0 && dc.trigger_after_s == 0) {
         return c.Err(d, "interval_s", "defrag runs neither periodically (interval_s 0) nor on a trigger (trigger_after_s 0)");
       }

@@ -150,9 +150,14 @@ struct UtilisationProfile {
 // the MigrationExecutor (make-before-break over capacity reservations, budget in `migration`).
 // `defrag: {interval_s, max_moves, partition_nodes, chain_depth, rounds, startup_s, timeout_s,
 // fail_pct, max_concurrent, per_node, per_job, drain, trigger_after_s, trigger_min_gpus,
-// trigger_cooldown_s}`; off by default.
+// trigger_cooldown_s, objective, objective_plane, objective_level}`; off by default.
 struct DefragConfig {
   bool enabled = false;
+  // The planner's objective: "nodes" (most whole free nodes, the default) or "domains" (most
+  // whole free domains of objective_plane / objective_level — e.g. RDMA-PODs — by greedy
+  // aggregation); names are resolved against the cluster when the run starts.
+  std::string objective = "nodes";
+  std::string objective_plane, objective_level;
   int64_t interval_s = 3600;
   int64_t trigger_after_s = 0;
   int64_t trigger_min_gpus = 8;

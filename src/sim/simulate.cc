@@ -397,8 +397,22 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   // Defragmentation: the planner's plans run on the executor; one plan at a time.
   const DefragConfig& dfc = config.defrag;
   std::optional<MigrationExecutor> executor;
+  DefragOptions defrag_options = dfc.plan;
   if (dfc.enabled) {
-    ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(state, dfc.plan));
+    if (dfc.objective == "domains") {
+      const std::string where = sc.path + ":" + std::to_string(config.line) + ": configuration '" + config.name + "': defrag: ";
+      const auto plane = state.topology().FindPlane(dfc.objective_plane);
+      if (!plane) return InvalidArgument(where + "objective_plane: the cluster has no plane '" + dfc.objective_plane + "'");
+      const auto level = state.topology().FindLevel(*plane, dfc.objective_level);
+      if (!level) {
+        return InvalidArgument(where + "objective_level: plane '" + dfc.objective_plane + "' has no level '" +
+                               dfc.objective_level + "'");
+      }
+      defrag_options.objective = DefragOptions::Objective::kWholeFreeDomains;
+      defrag_options.objective_plane = *plane;
+      defrag_options.objective_level = *level;
+    }
+    ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(state, defrag_options));
     ESTUARY_RETURN_IF_ERROR(MigrationExecutor::Validate(dfc.migration));
     MigrationOptions mo = dfc.migration;
     mo.seed = seed ^ 0x6d696772617465ULL;
@@ -1096,7 +1110,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       }
       if (plan_now) {
         const auto t0 = std::chrono::steady_clock::now();
-        const DefragPlan plan = DefragAction::Plan(state, locked, dfc.plan);
+        const DefragPlan plan = DefragAction::Plan(state, locked, defrag_options);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         defrag_plan_s_max = std::max(defrag_plan_s_max, secs);
         defrag_plan_s_sum += secs;

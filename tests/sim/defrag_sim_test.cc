@@ -161,6 +161,46 @@ TEST(DefragSim, TheSameSeedGivesTheSameRun) {
   }
 }
 
+// Two RDMA-PODs of four 8-GPU nodes (96 cores each). Sixteen 1-GPU tasks of 32 cores fill the
+// nodes three by three (CPU-bound): t0-t2 on node0000001, t3-t5 on node0000002, ..., t12-t14 on
+// node0000005, t15 on node0000006. The long ones stay: t0, t4, t8 in POD 1 (node0000001..0003),
+// t12 in POD 2 (node0000005). With the domains objective the POD with the most free GPU milli
+// (POD 2) is emptied first, into POD 1 (onto the fullest node, node0000001), then node0000003's
+// task joins them: a whole free POD and six whole free nodes.
+std::string TwoPods(const std::string& objective) {
+  std::string y =
+      "name: p\nduration_s: 3000\nsample_interval_s: 100\n"
+      "cluster:\n  generate: {total_gpus: 64, gpus_per_node: 8, nodes_per_asw_min: 4, nodes_per_asw_max: 4,"
+      " rdma_pod_nodes: 4, seed: 1}\njobs:\n";
+  for (int k = 0; k < 16; ++k) {
+    const bool long_run = k % 4 == 0;
+    y += "  - {name: t" + std::to_string(k) + ", replicas: 1, gpus: 1, cpu_cores: 32, memory_gib: 1, duration_s: " +
+         (long_run ? "100000" : "1000") + "}\n";
+  }
+  return y + "configurations:\n  - {name: x, defrag: {interval_s: 1200" + objective + "}}\n";
+}
+
+TEST(DefragSim, TheDomainObjectiveEmptiesAWholeRdmaPod) {
+  auto r = RunDefrag(TwoPods(", objective: domains, objective_plane: param, objective_level: rdma_pod"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(EventsOf(*r, "t12"), (std::vector<std::string>{"0 start 1", "1200 migrate-start 1 t12-0 node0000005->node0000001:1",
+                                                            "1320 migrate 1 t12-0 node0000005->node0000001:1"}));
+  ASSERT_FALSE(r->samples.empty());
+  EXPECT_EQ(r->samples.back().free_rdma_pods, 1);
+  EXPECT_EQ(r->samples.back().free_nodes, 6);
+  EXPECT_EQ(r->metrics.at("migrations_completed_count"), 2);
+}
+
+TEST(DefragSim, AnObjectiveDomainThatTheClusterLacksIsNamed) {
+  auto r = RunDefrag(TwoPods(", objective: domains, objective_plane: param, objective_level: spine"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "d.yaml:24: configuration 'x': defrag: objective_level: plane 'param' has no level 'spine'");
+  r = RunDefrag(TwoPods(", objective: domains, objective_plane: storage, objective_level: rdma_pod"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "d.yaml:24: configuration 'x': defrag: objective_plane: the cluster has no plane 'storage'");
+}
+
 TEST(DefragSimBadInput, EveryFieldIsNamed) {
   auto err = [&](const std::string& conf, const std::string& a_extra = "") {
     auto sc = ParseScenario(TwoHalfNodes(conf, a_extra), "d.yaml");
@@ -182,6 +222,10 @@ TEST(DefragSimBadInput, EveryFieldIsNamed) {
   EXPECT_EQ(err(", defrag: {budget: 3}"), "d.yaml:13: field 'budget': unknown field");
   EXPECT_EQ(err(", defrag: 5"), "d.yaml:13: field 'defrag': expected a mapping {interval_s, max_moves, partition_nodes, ...}");
   EXPECT_EQ(err("", ", locked_pct: 101"), "d.yaml:6: field 'locked_pct': 101 is outside [0, 100]");
+  EXPECT_EQ(err(", defrag: {objective: shapes}"), "d.yaml:13: field 'objective': unknown objective 'shapes' (known: nodes, domains)");
+  EXPECT_EQ(err(", defrag: {objective: domains, objective_level: rdma_pod}"), "d.yaml:13: field 'objective_plane': missing");
+  EXPECT_EQ(err(", defrag: {objective_plane: param}"),
+            "d.yaml:13: field 'objective': objective_plane and objective_level need objective: domains");
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ Status MigrationExecutor::Validate(const MigrationOptions& o) {
 
 MigrationExecutor::MigrationExecutor(MigrationOptions options) : options_(options), rng_(options.seed) {}
 
-int64_t MigrationExecutor::Submit(ClusterState& state, const DefragPlan& plan) {
+int64_t MigrationExecutor::Submit(ClusterState& /*state*/, const DefragPlan& plan) {
   const std::vector<DefragMove>& pm = plan.moves;
   // The node a chain vacates: the source of its last move (its ejected tasks move first).
   int32_t chains = 0;
@@ -47,10 +47,6 @@ int64_t MigrationExecutor::Submit(ClusterState& state, const DefragPlan& plan) {
     if (i == 0 || group_node(pm[i]) != group_node(pm[i - 1])) {
       Group g;
       g.node = group_node(pm[i]);
-      if (options_.drain && state.node(g.node).state == NodeState::kReady) {
-        state.SetNodeState(g.node, NodeState::kCordoned);
-        g.cordoned = true;
-      }
       groups_.push_back(g);
     }
     Move m;
@@ -120,6 +116,16 @@ bool MigrationExecutor::TryStart(ClusterState& state, size_t i, int64_t now_s) {
   if (!r.ok()) {
     EndMove(state, i, MoveState::kCancelled, now_s);
     return false;
+  }
+  // Drain the group's node from its first move on (not before: an earlier group may still be
+  // moving tasks onto it — a node can receive in one round and be vacated in the next).
+  Group& g = groups_[m.group];
+  if (!g.began) {
+    g.began = true;
+    if (options_.drain && state.node(g.node).state == NodeState::kReady) {
+      state.SetNodeState(g.node, NodeState::kCordoned);
+      g.cordoned = true;
+    }
   }
   m.reservation = *r;
   m.gpus = state.reservation(*r).gpus;

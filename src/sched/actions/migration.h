@@ -26,9 +26,10 @@
 //               target hold it now (the planned ones first, then the best fit on that node).
 // Moves are grouped by the node they vacate (a chain's last move leaves that node; its ejected
 // tasks' moves belong to the same group). With `drain`, a group's node is cordoned
-// (NodeState::kCordoned) while its moves run, so new work does not land on the node being
-// emptied; it is made ready again when the group ends (all moves completed, or one aborted or
-// cancelled) — unless something else changed its state meanwhile (e.g. it went down).
+// (NodeState::kCordoned) from the start of its first move, so new work does not land on the node
+// being emptied (not at Submit: a node may receive tasks in one round of the plan and be vacated
+// in a later one); it is made ready again when the group ends (all moves completed, or one
+// aborted or cancelled) — unless something else changed its state meanwhile (e.g. it went down).
 //
 // Budget: at most `max_concurrent` moves starting at once, at most `per_node` of them touching a
 // node (as source or target), at most `per_job` for one job. Submit keeps a prefix of the plan
@@ -83,8 +84,8 @@ class MigrationExecutor {
   explicit MigrationExecutor(MigrationOptions options);
 
   // Adds `plan`'s moves (a prefix of whole groups within max_moves) to those to run. A move's
-  // `after` refers to moves of the same plan. With drain, cordons the kept groups' nodes that are
-  // ready. Returns the number of moves kept.
+  // `after` refers to moves of the same plan. Changes nothing in `state` (moves start in Step).
+  // Returns the number of moves kept.
   int64_t Submit(ClusterState& state, const DefragPlan& plan);
   // Brings the moves up to `now_s`: completes the ready ones, aborts the broken ones, cancels
   // what can no longer happen, then starts what the budget allows, in plan order. Call it after
@@ -126,7 +127,8 @@ class MigrationExecutor {
     NodeId node;
     int32_t left = 0;        // moves neither completed, aborted nor cancelled
     bool broken = false;     // a move aborted or was cancelled
-    bool cordoned = false;   // we cordoned the node
+    bool began = false;      // one of its moves started
+    bool cordoned = false;   // we cordoned the node (at its first start)
   };
   void EndMove(ClusterState& state, size_t m, MoveState end, int64_t now_s);
   void Uncordon(ClusterState& state, Group& g);

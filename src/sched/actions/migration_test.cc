@@ -64,9 +64,10 @@ TEST(Migration, AMoveReservesTheTargetStartsThereAndStopsTheOldInstanceOnlyWhenT
   p.moves = {Mv(a, n0, n1, {4, 5, 6, 7}, 0)};
   MigrationExecutor x(Opts());
   EXPECT_EQ(x.Submit(c.state, p), 1);
-  EXPECT_EQ(c.state.node(n0).state, NodeState::kCordoned);  // drained while it empties
+  EXPECT_EQ(c.state.node(n0).state, NodeState::kReady);  // nothing happens before the first step
 
   StepAt(x, c.state, 1000);
+  EXPECT_EQ(c.state.node(n0).state, NodeState::kCordoned);  // drained while it empties
   // Both instances hold resources: the old one runs, the new one starts on reserved GPUs 4-7.
   EXPECT_EQ(c.state.task(a).node, n0);
   EXPECT_EQ(c.state.allocated_gpu_milli(), 8000);
@@ -339,6 +340,35 @@ TEST(Migration, ExtraStepsAfterThePlanChangeNothing) {
   EXPECT_EQ(c.state.epoch(), epoch);
   EXPECT_EQ(x.counters().completed, before.completed);
   EXPECT_EQ(x.counters().double_occupancy_gpu_milli_s, before.double_occupancy_gpu_milli_s);
+}
+
+TEST(Migration, ANodeThatReceivesAndIsLaterVacatedIsDrainedOnlyWhenItsOwnMovesStart) {
+  // Round 1 moves a (n0) onto n1; round 2 vacates n1: a and b move to n2 after a arrived.
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1"), n2 = c.AddNode("n2");
+  const TaskId a = Place(c, "a", Req().Gpus(2), n0, Idx({0, 1}));
+  const TaskId b = Place(c, "b", Req().Gpus(2), n1, Idx({0, 1}));
+  Place(c, "z", Req().Gpus(4), n2, Idx({0, 1, 2, 3}));
+  DefragPlan p;
+  p.moves = {Mv(a, n0, n1, {2, 3}, 0), Mv(a, n1, n2, {4, 5}, 1, {0}), Mv(b, n1, n2, {6, 7}, 2)};
+  MigrationOptions o = Opts();
+  o.per_node = 8;
+  MigrationExecutor x(o);
+  x.Submit(c.state, p);
+  StepAt(x, c.state, 0);
+  // a's first move runs; n1 is its target. b's move (group n1, independent of a) starts too and
+  // drains n1: a's first move still completes into the reservation it made on n1 before the
+  // cordon.
+  EXPECT_EQ(x.moves()[0].state, MoveState::kStarting);
+  StepAt(x, c.state, 120);
+  EXPECT_EQ(c.state.task(a).node, n1);
+  StepAt(x, c.state, 240);
+  EXPECT_EQ(c.state.task(a).node, n2);
+  EXPECT_EQ(c.state.task(b).node, n2);
+  EXPECT_TRUE(c.state.node(n0).tasks.empty());
+  EXPECT_TRUE(c.state.node(n1).tasks.empty());
+  EXPECT_EQ(c.state.node(n1).state, NodeState::kReady);
+  EXPECT_EQ(x.counters().groups_completed, 2);  // n0, then n1 (chains 1 and 2 both vacate n1)
 }
 
 TEST(Migration, AbortAllLeavesNoReservationAndNoCordon) {
