@@ -26,6 +26,7 @@
 #include "sim/trace/curve.h"
 #include "sim/trace/csv_fields.h"
 #include "sim/trace/openb_reader.h"
+#include "sim/trace/plan_reader.h"
 #include "sim/trace/snapshot.h"
 
 namespace estuary {
@@ -434,7 +435,7 @@ int RunCurveCommand(const CurveFlags& f) {
 }
 
 struct DefragFlags {
-  std::string cluster, snapshot, out;
+  std::string cluster, snapshot, out, plan;
   int64_t partition_nodes = 500, chain_depth = 3, rounds = 5, threads = 1, budget = 0;
   uint64_t seed = 1;
   std::string objective = "nodes", objective_plane, objective_level, align_plane, align_level;
@@ -477,6 +478,9 @@ StatusOr<DefragOptions> DefragOptionsFromFlags(const DefragFlags& f, const Clust
   if (f.rounds < 0 || f.rounds > INT32_MAX) return bad("--rounds", f.rounds, "must be >= 0");
   if (f.threads < 1 || f.threads > 1024) return bad("--threads", f.threads, "must be in 1..1024");
   if (f.has_budget && f.budget < 1) return bad("--budget", f.budget, "must be >= 1 move");
+  if (f.has_budget && !f.plan.empty()) {
+    return InvalidArgument("--budget: not with --plan (a plan file is applied as it is; cut the file instead)");
+  }
   o.partition_nodes = static_cast<int32_t>(f.partition_nodes);
   o.max_chain_depth = static_cast<int32_t>(f.chain_depth);
   o.max_rounds = static_cast<int32_t>(f.rounds);
@@ -542,6 +546,69 @@ GpuNodeCounts CountGpuNodes(const ClusterState& s) {
   return c;
 }
 
+// `estuary defrag --plan FILE`: applies a plan file (the plan.csv format) to the snapshot instead
+// of planning, checking every move (sim/trace/plan_reader.h), and writes snapshot_after.csv and
+// summary.json (docs/defrag.md, "Applying a plan").
+int ApplyDefragPlanFile(const DefragFlags& f, const ClusterState& state, const Snapshot& snap,
+                        std::chrono::steady_clock::time_point start) {
+  ClusterState after = state;
+  auto steps = ApplyPlanFile(f.plan, after, snap.locked);
+  if (!steps.ok()) return Fail(steps.status());
+  Status st = after.CheckInvariants();
+  if (!st.ok()) return Fail(Internal("the plan broke an invariant: " + st.message()));
+  const GpuNodeCounts before_counts = CountGpuNodes(state), after_counts = CountGpuNodes(after);
+  // Vacated: nodes that held tasks before the plan and hold none after it.
+  std::vector<std::string> vacated;
+  for (const Node& n : state.nodes()) {
+    if (!n.tasks.empty() && after.node(n.id).tasks.empty()) vacated.push_back(n.spec.name);
+  }
+  std::vector<int64_t> chains;
+  int64_t ejections = 0;
+  for (size_t i = 0; i < steps->size(); ++i) {
+    chains.push_back((*steps)[i].chain);
+    ejections += i > 0 && (*steps)[i].chain == (*steps)[i - 1].chain;
+  }
+  std::sort(chains.begin(), chains.end());
+  chains.erase(std::unique(chains.begin(), chains.end()), chains.end());
+  st = WriteTextFile(f.out + "/snapshot_after.csv", WriteSnapshot(after, snap.locked));
+
+  nlohmann::json j;
+  j["cluster"] = f.cluster;
+  j["snapshot"] = f.snapshot;
+  j["plan"] = f.plan;
+  j["plan_seconds"] = 0;  // nothing planned: the plan was read
+  j["nodes"] = state.num_nodes();
+  j["tasks"] = snap.tasks;
+  j["jobs"] = snap.jobs;
+  j["locked_tasks"] = snap.locked_tasks;
+  j["moves"] = steps->size();
+  j["planned_moves"] = steps->size();
+  j["budget_moves"] = nullptr;
+  j["chains"] = chains.size();
+  j["ejections"] = ejections;
+  j["vacated_nodes"] = vacated.size();
+  j["vacated_node_names"] = vacated;
+  j["whole_free_nodes_before"] = before_counts.whole_free;
+  j["whole_free_nodes_after"] = after_counts.whole_free;
+  j["nodes_with_slack_before"] = before_counts.slack;
+  j["nodes_with_slack_after"] = after_counts.slack;
+  j["partitions"] = nullptr;
+  j["rounds"] = nullptr;
+  j["nodes_tried"] = nullptr;
+  j["options"] = {{"plan", f.plan}};
+  j["wall_seconds"] = Seconds(start);
+  if (st.ok()) st = WriteTextFile(f.out + "/summary.json", j.dump(2) + "\n");
+  if (!st.ok()) return Fail(st);
+  std::printf("defrag %s with plan %s: %zu nodes, %lld tasks (%lld locked); %zu moves applied, %zu nodes vacated; "
+              "whole free nodes %lld -> %lld, nodes with slack %lld -> %lld\n",
+              f.snapshot.c_str(), f.plan.c_str(), state.num_nodes(), static_cast<long long>(snap.tasks),
+              static_cast<long long>(snap.locked_tasks), steps->size(), vacated.size(),
+              static_cast<long long>(before_counts.whole_free), static_cast<long long>(after_counts.whole_free),
+              static_cast<long long>(before_counts.slack), static_cast<long long>(after_counts.slack));
+  std::printf("wrote %s/snapshot_after.csv, %s/summary.json\n", f.out.c_str(), f.out.c_str());
+  return 0;
+}
+
 // `estuary defrag`: a dry run of the IPC planner on a snapshot (docs/defrag.md).
 int RunDefragCommand(const DefragFlags& f) {
   const auto start = std::chrono::steady_clock::now();
@@ -554,6 +621,8 @@ int RunDefragCommand(const DefragFlags& f) {
   if (!snap.ok()) return Fail(snap.status());
   Status st = MakeOutputDir(f.out);
   if (!st.ok()) return Fail(InvalidArgument("--out: " + st.message()));
+
+  if (!f.plan.empty()) return ApplyDefragPlanFile(f, state, *snap, start);
 
   const auto plan_start = std::chrono::steady_clock::now();
   const DefragPlan plan = DefragAction::Plan(state, snap->locked, *options);
@@ -647,6 +716,8 @@ CLI::App* AddDefragCommand(CLI::App& app, DefragFlags& df, CLI::Option*& budget)
   d->add_option("--cluster", df.cluster, "cluster spec (YAML; docs/cluster-spec.md)")->required();
   d->add_option("--snapshot", df.snapshot, "running tasks (CSV; docs/defrag.md)")->required();
   d->add_option("--out", df.out, "output directory: plan.csv, snapshot_after.csv, summary.json")->required();
+  d->add_option("--plan", df.plan,
+                 "apply this plan file (plan.csv format) instead of planning; writes no plan.csv");
   d->add_option("--partition-nodes", df.partition_nodes, "nodes per random partition; 0: one partition (default 500)");
   d->add_option("--chain-depth", df.chain_depth, "most ejections in one chain; 0: direct moves only (default 3)");
   d->add_option("--rounds", df.rounds, "most rounds per partition (default 5)");
