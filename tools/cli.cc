@@ -439,6 +439,7 @@ struct DefragFlags {
   int64_t partition_nodes = 500, chain_depth = 3, rounds = 5, threads = 1, budget = 0;
   uint64_t seed = 1;
   std::string objective = "nodes", objective_plane, objective_level, align_plane, align_level;
+  std::optional<int64_t> shape_gpus, shape_cpu_milli, shape_memory_mib;  // --objective shape
   bool has_budget = false;
 };
 
@@ -493,8 +494,33 @@ StatusOr<DefragOptions> DefragOptionsFromFlags(const DefragFlags& f, const Clust
     if (f.objective_plane.empty() || f.objective_level.empty()) {
       return InvalidArgument("--objective: domains needs --objective-plane and --objective-level");
     }
+  } else if (f.objective == "shape") {
+    o.objective = DefragOptions::Objective::kPlaceableShape;
+    if (!f.shape_gpus) return InvalidArgument("--shape-gpus: required with --objective shape");
+    if (*f.shape_gpus < 1 || *f.shape_gpus > kMaxGpusPerNode) {
+      return bad("--shape-gpus", *f.shape_gpus, "must be in 1.." + std::to_string(kMaxGpusPerNode));
+    }
+    o.shape.gpu_count = static_cast<int32_t>(*f.shape_gpus);
+    o.shape.gpu_milli = kMilliPerGpu;
+    if (f.shape_cpu_milli) {
+      if (*f.shape_cpu_milli < 0 || *f.shape_cpu_milli > kMaxFieldValue) {
+        return bad("--shape-cpu-milli", *f.shape_cpu_milli, "must be in 0..10^12");
+      }
+      o.shape.cpu_milli = *f.shape_cpu_milli;
+    }
+    if (f.shape_memory_mib) {
+      if (*f.shape_memory_mib < 0 || *f.shape_memory_mib > kMaxFieldValue) {
+        return bad("--shape-memory-mib", *f.shape_memory_mib, "must be in 0..10^12");
+      }
+      o.shape.mem_mib = *f.shape_memory_mib;
+    }
   } else {
-    return InvalidArgument("--objective: '" + f.objective + "' (expected nodes or domains)");
+    return InvalidArgument("--objective: '" + f.objective + "' (expected nodes, domains or shape)");
+  }
+  if (o.objective != DefragOptions::Objective::kPlaceableShape) {
+    if (f.shape_gpus) return InvalidArgument("--shape-gpus: only with --objective shape");
+    if (f.shape_cpu_milli) return InvalidArgument("--shape-cpu-milli: only with --objective shape");
+    if (f.shape_memory_mib) return InvalidArgument("--shape-memory-mib: only with --objective shape");
   }
   ESTUARY_RETURN_IF_ERROR(ResolvePlaneLevel(s, "--objective-plane", f.objective_plane, "--objective-level",
                                             f.objective_level, o.objective_plane, o.objective_level));
@@ -690,13 +716,21 @@ int RunDefragCommand(const DefragFlags& f) {
   j["whole_free_nodes_after"] = after_counts.whole_free;
   j["nodes_with_slack_before"] = before_counts.slack;
   j["nodes_with_slack_after"] = after_counts.slack;
+  // Copies of the --objective shape that fit (DefragPlan::placeable_*); null for other objectives.
+  const bool shape = options->objective == DefragOptions::Objective::kPlaceableShape;
+  j["placeable_before"] = shape ? nlohmann::json(plan.placeable_before) : nlohmann::json(nullptr);
+  j["placeable_after"] = shape && keep == plan.moves.size() ? nlohmann::json(plan.placeable_after)
+                                                              : nlohmann::json(nullptr);
   j["partitions"] = plan.partitions;
   j["rounds"] = plan.rounds;
   j["nodes_tried"] = plan.nodes_tried;
   j["options"] = {{"partition_nodes", f.partition_nodes}, {"chain_depth", f.chain_depth}, {"rounds", f.rounds},
                   {"threads", f.threads}, {"seed", f.seed}, {"objective", f.objective},
                   {"objective_plane", f.objective_plane}, {"objective_level", f.objective_level},
-                  {"align_plane", f.align_plane}, {"align_level", f.align_level}};
+                  {"align_plane", f.align_plane}, {"align_level", f.align_level},
+                  {"shape_gpus", shape ? nlohmann::json(options->shape.gpu_count) : nlohmann::json(nullptr)},
+                  {"shape_cpu_milli", shape ? nlohmann::json(options->shape.cpu_milli) : nlohmann::json(nullptr)},
+                  {"shape_memory_mib", shape ? nlohmann::json(options->shape.mem_mib) : nlohmann::json(nullptr)}};
   j["wall_seconds"] = Seconds(start);
   if (st.ok()) st = WriteTextFile(f.out + "/summary.json", j.dump(2) + "\n");
   if (!st.ok()) return Fail(st);
@@ -723,7 +757,11 @@ CLI::App* AddDefragCommand(CLI::App& app, DefragFlags& df, CLI::Option*& budget)
   d->add_option("--rounds", df.rounds, "most rounds per partition (default 5)");
   d->add_option("--threads", df.threads, "partitions searched in parallel; same plan for any value (default 1)");
   d->add_option("--seed", df.seed, "seed of the random partitions (default 1)");
-  d->add_option("--objective", df.objective, "nodes (whole free nodes, default) or domains");
+  d->add_option("--objective", df.objective,
+                 "nodes (whole free nodes, default), domains, or shape (most placeable copies of a task shape)");
+  d->add_option("--shape-gpus", df.shape_gpus, "--objective shape: whole GPUs of the shape (1..16)");
+  d->add_option("--shape-cpu-milli", df.shape_cpu_milli, "--objective shape: CPU of the shape, milli-cores (default 0)");
+  d->add_option("--shape-memory-mib", df.shape_memory_mib, "--objective shape: memory of the shape, MiB (default 0)");
   d->add_option("--objective-plane", df.objective_plane, "--objective domains: the plane of the domains");
   d->add_option("--objective-level", df.objective_level, "--objective domains: the level of the domains");
   d->add_option("--align-plane", df.align_plane, "one partition per domain of this plane's --align-level");

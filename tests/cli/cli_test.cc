@@ -759,7 +759,11 @@ TEST_F(Cli, DefragRejectsEachBadFlagNamingIt) {
       {{"--chain-depth", "-1"}, "--chain-depth: -1"},
       {{"--rounds", "-1"}, "--rounds: -1"},
       {{"--threads", "0"}, "--threads: 0"},
-      {{"--objective", "shape"}, "--objective: 'shape'"},
+      {{"--objective", "blocks"}, "--objective: 'blocks' (expected nodes, domains or shape)"},
+      {{"--objective", "shape"}, "--shape-gpus: required with --objective shape"},
+      {{"--objective", "shape", "--shape-gpus", "0"}, "--shape-gpus: 0"},
+      {{"--objective", "shape", "--shape-gpus", "17"}, "--shape-gpus: 17"},
+      {{"--shape-gpus", "8"}, "--shape-gpus: only with --objective shape"},
       {{"--objective", "domains"}, "--objective: domains needs --objective-plane"},
       {{"--align-plane", "data"}, "--align-level: required"},
       {{"--align-plane", "param", "--align-level", "asw"}, "--align-plane: unknown plane 'param'"},
@@ -937,6 +941,43 @@ TEST_F(DefragPlanFile, RejectsABudgetWithAPlanNamingTheFlag) {
   EXPECT_TRUE(RejectedWith(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out",
                                        Out("pf-bad"), "--plan", plan_, "--budget", "2"}),
                            {"--budget: not with --plan"}));
+}
+
+// --objective shape on the example: every candidate would hold one 8-GPU, 60-core copy when empty
+// and no destination loses one (only whole free nodes hold 8 free GPUs, and none receives), so the
+// plan is the whole-free plan (3 moves). Copies before: a-0003 only (b-0003 has 56 cores free);
+// after: a-0003, a-0001, a-0002, b-0001.
+TEST_F(Cli, DefragShapeObjectiveReportsPlaceableCopiesOfTheShape) {
+  const std::string out = Out("defrag-shape");
+  const RunResult r = RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out", out,
+                                  "--objective", "shape", "--shape-gpus", "8", "--shape-cpu-milli", "60000",
+                                  "--shape-memory-mib", "1024"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const auto j = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  EXPECT_EQ(j["moves"], 3);
+  EXPECT_EQ(j["vacated_node_names"], nlohmann::json({"a-0001", "a-0002", "b-0001"}));
+  EXPECT_EQ(j["placeable_before"], 1);
+  EXPECT_EQ(j["placeable_after"], 4);
+  EXPECT_EQ(j["options"]["shape_gpus"], 8);
+  EXPECT_EQ(j["options"]["shape_cpu_milli"], 60000);
+  const std::string nodes = Out("defrag-shape-nodes");
+  ASSERT_EQ(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out", nodes}).exit_code, 0);
+  EXPECT_TRUE(nlohmann::json::parse(ReadFile(nodes + "/summary.json"))["placeable_before"].is_null());
+}
+
+TEST_F(Cli, DefragRejectsBadShapeResourcesNamingTheFlag) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out",
+                                       Out("d"), "--objective", "shape", "--shape-gpus", "8", "--shape-cpu-milli", "-1"}),
+                           {"--shape-cpu-milli: -1"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out",
+                                       Out("d"), "--objective", "shape", "--shape-gpus", "8", "--shape-memory-mib", "-5"}),
+                           {"--shape-memory-mib: -5"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out",
+                                       Out("d"), "--objective", "shape", "--shape-gpus", "eight"}),
+                           {"--shape-gpus"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out",
+                                       Out("d"), "--shape-memory-mib", "100"}),
+                           {"--shape-memory-mib: only with --objective shape"}));
 }
 
 }  // namespace

@@ -35,12 +35,15 @@
 //   3. Rounds (at most max_rounds; a partition stops after a round that vacates nothing).
 //      Candidates in order: fewest tasks first, then least used GPU milli, then node id
 //      (kWholeFreeDomains: first the domains of (objective_plane, objective_level) with the most
-//      free GPU milli in the partition at the start of the round — greedy aggregation). A node
-//      that received a task in this round is skipped until the next round.
+//      free GPU milli in the partition at the start of the round — greedy aggregation;
+//      kPlaceableShape: first the most copies of the shape the node would gain if it were empty,
+//      nodes that would gain none left out). A node that received a task in this round is skipped
+//      until the next round.
 //   4. Vacating a candidate: its tasks, largest GPU request first (then task id), are placed one
 //      by one (each is one *chain*):
 //      a. direct: the best-fit destination — least GPU milli left free after the move (for the
-//         domain objective: first the destination domain with least free GPU milli), then least
+//         domain objective: first the destination domain with least free GPU milli; for the shape
+//         objective: first the fewest copies of the shape the destination loses), then least
 //         CPU left, then node id; GPU indices: a whole-GPU task takes the lowest-indexed wholly
 //         free GPUs, a shared-GPU task the GPU with the least free milli that fits (lowest index);
 //      b. otherwise, when chain depth remains (max_chain_depth ejections deep): an ejection —
@@ -49,8 +52,9 @@
 //         left; e is then placed (steps a-b, one level deeper, never onto d or a node already in
 //         the chain), and the task moves onto d. The pairs (d, e) are tried in best-fit order
 //         (as in a), at most kEjectBranch of them per level.
-//      When every task of the candidate is placed, the node is vacated; otherwise all tentative
-//      moves of the candidate are rolled back and the node stays exactly as it was. A search
+//      When every task of the candidate is placed, the node is vacated (kPlaceableShape: only when
+//      the partition's copies of the shape strictly grew); otherwise all tentative moves of the
+//      candidate are rolled back and the node stays exactly as it was. A search
 //      budget (kAttemptBudget node examinations per candidate) bounds the work; a candidate
 //      exceeding it fails (deterministically — the budget counts work, not time).
 //
@@ -59,8 +63,14 @@
 // `after` lists the earlier moves out of its target node (capacity it may rely on) and the earlier
 // move of the same task, if any.
 //
-// Objectives: kWholeFreeNodes (default) and kWholeFreeDomains as described; kPlaceableShape is
-// not implemented (Validate rejects it).
+// Objectives: kWholeFreeNodes (default), kWholeFreeDomains and kPlaceableShape as described.
+// kPlaceableShape counts *copies of the shape*: over the ready nodes not held by a Reservation,
+// of a GPU model shape.models admits, how many tasks of `shape` fit at once on each node's free
+// capacity (a whole-GPU shape: wholly free GPUs / shape.gpu_count; a shared-GPU shape: the sum over
+// GPUs of free milli / shape.gpu_milli; either bounded by free CPU / shape.cpu_milli and free
+// memory / shape.mem_mib when those are > 0). It vacates whole nodes only (no partial
+// consolidation); every vacate it keeps raises the count, so placeable_after > placeable_before
+// whenever the plan has moves. The no-whole-free-destination rule holds for every objective.
 // Cost: per candidate, one direct search is O(partition nodes); an ejection level multiplies by at
 // most kEjectBranch; bounded by kAttemptBudget. Memory: O(nodes + tasks).
 // Thread-safety: Plan reads `state` from several threads; the state must not change during Plan.
@@ -94,7 +104,8 @@ struct DefragOptions {
   // kWholeFreeDomains: the domains to aggregate (plane, level). Default: invalid.
   PlaneId objective_plane;
   int objective_level = -1;
-  // kPlaceableShape (not implemented): the shape to make room for.
+  // kPlaceableShape: the shape to make room for — NeedsGpu(), 1..kMaxGpusPerNode GPUs, gpu_milli
+  // 1..1000 (1000 with several GPUs), CPU and memory >= 0 (0: not counted). Default: none.
   TaskRequest shape;
 };
 
@@ -118,6 +129,9 @@ struct DefragPlan {
   int64_t nodes_tried = 0;   // vacate attempts
   int32_t chains = 0;        // chains in the plan
   int32_t ejections = 0;     // moves that made room for another (chain depth >= 1)
+  // kPlaceableShape: copies of options.shape that fit, whole cluster, before and after the plan
+  // (see "Objectives" above). 0 for the other objectives.
+  int64_t placeable_before = 0, placeable_after = 0;
 };
 
 class DefragAction {
@@ -128,7 +142,7 @@ class DefragAction {
 
   // OK, or the first bad option named: partition_nodes < 0 or == 1, max_chain_depth < 0,
   // max_rounds < 0, threads < 1, an align level outside the plane, kWholeFreeDomains without a
-  // valid plane and level, kPlaceableShape (not implemented).
+  // valid plane and level, kPlaceableShape with a bad shape (see DefragOptions::shape).
   static Status Validate(const ClusterState& state, const DefragOptions& options);
   // The plan for `state`. `locked` is indexed by TaskId value (shorter or empty: the rest are not
   // locked). REQUIRES: Validate(state, options).ok().
