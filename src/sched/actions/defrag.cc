@@ -92,7 +92,27 @@ bool PickGpus(const std::array<MilliGpu, kMaxGpusPerNode>& gpu, int count, const
   return out->size == r.gpu_count;
 }
 
-using FitKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int>;
+using FitKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
+
+// The search variants of one partition (DefragOptions::variants): variant v orders candidates by
+// kOrder[v % 3] and picks destinations by kDest[v % 6 / 3 ...] as below; from variant 6 on the
+// candidate order is a seeded random one.
+enum class CandOrder { kFewestTasks, kLeastGpu, kLeastCpu, kRandom };
+struct Variant {
+  CandOrder order;
+  bool receivers_first;  // destinations that cannot be vacated themselves (pinned tasks) first
+  bool cpu_first;        // best fit by CPU left before GPU milli left
+  bool eject_any;        // an ejected task may ask for as much GPU milli as the task (or more)
+};
+Variant VariantOf(int v) {
+  static constexpr Variant kFixed[] = {
+      {CandOrder::kFewestTasks, false, false, false}, {CandOrder::kLeastGpu, false, false, false},
+      {CandOrder::kFewestTasks, true, false, true},   {CandOrder::kLeastGpu, true, false, true},
+      {CandOrder::kLeastCpu, false, true, true},      {CandOrder::kLeastCpu, true, true, true},
+  };
+  if (v < 6) return kFixed[v];
+  return {CandOrder::kRandom, v % 2 == 0, v % 4 == 3, true};
+}
 
 // How many tasks of `shape` fit at once on free capacity (per-GPU free `gpu` of `count` GPUs, `cpu`
 // and `mem`): whole-GPU shapes by wholly free GPUs, a shared-GPU shape by free milli per GPU,
@@ -128,8 +148,9 @@ struct PartitionResult {
 class PartitionSearch {
  public:
   PartitionSearch(const ClusterState& state, std::span<const char> locked, const DefragOptions& o,
-                  const std::vector<NodeId>& ids)
-      : state_(state), o_(o), shape_(o.objective == DefragOptions::Objective::kPlaceableShape) {
+                  const std::vector<NodeId>& ids, int variant)
+      : state_(state), o_(o), shape_(o.objective == DefragOptions::Objective::kPlaceableShape),
+        variant_index_(variant), variant_(VariantOf(variant)) {
     const Topology& topo = state.topology();
     const bool domains = o.objective == DefragOptions::Objective::kWholeFreeDomains;
     r_.nodes.reserve(ids.size());
@@ -169,7 +190,9 @@ class PartitionSearch {
           wt.required = topo.NodeDomain(id, tc.plane, tc.required_level);
           if (!wt.required.valid()) wt.movable = false;
         }
-        all_movable = all_movable && wt.movable;
+        // A CPU-only task that stays (move_cpu_only_tasks false) does not keep its node from
+        // being vacated.
+        all_movable = all_movable && (wt.movable || (!o.move_cpu_only_tasks && !t.req.NeedsGpu()));
         w.tasks.push_back(static_cast<int>(r_.tasks.size()));
         r_.tasks.push_back(wt);
       }
@@ -227,7 +250,24 @@ class PartitionSearch {
         dk = -gain;
       }
       const int64_t used = int64_t{n.gpu_count} * kMilliPerGpu - n.gpu_free_total;
-      order.emplace_back(dk, n.domain, n.tasks.size(), used, i);
+      switch (variant_.order) {
+        case CandOrder::kFewestTasks:  // fewest tasks, then least used GPU milli
+          order.emplace_back(dk, n.domain, n.tasks.size(), used, i);
+          break;
+        case CandOrder::kLeastGpu:  // least used GPU milli, then fewest tasks
+          order.emplace_back(dk, n.domain, static_cast<size_t>(used), static_cast<int64_t>(n.tasks.size()), i);
+          break;
+        case CandOrder::kLeastCpu:  // least used CPU, then least used GPU milli
+          order.emplace_back(dk, n.domain, static_cast<size_t>(n.cpu_cap - n.cpu_free), used, i);
+          break;
+        case CandOrder::kRandom:  // a seeded random order (the key's 4th field is set below)
+          order.emplace_back(dk, n.domain, 0, 0, i);
+          break;
+      }
+    }
+    if (variant_.order == CandOrder::kRandom) {
+      Rng rng(o_.seed * 1000003 + static_cast<uint64_t>(variant_index_) * 7919 + static_cast<uint64_t>(round_));
+      for (Key& k : order) std::get<3>(k) = static_cast<int64_t>(rng.Uniform(uint64_t{1} << 40));
     }
     std::sort(order.begin(), order.end());
     int vacated = 0;
@@ -252,7 +292,10 @@ class PartitionSearch {
     budget_ = DefragAction::kAttemptBudget;
     const size_t undo_mark = undo_.size(), move_mark = r_.moves.size();
     const int32_t chain_mark = next_chain_;
-    std::vector<int> list = n.tasks;
+    std::vector<int> list;
+    for (int t : n.tasks) {
+      if (o_.move_cpu_only_tasks || r_.tasks[t].req->NeedsGpu()) list.push_back(t);
+    }
     std::sort(list.begin(), list.end(), [&](int a, int b) {
       const WTask& x = r_.tasks[a];
       const WTask& y = r_.tasks[b];
@@ -304,7 +347,9 @@ class PartitionSearch {
   FitKey Score(int d, int64_t loss, int64_t gpu_after, int64_t cpu_after, int64_t tie) const {
     const WNode& n = r_.nodes[d];
     const int64_t dk = n.domain < 0 ? 0 : DomFree(n.domain);
-    return {dk, loss, gpu_after, cpu_after, tie, d};
+    const int64_t rk = variant_.receivers_first && n.candidate ? 1 : 0;
+    if (variant_.cpu_first) return {dk, loss, rk, cpu_after, gpu_after, tie, d};
+    return {dk, loss, rk, gpu_after, cpu_after, tie, d};
   }
 
   // Copies of the shape node `n` can take now (0 unless kPlaceableShape, or when the node cannot
@@ -378,7 +423,7 @@ class PartitionSearch {
       for (int e : n.tasks) {
         if (--budget_ < 0) return false;
         const WTask& et = r_.tasks[e];
-        if (!et.movable || et.moved_round == round_ || et.gpu_milli >= t.gpu_milli) continue;
+        if (!et.movable || et.moved_round == round_ || (!variant_.eject_any && et.gpu_milli >= t.gpu_milli)) continue;
         if (req.cpu_milli > n.cpu_free + et.req->cpu_milli || req.mem_mib > n.mem_free + et.req->mem_mib) continue;
         std::array<MilliGpu, kMaxGpusPerNode> gpu = n.gpu;
         if (et.req->NeedsGpu()) {
@@ -460,6 +505,8 @@ class PartitionSearch {
   const ClusterState& state_;
   const DefragOptions& o_;
   const bool shape_;        // objective kPlaceableShape
+  const int variant_index_;  // see DefragOptions::variants
+  const Variant variant_;
   int64_t placeable_ = 0;   // copies of the shape over the partition's nodes, kept current
   PartitionResult r_;
   std::vector<Undo> undo_;
@@ -521,6 +568,7 @@ Status DefragAction::Validate(const ClusterState& state, const DefragOptions& o)
   if (o.max_chain_depth < 0) return InvalidArgument("max_chain_depth: must be >= 0");
   if (o.max_rounds < 0) return InvalidArgument("max_rounds: must be >= 0");
   if (o.threads < 1) return InvalidArgument("threads: must be >= 1");
+  if (o.variants < 1 || o.variants > 64) return InvalidArgument("variants: must be in 1..64");
   const Topology& topo = state.topology();
   auto level_ok = [&](PlaneId p, int level) {
     return p.valid() && p.value() < topo.planes().size() && level >= 0 &&
@@ -551,9 +599,26 @@ DefragPlan DefragAction::Plan(const ClusterState& state, std::span<const char> l
   plan.partitions = static_cast<int32_t>(parts.size());
   std::vector<PartitionResult> results(parts.size());
   std::atomic<size_t> next{0};
+  // Variants: kWholeFreeDomains keeps its own order (variant 0 only).
+  const int variants = options.objective == DefragOptions::Objective::kWholeFreeDomains ? 1 : options.variants;
+  const bool shape = options.objective == DefragOptions::Objective::kPlaceableShape;
   auto work = [&] {
     for (size_t i = next.fetch_add(1); i < parts.size(); i = next.fetch_add(1)) {
-      results[i] = PartitionSearch(state, locked, options, parts[i]).Run();
+      int64_t tried = 0;
+      for (int v = 0; v < variants; ++v) {
+        PartitionResult r = PartitionSearch(state, locked, options, parts[i], v).Run();
+        tried += r.tried;
+        // Better: more whole free nodes (kPlaceableShape: more copies), then fewer moves; ties
+        // keep the earlier variant.
+        const auto gain = [&](const PartitionResult& x) {
+          return shape ? x.placeable_after : x.whole_after;
+        };
+        if (v == 0 || gain(r) > gain(results[i]) ||
+            (gain(r) == gain(results[i]) && r.moves.size() < results[i].moves.size())) {
+          results[i] = std::move(r);
+        }
+      }
+      results[i].tried = tried;
     }
   };
   const int threads = std::min<int>(options.threads, static_cast<int>(std::max<size_t>(1, parts.size())));

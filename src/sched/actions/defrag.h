@@ -48,8 +48,9 @@
 //         free GPUs, a shared-GPU task the GPU with the least free milli that fits (lowest index);
 //      b. otherwise, when chain depth remains (max_chain_depth ejections deep): an ejection —
 //         a destination d and one of its tasks e, movable, not moved in this round and asking
-//         for strictly less GPU milli than the task, such that the task fits on d once e has
-//         left; e is then placed (steps a-b, one level deeper, never onto d or a node already in
+//         for strictly less GPU milli than the task (in the variants that allow it, see 5: any
+//         GPU milli — under CPU or memory pressure a larger task may be the one to leave), such
+//         that the task fits on d once e has left; e is then placed (steps a-b, one level deeper, never onto d or a node already in
 //         the chain), and the task moves onto d. The pairs (d, e) are tried in best-fit order
 //         (as in a), at most kEjectBranch of them per level.
 //      When every task of the candidate is placed, the node is vacated (kPlaceableShape: only when
@@ -57,6 +58,16 @@
 //      candidate are rolled back and the node stays exactly as it was. A search
 //      budget (kAttemptBudget node examinations per candidate) bounds the work; a candidate
 //      exceeding it fails (deterministically — the budget counts work, not time).
+//   5. Variants (options.variants, default 8; kWholeFreeDomains: 1): each partition is searched
+//      that many times from its start, each time with another rule set, and the best result is
+//      kept (most whole free nodes — kPlaceableShape: most copies of the shape —, then fewest
+//      moves, then the lowest variant). Variant 0 is the rule set of steps 3-4; 1 orders
+//      candidates by least used GPU milli first; 2 and 3 are 0 and 1 with destinations that
+//      cannot be vacated themselves (a pinned task) preferred and ejections of any size; 4 and 5
+//      order candidates by least used CPU and pick destinations by least CPU left first (5 also
+//      prefers such destinations), ejections of any size; from 6 on the candidate order is seeded
+//      random (Rng of seed, variant, round). More variants never give fewer whole free nodes
+//      than variant 0 alone.
 //
 // The plan is executable move by move in order from the current state: within a chain the
 // ejected tasks move first (deepest first), then the task that needed their room. A move's
@@ -72,7 +83,7 @@
 // consolidation); every vacate it keeps raises the count, so placeable_after > placeable_before
 // whenever the plan has moves. The no-whole-free-destination rule holds for every objective.
 // Cost: per candidate, one direct search is O(partition nodes); an ejection level multiplies by at
-// most kEjectBranch; bounded by kAttemptBudget. Memory: O(nodes + tasks).
+// most kEjectBranch; bounded by kAttemptBudget; times the variants. Memory: O(nodes + tasks).
 // Thread-safety: Plan reads `state` from several threads; the state must not change during Plan.
 #pragma once
 
@@ -99,6 +110,14 @@ struct DefragOptions {
   uint64_t seed = 1;  // of the random partitions. Default 1.
   // Partitions searched in parallel; the plan is the same for any value. Default 1.
   int32_t threads = 1;
+  // Search orders tried per partition (step 3 of the algorithm); each runs every round from the
+  // partition's start, and the best result is kept. 1..64. Default 8. kWholeFreeDomains uses 1.
+  int32_t variants = 8;
+  // Whether vacating a node moves its CPU-only tasks too. Default true: a vacated node ends empty.
+  // false: CPU-only tasks stay where they are (a whole free node may run CPU-only work — the
+  // exact reference's model, src/sched/exact/defrag_milp.h), a pinned CPU-only task does not keep
+  // its node from being vacated, and a vacated node may still hold CPU-only tasks.
+  bool move_cpu_only_tasks = true;
   enum class Objective { kWholeFreeNodes, kWholeFreeDomains, kPlaceableShape };
   Objective objective = Objective::kWholeFreeNodes;
   // kWholeFreeDomains: the domains to aggregate (plane, level). Default: invalid.
@@ -126,7 +145,7 @@ struct DefragPlan {
   int64_t slack_before = 0, slack_after = 0;              // nodes with slack, whole cluster
   int32_t rounds = 0;        // most rounds any partition ran (including the last, fruitless one)
   int32_t partitions = 0;
-  int64_t nodes_tried = 0;   // vacate attempts
+  int64_t nodes_tried = 0;   // vacate attempts, summed over the variants
   int32_t chains = 0;        // chains in the plan
   int32_t ejections = 0;     // moves that made room for another (chain depth >= 1)
   // kPlaceableShape: copies of options.shape that fit, whole cluster, before and after the plan
@@ -141,8 +160,9 @@ class DefragAction {
   static constexpr int64_t kAttemptBudget = 20000;
 
   // OK, or the first bad option named: partition_nodes < 0 or == 1, max_chain_depth < 0,
-  // max_rounds < 0, threads < 1, an align level outside the plane, kWholeFreeDomains without a
-  // valid plane and level, kPlaceableShape with a bad shape (see DefragOptions::shape).
+  // max_rounds < 0, threads < 1, variants outside 1..64, an align level outside the plane,
+  // kWholeFreeDomains without a valid plane and level, kPlaceableShape with a bad shape (see
+  // DefragOptions::shape).
   static Status Validate(const ClusterState& state, const DefragOptions& options);
   // The plan for `state`. `locked` is indexed by TaskId value (shorter or empty: the rest are not
   // locked). REQUIRES: Validate(state, options).ok().

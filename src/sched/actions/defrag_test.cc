@@ -142,10 +142,16 @@ TEST(DefragTest, ANodeWhoseTasksCannotAllBeReplacedIsLeftAsItWas) {
   Place(c, "b", Req().Gpus(2), n0, Idx({2, 3}));
   Place(c, "c", Req().Gpus(6), n1, Idx({0, 1, 2, 3, 4, 5}));
   Place(c, "d", Req().Gpus(7), n2, Idx({0, 1, 2, 3, 4, 5, 6}));
-  const DefragPlan p = DefragAction::Plan(c.state, {}, DefragOptions());
+  DefragOptions o;
+  o.variants = 1;
+  const DefragPlan p = DefragAction::Plan(c.state, {}, o);
   EXPECT_TRUE(p.moves.empty());
   EXPECT_TRUE(p.vacated.empty());
   EXPECT_EQ(p.nodes_tried, 3);
+  o.variants = 8;  // every variant tries the same three nodes, in vain
+  const DefragPlan q = DefragAction::Plan(c.state, {}, o);
+  EXPECT_TRUE(q.moves.empty());
+  EXPECT_EQ(q.nodes_tried, 24);
   EXPECT_EQ(p.whole_free_after, p.whole_free_before);
 }
 
@@ -430,12 +436,15 @@ TEST(DefragTest, PlaceableShapeKeepsNoVacateThatDoesNotRaiseTheCount) {
   std::vector<char> locked(c.state.tasks().size(), 0);
   locked[b.value()] = 1;
   EXPECT_EQ(DefragAction::Plan(c.state, locked, DefragOptions()).moves.size(), 1u);
-  const DefragPlan p = DefragAction::Plan(c.state, locked, ShapeOptions(4));
+  DefragOptions o = ShapeOptions(4);
+  o.variants = 1;
+  const DefragPlan p = DefragAction::Plan(c.state, locked, o);
   EXPECT_TRUE(p.moves.empty());
   EXPECT_TRUE(p.vacated.empty());
   EXPECT_EQ(p.placeable_before, 2);
   EXPECT_EQ(p.placeable_after, 2);
   EXPECT_EQ(p.nodes_tried, 1);
+  EXPECT_TRUE(DefragAction::Plan(c.state, locked, ShapeOptions(4)).moves.empty());  // no variant finds a gain
 }
 
 TEST(DefragTest, PlaceableShapeLeavesANodeTooSmallForTheShapeEvenWhenEmpty) {
@@ -490,6 +499,73 @@ TEST(DefragTest, PlaceableShapeCountsSharedGpuCopiesByFreeMilli) {
   Apply(s, p);
 }
 
+TEST(DefragTest, AVariantMayEjectALargerTaskWhenMemoryBinds) {
+  // 8-GPU nodes with 384 GiB. n0: a, 3 GPUs and 240 GiB (the only candidate). n1: b, 4 GPUs and
+  // 192 GiB, beside l1 (locked, 1 GPU, 128 GiB): 3 GPUs and 64 GiB free. n2: l2 (locked, 4 GPUs,
+  // 184 GiB): 4 GPUs and 200 GiB free. a fits nowhere directly (n1 lacks memory, n2 too); variant
+  // 0 may eject only a task asking for less GPU than a, and b asks for more. Variant 2 ejects b
+  // to n2 (4 GPUs, 192 <= 200 GiB; GPUs 4-7), then a takes GPUs 0-2 of n1.
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1"), n2 = c.AddNode("n2");
+  const TaskId a = Place(c, "a", Req().Gpus(3).Mem(240 * 1024), n0, Idx({0, 1, 2}));
+  const TaskId b = Place(c, "b", Req().Gpus(4).Mem(192 * 1024), n1, Idx({0, 1, 2, 3}));
+  const TaskId l1 = Place(c, "l1", Req().Gpus(1).Mem(128 * 1024), n1, Idx({4}));
+  const TaskId l2 = Place(c, "l2", Req().Gpus(4).Mem(184 * 1024), n2, Idx({0, 1, 2, 3}));
+  std::vector<char> locked(c.state.tasks().size(), 0);
+  locked[l1.value()] = locked[l2.value()] = 1;
+  DefragOptions o;
+  o.variants = 2;
+  EXPECT_TRUE(DefragAction::Plan(c.state, locked, o).moves.empty());
+  o.variants = 3;
+  const DefragPlan p = DefragAction::Plan(c.state, locked, o);
+  ASSERT_EQ(p.moves.size(), 2u);
+  EXPECT_EQ(p.moves[0].task, b);
+  EXPECT_EQ(p.moves[0].to, n2);
+  EXPECT_EQ(G(p.moves[0].gpus), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(p.moves[1].task, a);
+  EXPECT_EQ(p.moves[1].to, n1);
+  EXPECT_EQ(G(p.moves[1].gpus), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(p.moves[1].after, std::vector<size_t>{0});  // b leaves n1 first
+  EXPECT_EQ(p.ejections, 1);
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{n0});
+  ClusterState s = c.state;
+  Apply(s, p);
+  const DefragPlan d = DefragAction::Plan(c.state, locked, DefragOptions());  // the default tries it too
+  EXPECT_EQ(d.vacated, std::vector<NodeId>{n0});
+}
+
+TEST(DefragTest, CpuOnlyTasksMayStayOnAVacatedNode) {
+  // n0: g (1 GPU) and e (CPU only, locked); n1: h (4 GPUs). By default n0 is no candidate (e is
+  // pinned); with move_cpu_only_tasks false only g moves (to n1, GPU 4) and n0 is whole free
+  // with e still on it.
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1");
+  const TaskId g = Place(c, "g", Req().Gpus(1), n0, Idx({0}));
+  const TaskId e = Place(c, "e", Req().Cpu(8000), n0, GpuIndices());
+  const TaskId h = Place(c, "h", Req().Gpus(4), n1, Idx({0, 1, 2, 3}));
+  std::vector<char> locked(c.state.tasks().size(), 0);
+  locked[e.value()] = 1;
+  locked[h.value()] = 1;
+  EXPECT_TRUE(DefragAction::Plan(c.state, locked, DefragOptions()).moves.empty());
+  DefragOptions o;
+  o.move_cpu_only_tasks = false;
+  const DefragPlan p = DefragAction::Plan(c.state, locked, o);
+  ASSERT_EQ(p.moves.size(), 1u);
+  EXPECT_EQ(p.moves[0].task, g);
+  EXPECT_EQ(p.moves[0].to, n1);
+  EXPECT_EQ(G(p.moves[0].gpus), (std::vector<int>{4}));
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{n0});
+  EXPECT_EQ(p.whole_free_after, 1);
+  ClusterState s = c.state;
+  for (const DefragMove& m : p.moves) {
+    s.Unbind(m.task);
+    ASSERT_TRUE(s.CanBind(m.task, m.to, m.gpus));
+    s.Bind(m.task, m.to, m.gpus);
+  }
+  EXPECT_EQ(s.task(e).node, n0);
+  EXPECT_EQ(s.node(n0).full_free_gpus, 8);
+}
+
 TEST(DefragTest, AlignedPartitionsKeepMovesInsideADomain) {
   AswCluster k({"a", "a", "b", "b"});
   Place(k.c, "p", Req().Gpus(4), k.N(0), Idx({0, 1, 2, 3}));
@@ -518,6 +594,11 @@ TEST(DefragTest, BadOptionsAreNamed) {
   o = DefragOptions();
   o.threads = 0;
   EXPECT_NE(DefragAction::Validate(c.state, o).message().find("threads"), std::string::npos);
+  o = DefragOptions();
+  o.variants = 0;
+  EXPECT_NE(DefragAction::Validate(c.state, o).message().find("variants"), std::string::npos);
+  o.variants = 65;
+  EXPECT_NE(DefragAction::Validate(c.state, o).message().find("variants"), std::string::npos);
   o = DefragOptions();
   o.max_chain_depth = -1;
   EXPECT_NE(DefragAction::Validate(c.state, o).message().find("max_chain_depth"), std::string::npos);
