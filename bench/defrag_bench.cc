@@ -210,12 +210,10 @@ void BM_DefragPlanChurn(benchmark::State& st) {
   st.counters["locked"] = static_cast<double>(locked);
 }
 BENCHMARK(BM_DefragPlanChurn)
-    ->Args({38852, 1})
-    ->Args({38852, 2})
-    ->Args({77704, 1})
-    ->Args({77704, 2})
-    ->Args({155410, 1})
-    ->Args({155410, 2})
+    ->ArgsProduct({{38852, 77704, 155410}, {1, 2}, {0}})
+    ->Args({155410, 1, 1})
+    ->Args({155410, 1, 2})
+    ->Args({155410, 1, 4})
     ->Unit(benchmark::kSecond)
     ->Iterations(1)
     ->UseRealTime();
@@ -228,6 +226,7 @@ void PlanAndReport(benchmark::State& st, const ClusterState& state, const std::v
   } f{state, locked};
   DefragOptions o;
   o.threads = static_cast<int32_t>(st.range(1));
+  if (st.range(2) > 0) o.variants = static_cast<int32_t>(st.range(2));  // 0: the default
   DefragPlan p;
   double secs = 0;
   for (auto _ : st) {
@@ -262,10 +261,10 @@ void PlanAndReport(benchmark::State& st, const ClusterState& state, const std::v
 }
 
 BENCHMARK(BM_DefragPlan)
-    ->Args({38852, 1})
-    ->Args({77704, 1})
-    ->Args({155410, 1})
-    ->Args({155410, 2})
+    ->Args({38852, 1, 0})
+    ->Args({77704, 1, 0})
+    ->Args({155410, 1, 0})
+    ->Args({155410, 2, 0})
     ->Unit(benchmark::kSecond)
     ->Iterations(1)
     ->UseRealTime();

@@ -58,7 +58,7 @@
 //      candidate are rolled back and the node stays exactly as it was. A search
 //      budget (kAttemptBudget node examinations per candidate) bounds the work; a candidate
 //      exceeding it fails (deterministically — the budget counts work, not time).
-//   5. Variants (options.variants, default 8; kWholeFreeDomains: 1): each partition is searched
+//   5. Variants (options.variants, default 4; kWholeFreeDomains: 1): each partition is searched
 //      that many times from its start, each time with another rule set, and the best result is
 //      kept (most whole free nodes — kPlaceableShape: most copies of the shape —, then fewest
 //      moves, then the lowest variant). Variant 0 is the rule set of steps 3-4; 1 orders
@@ -111,8 +111,8 @@ struct DefragOptions {
   // Partitions searched in parallel; the plan is the same for any value. Default 1.
   int32_t threads = 1;
   // Search orders tried per partition (step 3 of the algorithm); each runs every round from the
-  // partition's start, and the best result is kept. 1..64. Default 8. kWholeFreeDomains uses 1.
-  int32_t variants = 8;
+  // partition's start, and the best result is kept. 1..64. Default 4. kWholeFreeDomains uses 1.
+  int32_t variants = 4;
   // Whether vacating a node moves its CPU-only tasks too. Default true: a vacated node ends empty.
   // false: CPU-only tasks stay where they are (a whole free node may run CPU-only work — the
   // exact reference's model, src/sched/exact/defrag_milp.h), a pinned CPU-only task does not keep
