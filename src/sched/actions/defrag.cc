@@ -420,10 +420,13 @@ class PartitionSearch {
     for (int d = 0; d < static_cast<int>(r_.nodes.size()); ++d) {
       if (!DestOk(t, d)) continue;
       const WNode& n = r_.nodes[d];
+      // A task asking for as much GPU milli as t (or more) may leave only where t's GPUs already
+      // fit — where CPU or memory is what is missing (eject_any variants).
+      const bool gpus_fit = variant_.eject_any && PickGpus(n.gpu, n.gpu_count, req, &g);
       for (int e : n.tasks) {
         if (--budget_ < 0) return false;
         const WTask& et = r_.tasks[e];
-        if (!et.movable || et.moved_round == round_ || (!variant_.eject_any && et.gpu_milli >= t.gpu_milli)) continue;
+        if (!et.movable || et.moved_round == round_ || (et.gpu_milli >= t.gpu_milli && !gpus_fit)) continue;
         if (req.cpu_milli > n.cpu_free + et.req->cpu_milli || req.mem_mib > n.mem_free + et.req->mem_mib) continue;
         std::array<MilliGpu, kMaxGpusPerNode> gpu = n.gpu;
         if (et.req->NeedsGpu()) {

@@ -48,9 +48,10 @@
 //         free GPUs, a shared-GPU task the GPU with the least free milli that fits (lowest index);
 //      b. otherwise, when chain depth remains (max_chain_depth ejections deep): an ejection —
 //         a destination d and one of its tasks e, movable, not moved in this round and asking
-//         for strictly less GPU milli than the task (in the variants that allow it, see 5: any
-//         GPU milli — under CPU or memory pressure a larger task may be the one to leave), such
-//         that the task fits on d once e has left; e is then placed (steps a-b, one level deeper, never onto d or a node already in
+//         for strictly less GPU milli than the task (in the variants that allow it, see 5, also
+//         a task asking for as much or more, where the task's GPUs already fit on d: under CPU
+//         or memory pressure a larger task may be the one to leave), such that the task fits on
+//         d once e has left; e is then placed (steps a-b, one level deeper, never onto d or a node already in
 //         the chain), and the task moves onto d. The pairs (d, e) are tried in best-fit order
 //         (as in a), at most kEjectBranch of them per level.
 //      When every task of the candidate is placed, the node is vacated (kPlaceableShape: only when
@@ -63,9 +64,9 @@
 //      kept (most whole free nodes — kPlaceableShape: most copies of the shape —, then fewest
 //      moves, then the lowest variant). Variant 0 is the rule set of steps 3-4; 1 orders
 //      candidates by least used GPU milli first; 2 and 3 are 0 and 1 with destinations that
-//      cannot be vacated themselves (a pinned task) preferred and ejections of any size; 4 and 5
-//      order candidates by least used CPU and pick destinations by least CPU left first (5 also
-//      prefers such destinations), ejections of any size; from 6 on the candidate order is seeded
+//      cannot be vacated themselves (a pinned task) preferred and larger ejections (4.b); 4 and
+//      5 order candidates by least used CPU and pick destinations by least CPU left first (5
+//      also prefers such destinations), larger ejections; from 6 on the candidate order is seeded
 //      random (Rng of seed, variant, round). More variants never give fewer whole free nodes
 //      than variant 0 alone.
 //
