@@ -94,9 +94,8 @@ bool PickGpus(const std::array<MilliGpu, kMaxGpusPerNode>& gpu, int count, const
 
 using FitKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
 
-// The search variants of one partition (DefragOptions::variants): variant v orders candidates by
-// kOrder[v % 3] and picks destinations by kDest[v % 6 / 3 ...] as below; from variant 6 on the
-// candidate order is a seeded random one.
+// The rule set of one search variant (DefragOptions::variants; defrag.h, step 5): variants 0-5 are
+// kFixed below; from 6 on the candidate order is seeded random and the destination rules alternate.
 enum class CandOrder { kFewestTasks, kLeastGpu, kLeastCpu, kRandom };
 struct Variant {
   CandOrder order;

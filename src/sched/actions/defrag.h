@@ -51,14 +51,15 @@
 //         for strictly less GPU milli than the task (in the variants that allow it, see 5, also
 //         a task asking for as much or more, where the task's GPUs already fit on d: under CPU
 //         or memory pressure a larger task may be the one to leave), such that the task fits on
-//         d once e has left; e is then placed (steps a-b, one level deeper, never onto d or a node already in
-//         the chain), and the task moves onto d. The pairs (d, e) are tried in best-fit order
-//         (as in a), at most kEjectBranch of them per level.
-//      When every task of the candidate is placed, the node is vacated (kPlaceableShape: only when
-//      the partition's copies of the shape strictly grew); otherwise all tentative moves of the
-//      candidate are rolled back and the node stays exactly as it was. A search
-//      budget (kAttemptBudget node examinations per candidate) bounds the work; a candidate
-//      exceeding it fails (deterministically — the budget counts work, not time).
+//         d once e has left; e is then placed (steps a-b, one level deeper, never onto d or a
+//         node already in the chain), and the task moves onto d. The pairs (d, e) are tried in
+//         best-fit order (as in a), at most kEjectBranch of them per level.
+//      When every task of the candidate is placed (move_cpu_only_tasks false: every GPU task),
+//      the node is vacated (kPlaceableShape: only when the partition's copies of the shape
+//      strictly grew); otherwise all tentative moves of the candidate are rolled back and the
+//      node stays exactly as it was. A search budget (kAttemptBudget node examinations per
+//      candidate) bounds the work; a candidate exceeding it fails (deterministically — the
+//      budget counts work, not time).
 //   5. Variants (options.variants, default 4; kWholeFreeDomains: 1): each partition is searched
 //      that many times from its start, each time with another rule set, and the best result is
 //      kept (most whole free nodes — kPlaceableShape: most copies of the shape —, then fewest
@@ -68,7 +69,7 @@
 //      5 order candidates by least used CPU and pick destinations by least CPU left first (5
 //      also prefers such destinations), larger ejections; from 6 on the candidate order is seeded
 //      random (Rng of seed, variant, round). More variants never give fewer whole free nodes
-//      than variant 0 alone.
+//      (kPlaceableShape: copies) than variant 0 alone.
 //
 // The plan is executable move by move in order from the current state: within a chain the
 // ejected tasks move first (deepest first), then the task that needed their room. A move's
