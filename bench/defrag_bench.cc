@@ -8,16 +8,40 @@
 // time of one plan, steady clock), moves, vacated nodes, whole free nodes and nodes with slack
 // before/after, ejections, rounds, alloc%, valid (1: the plan applied
 // move by move to a copy, CanBind before each move and CheckInvariants at the end, untimed).
+//
+// BM_DefragPlanChurn: the same cluster fragmented by a workload over simulated time instead
+// (ChurnFill, untimed): tasks arrive and depart and are placed by the engine's real placement
+// (a Session with the built-in fgd policy, AllocateAction::TryStart, one single-task job per task).
+//   Mix (share of tasks): 1-GPU 40%, shared-GPU (gpu_milli < 1000) 30%, CPU-only 8%, 2-GPU 8%,
+//   4-GPU 7%, 8-GPU 7%. Within a class, a task is a row of the openb trace
+//   (openb_pod_list_default.csv: its CPU, memory and GPU request, GPU model pins dropped — the
+//   generated cluster has other models) drawn uniformly, and its lifetime is that row's
+//   deletion_time - creation_time (at least 1 s; heavy-tailed: median 540 s, p99 ~28 h).
+//   Process: arrivals at time 0 until 90% of the GPU milli is allocated; then departures in time
+//   order, and after each one arrivals at that time until allocation is back at 90% (a task that
+//   fits nowhere is dropped; 1,000 drops in a row end the refill). The churn runs until 3x the
+//   initial population has departed. The running tasks are then bound into a fresh copy of the
+//   empty cluster (a snapshot: jobs and task ids in order of arrival), 40% locked (Rng(7)).
+// Counters as BM_DefragPlan, plus tasks (running), churn (departures), dropped (arrivals that fit
+// nowhere) and shared (running shared-GPU tasks).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 #include <map>
 #include <memory>
+#include <queue>
+#include <string>
 #include <vector>
 
+#include "common/check.h"
 #include "common/rng.h"
+#include "sched/actions/allocate.h"
 #include "sched/actions/defrag.h"
+#include "sched/framework/session.h"
+#include "sched/plugins/fgd/typical_tasks.h"
+#include "sched/plugins/register.h"
 #include "sim/cluster/generator.h"
+#include "sim/trace/openb_reader.h"
 
 namespace estuary {
 namespace {
@@ -64,6 +88,102 @@ struct Fragmented {
   }
 };
 
+// The churned snapshot (see the header comment).
+struct Churned {
+  ClusterState state;
+  std::vector<char> locked;
+  int64_t churn = 0, dropped = 0, shared = 0;
+  explicit Churned(int64_t total_gpus) {
+    GeneratorOptions go;
+    go.total_gpus = total_gpus;
+    const ClusterState empty = std::move(GenerateCluster(go)).value();
+    // The openb rows by class: 0 1-GPU, 1 shared, 2 CPU-only, 3 2-GPU, 4 4-GPU, 5 8-GPU.
+    const std::string path = std::string(ESTUARY_SHARED_DIR) + "/traces/openb/openb_pod_list_default.csv";
+    auto rows = ReadOpenbTasks(path);
+    ESTUARY_CHECK(rows.ok());
+    struct Kind {
+      TaskRequest req;
+      int64_t life = 1;
+    };
+    std::vector<Kind> cls[6];
+    std::vector<TaskRequest> all;
+    for (const OpenbTaskRow& r : rows->rows) {
+      Kind k;
+      k.req.cpu_milli = r.cpu_milli;
+      k.req.mem_mib = r.mem_mib;
+      k.req.gpu_count = r.num_gpu;
+      k.req.gpu_milli = r.num_gpu > 0 ? r.gpu_milli : 0;
+      if (r.creation_time && r.deletion_time) k.life = std::max<int64_t>(1, *r.deletion_time - *r.creation_time);
+      const int c = r.num_gpu == 0 ? 2 : r.gpu_milli < kMilliPerGpu ? 1 : r.num_gpu == 1 ? 0 : r.num_gpu == 2 ? 3
+                  : r.num_gpu == 4 ? 4 : r.num_gpu == 8 ? 5 : -1;
+      if (c < 0) continue;
+      cls[c].push_back(k);
+      all.push_back(k.req);
+    }
+    for (const auto& c : cls) ESTUARY_CHECK(!c.empty());
+    constexpr double kCum[6] = {0.40, 0.70, 0.78, 0.86, 0.93, 1.0};
+    const TypicalTasks typical = TypicalTasks::FromWorkload(all);
+
+    ClusterState s = empty;
+    PluginContext ctx{&s, &typical};
+    SessionOptions so;
+    so.policy = std::move(OpenbPolicy("fgd")).value();
+    so.seed = 11;
+    auto session = std::move(Session::Open(s, BuiltinRegistry(), ctx, so)).value();
+    Rng rng(5);
+    using Ev = std::pair<int64_t, uint32_t>;  // (departure time, task id)
+    std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> departures;
+    const int64_t target = s.total_gpu_milli() * 90 / 100;
+    auto refill = [&](int64_t now) {
+      int64_t misses = 0;
+      while (s.allocated_gpu_milli() < target && misses < 1000) {
+        const double x = rng.UniformDouble();
+        int c = 0;
+        while (x >= kCum[c] && c < 5) ++c;
+        const Kind& k = cls[c][rng.Uniform(cls[c].size())];
+        const JobId job = s.AddJob(JobSpec());
+        const TaskId t = s.AddTask(job, std::string(), k.req);
+        if (AllocateAction::TryStart(*session, s, job).started) {
+          departures.push({now + k.life, t.value()});
+          misses = 0;
+        } else {
+          s.Finish(t);
+          ++dropped;
+          ++misses;
+        }
+      }
+    };
+    refill(0);
+    const int64_t population = static_cast<int64_t>(departures.size());
+    while (churn < 3 * population && !departures.empty()) {
+      const auto [now, t] = departures.top();
+      departures.pop();
+      s.Finish(TaskId(t));
+      ++churn;
+      refill(now);
+    }
+    // The snapshot: the running tasks bound into a fresh copy of the empty cluster.
+    state = empty;
+    for (const Task& t : s.tasks()) {
+      if (t.state != TaskState::kBound) continue;
+      const TaskId nt = state.AddTask(state.AddJob(JobSpec()), std::string(), t.req);
+      state.Bind(nt, t.node, t.gpus);
+      shared += t.req.IsSharedGpu();
+    }
+    ESTUARY_CHECK(state.CheckInvariants().ok());
+    Rng lock(7);
+    locked.assign(state.tasks().size(), 0);
+    for (char& l : locked) l = lock.UniformDouble() < 0.4;
+  }
+};
+
+Churned& ChurnedOf(int64_t gpus) {
+  static std::map<int64_t, std::unique_ptr<Churned>> cache;
+  auto& c = cache[gpus];
+  if (!c) c = std::make_unique<Churned>(gpus);
+  return *c;
+}
+
 Fragmented& ClusterOf(int64_t gpus) {
   static std::map<int64_t, std::unique_ptr<Fragmented>> cache;
   auto& c = cache[gpus];
@@ -71,10 +191,42 @@ Fragmented& ClusterOf(int64_t gpus) {
   return *c;
 }
 
+void PlanAndReport(benchmark::State& st, const ClusterState& state, const std::vector<char>& locked);
+
 void BM_DefragPlan(benchmark::State& st) {
   Fragmented& f = ClusterOf(st.range(0));
+  PlanAndReport(st, f.state, f.locked);
+}
+
+void BM_DefragPlanChurn(benchmark::State& st) {
+  Churned& f = ChurnedOf(st.range(0));
+  PlanAndReport(st, f.state, f.locked);
+  st.counters["tasks"] = static_cast<double>(f.state.tasks().size());
+  st.counters["churn"] = static_cast<double>(f.churn);
+  st.counters["dropped"] = static_cast<double>(f.dropped);
+  st.counters["shared"] = static_cast<double>(f.shared);
+  int64_t locked = 0;
+  for (char l : f.locked) locked += l;
+  st.counters["locked"] = static_cast<double>(locked);
+}
+BENCHMARK(BM_DefragPlanChurn)
+    ->ArgsProduct({{38852, 77704, 155410}, {1, 2}, {0}})
+    ->Args({155410, 1, 1})
+    ->Args({155410, 1, 2})
+    ->Args({155410, 1, 4})
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->UseRealTime();
+
+// One plan of `state` with the default options and st.range(1) threads, timed; then validated.
+void PlanAndReport(benchmark::State& st, const ClusterState& state, const std::vector<char>& locked) {
+  struct {
+    const ClusterState& state;
+    const std::vector<char>& locked;
+  } f{state, locked};
   DefragOptions o;
   o.threads = static_cast<int32_t>(st.range(1));
+  if (st.range(2) > 0) o.variants = static_cast<int32_t>(st.range(2));  // 0: the default
   DefragPlan p;
   double secs = 0;
   for (auto _ : st) {
@@ -107,11 +259,12 @@ void BM_DefragPlan(benchmark::State& st) {
   st.counters["alloc%"] =
       100.0 * static_cast<double>(f.state.allocated_gpu_milli()) / static_cast<double>(f.state.total_gpu_milli());
 }
+
 BENCHMARK(BM_DefragPlan)
-    ->Args({38852, 1})
-    ->Args({77704, 1})
-    ->Args({155410, 1})
-    ->Args({155410, 2})
+    ->Args({38852, 1, 0})
+    ->Args({77704, 1, 0})
+    ->Args({155410, 1, 0})
+    ->Args({155410, 2, 0})
     ->Unit(benchmark::kSecond)
     ->Iterations(1)
     ->UseRealTime();

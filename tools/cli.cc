@@ -26,6 +26,7 @@
 #include "sim/trace/curve.h"
 #include "sim/trace/csv_fields.h"
 #include "sim/trace/openb_reader.h"
+#include "sim/trace/plan_reader.h"
 #include "sim/trace/snapshot.h"
 
 namespace estuary {
@@ -440,10 +441,11 @@ int RunCurveCommand(const CurveFlags& f) {
 }
 
 struct DefragFlags {
-  std::string cluster, snapshot, out;
+  std::string cluster, snapshot, out, plan;
   int64_t partition_nodes = 500, chain_depth = 3, rounds = 5, threads = 1, budget = 0;
   uint64_t seed = 1;
   std::string objective = "nodes", objective_plane, objective_level, align_plane, align_level;
+  std::optional<int64_t> shape_gpus, shape_cpu_milli, shape_memory_mib;  // --objective shape
   bool has_budget = false;
 };
 
@@ -483,6 +485,9 @@ StatusOr<DefragOptions> DefragOptionsFromFlags(const DefragFlags& f, const Clust
   if (f.rounds < 0 || f.rounds > INT32_MAX) return bad("--rounds", f.rounds, "must be >= 0");
   if (f.threads < 1 || f.threads > 1024) return bad("--threads", f.threads, "must be in 1..1024");
   if (f.has_budget && f.budget < 1) return bad("--budget", f.budget, "must be >= 1 move");
+  if (f.has_budget && !f.plan.empty()) {
+    return InvalidArgument("--budget: not with --plan (a plan file is applied as it is; cut the file instead)");
+  }
   o.partition_nodes = static_cast<int32_t>(f.partition_nodes);
   o.max_chain_depth = static_cast<int32_t>(f.chain_depth);
   o.max_rounds = static_cast<int32_t>(f.rounds);
@@ -495,8 +500,33 @@ StatusOr<DefragOptions> DefragOptionsFromFlags(const DefragFlags& f, const Clust
     if (f.objective_plane.empty() || f.objective_level.empty()) {
       return InvalidArgument("--objective: domains needs --objective-plane and --objective-level");
     }
+  } else if (f.objective == "shape") {
+    o.objective = DefragOptions::Objective::kPlaceableShape;
+    if (!f.shape_gpus) return InvalidArgument("--shape-gpus: required with --objective shape");
+    if (*f.shape_gpus < 1 || *f.shape_gpus > kMaxGpusPerNode) {
+      return bad("--shape-gpus", *f.shape_gpus, "must be in 1.." + std::to_string(kMaxGpusPerNode));
+    }
+    o.shape.gpu_count = static_cast<int32_t>(*f.shape_gpus);
+    o.shape.gpu_milli = kMilliPerGpu;
+    if (f.shape_cpu_milli) {
+      if (*f.shape_cpu_milli < 0 || *f.shape_cpu_milli > kMaxFieldValue) {
+        return bad("--shape-cpu-milli", *f.shape_cpu_milli, "must be in 0..10^12");
+      }
+      o.shape.cpu_milli = *f.shape_cpu_milli;
+    }
+    if (f.shape_memory_mib) {
+      if (*f.shape_memory_mib < 0 || *f.shape_memory_mib > kMaxFieldValue) {
+        return bad("--shape-memory-mib", *f.shape_memory_mib, "must be in 0..10^12");
+      }
+      o.shape.mem_mib = *f.shape_memory_mib;
+    }
   } else {
-    return InvalidArgument("--objective: '" + f.objective + "' (expected nodes or domains)");
+    return InvalidArgument("--objective: '" + f.objective + "' (expected nodes, domains or shape)");
+  }
+  if (o.objective != DefragOptions::Objective::kPlaceableShape) {
+    if (f.shape_gpus) return InvalidArgument("--shape-gpus: only with --objective shape");
+    if (f.shape_cpu_milli) return InvalidArgument("--shape-cpu-milli: only with --objective shape");
+    if (f.shape_memory_mib) return InvalidArgument("--shape-memory-mib: only with --objective shape");
   }
   ESTUARY_RETURN_IF_ERROR(ResolvePlaneLevel(s, "--objective-plane", f.objective_plane, "--objective-level",
                                             f.objective_level, o.objective_plane, o.objective_level));
@@ -548,6 +578,69 @@ GpuNodeCounts CountGpuNodes(const ClusterState& s) {
   return c;
 }
 
+// `estuary defrag --plan FILE`: applies a plan file (the plan.csv format) to the snapshot instead
+// of planning, checking every move (sim/trace/plan_reader.h), and writes snapshot_after.csv and
+// summary.json (docs/defrag.md, "Applying a plan").
+int ApplyDefragPlanFile(const DefragFlags& f, const ClusterState& state, const Snapshot& snap,
+                        std::chrono::steady_clock::time_point start) {
+  ClusterState after = state;
+  auto steps = ApplyPlanFile(f.plan, after, snap.locked);
+  if (!steps.ok()) return Fail(steps.status());
+  Status st = after.CheckInvariants();
+  if (!st.ok()) return Fail(Internal("the plan broke an invariant: " + st.message()));
+  const GpuNodeCounts before_counts = CountGpuNodes(state), after_counts = CountGpuNodes(after);
+  // Vacated: nodes that held tasks before the plan and hold none after it.
+  std::vector<std::string> vacated;
+  for (const Node& n : state.nodes()) {
+    if (!n.tasks.empty() && after.node(n.id).tasks.empty()) vacated.push_back(n.spec.name);
+  }
+  std::vector<int64_t> chains;
+  int64_t ejections = 0;
+  for (size_t i = 0; i < steps->size(); ++i) {
+    chains.push_back((*steps)[i].chain);
+    ejections += i > 0 && (*steps)[i].chain == (*steps)[i - 1].chain;
+  }
+  std::sort(chains.begin(), chains.end());
+  chains.erase(std::unique(chains.begin(), chains.end()), chains.end());
+  st = WriteTextFile(f.out + "/snapshot_after.csv", WriteSnapshot(after, snap.locked));
+
+  nlohmann::json j;
+  j["cluster"] = f.cluster;
+  j["snapshot"] = f.snapshot;
+  j["plan"] = f.plan;
+  j["plan_seconds"] = 0;  // nothing planned: the plan was read
+  j["nodes"] = state.num_nodes();
+  j["tasks"] = snap.tasks;
+  j["jobs"] = snap.jobs;
+  j["locked_tasks"] = snap.locked_tasks;
+  j["moves"] = steps->size();
+  j["planned_moves"] = steps->size();
+  j["budget_moves"] = nullptr;
+  j["chains"] = chains.size();
+  j["ejections"] = ejections;
+  j["vacated_nodes"] = vacated.size();
+  j["vacated_node_names"] = vacated;
+  j["whole_free_nodes_before"] = before_counts.whole_free;
+  j["whole_free_nodes_after"] = after_counts.whole_free;
+  j["nodes_with_slack_before"] = before_counts.slack;
+  j["nodes_with_slack_after"] = after_counts.slack;
+  j["partitions"] = nullptr;
+  j["rounds"] = nullptr;
+  j["nodes_tried"] = nullptr;
+  j["options"] = {{"plan", f.plan}};
+  j["wall_seconds"] = Seconds(start);
+  if (st.ok()) st = WriteTextFile(f.out + "/summary.json", j.dump(2) + "\n");
+  if (!st.ok()) return Fail(st);
+  std::printf("defrag %s with plan %s: %zu nodes, %lld tasks (%lld locked); %zu moves applied, %zu nodes vacated; "
+              "whole free nodes %lld -> %lld, nodes with slack %lld -> %lld\n",
+              f.snapshot.c_str(), f.plan.c_str(), state.num_nodes(), static_cast<long long>(snap.tasks),
+              static_cast<long long>(snap.locked_tasks), steps->size(), vacated.size(),
+              static_cast<long long>(before_counts.whole_free), static_cast<long long>(after_counts.whole_free),
+              static_cast<long long>(before_counts.slack), static_cast<long long>(after_counts.slack));
+  std::printf("wrote %s/snapshot_after.csv, %s/summary.json\n", f.out.c_str(), f.out.c_str());
+  return 0;
+}
+
 // `estuary defrag`: a dry run of the IPC planner on a snapshot (docs/defrag.md).
 int RunDefragCommand(const DefragFlags& f) {
   const auto start = std::chrono::steady_clock::now();
@@ -560,6 +653,8 @@ int RunDefragCommand(const DefragFlags& f) {
   if (!snap.ok()) return Fail(snap.status());
   Status st = MakeOutputDir(f.out);
   if (!st.ok()) return Fail(InvalidArgument("--out: " + st.message()));
+
+  if (!f.plan.empty()) return ApplyDefragPlanFile(f, state, *snap, start);
 
   const auto plan_start = std::chrono::steady_clock::now();
   const DefragPlan plan = DefragAction::Plan(state, snap->locked, *options);
@@ -627,13 +722,21 @@ int RunDefragCommand(const DefragFlags& f) {
   j["whole_free_nodes_after"] = after_counts.whole_free;
   j["nodes_with_slack_before"] = before_counts.slack;
   j["nodes_with_slack_after"] = after_counts.slack;
+  // Copies of the --objective shape that fit (DefragPlan::placeable_*); null for other objectives.
+  const bool shape = options->objective == DefragOptions::Objective::kPlaceableShape;
+  j["placeable_before"] = shape ? nlohmann::json(plan.placeable_before) : nlohmann::json(nullptr);
+  j["placeable_after"] = shape && keep == plan.moves.size() ? nlohmann::json(plan.placeable_after)
+                                                              : nlohmann::json(nullptr);
   j["partitions"] = plan.partitions;
   j["rounds"] = plan.rounds;
   j["nodes_tried"] = plan.nodes_tried;
   j["options"] = {{"partition_nodes", f.partition_nodes}, {"chain_depth", f.chain_depth}, {"rounds", f.rounds},
                   {"threads", f.threads}, {"seed", f.seed}, {"objective", f.objective},
                   {"objective_plane", f.objective_plane}, {"objective_level", f.objective_level},
-                  {"align_plane", f.align_plane}, {"align_level", f.align_level}};
+                  {"align_plane", f.align_plane}, {"align_level", f.align_level},
+                  {"shape_gpus", shape ? nlohmann::json(options->shape.gpu_count) : nlohmann::json(nullptr)},
+                  {"shape_cpu_milli", shape ? nlohmann::json(options->shape.cpu_milli) : nlohmann::json(nullptr)},
+                  {"shape_memory_mib", shape ? nlohmann::json(options->shape.mem_mib) : nlohmann::json(nullptr)}};
   j["wall_seconds"] = Seconds(start);
   if (st.ok()) st = WriteTextFile(f.out + "/summary.json", j.dump(2) + "\n");
   if (!st.ok()) return Fail(st);
@@ -653,12 +756,18 @@ CLI::App* AddDefragCommand(CLI::App& app, DefragFlags& df, CLI::Option*& budget)
   d->add_option("--cluster", df.cluster, "cluster spec (YAML; docs/cluster-spec.md)")->required();
   d->add_option("--snapshot", df.snapshot, "running tasks (CSV; docs/defrag.md)")->required();
   d->add_option("--out", df.out, "output directory: plan.csv, snapshot_after.csv, summary.json")->required();
+  d->add_option("--plan", df.plan,
+                 "apply this plan file (plan.csv format) instead of planning; writes no plan.csv");
   d->add_option("--partition-nodes", df.partition_nodes, "nodes per random partition; 0: one partition (default 500)");
   d->add_option("--chain-depth", df.chain_depth, "most ejections in one chain; 0: direct moves only (default 3)");
   d->add_option("--rounds", df.rounds, "most rounds per partition (default 5)");
   d->add_option("--threads", df.threads, "partitions searched in parallel; same plan for any value (default 1)");
   d->add_option("--seed", df.seed, "seed of the random partitions (default 1)");
-  d->add_option("--objective", df.objective, "nodes (whole free nodes, default) or domains");
+  d->add_option("--objective", df.objective,
+                 "nodes (whole free nodes, default), domains, or shape (most placeable copies of a task shape)");
+  d->add_option("--shape-gpus", df.shape_gpus, "--objective shape: whole GPUs of the shape (1..16)");
+  d->add_option("--shape-cpu-milli", df.shape_cpu_milli, "--objective shape: CPU of the shape, milli-cores (default 0)");
+  d->add_option("--shape-memory-mib", df.shape_memory_mib, "--objective shape: memory of the shape, MiB (default 0)");
   d->add_option("--objective-plane", df.objective_plane, "--objective domains: the plane of the domains");
   d->add_option("--objective-level", df.objective_level, "--objective domains: the level of the domains");
   d->add_option("--align-plane", df.align_plane, "one partition per domain of this plane's --align-level");

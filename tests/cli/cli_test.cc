@@ -784,7 +784,11 @@ TEST_F(Cli, DefragRejectsEachBadFlagNamingIt) {
       {{"--chain-depth", "-1"}, "--chain-depth: -1"},
       {{"--rounds", "-1"}, "--rounds: -1"},
       {{"--threads", "0"}, "--threads: 0"},
-      {{"--objective", "shape"}, "--objective: 'shape'"},
+      {{"--objective", "blocks"}, "--objective: 'blocks' (expected nodes, domains or shape)"},
+      {{"--objective", "shape"}, "--shape-gpus: required with --objective shape"},
+      {{"--objective", "shape", "--shape-gpus", "0"}, "--shape-gpus: 0"},
+      {{"--objective", "shape", "--shape-gpus", "17"}, "--shape-gpus: 17"},
+      {{"--shape-gpus", "8"}, "--shape-gpus: only with --objective shape"},
       {{"--objective", "domains"}, "--objective: domains needs --objective-plane"},
       {{"--align-plane", "data"}, "--align-level: required"},
       {{"--align-plane", "param", "--align-level", "asw"}, "--align-plane: unknown plane 'param'"},
@@ -824,6 +828,181 @@ TEST_F(Cli, DefragRejectsABadClusterSpecNamingFileLineAndField) {
   const std::string spec = WriteFile(dir_, "c.yaml", "pools:\n  - {name: p, gpus_per_node: 99, cpu_cores: 1, memory_gib: 1}\n");
   EXPECT_TRUE(RejectedWith(
       RunEstuary({"defrag", "--cluster", spec, "--snapshot", kDefragSnapshot, "--out", Out("d")}), {spec + ":2"}));
+}
+
+
+// --- defrag --plan: applying a plan file (docs/defrag.md, "Applying a plan") ----------------------
+
+// The planner's plan.csv, applied with --plan, gives byte for byte the snapshot_after.csv of the
+// run that planned it, and the same effect in summary.json (the example above: 3 moves, 2 -> 5
+// whole free nodes). A --budget plan reads back the same way.
+TEST_F(Cli, DefragPlanFileWrittenByTheToolReadsBackToTheSameSnapshotAfter) {
+  for (const bool budget : {false, true}) {
+    SCOPED_TRACE(budget ? "--budget 2" : "whole plan");
+    const std::string planned = Out(budget ? "pf-planned-b" : "pf-planned"), applied = Out(budget ? "pf-applied-b" : "pf-applied");
+    const RunResult r = budget ? RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot,
+                                             "--out", planned, "--budget", "2"})
+                               : RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot,
+                                             "--out", planned});
+    ASSERT_EQ(r.exit_code, 0) << r;
+    const RunResult a = RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out",
+                                    applied, "--plan", planned + "/plan.csv"});
+    ASSERT_EQ(a.exit_code, 0) << a;
+    EXPECT_EQ(ReadFile(applied + "/snapshot_after.csv"), ReadFile(planned + "/snapshot_after.csv"));
+    EXPECT_FALSE(fs::exists(applied + "/plan.csv"));
+    const auto jp = nlohmann::json::parse(ReadFile(planned + "/summary.json"));
+    const auto ja = nlohmann::json::parse(ReadFile(applied + "/summary.json"));
+    EXPECT_EQ(ja["moves"], budget ? 2 : 3);
+    EXPECT_EQ(ja["whole_free_nodes_after"], budget ? 4 : 5);
+    EXPECT_EQ(ja["plan_seconds"], 0);
+    EXPECT_EQ(ja["plan"], planned + "/plan.csv");
+    for (const char* k : {"moves", "chains", "ejections", "vacated_nodes", "vacated_node_names",
+                          "whole_free_nodes_before", "whole_free_nodes_after", "nodes_with_slack_before",
+                          "nodes_with_slack_after", "tasks", "locked_tasks"}) {
+      EXPECT_EQ(ja[k], jp[k]) << k;
+    }
+  }
+}
+
+// A hand-written plan that relies on an earlier step's room: w-0 leaves a-0001 (step 1), then s-0
+// takes GPU 0 of a-0001 — wholly free only after step 1.
+TEST_F(Cli, DefragPlanFileMayUseRoomAnEarlierStepFreed) {
+  const std::string plan = WriteFile(dir_, "plan.csv",
+                                     "step,task,job,from,to,gpus,chain,after\n"
+                                     "1,w-0,web,a-0001,a-0000,4;5,0,\n"
+                                     "2,mid-0,mid,b-0001,a-0001,0;1;2,1,1\n");
+  const std::string out = Out("pf-hand");
+  const RunResult r =
+      RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out", out, "--plan", plan});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const auto j = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  EXPECT_EQ(j["moves"], 2);
+  EXPECT_EQ(j["chains"], 2);
+  EXPECT_EQ(j["ejections"], 0);
+  EXPECT_EQ(j["vacated_node_names"], nlohmann::json({"b-0001"}));  // a-0001 received mid-0
+  EXPECT_EQ(j["whole_free_nodes_after"], 3);
+  EXPECT_THAT(ReadFile(out + "/snapshot_after.csv"), HasSubstr("mid-0,mid,a-0001,0;1;2,1000,"));
+}
+
+class DefragPlanFile : public Cli {
+ protected:
+  // Runs defrag on the example with a plan of the header and `rows` (the first row is line 2).
+  RunResult Run(const std::string& rows, const std::string& header = "step,task,job,from,to,gpus,chain,after\n") {
+    plan_ = WriteFile(dir_, "plan.csv", header + rows);
+    return RunEstuary(
+        {"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out", Out("pf-bad"), "--plan", plan_});
+  }
+  std::string plan_;
+};
+
+TEST_F(DefragPlanFile, RejectsAnEmptyFile) {
+  EXPECT_TRUE(RejectedWith(Run("", ""), {AtLine(plan_, 1), "empty file"}));
+}
+
+TEST_F(DefragPlanFile, RejectsAMissingColumn) {
+  EXPECT_TRUE(RejectedWith(Run("1,w-0,web,a-0001,a-0000,4;5,0\n", "step,task,job,from,to,gpus,chain\n"),
+                           {AtLine(plan_, 1), "missing column 'after'"}));
+}
+
+TEST_F(DefragPlanFile, RejectsAnUnknownTask) {
+  EXPECT_TRUE(RejectedWith(Run("1,w-9,web,a-0001,a-0000,4;5,0,\n"), {AtColumn(plan_, 2, "task"), "unknown task 'w-9'"}));
+}
+
+TEST_F(DefragPlanFile, RejectsALockedTask) {
+  EXPECT_TRUE(RejectedWith(Run("1,pin-0,pin,b-0002,b-0001,4,0,\n"), {AtColumn(plan_, 2, "task"), "'pin-0' is locked"}));
+}
+
+TEST_F(DefragPlanFile, RejectsAnUnknownNode) {
+  EXPECT_TRUE(RejectedWith(Run("1,w-0,web,a-0001,c-0001,4;5,0,\n"), {AtColumn(plan_, 2, "to"), "unknown node 'c-0001'"}));
+}
+
+TEST_F(DefragPlanFile, RejectsAFromThatIsNotWhereTheTaskIsAtThatStep) {
+  EXPECT_TRUE(RejectedWith(Run("1,w-0,web,a-0002,a-0000,4;5,0,\n"),
+                           {AtColumn(plan_, 2, "from"), "task 'w-0' is on 'a-0001' at step 1, not 'a-0002'"}));
+}
+
+TEST_F(DefragPlanFile, RejectsADuplicateStep) {
+  EXPECT_TRUE(RejectedWith(Run("1,w-0,web,a-0001,a-0000,4;5,0,\n1,s-0,infer,a-0002,b-0000,6,1,\n"),
+                           {AtColumn(plan_, 3, "step"), "duplicate step 1"}));
+}
+
+TEST_F(DefragPlanFile, RejectsABadStepNumber) {
+  EXPECT_TRUE(RejectedWith(Run("0,w-0,web,a-0001,a-0000,4;5,0,\n"), {AtColumn(plan_, 2, "step"), "bad step 0: expected 1"}));
+}
+
+TEST_F(DefragPlanFile, RejectsAfterNamingAnUnknownStep) {
+  EXPECT_TRUE(RejectedWith(Run("1,w-0,web,a-0001,a-0000,4;5,0,7\n"), {AtColumn(plan_, 2, "after"), "unknown step 7"}));
+}
+
+TEST_F(DefragPlanFile, RejectsAfterNamingALaterStep) {
+  EXPECT_TRUE(RejectedWith(Run("1,w-0,web,a-0001,a-0000,4;5,0,2\n2,s-0,infer,a-0002,b-0000,6,1,\n"),
+                           {AtColumn(plan_, 2, "after"), "step 2 is not before step 1"}));
+}
+
+TEST_F(DefragPlanFile, RejectsAGpuIndexOutOfRange) {
+  EXPECT_TRUE(RejectedWith(Run("1,w-0,web,a-0001,a-0000,7;8,0,\n"), {AtColumn(plan_, 2, "gpus"), "GPU index 8 out of range"}));
+}
+
+TEST_F(DefragPlanFile, RejectsAGpuAlreadyTaken) {
+  // train-0 holds GPUs 0-3 of a-0000.
+  EXPECT_TRUE(RejectedWith(Run("1,w-0,web,a-0001,a-0000,3;4,0,\n"),
+                           {AtColumn(plan_, 2, "gpus"), "GPU 3 of node 'a-0000' is taken at step 1"}));
+}
+
+TEST_F(DefragPlanFile, RejectsAMoveThatDoesNotFit) {
+  // a-0000 has 64 cores; t0 asks 60: t1's 8 do not fit beside it.
+  const std::string snap = WriteFile(dir_, "cpu.csv",
+                                     "task,job,node,gpus,gpu_milli,cpu_milli,memory_mib,locked\n"
+                                     "t0,j0,a-0000,0,1000,60000,1024,false\n"
+                                     "t1,j1,a-0001,0,1000,8000,1024,false\n");
+  const std::string plan = WriteFile(dir_, "cpu_plan.csv", "step,task,job,from,to,gpus,chain,after\n1,t1,j1,a-0001,a-0000,1,0,\n");
+  EXPECT_TRUE(RejectedWith(
+      RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", snap, "--out", Out("pf-bad"), "--plan", plan}),
+      {AtColumn(plan, 2, "to"), "does not fit on 'a-0000' at step 1: CPU 8000 milli asked, 4000 free"}));
+}
+
+TEST_F(DefragPlanFile, RejectsABudgetWithAPlanNamingTheFlag) {
+  plan_ = WriteFile(dir_, "plan.csv", "step,task,job,from,to,gpus,chain,after\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out",
+                                       Out("pf-bad"), "--plan", plan_, "--budget", "2"}),
+                           {"--budget: not with --plan"}));
+}
+
+// --objective shape on the example: every candidate would hold one 8-GPU, 60-core copy when empty
+// and no destination loses one (only whole free nodes hold 8 free GPUs, and none receives), so the
+// plan is the whole-free plan (3 moves). Copies before: a-0003 only (b-0003 has 56 cores free);
+// after: a-0003, a-0001, a-0002, b-0001.
+TEST_F(Cli, DefragShapeObjectiveReportsPlaceableCopiesOfTheShape) {
+  const std::string out = Out("defrag-shape");
+  const RunResult r = RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out", out,
+                                  "--objective", "shape", "--shape-gpus", "8", "--shape-cpu-milli", "60000",
+                                  "--shape-memory-mib", "1024"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const auto j = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  EXPECT_EQ(j["moves"], 3);
+  EXPECT_EQ(j["vacated_node_names"], nlohmann::json({"a-0001", "a-0002", "b-0001"}));
+  EXPECT_EQ(j["placeable_before"], 1);
+  EXPECT_EQ(j["placeable_after"], 4);
+  EXPECT_EQ(j["options"]["shape_gpus"], 8);
+  EXPECT_EQ(j["options"]["shape_cpu_milli"], 60000);
+  const std::string nodes = Out("defrag-shape-nodes");
+  ASSERT_EQ(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out", nodes}).exit_code, 0);
+  EXPECT_TRUE(nlohmann::json::parse(ReadFile(nodes + "/summary.json"))["placeable_before"].is_null());
+}
+
+TEST_F(Cli, DefragRejectsBadShapeResourcesNamingTheFlag) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out",
+                                       Out("d"), "--objective", "shape", "--shape-gpus", "8", "--shape-cpu-milli", "-1"}),
+                           {"--shape-cpu-milli: -1"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out",
+                                       Out("d"), "--objective", "shape", "--shape-gpus", "8", "--shape-memory-mib", "-5"}),
+                           {"--shape-memory-mib: -5"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out",
+                                       Out("d"), "--objective", "shape", "--shape-gpus", "eight"}),
+                           {"--shape-gpus"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"defrag", "--cluster", kDefragCluster, "--snapshot", kDefragSnapshot, "--out",
+                                       Out("d"), "--shape-memory-mib", "100"}),
+                           {"--shape-memory-mib: only with --objective shape"}));
 }
 
 }  // namespace

@@ -22,6 +22,8 @@ struct WNode {
   MemMiB mem_free = 0;
   std::array<MilliGpu, kMaxGpusPerNode> gpu{};
   int gpu_count = 0;
+  MilliCpu cpu_cap = 0;
+  MemMiB mem_cap = 0;
   int full_free = 0;
   int64_t gpu_free_total = 0;
   GpuModelId model;
@@ -90,7 +92,45 @@ bool PickGpus(const std::array<MilliGpu, kMaxGpusPerNode>& gpu, int count, const
   return out->size == r.gpu_count;
 }
 
-using FitKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;
+using FitKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
+
+// The rule set of one search variant (DefragOptions::variants; defrag.h, step 5): variants 0-5 are
+// kFixed below; from 6 on the candidate order is seeded random and the destination rules alternate.
+enum class CandOrder { kFewestTasks, kLeastGpu, kLeastCpu, kRandom };
+struct Variant {
+  CandOrder order;
+  bool receivers_first;  // destinations that cannot be vacated themselves (pinned tasks) first
+  bool cpu_first;        // best fit by CPU left before GPU milli left
+  bool eject_any;        // an ejected task may ask for as much GPU milli as the task (or more)
+};
+Variant VariantOf(int v) {
+  static constexpr Variant kFixed[] = {
+      {CandOrder::kFewestTasks, false, false, false}, {CandOrder::kLeastGpu, false, false, false},
+      {CandOrder::kFewestTasks, true, false, true},   {CandOrder::kLeastGpu, true, false, true},
+      {CandOrder::kLeastCpu, false, true, true},      {CandOrder::kLeastCpu, true, true, true},
+  };
+  if (v < 6) return kFixed[v];
+  return {CandOrder::kRandom, v % 2 == 0, v % 4 == 3, true};
+}
+
+// How many tasks of `shape` fit at once on free capacity (per-GPU free `gpu` of `count` GPUs, `cpu`
+// and `mem`): whole-GPU shapes by wholly free GPUs, a shared-GPU shape by free milli per GPU,
+// each bounded by the CPU and memory left. 0 when the shape asks for no GPU.
+int64_t Copies(const TaskRequest& shape, const std::array<MilliGpu, kMaxGpusPerNode>& gpu, int count, int64_t cpu,
+               int64_t mem) {
+  if (!shape.NeedsGpu()) return 0;
+  int64_t k = 0;
+  if (shape.IsSharedGpu()) {
+    for (int g = 0; g < count; ++g) k += gpu[g] / shape.gpu_milli;
+  } else {
+    int64_t whole = 0;
+    for (int g = 0; g < count; ++g) whole += gpu[g] >= shape.gpu_milli;
+    k = whole / shape.gpu_count;
+  }
+  if (shape.cpu_milli > 0) k = std::min<int64_t>(k, cpu / shape.cpu_milli);
+  if (shape.mem_mib > 0) k = std::min<int64_t>(k, mem / shape.mem_mib);
+  return k;
+}
 
 struct PartitionResult {
   std::vector<LocalMove> moves;
@@ -100,14 +140,16 @@ struct PartitionResult {
   int32_t rounds = 0;
   int64_t tried = 0;
   int64_t whole_before = 0, whole_after = 0, slack_before = 0, slack_after = 0;
+  int64_t placeable_before = 0, placeable_after = 0;
   int32_t chains = 0, ejections = 0;
 };
 
 class PartitionSearch {
  public:
   PartitionSearch(const ClusterState& state, std::span<const char> locked, const DefragOptions& o,
-                  const std::vector<NodeId>& ids)
-      : state_(state), o_(o) {
+                  const std::vector<NodeId>& ids, int variant)
+      : state_(state), o_(o), shape_(o.objective == DefragOptions::Objective::kPlaceableShape),
+        variant_index_(variant), variant_(VariantOf(variant)) {
     const Topology& topo = state.topology();
     const bool domains = o.objective == DefragOptions::Objective::kWholeFreeDomains;
     r_.nodes.reserve(ids.size());
@@ -119,6 +161,8 @@ class PartitionSearch {
       w.mem_free = n.mem_free;
       w.gpu = n.gpu_free;
       w.gpu_count = n.spec.gpu_count;
+      w.cpu_cap = n.spec.cpu_milli;
+      w.mem_cap = n.spec.mem_mib;
       w.model = n.spec.model;
       w.reserved_for = state.fits()[id.value()].reserved_for;
       w.held = n.reservation.valid();
@@ -145,7 +189,9 @@ class PartitionSearch {
           wt.required = topo.NodeDomain(id, tc.plane, tc.required_level);
           if (!wt.required.valid()) wt.movable = false;
         }
-        all_movable = all_movable && wt.movable;
+        // A CPU-only task that stays (move_cpu_only_tasks false) does not keep its node from
+        // being vacated.
+        all_movable = all_movable && (wt.movable || (!o.move_cpu_only_tasks && !t.req.NeedsGpu()));
         w.tasks.push_back(static_cast<int>(r_.tasks.size()));
         r_.tasks.push_back(wt);
       }
@@ -158,7 +204,9 @@ class PartitionSearch {
     for (const WNode& n : r_.nodes) {
       r_.whole_before += n.WholeFree();
       r_.slack_before += n.Slack();
+      placeable_ += Placeable(n);
     }
+    r_.placeable_before = placeable_;
     for (int32_t round = 0; round < o_.max_rounds; ++round) {
       round_ = round;
       r_.rounds = round + 1;
@@ -168,6 +216,7 @@ class PartitionSearch {
       r_.whole_after += n.WholeFree();
       r_.slack_after += n.Slack();
     }
+    r_.placeable_after = placeable_;
     r_.chains = next_chain_;
     return std::move(r_);
   }
@@ -190,10 +239,34 @@ class PartitionSearch {
     for (int i = 0; i < static_cast<int>(r_.nodes.size()); ++i) {
       const WNode& n = r_.nodes[i];
       if (!n.candidate || n.mark != NodeMark::kNone || n.WholeFree() || n.tasks.empty()) continue;
-      // Most free domain first; nodes outside the plane after every domain.
-      const int64_t dk = n.domain < 0 ? INT64_MAX : -DomFree(n.domain);
+      // Most free domain first; nodes outside the plane after every domain. kPlaceableShape: the
+      // most copies of the shape gained if the node were empty first; a node that would gain
+      // none cannot raise the count (moves only take capacity from their targets): skipped.
+      int64_t dk = n.domain < 0 ? INT64_MAX : -DomFree(n.domain);
+      if (shape_) {
+        const int64_t gain = PlaceableEmpty(n) - Placeable(n);
+        if (gain <= 0) continue;
+        dk = -gain;
+      }
       const int64_t used = int64_t{n.gpu_count} * kMilliPerGpu - n.gpu_free_total;
-      order.emplace_back(dk, n.domain, n.tasks.size(), used, i);
+      switch (variant_.order) {
+        case CandOrder::kFewestTasks:  // fewest tasks, then least used GPU milli
+          order.emplace_back(dk, n.domain, n.tasks.size(), used, i);
+          break;
+        case CandOrder::kLeastGpu:  // least used GPU milli, then fewest tasks
+          order.emplace_back(dk, n.domain, static_cast<size_t>(used), static_cast<int64_t>(n.tasks.size()), i);
+          break;
+        case CandOrder::kLeastCpu:  // least used CPU, then least used GPU milli
+          order.emplace_back(dk, n.domain, static_cast<size_t>(n.cpu_cap - n.cpu_free), used, i);
+          break;
+        case CandOrder::kRandom:  // a seeded random order (the key's 4th field is set below)
+          order.emplace_back(dk, n.domain, 0, 0, i);
+          break;
+      }
+    }
+    if (variant_.order == CandOrder::kRandom) {
+      Rng rng(o_.seed * 1000003 + static_cast<uint64_t>(variant_index_) * 7919 + static_cast<uint64_t>(round_));
+      for (Key& k : order) std::get<3>(k) = static_cast<int64_t>(rng.Uniform(uint64_t{1} << 40));
     }
     std::sort(order.begin(), order.end());
     int vacated = 0;
@@ -218,13 +291,17 @@ class PartitionSearch {
     budget_ = DefragAction::kAttemptBudget;
     const size_t undo_mark = undo_.size(), move_mark = r_.moves.size();
     const int32_t chain_mark = next_chain_;
-    std::vector<int> list = n.tasks;
+    std::vector<int> list;
+    for (int t : n.tasks) {
+      if (o_.move_cpu_only_tasks || r_.tasks[t].req->NeedsGpu()) list.push_back(t);
+    }
     std::sort(list.begin(), list.end(), [&](int a, int b) {
       const WTask& x = r_.tasks[a];
       const WTask& y = r_.tasks[b];
       if (x.gpu_milli != y.gpu_milli) return x.gpu_milli > y.gpu_milli;
       return x.id.value() < y.id.value();
     });
+    const int64_t placeable_mark = placeable_;
     bool ok = true;
     for (int t : list) {
       chain_ = next_chain_++;
@@ -233,6 +310,8 @@ class PartitionSearch {
         break;
       }
     }
+    // kPlaceableShape: a vacate is kept only when it raises the copies of the shape.
+    if (ok && shape_ && placeable_ <= placeable_mark) ok = false;
     if (ok) {
       n.mark = NodeMark::kVacated;
       r_.vacated.push_back(c);
@@ -263,10 +342,47 @@ class PartitionSearch {
     return true;
   }
 
-  FitKey Score(int d, int64_t gpu_after, int64_t cpu_after, int64_t tie) const {
+  // `loss`: copies of the shape the destination loses (kPlaceableShape; 0 otherwise).
+  FitKey Score(int d, int64_t loss, int64_t gpu_after, int64_t cpu_after, int64_t tie) const {
     const WNode& n = r_.nodes[d];
     const int64_t dk = n.domain < 0 ? 0 : DomFree(n.domain);
-    return {dk, gpu_after, cpu_after, tie, d};
+    const int64_t rk = variant_.receivers_first && n.candidate ? 1 : 0;
+    if (variant_.cpu_first) return {dk, loss, rk, cpu_after, gpu_after, tie, d};
+    return {dk, loss, rk, gpu_after, cpu_after, tie, d};
+  }
+
+  // Copies of the shape node `n` can take now (0 unless kPlaceableShape, or when the node cannot
+  // take new work: not ready, held, of a model the shape does not admit).
+  int64_t Placeable(const WNode& n) const { return PlaceableWith(n, n.gpu, n.cpu_free, n.mem_free); }
+  int64_t PlaceableWith(const WNode& n, const std::array<MilliGpu, kMaxGpusPerNode>& gpu, int64_t cpu,
+                        int64_t mem) const {
+    if (!shape_ || !n.ready || n.held || n.gpu_count == 0 || !o_.shape.models.Admits(n.model)) return 0;
+    return Copies(o_.shape, gpu, n.gpu_count, cpu, mem);
+  }
+  int64_t PlaceableEmpty(const WNode& n) const {
+    std::array<MilliGpu, kMaxGpusPerNode> gpu{};
+    for (int g = 0; g < n.gpu_count; ++g) gpu[g] = kMilliPerGpu;
+    return PlaceableWith(n, gpu, n.cpu_cap, n.mem_cap);
+  }
+  // Copies node `n` loses when `req` takes `gpus` on it after `freed` (a task leaving it, or -1)
+  // has gone.
+  int64_t Loss(const WNode& n, const TaskRequest& req, const GpuIndices& gpus, int freed) const {
+    if (!shape_) return 0;
+    std::array<MilliGpu, kMaxGpusPerNode> gpu = n.gpu;
+    int64_t cpu = n.cpu_free, mem = n.mem_free;
+    if (freed >= 0) {
+      const WTask& e = r_.tasks[freed];
+      if (e.req->NeedsGpu()) {
+        for (uint8_t x : e.gpus) gpu[x] += e.req->gpu_milli;
+      }
+      cpu += e.req->cpu_milli;
+      mem += e.req->mem_mib;
+    }
+    const int64_t before = Placeable(n);
+    if (req.NeedsGpu()) {
+      for (uint8_t x : gpus) gpu[x] -= req.gpu_milli;
+    }
+    return before - PlaceableWith(n, gpu, cpu - req.cpu_milli, mem - req.mem_mib);
   }
 
   bool Place(int ti, int depth) {
@@ -282,7 +398,7 @@ class PartitionSearch {
       const WNode& n = r_.nodes[d];
       if (req.cpu_milli > n.cpu_free || req.mem_mib > n.mem_free) continue;
       if (!PickGpus(n.gpu, n.gpu_count, req, &g)) continue;
-      const FitKey k = Score(d, n.gpu_free_total - t.gpu_milli, n.cpu_free - req.cpu_milli, 0);
+      const FitKey k = Score(d, Loss(n, req, g, -1), n.gpu_free_total - t.gpu_milli, n.cpu_free - req.cpu_milli, 0);
       if (best < 0 || k < best_key) {
         best = d;
         best_key = k;
@@ -303,17 +419,20 @@ class PartitionSearch {
     for (int d = 0; d < static_cast<int>(r_.nodes.size()); ++d) {
       if (!DestOk(t, d)) continue;
       const WNode& n = r_.nodes[d];
+      // A task asking for as much GPU milli as t (or more) may leave only where t's GPUs already
+      // fit — where CPU or memory is what is missing (eject_any variants).
+      const bool gpus_fit = variant_.eject_any && PickGpus(n.gpu, n.gpu_count, req, &g);
       for (int e : n.tasks) {
         if (--budget_ < 0) return false;
         const WTask& et = r_.tasks[e];
-        if (!et.movable || et.moved_round == round_ || et.gpu_milli >= t.gpu_milli) continue;
+        if (!et.movable || et.moved_round == round_ || (et.gpu_milli >= t.gpu_milli && !gpus_fit)) continue;
         if (req.cpu_milli > n.cpu_free + et.req->cpu_milli || req.mem_mib > n.mem_free + et.req->mem_mib) continue;
         std::array<MilliGpu, kMaxGpusPerNode> gpu = n.gpu;
         if (et.req->NeedsGpu()) {
           for (uint8_t x : et.gpus) gpu[x] += et.req->gpu_milli;
         }
         if (!PickGpus(gpu, n.gpu_count, req, &g)) continue;
-        pairs.push_back({Score(d, n.gpu_free_total + et.gpu_milli - t.gpu_milli,
+        pairs.push_back({Score(d, Loss(n, req, g, e), n.gpu_free_total + et.gpu_milli - t.gpu_milli,
                                n.cpu_free + et.req->cpu_milli - req.cpu_milli, et.gpu_milli),
                          d, e});
       }
@@ -355,6 +474,7 @@ class PartitionSearch {
     WNode& a = r_.nodes[t.node];
     WNode& b = r_.nodes[to];
     const TaskRequest& req = *t.req;
+    if (shape_) placeable_ -= Placeable(a) + Placeable(b);
     a.cpu_free += req.cpu_milli;
     a.mem_free += req.mem_mib;
     b.cpu_free -= req.cpu_milli;
@@ -365,6 +485,7 @@ class PartitionSearch {
     }
     a.Refresh();
     b.Refresh();
+    if (shape_) placeable_ += Placeable(a) + Placeable(b);
     a.tasks.erase(std::find(a.tasks.begin(), a.tasks.end(), ti));
     b.tasks.push_back(ti);
     t.node = to;
@@ -385,6 +506,10 @@ class PartitionSearch {
 
   const ClusterState& state_;
   const DefragOptions& o_;
+  const bool shape_;        // objective kPlaceableShape
+  const int variant_index_;  // see DefragOptions::variants
+  const Variant variant_;
+  int64_t placeable_ = 0;   // copies of the shape over the partition's nodes, kept current
   PartitionResult r_;
   std::vector<Undo> undo_;
   std::vector<int> chain_nodes_;
@@ -445,6 +570,7 @@ Status DefragAction::Validate(const ClusterState& state, const DefragOptions& o)
   if (o.max_chain_depth < 0) return InvalidArgument("max_chain_depth: must be >= 0");
   if (o.max_rounds < 0) return InvalidArgument("max_rounds: must be >= 0");
   if (o.threads < 1) return InvalidArgument("threads: must be >= 1");
+  if (o.variants < 1 || o.variants > 64) return InvalidArgument("variants: must be in 1..64");
   const Topology& topo = state.topology();
   auto level_ok = [&](PlaneId p, int level) {
     return p.valid() && p.value() < topo.planes().size() && level >= 0 &&
@@ -457,7 +583,13 @@ Status DefragAction::Validate(const ClusterState& state, const DefragOptions& o)
     return InvalidArgument("objective_level: kWholeFreeDomains needs a valid objective_plane and level");
   }
   if (o.objective == DefragOptions::Objective::kPlaceableShape) {
-    return InvalidArgument("objective: kPlaceableShape is not implemented");
+    const TaskRequest& r = o.shape;
+    if (r.gpu_count < 1 || r.gpu_count > kMaxGpusPerNode || r.gpu_milli < 1 || r.gpu_milli > kMilliPerGpu ||
+        (r.gpu_count > 1 && r.gpu_milli != kMilliPerGpu)) {
+      return InvalidArgument("shape: kPlaceableShape needs 1.." + std::to_string(kMaxGpusPerNode) +
+                             " GPUs of 1..1000 milli (1000 with several GPUs)");
+    }
+    if (r.cpu_milli < 0 || r.mem_mib < 0) return InvalidArgument("shape: negative CPU or memory");
   }
   return Status::Ok();
 }
@@ -469,9 +601,26 @@ DefragPlan DefragAction::Plan(const ClusterState& state, std::span<const char> l
   plan.partitions = static_cast<int32_t>(parts.size());
   std::vector<PartitionResult> results(parts.size());
   std::atomic<size_t> next{0};
+  // Variants: kWholeFreeDomains keeps its own order (variant 0 only).
+  const int variants = options.objective == DefragOptions::Objective::kWholeFreeDomains ? 1 : options.variants;
+  const bool shape = options.objective == DefragOptions::Objective::kPlaceableShape;
   auto work = [&] {
     for (size_t i = next.fetch_add(1); i < parts.size(); i = next.fetch_add(1)) {
-      results[i] = PartitionSearch(state, locked, options, parts[i]).Run();
+      int64_t tried = 0;
+      for (int v = 0; v < variants; ++v) {
+        PartitionResult r = PartitionSearch(state, locked, options, parts[i], v).Run();
+        tried += r.tried;
+        // Better: more whole free nodes (kPlaceableShape: more copies), then fewer moves; ties
+        // keep the earlier variant.
+        const auto gain = [&](const PartitionResult& x) {
+          return shape ? x.placeable_after : x.whole_after;
+        };
+        if (v == 0 || gain(r) > gain(results[i]) ||
+            (gain(r) == gain(results[i]) && r.moves.size() < results[i].moves.size())) {
+          results[i] = std::move(r);
+        }
+      }
+      results[i].tried = tried;
     }
   };
   const int threads = std::min<int>(options.threads, static_cast<int>(std::max<size_t>(1, parts.size())));
@@ -514,6 +663,8 @@ DefragPlan DefragAction::Plan(const ClusterState& state, std::span<const char> l
     chain_base += r.chains;
     for (int v : r.vacated) plan.vacated.push_back(r.nodes[v].id);
     plan.whole_free_after += r.whole_after - r.whole_before;
+    plan.placeable_before += r.placeable_before;
+    plan.placeable_after += r.placeable_after;
     plan.slack_after += r.slack_after - r.slack_before;
     plan.rounds = std::max(plan.rounds, r.rounds);
     plan.nodes_tried += r.tried;

@@ -35,34 +35,57 @@
 //   3. Rounds (at most max_rounds; a partition stops after a round that vacates nothing).
 //      Candidates in order: fewest tasks first, then least used GPU milli, then node id
 //      (kWholeFreeDomains: first the domains of (objective_plane, objective_level) with the most
-//      free GPU milli in the partition at the start of the round — greedy aggregation). A node
-//      that received a task in this round is skipped until the next round.
+//      free GPU milli in the partition at the start of the round — greedy aggregation;
+//      kPlaceableShape: first the most copies of the shape the node would gain if it were empty,
+//      nodes that would gain none left out). A node that received a task in this round is skipped
+//      until the next round.
 //   4. Vacating a candidate: its tasks, largest GPU request first (then task id), are placed one
 //      by one (each is one *chain*):
 //      a. direct: the best-fit destination — least GPU milli left free after the move (for the
-//         domain objective: first the destination domain with least free GPU milli), then least
+//         domain objective: first the destination domain with least free GPU milli; for the shape
+//         objective: first the fewest copies of the shape the destination loses), then least
 //         CPU left, then node id; GPU indices: a whole-GPU task takes the lowest-indexed wholly
 //         free GPUs, a shared-GPU task the GPU with the least free milli that fits (lowest index);
 //      b. otherwise, when chain depth remains (max_chain_depth ejections deep): an ejection —
 //         a destination d and one of its tasks e, movable, not moved in this round and asking
-//         for strictly less GPU milli than the task, such that the task fits on d once e has
-//         left; e is then placed (steps a-b, one level deeper, never onto d or a node already in
-//         the chain), and the task moves onto d. The pairs (d, e) are tried in best-fit order
-//         (as in a), at most kEjectBranch of them per level.
-//      When every task of the candidate is placed, the node is vacated; otherwise all tentative
-//      moves of the candidate are rolled back and the node stays exactly as it was. A search
-//      budget (kAttemptBudget node examinations per candidate) bounds the work; a candidate
-//      exceeding it fails (deterministically — the budget counts work, not time).
+//         for strictly less GPU milli than the task (in the variants that allow it, see 5, also
+//         a task asking for as much or more, where the task's GPUs already fit on d: under CPU
+//         or memory pressure a larger task may be the one to leave), such that the task fits on
+//         d once e has left; e is then placed (steps a-b, one level deeper, never onto d or a
+//         node already in the chain), and the task moves onto d. The pairs (d, e) are tried in
+//         best-fit order (as in a), at most kEjectBranch of them per level.
+//      When every task of the candidate is placed (move_cpu_only_tasks false: every GPU task),
+//      the node is vacated (kPlaceableShape: only when the partition's copies of the shape
+//      strictly grew); otherwise all tentative moves of the candidate are rolled back and the
+//      node stays exactly as it was. A search budget (kAttemptBudget node examinations per
+//      candidate) bounds the work; a candidate exceeding it fails (deterministically — the
+//      budget counts work, not time).
+//   5. Variants (options.variants, default 4; kWholeFreeDomains: 1): each partition is searched
+//      that many times from its start, each time with another rule set, and the best result is
+//      kept (most whole free nodes — kPlaceableShape: most copies of the shape —, then fewest
+//      moves, then the lowest variant). Variant 0 is the rule set of steps 3-4; 1 orders
+//      candidates by least used GPU milli first; 2 and 3 are 0 and 1 with destinations that
+//      cannot be vacated themselves (a pinned task) preferred and larger ejections (4.b); 4 and
+//      5 order candidates by least used CPU and pick destinations by least CPU left first (5
+//      also prefers such destinations), larger ejections; from 6 on the candidate order is seeded
+//      random (Rng of seed, variant, round). More variants never give fewer whole free nodes
+//      (kPlaceableShape: copies) than variant 0 alone.
 //
 // The plan is executable move by move in order from the current state: within a chain the
 // ejected tasks move first (deepest first), then the task that needed their room. A move's
 // `after` lists the earlier moves out of its target node (capacity it may rely on) and the earlier
 // move of the same task, if any.
 //
-// Objectives: kWholeFreeNodes (default) and kWholeFreeDomains as described; kPlaceableShape is
-// not implemented (Validate rejects it).
+// Objectives: kWholeFreeNodes (default), kWholeFreeDomains and kPlaceableShape as described.
+// kPlaceableShape counts *copies of the shape*: over the ready nodes not held by a Reservation,
+// of a GPU model shape.models admits, how many tasks of `shape` fit at once on each node's free
+// capacity (a whole-GPU shape: wholly free GPUs / shape.gpu_count; a shared-GPU shape: the sum over
+// GPUs of free milli / shape.gpu_milli; either bounded by free CPU / shape.cpu_milli and free
+// memory / shape.mem_mib when those are > 0). It vacates whole nodes only (no partial
+// consolidation); every vacate it keeps raises the count, so placeable_after > placeable_before
+// whenever the plan has moves. The no-whole-free-destination rule holds for every objective.
 // Cost: per candidate, one direct search is O(partition nodes); an ejection level multiplies by at
-// most kEjectBranch; bounded by kAttemptBudget. Memory: O(nodes + tasks).
+// most kEjectBranch; bounded by kAttemptBudget; times the variants. Memory: O(nodes + tasks).
 // Thread-safety: Plan reads `state` from several threads; the state must not change during Plan.
 #pragma once
 
@@ -89,12 +112,21 @@ struct DefragOptions {
   uint64_t seed = 1;  // of the random partitions. Default 1.
   // Partitions searched in parallel; the plan is the same for any value. Default 1.
   int32_t threads = 1;
+  // Search orders tried per partition (step 3 of the algorithm); each runs every round from the
+  // partition's start, and the best result is kept. 1..64. Default 4. kWholeFreeDomains uses 1.
+  int32_t variants = 4;
+  // Whether vacating a node moves its CPU-only tasks too. Default true: a vacated node ends empty.
+  // false: CPU-only tasks stay where they are (a whole free node may run CPU-only work — the
+  // exact reference's model, src/sched/exact/defrag_milp.h), a pinned CPU-only task does not keep
+  // its node from being vacated, and a vacated node may still hold CPU-only tasks.
+  bool move_cpu_only_tasks = true;
   enum class Objective { kWholeFreeNodes, kWholeFreeDomains, kPlaceableShape };
   Objective objective = Objective::kWholeFreeNodes;
   // kWholeFreeDomains: the domains to aggregate (plane, level). Default: invalid.
   PlaneId objective_plane;
   int objective_level = -1;
-  // kPlaceableShape (not implemented): the shape to make room for.
+  // kPlaceableShape: the shape to make room for — NeedsGpu(), 1..kMaxGpusPerNode GPUs, gpu_milli
+  // 1..1000 (1000 with several GPUs), CPU and memory >= 0 (0: not counted). Default: none.
   TaskRequest shape;
 };
 
@@ -115,9 +147,12 @@ struct DefragPlan {
   int64_t slack_before = 0, slack_after = 0;              // nodes with slack, whole cluster
   int32_t rounds = 0;        // most rounds any partition ran (including the last, fruitless one)
   int32_t partitions = 0;
-  int64_t nodes_tried = 0;   // vacate attempts
+  int64_t nodes_tried = 0;   // vacate attempts, summed over the variants
   int32_t chains = 0;        // chains in the plan
   int32_t ejections = 0;     // moves that made room for another (chain depth >= 1)
+  // kPlaceableShape: copies of options.shape that fit, whole cluster, before and after the plan
+  // (see "Objectives" above). 0 for the other objectives.
+  int64_t placeable_before = 0, placeable_after = 0;
 };
 
 class DefragAction {
@@ -127,8 +162,9 @@ class DefragAction {
   static constexpr int64_t kAttemptBudget = 20000;
 
   // OK, or the first bad option named: partition_nodes < 0 or == 1, max_chain_depth < 0,
-  // max_rounds < 0, threads < 1, an align level outside the plane, kWholeFreeDomains without a
-  // valid plane and level, kPlaceableShape (not implemented).
+  // max_rounds < 0, threads < 1, variants outside 1..64, an align level outside the plane,
+  // kWholeFreeDomains without a valid plane and level, kPlaceableShape with a bad shape (see
+  // DefragOptions::shape).
   static Status Validate(const ClusterState& state, const DefragOptions& options);
   // The plan for `state`. `locked` is indexed by TaskId value (shorter or empty: the rest are not
   // locked). REQUIRES: Validate(state, options).ok().

@@ -75,6 +75,26 @@ void ExpectSamePlan(const DefragPlan& a, const DefragPlan& b) {
 
 std::vector<int> G(const GpuIndices& g) { return {g.begin(), g.end()}; }
 
+// Copies of `shape` that fit on the ready, unheld nodes of a model it admits, counted from the
+// nodes' free capacity (the definition in defrag.h, "Objectives").
+int64_t CopiesOf(const ClusterState& s, const TaskRequest& shape) {
+  int64_t total = 0;
+  for (const Node& n : s.nodes()) {
+    if (!n.Schedulable() || n.reservation.valid() || n.spec.gpu_count == 0 || !shape.models.Admits(n.spec.model)) {
+      continue;
+    }
+    int64_t k = 0;
+    for (int g = 0; g < n.spec.gpu_count; ++g) {
+      k += shape.IsSharedGpu() ? n.gpu_free[g] / shape.gpu_milli : n.gpu_free[g] == kMilliPerGpu;
+    }
+    if (!shape.IsSharedGpu()) k /= shape.gpu_count;
+    if (shape.cpu_milli > 0) k = std::min<int64_t>(k, n.cpu_free / shape.cpu_milli);
+    if (shape.mem_mib > 0) k = std::min<int64_t>(k, n.mem_free / shape.mem_mib);
+    total += k;
+  }
+  return total;
+}
+
 TEST(DefragTest, TwoHalfUsedNodesConsolidateIntoOneWholeFreeNode) {
   ClusterBuilder c;
   const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1");
@@ -122,10 +142,16 @@ TEST(DefragTest, ANodeWhoseTasksCannotAllBeReplacedIsLeftAsItWas) {
   Place(c, "b", Req().Gpus(2), n0, Idx({2, 3}));
   Place(c, "c", Req().Gpus(6), n1, Idx({0, 1, 2, 3, 4, 5}));
   Place(c, "d", Req().Gpus(7), n2, Idx({0, 1, 2, 3, 4, 5, 6}));
-  const DefragPlan p = DefragAction::Plan(c.state, {}, DefragOptions());
+  DefragOptions o;
+  o.variants = 1;
+  const DefragPlan p = DefragAction::Plan(c.state, {}, o);
   EXPECT_TRUE(p.moves.empty());
   EXPECT_TRUE(p.vacated.empty());
   EXPECT_EQ(p.nodes_tried, 3);
+  o.variants = 8;  // every variant tries the same three nodes, in vain
+  const DefragPlan q = DefragAction::Plan(c.state, {}, o);
+  EXPECT_TRUE(q.moves.empty());
+  EXPECT_EQ(q.nodes_tried, 24);
   EXPECT_EQ(p.whole_free_after, p.whole_free_before);
 }
 
@@ -359,6 +385,187 @@ TEST(DefragTest, WholeFreeDomainsVacatesTheMostFreeDomainFirst) {
   Apply(s, doms);
 }
 
+DefragOptions ShapeOptions(int gpus, MilliCpu cpu = 0) {
+  DefragOptions o;
+  o.objective = DefragOptions::Objective::kPlaceableShape;
+  o.shape = Req().Gpus(gpus).Cpu(cpu).r;
+  return o;
+}
+
+TEST(DefragTest, PlaceableShapePutsATaskWhereNoCopyOfTheShapeIsLost) {
+  // Shape: 4 whole GPUs. n0: a, 2 GPUs (6 free: 1 copy); n1: b, 4 GPUs locked (4 free: 1 copy);
+  // n2: d, 1 GPU locked (7 free: 1 copy). Before: 3 copies. Only n0 is a candidate.
+  // Whole free nodes: best fit sends a to n1 (2 GPUs left, vs 5 on n2) — n1 drops to 0 copies.
+  // Shape: n1 would lose a copy, n2 none (7 -> 5 free), so a goes to n2 (GPUs 1, 2): n0 is whole
+  // free (2 copies), n1 1, n2 1 — 4 copies.
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1"), n2 = c.AddNode("n2");
+  const TaskId a = Place(c, "a", Req().Gpus(2), n0, Idx({0, 1}));
+  const TaskId b = Place(c, "b", Req().Gpus(4), n1, Idx({0, 1, 2, 3}));
+  const TaskId d = Place(c, "d", Req().Gpus(1), n2, Idx({0}));
+  std::vector<char> locked(c.state.tasks().size(), 0);
+  locked[b.value()] = locked[d.value()] = 1;
+
+  const DefragPlan nodes = DefragAction::Plan(c.state, locked, DefragOptions());
+  ASSERT_EQ(nodes.moves.size(), 1u);
+  EXPECT_EQ(nodes.moves[0].to, n1);
+  EXPECT_EQ(nodes.placeable_before, 0);  // not counted for the other objectives
+  EXPECT_EQ(nodes.placeable_after, 0);
+
+  const DefragPlan p = DefragAction::Plan(c.state, locked, ShapeOptions(4));
+  ASSERT_EQ(p.moves.size(), 1u);
+  EXPECT_EQ(p.moves[0].task, a);
+  EXPECT_EQ(p.moves[0].to, n2);
+  EXPECT_EQ(G(p.moves[0].gpus), (std::vector<int>{1, 2}));
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{n0});
+  EXPECT_EQ(p.placeable_before, 3);
+  EXPECT_EQ(p.placeable_after, 4);
+  EXPECT_EQ(p.whole_free_after, 1);
+  ClusterState s = c.state;
+  Apply(s, p);
+}
+
+TEST(DefragTest, PlaceableShapeKeepsNoVacateThatDoesNotRaiseTheCount) {
+  // Shape: 4 GPUs. n0: a, 4 GPUs; n1: b, 4 GPUs locked — 1 copy each. Vacating n0 onto n1 makes n0
+  // whole free (+1) and n1 full (-1): no gain, so nothing moves (the whole-free objective would
+  // move a).
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1");
+  Place(c, "a", Req().Gpus(4), n0, Idx({0, 1, 2, 3}));
+  const TaskId b = Place(c, "b", Req().Gpus(4), n1, Idx({0, 1, 2, 3}));
+  std::vector<char> locked(c.state.tasks().size(), 0);
+  locked[b.value()] = 1;
+  EXPECT_EQ(DefragAction::Plan(c.state, locked, DefragOptions()).moves.size(), 1u);
+  DefragOptions o = ShapeOptions(4);
+  o.variants = 1;
+  const DefragPlan p = DefragAction::Plan(c.state, locked, o);
+  EXPECT_TRUE(p.moves.empty());
+  EXPECT_TRUE(p.vacated.empty());
+  EXPECT_EQ(p.placeable_before, 2);
+  EXPECT_EQ(p.placeable_after, 2);
+  EXPECT_EQ(p.nodes_tried, 1);
+  EXPECT_TRUE(DefragAction::Plan(c.state, locked, ShapeOptions(4)).moves.empty());  // no variant finds a gain
+}
+
+TEST(DefragTest, PlaceableShapeLeavesANodeTooSmallForTheShapeEvenWhenEmpty) {
+  // Shape: 8 GPUs and 64 cores. n0 has 48 cores: even empty it holds no copy, so it is not
+  // vacated. n1 (96 cores) holds a 2-GPU task; n2 a locked 4-GPU task. The whole-free objective
+  // vacates both n0 (fewest used GPU milli, lowest id) and n1, onto n2; the shape objective only
+  // n1: its task goes to n2 (best fit: 2 GPUs left there, 4 on n0; neither loses a copy).
+  ClusterBuilder c;
+  NodeShape small;
+  small.cpu = 48000;
+  const NodeId n0 = c.AddNode("n0", small), n1 = c.AddNode("n1"), n2 = c.AddNode("n2");
+  Place(c, "a", Req().Gpus(2), n0, Idx({0, 1}));
+  const TaskId b = Place(c, "b", Req().Gpus(2), n1, Idx({0, 1}));
+  const TaskId l = Place(c, "l", Req().Gpus(4), n2, Idx({0, 1, 2, 3}));
+  std::vector<char> locked(c.state.tasks().size(), 0);
+  locked[l.value()] = 1;
+  const DefragPlan nodes = DefragAction::Plan(c.state, locked, DefragOptions());
+  EXPECT_EQ(nodes.vacated, (std::vector<NodeId>{n0, n1}));
+  const DefragPlan p = DefragAction::Plan(c.state, locked, ShapeOptions(8, 64000));
+  ASSERT_EQ(p.moves.size(), 1u);
+  EXPECT_EQ(p.moves[0].task, b);
+  EXPECT_EQ(p.moves[0].to, n2);
+  EXPECT_EQ(G(p.moves[0].gpus), (std::vector<int>{4, 5}));
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{n1});
+  EXPECT_EQ(p.placeable_before, 0);
+  EXPECT_EQ(p.placeable_after, 1);
+  ClusterState s = c.state;
+  Apply(s, p);
+}
+
+TEST(DefragTest, PlaceableShapeCountsSharedGpuCopiesByFreeMilli) {
+  // Shape: 300 milli of one GPU. n0: s0 200 milli on GPU 0 (800 free: 2 copies; GPUs 1-7: 3 each)
+  // = 23; n1: s1 500 milli locked on GPU 0 (500 free: 1 copy) = 22. Before: 45. s0 goes to the
+  // tightest GPU that fits, n1's GPU 0 (300 left: still 1 copy, no loss); n0 empty holds 24: 46.
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1");
+  const TaskId s0 = Place(c, "s0", Req().SharedGpu(200), n0, Idx({0}));
+  const TaskId s1 = Place(c, "s1", Req().SharedGpu(500), n1, Idx({0}));
+  std::vector<char> locked(c.state.tasks().size(), 0);
+  locked[s1.value()] = 1;
+  DefragOptions o;
+  o.objective = DefragOptions::Objective::kPlaceableShape;
+  o.shape = Req().SharedGpu(300).r;
+  const DefragPlan p = DefragAction::Plan(c.state, locked, o);
+  EXPECT_EQ(p.placeable_before, 45);
+  ASSERT_EQ(p.moves.size(), 1u);
+  EXPECT_EQ(p.moves[0].task, s0);
+  EXPECT_EQ(p.moves[0].to, n1);
+  EXPECT_EQ(G(p.moves[0].gpus), (std::vector<int>{0}));
+  EXPECT_EQ(p.placeable_after, 46);
+  ClusterState s = c.state;
+  Apply(s, p);
+}
+
+TEST(DefragTest, AVariantMayEjectALargerTaskWhenMemoryBinds) {
+  // 8-GPU nodes with 384 GiB. n0: a, 3 GPUs and 240 GiB (the only candidate). n1: b, 4 GPUs and
+  // 192 GiB, beside l1 (locked, 1 GPU, 128 GiB): 3 GPUs and 64 GiB free. n2: l2 (locked, 4 GPUs,
+  // 184 GiB): 4 GPUs and 200 GiB free. a fits nowhere directly (n1 lacks memory, n2 too); variant
+  // 0 may eject only a task asking for less GPU than a, and b asks for more. Variant 2 ejects b
+  // to n2 (4 GPUs, 192 <= 200 GiB; GPUs 4-7), then a takes GPUs 0-2 of n1.
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1"), n2 = c.AddNode("n2");
+  const TaskId a = Place(c, "a", Req().Gpus(3).Mem(240 * 1024), n0, Idx({0, 1, 2}));
+  const TaskId b = Place(c, "b", Req().Gpus(4).Mem(192 * 1024), n1, Idx({0, 1, 2, 3}));
+  const TaskId l1 = Place(c, "l1", Req().Gpus(1).Mem(128 * 1024), n1, Idx({4}));
+  const TaskId l2 = Place(c, "l2", Req().Gpus(4).Mem(184 * 1024), n2, Idx({0, 1, 2, 3}));
+  std::vector<char> locked(c.state.tasks().size(), 0);
+  locked[l1.value()] = locked[l2.value()] = 1;
+  DefragOptions o;
+  o.variants = 2;
+  EXPECT_TRUE(DefragAction::Plan(c.state, locked, o).moves.empty());
+  o.variants = 3;
+  const DefragPlan p = DefragAction::Plan(c.state, locked, o);
+  ASSERT_EQ(p.moves.size(), 2u);
+  EXPECT_EQ(p.moves[0].task, b);
+  EXPECT_EQ(p.moves[0].to, n2);
+  EXPECT_EQ(G(p.moves[0].gpus), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(p.moves[1].task, a);
+  EXPECT_EQ(p.moves[1].to, n1);
+  EXPECT_EQ(G(p.moves[1].gpus), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(p.moves[1].after, std::vector<size_t>{0});  // b leaves n1 first
+  EXPECT_EQ(p.ejections, 1);
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{n0});
+  ClusterState s = c.state;
+  Apply(s, p);
+  const DefragPlan d = DefragAction::Plan(c.state, locked, DefragOptions());  // the default tries it too
+  EXPECT_EQ(d.vacated, std::vector<NodeId>{n0});
+}
+
+TEST(DefragTest, CpuOnlyTasksMayStayOnAVacatedNode) {
+  // n0: g (1 GPU) and e (CPU only, locked); n1: h (4 GPUs). By default n0 is no candidate (e is
+  // pinned); with move_cpu_only_tasks false only g moves (to n1, GPU 4) and n0 is whole free
+  // with e still on it.
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1");
+  const TaskId g = Place(c, "g", Req().Gpus(1), n0, Idx({0}));
+  const TaskId e = Place(c, "e", Req().Cpu(8000), n0, GpuIndices());
+  const TaskId h = Place(c, "h", Req().Gpus(4), n1, Idx({0, 1, 2, 3}));
+  std::vector<char> locked(c.state.tasks().size(), 0);
+  locked[e.value()] = 1;
+  locked[h.value()] = 1;
+  EXPECT_TRUE(DefragAction::Plan(c.state, locked, DefragOptions()).moves.empty());
+  DefragOptions o;
+  o.move_cpu_only_tasks = false;
+  const DefragPlan p = DefragAction::Plan(c.state, locked, o);
+  ASSERT_EQ(p.moves.size(), 1u);
+  EXPECT_EQ(p.moves[0].task, g);
+  EXPECT_EQ(p.moves[0].to, n1);
+  EXPECT_EQ(G(p.moves[0].gpus), (std::vector<int>{4}));
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{n0});
+  EXPECT_EQ(p.whole_free_after, 1);
+  ClusterState s = c.state;
+  for (const DefragMove& m : p.moves) {
+    s.Unbind(m.task);
+    ASSERT_TRUE(s.CanBind(m.task, m.to, m.gpus));
+    s.Bind(m.task, m.to, m.gpus);
+  }
+  EXPECT_EQ(s.task(e).node, n0);
+  EXPECT_EQ(s.node(n0).full_free_gpus, 8);
+}
+
 TEST(DefragTest, AlignedPartitionsKeepMovesInsideADomain) {
   AswCluster k({"a", "a", "b", "b"});
   Place(k.c, "p", Req().Gpus(4), k.N(0), Idx({0, 1, 2, 3}));
@@ -388,13 +595,27 @@ TEST(DefragTest, BadOptionsAreNamed) {
   o.threads = 0;
   EXPECT_NE(DefragAction::Validate(c.state, o).message().find("threads"), std::string::npos);
   o = DefragOptions();
+  o.variants = 0;
+  EXPECT_NE(DefragAction::Validate(c.state, o).message().find("variants"), std::string::npos);
+  o.variants = 65;
+  EXPECT_NE(DefragAction::Validate(c.state, o).message().find("variants"), std::string::npos);
+  o = DefragOptions();
   o.max_chain_depth = -1;
   EXPECT_NE(DefragAction::Validate(c.state, o).message().find("max_chain_depth"), std::string::npos);
   o = DefragOptions();
   o.objective = DefragOptions::Objective::kWholeFreeDomains;
   EXPECT_FALSE(DefragAction::Validate(c.state, o).ok());
-  o.objective = DefragOptions::Objective::kPlaceableShape;
-  EXPECT_FALSE(DefragAction::Validate(c.state, o).ok());
+  o.objective = DefragOptions::Objective::kPlaceableShape;  // without a shape
+  EXPECT_NE(DefragAction::Validate(c.state, o).message().find("shape"), std::string::npos);
+  o.shape = Req().Gpus(2).r;
+  o.shape.gpu_milli = 500;  // a share on several GPUs
+  EXPECT_NE(DefragAction::Validate(c.state, o).message().find("shape"), std::string::npos);
+  o.shape = Req().Gpus(kMaxGpusPerNode + 1).r;
+  EXPECT_NE(DefragAction::Validate(c.state, o).message().find("shape"), std::string::npos);
+  o.shape = Req().Gpus(8).Cpu(-1).r;
+  EXPECT_NE(DefragAction::Validate(c.state, o).message().find("shape"), std::string::npos);
+  o.shape = Req().Gpus(8).r;
+  EXPECT_TRUE(DefragAction::Validate(c.state, o).ok());
   EXPECT_TRUE(DefragAction::Validate(c.state, DefragOptions()).ok());
 }
 
@@ -402,7 +623,7 @@ TEST(DefragTest, BadOptionsAreNamed) {
 // random locks, a cordoned node; every plan applies cleanly, never loses whole free nodes, and is
 // the same with 1 or 2 threads.
 TEST(DefragTest, RandomClustersYieldValidPlans) {
-  int64_t vacated = 0, ejections = 0;
+  int64_t vacated = 0, ejections = 0, shape_moves = 0;
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Rng rng(seed);
@@ -461,8 +682,26 @@ TEST(DefragTest, RandomClustersYieldValidPlans) {
     Apply(s, p);
     o.threads = 2;
     ExpectSamePlan(p, DefragAction::Plan(c.state, locked, o));
+
+    // The shape objective: valid plans, counts as an independent count finds them, and a plan
+    // with moves raises the count.
+    o.objective = DefragOptions::Objective::kPlaceableShape;
+    o.shape = rng.Uniform(4) == 0 ? Req().SharedGpu(300).Cpu(4000).r
+                                  : Req().Gpus(1 << (1 + rng.Uniform(3))).Cpu(8000).Mem(32768).r;
+    const DefragPlan q = DefragAction::Plan(c.state, locked, o);
+    shape_moves += static_cast<int64_t>(q.moves.size());
+    EXPECT_EQ(q.placeable_before, CopiesOf(c.state, o.shape));
+    ClusterState t = c.state;
+    Apply(t, q);
+    EXPECT_EQ(q.placeable_after, CopiesOf(t, o.shape));
+    if (q.moves.empty()) {
+      EXPECT_EQ(q.placeable_after, q.placeable_before);
+    } else {
+      EXPECT_GT(q.placeable_after, q.placeable_before);
+    }
   }
   // The instances exercise the planner: nodes get vacated, some through ejection chains.
+  EXPECT_GT(shape_moves, 0);
   EXPECT_GT(vacated, 0);
   EXPECT_GT(ejections, 0);
   std::printf("random instances: %lld nodes vacated, %lld ejections\n", static_cast<long long>(vacated),
