@@ -422,7 +422,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
                                            "startup_s", "timeout_s", "fail_pct", "max_concurrent", "per_node",
                                            "per_job", "drain", "trigger_after_s", "trigger_min_gpus",
                                            "trigger_cooldown_s", "objective", "objective_plane",
-                                           "objective_level"}));
+                                           "objective_level", "variants"}));
       DefragConfig& dc = sc.defrag;
       dc.enabled = true;
       int64_t v = 0;
@@ -436,6 +436,8 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       dc.plan.max_chain_depth = static_cast<int32_t>(v);
       ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "rounds", dc.plan.max_rounds, 0, 1000));
       dc.plan.max_rounds = static_cast<int32_t>(v);
+      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "variants", dc.plan.variants, 1, 64));
+      dc.plan.variants = static_cast<int32_t>(v);
       ESTUARY_ASSIGN_OR_RETURN(dc.migration.startup_s, Int(c, d, "startup_s", dc.migration.startup_s, 0, 86400));
       ESTUARY_ASSIGN_OR_RETURN(dc.migration.timeout_s,
                                Int(c, d, "timeout_s", std::max(dc.migration.timeout_s, dc.migration.startup_s + 1),

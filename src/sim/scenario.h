@@ -150,7 +150,7 @@ struct UtilisationProfile {
 // the MigrationExecutor (make-before-break over capacity reservations, budget in `migration`).
 // `defrag: {interval_s, max_moves, partition_nodes, chain_depth, rounds, startup_s, timeout_s,
 // fail_pct, max_concurrent, per_node, per_job, drain, trigger_after_s, trigger_min_gpus,
-// trigger_cooldown_s, objective, objective_plane, objective_level}`; off by default.
+// trigger_cooldown_s, objective, objective_plane, objective_level, variants}`; off by default.
 struct DefragConfig {
   bool enabled = false;
   // The planner's objective: "nodes" (most whole free nodes, the default) or "domains" (most

@@ -218,6 +218,7 @@ TEST(DefragSimBadInput, EveryFieldIsNamed) {
   EXPECT_EQ(err(", defrag: {max_concurrent: 0}"), "d.yaml:13: field 'max_concurrent': 0 is outside [1, 1000000]");
   EXPECT_EQ(err(", defrag: {per_job: 0}"), "d.yaml:13: field 'per_job': 0 is outside [1, 1000000]");
   EXPECT_EQ(err(", defrag: {chain_depth: 65}"), "d.yaml:13: field 'chain_depth': 65 is outside [0, 64]");
+  EXPECT_EQ(err(", defrag: {variants: 0}"), "d.yaml:13: field 'variants': 0 is outside [1, 64]");
   EXPECT_EQ(err(", defrag: {drain: maybe}"), "d.yaml:13: field 'drain': expected true or false");
   EXPECT_EQ(err(", defrag: {budget: 3}"), "d.yaml:13: field 'budget': unknown field");
   EXPECT_EQ(err(", defrag: 5"), "d.yaml:13: field 'defrag': expected a mapping {interval_s, max_moves, partition_nodes, ...}");
