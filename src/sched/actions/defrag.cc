@@ -571,6 +571,10 @@ Status DefragAction::Validate(const ClusterState& state, const DefragOptions& o)
   if (o.max_rounds < 0) return InvalidArgument("max_rounds: must be >= 0");
   if (o.threads < 1) return InvalidArgument("threads: must be >= 1");
   if (o.variants < 1 || o.variants > 64) return InvalidArgument("variants: must be in 1..64");
+  if (o.small_partition_variants < 0 || o.small_partition_variants > 64) {
+    return InvalidArgument("small_partition_variants: must be in 0..64");
+  }
+  if (o.small_partition_nodes < 0) return InvalidArgument("small_partition_nodes: must be >= 0");
   const Topology& topo = state.topology();
   auto level_ok = [&](PlaneId p, int level) {
     return p.valid() && p.value() < topo.planes().size() && level >= 0 &&
@@ -607,7 +611,9 @@ DefragPlan DefragAction::Plan(const ClusterState& state, std::span<const char> l
   auto work = [&] {
     for (size_t i = next.fetch_add(1); i < parts.size(); i = next.fetch_add(1)) {
       int64_t tried = 0;
-      for (int v = 0; v < variants; ++v) {
+      const bool small = variants > 1 && parts[i].size() <= static_cast<size_t>(std::max(0, options.small_partition_nodes));
+      const int n = small ? std::max<int>(variants, options.small_partition_variants) : variants;
+      for (int v = 0; v < n; ++v) {
         PartitionResult r = PartitionSearch(state, locked, options, parts[i], v).Run();
         tried += r.tried;
         // Better: more whole free nodes (kPlaceableShape: more copies), then fewer moves; ties

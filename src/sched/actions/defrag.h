@@ -60,7 +60,9 @@
 //      node stays exactly as it was. A search budget (kAttemptBudget node examinations per
 //      candidate) bounds the work; a candidate exceeding it fails (deterministically — the
 //      budget counts work, not time).
-//   5. Variants (options.variants, default 4; kWholeFreeDomains: 1): each partition is searched
+//   5. Variants (options.variants, default 4 — at least options.small_partition_variants, default
+//      32, for a partition of at most options.small_partition_nodes nodes, default 64;
+//      kWholeFreeDomains: 1): each partition is searched
 //      that many times from its start, each time with another rule set, and the best result is
 //      kept (most whole free nodes — kPlaceableShape: most copies of the shape —, then fewest
 //      moves, then the lowest variant). Variant 0 is the rule set of steps 3-4; 1 orders
@@ -115,6 +117,11 @@ struct DefragOptions {
   // Search orders tried per partition (step 3 of the algorithm); each runs every round from the
   // partition's start, and the best result is kept. 1..64. Default 4. kWholeFreeDomains uses 1.
   int32_t variants = 4;
+  // A partition of at most small_partition_nodes nodes is searched with at least
+  // small_partition_variants variants (when variants > 1): cheap there, and a small partition is
+  // where one more whole free node matters most. 0..64; 0: off. Defaults 64 nodes, 32 variants.
+  int32_t small_partition_nodes = 64;
+  int32_t small_partition_variants = 32;
   // Whether vacating a node moves its CPU-only tasks too. Default true: a vacated node ends empty.
   // false: CPU-only tasks stay where they are (a whole free node may run CPU-only work — the
   // exact reference's model, src/sched/exact/defrag_milp.h), a pinned CPU-only task does not keep

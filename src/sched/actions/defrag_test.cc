@@ -149,9 +149,14 @@ TEST(DefragTest, ANodeWhoseTasksCannotAllBeReplacedIsLeftAsItWas) {
   EXPECT_TRUE(p.vacated.empty());
   EXPECT_EQ(p.nodes_tried, 3);
   o.variants = 8;  // every variant tries the same three nodes, in vain
+  o.small_partition_variants = 0;
   const DefragPlan q = DefragAction::Plan(c.state, {}, o);
   EXPECT_TRUE(q.moves.empty());
   EXPECT_EQ(q.nodes_tried, 24);
+  o.small_partition_variants = 32;  // a partition of 3 <= 64 nodes: 32 variants
+  EXPECT_EQ(DefragAction::Plan(c.state, {}, o).nodes_tried, 96);
+  o.variants = 1;  // one variant asked for: no more
+  EXPECT_EQ(DefragAction::Plan(c.state, {}, o).nodes_tried, 3);
   EXPECT_EQ(p.whole_free_after, p.whole_free_before);
 }
 
@@ -515,6 +520,7 @@ TEST(DefragTest, AVariantMayEjectALargerTaskWhenMemoryBinds) {
   locked[l1.value()] = locked[l2.value()] = 1;
   DefragOptions o;
   o.variants = 2;
+  o.small_partition_variants = 0;
   EXPECT_TRUE(DefragAction::Plan(c.state, locked, o).moves.empty());
   o.variants = 3;
   const DefragPlan p = DefragAction::Plan(c.state, locked, o);
@@ -599,6 +605,12 @@ TEST(DefragTest, BadOptionsAreNamed) {
   EXPECT_NE(DefragAction::Validate(c.state, o).message().find("variants"), std::string::npos);
   o.variants = 65;
   EXPECT_NE(DefragAction::Validate(c.state, o).message().find("variants"), std::string::npos);
+  o = DefragOptions();
+  o.small_partition_variants = 65;
+  EXPECT_EQ(DefragAction::Validate(c.state, o).message(), "small_partition_variants: must be in 0..64");
+  o = DefragOptions();
+  o.small_partition_nodes = -1;
+  EXPECT_EQ(DefragAction::Validate(c.state, o).message(), "small_partition_nodes: must be >= 0");
   o = DefragOptions();
   o.max_chain_depth = -1;
   EXPECT_NE(DefragAction::Validate(c.state, o).message().find("max_chain_depth"), std::string::npos);
