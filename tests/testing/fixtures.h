@@ -78,6 +78,14 @@ struct AswCluster {
   NodeId N(int i) const { return NodeId(static_cast<uint32_t>(i)); }
 };
 
+// Submits a single-task job `name` and binds it on `node` at `gpus` (which must fit).
+inline TaskId Place(ClusterBuilder& c, const std::string& name, TaskRequest req, NodeId node, const GpuIndices& gpus) {
+  const TaskId t = c.Submit(name, req);
+  EXPECT_TRUE(c.state.CanBind(t, node, gpus)) << name;
+  c.state.Bind(t, node, gpus);
+  return t;
+}
+
 inline GpuIndices Idx(std::initializer_list<int> l) {
   GpuIndices g;
   for (int i : l) g.Push(i);

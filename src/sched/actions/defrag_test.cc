@@ -18,16 +18,9 @@ using testing::AswCluster;
 using testing::ClusterBuilder;
 using testing::Gpus;
 using testing::Idx;
+using testing::Place;
 using testing::NodeShape;
 using testing::Req;
-
-// Submits a task and binds it at `gpus`.
-TaskId Place(ClusterBuilder& c, const std::string& name, TaskRequest req, NodeId node, const GpuIndices& gpus) {
-  const TaskId t = c.Submit(name, req);
-  EXPECT_TRUE(c.state.CanBind(t, node, gpus)) << name;
-  c.state.Bind(t, node, gpus);
-  return t;
-}
 
 int64_t WholeFree(const ClusterState& s) {
   int64_t k = 0;

@@ -17,14 +17,8 @@ namespace {
 using testing::ClusterBuilder;
 using testing::Gpus;
 using testing::Idx;
+using testing::Place;
 using testing::Req;
-
-TaskId Place(ClusterBuilder& c, const std::string& name, TaskRequest req, NodeId node, const GpuIndices& gpus) {
-  const TaskId t = c.Submit(name, req);
-  EXPECT_TRUE(c.state.CanBind(t, node, gpus)) << name;
-  c.state.Bind(t, node, gpus);
-  return t;
-}
 
 std::vector<int> AsVector(const GpuIndices& g) { return std::vector<int>(g.begin(), g.end()); }
 

@@ -18,14 +18,8 @@ namespace {
 using testing::ClusterBuilder;
 using testing::Gpus;
 using testing::Idx;
+using testing::Place;
 using testing::Req;
-
-TaskId Place(ClusterBuilder& c, const std::string& name, TaskRequest req, NodeId node, const GpuIndices& gpus) {
-  const TaskId t = c.Submit(name, req);
-  EXPECT_TRUE(c.state.CanBind(t, node, gpus)) << name;
-  c.state.Bind(t, node, gpus);
-  return t;
-}
 
 DefragMove Mv(TaskId t, NodeId from, NodeId to, std::initializer_list<int> gpus, int32_t chain,
               std::vector<size_t> after = {}) {
