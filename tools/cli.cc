@@ -22,6 +22,8 @@
 #include "sim/outputs.h"
 #include "sim/replay.h"
 #include "sim/scenario.h"
+#include "sim/federation_setup.h"
+#include "sim/federation_sim.h"
 #include "sim/simulate.h"
 #include "sim/trace/curve.h"
 #include "sim/trace/csv_fields.h"
@@ -352,8 +354,27 @@ int RunSimulateCommand(const SimulateFlags& f) {
   }
   auto sc = ReadScenario(f.scenario);
   if (!sc.ok()) return Fail(sc.status());
-  auto cluster = LoadScenarioCluster(*sc);
-  if (!cluster.ok()) return Fail(cluster.status());
+  // A federation scenario: the members' clusters (and their union for `merged`).
+  std::vector<ClusterState> member_clusters;
+  std::optional<ClusterState> merged;
+  StatusOr<ClusterState> cluster = ClusterState();
+  if (sc->federation.enabled) {
+    auto mc = LoadMemberClusters(*sc);
+    if (!mc.ok()) return Fail(mc.status());
+    member_clusters = std::move(*mc);
+    std::vector<std::string> names;
+    std::vector<const ClusterState*> parts;
+    for (size_t m = 0; m < member_clusters.size(); ++m) {
+      names.push_back(sc->federation.members[m].name);
+      parts.push_back(&member_clusters[m]);
+    }
+    auto u = MergeClusters(names, parts);
+    if (!u.ok()) return Fail(u.status());
+    merged = std::move(*u);
+  } else {
+    cluster = LoadScenarioCluster(*sc);
+    if (!cluster.ok()) return Fail(cluster.status());
+  }
   const auto start = std::chrono::steady_clock::now();
   // Every (configuration, seed) run is independent (its own copy of the cluster): they run on
   // `threads` threads; results and the first error (in configuration, seed order) do not depend
@@ -363,7 +384,10 @@ int RunSimulateCommand(const SimulateFlags& f) {
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t k = next++; k < runs.size(); k = next++) {
-      runs[k] = RunScenario(*sc, *cluster, sc->configurations[k / ns], sc->seeds[k % ns], f.check_invariants, f.events);
+      const SchedulerConfig& config = sc->configurations[k / ns];
+      runs[k] = sc->federation.enabled
+                    ? RunFederation(*sc, member_clusters, &*merged, config, sc->seeds[k % ns], f.check_invariants, f.events)
+                    : RunScenario(*sc, *cluster, config, sc->seeds[k % ns], f.check_invariants, f.events);
     }
   };
   const size_t threads = std::min<size_t>(
@@ -378,8 +402,15 @@ int RunSimulateCommand(const SimulateFlags& f) {
     results[k / ns].push_back(std::move(*runs[k]).value());
   }
   const double wall = Seconds(start);
-  std::printf("simulate %s: %zu nodes, %zu configurations, %zu seeds, %.2f s\n", sc->name.c_str(), cluster->num_nodes(),
-              sc->configurations.size(), sc->seeds.size(), wall);
+  if (sc->federation.enabled) {
+    std::printf("simulate %s: federation of %zu members, %zu nodes, %lld GPUs, %zu configurations, %zu seeds, %.2f s\n",
+                sc->name.c_str(), member_clusters.size(), merged->num_nodes(),
+                static_cast<long long>(merged->total_gpu_milli() / kMilliPerGpu), sc->configurations.size(),
+                sc->seeds.size(), wall);
+  } else {
+    std::printf("simulate %s: %zu nodes, %zu configurations, %zu seeds, %.2f s\n", sc->name.c_str(), cluster->num_nodes(),
+                sc->configurations.size(), sc->seeds.size(), wall);
+  }
   for (const auto& per_seed : results) {
     const SimulateResult& r = per_seed.front();
     std::printf("%s (seed %llu):", r.configuration.c_str(), static_cast<unsigned long long>(r.seed));

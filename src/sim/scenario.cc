@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,15 @@ Status Known(const Ctx& c, const YAML::Node& m, const std::set<std::string>& key
     if (!keys.count(it->first.Scalar())) return c.Err(it->first, it->first.Scalar(), "unknown field");
   }
   return Status::Ok();
+}
+
+// The key node of `key` in mapping `m`, for messages about its whole value (they name the key's
+// line; a block value starts on the next one). REQUIRES: m has the key.
+YAML::Node KeyNode(const YAML::Node& m, const std::string& key) {
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    if (it->first.Scalar() == key) return it->first;
+  }
+  return m;
 }
 
 // The scalar `n` (field `key`) as a T, or "expected <what>".
@@ -87,14 +97,46 @@ StatusOr<bool> Bool(const Ctx& c, const YAML::Node& m, const char* key, bool def
 
 constexpr int64_t kMaxTime = 1'000'000'000'000;
 
-StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated) {
+// "a, b, c": the members' names, for messages.
+std::string MemberNames(const FederationSpec& f) {
+  std::string out;
+  for (const FederationMember& m : f.members) out += (out.empty() ? "" : ", ") + m.name;
+  return out;
+}
+
+// `models`: one GPU model name or a non-empty list of distinct ones.
+StatusOr<std::vector<std::string>> Models(const Ctx& c, const YAML::Node& m) {
+  const YAML::Node n = m["models"];
+  std::vector<std::string> out;
+  if (!n) return out;
+  const char* expected = "expected a GPU model name or a non-empty list of them";
+  if (n.IsScalar()) {
+    if (n.Scalar().empty()) return c.Err(n, "models", expected);
+    out.push_back(n.Scalar());
+    return out;
+  }
+  if (!n.IsSequence() || n.size() == 0) return c.Err(n, "models", expected);
+  for (const YAML::Node& e : n) {
+    if (!e.IsScalar() || e.Scalar().empty()) return c.Err(e, "models", expected);
+    if (std::find(out.begin(), out.end(), e.Scalar()) != out.end()) {
+      return c.Err(e, "models", "duplicate model '" + e.Scalar() + "'");
+    }
+    out.push_back(e.Scalar());
+  }
+  return out;
+}
+
+// A job (`generated`: a generator class). `fed` decides whether `home` and `home_only` are allowed
+// and resolves `home`; it is parsed before the jobs.
+StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated, const FederationSpec& fed) {
   if (!m.IsMap()) return c.Err(m, "jobs", "expected a mapping per job");
   std::set<std::string> keys = {"name", "replicas", "min", "step", "usable_step", "gpus", "gpu_milli", "cpu_cores",
                                 "memory_gib", "plane", "required_level", "preferred_level", "class", "priority",
-                                "preemptible", "checkpoint_interval_s", "restart_cost_s", "scaling", "locked_pct"};
+                                "preemptible", "checkpoint_interval_s", "restart_cost_s", "scaling", "locked_pct",
+                                "models", "home_only"};
   keys.insert(generated ? "duration_mean_s" : "duration_s");
   if (generated) keys.insert({"share", "diurnal"});
-  if (!generated) keys.insert({"submit_s", "standby"});
+  if (!generated) keys.insert({"submit_s", "standby", "home"});
   ESTUARY_RETURN_IF_ERROR(Known(c, m, keys));
   JobTemplate j;
   j.line = m.Mark().line + 1;
@@ -174,7 +216,142 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
       j.standby.push_back(sw);
     }
   }
+  ESTUARY_ASSIGN_OR_RETURN(j.models, Models(c, m));
+  for (const char* key : {"home", "home_only"}) {
+    if (m[key] && !fed.enabled) return c.Err(m[key], key, "only in a federation scenario (root key federation:)");
+  }
+  ESTUARY_ASSIGN_OR_RETURN(j.home_only, Bool(c, m, "home_only", false));
+  if (!generated && fed.enabled) {
+    ESTUARY_ASSIGN_OR_RETURN(j.home, Str(c, m, "home", false));
+    if (j.home.empty()) {
+      j.home = fed.members.front().name;
+    } else if (std::none_of(fed.members.begin(), fed.members.end(),
+                            [&](const FederationMember& x) { return x.name == j.home; })) {
+      return c.Err(m["home"], "home", "unknown member '" + j.home + "' (members: " + MemberNames(fed) + ")");
+    }
+  }
   return j;
+}
+
+// The cluster of a `cluster:` mapping (the root's or a federation member's): a spec file
+// (`spec`, relative to the scenario at `path`) into *spec, or generator options into *generate.
+Status ParseClusterSource(const Ctx& c, const YAML::Node& cluster, const std::string& path, std::string* spec,
+                          std::optional<GeneratorOptions>* generate) {
+  if (!cluster.IsMap()) return c.Err(cluster, "cluster", "expected spec: FILE or generate: {...}");
+  ESTUARY_RETURN_IF_ERROR(Known(c, cluster, {"spec", "generate"}));
+  if (cluster["spec"] && cluster["generate"]) return c.Err(cluster, "cluster", "give spec or generate, not both");
+  if (cluster["spec"]) {
+    ESTUARY_ASSIGN_OR_RETURN(*spec, Str(c, cluster, "spec", true));
+    std::filesystem::path p(*spec);
+    if (p.is_relative()) *spec = (std::filesystem::path(path).parent_path() / p).string();
+    return Status::Ok();
+  }
+  const YAML::Node g = cluster["generate"];
+  if (!g) return c.Err(cluster, "cluster", "give spec: FILE or generate: {...}");
+  if (!g.IsMap()) return c.Err(g, "generate", "expected a mapping {total_gpus, gpus_per_node, ...}");
+  ESTUARY_RETURN_IF_ERROR(Known(c, g, {"total_gpus", "gpus_per_node", "nodes_per_asw_min", "nodes_per_asw_max",
+                                       "asws_per_spine", "spines_per_az", "rdma_pod_nodes", "seed", "models"}));
+  GeneratorOptions o;
+  // `models: "MODEL:SHARE:CPU_CORES:MEMORY_GIB,..."` (ParseModelMix); default the generator's mix.
+  if (g["models"]) {
+    std::string mix;
+    ESTUARY_ASSIGN_OR_RETURN(mix, Str(c, g, "models", true));
+    auto models = ParseModelMix(mix);
+    if (!models.ok()) return c.Err(g["models"], "models", models.status().message());
+    o.models = *models;
+  }
+  ESTUARY_ASSIGN_OR_RETURN(o.total_gpus, Int(c, g, "total_gpus", o.total_gpus, 1, 100'000'000));
+  int64_t v = 0;
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "gpus_per_node", o.gpus_per_node, 1, kMaxGpusPerNode));
+  o.gpus_per_node = static_cast<int32_t>(v);
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "nodes_per_asw_min", o.nodes_per_asw_min, 1, 100000));
+  o.nodes_per_asw_min = static_cast<int32_t>(v);
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "nodes_per_asw_max", o.nodes_per_asw_max, 1, 100000));
+  o.nodes_per_asw_max = static_cast<int32_t>(v);
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "asws_per_spine", o.asws_per_spine, 1, 100000));
+  o.asws_per_spine = static_cast<int32_t>(v);
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "spines_per_az", o.spines_per_az, 1, 100000));
+  o.spines_per_az = static_cast<int32_t>(v);
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "rdma_pod_nodes", o.rdma_pod_nodes, 1, 1'000'000));
+  o.rdma_pod_nodes = static_cast<int32_t>(v);
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "seed", 1, 0, kMaxTime));
+  o.seed = static_cast<uint64_t>(v);
+  if (o.nodes_per_asw_min > o.nodes_per_asw_max) return c.Err(g, "nodes_per_asw_min", "exceeds nodes_per_asw_max");
+  *generate = o;
+  return Status::Ok();
+}
+
+// The root key `federation:` (FederationSpec).
+StatusOr<FederationSpec> ParseFederation(const Ctx& c, const YAML::Node& f, const std::string& path) {
+  if (!f.IsMap()) return c.Err(f, "federation", "expected a mapping {members, retry_backoff_s, ...}");
+  ESTUARY_RETURN_IF_ERROR(Known(c, f, {"members", "retry_backoff_s", "retry_backoff_max_s", "summary_period_s", "tie_break"}));
+  FederationSpec fed;
+  fed.enabled = true;
+  fed.line = f.Mark().line + 1;
+  const YAML::Node members = f["members"];
+  if (!members || !members.IsSequence() || members.size() == 0) {
+    return c.Err(members ? members : f, "members", "expected a non-empty list of {name, cluster, start_hour, arrivals_share}");
+  }
+  for (const YAML::Node& m : members) {
+    if (!m.IsMap()) return c.Err(m, "members", "expected a mapping {name, cluster, start_hour, arrivals_share} per member");
+    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "cluster", "start_hour", "arrivals_share"}));
+    FederationMember fm;
+    fm.line = m.Mark().line + 1;
+    ESTUARY_ASSIGN_OR_RETURN(fm.name, Str(c, m, "name", true));
+    for (const FederationMember& other : fed.members) {
+      if (other.name == fm.name) return c.Err(m["name"], "name", "duplicate member '" + fm.name + "'");
+    }
+    if (!m["cluster"]) return c.Err(m, "cluster", "missing");
+    ESTUARY_RETURN_IF_ERROR(ParseClusterSource(c, m["cluster"], path, &fm.cluster_spec, &fm.cluster_generate));
+    ESTUARY_ASSIGN_OR_RETURN(fm.start_hour, Int(c, m, "start_hour", 0, 0, 23));
+    ESTUARY_ASSIGN_OR_RETURN(fm.arrivals_share, Real(c, m, "arrivals_share", 1, 0, 1e12));
+    if (!(fm.arrivals_share > 0)) return c.Err(m["arrivals_share"], "arrivals_share", "must be > 0");
+    fed.members.push_back(fm);
+  }
+  ESTUARY_ASSIGN_OR_RETURN(fed.retry_backoff_s, Int(c, f, "retry_backoff_s", fed.retry_backoff_s, 1, 86400));
+  ESTUARY_ASSIGN_OR_RETURN(fed.retry_backoff_max_s, Int(c, f, "retry_backoff_max_s",
+                                                        std::max(fed.retry_backoff_max_s, fed.retry_backoff_s), 1, 604800));
+  if (fed.retry_backoff_max_s < fed.retry_backoff_s) {
+    return c.Err(f["retry_backoff_max_s"], "retry_backoff_max_s",
+                 "below retry_backoff_s (" + std::to_string(fed.retry_backoff_s) + ")");
+  }
+  ESTUARY_ASSIGN_OR_RETURN(fed.summary_period_s, Int(c, f, "summary_period_s", 0, 0, 86400));
+  std::string tie_break;
+  ESTUARY_ASSIGN_OR_RETURN(tie_break, Str(c, f, "tie_break", false));
+  if (!tie_break.empty() && tie_break != "pack" && tie_break != "spread") {
+    return c.Err(f["tie_break"], "tie_break", "unknown tie_break '" + tie_break + "' (known: pack, spread)");
+  }
+  fed.spread = tie_break == "spread";
+  return fed;
+}
+
+// A configuration's `federation` and `blind_dispatch` into *sc; in a federation scenario, also
+// rejects the options the federation does not support.
+Status ParseFederationMode(const Ctx& c, const YAML::Node& m, const FederationSpec& fed, SchedulerConfig* sc) {
+  std::string known;
+  for (const char* mode : kFederationModes) known += (known.empty() ? "" : ", ") + std::string(mode);
+  if (!fed.enabled) {
+    if (m["federation"]) return c.Err(m["federation"], "federation", "the scenario has no federation: (root key)");
+  } else {
+    for (const char* key : {"reserve", "standby", "defrag", "pack"}) {
+      if (m[key]) return c.Err(m[key], key, "not supported in a federation scenario");
+    }
+    if (!m["federation"]) return c.Err(m, "federation", "missing: a configuration of a federation scenario needs one of " + known);
+    ESTUARY_ASSIGN_OR_RETURN(sc->federation, Str(c, m, "federation", true));
+    if (std::find_if(std::begin(kFederationModes), std::end(kFederationModes),
+                     [&](const char* mode) { return sc->federation == mode; }) == std::end(kFederationModes)) {
+      return c.Err(m["federation"], "federation", "unknown mode '" + sc->federation + "' (known: " + known + ")");
+    }
+  }
+  std::string dispatch;
+  ESTUARY_ASSIGN_OR_RETURN(dispatch, Str(c, m, "blind_dispatch", false));
+  if (dispatch.empty()) return Status::Ok();
+  if (sc->federation != "blind") return c.Err(m["blind_dispatch"], "blind_dispatch", "only with federation: blind");
+  if (dispatch != "round-robin" && dispatch != "least-loaded") {
+    return c.Err(m["blind_dispatch"], "blind_dispatch", "unknown dispatch '" + dispatch + "' (known: round-robin, least-loaded)");
+  }
+  sc->blind_least_loaded = dispatch == "least-loaded";
+  return Status::Ok();
 }
 
 }  // namespace
@@ -191,7 +368,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   if (!root.IsMap()) return InvalidArgument(path + ":1: expected a mapping");
   ESTUARY_RETURN_IF_ERROR(Known(c, root, {"name", "duration_s", "sample_interval_s", "seeds", "cluster", "jobs",
                                           "generator", "events", "network", "failures", "configurations", "tidal",
-                                          "utilisation"}));
+                                          "utilisation", "federation"}));
   Scenario s;
   s.path = path;
   ESTUARY_ASSIGN_OR_RETURN(s.name, Str(c, root, "name", true));
@@ -208,40 +385,18 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       }
     }
   }
-  // Cluster.
+  // Cluster or federation, before the jobs and configurations, which refer to the members.
   const YAML::Node cluster = root["cluster"];
-  if (!cluster) return c.Err(root, "cluster", "missing");
-  if (!cluster.IsMap()) return c.Err(cluster, "cluster", "expected spec: FILE or generate: {...}");
-  ESTUARY_RETURN_IF_ERROR(Known(c, cluster, {"spec", "generate"}));
-  if (cluster["spec"] && cluster["generate"]) return c.Err(cluster, "cluster", "give spec or generate, not both");
-  if (cluster["spec"]) {
-    ESTUARY_ASSIGN_OR_RETURN(s.cluster_spec, Str(c, cluster, "spec", true));
-    std::filesystem::path p(s.cluster_spec);
-    if (p.is_relative()) s.cluster_spec = (std::filesystem::path(path).parent_path() / p).string();
-  } else if (const YAML::Node g = cluster["generate"]) {
-    ESTUARY_RETURN_IF_ERROR(Known(c, g, {"total_gpus", "gpus_per_node", "nodes_per_asw_min", "nodes_per_asw_max",
-                                         "asws_per_spine", "spines_per_az", "rdma_pod_nodes", "seed"}));
-    GeneratorOptions o;
-    ESTUARY_ASSIGN_OR_RETURN(o.total_gpus, Int(c, g, "total_gpus", o.total_gpus, 1, 100'000'000));
-    int64_t v = 0;
-    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "gpus_per_node", o.gpus_per_node, 1, kMaxGpusPerNode));
-    o.gpus_per_node = static_cast<int32_t>(v);
-    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "nodes_per_asw_min", o.nodes_per_asw_min, 1, 100000));
-    o.nodes_per_asw_min = static_cast<int32_t>(v);
-    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "nodes_per_asw_max", o.nodes_per_asw_max, 1, 100000));
-    o.nodes_per_asw_max = static_cast<int32_t>(v);
-    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "asws_per_spine", o.asws_per_spine, 1, 100000));
-    o.asws_per_spine = static_cast<int32_t>(v);
-    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "spines_per_az", o.spines_per_az, 1, 100000));
-    o.spines_per_az = static_cast<int32_t>(v);
-    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "rdma_pod_nodes", o.rdma_pod_nodes, 1, 1'000'000));
-    o.rdma_pod_nodes = static_cast<int32_t>(v);
-    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, g, "seed", 1, 0, kMaxTime));
-    o.seed = static_cast<uint64_t>(v);
-    if (o.nodes_per_asw_min > o.nodes_per_asw_max) return c.Err(g, "nodes_per_asw_min", "exceeds nodes_per_asw_max");
-    s.cluster_generate = o;
+  const YAML::Node federation = root["federation"];
+  if (cluster && federation) return c.Err(KeyNode(root, "federation"), "federation", "give cluster or federation, not both");
+  if (federation) {
+    ESTUARY_ASSIGN_OR_RETURN(s.federation, ParseFederation(c, federation, path));
+    for (const char* key : {"events", "failures", "network"}) {
+      if (root[key]) return c.Err(KeyNode(root, key), key, "not supported in a federation scenario");
+    }
   } else {
-    return c.Err(cluster, "cluster", "give spec: FILE or generate: {...}");
+    if (!cluster) return c.Err(root, "cluster", "missing (give cluster: or federation:)");
+    ESTUARY_RETURN_IF_ERROR(ParseClusterSource(c, cluster, path, &s.cluster_spec, &s.cluster_generate));
   }
   // Jobs.
   if (const YAML::Node jobs = root["jobs"]) {
@@ -249,7 +404,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
     std::set<std::string> names;
     for (const YAML::Node& m : jobs) {
       JobTemplate j;
-      ESTUARY_ASSIGN_OR_RETURN(j, ParseJob(c, m, false));
+      ESTUARY_ASSIGN_OR_RETURN(j, ParseJob(c, m, false, s.federation));
       if (!names.insert(j.name).second) return c.Err(m["name"], "name", "duplicate job name '" + j.name + "'");
       s.jobs.push_back(j);
     }
@@ -262,7 +417,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
     for (const YAML::Node& m : classes) {
       GeneratedClass gc;
       ESTUARY_ASSIGN_OR_RETURN(gc.share, Real(c, m, "share", 1, 1e-12, 1e12));
-      ESTUARY_ASSIGN_OR_RETURN(gc.job, ParseJob(c, m, true));
+      ESTUARY_ASSIGN_OR_RETURN(gc.job, ParseJob(c, m, true, s.federation));
       ESTUARY_ASSIGN_OR_RETURN(gc.diurnal, Bool(c, m, "diurnal", false));
       if (gc.job.name.empty()) gc.job.name = "gen" + std::to_string(s.stream.classes.size());
       s.stream.classes.push_back(gc);
@@ -282,6 +437,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
     ESTUARY_ASSIGN_OR_RETURN(w.start_hour, Int(c, t, "start_hour", 0, 0, 23));
     ESTUARY_ASSIGN_OR_RETURN(w.weekend_pct, Int(c, t, "weekend_pct", 100, 0, 1000));
     if (const YAML::Node sv = t["services"]) {
+      if (s.federation.enabled) return c.Err(KeyNode(t, "services"), "services", "not supported in a federation scenario");
       if (!sv.IsMap()) return c.Err(sv, "services", "expected a mapping {count, replicas_min, replicas_max, gpus, ...}");
       ESTUARY_RETURN_IF_ERROR(Known(c, sv, {"count", "replicas_min", "replicas_max", "gpus", "cpu_cores", "memory_gib",
                                             "phase_jitter_s", "step_s"}));
@@ -371,11 +527,12 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   for (const YAML::Node& m : confs) {
     if (!m.IsMap()) return c.Err(m, "configurations", "expected a mapping per configuration");
     ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack", "queue", "preempt", "absorb",
-                                         "standby", "defrag"}));
+                                         "standby", "defrag", "federation", "blind_dispatch"}));
     SchedulerConfig sc;
     sc.line = m.Mark().line + 1;
     ESTUARY_ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
     if (!conf_names.insert(sc.name).second) return c.Err(m["name"], "name", "duplicate configuration '" + sc.name + "'");
+    ESTUARY_RETURN_IF_ERROR(ParseFederationMode(c, m, s.federation, &sc));
     std::string policy;
     ESTUARY_ASSIGN_OR_RETURN(policy, Str(c, m, "policy", false));
     if (!policy.empty()) sc.policy = policy;

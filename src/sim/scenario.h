@@ -56,6 +56,16 @@ struct JobTemplate {
   // in percent, 0-100; drawn per task from a stream of its own). Default 0.
   int32_t locked_permille = 0;
   std::vector<StandbyWindow> standby;  // listed jobs only, ascending and disjoint
+  // GPU models the job's GPU replicas may use, by name (`models: [H800, A100]`); empty: any.
+  // Names are resolved against each cluster the job may run on (a federation member without
+  // any of them cannot run it).
+  std::vector<std::string> models;
+  // Federation scenarios (issue 6). `home`: the member whose region submits the job (listed jobs:
+  // `home: NAME`, default the first member; generated jobs: drawn by the members' arrivals_pct);
+  // `home_only` (`home_only: true`): it may run only there (e.g. an online service of a region).
+  // In the `merged` configuration both are ignored (one cluster).
+  std::string home;
+  bool home_only = false;
 };
 
 // The job classes of issue 4: name, default priority, default preemptible.
@@ -166,8 +176,19 @@ struct DefragConfig {
   MigrationOptions migration;
 };
 
+// How a configuration of a federation scenario dispatches jobs over its members (issue 6,
+// docs/federation.md): `blind` (no capacity knowledge: round-robin or least-loaded over all
+// members; members queue what they accept), `idle-only` (probe idle capacity only), `reclaim-aware`
+// (probe idle and reclaimable-below-priority capacity) or `merged` (one cluster of all members'
+// nodes, the upper reference). Empty: not a federation configuration.
+inline constexpr const char* kFederationModes[] = {"blind", "idle-only", "reclaim-aware", "merged"};
+
 struct SchedulerConfig {
   std::string name;
+  std::string federation;  // one of kFederationModes in a federation scenario; empty otherwise
+  // `blind_dispatch: round-robin | least-loaded` (blind only; default round-robin): the member
+  // after the last one chosen, or the one with the fewest GPUs of accepted, unfinished jobs.
+  bool blind_least_loaded = false;
   std::string policy = "best-fit";
   bool align = true;
   bool topology = true;
@@ -208,6 +229,42 @@ struct NetworkModel {
   int line = 0;  // of the `network:` mapping, for errors
 };
 
+// A member of a federation (`federation: {members: [...]}`): a sub-cluster with a cluster of its
+// own and a local time zone.
+struct FederationMember {
+  int line = 0;  // of the member's mapping, for errors
+  std::string name;  // unique, non-empty
+  // Exactly one of (as Scenario's `cluster:`): a spec file (relative to the scenario) or generator
+  // options. A member whose cluster has no nodes is an error (LoadMemberClusters).
+  std::string cluster_spec;
+  std::optional<GeneratorOptions> cluster_generate;
+  // The member's local time: its hour of day at t = 0 (0-23, default 0). Diurnal generator
+  // classes follow the tidal curve at the local time of the job's home member, so regions whose
+  // start_hour differ have their peaks that many hours apart.
+  int64_t start_hour = 0;
+  // Share of the generator's arrivals whose home is this member, relative to the other members'
+  // (default 1; > 0).
+  double arrivals_share = 1;
+};
+
+// The federation layer of a scenario (issue 6; `federation:` replaces `cluster:`).
+struct FederationSpec {
+  bool enabled = false;
+  int line = 0;
+  std::vector<FederationMember> members;  // at least one; names unique
+  // After a member rejects a dispatch, the job waits retry_backoff_s before it is tried again,
+  // doubled after every further rejection up to retry_backoff_max_s (defaults 30 and 480).
+  int64_t retry_backoff_s = 30;
+  int64_t retry_backoff_max_s = 480;
+  // Members publish their capacity summaries every summary_period_s of simulated time (default
+  // 0: the summary is current at every decision). A period makes the federation decide on stale
+  // summaries, which members catch and reject.
+  int64_t summary_period_s = 0;
+  // Among members that fit equally: `pack` (default; the fullest member first) or `spread` (the
+  // emptiest first).
+  bool spread = false;
+};
+
 struct Scenario {
   std::string name;
   std::string path;
@@ -226,6 +283,7 @@ struct Scenario {
   TidalWorkload tidal;
   UtilisationProfile utilisation;
   std::vector<SchedulerConfig> configurations;
+  FederationSpec federation;  // enabled: the run is a federation run (cluster_* unused)
 };
 
 StatusOr<Scenario> ReadScenario(const std::string& path);

@@ -23,7 +23,7 @@
 #include "sim/capacity_metrics.h"
 #include "sim/cluster/cluster_spec.h"
 #include "sim/metrics.h"
-#include "sim/pending_queue.h"
+#include "sched/framework/pending_queue.h"
 
 namespace estuary {
 
@@ -148,8 +148,10 @@ std::pair<size_t, size_t> DomainsAndNodes(const ClusterState& s, JobId j, PlaneI
   return {domains.size(), nodes.size()};
 }
 
-// Turns a template into a job of the state, resolving its topology names.
-StatusOr<JobId> Materialize(const Scenario& s, ClusterState& state, const JobTemplate& t, const std::string& name) {
+// Turns a template into a job of the state, resolving its topology and GPU model names. The
+// models are resolved into t.per_replica.models too, so that everything built from the template
+// (queue shapes, what-if requests) carries the pin.
+StatusOr<JobId> Materialize(const Scenario& s, ClusterState& state, JobTemplate& t, const std::string& name) {
   JobSpec js;
   js.name = name;
   js.max_replicas = t.replicas;
@@ -172,6 +174,14 @@ StatusOr<JobId> Materialize(const Scenario& s, ClusterState& state, const JobTem
       if (!l) return InvalidArgument(where + "plane '" + t.plane + "' has no level '" + *level + "'");
       *out = *l;
     }
+  }
+  for (const std::string& model : t.models) {
+    const std::optional<GpuModelId> id = state.models().Find(model);
+    if (!id) {
+      return InvalidArgument(s.path + ":" + std::to_string(t.line) + ": job '" + t.name +
+                             "': models: the cluster has no GPU model '" + model + "'");
+    }
+    t.per_replica.models.Add(*id);
   }
   const JobId j = state.AddJob(js);
   for (int32_t i = 0; i < t.replicas; ++i) state.AddTask(j, name + "-" + std::to_string(i), t.per_replica, t.priority);

@@ -1,5 +1,7 @@
 // `estuary simulate`: the Align acceptance examples, scenario bad input, determinism, and every
 // example scenario running with invariants checked at every event time.
+#include "sim/federation_setup.h"
+#include "sim/federation_sim.h"
 #include "sim/simulate.h"
 
 #include <gtest/gtest.h>
@@ -56,6 +58,26 @@ TEST(Simulate, EveryExampleScenarioRunsWithInvariantsCheckedForEachConfiguration
     if (sc->name == "tidal-week") sc->duration_s = 7200;
     // The two-month defrag replay: its first two days (migrations under way, aborts included).
     if (sc->name == "defrag-replay") sc->duration_s = 2 * 86400;
+    if (sc->federation.enabled) {
+      // A federation week: its first six hours, every member's invariants at every event time.
+      sc->duration_s = 6 * 3600;
+      auto members = LoadMemberClusters(*sc);
+      ASSERT_TRUE(members.ok()) << members.status().message();
+      std::vector<std::string> names;
+      std::vector<const ClusterState*> parts;
+      for (size_t m = 0; m < members->size(); ++m) {
+        names.push_back(sc->federation.members[m].name);
+        parts.push_back(&(*members)[m]);
+      }
+      auto merged = MergeClusters(names, parts);
+      ASSERT_TRUE(merged.ok()) << merged.status().message();
+      for (const SchedulerConfig& c : sc->configurations) {
+        auto r = RunFederation(*sc, *members, &*merged, c, sc->seeds.front(), true);
+        ASSERT_TRUE(r.ok()) << entry.path() << " " << c.name << ": " << r.status().message();
+        EXPECT_GT(r->metrics.at("jobs_started_count"), 0) << entry.path() << " " << c.name;
+      }
+      continue;
+    }
     auto cluster = LoadScenarioCluster(*sc);
     ASSERT_TRUE(cluster.ok()) << cluster.status().message();
     for (const SchedulerConfig& c : sc->configurations) {

@@ -98,10 +98,27 @@ struct Spend {
 class Solver {
  public:
   Solver(const ClusterState& state, JobId preemptor, const TaskRequest& req, int64_t need, int64_t now,
-         const AllocateOptions& options)
+         const AllocateOptions& options, std::span<const char> being_evicted)
       : state_(state), req_(req), need_(need) {
     const int32_t prio = state.job(preemptor).spec.priority;
-    for (const Job& j : state.jobs()) {
+    // The candidate jobs: those with a bound task (found from the nodes, so that jobs that ended
+    // long ago cost nothing), in id order.
+    std::vector<uint32_t> running;
+    {
+      std::vector<char> seen(state.jobs().size(), 0);
+      for (const Node& n : state.nodes()) {
+        for (TaskId t : n.tasks) {
+          const uint32_t j = state.task(t).job.value();
+          if (!seen[j]) {
+            seen[j] = 1;
+            running.push_back(j);
+          }
+        }
+      }
+      std::sort(running.begin(), running.end());
+    }
+    for (uint32_t jid : running) {
+      const Job& j = state.job(JobId(jid));
       if (j.id == preemptor || !j.spec.preemptible || j.spec.priority >= prio) continue;
       VJob v;
       v.id = j.id;
@@ -114,8 +131,10 @@ class Solver {
         v.bound.push_back(t);
         gpu += task.req.TotalGpuMilli();
         standby |= task.standby;
+        standby |= t.value() < being_evicted.size() && being_evicted[t.value()] != 0;
       }
-      // A job with a replica in Standby is no victim: its GPUs are lent (restore it first).
+      // A job with a replica in Standby is no victim: its GPUs are lent (restore it first). Nor is
+      // one already being evicted for another preemptor.
       if (v.bound.empty() || standby) continue;
       const int64_t start = j.started_at_s < 0 || j.started_at_s > now ? now : j.started_at_s;
       v.runtime = now - start;
@@ -566,7 +585,7 @@ std::string Describe(const TaskRequest& r) {
 }  // namespace
 
 PreemptionPlan PreemptAction::Plan(const ClusterState& state, JobId preemptor, int64_t now_s,
-                                   const AllocateOptions& options) {
+                                   const AllocateOptions& options, std::span<const char> being_evicted) {
   ESTUARY_CHECK(preemptor.valid() && preemptor.value() < state.jobs().size());
   const Job& job = state.job(preemptor);
   PreemptionPlan out;
@@ -583,7 +602,7 @@ PreemptionPlan PreemptAction::Plan(const ClusterState& state, JobId preemptor, i
                  std::to_string(pending) + " pending tasks";
     return out;
   }
-  Solver solver(state, preemptor, req, need, now_s, options);
+  Solver solver(state, preemptor, req, need, now_s, options, being_evicted);
   const std::string what = std::to_string(need) + " replicas of (" + Describe(req) + ")";
   const std::string whose = " evicting all preemptible work of priority below " + std::to_string(job.spec.priority);
   const Topology& topo = state.topology();

@@ -63,6 +63,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,8 +95,11 @@ class PreemptAction {
   // The plan for pending job `preemptor` at time `now_s` (seconds, the drivers' clock), under the
   // scheduler configuration `options` (align, topology; packing is not used). Infeasible, with a
   // reason, when the job has fewer than `need` pending tasks. REQUIRES: preemptor is valid.
+  // `being_evicted` (indexed by TaskId; ids past its end count as unmarked): tasks already on
+  // their way out for another preemptor. A job with such a task is no victim again (its work is
+  // counted as it is now), so two plans never share a victim.
   static PreemptionPlan Plan(const ClusterState& state, JobId preemptor, int64_t now_s,
-                             const AllocateOptions& options = {});
+                             const AllocateOptions& options = {}, std::span<const char> being_evicted = {});
 };
 
 }  // namespace estuary

@@ -1,4 +1,4 @@
-#include "sim/pending_queue.h"
+#include "sched/framework/pending_queue.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
-// PendingQueue: the simulator's queue of waiting jobs, grouped by shape so that one scheduling
-// pass costs O((jobs started + shapes) log shapes) however long the queue is.
+// PendingQueue: a queue of waiting jobs (the simulator's, the federation's), grouped by shape so
+// that one scheduling pass costs O((jobs started + shapes) log shapes) however long the queue is.
 //
 // Order. Jobs are ordered by (priority descending when `by_priority`, then position); a job pushed
 // at the back (an arrival) goes after every queued job of its priority, one pushed at the front (a

@@ -1,6 +1,6 @@
 // PendingQueue: queue order, the pass that skips a shape after its first wait, jobs tried on
 // their own.
-#include "sim/pending_queue.h"
+#include "sched/framework/pending_queue.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,355 @@
+// The federation layer as a specification: the capacity summary against a from-scratch count, and
+// the fed-scheduler's choices over small in-process members whose state each test builds through
+// the members' own Submit.
+#include <memory>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/rng.h"
+#include "federation/capacity_summary.h"
+#include "federation/fed_scheduler.h"
+#include "federation/in_process_member.h"
+#include "tests/testing/fixtures.h"
+
+namespace estuary {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A member cluster of `nodes` 8-GPU nodes of `model`, two ASWs of plane "data".
+ClusterState MemberCluster(int nodes, const std::string& model = "H800") {
+  testing::ClusterBuilder c;
+  const PlaneId data = *c.state.topology().AddPlane("data", {"asw", "node"});
+  for (int i = 0; i < nodes; ++i) {
+    testing::NodeShape s;
+    s.model = model;
+    const NodeId n = c.AddNode("n" + std::to_string(i), s);
+    const std::vector<std::string> asw = {i < (nodes + 1) / 2 ? "asw0" : "asw1"};
+    EXPECT_TRUE(c.state.AssignDomains(n, data, asw).ok());
+  }
+  return std::move(c.state);
+}
+
+FedJob Job(uint32_t id, int replicas, int gpus, int32_t priority, bool preemptible = false) {
+  FedJob j;
+  j.id = id;
+  j.name = "j" + std::to_string(id);
+  j.min_replicas = j.max_replicas = replicas;
+  j.per_replica.gpu_count = gpus;
+  j.per_replica.gpu_milli = kMilliPerGpu;
+  j.per_replica.cpu_milli = 8000;
+  j.per_replica.mem_mib = 1024;
+  j.priority = priority;
+  j.preemptible = preemptible;
+  return j;
+}
+
+std::unique_ptr<InProcessMember> Member(const std::string& name, ClusterState cluster, int64_t period = 0) {
+  MemberOptions o;
+  o.name = name;
+  o.summary.thresholds = {100, 300, 800, 900};
+  o.summary_period_s = period;
+  o.absorb = false;
+  auto m = InProcessMember::Create(std::move(cluster), o);
+  EXPECT_TRUE(m.ok());
+  return std::move(*m);
+}
+
+// Fills `m` with `count` single-node jobs of 8 GPUs (ids from `first`) at time `t`.
+void Fill(InProcessMember& m, uint32_t first, int count, int32_t priority, bool preemptible, int64_t t) {
+  for (int k = 0; k < count; ++k) {
+    const Admission a = m.Submit(Job(first + static_cast<uint32_t>(k), 1, 8, priority, preemptible), AdmitMode::kStartNow, t);
+    ASSERT_TRUE(a.started) << a.reason;
+  }
+}
+
+int64_t Evicted(const std::vector<MemberEvent>& events) {
+  int64_t n = 0;
+  for (const MemberEvent& e : events) n += e.kind == MemberEvent::Kind::kReturned || e.kind == MemberEvent::Kind::kShrunk;
+  return n;
+}
+
+// ---- CapacitySummary ----
+
+TEST(CapacitySummary, IncrementalRefreshEqualsARebuildAfterRandomChurn) {
+  testing::AswCluster a({"a", "a", "a", "b", "b", "c", "c", "c"});
+  ClusterState& s = a.c.state;
+  Rng rng(7);
+  std::vector<TaskId> tasks;
+  for (int i = 0; i < 60; ++i) {
+    JobSpec js;
+    js.name = "j" + std::to_string(i);
+    js.priority = static_cast<int32_t>(100 * (1 + rng.Uniform(9)));
+    js.preemptible = rng.Uniform(2) == 0;
+    const JobId j = s.AddJob(js);
+    tasks.push_back(s.AddTask(j, js.name, testing::Req().Gpus(1 + static_cast<int>(rng.Uniform(4))).Cpu(1000), js.priority));
+  }
+  CapacitySummary inc;
+  inc.Build(s, {{300, 500, 800}});
+  for (int round = 0; round < 200; ++round) {
+    const TaskId t = tasks[rng.Uniform(tasks.size())];
+    if (s.task(t).state == TaskState::kBound) {
+      s.Unbind(t);
+    } else {
+      const NodeId n(static_cast<uint32_t>(rng.Uniform(s.num_nodes())));
+      GpuIndices g;
+      for (int i = 0; i < kMaxGpusPerNode && g.size < s.task(t).req.gpu_count; ++i) {
+        if (i < s.node(n).spec.gpu_count && s.node(n).gpu_free[i] == kMilliPerGpu) g.Push(i);
+      }
+      if (g.size == s.task(t).req.gpu_count && s.CanBind(t, n, g)) s.Bind(t, n, g);
+    }
+    if (round % 7 == 0) s.SetNodeState(NodeId(static_cast<uint32_t>(rng.Uniform(s.num_nodes()))), rng.Uniform(3) == 0 ? NodeState::kCordoned : NodeState::kReady);
+    inc.Refresh(s);
+    CapacitySummary fresh;
+    fresh.Build(s, {{300, 500, 800}});
+    for (int t = 0; t <= fresh.capacity_index(); ++t) {
+      for (int k = 1; k <= 8; ++k) {
+        GangQuery q;
+        q.gpus = k;
+        q.model_bits = ~uint64_t{0};
+        q.replicas = 1000;  // never "enough": the full count is compared
+        ASSERT_EQ(inc.Placeable(q, t), fresh.Placeable(q, t)) << "round " << round << " t " << t << " k " << k;
+        q.level = std::pair{a.data, 0};
+        ASSERT_EQ(inc.Placeable(q, t), fresh.Placeable(q, t)) << "round " << round << " t " << t << " k " << k;
+      }
+    }
+  }
+}
+
+TEST(CapacitySummary, CountsOnlyPreemptibleWorkBelowTheThresholdAsReclaimable) {
+  testing::ClusterBuilder c;
+  c.AddNode("n0", testing::Gpus(8));
+  c.AddNode("n1", testing::Gpus(8));
+  auto run = [&](const std::string& name, int gpus, int32_t prio, bool preemptible, int node) {
+    JobSpec js;
+    js.name = name;
+    js.priority = prio;
+    js.preemptible = preemptible;
+    const TaskId t = c.state.AddTask(c.state.AddJob(js), name, testing::Req().Gpus(gpus), prio);
+    GpuIndices g;
+    for (int i = 0; i < 8 && g.size < gpus; ++i) {
+      if (c.state.node(NodeId(static_cast<uint32_t>(node))).gpu_free[i] == kMilliPerGpu) g.Push(i);
+    }
+    c.state.Bind(t, NodeId(static_cast<uint32_t>(node)), g);
+  };
+  run("lp", 4, 300, true, 0);      // n0: 4 GPUs of preemptible LP
+  run("dev", 2, 500, false, 0);    // n0: 2 GPUs of non-preemptible dev
+  run("spot", 8, 100, true, 1);    // n1: all GPUs of spot
+  CapacitySummary s;
+  s.Build(c.state, {{200, 400, 800}});
+  GangQuery q;
+  q.model_bits = ~uint64_t{0};
+  q.gpus = 1;
+  EXPECT_EQ(s.Placeable(q, 0), 2);       // idle: n0's 2 free GPUs
+  EXPECT_EQ(s.Placeable(q, 1), 2 + 8);   // below 200: + the spot node
+  EXPECT_EQ(s.Placeable(q, 2), 6 + 8);   // below 400: + the LP GPUs
+  EXPECT_EQ(s.Placeable(q, 3), 6 + 8);   // the dev GPUs are never reclaimable
+  EXPECT_EQ(s.Placeable(q, s.capacity_index()), 16);
+  q.gpus = 8;
+  q.replicas = 1;
+  q.priority = 800;
+  const ProbeResult p = s.Probe(q, 100);
+  EXPECT_TRUE(p.ever);
+  EXPECT_FALSE(p.idle);
+  EXPECT_TRUE(p.reclaim);
+  EXPECT_EQ(p.victim_level, 1);  // the spot node suffices: victims below 200
+  EXPECT_EQ(p.reclaim_gpus, 8);
+}
+
+// ---- FedScheduler over in-process members ----
+
+TEST(Federation, AJobThatFitsOnlyWithPreemptionGoesToTheCheapestReclaimAndOnlyThatMemberEvicts) {
+  // Every member is full. "hp": non-preemptible HP work (no reclaim possible); "old": LP work
+  // running since t=0; "new": LP work started at t=9000 (cheaper to evict at t=10000).
+  auto hp = Member("hp", MemberCluster(2));
+  auto old_lp = Member("old", MemberCluster(2));
+  auto new_lp = Member("new", MemberCluster(2));
+  Fill(*hp, 100, 2, 900, false, 0);
+  Fill(*old_lp, 200, 2, 300, true, 0);
+  Fill(*new_lp, 300, 2, 300, true, 9000);
+  for (auto* m : {hp.get(), old_lp.get(), new_lp.get()}) m->TakeEvents();
+  FedScheduler fed({hp.get(), old_lp.get(), new_lp.get()}, FedOptions{});
+  const FedJob job = Job(1, 2, 8, 800);
+  fed.Enqueue(job, {}, false, 10000);
+
+  const std::vector<FedCandidate> ranked = fed.Rank(1, 10000);
+  ASSERT_EQ(ranked.size(), 2u);  // "hp" cannot reclaim
+  EXPECT_EQ(ranked[0].member, 2);
+  EXPECT_EQ(ranked[0].mode, AdmitMode::kStartOrReclaim);
+  EXPECT_EQ(ranked[1].member, 1);
+  EXPECT_LT(ranked[0].probe.cost_gpu_s, ranked[1].probe.cost_gpu_s);
+
+  EXPECT_EQ(fed.Pass(10000), std::vector<uint32_t>{1});
+  const auto dispatches = fed.TakeDispatches();
+  ASSERT_EQ(dispatches.size(), 1u);
+  EXPECT_EQ(dispatches[0].member, 2);
+  EXPECT_TRUE(dispatches[0].admission.reclaiming);
+  // The grace period passes; then only "new" evicts, and the job starts there.
+  for (int64_t t : {10030, 10060, 10090, 10120}) {
+    for (auto* m : {hp.get(), old_lp.get(), new_lp.get()}) m->Step(t);
+    fed.Pass(t);
+  }
+  EXPECT_EQ(Evicted(hp->TakeEvents()), 0);
+  EXPECT_EQ(Evicted(old_lp->TakeEvents()), 0);
+  const std::vector<MemberEvent> ev = new_lp->TakeEvents();
+  EXPECT_EQ(Evicted(ev), 2);
+  EXPECT_EQ(new_lp->Running(1), 2);
+  EXPECT_EQ(hp->Running(1) + old_lp->Running(1), 0);
+  EXPECT_TRUE(fed.TakeDispatches().empty());
+  // Stability: more rounds change nothing.
+  for (int64_t t : {20000, 30000}) {
+    for (auto* m : {hp.get(), old_lp.get(), new_lp.get()}) m->Step(t);
+    fed.Pass(t);
+  }
+  EXPECT_EQ(Evicted(hp->TakeEvents()) + Evicted(old_lp->TakeEvents()) + Evicted(new_lp->TakeEvents()), 0);
+  EXPECT_EQ(new_lp->Running(1), 2);
+  for (auto* m : {hp.get(), old_lp.get(), new_lp.get()}) EXPECT_TRUE(m->state().CheckInvariants().ok());
+}
+
+TEST(Federation, VictimsOfLowerPriorityComeBeforeCheaperVictims) {
+  // "spot" holds old spot work (priority 100), "lp" fresh LP work (priority 300): the reclaim
+  // goes to "spot" although its victims ran longer.
+  auto lp = Member("lp", MemberCluster(1));
+  auto spot = Member("spot", MemberCluster(1));
+  Fill(*lp, 100, 1, 300, true, 9000);
+  Fill(*spot, 200, 1, 100, true, 0);
+  FedScheduler fed({lp.get(), spot.get()}, FedOptions{});
+  fed.Enqueue(Job(1, 1, 8, 800), {}, false, 10000);
+  const std::vector<FedCandidate> ranked = fed.Rank(1, 10000);
+  ASSERT_EQ(ranked.size(), 2u);
+  EXPECT_EQ(ranked[0].member, 1);
+  EXPECT_LT(ranked[0].probe.victim_level, ranked[1].probe.victim_level);
+}
+
+TEST(Federation, IdleCapacityAnywhereIsPreferredToPreemption) {
+  auto full = Member("full", MemberCluster(2));
+  auto idle = Member("idle", MemberCluster(2));
+  Fill(*full, 100, 2, 100, true, 0);
+  FedScheduler fed({full.get(), idle.get()}, FedOptions{});
+  fed.Enqueue(Job(1, 2, 8, 800), {}, false, 50);
+  fed.Pass(50);
+  EXPECT_EQ(idle->Running(1), 2);
+  EXPECT_EQ(Evicted(full->TakeEvents()), 0);
+}
+
+TEST(Federation, AStaleSummaryLeadsToARejectionAndASuccessfulRetryElsewhere) {
+  // Members publish summaries hourly. "a" is filled after its last publication, so its summary
+  // still shows it empty and it ranks first; it rejects, and "b" takes the job.
+  auto a = Member("a", MemberCluster(2), 3600);
+  auto b = Member("b", MemberCluster(2), 3600);
+  a->Publish(0);
+  b->Publish(0);
+  Fill(*a, 100, 2, 500, false, 5);
+  FedScheduler fed({a.get(), b.get()}, FedOptions{});
+  fed.Enqueue(Job(1, 1, 8, 500), {}, false, 10);
+  ASSERT_EQ(fed.Rank(1, 10).front().member, 0);  // the stale summary says "a" fits
+  EXPECT_EQ(fed.Pass(10), std::vector<uint32_t>{1});
+  const auto d = fed.TakeDispatches();
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].member, 0);
+  EXPECT_FALSE(d[0].admission.accepted);
+  EXPECT_FALSE(d[0].retry);
+  EXPECT_EQ(d[1].member, 1);
+  EXPECT_TRUE(d[1].admission.started);
+  EXPECT_TRUE(d[1].retry);
+  EXPECT_EQ(fed.rejections(), 1);
+  EXPECT_EQ(fed.retries(), 1);
+  EXPECT_EQ(b->Running(1), 1);
+  EXPECT_EQ(a->Running(1), 0);
+}
+
+TEST(Federation, WhenEveryCandidateRejectsTheJobBacksOffAndRetriesLater) {
+  auto a = Member("a", MemberCluster(1), 3600);
+  a->Publish(0);
+  Fill(*a, 100, 1, 500, false, 5);
+  FedOptions o;
+  o.backoff_s = 30;
+  FedScheduler fed({a.get()}, o);
+  fed.Enqueue(Job(1, 1, 8, 500), {}, false, 10);
+  EXPECT_TRUE(fed.Pass(10).empty());
+  EXPECT_TRUE(fed.Waiting(1));
+  EXPECT_EQ(fed.NextRetry(), 40);
+  EXPECT_THAT(fed.Reason(1), HasSubstr("every candidate rejected it"));
+  fed.TakeDispatches();
+  EXPECT_TRUE(fed.Pass(20).empty());  // still backing off: not tried
+  EXPECT_TRUE(fed.TakeDispatches().empty());
+  a->Cancel(100, 30);  // room again
+  EXPECT_EQ(fed.Pass(40), std::vector<uint32_t>{1});
+  EXPECT_EQ(a->Running(1), 1);
+}
+
+TEST(Federation, AJobThatFitsNowhereIsReportedWithItsReasonAndNeverDispatched) {
+  auto a = Member("a", MemberCluster(2));
+  auto b = Member("b", MemberCluster(2, "A100"));
+  FedScheduler fed({a.get(), b.get()}, FedOptions{});
+  FedJob big = Job(1, 8, 8, 800);  // 64 GPUs; each member has 16
+  FedJob model = Job(2, 1, 8, 800);
+  model.models = {"B200"};
+  FedJob asw = Job(3, 2, 8, 800);  // 2 nodes in one ASW; each ASW has one node
+  asw.plane = "data";
+  asw.required_level = "asw";
+  for (const FedJob& j : {big, model, asw}) fed.Enqueue(j, {}, false, 0);
+  EXPECT_TRUE(fed.Pass(0).empty());
+  EXPECT_TRUE(fed.TakeDispatches().empty());
+  for (uint32_t j : {1u, 2u, 3u}) {
+    EXPECT_TRUE(fed.Infeasible(j));
+    EXPECT_FALSE(fed.Waiting(j));
+  }
+  EXPECT_THAT(fed.Reason(1), HasSubstr("no member could ever hold 8 x 8 GPUs"));
+  EXPECT_THAT(fed.Reason(2), HasSubstr("of B200"));
+  EXPECT_THAT(fed.Reason(3), HasSubstr("in one asw"));
+  EXPECT_TRUE(fed.Pass(100).empty());
+  EXPECT_TRUE(fed.TakeDispatches().empty());
+  EXPECT_EQ(a->Running(1) + b->Running(1), 0);
+}
+
+TEST(Federation, AJobThatFitsOnlyLaterWaitsWithItsReasonAndIsNotDispatched) {
+  auto a = Member("a", MemberCluster(1));
+  Fill(*a, 100, 1, 900, false, 0);  // non-preemptible HP work
+  FedScheduler fed({a.get()}, FedOptions{});
+  fed.Enqueue(Job(1, 1, 8, 800), {}, false, 10);
+  EXPECT_TRUE(fed.Pass(10).empty());
+  EXPECT_TRUE(fed.TakeDispatches().empty());
+  EXPECT_TRUE(fed.Waiting(1));
+  EXPECT_FALSE(fed.Infeasible(1));
+  EXPECT_THAT(fed.Reason(1), HasSubstr("no member has room for 1 x 8 GPUs on idle capacity or by evicting work below priority 800"));
+}
+
+TEST(Federation, IdleOnlyNeverPreemptsAndWaitsInstead) {
+  auto a = Member("a", MemberCluster(1));
+  Fill(*a, 100, 1, 100, true, 0);
+  FedOptions o;
+  o.mode = FedOptions::Mode::kIdleOnly;
+  FedScheduler fed({a.get()}, o);
+  fed.Enqueue(Job(1, 1, 8, 800), {}, false, 10);
+  EXPECT_TRUE(fed.Pass(10).empty());
+  a->Step(100);
+  EXPECT_EQ(Evicted(a->TakeEvents()), 0);
+  EXPECT_TRUE(fed.Waiting(1));
+}
+
+TEST(Federation, BlindDispatchRoundRobinsAndAMemberThatCanNeverRunTheJobRejectsIt) {
+  auto a = Member("a", MemberCluster(1, "A100"));
+  auto b = Member("b", MemberCluster(1, "H800"));
+  FedOptions o;
+  o.mode = FedOptions::Mode::kBlind;
+  FedScheduler fed({a.get(), b.get()}, o);
+  FedJob pinned = Job(1, 1, 4, 500);
+  pinned.models = {"H800"};
+  fed.Enqueue(pinned, {}, false, 0);
+  fed.Enqueue(Job(2, 1, 4, 500), {}, false, 0);
+  fed.Pass(0);
+  const auto d = fed.TakeDispatches();
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].member, 0);  // round-robin starts at "a", which has no H800
+  EXPECT_TRUE(d[0].admission.never);
+  EXPECT_EQ(d[1].member, 1);
+  EXPECT_TRUE(d[1].admission.accepted);
+  EXPECT_EQ(d[2].member, 0);  // the next job goes to the member after "b"
+  EXPECT_EQ(b->Running(1), 1);
+  EXPECT_EQ(a->Running(2), 1);
+}
+
+}  // namespace
+}  // namespace estuary

@@ -1,0 +1,387 @@
+#include "federation/in_process_member.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "sched/actions/absorb.h"
+#include "sched/actions/preempt.h"
+#include "sched/plugins/register.h"
+
+namespace estuary {
+
+InProcessMember::InProcessMember(ClusterState cluster, MemberOptions options)
+    : options_(std::move(options)), state_(std::move(cluster)) {}
+
+StatusOr<std::unique_ptr<InProcessMember>> InProcessMember::Create(ClusterState cluster, MemberOptions options) {
+  auto policy = OpenbPolicy(options.policy);
+  if (!policy.ok()) return policy.status();
+  std::unique_ptr<InProcessMember> m(new InProcessMember(std::move(cluster), std::move(options)));
+  SessionOptions so;
+  so.policy = *policy;
+  so.seed = m->options_.seed;
+  auto session = Session::Open(m->state_, BuiltinRegistry(), PluginContext{&m->state_, nullptr}, so);
+  if (!session.ok()) return session.status();
+  m->session_ = std::move(*session);
+  m->summary_.Build(m->state_, m->options_.summary);
+  return m;
+}
+
+std::optional<size_t> InProcessMember::Materialize(const FedJob& job, std::string* why) {
+  if (auto it = by_fed_.find(job.id); it != by_fed_.end()) return it->second;
+  JobSpec js;
+  js.name = job.name;
+  js.min_replicas = job.min_replicas;
+  js.max_replicas = job.max_replicas;
+  js.step = job.step;
+  js.usable_step = job.usable_step;
+  js.priority = job.priority;
+  js.preemptible = job.preemptible;
+  js.checkpoint_interval_s = job.checkpoint_interval_s;
+  js.restart_cost_s = job.restart_cost_s;
+  TaskRequest req = job.per_replica;
+  req.models = GpuModelSet();
+  for (const std::string& name : job.models) {
+    if (auto m = state_.models().Find(name)) req.models.Add(*m);
+  }
+  if (!job.models.empty() && req.models.Any()) {
+    std::string list;
+    for (const std::string& name : job.models) list += (list.empty() ? "" : "|") + name;
+    *why = "member '" + options_.name + "' has no GPU model " + list;
+    return std::nullopt;
+  }
+  if (!job.plane.empty()) {
+    const auto plane = state_.topology().FindPlane(job.plane);
+    if (!plane) {
+      *why = "member '" + options_.name + "' has no plane '" + job.plane + "'";
+      return std::nullopt;
+    }
+    js.topology.plane = *plane;
+    for (auto [level, out] : {std::pair{&job.required_level, &js.topology.required_level},
+                              std::pair{&job.preferred_level, &js.topology.preferred_level}}) {
+      if (level->empty()) continue;
+      const auto l = state_.topology().FindLevel(*plane, *level);
+      if (!l) {
+        *why = "member '" + options_.name + "' has no level '" + *level + "' in plane '" + job.plane + "'";
+        return std::nullopt;
+      }
+      *out = *l;
+    }
+  }
+  const JobId id = state_.AddJob(js);
+  for (int32_t i = 0; i < job.max_replicas; ++i) state_.AddTask(id, job.name + "-" + std::to_string(i), req, job.priority);
+  being_evicted_.resize(state_.tasks().size(), 0);
+  local_of_job_.resize(state_.jobs().size(), SIZE_MAX);
+  Local l;
+  l.fed = job.id;
+  l.id = id;
+  l.priority = job.priority;
+  l.min_replicas = job.min_replicas;
+  l.max_replicas = job.max_replicas;
+  // The shape: everything that decides whether the job can start now.
+  const std::string key = std::to_string(req.cpu_milli) + "/" + std::to_string(req.mem_mib) + "/" +
+                          std::to_string(req.gpu_count) + "/" + std::to_string(req.gpu_milli) + "/" +
+                          std::to_string(req.models.bits()) + "/" + std::to_string(js.min_replicas) + "/" +
+                          std::to_string(js.max_replicas) + "/" + std::to_string(js.step) + "/" + job.plane + "/" +
+                          job.required_level + "/" + job.preferred_level + "/" + std::to_string(js.priority);
+  l.shape = shapes_.emplace(key, static_cast<int>(shapes_.size())).first->second;
+  const size_t li = locals_.size();
+  locals_.push_back(l);
+  by_fed_[job.id] = li;
+  local_of_job_[id.value()] = li;
+  return li;
+}
+
+void InProcessMember::Log(MemberEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job,
+                          int64_t at, std::string detail) {
+  MemberEvent e;
+  e.kind = kind;
+  e.t = t;
+  e.job = locals_[li].fed;
+  e.replicas = replicas;
+  e.for_job = for_job;
+  e.at = at;
+  e.detail = std::move(detail);
+  events_.push_back(std::move(e));
+}
+
+void InProcessMember::OnStart(size_t li, int64_t now_s, int32_t granted) {
+  Local& l = locals_[li];
+  l.running = true;
+  l.refused_seq = UINT64_MAX;
+  state_.SetJobStart(l.id, now_s);
+  if (l.min_replicas < l.max_replicas) {
+    elastic_running_.insert(li);
+    ++elastic_starts_;
+  }
+  Log(MemberEvent::Kind::kStarted, now_s, li, granted);
+}
+
+Admission InProcessMember::Submit(const FedJob& job, AdmitMode mode, int64_t now_s) {
+  Admission r;
+  std::string why;
+  const std::optional<size_t> li = Materialize(job, &why);
+  if (!li) {
+    r.reason = why;
+    r.never = true;
+    return r;
+  }
+  Local& l = locals_[*li];
+  if (l.running || l.reclaiming || queue_.Contains(*li)) {
+    r.reason = "job '" + job.name + "' is already on member '" + options_.name + "'";
+    return r;
+  }
+  const JobAttempt a = AllocateAction::TryStart(*session_, state_, l.id, options_.allocate);
+  if (a.started) {
+    OnStart(*li, now_s, a.granted);
+    r.accepted = r.started = true;
+    r.granted = a.granted;
+  } else if (a.kind == OutcomeKind::kInfeasible) {
+    r.reason = a.reason;
+    r.never = true;
+  } else if (mode == AdmitMode::kQueue) {
+    queue_.Push(*li, l.priority, l.shape, false);
+    r.accepted = true;
+  } else if (mode == AdmitMode::kStartNow) {
+    r.reason = a.reason;
+  } else if (StartReclaim(*li, now_s, &why)) {
+    r.accepted = r.reclaiming = true;
+  } else {
+    r.reason = why;
+  }
+  if (options_.summary_period_s == 0) MaybePublish(now_s);
+  return r;
+}
+
+bool InProcessMember::StartReclaim(size_t li, int64_t now_s, std::string* why) {
+  Local& l = locals_[li];
+  if (l.priority < kHpPriority) {
+    *why = "only HP jobs reclaim";
+    return false;
+  }
+  const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
+  if (!plan.feasible) {
+    *why = plan.reason;
+    return false;
+  }
+  if (plan.evict.empty()) {
+    *why = "idle capacity could hold it, but placement did not";
+    return false;
+  }
+  if (std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId t) { return being_evicted_[t.value()] != 0; })) {
+    *why = "its victims are already being evicted for another job";
+    return false;
+  }
+  if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
+  std::vector<NodeId> hold;
+  for (NodeId n : plan.nodes) {
+    if (!state_.node(n).reservation.valid() && std::find(hold.begin(), hold.end(), n) == hold.end()) hold.push_back(n);
+  }
+  if (!hold.empty()) {
+    state_.AddReservation(l.id, hold);
+    if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
+  }
+  Eviction ev;
+  ev.at = now_s + options_.grace_s;
+  ev.for_local = li;
+  ev.tasks = plan.evict;
+  ev.whole = plan.evicted_jobs;
+  for (TaskId t : ev.tasks) being_evicted_[t.value()] = 1;
+  l.reclaiming = true;
+  if (!queue_.Contains(li)) queue_.Push(li, l.priority, l.shape, true);
+  Log(MemberEvent::Kind::kReclaim, now_s, li, static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size()),
+      UINT32_MAX, ev.at);
+  evictions_.push_back(std::move(ev));
+  if (reclaim_observer_) reclaim_observer_(l.fed, now_s);
+  return true;
+}
+
+void InProcessMember::EndEvictions(int64_t now_s) {
+  std::vector<Eviction> due;
+  std::erase_if(evictions_, [&](Eviction& ev) {
+    if (ev.at > now_s) return false;
+    due.push_back(std::move(ev));
+    return true;
+  });
+  std::stable_sort(due.begin(), due.end(), [](const Eviction& a, const Eviction& b) { return a.at < b.at; });
+  for (const Eviction& ev : due) {
+    for (TaskId t : ev.tasks) being_evicted_[t.value()] = 0;
+    Local& hp = locals_[ev.for_local];
+    hp.reclaiming = false;
+    // It started meanwhile, or left: nothing to evict for it.
+    if (hp.running || !queue_.Contains(ev.for_local)) {
+      if (!hp.running && state_.job(hp.id).reservation.valid()) state_.ReleaseReservation(state_.job(hp.id).reservation);
+      continue;
+    }
+    std::set<uint32_t> shrunk;
+    for (TaskId t : ev.tasks) {
+      const Task& task = state_.task(t);
+      if (task.state != TaskState::kBound) continue;  // ended during the grace period
+      if (std::find(ev.whole.begin(), ev.whole.end(), task.job) == ev.whole.end()) shrunk.insert(task.job.value());
+      state_.Unbind(t);
+    }
+    for (uint32_t j : shrunk) {
+      Log(MemberEvent::Kind::kShrunk, now_s, local_of_job_[j], state_.job(JobId(j)).bound_tasks, hp.fed, 0, "reclaim");
+    }
+    for (JobId victim : ev.whole) {
+      const size_t vi = local_of_job_[victim.value()];
+      Local& v = locals_[vi];
+      if (!v.running) continue;
+      for (TaskId t : state_.job(victim).tasks) {
+        if (state_.task(t).state == TaskState::kBound) state_.Unbind(t);
+      }
+      v.running = false;
+      state_.SetJobStart(victim, -1);
+      elastic_running_.erase(vi);
+      Log(MemberEvent::Kind::kReturned, now_s, vi, 0, hp.fed, 0, "reclaim");
+    }
+  }
+}
+
+void InProcessMember::TryQueue(int64_t now_s) {
+  std::erase_if(holders_, [&](size_t li) { return !state_.job(locals_[li].id).reservation.valid(); });
+  queue_.Pass(
+      [&](size_t li) {
+        const JobAttempt a = AllocateAction::TryStart(*session_, state_, locals_[li].id, options_.allocate);
+        if (a.started) {
+          OnStart(li, now_s, a.granted);
+          return PendingQueue::Outcome::kStarted;
+        }
+        if (a.kind == OutcomeKind::kInfeasible) {
+          Log(MemberEvent::Kind::kReturned, now_s, li, 0, UINT32_MAX, 0, a.reason);
+          return PendingQueue::Outcome::kInfeasible;
+        }
+        return PendingQueue::Outcome::kWaits;
+      },
+      holders_);
+}
+
+void InProcessMember::ReclaimQueued(int64_t now_s) {
+  const auto hp = [&](int) { return true; };
+  for (size_t li : queue_.InOrder(hp)) {
+    Local& l = locals_[li];
+    if (l.priority < kHpPriority || l.reclaiming || l.running) continue;
+    // Idle plus reclaimable room only shrinks while nothing is released.
+    if (l.refused_seq == state_.release_seq()) continue;
+    std::string why;
+    if (!StartReclaim(li, now_s, &why)) l.refused_seq = state_.release_seq();
+  }
+}
+
+void InProcessMember::Absorb(int64_t now_s) {
+  if (!options_.absorb || elastic_running_.empty()) return;
+  int32_t blocking = INT32_MIN;
+  for (size_t li : queue_.InOrder()) {
+    const Local& l = locals_[li];
+    if (l.reclaiming) continue;
+    if (l.priority < kHpPriority && l.min_replicas <= 1) continue;
+    blocking = std::max(blocking, l.priority);
+  }
+  if (state_.release_seq() == absorb_seen_release_ && elastic_starts_ == absorb_seen_starts_ &&
+      blocking == absorb_seen_blocking_) {
+    return;
+  }
+  absorb_seen_release_ = state_.release_seq();
+  absorb_seen_starts_ = elastic_starts_;
+  absorb_seen_blocking_ = blocking;
+  std::vector<JobId> running;
+  for (size_t li : elastic_running_) running.push_back(locals_[li].id);
+  const AbsorbResult r = AbsorbAction::Run(*session_, state_, running, blocking, options_.allocate);
+  for (const auto& [job, added] : r.grown) {
+    Log(MemberEvent::Kind::kGrown, now_s, local_of_job_[job.value()], state_.job(job).bound_tasks);
+  }
+}
+
+void InProcessMember::Step(int64_t now_s) {
+  EndEvictions(now_s);
+  TryQueue(now_s);
+  ReclaimQueued(now_s);
+  MaybePublish(now_s);
+}
+
+void InProcessMember::Grow(int64_t now_s) {
+  Absorb(now_s);
+  MaybePublish(now_s);
+}
+
+std::optional<int64_t> InProcessMember::NextDue() const {
+  std::optional<int64_t> due;
+  for (const Eviction& ev : evictions_) due = due ? std::min(*due, ev.at) : ev.at;
+  if (options_.summary_period_s > 0 && last_publish_ >= 0) {
+    const int64_t next = last_publish_ + options_.summary_period_s;
+    due = due ? std::min(*due, next) : next;
+  }
+  return due;
+}
+
+void InProcessMember::Publish(int64_t now_s) {
+  summary_.Refresh(state_);
+  last_publish_ = now_s;
+}
+
+void InProcessMember::MaybePublish(int64_t now_s) {
+  if (options_.summary_period_s == 0 || last_publish_ < 0 || now_s - last_publish_ >= options_.summary_period_s) {
+    Publish(now_s);
+  }
+}
+
+void InProcessMember::Cancel(uint32_t job, int64_t now_s) {
+  const auto it = by_fed_.find(job);
+  if (it == by_fed_.end()) return;
+  const size_t li = it->second;
+  Local& l = locals_[li];
+  if (queue_.Contains(li)) queue_.Remove(li);
+  if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
+  for (TaskId t : state_.job(l.id).tasks) {
+    if (state_.task(t).state == TaskState::kBound) state_.Unbind(t);
+  }
+  if (l.running) state_.SetJobStart(l.id, -1);
+  l.running = l.reclaiming = false;
+  elastic_running_.erase(li);
+  if (options_.summary_period_s == 0) MaybePublish(now_s);
+}
+
+int32_t InProcessMember::Running(uint32_t job) const {
+  const auto it = by_fed_.find(job);
+  if (it == by_fed_.end() || !locals_[it->second].running) return 0;
+  return state_.job(locals_[it->second].id).bound_tasks;
+}
+
+std::vector<MemberEvent> InProcessMember::TakeEvents() { return std::exchange(events_, {}); }
+
+bool InProcessMember::FitsIdleNow(const FedJob& job, int64_t now_s) {
+  std::string why;
+  const std::optional<size_t> li = Materialize(job, &why);
+  if (!li) return false;
+  const Local& l = locals_[*li];
+  if (l.running) return true;
+  // PreemptAction's feasibility step without victims: replicas fitting on each node now (model,
+  // GPUs, CPU, memory; none on nodes down, cordoned or held for another job), summed over the
+  // cluster or over one domain of the required level.
+  const Job& local = state_.job(l.id);
+  const TaskRequest& req = state_.task(local.tasks.front()).req;
+  const int64_t step = options_.allocate.align ? std::max<int32_t>(1, local.spec.step) : 1;
+  const int64_t need = (std::max<int64_t>(1, local.spec.min_replicas) + step - 1) / step * step;
+  const TopologyConstraint& tc = local.spec.topology;
+  auto room = [&](NodeId n) {
+    const Node& node = state_.node(n);
+    if (!node.Schedulable()) return int64_t{0};
+    return AllocateAction::ReplicasFitting(state_, node, req, false, l.id);
+  };
+  if (options_.allocate.topology && tc.plane.valid() && tc.required_level >= 0) {
+    for (DomainId d : state_.topology().DomainsAt(tc.plane, tc.required_level)) {
+      int64_t sum = 0;
+      for (NodeId n : state_.topology().domain(d).nodes) sum += room(n);
+      if (sum >= need) return true;
+    }
+    return false;
+  }
+  int64_t sum = 0;
+  for (const Node& n : state_.nodes()) {
+    sum += room(n.id);
+    if (sum >= need) return true;
+  }
+  (void)now_s;
+  return false;
+}
+
+}  // namespace estuary

@@ -1,0 +1,146 @@
+// InProcessMember: a federation member that wraps one estuary engine in this process — its own
+// ClusterState, Session and actions (AllocateAction, PreemptAction, AbsorbAction) — driven by the
+// caller's clock (the simulator's, later the service's).
+//
+// Admission (Submit). The job is materialised in the member's state the first time it is
+// dispatched here (its models and topology names resolved; a job the member has no model or level
+// for is rejected with `never`) and tried at once through AllocateAction::TryStart:
+//   started                          -> accepted, started;
+//   infeasible (never fits here)     -> rejected, never;
+//   kQueue                           -> accepted: it waits in the member's priority queue;
+//   kStartNow                        -> rejected ("stale summary" in effect);
+//   kStartOrReclaim, HP job          -> PreemptAction::Plan: feasible with victims none of which
+//                                       is already being evicted -> accepted, reclaiming: the
+//                                       plan's nodes are held for it (AddReservation), its
+//                                       victims are evicted grace_s later and it starts then;
+//                                       otherwise rejected, with nothing evicted.
+// Step(now): (1) evictions whose grace ended: the victims' tasks are unbound (elastic jobs shrink,
+// others are evicted whole and returned to the federation — kReturned); (2) the member's queue is
+// tried in priority order (jobs holding a reservation on their own); (3) HP jobs still waiting in
+// the queue (kQueue dispatches) Reclaim for themselves as in (Submit).
+// Grow(now): with absorb, running elastic jobs grow toward max (AbsorbAction) unless a queued HP
+// job or gang could use the room. A driver runs Step, then the federation's dispatch, then Grow,
+// so that jobs waiting at the federation see released capacity before elastic jobs take it.
+// Both publish the summary when summary_period_s has passed since the last publication (0: it is
+// kept current after every change, Submit and Cancel included).
+// Every decision is logged as a MemberEvent. Deterministic: no hash-map order reaches a decision.
+// Thread-safety: none.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "federation/member.h"
+#include "model/cluster_state.h"
+#include "sched/actions/allocate.h"
+#include "sched/framework/pending_queue.h"
+#include "sched/framework/session.h"
+
+namespace estuary {
+
+struct MemberOptions {
+  std::string name;
+  std::string policy = "best-fit";  // placement policy (an openb policy name)
+  uint64_t seed = 0;
+  AllocateOptions allocate;
+  int64_t grace_s = 60;      // Reclaim's eviction grace period (default 60 s, Alibaba's bound)
+  bool absorb = true;        // grow running elastic jobs toward max (default on)
+  SummaryOptions summary;    // reclaim thresholds
+  int64_t summary_period_s = 0;  // 0: the summary is current after every change
+};
+
+class InProcessMember : public Member {
+ public:
+  // Takes the member's cluster (its nodes and topology; no jobs). Fails on an unknown policy.
+  static StatusOr<std::unique_ptr<InProcessMember>> Create(ClusterState cluster, MemberOptions options);
+
+  const std::string& name() const override { return options_.name; }
+  const CapacitySummary& summary() const override { return summary_; }
+  Admission Submit(const FedJob& job, AdmitMode mode, int64_t now_s) override;
+  void Cancel(uint32_t job, int64_t now_s) override;
+  int32_t Running(uint32_t job) const override;
+  std::vector<MemberEvent> TakeEvents() override;
+
+  // The member's scheduling cycle at `now_s`, in two halves (see the header comment).
+  void Step(int64_t now_s);
+  void Grow(int64_t now_s);
+  // The earliest time a Step has work that no event brings (an eviction's grace end), if any.
+  std::optional<int64_t> NextDue() const;
+  // Publishes the summary now (whatever the period).
+  void Publish(int64_t now_s);
+  // Exact check, for measuring needless preemptions: could `job` start here now on idle capacity
+  // (PreemptAction's feasibility without victims)? Materialises the job if needed; changes no
+  // placement.
+  bool FitsIdleNow(const FedJob& job, int64_t now_s);
+
+  // Called as each Reclaim is decided (before any other member changes), with the federation's
+  // job id and the time: lets a driver measure whether the preemption was needed.
+  void SetReclaimObserver(std::function<void(uint32_t job, int64_t now_s)> f) { reclaim_observer_ = std::move(f); }
+
+  const ClusterState& state() const { return state_; }
+  // Jobs waiting in the member's queue.
+  size_t queued() const { return queue_.size(); }
+
+ private:
+  struct Local {
+    uint32_t fed = 0;
+    JobId id;
+    int32_t priority = 0;
+    int32_t min_replicas = 1, max_replicas = 1;
+    int shape = 0;
+    bool running = false;
+    bool reclaiming = false;
+    uint64_t refused_seq = UINT64_MAX;  // release_seq when its Reclaim was last found infeasible
+  };
+  InProcessMember(ClusterState cluster, MemberOptions options);
+  // The local job of `job`, materialised on first use; nullopt (and `why`) when the member has no
+  // model or topology level for it.
+  std::optional<size_t> Materialize(const FedJob& job, std::string* why);
+  void OnStart(size_t li, int64_t now_s, int32_t granted);
+  // Plans and starts a Reclaim for queued or dispatched local job li; false (nothing changed)
+  // when there is no such plan, with `why`.
+  bool StartReclaim(size_t li, int64_t now_s, std::string* why);
+  void TryQueue(int64_t now_s);
+  void EndEvictions(int64_t now_s);
+  void ReclaimQueued(int64_t now_s);
+  void Absorb(int64_t now_s);
+  void MaybePublish(int64_t now_s);
+  void Log(MemberEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job = UINT32_MAX,
+           int64_t at = 0, std::string detail = {});
+
+  struct Eviction {
+    int64_t at = 0;
+    size_t for_local = 0;
+    std::vector<TaskId> tasks;
+    std::vector<JobId> whole;
+  };
+
+  MemberOptions options_;
+  ClusterState state_;
+  std::unique_ptr<Session> session_;
+  CapacitySummary summary_;
+  int64_t last_publish_ = -1;
+  std::vector<Local> locals_;
+  std::map<uint32_t, size_t> by_fed_;
+  std::vector<size_t> local_of_job_;  // state JobId -> local index
+  std::map<std::string, int> shapes_;
+  PendingQueue queue_{true};
+  std::vector<size_t> holders_;  // queued local jobs that hold a reservation
+  std::vector<Eviction> evictions_;
+  std::vector<char> being_evicted_;  // per TaskId
+  std::set<size_t> elastic_running_;
+  std::vector<MemberEvent> events_;
+  std::function<void(uint32_t, int64_t)> reclaim_observer_;
+  uint64_t absorb_seen_release_ = UINT64_MAX;
+  int32_t absorb_seen_blocking_ = 0;
+  int64_t absorb_seen_starts_ = -1;
+  int64_t elastic_starts_ = 0;
+};
+
+}  // namespace estuary

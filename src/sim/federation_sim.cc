@@ -1,0 +1,508 @@
+#include "sim/federation_sim.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <memory>
+#include <queue>
+#include <set>
+#include <tuple>
+
+#include "common/rng.h"
+#include "federation/fed_scheduler.h"
+#include "federation/in_process_member.h"
+#include "sim/metrics.h"
+
+namespace estuary {
+namespace {
+
+constexpr int64_t kWorkScale = 10000;  // work units per replica-second
+constexpr SimTime kNoEnd = 1'000'000'000'000;
+
+struct FJob {
+  JobTemplate tmpl;
+  FedJob fed;
+  int home = 0;
+  std::vector<int> allowed;  // empty: every member
+  SimTime submit = 0, duration = 0;
+  SimTime first_start = -1, started_at = -1, finish = -1;
+  int member = -1;  // the member it runs on (-1: none)
+  bool finished = false;
+  // The work model: work in replica-seconds x kWorkScale at max replicas; `rate` replica units
+  // per second while running.
+  int64_t work_left = 0, work_at_checkpoint = 0, rate = 0;
+  SimTime progress_t = 0;
+  uint64_t gen = 0;
+  bool restarted = false;
+  // Needless-preemption accounting of the Reclaims made for this job.
+  bool reclaim_needless = false;  // another member could have started it on idle capacity
+  int reclaim_member = -1;
+  int64_t pending_victims = 0;    // victims evicted for it, needless if it next starts elsewhere
+};
+
+std::string MetricName(const std::string& member) {
+  std::string out;
+  for (char c : member) out += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(static_cast<unsigned char>(c))) : '_';
+  return out;
+}
+
+FedJob ToFedJob(const JobTemplate& t, uint32_t id) {
+  FedJob f;
+  f.id = id;
+  f.name = t.name;
+  f.max_replicas = t.replicas;
+  f.min_replicas = t.min_replicas > 0 ? t.min_replicas : t.replicas;
+  f.step = t.step;
+  f.usable_step = t.usable_step;
+  f.per_replica = t.per_replica;
+  f.per_replica.models = GpuModelSet();
+  f.models = t.models;
+  f.plane = t.plane;
+  f.required_level = t.required_level;
+  f.preferred_level = t.preferred_level;
+  f.priority = t.priority;
+  f.preemptible = t.preemptible;
+  f.checkpoint_interval_s = t.checkpoint_interval_s;
+  f.restart_cost_s = t.restart_cost_s;
+  return f;
+}
+
+}  // namespace
+
+StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<ClusterState>& clusters,
+                                       const ClusterState* merged, const SchedulerConfig& config, uint64_t seed,
+                                       bool check_invariants, bool record_events) {
+  SimulateResult res;
+  res.configuration = config.name;
+  res.seed = seed;
+  const FederationSpec& fs = sc.federation;
+  const size_t regions = fs.members.size();
+  const bool is_merged = config.federation == "merged";
+  if (is_merged && merged == nullptr) return Internal("a merged configuration needs the merged cluster");
+
+  // The workload: listed jobs, then the generated stream (home drawn by arrivals_share; diurnal
+  // classes thinned by the curve at the home member's local time).
+  std::vector<FJob> jobs;
+  std::map<std::string, int> member_index;
+  for (size_t m = 0; m < regions; ++m) member_index[fs.members[m].name] = static_cast<int>(m);
+  for (const JobTemplate& t : sc.jobs) {
+    FJob j;
+    j.tmpl = t;
+    j.submit = t.submit_s;
+    j.duration = t.duration_s;
+    j.home = t.home.empty() ? 0 : member_index.at(t.home);
+    jobs.push_back(std::move(j));
+  }
+  const TidalWorkload& tidal = sc.tidal;
+  auto demand_permille = [&](SimTime t, int home) -> int64_t {
+    const int64_t local = fs.members[static_cast<size_t>(home)].start_hour * 3600 + t;
+    const int64_t day = local / 86400;
+    const int64_t p = tidal.curve.PermilleAt(local - day * 86400);
+    return day % 7 >= 5 ? p * tidal.weekend_pct / 100 : p;
+  };
+  Rng rng(seed);
+  if (sc.stream.arrivals_per_hour > 0) {
+    double total_share = 0, total_home = 0;
+    for (const GeneratedClass& g : sc.stream.classes) total_share += g.share;
+    for (const FederationMember& m : fs.members) total_home += m.arrivals_share;
+    const double rate = sc.stream.arrivals_per_hour / 3600.0;
+    double t = 0;
+    for (int64_t k = 0;; ++k) {
+      t += -std::log(1.0 - rng.UniformDouble()) / rate;
+      if (t >= static_cast<double>(sc.duration_s)) break;
+      double x = rng.UniformDouble() * total_share;
+      size_t c = 0;
+      while (c + 1 < sc.stream.classes.size() && x >= sc.stream.classes[c].share) x -= sc.stream.classes[c++].share;
+      double h = rng.UniformDouble() * total_home;
+      size_t home = 0;
+      while (home + 1 < regions && h >= fs.members[home].arrivals_share) h -= fs.members[home++].arrivals_share;
+      if (sc.stream.classes[c].diurnal &&
+          rng.UniformDouble() * 1000.0 >= static_cast<double>(demand_permille(static_cast<SimTime>(t), static_cast<int>(home)))) {
+        continue;
+      }
+      FJob j;
+      j.tmpl = sc.stream.classes[c].job;
+      j.tmpl.name += "-" + std::to_string(k);
+      j.submit = static_cast<SimTime>(t);
+      j.home = static_cast<int>(home);
+      const double mean = static_cast<double>(sc.stream.classes[c].job.duration_s);
+      j.duration = std::max<SimTime>(1, static_cast<SimTime>(std::ceil(-std::log(1.0 - rng.UniformDouble()) * mean)));
+      jobs.push_back(std::move(j));
+    }
+  }
+  // Reclaim thresholds: the workload's distinct positive priorities.
+  std::set<int32_t> priorities;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    FJob& j = jobs[i];
+    j.fed = ToFedJob(j.tmpl, static_cast<uint32_t>(i));
+    if (j.tmpl.home_only && !is_merged) j.allowed = {j.home};
+    if (j.tmpl.priority > 0) priorities.insert(j.tmpl.priority);
+  }
+  SummaryOptions summary;
+  for (int32_t p : priorities) {
+    if (summary.thresholds.size() < SummaryOptions::kMaxThresholds) summary.thresholds.push_back(p);
+  }
+
+  // The members: one per cluster, or one of all nodes (merged).
+  std::vector<std::unique_ptr<InProcessMember>> members;
+  std::vector<std::vector<int>> region_of;  // per member, per node: the region it stands for
+  auto make_member = [&](const ClusterState& cluster, const std::string& name, size_t index) -> Status {
+    MemberOptions mo;
+    mo.name = name;
+    mo.policy = config.policy;
+    mo.seed = seed ^ (0x6d656d626572ULL * (index + 1));
+    mo.allocate.align = config.align;
+    mo.allocate.topology = config.topology;
+    mo.grace_s = config.grace_s;
+    mo.absorb = config.absorb;
+    mo.summary = summary;
+    mo.summary_period_s = fs.summary_period_s;
+    auto m = InProcessMember::Create(cluster, mo);
+    if (!m.ok()) return m.status();
+    members.push_back(std::move(*m));
+    return Status::Ok();
+  };
+  if (is_merged) {
+    ESTUARY_RETURN_IF_ERROR(make_member(*merged, "merged", 0));
+    std::vector<int> r;
+    for (const Node& n : merged->nodes()) {
+      const std::string prefix = n.spec.name.substr(0, n.spec.name.find('/'));
+      const auto it = member_index.find(prefix);
+      r.push_back(it == member_index.end() ? 0 : it->second);
+    }
+    region_of.push_back(std::move(r));
+  } else {
+    for (size_t m = 0; m < regions; ++m) {
+      ESTUARY_RETURN_IF_ERROR(make_member(clusters[m], fs.members[m].name, m));
+      region_of.emplace_back(clusters[m].num_nodes(), static_cast<int>(m));
+    }
+  }
+  std::vector<Member*> member_ptrs;
+  for (auto& m : members) member_ptrs.push_back(m.get());
+  FedOptions fo;
+  fo.mode = config.federation == "blind"       ? FedOptions::Mode::kBlind
+            : config.federation == "idle-only" ? FedOptions::Mode::kIdleOnly
+                                               : FedOptions::Mode::kReclaimAware;
+  fo.least_loaded = config.blind_least_loaded;
+  fo.spread = fs.spread;
+  fo.backoff_s = fs.retry_backoff_s;
+  fo.backoff_max_s = fs.retry_backoff_max_s;
+  FedScheduler fed(member_ptrs, fo);
+  // As a member decides a Reclaim for job J, the other members J may use are checked exactly:
+  // could one have started J on idle capacity right then?
+  for (size_t m = 0; m < members.size(); ++m) {
+    members[m]->SetReclaimObserver([&, m](uint32_t job, int64_t now) {
+      FJob& j = jobs[job];
+      j.reclaim_needless = false;
+      for (size_t m2 = 0; m2 < members.size() && !j.reclaim_needless; ++m2) {
+        if (m2 == m) continue;
+        if (!j.allowed.empty() && std::find(j.allowed.begin(), j.allowed.end(), static_cast<int>(m2)) == j.allowed.end()) continue;
+        j.reclaim_needless = members[m2]->FitsIdleNow(j.fed, now);
+      }
+    });
+  }
+
+  auto log = [&](SimTime t, size_t i, const char* kind, int64_t replicas, std::string detail = {}) {
+    if (record_events) res.job_events.push_back({t, jobs[i].tmpl.name, kind, static_cast<int32_t>(replicas), std::move(detail)});
+  };
+
+  // Events: (time, kind, job, gen). Kinds: end, arrival, wake (a member's or a backoff's due time).
+  enum Kind : int { kEnd = 0, kArrival = 1, kWake = 2 };
+  using Ev = std::tuple<SimTime, int, size_t, uint64_t>;
+  std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> events;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].submit < sc.duration_s) events.push({jobs[i].submit, kArrival, i, 0});
+  }
+  std::set<SimTime> wakes;
+
+  // The work model.
+  auto progress = [&](FJob& j, SimTime t) {
+    if (j.started_at < 0 || t <= j.progress_t || j.rate == 0) return;
+    auto done = [&](SimTime e) { return static_cast<int64_t>(static_cast<__int128>(e) * j.rate * kWorkScale); };
+    const int64_t interval = j.tmpl.checkpoint_interval_s;
+    if (interval > 0) {
+      const SimTime last = j.started_at + (t - j.started_at) / interval * interval;
+      if (last > j.progress_t) j.work_at_checkpoint = std::max<int64_t>(0, j.work_left - done(last - j.progress_t));
+    }
+    j.work_left = std::max<int64_t>(0, j.work_left - done(t - j.progress_t));
+    j.progress_t = t;
+  };
+  auto reschedule = [&](size_t i, SimTime t) {
+    FJob& j = jobs[i];
+    if (j.started_at < 0) return;
+    progress(j, t);
+    const int64_t bound = members[static_cast<size_t>(j.member)]->Running(j.fed.id);
+    const int64_t usable = j.tmpl.usable_step > 0 ? j.tmpl.usable_step : std::max<int32_t>(1, j.tmpl.step);
+    const int64_t rate = j.tmpl.linear_scaling ? bound / usable * usable : (bound > 0 ? j.tmpl.replicas : 0);
+    if (rate == j.rate && j.gen > 0) return;
+    j.rate = rate;
+    ++j.gen;
+    if (rate == 0) return;
+    const __int128 denom = static_cast<__int128>(rate) * kWorkScale;
+    const SimTime need = static_cast<SimTime>((static_cast<__int128>(j.work_left) + denom - 1) / denom);
+    events.push({std::max(t, j.progress_t) + need, kEnd, i, j.gen});
+  };
+
+  int64_t evictions = 0, needless = 0, reclaims = 0, late_rejections = 0, dispatches = 0;
+  double lost_gpu_hours = 0;
+  // A victim was evicted for job `for_job` on member m.
+  auto victim = [&](uint32_t for_job, int m) {
+    ++evictions;
+    FJob& j = jobs[for_job];
+    if (j.reclaim_needless) {
+      ++needless;
+    } else {
+      j.reclaim_member = m;
+      ++j.pending_victims;
+    }
+  };
+  auto handle_events = [&](SimTime t) {
+    for (size_t m = 0; m < members.size(); ++m) {
+      for (const MemberEvent& e : members[m]->TakeEvents()) {
+        const size_t i = e.job;
+        FJob& j = jobs[i];
+        switch (e.kind) {
+          case MemberEvent::Kind::kStarted: {
+            j.started_at = t;
+            j.member = static_cast<int>(m);
+            if (j.first_start < 0) {
+              j.first_start = t;
+              j.work_left = j.duration * j.tmpl.replicas * kWorkScale;
+            }
+            j.work_at_checkpoint = j.work_left;
+            j.progress_t = t + (j.restarted ? j.tmpl.restart_cost_s : 0);
+            j.rate = 0;
+            reschedule(i, t);
+            if (j.pending_victims > 0 && j.reclaim_member != static_cast<int>(m)) needless += j.pending_victims;
+            j.pending_victims = 0;
+            j.reclaim_needless = false;
+            j.reclaim_member = -1;
+            log(t, i, "start", e.replicas, members[m]->name());
+            break;
+          }
+          case MemberEvent::Kind::kGrown:
+            reschedule(i, t);
+            log(t, i, "grow", e.replicas);
+            break;
+          case MemberEvent::Kind::kShrunk:
+            reschedule(i, t);
+            log(t, i, "shrink", e.replicas, "reclaim");
+            if (e.for_job != UINT32_MAX) victim(e.for_job, static_cast<int>(m));
+            break;
+          case MemberEvent::Kind::kReturned: {
+            if (e.for_job != UINT32_MAX) {
+              victim(e.for_job, static_cast<int>(m));
+              progress(j, t);
+              const int64_t ran = t - j.started_at, interval = j.tmpl.checkpoint_interval_s;
+              lost_gpu_hours += static_cast<double>(int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count) *
+                                static_cast<double>(interval > 0 ? ran % interval : ran) / 3600.0;
+              j.work_left = j.work_at_checkpoint;
+              j.restarted = true;
+              log(t, i, "evict", 0, "reclaim");
+            } else {
+              ++late_rejections;
+              log(t, i, "reject", 0, members[m]->name() + ": " + e.detail);
+            }
+            j.started_at = -1;
+            j.member = -1;
+            j.rate = 0;
+            ++j.gen;
+            fed.Left(j.fed.id);
+            fed.Enqueue(j.fed, j.allowed, true, t);
+            break;
+          }
+          case MemberEvent::Kind::kReclaim:
+            ++reclaims;  // whether it was needed was measured as it was decided (observer below)
+            log(t, i, "reclaim", e.replicas, members[m]->name());
+            break;
+        }
+      }
+    }
+  };
+  auto take_dispatches = [&]() {
+    for (const FedDispatch& d : fed.TakeDispatches()) {
+      ++dispatches;
+      if (!d.admission.accepted) log(d.t, d.job, "reject", 0, members[static_cast<size_t>(d.member)]->name() + ": " + d.admission.reason);
+    }
+  };
+
+  // Samples.
+  const size_t nm = members.size();
+  double alloc_area = 0, hp_sum = 0, all_sum = 0, imbalance_sum = 0;
+  std::vector<double> region_sum(regions, 0.0);
+  int64_t samples = 0;
+  SimTime last_t = 0, next_sample = 0;
+  int64_t total_gpu_milli = 0;
+  for (const auto& m : members) total_gpu_milli += m->state().total_gpu_milli();
+  const double capacity = static_cast<double>(std::max<int64_t>(1, total_gpu_milli));
+  auto sample_until = [&](SimTime t) {
+    int64_t allocated = 0;
+    for (const auto& m : members) allocated += m->state().allocated_gpu_milli();
+    const double alloc = 100.0 * static_cast<double>(allocated) / capacity;
+    alloc_area += alloc * static_cast<double>(t - last_t);
+    last_t = t;
+    while (next_sample < t) {
+      SimSample s;
+      s.time = next_sample;
+      s.gpu_alloc_pct = alloc;
+      s.pending_jobs = static_cast<int64_t>(fed.waiting());
+      double hp_share = 0, any_share = 0;
+      int64_t gpu_nodes = 0;
+      std::vector<double> rs(regions, 0.0);
+      std::vector<int64_t> rn(regions, 0);
+      for (size_t m = 0; m < nm; ++m) {
+        const ClusterState& st = members[m]->state();
+        s.pending_jobs += static_cast<int64_t>(members[m]->queued());
+        for (const Node& n : st.nodes()) {
+          if (n.spec.gpu_count == 0) continue;
+          s.free_nodes += n.Schedulable() && n.full_free_gpus == n.spec.gpu_count;
+          int64_t hp = 0, lp = 0;
+          for (TaskId tid : n.tasks) {
+            const Task& task = st.task(tid);
+            const int64_t g = int64_t{task.gpus.size} * task.req.gpu_milli;
+            (task.priority >= kHpPriority ? hp : lp) += g;
+          }
+          const double cap = static_cast<double>(int64_t{n.spec.gpu_count} * kMilliPerGpu);
+          const double any = static_cast<double>(std::min<int64_t>(hp + lp, int64_t{n.spec.gpu_count} * kMilliPerGpu)) / cap;
+          hp_share += static_cast<double>(hp) / cap;
+          any_share += any;
+          ++gpu_nodes;
+          const size_t r = static_cast<size_t>(region_of[m][n.id.value()]);
+          rs[r] += any;
+          ++rn[r];
+        }
+      }
+      if (gpu_nodes > 0) {
+        s.alloc_ratio_hp_pct = 100.0 * hp_share / static_cast<double>(gpu_nodes);
+        s.alloc_ratio_hp_lp_pct = 100.0 * any_share / static_cast<double>(gpu_nodes);
+      }
+      hp_sum += s.alloc_ratio_hp_pct;
+      all_sum += s.alloc_ratio_hp_lp_pct;
+      double lo = 1e300, hi = -1e300;
+      for (size_t r = 0; r < regions; ++r) {
+        const double v = rn[r] > 0 ? 100.0 * rs[r] / static_cast<double>(rn[r]) : 0.0;
+        region_sum[r] += v;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      imbalance_sum += regions > 0 ? hi - lo : 0.0;
+      res.samples.push_back(s);
+      ++samples;
+      next_sample += sc.sample_interval_s;
+    }
+  };
+
+  while (!events.empty() && std::get<0>(events.top()) < sc.duration_s) {
+    const SimTime t = std::get<0>(events.top());
+    sample_until(t);
+    wakes.erase(t);
+    while (!events.empty() && std::get<0>(events.top()) == t) {
+      const auto [et, kind, i, gen] = events.top();
+      events.pop();
+      FJob& j = jobs[i];
+      if (kind == kEnd) {
+        if (j.started_at < 0 || j.gen != gen) continue;  // rescheduled or evicted since
+        progress(j, t);
+        members[static_cast<size_t>(j.member)]->Cancel(j.fed.id, t);
+        fed.Left(j.fed.id);
+        j.started_at = -1;
+        j.member = -1;
+        j.finished = true;
+        j.finish = t;
+        log(t, i, "finish", 0);
+      } else if (kind == kArrival) {
+        fed.Enqueue(j.fed, j.allowed, false, t);
+      }
+    }
+    for (auto& m : members) m->Step(t);
+    handle_events(t);
+    // Dispatch; jobs evicted by the dispatches' Reclaims come back only after their grace period,
+    // but a member's queue may return a job at once (never fits there): one more pass for those.
+    for (int round = 0; round < 2; ++round) {
+      const size_t before = late_rejections;
+      fed.Pass(t);
+      take_dispatches();
+      handle_events(t);
+      if (static_cast<size_t>(late_rejections) == before) break;
+    }
+    for (auto& m : members) m->Grow(t);
+    handle_events(t);
+    auto wake = [&](std::optional<int64_t> at) {
+      if (at && *at > t && *at < sc.duration_s && wakes.insert(*at).second) events.push({*at, kWake, 0, 0});
+    };
+    for (auto& m : members) wake(m->NextDue());
+    wake(fed.NextRetry());
+    if (check_invariants) {
+      for (auto& m : members) {
+        Status st = m->state().CheckInvariants();
+        if (!st.ok()) return Internal("at t=" + std::to_string(t) + " on member '" + m->name() + "': " + st.message());
+      }
+    }
+  }
+  sample_until(sc.duration_s);
+
+  // Results.
+  auto& mt = res.metrics;
+  std::vector<double> hp_delays, lp_delays, delays;
+  int64_t started = 0, infeasible = 0, waiting = 0, lp_finished = 0;
+  double lp_jct = 0;
+  for (const FJob& j : jobs) {
+    if (j.submit >= sc.duration_s) continue;
+    SimJobRecord rec;
+    rec.name = j.tmpl.name;
+    rec.replicas = j.tmpl.replicas;
+    rec.gpus_per_replica = j.tmpl.per_replica.gpu_count;
+    rec.gpus = int64_t{rec.replicas} * rec.gpus_per_replica;
+    rec.submit_s = j.submit;
+    rec.start_s = j.first_start;
+    rec.delay_s = (j.first_start >= 0 ? j.first_start : sc.duration_s) - j.submit;
+    const bool inf = fed.Infeasible(j.fed.id);
+    rec.status = inf                ? SimJobStatus::kInfeasible
+                 : j.started_at >= 0 ? SimJobStatus::kRunning
+                 : j.finished        ? SimJobStatus::kFinished
+                                     : SimJobStatus::kPending;
+    if (inf) rec.reason = fed.Reason(j.fed.id);
+    res.jobs.push_back(rec);
+    started += j.first_start >= 0;
+    infeasible += inf;
+    waiting += rec.status == SimJobStatus::kPending;
+    const double d = static_cast<double>(rec.delay_s);
+    delays.push_back(d);
+    (j.tmpl.priority >= kHpPriority ? hp_delays : lp_delays).push_back(d);
+    if (j.finished && j.tmpl.priority < kHpPriority) {
+      lp_jct += static_cast<double>(j.finish - j.submit);
+      ++lp_finished;
+    }
+  }
+  if (!hp_delays.empty()) {
+    mt["hp_sched_delay_p50_s"] = Percentile(hp_delays, 50);
+    mt["hp_sched_delay_p90_s"] = Percentile(hp_delays, 90);
+    mt["hp_sched_delay_p99_s"] = Percentile(hp_delays, 99);
+  }
+  if (!lp_delays.empty()) mt["lp_sched_delay_p90_s"] = Percentile(lp_delays, 90);
+  if (!delays.empty()) mt["sched_delay_p90_s"] = Percentile(delays, 90);
+  mt["evictions_count"] = static_cast<double>(evictions);
+  mt["needless_preemptions_count"] = static_cast<double>(needless);
+  mt["reclaims_count"] = static_cast<double>(reclaims);
+  mt["preemption_lost_gpu_hours"] = lost_gpu_hours;
+  mt["dispatches_count"] = static_cast<double>(dispatches);
+  mt["dispatch_rejections_count"] = static_cast<double>(fed.rejections() + late_rejections);
+  mt["dispatch_retries_count"] = static_cast<double>(fed.retries());
+  mt["jobs_started_count"] = static_cast<double>(started);
+  mt["jobs_infeasible_count"] = static_cast<double>(infeasible);
+  mt["jobs_waiting_end_count"] = static_cast<double>(waiting);
+  mt["lp_jobs_finished_count"] = static_cast<double>(lp_finished);
+  if (lp_finished > 0) mt["lp_jct_mean_s"] = lp_jct / static_cast<double>(lp_finished);
+  mt["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s);
+  if (samples > 0) {
+    const double n = static_cast<double>(samples);
+    mt["alloc_ratio_hp_pct"] = hp_sum / n;
+    mt["alloc_ratio_hp_lp_pct"] = all_sum / n;
+    mt["alloc_imbalance_pct"] = imbalance_sum / n;
+    for (size_t r = 0; r < regions; ++r) mt["member_" + MetricName(fs.members[r].name) + "_alloc_ratio_hp_lp_pct"] = region_sum[r] / n;
+  }
+  (void)kNoEnd;
+  return res;
+}
+
+}  // namespace estuary
