@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 
 namespace estuary {
 
@@ -45,6 +46,7 @@ void FedScheduler::Enqueue(const FedJob& job, std::vector<int> allowed, bool fro
       e.query[static_cast<size_t>(m)] = q;
     }
     e.load = int64_t{job.max_replicas} * job.per_replica.gpu_count;
+    e.blocks = job.priority >= kHpPriority || job.min_replicas > 1;
     std::string key = std::to_string(job.per_replica.cpu_milli) + "/" + std::to_string(job.per_replica.mem_mib) + "/" +
                       std::to_string(job.per_replica.gpu_count) + "/" + std::to_string(job.per_replica.gpu_milli) + "/" +
                       std::to_string(need) + "/" + std::to_string(job.max_replicas) + "/" + std::to_string(job.step) +
@@ -56,6 +58,7 @@ void FedScheduler::Enqueue(const FedJob& job, std::vector<int> allowed, bool fro
     e.shape = shapes_.emplace(key, static_cast<int>(shapes_.size())).first->second;
   }
   e.waiting = true;
+  if (e.blocks) blocking_.insert(e.job.priority);
   e.infeasible = false;
   e.backoff = options_.backoff_s;
   e.retry_at = -1;
@@ -69,8 +72,13 @@ void FedScheduler::Remove(uint32_t job) {
   Entry& e = entries_[job];
   if (queue_.Contains(job)) queue_.Remove(job);
   if (e.retry_at >= 0) --backoff_count_;
-  e.waiting = false;
+  StopWaiting(e);
   e.retry_at = -1;
+}
+
+void FedScheduler::StopWaiting(Entry& e) {
+  if (e.waiting && e.blocks) blocking_.erase(blocking_.find(e.job.priority));
+  e.waiting = false;
 }
 
 bool FedScheduler::Waiting(uint32_t job) const { return job < entries_.size() && entries_[job].waiting; }
@@ -166,7 +174,7 @@ PendingQueue::Outcome FedScheduler::Try(uint32_t job, int64_t now_s, std::vector
   if (!j.required_level.empty()) shape += " in one " + j.required_level;
   if (cands.empty()) {
     if (!ever) {
-      e.waiting = false;
+      StopWaiting(e);
       e.infeasible = true;
       e.reason = "no member could ever hold " + shape;
       return PendingQueue::Outcome::kInfeasible;
@@ -177,14 +185,30 @@ PendingQueue::Outcome FedScheduler::Try(uint32_t job, int64_t now_s, std::vector
     }
     return PendingQueue::Outcome::kWaits;
   }
+  std::vector<FedCandidate> tried = cands;
+  if (options_.quote_reclaim) {
+    // The reclaim candidates, re-ordered by the members' own quotes.
+    auto first = std::find_if(tried.begin(), tried.end(), [](const FedCandidate& c) { return c.mode == AdmitMode::kStartOrReclaim; });
+    for (auto it = first; it != tried.end(); ++it) it->quote = members_[static_cast<size_t>(it->member)]->QuoteReclaim(j, now_s);
+    auto kept = std::stable_partition(first, tried.end(), [](const FedCandidate& c) { return c.quote.has_value(); });
+    tried.erase(kept, tried.end());
+    std::stable_sort(first, tried.end(), [](const FedCandidate& a, const FedCandidate& b) {
+      const ReclaimQuote &x = *a.quote, &y = *b.quote;
+      return std::tie(x.max_priority, x.victims, x.cost, x.gpu_milli) < std::tie(y.max_priority, y.victims, y.cost, y.gpu_milli);
+    });
+    if (tried.empty()) {
+      e.reason = "no member has room for " + shape + " on idle capacity, and no member's Reclaim could start it now";
+      return PendingQueue::Outcome::kWaits;
+    }
+  }
   bool rejected = false, all_never = true;
   std::string last;
-  for (const FedCandidate& c : cands) {
+  for (const FedCandidate& c : tried) {
     Admission a = members_[static_cast<size_t>(c.member)]->Submit(j, c.mode, now_s);
     if (rejected) ++retries_;
     dispatches_.push_back({now_s, job, c.member, c.mode, a, rejected});
     if (a.accepted) {
-      e.waiting = false;
+      StopWaiting(e);
       e.member = c.member;
       e.reason.clear();
       load_[static_cast<size_t>(c.member)] += e.load;
@@ -197,8 +221,8 @@ PendingQueue::Outcome FedScheduler::Try(uint32_t job, int64_t now_s, std::vector
     all_never &= a.never;
     last = members_[static_cast<size_t>(c.member)]->name() + ": " + a.reason;
   }
-  if (options_.mode == FedOptions::Mode::kBlind && all_never && cands.size() == e.allowed.size()) {
-    e.waiting = false;
+  if (options_.mode == FedOptions::Mode::kBlind && all_never && tried.size() == e.allowed.size()) {
+    StopWaiting(e);
     e.infeasible = true;
     e.reason = "every member rejected " + shape + " as never fitting (last " + last + ")";
     return PendingQueue::Outcome::kInfeasible;

@@ -28,6 +28,8 @@
 #include <map>
 #include <optional>
 #include <queue>
+#include <set>
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,12 @@ struct FedOptions {
   Mode mode = Mode::kReclaimAware;
   bool least_loaded = false;  // blind: least-loaded instead of round-robin (default off)
   bool spread = false;        // tie-break: spread instead of pack (default pack)
+  // Reclaim-aware: the members the summaries find able to reclaim are asked for a quote
+  // (Member::QuoteReclaim, their own victim choice) and tried cheapest quote first: highest victim
+  // priority, then fewest victims, then C, then GPUs evicted; a member without a quote is not
+  // tried.
+  // Off: the summaries' estimate orders them. Default on.
+  bool quote_reclaim = true;
   int64_t backoff_s = 30;     // first backoff after every candidate rejected (default 30 s)
   int64_t backoff_max_s = 480;
 };
@@ -49,6 +57,7 @@ struct FedCandidate {
   int member = -1;
   AdmitMode mode = AdmitMode::kStartNow;
   ProbeResult probe;
+  std::optional<ReclaimQuote> quote;  // with quote_reclaim, for kStartOrReclaim candidates
 };
 
 // What became of one dispatch attempt (FedScheduler::TakeDispatches).
@@ -80,6 +89,10 @@ class FedScheduler {
   // member's load (least_loaded).
   void Left(uint32_t job);
 
+  // The highest priority among the HP jobs and gangs (min replicas > 1) waiting here, INT32_MIN
+  // when none: members should not absorb capacity such a job could use (AbsorbAction's
+  // blocking priority).
+  int32_t BlockingPriority() const { return blocking_.empty() ? INT32_MIN : *blocking_.rbegin(); }
   bool Waiting(uint32_t job) const;
   // Why the job waits or was found infeasible (empty when it was dispatched).
   const std::string& Reason(uint32_t job) const;
@@ -104,9 +117,11 @@ class FedScheduler {
     int64_t retry_at = -1;  // backing off until then (-1: not)
     int member = -1;        // where it was last accepted
     int64_t load = 0;       // its GPUs at max replicas
+    bool blocks = false;    // an HP job or a gang: counted in blocking_ while waiting
     std::string reason;
   };
   Entry& At(uint32_t job);
+  void StopWaiting(Entry& e);
   // The decision for entry e; sets `ever` false when no allowed member could ever hold it.
   std::vector<FedCandidate> RankEntry(const Entry& e, int64_t now_s, bool* ever) const;
   PendingQueue::Outcome Try(uint32_t job, int64_t now_s, std::vector<uint32_t>* accepted);
@@ -119,6 +134,7 @@ class FedScheduler {
   std::priority_queue<std::pair<int64_t, uint32_t>, std::vector<std::pair<int64_t, uint32_t>>, std::greater<>> backoff_;
   size_t backoff_count_ = 0;
   int next_rr_ = 0;
+  std::multiset<int32_t> blocking_;  // priorities of the waiting HP jobs and gangs
   std::vector<int64_t> load_;  // per member: GPUs of jobs given and not left (least_loaded)
   std::vector<FedDispatch> dispatches_;
   int64_t rejections_ = 0, retries_ = 0;

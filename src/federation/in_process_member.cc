@@ -267,9 +267,9 @@ void InProcessMember::ReclaimQueued(int64_t now_s) {
   }
 }
 
-void InProcessMember::Absorb(int64_t now_s) {
+void InProcessMember::Absorb(int64_t now_s, int32_t external_blocking) {
   if (!options_.absorb || elastic_running_.empty()) return;
-  int32_t blocking = INT32_MIN;
+  int32_t blocking = external_blocking;
   for (size_t li : queue_.InOrder()) {
     const Local& l = locals_[li];
     if (l.reclaiming) continue;
@@ -298,8 +298,8 @@ void InProcessMember::Step(int64_t now_s) {
   MaybePublish(now_s);
 }
 
-void InProcessMember::Grow(int64_t now_s) {
-  Absorb(now_s);
+void InProcessMember::Grow(int64_t now_s, int32_t external_blocking) {
+  Absorb(now_s, external_blocking);
   MaybePublish(now_s);
 }
 
@@ -347,6 +347,24 @@ int32_t InProcessMember::Running(uint32_t job) const {
 }
 
 std::vector<MemberEvent> InProcessMember::TakeEvents() { return std::exchange(events_, {}); }
+
+std::optional<ReclaimQuote> InProcessMember::QuoteReclaim(const FedJob& job, int64_t now_s) {
+  std::string why;
+  const std::optional<size_t> li = Materialize(job, &why);
+  if (!li) return std::nullopt;
+  const Local& l = locals_[*li];
+  if (l.running || l.reclaiming || queue_.Contains(*li) || l.priority < kHpPriority) return std::nullopt;
+  const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
+  if (!plan.feasible || plan.evict.empty()) return std::nullopt;
+  ReclaimQuote q;
+  q.victims = static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size());
+  q.cost = plan.cost;
+  for (TaskId t : plan.evict) {
+    q.gpu_milli += state_.task(t).req.TotalGpuMilli();
+    q.max_priority = std::max(q.max_priority, state_.job(state_.task(t).job).spec.priority);
+  }
+  return q;
+}
 
 bool InProcessMember::FitsIdleNow(const FedJob& job, int64_t now_s) {
   std::string why;

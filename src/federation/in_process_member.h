@@ -27,6 +27,7 @@
 // Thread-safety: none.
 #pragma once
 
+#include <climits>
 #include <functional>
 #include <map>
 #include <memory>
@@ -65,11 +66,14 @@ class InProcessMember : public Member {
   Admission Submit(const FedJob& job, AdmitMode mode, int64_t now_s) override;
   void Cancel(uint32_t job, int64_t now_s) override;
   int32_t Running(uint32_t job) const override;
+  std::optional<ReclaimQuote> QuoteReclaim(const FedJob& job, int64_t now_s) override;
   std::vector<MemberEvent> TakeEvents() override;
 
   // The member's scheduling cycle at `now_s`, in two halves (see the header comment).
   void Step(int64_t now_s);
-  void Grow(int64_t now_s);
+  // `external_blocking`: the priority of the highest HP job or gang waiting elsewhere for this
+  // member (e.g. at the federation; FedScheduler::BlockingPriority), INT32_MIN for none.
+  void Grow(int64_t now_s, int32_t external_blocking = INT32_MIN);
   // The earliest time a Step has work that no event brings (an eviction's grace end), if any.
   std::optional<int64_t> NextDue() const;
   // Publishes the summary now (whatever the period).
@@ -109,7 +113,7 @@ class InProcessMember : public Member {
   void TryQueue(int64_t now_s);
   void EndEvictions(int64_t now_s);
   void ReclaimQueued(int64_t now_s);
-  void Absorb(int64_t now_s);
+  void Absorb(int64_t now_s, int32_t external_blocking);
   void MaybePublish(int64_t now_s);
   void Log(MemberEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job = UINT32_MAX,
            int64_t at = 0, std::string detail = {});

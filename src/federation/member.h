@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,14 @@ struct MemberEvent {
   std::string detail;
 };
 
+// A member's price for evicting work for a job now (Member::QuoteReclaim): its own victim choice.
+struct ReclaimQuote {
+  int32_t victims = 0;          // jobs it would evict whole or shrink
+  int32_t max_priority = 0;     // highest priority among them
+  int64_t cost = 0;             // C of the jobs evicted whole, milli-GPU x seconds
+  int64_t gpu_milli = 0;        // GPU milli it would evict
+};
+
 class Member {
  public:
   virtual ~Member() = default;
@@ -79,6 +88,9 @@ class Member {
   // The job leaves the member (it finished, or the federation cancels it): its tasks stop and it
   // leaves any queue. Unknown jobs are ignored.
   virtual void Cancel(uint32_t job, int64_t now_s) = 0;
+  // What a Reclaim for `job` would evict here now (the member's own victim choice, nothing
+  // changed); nullopt when no Reclaim could start it here now.
+  virtual std::optional<ReclaimQuote> QuoteReclaim(const FedJob& job, int64_t now_s) = 0;
   // Replicas of the job bound here now (0: not running here).
   virtual int32_t Running(uint32_t job) const = 0;
   virtual std::vector<MemberEvent> TakeEvents() = 0;

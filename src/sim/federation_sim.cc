@@ -425,7 +425,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
       handle_events(t);
       if (static_cast<size_t>(late_rejections) == before) break;
     }
-    for (auto& m : members) m->Grow(t);
+    for (auto& m : members) m->Grow(t, fed.BlockingPriority());
     handle_events(t);
     auto wake = [&](std::optional<int64_t> at) {
       if (at && *at > t && *at < sc.duration_s && wakes.insert(*at).second) events.push({*at, kWake, 0, 0});
