@@ -213,6 +213,7 @@ PendingQueue::Outcome FedScheduler::Try(uint32_t job, int64_t now_s, std::vector
       e.reason.clear();
       load_[static_cast<size_t>(c.member)] += e.load;
       if (options_.mode == FedOptions::Mode::kBlind) next_rr_ = (c.member + 1) % static_cast<int>(members_.size());
+      if (a.reclaiming) reclaiming_[job] = c.member;
       accepted->push_back(job);
       return PendingQueue::Outcome::kStarted;
     }
@@ -246,8 +247,47 @@ std::vector<uint32_t> FedScheduler::Pass(int64_t now_s) {
     queue_.Push(job, e.job.priority, e.shape, true);
   }
   std::vector<uint32_t> accepted;
+  Redirect(now_s, &accepted);
   queue_.Pass([&](size_t i) { return Try(static_cast<uint32_t>(i), now_s, &accepted); }, {});
   return accepted;
+}
+
+void FedScheduler::Redirect(int64_t now_s, std::vector<uint32_t>* accepted) {
+  for (auto it = reclaiming_.begin(); it != reclaiming_.end();) {
+    const uint32_t job = it->first;
+    const int from = it->second;
+    Entry& e = entries_[job];
+    // Started (or gone) on its member: no longer reclaiming.
+    if (e.member != from || e.waiting || members_[static_cast<size_t>(from)]->Running(job) > 0) {
+      it = reclaiming_.erase(it);
+      continue;
+    }
+    int to = -1;
+    for (int m : e.allowed) {
+      const std::optional<GangQuery>& q = e.query[static_cast<size_t>(m)];
+      if (m == from || !q) continue;
+      if (members_[static_cast<size_t>(m)]->summary().Probe(*q, now_s).idle) {
+        to = m;
+        break;
+      }
+    }
+    if (to >= 0) {
+      Admission a = members_[static_cast<size_t>(to)]->Submit(e.job, AdmitMode::kStartNow, now_s);
+      dispatches_.push_back({now_s, job, to, AdmitMode::kStartNow, a, false});
+      if (a.accepted) {
+        members_[static_cast<size_t>(from)]->Cancel(job, now_s);
+        load_[static_cast<size_t>(from)] -= e.load;
+        load_[static_cast<size_t>(to)] += e.load;
+        e.member = to;
+        ++reclaims_cancelled_;
+        accepted->push_back(job);
+        it = reclaiming_.erase(it);
+        continue;
+      }
+      ++rejections_;
+    }
+    ++it;
+  }
 }
 
 }  // namespace estuary

@@ -21,6 +21,10 @@
 // the next (a retry elsewhere); when all reject, it backs off — not tried for backoff_s, doubling
 // per such round up to backoff_max_s. A member that rejects has changed nothing, and a job is
 // dispatched with kStartOrReclaim to one member at a time, so only one member ever preempts for it.
+// While its victims' grace period runs, a job dispatched with kStartOrReclaim that another member
+// can now start on idle capacity (by its summary) is started there instead (kStartNow) and
+// cancelled on the reclaiming member, whose victims then keep running — as a single cluster would
+// start it on capacity released anywhere before evicting (counted in reclaims_cancelled()).
 // Thread-safety: none.
 #pragma once
 
@@ -102,6 +106,7 @@ class FedScheduler {
   // Every dispatch attempt so far, in order (taken: cleared).
   std::vector<FedDispatch> TakeDispatches() { return std::exchange(dispatches_, {}); }
   int64_t rejections() const { return rejections_; }
+  int64_t reclaims_cancelled() const { return reclaims_cancelled_; }
   int64_t retries() const { return retries_; }
 
  private:
@@ -137,7 +142,10 @@ class FedScheduler {
   std::multiset<int32_t> blocking_;  // priorities of the waiting HP jobs and gangs
   std::vector<int64_t> load_;  // per member: GPUs of jobs given and not left (least_loaded)
   std::vector<FedDispatch> dispatches_;
-  int64_t rejections_ = 0, retries_ = 0;
+  int64_t rejections_ = 0, retries_ = 0, reclaims_cancelled_ = 0;
+  std::map<uint32_t, int> reclaiming_;  // jobs accepted with a Reclaim, not seen started: member
+  // Starts reclaiming jobs elsewhere on idle capacity when a member has it (see the header).
+  void Redirect(int64_t now_s, std::vector<uint32_t>* accepted);
   std::string none_;
 };
 

@@ -207,6 +207,36 @@ TEST(Federation, AJobThatFitsOnlyWithPreemptionGoesToTheCheapestReclaimAndOnlyTh
   for (auto* m : {hp.get(), old_lp.get(), new_lp.get()}) EXPECT_TRUE(m->state().CheckInvariants().ok());
 }
 
+TEST(Federation, AReclaimingJobStartsOnIdleCapacityElsewhereAndItsVictimsAreSpared) {
+  // "lp" is full of preemptible LP work, "dev" of non-preemptible dev work. The HP job reclaims on
+  // "lp"; before the grace period ends a dev job on "dev" finishes, so the job starts there, the
+  // Reclaim is cancelled and "lp" evicts nothing.
+  auto lp = Member("lp", MemberCluster(1));
+  auto dev = Member("dev", MemberCluster(1));
+  Fill(*lp, 100, 1, 300, true, 0);
+  Fill(*dev, 200, 1, 500, false, 0);
+  FedScheduler fed({lp.get(), dev.get()}, FedOptions{});
+  fed.Enqueue(Job(1, 1, 8, 800), {}, false, 1000);
+  fed.Pass(1000);
+  ASSERT_TRUE(fed.TakeDispatches().front().admission.reclaiming);
+  dev->Cancel(200, 1030);  // the dev job ends
+  for (auto* m : {lp.get(), dev.get()}) m->Step(1030);
+  fed.Pass(1030);
+  EXPECT_EQ(dev->Running(1), 1);
+  EXPECT_EQ(fed.reclaims_cancelled(), 1);
+  for (int64_t t : {1060, 1090, 5000}) {  // the grace period ends; more rounds change nothing
+    for (auto* m : {lp.get(), dev.get()}) m->Step(t);
+    fed.Pass(t);
+  }
+  EXPECT_EQ(Evicted(lp->TakeEvents()), 0);
+  EXPECT_EQ(lp->Running(100), 1);
+  EXPECT_EQ(lp->Running(1), 0);
+  EXPECT_EQ(dev->Running(1), 1);
+  EXPECT_TRUE(lp->state().available_capacity_reservations().empty());
+  EXPECT_FALSE(lp->state().node(NodeId(0)).reservation.valid());  // the held node is let go
+  for (auto* m : {lp.get(), dev.get()}) EXPECT_TRUE(m->state().CheckInvariants().ok());
+}
+
 TEST(Federation, VictimsOfLowerPriorityComeBeforeCheaperVictims) {
   // "spot" holds old spot work (priority 100), "lp" fresh LP work (priority 300): the reclaim
   // goes to "spot" although its victims ran longer.

@@ -484,6 +484,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
   mt["evictions_count"] = static_cast<double>(evictions);
   mt["needless_preemptions_count"] = static_cast<double>(needless);
   mt["reclaims_count"] = static_cast<double>(reclaims);
+  mt["reclaims_cancelled_count"] = static_cast<double>(fed.reclaims_cancelled());
   mt["preemption_lost_gpu_hours"] = lost_gpu_hours;
   mt["dispatches_count"] = static_cast<double>(dispatches);
   mt["dispatch_rejections_count"] = static_cast<double>(fed.rejections() + late_rejections);
