@@ -141,6 +141,9 @@ Admission InProcessMember::Submit(const FedJob& job, AdmitMode mode, int64_t now
   } else if (mode == AdmitMode::kQueue) {
     queue_.Push(*li, l.priority, l.shape, false);
     r.accepted = true;
+    // An HP job queued here reclaims in this cycle, as ReclaimQueued would.
+    if (l.priority >= kHpPriority && !StartReclaim(*li, now_s, &why)) l.refused_seq = state_.release_seq();
+    r.reclaiming = l.reclaiming;
   } else if (mode == AdmitMode::kStartNow) {
     r.reason = a.reason;
   } else if (StartReclaim(*li, now_s, &why)) {

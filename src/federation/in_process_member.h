@@ -7,7 +7,8 @@
 // for is rejected with `never`) and tried at once through AllocateAction::TryStart:
 //   started                          -> accepted, started;
 //   infeasible (never fits here)     -> rejected, never;
-//   kQueue                           -> accepted: it waits in the member's priority queue;
+//   kQueue                           -> accepted: it waits in the member's priority queue (an
+//                                       HP job Reclaims at once, as in Step's (3));
 //   kStartNow                        -> rejected ("stale summary" in effect);
 //   kStartOrReclaim, HP job          -> PreemptAction::Plan: feasible with victims none of which
 //                                       is already being evicted -> accepted, reclaiming: the

@@ -479,6 +479,47 @@ TEST_F(Cli, SimulateRejectsABadScenarioNamingFileLineAndField) {
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", tidal}), {curve + ":3: column 'demand_pct'"}));
 }
 
+TEST_F(Cli, AFederationScenarioWithBadMembersExitsTwoNamingTheField) {
+  const std::string head = "name: t\nfederation:\n  members:\n";
+  const std::string a = "    - {name: a, cluster: {generate: {total_gpus: 64}}}\n";
+  const std::string tail = "jobs:\n  - {name: j, gpus: 8}\nconfigurations:\n  - {name: c, federation: reclaim-aware}\n";
+  const std::string dup = WriteFile(dir_, "dup.yaml", head + a + a + tail);
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", dup}), {dup + ":5: field 'name'", "duplicate member 'a'"}));
+  const std::string empty =
+      WriteFile(dir_, "empty.yaml", head + a + "    - {name: b, cluster: {generate: {total_gpus: 4, gpus_per_node: 8}}}\n" + tail);
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", empty}), {empty + ":5: federation: member 'b': cluster: no nodes"}));
+  const std::string unknown = WriteFile(
+      dir_, "unknown.yaml", head + a + "jobs:\n  - {name: j, gpus: 8, home: z}\nconfigurations:\n  - {name: c, federation: blind}\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", unknown}), {unknown + ":6: field 'home'", "unknown member 'z'"}));
+  const std::string mode = WriteFile(dir_, "mode.yaml", head + a + "jobs:\n  - {name: j, gpus: 8}\nconfigurations:\n  - {name: c, federation: psychic}\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", mode}), {mode + ":8: field 'federation'", "unknown mode"}));
+}
+
+TEST_F(Cli, AFederationScenarioWritesTheFourConfigurationsToTheSummary) {
+  const std::string sc = WriteFile(
+      dir_, "fed.yaml",
+      "name: fed\nduration_s: 7200\nsample_interval_s: 600\nseeds: [1]\nfederation:\n  members:\n"
+      "    - {name: a, cluster: {generate: {total_gpus: 256, seed: 1, models: 'H800:1:128:2048'}}}\n"
+      "    - {name: b, cluster: {generate: {total_gpus: 256, seed: 2, models: 'A100:1:96:1024'}}}\n"
+      "generator:\n  arrivals_per_hour: 200\n  classes:\n"
+      "    - {share: 1, class: hp-training, replicas: 2, gpus: 8, cpu_cores: 32, memory_gib: 256, duration_mean_s: 1800}\n"
+      "    - {share: 2, class: lp, replicas: 16, min: 4, step: 4, gpus: 1, cpu_cores: 4, memory_gib: 32, duration_mean_s: 3600}\n"
+      "configurations:\n  - {name: blind, federation: blind, absorb: true}\n  - {name: idle-only, federation: idle-only, absorb: true}\n"
+      "  - {name: reclaim-aware, federation: reclaim-aware, absorb: true}\n  - {name: merged, federation: merged, absorb: true}\n");
+  const std::string out = (dir_.path() / "out").string();
+  const RunResult r = RunEstuary({"simulate", sc, "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const auto j = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  for (const char* c : {"blind", "idle-only", "reclaim-aware", "merged"}) {
+    ASSERT_TRUE(j["configurations"].contains(c)) << c;
+    for (const char* m : {"hp_sched_delay_p99_s", "needless_preemptions_count", "evictions_count", "dispatch_rejections_count",
+                          "alloc_ratio_hp_lp_pct", "member_a_alloc_ratio_hp_lp_pct", "alloc_imbalance_pct"}) {
+      EXPECT_TRUE(j["configurations"][c].contains(m)) << c << " " << m;
+    }
+  }
+  EXPECT_EQ(j["configurations"]["reclaim-aware"]["needless_preemptions_count"], 0);
+}
+
 TEST_F(Cli, SimulateWithEventsWritesJobEventsCsv) {
   const std::string sc = (fs::path(ESTUARY_SOURCE_DIR) / "examples" / "priority-small.yaml").string();
   const std::string out = (dir_.path() / "e").string();

@@ -1,0 +1,141 @@
+// Federation runs of `estuary simulate` (RunFederation) as specifications: small scenarios whose
+// outcome follows from the rules, every member's invariants checked at every event time.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sim/federation_setup.h"
+#include "sim/federation_sim.h"
+#include "sim/scenario.h"
+
+namespace estuary {
+namespace {
+
+struct FedRun {
+  Scenario sc;
+  std::vector<ClusterState> members;
+  ClusterState merged;
+};
+
+FedRun Load(const std::string& yaml) {
+  FedRun r;
+  auto sc = ParseScenario(yaml, "f.yaml");
+  EXPECT_TRUE(sc.ok()) << sc.status().message();
+  r.sc = *sc;
+  auto m = LoadMemberClusters(r.sc);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  r.members = std::move(*m);
+  std::vector<std::string> names;
+  std::vector<const ClusterState*> parts;
+  for (size_t i = 0; i < r.members.size(); ++i) {
+    names.push_back(r.sc.federation.members[i].name);
+    parts.push_back(&r.members[i]);
+  }
+  auto u = MergeClusters(names, parts);
+  EXPECT_TRUE(u.ok());
+  r.merged = std::move(*u);
+  return r;
+}
+
+SimulateResult RunConfig(const FedRun& r, const std::string& name, uint64_t seed = 1) {
+  for (const SchedulerConfig& c : r.sc.configurations) {
+    if (c.name != name) continue;
+    auto res = RunFederation(r.sc, r.members, &r.merged, c, seed, true, true);
+    EXPECT_TRUE(res.ok()) << res.status().message();
+    return *res;
+  }
+  ADD_FAILURE() << "no configuration " << name;
+  return {};
+}
+
+// Two members of two 8-GPU nodes. "a" is filled by LP jobs that may run only there; a dev job
+// then lands on "b" (blind: round-robin), and an HP job arrives. Blind sends it to "a", which
+// evicts LP work although "b" has a whole idle node: needless. Reclaim-aware starts it on "b".
+const char* kNeedless = R"(name: needless
+duration_s: 3000
+sample_interval_s: 100
+seeds: [1]
+federation:
+  members:
+    - {name: a, cluster: {generate: {total_gpus: 16, seed: 1, models: "H800:1:128:2048"}}}
+    - {name: b, cluster: {generate: {total_gpus: 16, seed: 2, models: "H800:1:128:2048"}}}
+jobs:
+  - {name: lp1, class: lp, replicas: 8, gpus: 1, cpu_cores: 1, memory_gib: 1, duration_s: 100000, home: a, home_only: true}
+  - {name: lp2, class: lp, replicas: 8, gpus: 1, cpu_cores: 1, memory_gib: 1, duration_s: 100000, home: a, home_only: true}
+  - {name: dev, class: dev, submit_s: 50, gpus: 1, cpu_cores: 1, memory_gib: 1, duration_s: 100000}
+  - {name: hp, class: hp-training, submit_s: 100, gpus: 8, cpu_cores: 8, memory_gib: 8, duration_s: 1000}
+configurations:
+  - {name: blind, federation: blind, preempt: {grace_s: 60}}
+  - {name: reclaim-aware, federation: reclaim-aware, preempt: {grace_s: 60}}
+  - {name: merged, federation: merged, preempt: {grace_s: 60}}
+)";
+
+TEST(FederationSim, BlindDispatchPreemptsNeedlesslyWhileReclaimAwareUsesIdleCapacityElsewhere) {
+  const FedRun r = Load(kNeedless);
+  const SimulateResult blind = RunConfig(r, "blind");
+  EXPECT_GE(blind.metrics.at("evictions_count"), 1);
+  EXPECT_EQ(blind.metrics.at("needless_preemptions_count"), blind.metrics.at("evictions_count"));
+  EXPECT_GE(blind.metrics.at("hp_sched_delay_p99_s"), 60);  // it waited for the grace period
+  const SimulateResult aware = RunConfig(r, "reclaim-aware");
+  EXPECT_EQ(aware.metrics.at("evictions_count"), 0);
+  EXPECT_EQ(aware.metrics.at("needless_preemptions_count"), 0);
+  EXPECT_EQ(aware.metrics.at("hp_sched_delay_p99_s"), 0);
+  const SimulateResult merged = RunConfig(r, "merged");
+  EXPECT_EQ(merged.metrics.at("evictions_count"), 0);
+  // The job events say where the HP job ran.
+  for (const SimJobEvent& e : aware.job_events) {
+    if (e.job == "hp" && e.kind == "start") EXPECT_EQ(e.detail, "b");
+  }
+}
+
+// One member full of LP work, the other of non-preemptible dev work: an HP job can start only by
+// Reclaim on "a". Idle-only waits until the LP work ends; reclaim-aware evicts on "a" only.
+const char* kReclaim = R"(name: reclaim
+duration_s: 20000
+sample_interval_s: 100
+seeds: [1]
+federation:
+  members:
+    - {name: a, cluster: {generate: {total_gpus: 16, seed: 1, models: "H800:1:128:2048"}}}
+    - {name: b, cluster: {generate: {total_gpus: 16, seed: 2, models: "H800:1:128:2048"}}}
+jobs:
+  - {name: lp1, class: lp, replicas: 8, gpus: 1, cpu_cores: 1, memory_gib: 1, duration_s: 10000, home: a, home_only: true, checkpoint_interval_s: 600}
+  - {name: lp2, class: lp, replicas: 8, gpus: 1, cpu_cores: 1, memory_gib: 1, duration_s: 10000, home: a, home_only: true, checkpoint_interval_s: 600}
+  - {name: dev1, class: dev, replicas: 8, gpus: 1, cpu_cores: 1, memory_gib: 1, duration_s: 15000, home: b, home_only: true}
+  - {name: dev2, class: dev, replicas: 8, gpus: 1, cpu_cores: 1, memory_gib: 1, duration_s: 15000, home: b, home_only: true}
+  - {name: hp, class: hp-training, submit_s: 100, gpus: 8, cpu_cores: 8, memory_gib: 8, duration_s: 1000}
+configurations:
+  - {name: idle-only, federation: idle-only, preempt: {grace_s: 60}}
+  - {name: reclaim-aware, federation: reclaim-aware, preempt: {grace_s: 60}}
+)";
+
+TEST(FederationSim, ReclaimAwareStartsAnHpJobByEvictingInTheOneMemberWhereItCanWhileIdleOnlyWaits) {
+  const FedRun r = Load(kReclaim);
+  const SimulateResult idle = RunConfig(r, "idle-only");
+  EXPECT_EQ(idle.metrics.at("evictions_count"), 0);
+  EXPECT_EQ(idle.metrics.at("hp_sched_delay_p99_s"), 10000 - 100);  // until the LP work ends
+  const SimulateResult aware = RunConfig(r, "reclaim-aware");
+  EXPECT_EQ(aware.metrics.at("hp_sched_delay_p99_s"), 60);  // the grace period
+  EXPECT_EQ(aware.metrics.at("needless_preemptions_count"), 0);
+  EXPECT_EQ(aware.metrics.at("reclaims_count"), 1);
+  EXPECT_GE(aware.metrics.at("evictions_count"), 1);
+  for (const SimJobEvent& e : aware.job_events) {
+    if (e.kind == "evict" || e.kind == "shrink") EXPECT_THAT(e.job, ::testing::StartsWith("lp"));
+    if (e.job == "hp" && e.kind == "start") EXPECT_EQ(e.detail, "a");
+    EXPECT_FALSE(e.job.rfind("dev", 0) == 0 && (e.kind == "evict" || e.kind == "shrink"));
+  }
+}
+
+TEST(FederationSim, TheSameSeedGivesTheSameResults) {
+  const FedRun r = Load(kReclaim);
+  const SimulateResult a = RunConfig(r, "reclaim-aware"), b = RunConfig(r, "reclaim-aware");
+  EXPECT_EQ(a.metrics, b.metrics);
+  ASSERT_EQ(a.job_events.size(), b.job_events.size());
+  for (size_t i = 0; i < a.job_events.size(); ++i) {
+    EXPECT_EQ(a.job_events[i].time, b.job_events[i].time);
+    EXPECT_EQ(a.job_events[i].kind, b.job_events[i].kind);
+    EXPECT_EQ(a.job_events[i].detail, b.job_events[i].detail);
+  }
+}
+
+}  // namespace
+}  // namespace estuary
