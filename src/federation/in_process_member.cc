@@ -27,7 +27,7 @@ StatusOr<std::unique_ptr<InProcessMember>> InProcessMember::Create(ClusterState 
 }
 
 std::optional<size_t> InProcessMember::Materialize(const FedJob& job, std::string* why) {
-  if (auto it = by_fed_.find(job.id); it != by_fed_.end()) return it->second;
+  if (const size_t li = LocalOf(job.id); li != SIZE_MAX) return li;
   JobSpec js;
   js.name = job.name;
   js.min_replicas = job.min_replicas;
@@ -86,6 +86,7 @@ std::optional<size_t> InProcessMember::Materialize(const FedJob& job, std::strin
   l.shape = shapes_.emplace(key, static_cast<int>(shapes_.size())).first->second;
   const size_t li = locals_.size();
   locals_.push_back(l);
+  if (job.id >= by_fed_.size()) by_fed_.resize(std::max<size_t>(job.id + 1, by_fed_.size() * 2), SIZE_MAX);
   by_fed_[job.id] = li;
   local_of_job_[id.value()] = li;
   return li;
@@ -328,9 +329,8 @@ void InProcessMember::MaybePublish(int64_t now_s) {
 }
 
 void InProcessMember::Cancel(uint32_t job, int64_t now_s) {
-  const auto it = by_fed_.find(job);
-  if (it == by_fed_.end()) return;
-  const size_t li = it->second;
+  const size_t li = LocalOf(job);
+  if (li == SIZE_MAX) return;
   Local& l = locals_[li];
   if (queue_.Contains(li)) queue_.Remove(li);
   if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
@@ -344,9 +344,9 @@ void InProcessMember::Cancel(uint32_t job, int64_t now_s) {
 }
 
 int32_t InProcessMember::Running(uint32_t job) const {
-  const auto it = by_fed_.find(job);
-  if (it == by_fed_.end() || !locals_[it->second].running) return 0;
-  return state_.job(locals_[it->second].id).bound_tasks;
+  const size_t li = LocalOf(job);
+  if (li == SIZE_MAX || !locals_[li].running) return 0;
+  return state_.job(locals_[li].id).bound_tasks;
 }
 
 std::vector<MemberEvent> InProcessMember::TakeEvents() { return std::exchange(events_, {}); }

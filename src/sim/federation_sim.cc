@@ -11,6 +11,7 @@
 #include "common/rng.h"
 #include "federation/fed_scheduler.h"
 #include "federation/in_process_member.h"
+#include "sim/job_stream.h"
 #include "sim/metrics.h"
 
 namespace estuary {
@@ -93,40 +94,26 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     j.home = t.home.empty() ? 0 : member_index.at(t.home);
     jobs.push_back(std::move(j));
   }
-  const TidalWorkload& tidal = sc.tidal;
-  auto demand_permille = [&](SimTime t, int home) -> int64_t {
-    const int64_t local = fs.members[static_cast<size_t>(home)].start_hour * 3600 + t;
-    const int64_t day = local / 86400;
-    const int64_t p = tidal.curve.PermilleAt(local - day * 86400);
-    return day % 7 >= 5 ? p * tidal.weekend_pct / 100 : p;
-  };
   Rng rng(seed);
   if (sc.stream.arrivals_per_hour > 0) {
-    double total_share = 0, total_home = 0;
-    for (const GeneratedClass& g : sc.stream.classes) total_share += g.share;
-    for (const FederationMember& m : fs.members) total_home += m.arrivals_share;
+    std::vector<double> shares, homes;
+    for (const GeneratedClass& g : sc.stream.classes) shares.push_back(g.share);
+    for (const FederationMember& m : fs.members) homes.push_back(m.arrivals_share);
     const double rate = sc.stream.arrivals_per_hour / 3600.0;
     double t = 0;
     for (int64_t k = 0;; ++k) {
-      t += -std::log(1.0 - rng.UniformDouble()) / rate;
+      t += PoissonGap(rng, rate);
       if (t >= static_cast<double>(sc.duration_s)) break;
-      double x = rng.UniformDouble() * total_share;
-      size_t c = 0;
-      while (c + 1 < sc.stream.classes.size() && x >= sc.stream.classes[c].share) x -= sc.stream.classes[c++].share;
-      double h = rng.UniformDouble() * total_home;
-      size_t home = 0;
-      while (home + 1 < regions && h >= fs.members[home].arrivals_share) h -= fs.members[home++].arrivals_share;
-      if (sc.stream.classes[c].diurnal &&
-          rng.UniformDouble() * 1000.0 >= static_cast<double>(demand_permille(static_cast<SimTime>(t), static_cast<int>(home)))) {
-        continue;
-      }
+      const size_t c = WeightedPick(rng, shares);
+      const size_t home = WeightedPick(rng, homes);
+      const int64_t demand = TidalDemandPermille(sc.tidal, fs.members[home].start_hour, static_cast<SimTime>(t));
+      if (sc.stream.classes[c].diurnal && rng.UniformDouble() * 1000.0 >= static_cast<double>(demand)) continue;
       FJob j;
       j.tmpl = sc.stream.classes[c].job;
       j.tmpl.name += "-" + std::to_string(k);
       j.submit = static_cast<SimTime>(t);
       j.home = static_cast<int>(home);
-      const double mean = static_cast<double>(sc.stream.classes[c].job.duration_s);
-      j.duration = std::max<SimTime>(1, static_cast<SimTime>(std::ceil(-std::log(1.0 - rng.UniformDouble()) * mean)));
+      j.duration = ExpDuration(rng, static_cast<double>(sc.stream.classes[c].job.duration_s));
       jobs.push_back(std::move(j));
     }
   }

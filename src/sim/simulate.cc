@@ -22,6 +22,7 @@
 #include "sched/plugins/register.h"
 #include "sim/capacity_metrics.h"
 #include "sim/cluster/cluster_spec.h"
+#include "sim/job_stream.h"
 #include "sim/metrics.h"
 #include "sched/framework/pending_queue.h"
 
@@ -230,24 +231,17 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   }
   // The tidal curve: demand at time t, per-mille of the peak (weekend scale included).
   const TidalWorkload& tidal = sc.tidal;
-  auto demand_permille = [&](SimTime t) -> int64_t {
-    const int64_t local = tidal.start_hour * 3600 + t;
-    const int64_t day = local >= 0 ? local / 86400 : -((-local + 86399) / 86400);
-    const int64_t p = tidal.curve.PermilleAt(local - day * 86400);
-    return ((day % 7) + 7) % 7 >= 5 ? p * tidal.weekend_pct / 100 : p;
-  };
+  auto demand_permille = [&](SimTime t) { return TidalDemandPermille(tidal, tidal.start_hour, t); };
   Rng rng(seed);
   if (sc.stream.arrivals_per_hour > 0) {
-    double total_share = 0;
-    for (const GeneratedClass& g : sc.stream.classes) total_share += g.share;
+    std::vector<double> shares;
+    for (const GeneratedClass& g : sc.stream.classes) shares.push_back(g.share);
     const double rate = sc.stream.arrivals_per_hour / 3600.0;
     double t = 0;
     for (int64_t k = 0;; ++k) {
-      t += -std::log(1.0 - rng.UniformDouble()) / rate;
+      t += PoissonGap(rng, rate);
       if (t >= static_cast<double>(sc.duration_s)) break;
-      double x = rng.UniformDouble() * total_share;
-      size_t c = 0;
-      while (c + 1 < sc.stream.classes.size() && x >= sc.stream.classes[c].share) x -= sc.stream.classes[c++].share;
+      const size_t c = WeightedPick(rng, shares);
       if (sc.stream.classes[c].diurnal && rng.UniformDouble() * 1000.0 >= static_cast<double>(demand_permille(static_cast<SimTime>(t)))) {
         continue;  // thinned: the class's rate follows the curve
       }
@@ -255,8 +249,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       j.tmpl = sc.stream.classes[c].job;
       j.tmpl.name += "-" + std::to_string(k);
       j.submit = static_cast<SimTime>(t);
-      const double mean = static_cast<double>(sc.stream.classes[c].job.duration_s);
-      j.duration = std::max<SimTime>(1, static_cast<SimTime>(std::ceil(-std::log(1.0 - rng.UniformDouble()) * mean)));
+      j.duration = ExpDuration(rng, static_cast<double>(sc.stream.classes[c].job.duration_s));
       jobs.push_back(j);
     }
   }

@@ -1,0 +1,30 @@
+#include "sim/job_stream.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace estuary {
+
+double PoissonGap(Rng& rng, double rate) { return -std::log(1.0 - rng.UniformDouble()) / rate; }
+
+size_t WeightedPick(Rng& rng, const std::vector<double>& weights) {
+  double total = 0;
+  for (double w : weights) total += w;
+  double x = rng.UniformDouble() * total;
+  size_t i = 0;
+  while (i + 1 < weights.size() && x >= weights[i]) x -= weights[i++];
+  return i;
+}
+
+SimTime ExpDuration(Rng& rng, double mean) {
+  return std::max<SimTime>(1, static_cast<SimTime>(std::ceil(-std::log(1.0 - rng.UniformDouble()) * mean)));
+}
+
+int64_t TidalDemandPermille(const TidalWorkload& w, int64_t start_hour, SimTime t) {
+  const int64_t local = start_hour * 3600 + t;
+  const int64_t day = local >= 0 ? local / 86400 : -((-local + 86399) / 86400);
+  const int64_t p = w.curve.PermilleAt(local - day * 86400);
+  return ((day % 7) + 7) % 7 >= 5 ? p * w.weekend_pct / 100 : p;
+}
+
+}  // namespace estuary
