@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -175,6 +176,7 @@ struct Federation {
   std::vector<FilledMember> members;
   std::unique_ptr<FedScheduler> fed;
   std::vector<uint32_t> by_shape[7];  // enqueued job ids per shape; [6]: the mixed stream
+  std::map<uint32_t, FedJob> pending;  // the enqueued jobs by id
   double setup_s = 0, alloc_pct = 0;
 
   Federation() {
@@ -209,6 +211,7 @@ struct Federation {
       j.min_replicas = j.max_replicas = replicas;
       j.per_replica = PerReplica(gpus);
       fed->Enqueue(j, {}, false, kNow);
+      pending[id] = j;
       by_shape[shape].push_back(id);
       by_shape[6].push_back(id);
     }
@@ -243,6 +246,32 @@ void BM_FedDecision(benchmark::State& st) {
   st.counters["alloc%"] = f.alloc_pct;
 }
 BENCHMARK(BM_FedDecision)->ArgName("shape")->DenseRange(0, 6)->Unit(benchmark::kMicrosecond);
+
+// A reclaim decision in full, as FedScheduler::Pass makes it for an HP job that fits nowhere on
+// idle capacity: Rank over the 20 summaries, then a quote (Member::QuoteReclaim — the member's own
+// PreemptAction plan, nothing changed) from each of the first FedOptions::max_quotes (4) reclaim
+// candidates. Shape 3 (16 x 8 GPUs in one ASW): 18 members can only take it by reclaiming.
+void BM_FedReclaimDecisionWithQuotes(benchmark::State& st) {
+  Federation& f = TheFederation();
+  const std::vector<uint32_t>& jobs = f.by_shape[3];
+  size_t i = 0;
+  int64_t quoted = 0, n = 0;
+  for (auto _ : st) {
+    const std::vector<FedCandidate> c = f.fed->Rank(jobs[i], kNow);
+    int asked = 0;
+    for (const FedCandidate& x : c) {
+      if (x.mode != AdmitMode::kStartOrReclaim || asked == FedOptions{}.max_quotes) continue;
+      ++asked;
+      auto q = f.members[static_cast<size_t>(x.member)].member->QuoteReclaim(f.pending.at(jobs[i]), kNow);
+      benchmark::DoNotOptimize(q);
+      quoted += q.has_value();
+    }
+    ++n;
+    if (++i == jobs.size()) i = 0;
+  }
+  st.counters["quotes_per_job"] = static_cast<double>(quoted) / static_cast<double>(std::max<int64_t>(1, n));
+}
+BENCHMARK(BM_FedReclaimDecisionWithQuotes)->Unit(benchmark::kMillisecond)->Iterations(20);
 
 // The two members of BM_MemberCycle (u = 0, 1), built and filled identically, each with its own
 // job picker and clock so that both see the same operations.

@@ -188,14 +188,24 @@ PendingQueue::Outcome FedScheduler::Try(uint32_t job, int64_t now_s, std::vector
   std::vector<FedCandidate> tried = cands;
   if (options_.quote_reclaim) {
     // The reclaim candidates, re-ordered by the members' own quotes.
-    auto first = std::find_if(tried.begin(), tried.end(), [](const FedCandidate& c) { return c.mode == AdmitMode::kStartOrReclaim; });
-    for (auto it = first; it != tried.end(); ++it) it->quote = members_[static_cast<size_t>(it->member)]->QuoteReclaim(j, now_s);
-    auto kept = std::stable_partition(first, tried.end(), [](const FedCandidate& c) { return c.quote.has_value(); });
-    tried.erase(kept, tried.end());
-    std::stable_sort(first, tried.end(), [](const FedCandidate& a, const FedCandidate& b) {
+    const size_t first = static_cast<size_t>(
+        std::find_if(tried.begin(), tried.end(), [](const FedCandidate& c) { return c.mode == AdmitMode::kStartOrReclaim; }) -
+        tried.begin());
+    const size_t quoted_end = std::min(tried.size(), first + static_cast<size_t>(std::max(0, options_.max_quotes)));
+    for (size_t k = first; k < quoted_end; ++k) {
+      tried[k].quote = members_[static_cast<size_t>(tried[k].member)]->QuoteReclaim(j, now_s);
+    }
+    // Unquoted candidates beyond the limit stay, after the quoted ones; a failed quote drops one.
+    const std::vector<FedCandidate> rest(tried.begin() + static_cast<std::ptrdiff_t>(quoted_end), tried.end());
+    tried.resize(quoted_end);
+    tried.erase(std::stable_partition(tried.begin() + static_cast<std::ptrdiff_t>(first), tried.end(),
+                                      [](const FedCandidate& c) { return c.quote.has_value(); }),
+                tried.end());
+    std::stable_sort(tried.begin() + static_cast<std::ptrdiff_t>(first), tried.end(), [](const FedCandidate& a, const FedCandidate& b) {
       const ReclaimQuote &x = *a.quote, &y = *b.quote;
-      return std::tie(x.max_priority, x.victims, x.cost, x.gpu_milli) < std::tie(y.max_priority, y.victims, y.cost, y.gpu_milli);
+      return std::tie(x.max_priority, x.cost, x.victims, x.gpu_milli) < std::tie(y.max_priority, y.cost, y.victims, y.gpu_milli);
     });
+    tried.insert(tried.end(), rest.begin(), rest.end());
     if (tried.empty()) {
       e.reason = "no member has room for " + shape + " on idle capacity, and no member's Reclaim could start it now";
       return PendingQueue::Outcome::kWaits;

@@ -49,10 +49,13 @@ struct FedOptions {
   bool spread = false;        // tie-break: spread instead of pack (default pack)
   // Reclaim-aware: the members the summaries find able to reclaim are asked for a quote
   // (Member::QuoteReclaim, their own victim choice) and tried cheapest quote first: highest victim
-  // priority, then fewest victims, then C, then GPUs evicted; a member without a quote is not
+  // priority, then C, then fewest victims, then GPUs evicted; a member without a quote is not
   // tried.
   // Off: the summaries' estimate orders them. Default on.
   bool quote_reclaim = true;
+  // At most this many reclaim candidates (the summaries' best) are asked for a quote; the others
+  // follow them unquoted, in the summaries' order. Default 4.
+  int32_t max_quotes = 4;
   int64_t backoff_s = 30;     // first backoff after every candidate rejected (default 30 s)
   int64_t backoff_max_s = 480;
 };

@@ -86,8 +86,7 @@ std::optional<size_t> InProcessMember::Materialize(const FedJob& job, std::strin
   l.shape = shapes_.emplace(key, static_cast<int>(shapes_.size())).first->second;
   const size_t li = locals_.size();
   locals_.push_back(l);
-  if (job.id >= by_fed_.size()) by_fed_.resize(std::max<size_t>(job.id + 1, by_fed_.size() * 2), SIZE_MAX);
-  by_fed_[job.id] = li;
+  by_fed_.emplace(job.id, li);
   local_of_job_[id.value()] = li;
   return li;
 }

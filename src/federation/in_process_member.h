@@ -35,6 +35,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -132,8 +133,11 @@ class InProcessMember : public Member {
   CapacitySummary summary_;
   int64_t last_publish_ = -1;
   std::vector<Local> locals_;
-  std::vector<size_t> by_fed_;  // federation job id -> local index (SIZE_MAX: none)
-  size_t LocalOf(uint32_t job) const { return job < by_fed_.size() ? by_fed_[job] : SIZE_MAX; }
+  std::unordered_map<uint32_t, size_t> by_fed_;  // federation job id -> local index (lookups only)
+  size_t LocalOf(uint32_t job) const {
+    const auto it = by_fed_.find(job);
+    return it == by_fed_.end() ? SIZE_MAX : it->second;
+  }
   std::vector<size_t> local_of_job_;  // state JobId -> local index
   std::map<std::string, int> shapes_;
   PendingQueue queue_{true};
