@@ -117,7 +117,7 @@ std::vector<FedCandidate> FedScheduler::RankEntry(const Entry& e, int64_t now_s,
       const auto first = std::find_if(order.begin(), order.end(), [&](int m) { return m >= next_rr_; });
       std::rotate(order.begin(), first, order.end());
     }
-    for (int m : order) out.push_back({m, AdmitMode::kQueue, {}});
+    for (int m : order) out.push_back({m, AdmitMode::kQueue, {}, std::nullopt});
     return out;
   }
   std::vector<FedCandidate> reclaim;
@@ -126,7 +126,7 @@ std::vector<FedCandidate> FedScheduler::RankEntry(const Entry& e, int64_t now_s,
   for (int m : e.allowed) {
     const std::optional<GangQuery>& q = e.query[static_cast<size_t>(m)];
     if (!q) continue;
-    FedCandidate c{m, AdmitMode::kStartNow, members_[static_cast<size_t>(m)]->summary().Probe(*q, now_s)};
+    FedCandidate c{m, AdmitMode::kStartNow, members_[static_cast<size_t>(m)]->summary().Probe(*q, now_s), std::nullopt};
     if (!c.probe.ever) continue;
     any = true;
     if (c.probe.idle) {
