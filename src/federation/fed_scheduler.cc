@@ -223,7 +223,7 @@ PendingQueue::Outcome FedScheduler::Try(uint32_t job, int64_t now_s, std::vector
       e.reason.clear();
       load_[static_cast<size_t>(c.member)] += e.load;
       if (options_.mode == FedOptions::Mode::kBlind) next_rr_ = (c.member + 1) % static_cast<int>(members_.size());
-      if (a.reclaiming) reclaiming_[job] = c.member;
+      if (a.reclaiming && options_.mode == FedOptions::Mode::kReclaimAware) reclaiming_[job] = c.member;
       accepted->push_back(job);
       return PendingQueue::Outcome::kStarted;
     }

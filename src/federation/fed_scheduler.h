@@ -21,10 +21,11 @@
 // the next (a retry elsewhere); when all reject, it backs off — not tried for backoff_s, doubling
 // per such round up to backoff_max_s. A member that rejects has changed nothing, and a job is
 // dispatched with kStartOrReclaim to one member at a time, so only one member ever preempts for it.
-// While its victims' grace period runs, a job dispatched with kStartOrReclaim that another member
-// can now start on idle capacity (by its summary) is started there instead (kStartNow) and
-// cancelled on the reclaiming member, whose victims then keep running — as a single cluster would
-// start it on capacity released anywhere before evicting (counted in reclaims_cancelled()).
+// Reclaim-aware only: while its victims' grace period runs, a job dispatched with a Reclaim that
+// another member can now start on idle capacity (by its summary) is started there instead
+// (kStartNow) and cancelled on the reclaiming member, whose victims then keep running — as a
+// single cluster would start it on capacity released anywhere before evicting (counted in
+// reclaims_cancelled()).
 // Thread-safety: none.
 #pragma once
 
