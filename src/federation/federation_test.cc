@@ -237,6 +237,27 @@ TEST(Federation, AReclaimingJobStartsOnIdleCapacityElsewhereAndItsVictimsAreSpar
   for (auto* m : {lp.get(), dev.get()}) EXPECT_TRUE(m->state().CheckInvariants().ok());
 }
 
+TEST(Federation, BlindDispatchDoesNotMoveAReclaimingJobForItHasNoCapacityKnowledge) {
+  auto lp = Member("lp", MemberCluster(1));
+  auto dev = Member("dev", MemberCluster(1));
+  Fill(*lp, 100, 1, 300, true, 0);
+  Fill(*dev, 200, 1, 500, false, 0);
+  FedOptions o;
+  o.mode = FedOptions::Mode::kBlind;
+  FedScheduler fed({lp.get(), dev.get()}, o);
+  fed.Enqueue(Job(1, 1, 8, 800), {}, false, 1000);
+  fed.Pass(1000);  // round-robin: "lp", which queues it and reclaims at once
+  ASSERT_TRUE(fed.TakeDispatches().front().admission.reclaiming);
+  dev->Cancel(200, 1030);
+  for (int64_t t : {1030, 1060, 1090}) {
+    for (auto* m : {lp.get(), dev.get()}) m->Step(t);
+    fed.Pass(t);
+  }
+  EXPECT_EQ(fed.reclaims_cancelled(), 0);
+  EXPECT_EQ(lp->Running(1), 1);
+  EXPECT_EQ(Evicted(lp->TakeEvents()), 1);
+}
+
 TEST(Federation, VictimsOfLowerPriorityComeBeforeCheaperVictims) {
   // "spot" holds old spot work (priority 100), "lp" fresh LP work (priority 300): the reclaim
   // goes to "spot" although its victims ran longer.
