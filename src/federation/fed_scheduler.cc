@@ -107,7 +107,6 @@ std::vector<FedCandidate> FedScheduler::Rank(uint32_t job, int64_t now_s) const 
 
 std::vector<FedCandidate> FedScheduler::RankEntry(const Entry& e, int64_t now_s, bool* ever) const {
   std::vector<FedCandidate> out;
-  const size_t n = members_.size();
   if (options_.mode == FedOptions::Mode::kBlind) {
     *ever = true;  // unknown without capacity knowledge
     std::vector<int> order = e.allowed;
@@ -136,7 +135,6 @@ std::vector<FedCandidate> FedScheduler::RankEntry(const Entry& e, int64_t now_s,
       reclaim.push_back(c);
     }
   }
-  (void)n;
   *ever = any;
   // The tie-break: the idle share of the allowed models' GPUs, least first (pack) or most (spread).
   const auto share = [](const FedCandidate& c) {

@@ -18,7 +18,6 @@ namespace estuary {
 namespace {
 
 constexpr int64_t kWorkScale = 10000;  // work units per replica-second
-constexpr SimTime kNoEnd = 1'000'000'000'000;
 
 struct FJob {
   JobTemplate tmpl;
@@ -489,7 +488,6 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     mt["alloc_imbalance_pct"] = imbalance_sum / n;
     for (size_t r = 0; r < regions; ++r) mt["member_" + MetricName(fs.members[r].name) + "_alloc_ratio_hp_lp_pct"] = region_sum[r] / n;
   }
-  (void)kNoEnd;
   return res;
 }
 
