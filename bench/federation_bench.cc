@@ -38,6 +38,14 @@
 // the ratio does not depend on the machine's drift between two benchmarks. Every cycle advances
 // the members' clocks by 1 s; a full run of both benchmarks with 5 repetitions is 2,000 cycles per
 // member, below the 3,600 s period.
+//
+// BM_FederationRunUpkeep/hours:H — the members' own scheduling in operation rather than in the
+// cheapest cycle above: examples/federation.yaml (4 members, 40,960 GPUs, summary_period_s 0 = the
+// summary is refreshed after every member call) run for its first H simulated hours in the
+// `reclaim-aware` configuration, seed 1 (RunFederation, the simulator's own driver). Every member
+// times itself with a steady clock (MemberOptions::stopwatch): schedule_s = Submit, Cancel,
+// QuoteReclaim, Step and Grow without the publications inside them; upkeep_s = every Publish
+// (CapacitySummary::Refresh); upkeep% = 100 x upkeep / schedule. One iteration = one whole run.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -52,6 +60,9 @@
 #include "federation/fed_scheduler.h"
 #include "federation/in_process_member.h"
 #include "sim/cluster/generator.h"
+#include "sim/federation_setup.h"
+#include "sim/federation_sim.h"
+#include "sim/scenario.h"
 
 namespace estuary {
 namespace {
@@ -378,6 +389,57 @@ void BM_MemberCycleUpkeep(benchmark::State& st) {
   st.counters["refreshed0"] = static_cast<double>(a.f.member->summary().nodes_refreshed() - refreshed_a) / dn;
 }
 BENCHMARK(BM_MemberCycleUpkeep)->ArgName("k")->Arg(64)->Arg(256)->Iterations(100)->Unit(benchmark::kMicrosecond);
+
+class SteadyStopwatch final : public Stopwatch {
+ public:
+  int64_t ElapsedNs() const override {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+void BM_FederationRunUpkeep(benchmark::State& st) {
+  auto sc = ReadScenario(std::string(ESTUARY_SOURCE_DIR) + "/examples/federation.yaml");
+  if (!sc.ok()) {
+    st.SkipWithError(sc.status().message().c_str());
+    return;
+  }
+  sc->duration_s = st.range(0) * 3600;
+  auto clusters = LoadMemberClusters(*sc);
+  if (!clusters.ok()) {
+    st.SkipWithError(clusters.status().message().c_str());
+    return;
+  }
+  const SchedulerConfig* config = nullptr;
+  for (const SchedulerConfig& c : sc->configurations) {
+    if (c.name == "reclaim-aware") config = &c;
+  }
+  if (config == nullptr) {
+    st.SkipWithError("examples/federation.yaml has no reclaim-aware configuration");
+    return;
+  }
+  const SteadyStopwatch stopwatch;
+  FederationMeter meter;
+  meter.stopwatch = &stopwatch;
+  for (auto _ : st) {
+    auto r = RunFederation(*sc, *clusters, nullptr, *config, 1, false, false, &meter);
+    if (!r.ok()) {
+      st.SkipWithError(r.status().message().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r->metrics);
+  }
+  const double runs = static_cast<double>(std::max<int64_t>(1, st.iterations()));
+  st.counters["schedule_s"] = static_cast<double>(meter.total.schedule_ns) / 1e9 / runs;
+  st.counters["upkeep_s"] = static_cast<double>(meter.total.upkeep_ns) / 1e9 / runs;
+  st.counters["publishes"] = static_cast<double>(meter.total.publishes) / runs;
+  st.counters["upkeep%"] = meter.total.schedule_ns > 0
+                               ? 100.0 * static_cast<double>(meter.total.upkeep_ns) / static_cast<double>(meter.total.schedule_ns)
+                               : 0;
+}
+BENCHMARK(BM_FederationRunUpkeep)->ArgName("hours")->Arg(12)->Iterations(1)->Unit(benchmark::kSecond);
 
 }  // namespace
 }  // namespace estuary

@@ -1,5 +1,6 @@
 // Clock: time as the engine sees it. The simulator injects a SimClock; the live service (later)
-// injects a real clock. Nothing else in src/ reads the wall clock.
+// injects a real clock. Nothing else in src/ reads the wall clock (a Stopwatch, injected too,
+// only measures).
 // Times are integer seconds since an arbitrary epoch (the trace's own zero for the simulator).
 #pragma once
 
@@ -24,6 +25,14 @@ class SimClock final : public Clock {
 
  private:
   SimTime now_;
+};
+
+// A monotonic source of elapsed nanoseconds for *measuring* the engine's own work (benchmarks
+// inject a steady clock). Never an input to a decision: outputs do not depend on it.
+class Stopwatch {
+ public:
+  virtual ~Stopwatch() = default;
+  virtual int64_t ElapsedNs() const = 0;
 };
 
 }  // namespace estuary

@@ -45,11 +45,18 @@ void CapacitySummary::Build(const ClusterState& state, const SummaryOptions& opt
   node_avail_.assign(nn * nt_, 0);
   node_evict_milli_.assign(nn * nt_, 0);
   node_evict_start_.assign(nn * nt_, 0);
-  node_domains_.assign(nn, {});
+  node_dom_begin_.assign(nn + 1, 0);
+  node_dom_.clear();
   dirty_.assign(nn, 0);
   dirty_list_.clear();
   for (const Node& n : state.nodes()) {
-    for (DomainId d : topo.DomainsOf(n.id)) node_domains_[n.id.value()].push_back(d.value());
+    // A node outside a plane has unassigned (invalid) slots there: it counts in no domain of it.
+    for (DomainId d : topo.DomainsOf(n.id)) {
+      if (d.valid()) node_dom_.push_back(d.value());
+    }
+    node_dom_begin_[n.id.value() + 1] = static_cast<uint32_t>(node_dom_.size());
+  }
+  for (const Node& n : state.nodes()) {
     if (n.spec.gpu_count > 0 && n.spec.model.valid()) node_model_[n.id.value()] = static_cast<int16_t>(n.spec.model.value());
     const size_t o = n.id.value() * nt_;
     NodeAvail(state, n, &node_avail_[o], &node_evict_milli_[o], &node_evict_start_[o]);
@@ -91,7 +98,8 @@ void CapacitySummary::Refresh(const ClusterState& state) {
     std::copy_n(&node_evict_start_[o], nt_, old_start.begin());
     NodeAvail(state, state.node(id), &node_avail_[o], &node_evict_milli_[o], &node_evict_start_[o]);
     // Only the thresholds whose a_t moved touch the histograms.
-    const std::vector<uint32_t>& doms = node_domains_[id.value()];
+    const uint32_t* dom = node_dom_.data() + node_dom_begin_[id.value()];
+    const uint32_t* dom_end = node_dom_.data() + node_dom_begin_[id.value() + 1];
     for (size_t t = 0; t < nt_; ++t) {
       const size_t mt = static_cast<size_t>(m) * nt_ + t;
       evict_milli_[mt] += node_evict_milli_[o + t] - old_milli[t];
@@ -102,8 +110,8 @@ void CapacitySummary::Refresh(const ClusterState& state) {
       const size_t slot = Slot(static_cast<size_t>(m), t);
       --hist_[slot + static_cast<size_t>(before)];
       ++hist_[slot + static_cast<size_t>(after)];
-      for (uint32_t d : doms) {
-        int32_t* h = &dom_hist_[d * stride_ + slot];
+      for (const uint32_t* d = dom; d != dom_end; ++d) {
+        int32_t* h = &dom_hist_[*d * stride_ + slot];
         --h[before];
         ++h[after];
       }
@@ -178,7 +186,9 @@ void CapacitySummary::Apply(NodeId id, int sign) {
     evict_start_milli_[mt] += sign * node_evict_start_[o + t];
     const size_t slot = Slot(static_cast<size_t>(m), t);
     hist_[slot + c] += sign;
-    for (uint32_t d : node_domains_[id.value()]) dom_hist_[d * stride_ + slot + c] += sign;
+    for (uint32_t i = node_dom_begin_[id.value()]; i < node_dom_begin_[id.value() + 1]; ++i) {
+      dom_hist_[node_dom_[i] * stride_ + slot + c] += sign;
+    }
   }
 }
 

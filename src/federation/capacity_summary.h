@@ -133,7 +133,9 @@ class CapacitySummary {
   std::vector<int16_t> node_model_;
   std::vector<uint8_t> node_avail_;
   std::vector<int64_t> node_evict_milli_, node_evict_start_;
-  std::vector<std::vector<uint32_t>> node_domains_;
+  // Node n's domains (valid ones, every plane): node_dom_[node_dom_begin_[n] .. node_dom_begin_[n + 1]).
+  std::vector<uint32_t> node_dom_begin_;
+  std::vector<uint32_t> node_dom_;
   uint64_t cursor_ = 0;
   std::vector<char> dirty_;
   std::vector<NodeId> dirty_list_;

@@ -157,6 +157,72 @@ TEST(CapacitySummary, CountsOnlyPreemptibleWorkBelowTheThresholdAsReclaimable) {
   EXPECT_EQ(p.reclaim_gpus, 8);
 }
 
+TEST(CapacitySummary, ANodeOutsideAPlaneCountsForTheMemberButForNoDomainOfThatPlane) {
+  testing::ClusterBuilder c;
+  const PlaneId data = *c.state.topology().AddPlane("data", {"asw", "node"});
+  const PlaneId param = *c.state.topology().AddPlane("param", {"rdma_pod", "node"});
+  const NodeId n0 = c.AddNode("n0", testing::Gpus(8));
+  const NodeId n1 = c.AddNode("n1", testing::Gpus(8));  // in plane "param" only
+  ASSERT_TRUE(c.state.AssignDomains(n0, data, std::vector<std::string>{"asw0"}).ok());
+  ASSERT_TRUE(c.state.AssignDomains(n1, param, std::vector<std::string>{"pod0"}).ok());
+  CapacitySummary s;
+  s.Build(c.state, {{500}});
+  GangQuery q;
+  q.model_bits = ~uint64_t{0};
+  q.gpus = 8;
+  EXPECT_EQ(s.Placeable(q, 0), 2);
+  q.level = s.ResolveLevel("data", "asw");
+  ASSERT_TRUE(q.level.has_value());
+  EXPECT_EQ(s.Placeable(q, 0), 1);  // only n0 is in asw0
+  GangQuery pod = q;
+  pod.level = s.ResolveLevel("param", "rdma_pod");
+  EXPECT_EQ(s.Placeable(pod, 0), 1);  // only n1 is in pod0
+  // The unplaced node's changes refresh without touching any domain.
+  JobSpec js;
+  js.name = "j";
+  const TaskId t = c.state.AddTask(c.state.AddJob(js), "j", testing::Req().Gpus(8), 0);
+  GpuIndices g;
+  for (int i = 0; i < 8; ++i) g.Push(i);
+  c.state.Bind(t, NodeId(1), g);
+  s.Refresh(c.state);
+  EXPECT_EQ(s.Placeable(q, 0), 1);
+  q.level.reset();
+  EXPECT_EQ(s.Placeable(q, 0), 1);
+}
+
+// ---- InProcessMember ----
+
+// A stopwatch that moves 1,000 ns each time it is read.
+class TickingStopwatch final : public Stopwatch {
+ public:
+  int64_t ElapsedNs() const override { return now_ += 1000; }
+
+ private:
+  mutable int64_t now_ = 0;
+};
+
+TEST(InProcessMember, ItsStopwatchSeparatesSchedulingFromTheSummaryPublicationsInsideIt) {
+  const TickingStopwatch clock;
+  MemberOptions o;
+  o.name = "a";
+  o.absorb = false;
+  o.summary_period_s = 0;  // every Submit publishes
+  o.stopwatch = &clock;
+  auto created = InProcessMember::Create(MemberCluster(2), o);
+  ASSERT_TRUE(created.ok());
+  std::unique_ptr<InProcessMember> m = std::move(*created);
+  const Admission a = m->Submit(Job(1, 1, 8, 300), AdmitMode::kStartNow, 0);
+  ASSERT_TRUE(a.started);
+  // Reads: Submit begins (1000), Publish begins (2000) and ends (3000), Submit ends (4000).
+  EXPECT_EQ(m->timing().upkeep_ns, 1000);
+  EXPECT_EQ(m->timing().schedule_ns, 4000 - 1000 - 1000);
+  EXPECT_EQ(m->timing().publishes, 1);
+  m->Publish(1);  // a publication from outside is upkeep only
+  EXPECT_EQ(m->timing().upkeep_ns, 2000);
+  EXPECT_EQ(m->timing().schedule_ns, 2000);
+  EXPECT_EQ(m->timing().publishes, 2);
+}
+
 // ---- FedScheduler over in-process members ----
 
 TEST(Federation, AJobThatFitsOnlyWithPreemptionGoesToTheCheapestReclaimAndOnlyThatMemberEvicts) {

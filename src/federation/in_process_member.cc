@@ -12,6 +12,39 @@ namespace estuary {
 InProcessMember::InProcessMember(ClusterState cluster, MemberOptions options)
     : options_(std::move(options)), state_(std::move(cluster)) {}
 
+// Adds the time of one public call to timing_ when a stopwatch is set: a Publish to upkeep_ns, an
+// outermost scheduling call to schedule_ns less the publications inside it. Inner calls add
+// nothing of their own.
+class InProcessMember::Meter {
+ public:
+  Meter(InProcessMember& m, bool upkeep) : m_(m), upkeep_(upkeep) {
+    if (m_.options_.stopwatch == nullptr || (!upkeep_ && m_.meter_depth_++ > 0)) return;
+    active_ = true;
+    upkeep_before_ = m_.timing_.upkeep_ns;
+    start_ = m_.options_.stopwatch->ElapsedNs();
+  }
+  ~Meter() {
+    if (m_.options_.stopwatch == nullptr) return;
+    if (!upkeep_) --m_.meter_depth_;
+    if (!active_) return;
+    const int64_t elapsed = m_.options_.stopwatch->ElapsedNs() - start_;
+    if (upkeep_) {
+      m_.timing_.upkeep_ns += elapsed;
+      ++m_.timing_.publishes;
+    } else {
+      m_.timing_.schedule_ns += elapsed - (m_.timing_.upkeep_ns - upkeep_before_);
+    }
+  }
+  Meter(const Meter&) = delete;
+  Meter& operator=(const Meter&) = delete;
+
+ private:
+  InProcessMember& m_;
+  bool upkeep_;
+  bool active_ = false;
+  int64_t upkeep_before_ = 0, start_ = 0;
+};
+
 StatusOr<std::unique_ptr<InProcessMember>> InProcessMember::Create(ClusterState cluster, MemberOptions options) {
   auto policy = OpenbPolicy(options.policy);
   if (!policy.ok()) return policy.status();
@@ -117,6 +150,7 @@ void InProcessMember::OnStart(size_t li, int64_t now_s, int32_t granted) {
 }
 
 Admission InProcessMember::Submit(const FedJob& job, AdmitMode mode, int64_t now_s) {
+  const Meter meter(*this, false);
   Admission r;
   std::string why;
   const std::optional<size_t> li = Materialize(job, &why);
@@ -295,6 +329,7 @@ void InProcessMember::Absorb(int64_t now_s, int32_t external_blocking) {
 }
 
 void InProcessMember::Step(int64_t now_s) {
+  const Meter meter(*this, false);
   EndEvictions(now_s);
   TryQueue(now_s);
   ReclaimQueued(now_s);
@@ -302,6 +337,7 @@ void InProcessMember::Step(int64_t now_s) {
 }
 
 void InProcessMember::Grow(int64_t now_s, int32_t external_blocking) {
+  const Meter meter(*this, false);
   Absorb(now_s, external_blocking);
   MaybePublish(now_s);
 }
@@ -317,6 +353,7 @@ std::optional<int64_t> InProcessMember::NextDue() const {
 }
 
 void InProcessMember::Publish(int64_t now_s) {
+  const Meter meter(*this, true);
   summary_.Refresh(state_);
   last_publish_ = now_s;
 }
@@ -328,6 +365,7 @@ void InProcessMember::MaybePublish(int64_t now_s) {
 }
 
 void InProcessMember::Cancel(uint32_t job, int64_t now_s) {
+  const Meter meter(*this, false);
   const size_t li = LocalOf(job);
   if (li == SIZE_MAX) return;
   Local& l = locals_[li];
@@ -351,6 +389,7 @@ int32_t InProcessMember::Running(uint32_t job) const {
 std::vector<MemberEvent> InProcessMember::TakeEvents() { return std::exchange(events_, {}); }
 
 std::optional<ReclaimQuote> InProcessMember::QuoteReclaim(const FedJob& job, int64_t now_s) {
+  const Meter meter(*this, false);
   std::string why;
   const std::optional<size_t> li = Materialize(job, &why);
   if (!li) return std::nullopt;

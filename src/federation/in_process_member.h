@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "federation/member.h"
 #include "model/cluster_state.h"
@@ -56,6 +57,17 @@ struct MemberOptions {
   bool absorb = true;        // grow running elastic jobs toward max (default on)
   SummaryOptions summary;    // reclaim thresholds
   int64_t summary_period_s = 0;  // 0: the summary is current after every change
+  // When set, the member measures its own work (timing()); nothing it decides depends on it.
+  const Stopwatch* stopwatch = nullptr;
+};
+
+// Time a member spent, measured with MemberOptions::stopwatch: its own scheduling (Submit, Cancel,
+// QuoteReclaim, Step, Grow — without the summary publications inside them) and the summary's
+// upkeep (every Publish, CapacitySummary::Refresh).
+struct MemberTiming {
+  int64_t schedule_ns = 0;
+  int64_t upkeep_ns = 0;
+  int64_t publishes = 0;
 };
 
 class InProcessMember : public Member {
@@ -90,6 +102,8 @@ class InProcessMember : public Member {
   void SetReclaimObserver(std::function<void(uint32_t job, int64_t now_s)> f) { reclaim_observer_ = std::move(f); }
 
   const ClusterState& state() const { return state_; }
+  // What the stopwatch measured so far (zeros without one).
+  const MemberTiming& timing() const { return timing_; }
   // Jobs waiting in the member's queue.
   size_t queued() const { return queue_.size(); }
 
@@ -105,6 +119,7 @@ class InProcessMember : public Member {
     uint64_t refused_seq = UINT64_MAX;  // release_seq when its Reclaim was last found infeasible
   };
   InProcessMember(ClusterState cluster, MemberOptions options);
+  class Meter;  // times one public call (see MemberTiming)
   // The local job of `job`, materialised on first use; nullopt (and `why`) when the member has no
   // model or topology level for it.
   std::optional<size_t> Materialize(const FedJob& job, std::string* why);
@@ -151,6 +166,8 @@ class InProcessMember : public Member {
   int32_t absorb_seen_blocking_ = 0;
   int64_t absorb_seen_starts_ = -1;
   int64_t elastic_starts_ = 0;
+  MemberTiming timing_;
+  int meter_depth_ = 0;
 };
 
 }  // namespace estuary

@@ -71,7 +71,7 @@ FedJob ToFedJob(const JobTemplate& t, uint32_t id) {
 
 StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<ClusterState>& clusters,
                                        const ClusterState* merged, const SchedulerConfig& config, uint64_t seed,
-                                       bool check_invariants, bool record_events) {
+                                       bool check_invariants, bool record_events, FederationMeter* meter) {
   SimulateResult res;
   res.configuration = config.name;
   res.seed = seed;
@@ -143,6 +143,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     mo.absorb = config.absorb;
     mo.summary = summary;
     mo.summary_period_s = fs.summary_period_s;
+    if (meter != nullptr) mo.stopwatch = meter->stopwatch;
     auto m = InProcessMember::Create(cluster, mo);
     if (!m.ok()) return m.status();
     members.push_back(std::move(*m));
@@ -487,6 +488,13 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     mt["alloc_ratio_hp_lp_pct"] = all_sum / n;
     mt["alloc_imbalance_pct"] = imbalance_sum / n;
     for (size_t r = 0; r < regions; ++r) mt["member_" + MetricName(fs.members[r].name) + "_alloc_ratio_hp_lp_pct"] = region_sum[r] / n;
+  }
+  if (meter != nullptr) {
+    for (const auto& m : members) {
+      meter->total.schedule_ns += m->timing().schedule_ns;
+      meter->total.upkeep_ns += m->timing().upkeep_ns;
+      meter->total.publishes += m->timing().publishes;
+    }
   }
   return res;
 }

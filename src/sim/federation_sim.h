@@ -45,17 +45,26 @@
 #include <vector>
 
 #include "common/status.h"
+#include "federation/in_process_member.h"
 #include "model/cluster_state.h"
 #include "sim/scenario.h"
 #include "sim/simulate.h"
 
 namespace estuary {
 
+// Measuring the members' own work in a run (benchmarks): each member times itself with
+// `stopwatch` (MemberOptions::stopwatch); the run adds their MemberTiming into `total`.
+struct FederationMeter {
+  const Stopwatch* stopwatch = nullptr;
+  MemberTiming total;
+};
+
 // `members`: the members' clusters in scenario order (LoadMemberClusters); `merged`: their union
 // (MergeClusters), needed only for a `merged` configuration. REQUIRES: sc.federation.enabled and
 // config.federation set.
 StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<ClusterState>& members,
                                        const ClusterState* merged, const SchedulerConfig& config, uint64_t seed,
-                                       bool check_invariants = false, bool record_events = false);
+                                       bool check_invariants = false, bool record_events = false,
+                                       FederationMeter* meter = nullptr);
 
 }  // namespace estuary

@@ -82,9 +82,14 @@ TEST(FederationSim, BlindDispatchPreemptsNeedlesslyWhileReclaimAwareUsesIdleCapa
   const SimulateResult merged = RunConfig(r, "merged");
   EXPECT_EQ(merged.metrics.at("evictions_count"), 0);
   // The job events say where the HP job ran.
+  int hp_starts = 0;
   for (const SimJobEvent& e : aware.job_events) {
-    if (e.job == "hp" && e.kind == "start") EXPECT_EQ(e.detail, "b");
+    if (e.job == "hp" && e.kind == "start") {
+      ++hp_starts;
+      EXPECT_EQ(e.detail, "b");
+    }
   }
+  EXPECT_EQ(hp_starts, 1);
 }
 
 // One member full of LP work, the other of non-preemptible dev work: an HP job can start only by
@@ -118,11 +123,18 @@ TEST(FederationSim, ReclaimAwareStartsAnHpJobByEvictingInTheOneMemberWhereItCanW
   EXPECT_EQ(aware.metrics.at("needless_preemptions_count"), 0);
   EXPECT_EQ(aware.metrics.at("reclaims_count"), 1);
   EXPECT_GE(aware.metrics.at("evictions_count"), 1);
+  int hp_starts = 0;
   for (const SimJobEvent& e : aware.job_events) {
-    if (e.kind == "evict" || e.kind == "shrink") EXPECT_THAT(e.job, ::testing::StartsWith("lp"));
-    if (e.job == "hp" && e.kind == "start") EXPECT_EQ(e.detail, "a");
+    if (e.kind == "evict" || e.kind == "shrink") {
+      EXPECT_THAT(e.job, ::testing::StartsWith("lp"));
+    }
+    if (e.job == "hp" && e.kind == "start") {
+      ++hp_starts;
+      EXPECT_EQ(e.detail, "a");
+    }
     EXPECT_FALSE(e.job.rfind("dev", 0) == 0 && (e.kind == "evict" || e.kind == "shrink"));
   }
+  EXPECT_EQ(hp_starts, 1);
 }
 
 TEST(FederationSim, TheSameSeedGivesTheSameResults) {
