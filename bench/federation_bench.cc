@@ -439,7 +439,7 @@ void BM_FederationRunUpkeep(benchmark::State& st) {
                                ? 100.0 * static_cast<double>(meter.total.upkeep_ns) / static_cast<double>(meter.total.schedule_ns)
                                : 0;
 }
-BENCHMARK(BM_FederationRunUpkeep)->ArgName("hours")->Arg(12)->Iterations(1)->Unit(benchmark::kSecond);
+BENCHMARK(BM_FederationRunUpkeep)->ArgName("hours")->Arg(12)->Arg(48)->Iterations(1)->Unit(benchmark::kSecond);
 
 }  // namespace
 }  // namespace estuary
