@@ -1,4 +1,5 @@
 #include "tools/cli.h"
+#include "tools/service_cmds.h"
 
 #include <unistd.h>
 
@@ -890,11 +891,17 @@ int RunCli(int argc, char** argv) {
   CLI::Option* budget = nullptr;
   CLI::App* defrag = AddDefragCommand(app, df, budget);
 
+  ServeFlags vf;
+  CLI::App* serve = AddServeCommand(app, vf);
+  AgentFlags af;
+  CLI::App* agent = AddAgentCommand(app, af);
+
   if (argc >= 2 && argv[1][0] != '-' && std::string(argv[1]) != "openb" && std::string(argv[1]) != "replay" &&
       std::string(argv[1]) != "cluster" && std::string(argv[1]) != "simulate" && std::string(argv[1]) != "curve" &&
-      std::string(argv[1]) != "defrag") {
+      std::string(argv[1]) != "defrag" && std::string(argv[1]) != "serve" && std::string(argv[1]) != "agent") {
     std::fprintf(stderr,
-                 "estuary: unknown command '%s' (known: openb, replay, simulate, cluster, curve, defrag; see --help)\n",
+                 "estuary: unknown command '%s' (known: openb, replay, simulate, cluster, curve, defrag, serve, agent; "
+                 "see --help)\n",
                  argv[1]);
     return 2;
   }
@@ -915,6 +922,8 @@ int RunCli(int argc, char** argv) {
   if (simulate->parsed()) return RunSimulateCommand(sf);
   if (check->parsed()) return RunClusterCheck(cf);
   if (curve->parsed()) return RunCurveCommand(uf);
+  if (serve->parsed()) return RunServeCommand(vf);
+  if (agent->parsed()) return RunAgentCommand(af);
   if (defrag->parsed()) {
     df.has_budget = budget->count() > 0;
     return RunDefragCommand(df);

@@ -14,6 +14,16 @@ class Clock {
  public:
   virtual ~Clock() = default;
   virtual SimTime Now() const = 0;
+  // Milliseconds on the same time line (for latencies a live driver reports); default Now() x 1000.
+  virtual int64_t NowMs() const { return Now() * 1000; }
+};
+
+// The wall clock (the live service's): seconds and milliseconds since the Unix epoch. The only
+// place in src/ that reads the system clock.
+class RealClock final : public Clock {
+ public:
+  SimTime Now() const override;
+  int64_t NowMs() const override;
 };
 
 // A clock that only moves when the simulator advances it. REQUIRES: time never goes backwards.

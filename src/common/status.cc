@@ -6,8 +6,10 @@ int Status::ExitCode() const {
   switch (code_) {
     case StatusCode::kOk: return 0;
     case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound: return 2;
-    case StatusCode::kInternal: return 1;
+    case StatusCode::kNotFound:
+    case StatusCode::kPermissionDenied: return 2;
+    case StatusCode::kInternal:
+    case StatusCode::kUnavailable: return 1;
   }
   return 1;
 }

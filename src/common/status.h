@@ -18,6 +18,8 @@ enum class StatusCode {
   kInvalidArgument,  // bad input from a file, flag or request (exit code 2)
   kNotFound,         // a named thing (file, node, policy) does not exist (exit code 2)
   kInternal,         // a bug or an environment failure (exit code 1)
+  kPermissionDenied, // the caller may not do this (the service's 403; exit code 2)
+  kUnavailable,      // not now: a limit was hit or the service is stopping (429 / 503; exit code 1)
 };
 
 class [[nodiscard]] Status {
@@ -41,6 +43,8 @@ class [[nodiscard]] Status {
 inline Status InvalidArgument(std::string msg) { return {StatusCode::kInvalidArgument, std::move(msg)}; }
 inline Status NotFound(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
 inline Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+inline Status PermissionDenied(std::string msg) { return {StatusCode::kPermissionDenied, std::move(msg)}; }
+inline Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
 
 // Either a value or a non-OK Status.
 template <typename T>

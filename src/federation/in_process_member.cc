@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <set>
 
 #include "sched/actions/absorb.h"
 #include "sched/actions/preempt.h"
@@ -378,6 +379,122 @@ void InProcessMember::Cancel(uint32_t job, int64_t now_s) {
   l.running = l.reclaiming = false;
   elastic_running_.erase(li);
   if (options_.summary_period_s == 0) MaybePublish(now_s);
+}
+
+Status InProcessMember::AddPlane(const std::string& name, const std::vector<std::string>& levels) {
+  std::vector<std::string> l = levels;
+  l.push_back("node");
+  auto p = state_.topology().AddPlane(name, l);
+  if (!p.ok()) return p.status();
+  return Status::Ok();
+}
+
+StatusOr<NodeId> InProcessMember::AddNode(NodeSpec spec, const std::string& gpu_model,
+                                          const std::vector<std::pair<std::string, std::vector<std::string>>>& domains) {
+  if (!gpu_model.empty()) {
+    auto m = state_.models().Intern(gpu_model);
+    if (!m.ok()) return m.status();
+    spec.model = *m;
+  }
+  // Check the domains before the node exists, so that a failure adds nothing.
+  std::vector<PlaneId> planes;
+  for (const auto& [plane, names] : domains) {
+    auto p = state_.topology().FindPlane(plane);
+    if (!p) {
+      std::vector<std::string> levels;
+      for (size_t i = 0; i < names.size(); ++i) levels.push_back("level" + std::to_string(i));
+      ESTUARY_RETURN_IF_ERROR(AddPlane(plane, levels));
+      p = state_.topology().FindPlane(plane);
+    }
+    if (state_.topology().planes()[p->value()].levels.size() != names.size()) {
+      return InvalidArgument("plane '" + plane + "' has " +
+                             std::to_string(state_.topology().planes()[p->value()].levels.size()) + " levels, got " +
+                             std::to_string(names.size()) + " domain names");
+    }
+    planes.push_back(*p);
+  }
+  auto id = state_.AddNode(std::move(spec));
+  if (!id.ok()) return id.status();
+  for (size_t i = 0; i < domains.size(); ++i) {
+    const Status st = state_.AssignDomains(*id, planes[i], domains[i].second);
+    // A node is never removed: a bad nesting leaves it outside that plane, and says so.
+    if (!st.ok()) return InvalidArgument("node '" + state_.node(*id).spec.name + "' added outside plane '" + domains[i].first + "': " + st.message());
+  }
+  return *id;
+}
+
+void InProcessMember::SetCordoned(NodeId node, bool cordoned) {
+  const NodeState now = state_.node(node).state;
+  if (now == NodeState::kDown) return;
+  state_.SetNodeState(node, cordoned ? NodeState::kCordoned : NodeState::kReady);
+}
+
+void InProcessMember::FailNode(NodeId node, int64_t now_s) {
+  if (state_.node(node).state == NodeState::kDown) return;
+  state_.SetNodeState(node, NodeState::kDown);
+  std::set<uint32_t> hit;
+  for (TaskId t : std::vector<TaskId>(state_.node(node).tasks)) {
+    hit.insert(state_.task(t).job.value());
+    state_.Unbind(t);
+  }
+  for (uint32_t j : hit) {
+    const size_t li = local_of_job_[j];
+    if (li == SIZE_MAX) continue;
+    Local& l = locals_[li];
+    const Job& job = state_.job(JobId(j));
+    if (!l.running) continue;
+    if (job.bound_tasks >= l.min_replicas) {
+      // Shrink to a multiple of the step that it still holds.
+      const int32_t step = std::max(1, job.spec.step);
+      int32_t keep = job.bound_tasks / step * step;
+      if (keep < l.min_replicas) keep = l.min_replicas;
+      for (auto it = job.tasks.rbegin(); it != job.tasks.rend() && state_.job(JobId(j)).bound_tasks > keep; ++it) {
+        if (state_.task(*it).state == TaskState::kBound) state_.Unbind(*it);
+      }
+      Log(MemberEvent::Kind::kShrunk, now_s, li, state_.job(JobId(j)).bound_tasks, UINT32_MAX, 0, "node failed");
+      continue;
+    }
+    for (TaskId t : job.tasks) {
+      if (state_.task(t).state == TaskState::kBound) state_.Unbind(t);
+    }
+    l.running = false;
+    state_.SetJobStart(JobId(j), -1);
+    elastic_running_.erase(li);
+    Log(MemberEvent::Kind::kReturned, now_s, li, 0, UINT32_MAX, 0, "node failed");
+  }
+}
+
+std::optional<JobId> InProcessMember::JobOf(uint32_t job) const {
+  const size_t li = LocalOf(job);
+  if (li == SIZE_MAX) return std::nullopt;
+  return locals_[li].id;
+}
+
+bool InProcessMember::Adopt(const FedJob& job, const std::vector<Placement>& placements, int64_t started_s) {
+  if (LocalOf(job.id) != SIZE_MAX || placements.empty()) return false;
+  std::vector<char> seen(static_cast<size_t>(std::max(0, job.max_replicas)), 0);
+  for (const Placement& p : placements) {
+    if (p.replica >= seen.size() || seen[p.replica]) return false;
+    seen[p.replica] = 1;
+    if (p.node.value() >= state_.num_nodes() || state_.node(p.node).state == NodeState::kDown) return false;
+  }
+  std::string why;
+  const std::optional<size_t> li = Materialize(job, &why);
+  if (!li) return false;
+  const std::vector<TaskId> tasks = state_.job(locals_[*li].id).tasks;
+  for (size_t k = 0; k < placements.size(); ++k) {
+    const Placement& p = placements[k];
+    if (!state_.CanBind(tasks[p.replica], p.node, p.gpus)) {
+      for (size_t u = 0; u < k; ++u) state_.Unbind(tasks[placements[u].replica]);
+      return false;
+    }
+    state_.Bind(tasks[p.replica], p.node, p.gpus);
+  }
+  Local& l = locals_[*li];
+  l.running = true;
+  state_.SetJobStart(l.id, started_s);
+  if (l.min_replicas < l.max_replicas) elastic_running_.insert(*li);
+  return true;
 }
 
 int32_t InProcessMember::Running(uint32_t job) const {

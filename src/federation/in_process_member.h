@@ -101,6 +101,36 @@ class InProcessMember : public Member {
   // job id and the time: lets a driver measure whether the preemption was needed.
   void SetReclaimObserver(std::function<void(uint32_t job, int64_t now_s)> f) { reclaim_observer_ = std::move(f); }
 
+  // ---- A live cluster (the service, issue 7): nodes come and go, jobs survive restarts ----
+  // Adds a node of `gpu_model` (empty: CPU-only). `domains`: for each plane name, the node's
+  // domain names from the plane's top level down (as many as the plane has levels); planes are
+  // created on first use with levels named level0, level1, ... unless `plane_levels` names them
+  // (plane name -> level names) before the first node. Errors: InvalidArgument (duplicate
+  // name, too many GPUs, unknown plane, wrong number of names, inconsistent nesting).
+  StatusOr<NodeId> AddNode(NodeSpec spec, const std::string& gpu_model,
+                           const std::vector<std::pair<std::string, std::vector<std::string>>>& domains);
+  // Declares a plane and its levels (top first). REQUIRES: before any node is added.
+  Status AddPlane(const std::string& name, const std::vector<std::string>& levels);
+  // Cordons the node (no new placements; its tasks keep running) or makes it ready again.
+  void SetCordoned(NodeId node, bool cordoned);
+  // The node failed at `now_s`: it takes no work and every task on it stops. A job left below its
+  // min replicas is evicted whole (kReturned, detail "node failed"); an elastic job still at or
+  // above its min shrinks to the largest allowed count it holds (kShrunk, "node failed").
+  void FailNode(NodeId node, int64_t now_s);
+  // The state's job of federation job `job`; nullopt when never materialised here.
+  std::optional<JobId> JobOf(uint32_t job) const;
+  // Where one replica of a job runs (Adopt).
+  struct Placement {
+    size_t replica = 0;
+    NodeId node;
+    GpuIndices gpus;
+  };
+  // Rebuilds a job that was running before a restart: materialises `job`, binds each listed
+  // replica where it runs, and marks the job running since `started_s` (no event). Returns false,
+  // binding nothing, when the job is already here, a replica is out of range or listed twice, or
+  // a placement does not fit (its node is down or its capacity is taken).
+  bool Adopt(const FedJob& job, const std::vector<Placement>& placements, int64_t started_s);
+
   const ClusterState& state() const { return state_; }
   // What the stopwatch measured so far (zeros without one).
   const MemberTiming& timing() const { return timing_; }

@@ -33,6 +33,7 @@ StatusOr<NodeId> ClusterState::AddNode(NodeSpec spec) {
   RefreshGpuSummary(nodes_.back());
   SyncFit(nodes_.back());
   ++epoch_;
+  ++release_seq_;  // new capacity: a placement that failed may fit now
   return nodes_.back().id;
 }
 

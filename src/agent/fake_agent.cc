@@ -1,0 +1,191 @@
+#include "agent/fake_agent.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+namespace estuary {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string Padded(const char* fmt, int64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, fmt, static_cast<long long>(v));
+  return buf;
+}
+
+httplib::Headers Auth(const std::string& token) { return {{"Authorization", "Bearer " + token}}; }
+
+// The error of a failed call, in one line.
+std::string Why(const httplib::Result& r) {
+  if (!r) return "cannot reach the service (" + httplib::to_string(r.error()) + ")";
+  const Json j = Json::parse(r->body, nullptr, false);
+  if (!j.is_discarded() && j.contains("error") && j["error"].is_string()) {
+    return "HTTP " + std::to_string(r->status) + ": " + j["error"].get<std::string>();
+  }
+  return "HTTP " + std::to_string(r->status);
+}
+
+}  // namespace
+
+std::vector<AgentNode> FakeNodes(const std::string& prefix, int count, int gpus, const std::string& model) {
+  std::vector<AgentNode> v;
+  v.reserve(static_cast<size_t>(std::max(0, count)));
+  for (int i = 0; i < count; ++i) {
+    AgentNode n;
+    n.name = prefix + "-n" + Padded("%06lld", i);
+    n.gpus = gpus;
+    n.gpu_model = gpus > 0 ? model : "";
+    n.cpu_milli = 16000 * std::max(1, gpus);
+    n.memory_mib = 131072 * std::max(1, gpus);
+    const int64_t asw = i / 32, spine = asw / 8, az = spine / 4;
+    n.domains = {{"data", {prefix + "-az" + Padded("%02lld", az), prefix + "-spine" + Padded("%04lld", spine),
+                           prefix + "-asw" + Padded("%05lld", asw)}},
+                 {"param", {prefix + "-pod" + Padded("%05lld", i / 64)}}};
+    v.push_back(std::move(n));
+  }
+  return v;
+}
+
+FakeAgent::FakeAgent(FakeAgentOptions options, const Clock* clock) : opt_(std::move(options)), clock_(clock) {}
+
+Status FakeAgent::Run(const std::atomic<bool>& stop) {
+  // Registration, in batches; retried while the service is unreachable (it may be starting).
+  {
+    httplib::Client c(opt_.server);
+    c.set_connection_timeout(5, 0);
+    c.set_read_timeout(60, 0);
+    for (size_t at = 0; at < opt_.nodes.size() && !stop;) {
+      Json nodes = Json::array();
+      for (size_t i = at; i < std::min(opt_.nodes.size(), at + opt_.register_batch); ++i) {
+        const AgentNode& n = opt_.nodes[i];
+        Json d = Json::object();
+        for (const auto& [plane, names] : n.domains) d[plane] = names;
+        nodes.push_back({{"name", n.name}, {"gpus", n.gpus}, {"gpu_model", n.gpu_model}, {"cpu_milli", n.cpu_milli},
+                         {"memory_mib", n.memory_mib}, {"domains", d}});
+      }
+      bool sent = false;
+      std::string why = "stopped";
+      const std::string body = Json{{"nodes", nodes}}.dump();
+      for (int attempt = 0; attempt < 60 && !stop && !sent; ++attempt) {
+        const httplib::Result r = c.Post("/v1/nodes", Auth(opt_.token), body, "application/json");
+        if (r && r->status != 200) return InvalidArgument("agent: registering nodes: " + Why(r));
+        sent = static_cast<bool>(r);
+        if (!sent) {
+          why = Why(r);
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        }
+      }
+      if (!sent) return Unavailable("agent: " + why);
+      at += static_cast<size_t>(nodes.size());
+    }
+  }
+
+  std::mutex mu;
+  std::map<std::string, int64_t> replicas;         // task -> its end (ms; 0: until stopped)
+  std::multimap<int64_t, std::string> ends;        // end (ms) -> task, for timed replicas
+  std::vector<std::pair<std::string, const char*>> outbox;  // reports not yet sent
+
+  std::thread heartbeats([&] {
+    httplib::Client c(opt_.server);
+    c.set_connection_timeout(5, 0);
+    while (!stop) {
+      (void)c.Post("/v1/nodes/heartbeat", Auth(opt_.token), "{}", "application/json");
+      for (int64_t waited = 0; waited < opt_.heartbeat_interval_ms && !stop; waited += 50) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  });
+  std::thread reporter([&] {
+    httplib::Client c(opt_.server);
+    c.set_connection_timeout(5, 0);
+    std::vector<std::pair<std::string, const char*>> failed;
+    while (!stop) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(opt_.report_interval_ms));
+      std::vector<std::pair<std::string, const char*>> send = std::exchange(failed, {});
+      {
+        std::lock_guard lk(mu);
+        const int64_t now = clock_->NowMs();
+        while (!ends.empty() && ends.begin()->first <= now) {
+          const auto e = ends.begin();
+          const auto r = replicas.find(e->second);
+          // A replica stopped (or stopped and started again) since: not this end.
+          if (r != replicas.end() && r->second == e->first) {
+            outbox.emplace_back(e->second, "succeeded");
+            ++finished_;
+            --running_;
+            replicas.erase(r);
+          }
+          ends.erase(e);
+        }
+        for (auto& r : outbox) send.push_back(std::move(r));
+        outbox.clear();
+      }
+      if (send.empty()) continue;
+      Json list = Json::array();
+      for (const auto& [task, state] : send) list.push_back({{"task", task}, {"state", state}});
+      const auto r = c.Post("/v1/agent/reports", Auth(opt_.token), Json{{"reports", list}}.dump(), "application/json");
+      // Unreachable or restarting: send again. A refusal (4xx) names a task the service no
+      // longer knows; dropping the batch is right then (it would be refused again).
+      if (!r || r->status >= 500) failed = std::move(send);
+    }
+  });
+
+  httplib::Client c(opt_.server);
+  c.set_connection_timeout(5, 0);
+  c.set_read_timeout(static_cast<time_t>(opt_.poll_wait_ms / 1000 + 30), 0);
+  uint64_t epoch = 0, after = 0;
+  while (!stop) {
+    const std::string path = "/v1/agent/orders?epoch=" + std::to_string(epoch) + "&after=" + std::to_string(after) +
+                             "&wait_ms=" + std::to_string(opt_.poll_wait_ms);
+    const auto r = c.Get(path.c_str(), Auth(opt_.token));
+    if (!r || r->status != 200) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    const Json j = Json::parse(r->body, nullptr, false);
+    if (j.is_discarded() || !j.contains("orders")) continue;
+    const uint64_t e = j.value("epoch", uint64_t{0});
+    if (e != epoch) {
+      epoch = e;
+      after = 0;
+    }
+    std::lock_guard lk(mu);
+    const int64_t now = clock_->NowMs();
+    for (const Json& o : j["orders"]) {
+      const uint64_t seq = o.value("seq", uint64_t{0});
+      if (seq <= after) continue;
+      after = seq;
+      const std::string task = o.value("task", "");
+      if (o.value("op", "") == "start") {
+        if (!replicas.count(task)) {
+          const int64_t d = o.value("duration_s", int64_t{0});
+          replicas[task] = d > 0 ? now + d * 1000 : 0;
+          if (d > 0) ends.emplace(now + d * 1000, task);
+          ++starts_;
+          ++running_;
+        }
+        outbox.emplace_back(task, "running");
+      } else {
+        if (replicas.erase(task) > 0) {
+          ++stops_;
+          --running_;
+        }
+        outbox.emplace_back(task, "stopped");
+      }
+    }
+    after = std::max(after, j.value("last_seq", after));
+  }
+  heartbeats.join();
+  reporter.join();
+  return Status::Ok();
+}
+
+}  // namespace estuary

@@ -1,0 +1,511 @@
+// The job JSON codec. Decoding has two stages:
+//   1. Parse: a scan of the raw bytes rejects nesting deeper than kMaxDepth and NUL bytes, then
+//      nlohmann's SAX parser (iterative, UTF-8-validating) drives TreeBuilder, which builds the
+//      value and rejects duplicate keys; syntax errors become "malformed JSON at byte N: ...".
+//   2. Validate: the fixed schema of job_json.h, field by field in the order the header lists
+//      them (unknown keys first), stopping at the first error.
+// Nothing here throws: every nlohmann accessor used is guarded by a type check, and the parser
+// reports errors through TreeBuilder::parse_error instead of exceptions.
+#include "api/job_json.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/resources.h"
+
+namespace estuary {
+namespace {
+
+using Json = nlohmann::json;
+
+// Deeper than any valid request (which nests 2 levels) by a wide margin, shallow enough that a
+// tree of this depth is harmless to build, walk and destroy.
+constexpr int kMaxDepth = 32;
+// User-supplied text shown in a message is cut to this many bytes.
+constexpr size_t kMaxShownBytes = 40;
+
+constexpr int64_t kMaxReplicas = 100'000;
+constexpr int64_t kMaxCpuOrMemory = 1'000'000'000;
+constexpr int64_t kMaxPriority = 1000;
+constexpr int64_t kMaxSeconds = 100'000'000;
+constexpr size_t kMaxModels = 16;
+constexpr size_t kMaxShortString = 64;   // models, plane, required_level
+constexpr size_t kMaxNameLength = 128;
+constexpr size_t kMaxLabels = 32;
+constexpr size_t kMaxLabelLength = 128;
+
+// `s` made safe for a one-line message: printable ASCII is kept, any other byte becomes \xNN, and
+// with `escape_quotes` ' and \ are escaped too (for text shown between quotes); cut to
+// `max_bytes` with "..." after.
+std::string Escaped(std::string_view s, size_t max_bytes = kMaxShownBytes, bool escape_quotes = true) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < max_bytes; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (escape_quotes && (c == '\'' || c == '\\')) {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    }
+  }
+  if (s.size() > max_bytes) out += "...";
+  return out;
+}
+
+std::string Quoted(std::string_view s) { return "'" + Escaped(s) + "'"; }
+
+// "field 'path': ".
+std::string Field(std::string_view path) { return "field '" + std::string(path) + "': "; }
+
+// The path of member `key` of the object at `parent` ("" for the top level).
+std::string MemberPath(std::string_view parent, std::string_view key) {
+  return parent.empty() ? Escaped(key) : std::string(parent) + "." + Escaped(key);
+}
+
+// Why the raw bytes cannot be a request, before parsing: "" when they may be. Two checks that
+// the parser does not make itself:
+//   - nesting deeper than kMaxDepth (the message gives the 1-based offset of the bracket that
+//     opens level kMaxDepth + 1). Strings are skipped as JSON defines them, so on the prefix the
+//     parser accepts the count is exact; past the first syntax error it does not matter.
+//   - a NUL byte anywhere: nlohmann's lexer takes one outside a string for the end of the input,
+//     which would silently accept `{...}<NUL>anything`.
+std::string RawProblem(std::string_view body) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (c == '\0') return "malformed JSON at byte " + std::to_string(i + 1) + ": a NUL byte";
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) {
+        return "malformed JSON at byte " + std::to_string(i + 1) + ": nested deeper than " +
+               std::to_string(kMaxDepth) + " levels";
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return "";
+}
+
+// A SAX handler for nlohmann::json::sax_parse that builds the document as a Json value and
+// stops at the first duplicate key or syntax error, leaving a one-line message in error().
+// REQUIRES: the input nests at most kMaxDepth levels (checked before; the parser itself keeps
+// its state on the heap, so depth is only a concern for the tree).
+class TreeBuilder {
+ public:
+  Json& root() { return root_; }
+  const std::string& error() const { return error_; }
+
+  bool null() { return Add(Json(nullptr)); }
+  bool boolean(bool v) { return Add(Json(v)); }
+  bool number_integer(Json::number_integer_t v) { return Add(Json(v)); }
+  bool number_unsigned(Json::number_unsigned_t v) { return Add(Json(v)); }
+  bool number_float(Json::number_float_t v, const Json::string_t& /*text*/) { return Add(Json(v)); }
+  bool string(Json::string_t& v) { return Add(Json(std::move(v))); }
+  bool binary(Json::binary_t& v) { return Add(Json::binary(std::move(v))); }  // not in JSON text
+
+  bool start_object(std::size_t /*size*/) { return Open(Json::object()); }
+  bool start_array(std::size_t /*size*/) { return Open(Json::array()); }
+  bool end_object() { return Close(); }
+  bool end_array() { return Close(); }
+
+  bool key(Json::string_t& k) {
+    const Frame& f = open_.back();
+    if (f.value->contains(k)) {
+      error_ = Field(MemberPath(f.path, k)) + "duplicate key";
+      return false;
+    }
+    key_ = std::move(k);
+    return true;
+  }
+
+  bool parse_error(std::size_t position, const std::string& last_token, const Json::exception& ex) {
+    std::string reason;
+    if (ex.id == 406) {
+      reason = "number out of range";  // "number overflow parsing '<the literal>'", e.g. 1e400
+    } else {
+      // "[json.exception.parse_error.101] parse error at line 1, column 5: <reason>"; the reason
+      // may quote the last token read ("; last read: '...'"), which can be long or binary: drop it.
+      reason = ex.what();
+      const size_t colon = reason.find(": ");
+      if (colon != std::string::npos) reason.erase(0, colon + 2);
+      const std::string echo = "; last read: '" + last_token + "'";
+      const size_t at = reason.find(echo);
+      if (at != std::string::npos) reason.erase(at, echo.size());
+    }
+    error_ = "malformed JSON at byte " + std::to_string(position) + ": " + Escaped(reason, 200, /*escape_quotes=*/false);
+    return false;
+  }
+
+ private:
+  struct Frame {
+    Json* value;       // an object or an array, still being filled
+    std::string path;  // for messages: "", "replicas", "models[2]", ...
+  };
+
+  // Puts `v` where the next value goes and returns where it now lives. The pointer stays valid
+  // while `v` is the innermost open container: its parent only grows after it is closed.
+  Json* Place(Json v) {
+    if (open_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    Json& parent = *open_.back().value;
+    if (parent.is_array()) {
+      parent.push_back(std::move(v));
+      return &parent.back();
+    }
+    Json& slot = parent[key_];
+    slot = std::move(v);
+    return &slot;
+  }
+  bool Add(Json v) {
+    Place(std::move(v));
+    return true;
+  }
+  bool Open(Json container) {
+    std::string path;
+    if (!open_.empty()) {
+      const Frame& f = open_.back();
+      path = f.value->is_array() ? f.path + "[" + std::to_string(f.value->size()) + "]" : MemberPath(f.path, key_);
+    }
+    Json* at = Place(std::move(container));
+    open_.push_back({at, std::move(path)});
+    return true;
+  }
+  bool Close() {
+    open_.pop_back();
+    return true;
+  }
+
+  Json root_;
+  std::vector<Frame> open_;
+  std::string key_;  // the key of the next member of the innermost open object
+  std::string error_;
+};
+
+StatusOr<Json> ParseDocument(std::string_view body) {
+  if (std::string why = RawProblem(body); !why.empty()) return InvalidArgument(why);
+  TreeBuilder builder;
+  if (!Json::sax_parse(body.begin(), body.end(), &builder)) return InvalidArgument(builder.error());
+  return std::move(builder.root());
+}
+
+// Checks and reads the members of one JSON object; paths in messages are relative to `path`.
+class ObjectReader {
+ public:
+  ObjectReader(const Json& object, std::string path) : object_(object), path_(std::move(path)) {}
+
+  // The first member (in key order) whose key is not in `known`.
+  Status RejectUnknown(std::initializer_list<std::string_view> known) const {
+    for (const auto& [key, value] : object_.items()) {
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        return InvalidArgument(Field(MemberPath(path_, key)) + "unknown field");
+      }
+    }
+    return Status::Ok();
+  }
+
+  // The member `key`; nullptr when absent.
+  const Json* Find(std::string_view key) const {
+    auto it = object_.find(key);
+    return it == object_.end() ? nullptr : &*it;
+  }
+  std::string PathOf(std::string_view key) const { return MemberPath(path_, key); }
+
+  // The member `key`, which must be present.
+  StatusOr<const Json*> Require(std::string_view key) const {
+    const Json* v = Find(key);
+    if (v == nullptr) return InvalidArgument(Field(PathOf(key)) + "missing");
+    return v;
+  }
+
+  // The integer member `key` in [min, max]: `fallback` when absent, or missing when there is no
+  // fallback.
+  StatusOr<int64_t> Integer(std::string_view key, int64_t min, int64_t max,
+                            std::optional<int64_t> fallback = std::nullopt) const;
+  // The string member `key`: `fallback` when absent, or missing when there is no fallback.
+  StatusOr<std::string> String(std::string_view key, size_t min_chars, size_t max_chars,
+                               std::optional<std::string> fallback = std::nullopt) const;
+
+ private:
+  const Json& object_;
+  std::string path_;
+};
+
+// `v` as an integer in [min, max]. Integers are JSON integer literals: a number written with a
+// fraction or an exponent (1.5, 8.0, 1e3) is not one, whatever its value.
+StatusOr<int64_t> IntegerIn(const Json& v, const std::string& path, int64_t min, int64_t max) {
+  const std::string below = " is below " + std::to_string(min), above = " is above " + std::to_string(max);
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(max)) return InvalidArgument(Field(path) + std::to_string(u) + above);
+    const auto x = static_cast<int64_t>(u);
+    if (x < min) return InvalidArgument(Field(path) + std::to_string(x) + below);
+    return x;
+  }
+  if (v.is_number_integer()) {
+    const int64_t x = v.get<int64_t>();
+    if (x < min) return InvalidArgument(Field(path) + std::to_string(x) + below);
+    if (x > max) return InvalidArgument(Field(path) + std::to_string(x) + above);
+    return x;
+  }
+  if (v.is_number_float()) {
+    // The parser hands an integer literal beyond 64 bits over as a double; say it is out of range
+    // rather than not an integer. Any smaller double was written with a fraction or an exponent.
+    const double d = v.get<double>();
+    if (std::fabs(d) >= 0x1p63) return InvalidArgument(Field(path) + v.dump() + (d < 0 ? below : above));
+  }
+  return InvalidArgument(Field(path) + "expected an integer");
+}
+
+// Why `s` is not a string of min_chars..max_chars characters (Unicode code points) without
+// control characters (U+0000..U+001F, U+007F), or "" when it is one. REQUIRES: `s` is valid
+// UTF-8 (the parser checks every string).
+std::string StringProblem(std::string_view s, size_t min_chars, size_t max_chars) {
+  size_t chars = 0;
+  for (const char c : s) {
+    const auto b = static_cast<unsigned char>(c);
+    if ((b & 0xc0) != 0x80) ++chars;  // not a UTF-8 continuation byte
+    if (b < 0x20 || b == 0x7f) return "character " + std::to_string(chars) + " is a control character";
+  }
+  if (chars == 0 && min_chars > 0) return "empty";
+  if (chars < min_chars) return std::to_string(chars) + " characters, fewer than " + std::to_string(min_chars);
+  if (chars > max_chars) return std::to_string(chars) + " characters, more than " + std::to_string(max_chars);
+  return "";
+}
+
+// `v` as a string that StringProblem accepts.
+StatusOr<std::string> StringIn(const Json& v, const std::string& path, size_t min_chars, size_t max_chars) {
+  if (!v.is_string()) return InvalidArgument(Field(path) + "expected a string");
+  const std::string& s = v.get_ref<const std::string&>();
+  if (std::string why = StringProblem(s, min_chars, max_chars); !why.empty()) {
+    return InvalidArgument(Field(path) + why);
+  }
+  return s;
+}
+
+StatusOr<int64_t> ObjectReader::Integer(std::string_view key, int64_t min, int64_t max,
+                                        std::optional<int64_t> fallback) const {
+  const Json* v = Find(key);
+  if (v == nullptr) {
+    if (fallback) return *fallback;
+    return InvalidArgument(Field(PathOf(key)) + "missing");
+  }
+  return IntegerIn(*v, PathOf(key), min, max);
+}
+
+StatusOr<std::string> ObjectReader::String(std::string_view key, size_t min_chars, size_t max_chars,
+                                           std::optional<std::string> fallback) const {
+  const Json* v = Find(key);
+  if (v == nullptr) {
+    if (fallback) return *fallback;
+    return InvalidArgument(Field(PathOf(key)) + "missing");
+  }
+  return StringIn(*v, PathOf(key), min_chars, max_chars);
+}
+
+const char* TypeName(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::object: return "an object";
+    case Json::value_t::array: return "an array";
+    case Json::value_t::string: return "a string";
+    case Json::value_t::boolean: return "a boolean";
+    case Json::value_t::null: return "null";
+    default: return "a number";
+  }
+}
+
+bool IsNameChar(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+Status ReadName(const ObjectReader& in, JobRequest& r) {
+  ESTUARY_ASSIGN_OR_RETURN(r.name, in.String("name", 1, kMaxNameLength));
+  for (size_t i = 0; i < r.name.size(); ++i) {
+    if (!IsNameChar(r.name[i])) {
+      // All characters before i are ASCII, so i + 1 counts characters.
+      return InvalidArgument(Field("name") + Quoted(r.name) + ": character " + std::to_string(i + 1) +
+                             " is not one of [A-Za-z0-9._-]");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadReplicas(const ObjectReader& in, JobRequest& r) {
+  const Json* v;
+  ESTUARY_ASSIGN_OR_RETURN(v, in.Require("replicas"));
+  if (!v->is_object()) return InvalidArgument(Field("replicas") + "expected an object");
+  const ObjectReader replicas(*v, "replicas");
+  ESTUARY_RETURN_IF_ERROR(replicas.RejectUnknown({"min", "max", "step"}));
+  int64_t min, max, step;
+  ESTUARY_ASSIGN_OR_RETURN(min, replicas.Integer("min", 1, kMaxReplicas));
+  ESTUARY_ASSIGN_OR_RETURN(max, replicas.Integer("max", 1, kMaxReplicas, min));
+  if (max < min) {
+    return InvalidArgument(Field("replicas.max") + std::to_string(max) + " is below 'replicas.min' " + std::to_string(min));
+  }
+  ESTUARY_ASSIGN_OR_RETURN(step, replicas.Integer("step", 1, kMaxReplicas, 1));
+  if (step > max) {
+    return InvalidArgument(Field("replicas.step") + std::to_string(step) + " is above 'replicas.max' " +
+                           std::to_string(max));
+  }
+  r.min_replicas = static_cast<int32_t>(min);
+  r.max_replicas = static_cast<int32_t>(max);
+  r.step = static_cast<int32_t>(step);
+  return Status::Ok();
+}
+
+Status ReadGpus(const ObjectReader& in, JobRequest& r) {
+  int64_t gpus, milli;
+  ESTUARY_ASSIGN_OR_RETURN(gpus, in.Integer("gpus", 0, kMaxGpusPerNode));
+  ESTUARY_ASSIGN_OR_RETURN(milli, in.Integer("gpu_milli", 1, kMilliPerGpu, kMilliPerGpu));
+  if (milli < kMilliPerGpu && gpus != 1) {
+    return InvalidArgument(Field("gpu_milli") + std::to_string(milli) + " needs 'gpus': 1 (one shared GPU), not " +
+                           std::to_string(gpus));
+  }
+  r.gpus = static_cast<int32_t>(gpus);
+  r.gpu_milli = static_cast<int32_t>(milli);
+  return Status::Ok();
+}
+
+Status ReadModels(const ObjectReader& in, JobRequest& r) {
+  const Json* v = in.Find("models");
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_array()) return InvalidArgument(Field("models") + "expected an array");
+  if (v->empty()) return InvalidArgument(Field("models") + "empty (leave it out for any model)");
+  if (v->size() > kMaxModels) {
+    return InvalidArgument(Field("models") + std::to_string(v->size()) + " entries, more than " +
+                           std::to_string(kMaxModels));
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const std::string path = "models[" + std::to_string(i) + "]";
+    std::string model;
+    ESTUARY_ASSIGN_OR_RETURN(model, StringIn((*v)[i], path, 1, kMaxShortString));
+    auto dup = std::find(r.models.begin(), r.models.end(), model);
+    if (dup != r.models.end()) {
+      return InvalidArgument(Field(path) + Quoted(model) + " repeats models[" +
+                             std::to_string(dup - r.models.begin()) + "]");
+    }
+    r.models.push_back(std::move(model));
+  }
+  return Status::Ok();
+}
+
+Status ReadPlacement(const ObjectReader& in, JobRequest& r) {
+  ESTUARY_ASSIGN_OR_RETURN(r.plane, in.String("plane", 1, kMaxShortString, ""));
+  ESTUARY_ASSIGN_OR_RETURN(r.required_level, in.String("required_level", 1, kMaxShortString, ""));
+  if (!r.plane.empty() && r.required_level.empty()) {
+    return InvalidArgument(Field("required_level") + "missing (required with 'plane')");
+  }
+  if (r.plane.empty() && !r.required_level.empty()) {
+    return InvalidArgument(Field("plane") + "missing (required with 'required_level')");
+  }
+  return Status::Ok();
+}
+
+Status ReadLabels(const ObjectReader& in, JobRequest& r) {
+  const Json* v = in.Find("labels");
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_object()) return InvalidArgument(Field("labels") + "expected an object");
+  if (v->size() > kMaxLabels) {
+    return InvalidArgument(Field("labels") + std::to_string(v->size()) + " entries, more than " +
+                           std::to_string(kMaxLabels));
+  }
+  for (const auto& [key, value] : v->items()) {
+    if (std::string why = StringProblem(key, 1, kMaxLabelLength); !why.empty()) {
+      return InvalidArgument(Field("labels") + "key " + Quoted(key) + ": " + why);
+    }
+    std::string checked;
+    ESTUARY_ASSIGN_OR_RETURN(checked, StringIn(value, MemberPath("labels", key), 0, kMaxLabelLength));
+    r.labels.emplace(key, std::move(checked));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<JobRequest> DecodeJobRequest(std::string_view body) {
+  StatusOr<Json> parsed = ParseDocument(body);
+  if (!parsed.ok()) return parsed.status();
+  const Json& doc = *parsed;
+  if (!doc.is_object()) {
+    return InvalidArgument(std::string("expected a JSON object at the top level, not ") + TypeName(doc));
+  }
+  const ObjectReader in(doc, "");
+  ESTUARY_RETURN_IF_ERROR(in.RejectUnknown({"name", "replicas", "gpus", "gpu_milli", "cpu_milli", "memory_mib",
+                                            "priority", "preemptible", "models", "plane", "required_level",
+                                            "duration_s", "checkpoint_interval_s", "labels"}));
+  JobRequest r;
+  ESTUARY_RETURN_IF_ERROR(ReadName(in, r));
+  ESTUARY_RETURN_IF_ERROR(ReadReplicas(in, r));
+  ESTUARY_RETURN_IF_ERROR(ReadGpus(in, r));
+  ESTUARY_ASSIGN_OR_RETURN(r.cpu_milli, in.Integer("cpu_milli", 0, kMaxCpuOrMemory));
+  ESTUARY_ASSIGN_OR_RETURN(r.memory_mib, in.Integer("memory_mib", 0, kMaxCpuOrMemory));
+  int64_t priority;
+  ESTUARY_ASSIGN_OR_RETURN(priority, in.Integer("priority", 0, kMaxPriority));
+  r.priority = static_cast<int32_t>(priority);
+  if (const Json* v = in.Find("preemptible")) {
+    if (!v->is_boolean()) return InvalidArgument(Field("preemptible") + "expected a boolean");
+    r.preemptible = v->get<bool>();
+  }
+  ESTUARY_RETURN_IF_ERROR(ReadModels(in, r));
+  ESTUARY_RETURN_IF_ERROR(ReadPlacement(in, r));
+  ESTUARY_ASSIGN_OR_RETURN(r.duration_s, in.Integer("duration_s", 0, kMaxSeconds, 0));
+  ESTUARY_ASSIGN_OR_RETURN(r.checkpoint_interval_s, in.Integer("checkpoint_interval_s", 0, kMaxSeconds, 0));
+  ESTUARY_RETURN_IF_ERROR(ReadLabels(in, r));
+  return r;
+}
+
+std::string EncodeJobRequest(const JobRequest& r) {
+  using Ordered = nlohmann::ordered_json;
+  Ordered j = Ordered::object();
+  j["name"] = r.name;
+  Ordered replicas = Ordered::object();
+  replicas["min"] = r.min_replicas;
+  replicas["max"] = r.max_replicas;
+  replicas["step"] = r.step;
+  j["replicas"] = std::move(replicas);
+  j["gpus"] = r.gpus;
+  j["gpu_milli"] = r.gpu_milli;
+  j["cpu_milli"] = r.cpu_milli;
+  j["memory_mib"] = r.memory_mib;
+  j["priority"] = r.priority;
+  j["preemptible"] = r.preemptible;
+  if (!r.models.empty()) j["models"] = r.models;
+  if (!r.plane.empty()) j["plane"] = r.plane;
+  if (!r.required_level.empty()) j["required_level"] = r.required_level;
+  j["duration_s"] = r.duration_s;
+  j["checkpoint_interval_s"] = r.checkpoint_interval_s;
+  Ordered labels = Ordered::object();
+  for (const auto& [k, v] : r.labels) labels[k] = v;
+  j["labels"] = std::move(labels);
+  // `replace` keeps this from throwing on a request that was never decoded and holds invalid
+  // UTF-8; such a request does not round-trip (it would not decode in the first place).
+  return j.dump(-1, ' ', false, Ordered::error_handler_t::replace);
+}
+
+}  // namespace estuary

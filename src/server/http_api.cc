@@ -1,0 +1,411 @@
+#include "server/http_api.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "server/openapi.h"
+
+namespace estuary {
+namespace {
+
+using Json = nlohmann::json;
+
+int HttpStatus(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kPermissionDenied: return 403;
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kInternal: return 500;
+  }
+  return 500;
+}
+
+void Reply(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void Fail(httplib::Response& res, int status, const std::string& why) { Reply(res, status, Json{{"error", why}}); }
+
+void Fail(httplib::Response& res, const Status& st) { Fail(res, HttpStatus(st), st.message()); }
+
+Json JobJson(const JobView& v) {
+  Json j;
+  j["id"] = std::to_string(v.id);
+  j["name"] = v.request.name;
+  j["tenant"] = v.tenant;
+  j["state"] = std::string(JobPhaseName(v.phase));
+  j["replicas"] = {{"min", v.request.min_replicas}, {"max", v.request.max_replicas}, {"step", v.request.step}};
+  j["gpus"] = v.request.gpus;
+  j["gpu_milli"] = v.request.gpu_milli;
+  j["cpu_milli"] = v.request.cpu_milli;
+  j["memory_mib"] = v.request.memory_mib;
+  j["priority"] = v.request.priority;
+  j["preemptible"] = v.request.preemptible;
+  if (!v.request.models.empty()) j["models"] = v.request.models;
+  if (!v.request.labels.empty()) j["labels"] = v.request.labels;
+  j["bound_replicas"] = v.bound_replicas;
+  j["running_replicas"] = v.running_replicas;
+  j["submitted_ms"] = v.submitted_ms;
+  j["running_ms"] = v.running_ms;
+  j["ended_ms"] = v.ended_ms;
+  j["reason"] = v.reason;
+  return j;
+}
+
+Json NodeJson(const NodeView& n) {
+  Json j;
+  j["name"] = n.name;
+  j["agent"] = n.agent;
+  j["gpus"] = n.gpus;
+  j["gpu_model"] = n.gpu_model;
+  j["cpu_milli"] = n.cpu_milli;
+  j["memory_mib"] = n.memory_mib;
+  Json d = Json::object();
+  for (const auto& [plane, names] : n.domains) d[plane] = names;
+  j["domains"] = d;
+  j["state"] = n.state;
+  j["gpu_milli_used"] = n.gpu_milli_used;
+  j["last_heartbeat_ms"] = n.last_heartbeat_ms;
+  return j;
+}
+
+// A bounded name: 1..128 characters of [A-Za-z0-9._-].
+bool GoodName(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
+// Parses a JSON body that must be an object; nullopt (and a 400) otherwise.
+std::optional<Json> Body(const httplib::Request& req, httplib::Response& res) {
+  Json j = Json::parse(req.body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    Fail(res, 400, "malformed JSON: the body must be one JSON object");
+    return std::nullopt;
+  }
+  return j;
+}
+
+StatusOr<std::vector<NodeRegistration>> DecodeNodes(const Json& body) {
+  if (!body.contains("nodes") || !body["nodes"].is_array()) return InvalidArgument("field 'nodes': expected an array");
+  if (body["nodes"].size() > 5000) return InvalidArgument("field 'nodes': at most 5000 nodes per request");
+  std::vector<NodeRegistration> out;
+  size_t i = 0;
+  for (const Json& n : body["nodes"]) {
+    const std::string at = "field 'nodes[" + std::to_string(i++) + "].";
+    if (!n.is_object()) return InvalidArgument(at.substr(0, at.size() - 1) + "': expected an object");
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      static const std::set<std::string> kKeys = {"name", "gpus", "gpu_model", "cpu_milli", "memory_mib", "domains"};
+      if (!kKeys.count(it.key())) return InvalidArgument(at + it.key() + "': unknown field");
+    }
+    NodeRegistration r;
+    if (!n.contains("name") || !n["name"].is_string() || !GoodName(n["name"].get<std::string>())) {
+      return InvalidArgument(at + "name': expected 1 to 128 characters of [A-Za-z0-9._-]");
+    }
+    r.name = n["name"].get<std::string>();
+    auto integer = [&](const char* key, int64_t lo, int64_t hi, int64_t* v) -> Status {
+      if (!n.contains(key)) return Status::Ok();
+      if (!n[key].is_number_integer()) return InvalidArgument(at + key + "': expected an integer");
+      const int64_t x = n[key].get<int64_t>();
+      if (x < lo || x > hi) return InvalidArgument(at + key + "': " + std::to_string(x) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      *v = x;
+      return Status::Ok();
+    };
+    int64_t gpus = 0;
+    ESTUARY_RETURN_IF_ERROR(integer("gpus", 0, kMaxGpusPerNode, &gpus));
+    r.gpus = static_cast<int32_t>(gpus);
+    ESTUARY_RETURN_IF_ERROR(integer("cpu_milli", 0, int64_t{1} << 40, &r.cpu_milli));
+    ESTUARY_RETURN_IF_ERROR(integer("memory_mib", 0, int64_t{1} << 40, &r.memory_mib));
+    if (n.contains("gpu_model")) {
+      if (!n["gpu_model"].is_string() || n["gpu_model"].get<std::string>().size() > 64) {
+        return InvalidArgument(at + "gpu_model': expected a string of at most 64 characters");
+      }
+      r.gpu_model = n["gpu_model"].get<std::string>();
+    }
+    if (r.gpus > 0 && r.gpu_model.empty()) return InvalidArgument(at + "gpu_model': required with gpus > 0");
+    if (n.contains("domains")) {
+      if (!n["domains"].is_object()) return InvalidArgument(at + "domains': expected an object");
+      for (auto it = n["domains"].begin(); it != n["domains"].end(); ++it) {
+        if (!it.value().is_array() || it.value().size() > 8) {
+          return InvalidArgument(at + "domains." + it.key() + "': expected an array of at most 8 names");
+        }
+        std::vector<std::string> names;
+        for (const Json& x : it.value()) {
+          if (!x.is_string() || !GoodName(x.get<std::string>())) {
+            return InvalidArgument(at + "domains." + it.key() + "': names are 1 to 128 characters of [A-Za-z0-9._-]");
+          }
+          names.push_back(x.get<std::string>());
+        }
+        r.domains.emplace_back(it.key(), std::move(names));
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+StatusOr<std::vector<TaskReport>> DecodeReports(const Json& body) {
+  if (!body.contains("reports") || !body["reports"].is_array()) return InvalidArgument("field 'reports': expected an array");
+  std::vector<TaskReport> out;
+  size_t i = 0;
+  for (const Json& r : body["reports"]) {
+    const std::string at = "field 'reports[" + std::to_string(i++) + "].";
+    if (!r.is_object() || !r.contains("task") || !r["task"].is_string()) return InvalidArgument(at + "task': expected a string");
+    if (!r.contains("state") || !r["state"].is_string()) return InvalidArgument(at + "state': expected a string");
+    TaskReport t;
+    t.task = r["task"].get<std::string>();
+    const std::string s = r["state"].get<std::string>();
+    if (s == "running") t.state = TaskReport::State::kRunning;
+    else if (s == "succeeded") t.state = TaskReport::State::kSucceeded;
+    else if (s == "failed") t.state = TaskReport::State::kFailed;
+    else if (s == "stopped") t.state = TaskReport::State::kStopped;
+    else return InvalidArgument(at + "state': '" + s.substr(0, 32) + "' is not one of running, succeeded, failed, stopped");
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// A non-negative integer query parameter, `fallback` when absent; nullopt when malformed.
+std::optional<uint64_t> QueryInt(const httplib::Request& req, const char* key, uint64_t fallback) {
+  if (!req.has_param(key)) return fallback;
+  const std::string v = req.get_param_value(key);
+  if (v.empty() || v.size() > 19) return std::nullopt;
+  uint64_t x = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return std::nullopt;
+    x = x * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return x;
+}
+
+}  // namespace
+
+struct HttpApi::Impl {
+  Service* service;
+  const TokenTable* tokens;
+  HttpOptions opt;
+  std::unique_ptr<httplib::Server> server;
+  // Token buckets per caller name.
+  struct Bucket {
+    double tokens = 0;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::mutex rate_mu;
+  std::map<std::string, Bucket> buckets;
+
+  // The caller, or nullptr after answering 401 / 429.
+  const Principal* Auth(const httplib::Request& req, httplib::Response& res) {
+    const std::string h = req.get_header_value("Authorization");
+    const Principal* p = nullptr;
+    if (h.size() > 7 && h.compare(0, 7, "Bearer ") == 0) p = tokens->Find(std::string_view(h).substr(7));
+    if (p == nullptr) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      Fail(res, 401, "a valid bearer token is required");
+      return nullptr;
+    }
+    std::lock_guard lk(rate_mu);
+    Bucket& b = buckets[p->name];
+    const auto now = std::chrono::steady_clock::now();
+    if (b.at.time_since_epoch().count() == 0) b.tokens = opt.burst;
+    else b.tokens = std::min(opt.burst, b.tokens + std::chrono::duration<double>(now - b.at).count() * opt.rate_per_s);
+    b.at = now;
+    if (b.tokens < 1) {
+      Fail(res, 429, "rate limit: at most " + std::to_string(static_cast<int64_t>(opt.rate_per_s)) + " requests per second");
+      return nullptr;
+    }
+    b.tokens -= 1;
+    return p;
+  }
+
+  bool Allowed(const Principal& p, httplib::Response& res, std::initializer_list<estuary::Role> allowed) {
+    for (estuary::Role r : allowed) {
+      if (p.role == r) return true;
+    }
+    Fail(res, 403, "role '" + std::string(RoleName(p.role)) + "' may not do this");
+    return false;
+  }
+
+  void Routes() {
+    httplib::Server& s = *server;
+    s.Post("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      auto job = DecodeJobRequest(req.body);
+      if (!job.ok()) return Fail(res, job.status());
+      auto id = service->Submit(*p, std::move(*job));
+      if (!id.ok()) return Fail(res, id.status());
+      res.set_header("Location", "/v1/jobs/" + std::to_string(*id));
+      Reply(res, 201, Json{{"id", std::to_string(*id)}});
+    });
+    s.Get("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      Json list = Json::array();
+      for (const JobView& v : service->ListJobs(*p)) list.push_back(JobJson(v));
+      Reply(res, 200, Json{{"jobs", list}});
+    });
+    s.Get(R"(/v1/jobs/(\d{1,19}))", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      auto v = service->GetJob(*p, std::stoull(req.matches[1]));
+      if (!v.ok()) return Fail(res, v.status());
+      Reply(res, 200, JobJson(*v));
+    });
+    s.Delete(R"(/v1/jobs/(\d{1,19}))", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      auto v = service->Cancel(*p, std::stoull(req.matches[1]));
+      if (!v.ok()) return Fail(res, v.status());
+      Reply(res, 200, JobJson(*v));
+    });
+    s.Post("/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kAgent})) return;
+      const auto body = Body(req, res);
+      if (!body) return;
+      auto nodes = DecodeNodes(*body);
+      if (!nodes.ok()) return Fail(res, nodes.status());
+      const size_t n = nodes->size();
+      const Status st = service->RegisterNodes(*p, std::move(*nodes));
+      if (!st.ok()) return Fail(res, st);
+      Reply(res, 200, Json{{"registered", n}});
+    });
+    s.Post("/v1/nodes/heartbeat", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kAgent})) return;
+      std::vector<std::string> names;
+      if (!req.body.empty()) {
+        const auto body = Body(req, res);
+        if (!body) return;
+        if (body->contains("nodes")) {
+          if (!(*body)["nodes"].is_array()) return Fail(res, 400, "field 'nodes': expected an array of names");
+          for (const Json& x : (*body)["nodes"]) {
+            if (!x.is_string()) return Fail(res, 400, "field 'nodes': expected an array of names");
+            names.push_back(x.get<std::string>());
+          }
+        }
+      }
+      const Status st = service->Heartbeat(*p, names);
+      if (!st.ok()) return Fail(res, st);
+      Reply(res, 200, Json::object());
+    });
+    s.Get("/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kAdmin})) return;
+      Json list = Json::array();
+      for (const NodeView& n : service->ListNodes()) list.push_back(NodeJson(n));
+      Reply(res, 200, Json{{"nodes", list}});
+    });
+    s.Get("/v1/agent/orders", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kAgent})) return;
+      const auto epoch = QueryInt(req, "epoch", 0), after = QueryInt(req, "after", 0), wait = QueryInt(req, "wait_ms", 0);
+      if (!epoch || !after || !wait) return Fail(res, 400, "query: epoch, after and wait_ms are non-negative integers");
+      const OrderBatch b = service->WaitOrders(*p, *epoch, *after, static_cast<int64_t>(std::min<uint64_t>(*wait, 30000)));
+      Json list = Json::array();
+      for (const Order& o : b.orders) {
+        Json j;
+        j["seq"] = o.seq;
+        j["op"] = o.op == Order::Op::kStart ? "start" : "stop";
+        j["task"] = o.task;
+        j["job"] = std::to_string(o.job);
+        j["node"] = o.node;
+        j["gpus"] = o.gpus;
+        if (o.op == Order::Op::kStart) j["duration_s"] = o.duration_s;
+        list.push_back(std::move(j));
+      }
+      Reply(res, 200, Json{{"epoch", b.epoch}, {"last_seq", b.last_seq}, {"orders", list}});
+    });
+    s.Post("/v1/agent/reports", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kAgent})) return;
+      const auto body = Body(req, res);
+      if (!body) return;
+      auto reports = DecodeReports(*body);
+      if (!reports.ok()) return Fail(res, reports.status());
+      const Status st = service->Report(*p, std::move(*reports));
+      if (!st.ok()) return Fail(res, st);
+      Reply(res, 200, Json::object());
+    });
+    s.Get("/v1/debug/invariants", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kAdmin})) return;
+      const Status st = service->CheckInvariants();
+      if (!st.ok()) return Fail(res, 500, st.message());
+      Reply(res, 200, Json{{"ok", true}});
+    });
+    s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr) return;
+      res.set_content(service->MetricsText(), "text/plain; version=0.0.4");
+    });
+    s.Get("/v1/openapi.json", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(std::string(OpenApiDocument()), "application/json");
+    });
+    // Anything else: 404 in JSON, after authentication for /v1 (so that the API's shape is not
+    // probed without a token).
+    s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+      if (res.status == 413) return Fail(res, 413, "request body too large");
+      if (res.body.empty()) Fail(res, res.status, res.status == 404 ? "no such route" : "request failed");
+    });
+  }
+};
+
+HttpApi::HttpApi(Service* service, const TokenTable* tokens, HttpOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->service = service;
+  impl_->tokens = tokens;
+  impl_->opt = std::move(options);
+}
+
+HttpApi::~HttpApi() { Shutdown(); }
+
+Status HttpApi::Bind() {
+  Impl& s = *impl_;
+  if (!s.opt.tls_cert.empty() || !s.opt.tls_key.empty()) {
+    if (s.opt.tls_cert.empty() || s.opt.tls_key.empty()) return InvalidArgument("--tls-cert and --tls-key go together");
+    auto ssl = std::make_unique<httplib::SSLServer>(s.opt.tls_cert.c_str(), s.opt.tls_key.c_str());
+    if (!ssl->is_valid()) return InvalidArgument("cannot load the TLS certificate '" + s.opt.tls_cert + "' and key '" + s.opt.tls_key + "'");
+    s.server = std::move(ssl);
+  } else {
+    s.server = std::make_unique<httplib::Server>();
+  }
+  const int threads = s.opt.threads;
+  s.server->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  s.server->set_payload_max_length(s.opt.max_body_bytes);
+  s.server->set_keep_alive_max_count(1000000);
+  s.server->set_keep_alive_timeout(60);
+  s.server->set_read_timeout(35, 0);
+  s.server->set_write_timeout(35, 0);
+  s.Routes();
+  if (s.opt.port == 0) {
+    port_ = s.server->bind_to_any_port(s.opt.host);
+    if (port_ <= 0) return InvalidArgument("--listen: cannot bind " + s.opt.host);
+  } else {
+    if (!s.server->bind_to_port(s.opt.host, s.opt.port)) {
+      return InvalidArgument("--listen: cannot bind " + s.opt.host + ":" + std::to_string(s.opt.port));
+    }
+    port_ = s.opt.port;
+  }
+  return Status::Ok();
+}
+
+Status HttpApi::Serve() {
+  if (!impl_->server) return Internal("Serve before Bind");
+  if (!impl_->server->listen_after_bind()) return Internal("the HTTP server stopped with an error");
+  return Status::Ok();
+}
+
+void HttpApi::Shutdown() {
+  if (impl_ && impl_->server) impl_->server->stop();
+}
+
+}  // namespace estuary

@@ -1,0 +1,241 @@
+// The HTTP API's contract (issue 7): status codes for missing tokens, other tenants' jobs,
+// malformed or invalid bodies, oversized bodies, roles and node ownership, over a real server on
+// a loopback port.
+#include "server/http_api.h"
+
+#include <httplib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "store/sqlite_store.h"
+
+namespace estuary {
+namespace {
+
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+constexpr char kTokens[] =
+    "# test tokens\n"
+    "alice-token-0123456789 tenant alice\n"
+    "bob-token-0123456789ab tenant bob\n"
+    "admin-token-0123456789 admin ops\n"
+    "agent-a-token-01234567 agent agent-a\n"
+    "agent-b-token-01234567 agent agent-b\n";
+
+const char kJob[] = R"({"name": "train", "replicas": {"min": 1, "max": 1}, "gpus": 1, "cpu_milli": 1000,
+                       "memory_mib": 1024, "priority": 300})";
+
+class HttpApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(HttpOptions{}); }
+  void Start(HttpOptions o) {
+    char tmpl[] = "/tmp/estuary-http-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto tokens = TokenTable::Parse(kTokens, "tokens.txt");
+    ASSERT_TRUE(tokens.ok()) << tokens.status().message();
+    tokens_ = std::move(*tokens);
+    auto store = SqliteStore::Open(dir_);
+    ASSERT_TRUE(store.ok());
+    store_ = std::move(*store);
+    auto service = Service::Open(store_.get(), &clock_, ServiceOptions{});
+    ASSERT_TRUE(service.ok());
+    service_ = std::move(*service);
+    service_->Start();
+    o.port = 0;
+    api_ = std::make_unique<HttpApi>(service_.get(), &tokens_, o);
+    ASSERT_TRUE(api_->Bind().ok());
+    server_ = std::thread([this] { (void)api_->Serve(); });
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", api_->port());
+  }
+  void TearDown() override {
+    api_->Shutdown();
+    server_.join();
+    service_->Stop();
+    api_.reset();
+    service_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  static httplib::Headers As(const std::string& token) { return {{"Authorization", "Bearer " + token}}; }
+  httplib::Result Post(const std::string& path, const std::string& body, const std::string& token) {
+    return client_->Post(path.c_str(), As(token), body, "application/json");
+  }
+  std::string SubmitAsAlice() {
+    auto r = Post("/v1/jobs", kJob, "alice-token-0123456789");
+    EXPECT_TRUE(r);
+    EXPECT_EQ(r->status, 201) << r->body;
+    return Json::parse(r->body)["id"].get<std::string>();
+  }
+
+  std::string dir_;
+  RealClock clock_;
+  TokenTable tokens_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<HttpApi> api_;
+  std::thread server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(HttpApiTest, ASubmittedJobGets201WithItsIdAndIsShownPending) {
+  const std::string id = SubmitAsAlice();
+  auto r = client_->Get(("/v1/jobs/" + id).c_str(), As("alice-token-0123456789"));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  const Json j = Json::parse(r->body);
+  EXPECT_EQ(j["id"], id);
+  EXPECT_EQ(j["state"], "pending");
+  EXPECT_EQ(j["tenant"], "alice");
+  auto list = client_->Get("/v1/jobs", As("alice-token-0123456789"));
+  ASSERT_TRUE(list);
+  EXPECT_EQ(Json::parse(list->body)["jobs"].size(), 1u);
+}
+
+TEST_F(HttpApiTest, NoTokenOrAnUnknownTokenIs401) {
+  auto none = client_->Post("/v1/jobs", kJob, "application/json");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  auto bad = Post("/v1/jobs", kJob, "not-a-token-0123456789");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 401);
+  auto get = client_->Get("/v1/jobs");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 401);
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 401);
+}
+
+TEST_F(HttpApiTest, AnotherTenantsJobIs404ForReadingAndCancelling) {
+  const std::string id = SubmitAsAlice();
+  auto get = client_->Get(("/v1/jobs/" + id).c_str(), As("bob-token-0123456789ab"));
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 404);
+  auto del = client_->Delete(("/v1/jobs/" + id).c_str(), As("bob-token-0123456789ab"));
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 404);
+  auto missing = client_->Get("/v1/jobs/999999", As("alice-token-0123456789"));
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  // The same 404 body whether the job exists or not: nothing reveals it.
+  EXPECT_EQ(Json::parse(get->body)["error"].get<std::string>().find(id) != std::string::npos,
+            Json::parse(missing->body)["error"].get<std::string>().find("999999") != std::string::npos);
+}
+
+TEST_F(HttpApiTest, MalformedJsonAndInvalidFieldsAre400WithAReason) {
+  auto malformed = Post("/v1/jobs", "{\"name\": ", "alice-token-0123456789");
+  ASSERT_TRUE(malformed);
+  EXPECT_EQ(malformed->status, 400);
+  EXPECT_FALSE(Json::parse(malformed->body)["error"].get<std::string>().empty());
+  Json j = Json::parse(kJob);
+  j["replicas"]["min"] = 0;
+  auto invalid = Post("/v1/jobs", j.dump(), "alice-token-0123456789");
+  ASSERT_TRUE(invalid);
+  EXPECT_EQ(invalid->status, 400);
+  EXPECT_THAT(Json::parse(invalid->body)["error"].get<std::string>(), HasSubstr("replicas.min"));
+  auto nodes = Post("/v1/nodes", R"({"nodes": [{"name": "n0", "gpus": 99, "gpu_model": "H800"}]})", "agent-a-token-01234567");
+  ASSERT_TRUE(nodes);
+  EXPECT_EQ(nodes->status, 400);
+  EXPECT_THAT(nodes->body, HasSubstr("gpus"));
+}
+
+TEST_F(HttpApiTest, AnOversizedBodyIs413) {
+  std::string big = std::string(R"({"name": "x", "labels": {"a": ")") + std::string(2 << 20, 'a') + "\"}}";
+  auto r = Post("/v1/jobs", big, "alice-token-0123456789");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+}
+
+TEST_F(HttpApiTest, RolesAndNodeOwnersBoundWhatACallerMayDo) {
+  auto agent_submits = Post("/v1/jobs", kJob, "agent-a-token-01234567");
+  ASSERT_TRUE(agent_submits);
+  EXPECT_EQ(agent_submits->status, 403);
+  auto tenant_registers = Post("/v1/nodes", R"({"nodes": []})", "alice-token-0123456789");
+  ASSERT_TRUE(tenant_registers);
+  EXPECT_EQ(tenant_registers->status, 403);
+  const std::string node = R"({"nodes": [{"name": "a0", "gpus": 8, "gpu_model": "H800", "cpu_milli": 64000,
+      "memory_mib": 524288, "domains": {"data": ["az0", "spine0", "asw0"], "param": ["pod0"]}}]})";
+  auto reg = Post("/v1/nodes", node, "agent-a-token-01234567");
+  ASSERT_TRUE(reg);
+  ASSERT_EQ(reg->status, 200) << reg->body;
+  auto steal = Post("/v1/nodes", node, "agent-b-token-01234567");
+  ASSERT_TRUE(steal);
+  EXPECT_EQ(steal->status, 403);
+  auto beat = Post("/v1/nodes/heartbeat", R"({"nodes": ["a0"]})", "agent-b-token-01234567");
+  ASSERT_TRUE(beat);
+  EXPECT_EQ(beat->status, 403);
+  // A job starts on a0; agent-b may not report for it.
+  SubmitAsAlice();
+  std::string task;
+  for (int i = 0; i < 100 && task.empty(); ++i) {
+    auto o = client_->Get("/v1/agent/orders?after=0&wait_ms=100", As("agent-a-token-01234567"));
+    ASSERT_TRUE(o);
+    ASSERT_EQ(o->status, 200);
+    const Json orders = Json::parse(o->body)["orders"];
+    if (!orders.empty()) task = orders[0]["task"];
+  }
+  ASSERT_FALSE(task.empty());
+  const std::string report = R"({"reports": [{"task": ")" + task + R"(", "state": "running"}]})";
+  auto foreign = Post("/v1/agent/reports", report, "agent-b-token-01234567");
+  ASSERT_TRUE(foreign);
+  EXPECT_EQ(foreign->status, 403);
+  auto own = Post("/v1/agent/reports", report, "agent-a-token-01234567");
+  ASSERT_TRUE(own);
+  EXPECT_EQ(own->status, 200);
+}
+
+TEST_F(HttpApiTest, MetricsAndTheOpenApiDocumentAreServed) {
+  SubmitAsAlice();
+  auto m = client_->Get("/metrics", As("admin-token-0123456789"));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 200);
+  EXPECT_THAT(m->body, HasSubstr("estuary_jobs_submitted_total 1\n"));
+  auto doc = client_->Get("/v1/openapi.json");
+  ASSERT_TRUE(doc);
+  EXPECT_EQ(doc->status, 200);
+  const Json j = Json::parse(doc->body, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["openapi"], "3.0.3");
+  EXPECT_TRUE(j["paths"].contains("/v1/jobs/{id}"));
+}
+
+TEST(HttpApiRate, ACallerOverItsRateGets429) {
+  char tmpl[] = "/tmp/estuary-http-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  auto tokens = TokenTable::Parse(kTokens, "tokens.txt");
+  ASSERT_TRUE(tokens.ok());
+  auto store = SqliteStore::Open(dir);
+  ASSERT_TRUE(store.ok());
+  RealClock clock;
+  auto service = Service::Open(store->get(), &clock, ServiceOptions{});
+  ASSERT_TRUE(service.ok());
+  HttpOptions o;
+  o.rate_per_s = 0.001;
+  o.burst = 3;
+  HttpApi api(service->get(), &*tokens, o);
+  ASSERT_TRUE(api.Bind().ok());
+  std::thread t([&] { (void)api.Serve(); });
+  httplib::Client c("127.0.0.1", api.port());
+  std::vector<int> codes;
+  for (int i = 0; i < 5; ++i) codes.push_back(c.Get("/v1/jobs", {{"Authorization", "Bearer alice-token-0123456789"}})->status);
+  // Another caller has its own bucket.
+  codes.push_back(c.Get("/v1/jobs", {{"Authorization", "Bearer bob-token-0123456789ab"}})->status);
+  api.Shutdown();
+  t.join();
+  EXPECT_EQ(codes, (std::vector<int>{200, 200, 200, 429, 429, 200}));
+  service->reset();
+  store->reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace estuary

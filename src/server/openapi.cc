@@ -1,0 +1,87 @@
+#include "server/openapi.h"
+
+namespace estuary {
+
+std::string_view OpenApiDocument() {
+  static constexpr std::string_view kDoc = R"json({
+  "openapi": "3.0.3",
+  "info": {"title": "estuary", "version": "1", "description": "The estuary GPU scheduler service (issue 7). Every route but this document needs 'Authorization: Bearer TOKEN'."},
+  "components": {
+    "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+    "schemas": {
+      "Error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
+      "JobRequest": {"type": "object", "additionalProperties": false, "required": ["name", "replicas", "gpus", "cpu_milli", "memory_mib", "priority"],
+        "properties": {
+          "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,128}$"},
+          "replicas": {"type": "object", "required": ["min"], "additionalProperties": false,
+            "properties": {"min": {"type": "integer", "minimum": 1, "maximum": 100000}, "max": {"type": "integer", "minimum": 1, "maximum": 100000}, "step": {"type": "integer", "minimum": 1}}},
+          "gpus": {"type": "integer", "minimum": 0, "maximum": 16},
+          "gpu_milli": {"type": "integer", "minimum": 1, "maximum": 1000},
+          "cpu_milli": {"type": "integer", "minimum": 0},
+          "memory_mib": {"type": "integer", "minimum": 0},
+          "priority": {"type": "integer", "minimum": 0, "maximum": 1000},
+          "preemptible": {"type": "boolean"},
+          "models": {"type": "array", "items": {"type": "string"}},
+          "plane": {"type": "string"}, "required_level": {"type": "string"},
+          "duration_s": {"type": "integer", "minimum": 0},
+          "checkpoint_interval_s": {"type": "integer", "minimum": 0},
+          "labels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+      "Job": {"type": "object", "properties": {
+          "id": {"type": "string"}, "name": {"type": "string"}, "tenant": {"type": "string"},
+          "state": {"type": "string", "enum": ["pending", "running", "succeeded", "failed", "cancelled"]},
+          "replicas": {"type": "object"}, "gpus": {"type": "integer"}, "gpu_milli": {"type": "integer"},
+          "cpu_milli": {"type": "integer"}, "memory_mib": {"type": "integer"}, "priority": {"type": "integer"},
+          "preemptible": {"type": "boolean"}, "bound_replicas": {"type": "integer"}, "running_replicas": {"type": "integer"},
+          "submitted_ms": {"type": "integer"}, "running_ms": {"type": "integer"}, "ended_ms": {"type": "integer"},
+          "reason": {"type": "string"}}},
+      "Node": {"type": "object", "properties": {
+          "name": {"type": "string"}, "gpus": {"type": "integer"}, "gpu_model": {"type": "string"},
+          "cpu_milli": {"type": "integer"}, "memory_mib": {"type": "integer"},
+          "domains": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}}}},
+      "Order": {"type": "object", "properties": {
+          "seq": {"type": "integer"}, "op": {"type": "string", "enum": ["start", "stop"]}, "task": {"type": "string"},
+          "job": {"type": "string"}, "node": {"type": "string"}, "gpus": {"type": "array", "items": {"type": "integer"}},
+          "duration_s": {"type": "integer"}}}
+    }
+  },
+  "security": [{"bearer": []}],
+  "paths": {
+    "/v1/jobs": {
+      "post": {"summary": "Submit a job (tenant, admin)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobRequest"}}}},
+        "responses": {"201": {"description": "accepted and stored", "content": {"application/json": {"schema": {"type": "object", "properties": {"id": {"type": "string"}}}}}},
+          "400": {"description": "malformed JSON or an invalid field"}, "401": {"description": "no or unknown token"}, "403": {"description": "role"}, "413": {"description": "body too large"}, "429": {"description": "rate limit"}}},
+      "get": {"summary": "The caller's jobs (an admin: all)", "responses": {"200": {"description": "jobs", "content": {"application/json": {"schema": {"type": "object", "properties": {"jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}}}}}}}}}
+    },
+    "/v1/jobs/{id}": {
+      "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9]+$"}}],
+      "get": {"summary": "One job", "responses": {"200": {"description": "the job", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Job"}}}}, "404": {"description": "no such job, or another tenant's"}}},
+      "delete": {"summary": "Cancel a job", "responses": {"200": {"description": "the job, cancelled", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Job"}}}}, "404": {"description": "no such job, or another tenant's"}}}
+    },
+    "/v1/nodes": {
+      "post": {"summary": "Register nodes (agent)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {"nodes": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}}}}}},
+        "responses": {"200": {"description": "registered"}, "400": {"description": "invalid node"}, "403": {"description": "a node of another agent"}}},
+      "get": {"summary": "All nodes (admin)", "responses": {"200": {"description": "nodes"}}}
+    },
+    "/v1/nodes/heartbeat": {
+      "post": {"summary": "Heartbeat of the agent's nodes (agent)", "requestBody": {"content": {"application/json": {"schema": {"type": "object", "properties": {"nodes": {"type": "array", "items": {"type": "string"}}}}}}},
+        "responses": {"200": {"description": "stamped"}, "403": {"description": "a node of another agent"}}}
+    },
+    "/v1/agent/orders": {
+      "get": {"summary": "Long-poll the agent's orders", "parameters": [
+          {"name": "epoch", "in": "query", "schema": {"type": "integer"}}, {"name": "after", "in": "query", "schema": {"type": "integer"}},
+          {"name": "wait_ms", "in": "query", "schema": {"type": "integer", "maximum": 30000}}],
+        "responses": {"200": {"description": "orders with seq > after", "content": {"application/json": {"schema": {"type": "object", "properties": {"epoch": {"type": "integer"}, "last_seq": {"type": "integer"}, "orders": {"type": "array", "items": {"$ref": "#/components/schemas/Order"}}}}}}}}}
+    },
+    "/v1/agent/reports": {
+      "post": {"summary": "Task states (agent)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {"reports": {"type": "array", "items": {"type": "object", "properties": {"task": {"type": "string"}, "state": {"type": "string", "enum": ["running", "succeeded", "failed", "stopped"]}}}}}}}}},
+        "responses": {"200": {"description": "queued"}, "403": {"description": "a task on a node of another agent"}}}
+    },
+    "/v1/debug/invariants": {"get": {"summary": "The service's invariants (admin)", "responses": {"200": {"description": "they hold"}, "500": {"description": "the first broken one"}}}},
+    "/metrics": {"get": {"summary": "Prometheus text exposition", "responses": {"200": {"description": "metrics", "content": {"text/plain": {}}}}}},
+    "/v1/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3"}}}}
+  }
+})json";
+  return kDoc;
+}
+
+}  // namespace estuary

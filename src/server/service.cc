@@ -1,0 +1,1024 @@
+#include "server/service.h"
+
+#include <algorithm>
+#include <array>
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "common/check.h"
+
+namespace estuary {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string JobKey(uint64_t id) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "job/%016" PRIu64, id);
+  return buf;
+}
+std::string CancelKey(uint64_t id) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "cancel/%016" PRIu64, id);
+  return buf;
+}
+std::string TaskKey(uint64_t id, size_t replica) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "task/%016" PRIu64 "/%05zu", id, replica);
+  return buf;
+}
+std::string TaskName(uint64_t id, size_t replica) { return std::to_string(id) + "-" + std::to_string(replica); }
+
+// Parses "<job>-<replica>"; false on anything else.
+bool ParseTaskName(const std::string& s, uint64_t* job, size_t* replica) {
+  const size_t dash = s.find('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 >= s.size() || dash > 19 || s.size() - dash - 1 > 6) return false;
+  uint64_t j = 0, r = 0;
+  for (size_t i = 0; i < dash; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    j = j * 10 + static_cast<uint64_t>(s[i] - '0');
+  }
+  for (size_t i = dash + 1; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    r = r * 10 + static_cast<uint64_t>(s[i] - '0');
+  }
+  *job = j;
+  *replica = static_cast<size_t>(r);
+  return true;
+}
+
+// A latency histogram in Prometheus form (cumulative buckets, seconds).
+struct Histogram {
+  static constexpr std::array<double, 12> kBounds = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  std::array<uint64_t, kBounds.size() + 1> counts{};
+  double sum = 0;
+  uint64_t n = 0;
+  void Observe(double s) {
+    size_t i = 0;
+    while (i < kBounds.size() && s > kBounds[i]) ++i;
+    ++counts[i];
+    sum += s;
+    ++n;
+  }
+  void Write(std::string& out, const std::string& name, const std::string& help) const {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    uint64_t cum = 0;
+    char buf[160];
+    for (size_t i = 0; i < kBounds.size(); ++i) {
+      cum += counts[i];
+      std::snprintf(buf, sizeof buf, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name.c_str(), kBounds[i], cum);
+      out += buf;
+    }
+    cum += counts[kBounds.size()];
+    std::snprintf(buf, sizeof buf, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %.6f\n%s_count %" PRIu64 "\n",
+                  name.c_str(), cum, name.c_str(), sum, name.c_str(), n);
+    out += buf;
+  }
+};
+
+Json DomainsJson(const std::vector<std::pair<std::string, std::vector<std::string>>>& d) {
+  Json j = Json::object();
+  for (const auto& [plane, names] : d) j[plane] = names;
+  return j;
+}
+
+std::vector<std::pair<std::string, std::vector<std::string>>> DomainsFrom(const Json& j) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> d;
+  if (!j.is_object()) return d;
+  for (auto it = j.begin(); it != j.end(); ++it) d.emplace_back(it.key(), it.value().get<std::vector<std::string>>());
+  return d;
+}
+
+}  // namespace
+
+std::string_view JobPhaseName(JobPhase phase) {
+  switch (phase) {
+    case JobPhase::kPending: return "pending";
+    case JobPhase::kRunning: return "running";
+    case JobPhase::kSucceeded: return "succeeded";
+    case JobPhase::kFailed: return "failed";
+    case JobPhase::kCancelled: return "cancelled";
+  }
+  return "pending";
+}
+
+namespace {
+std::optional<JobPhase> PhaseFrom(const std::string& s) {
+  for (JobPhase p : {JobPhase::kPending, JobPhase::kRunning, JobPhase::kSucceeded, JobPhase::kFailed, JobPhase::kCancelled}) {
+    if (JobPhaseName(p) == s) return p;
+  }
+  return std::nullopt;
+}
+bool Ended(JobPhase p) { return p == JobPhase::kSucceeded || p == JobPhase::kFailed || p == JobPhase::kCancelled; }
+}  // namespace
+
+struct Service::Impl {
+  enum class TaskState : uint8_t { kNone, kStarting, kRunning, kStopping };
+  // What the agents were told of one replica.
+  struct TaskRec {
+    TaskState state = TaskState::kNone;
+    std::string node;
+    std::vector<int> gpus;
+  };
+  struct JobRec {
+    JobView view;
+    std::vector<TaskRec> tasks;  // one per replica (max replicas)
+    bool in_engine = false;      // submitted or adopted (not ended)
+    bool parked = false;         // fits no registered node: retried when nodes are added
+  };
+  struct NodeRec {
+    NodeView view;
+    NodeId id;  // invalid until the loop has added it
+  };
+  struct AgentRec {
+    std::deque<Order> orders;
+    uint64_t next_seq = 1;
+  };
+  struct Input {
+    enum class Kind : uint8_t { kSubmit, kCancel, kReport, kNodesAdded };
+    Kind kind = Kind::kSubmit;
+    uint64_t job = 0;
+    std::vector<TaskReport> reports;
+  };
+
+  Store* store = nullptr;
+  const Clock* clock = nullptr;
+  ServiceOptions opt;
+  std::unique_ptr<GroupCommitter> committer;
+  std::unique_ptr<InProcessMember> engine;
+  uint64_t epoch = 0;
+
+  mutable std::mutex mu;  // everything below
+  std::condition_variable input_cv, orders_cv;
+  std::map<uint64_t, JobRec> jobs;
+  uint64_t next_id = 1;
+  std::map<std::string, NodeRec> nodes;
+  std::vector<std::string> node_names;  // by engine NodeId
+  std::map<std::string, AgentRec> agents;
+  std::deque<Input> inputs;
+  bool stopping = false;
+  int64_t heartbeats_checked_ms = INT64_MIN / 2;
+  std::thread loop;
+  std::mutex run_mu;  // one RunOnce at a time
+
+  // Metrics.
+  uint64_t submitted_total = 0, orders_start_total = 0, orders_stop_total = 0, cycles_total = 0;
+  uint64_t evictions_total = 0, node_failures_total = 0, jobs_ended_total = 0;
+  Histogram cycle_seconds, submit_to_running_seconds;
+
+  static FedJob ToFed(uint64_t id, const JobRequest& r) {
+    FedJob f;
+    f.id = static_cast<uint32_t>(id);
+    f.name = r.name;
+    f.min_replicas = r.min_replicas;
+    f.max_replicas = r.max_replicas;
+    f.step = r.step;
+    f.per_replica.gpu_count = r.gpus;
+    f.per_replica.gpu_milli = r.gpus > 0 ? r.gpu_milli : 0;
+    f.per_replica.cpu_milli = r.cpu_milli;
+    f.per_replica.mem_mib = r.memory_mib;
+    f.models = r.models;
+    f.plane = r.plane;
+    f.required_level = r.required_level;
+    f.priority = r.priority;
+    f.preemptible = r.preemptible;
+    f.checkpoint_interval_s = r.checkpoint_interval_s;
+    return f;
+  }
+
+  static std::string JobJson(const JobRec& j) {
+    Json o;
+    o["tenant"] = j.view.tenant;
+    o["request"] = Json::parse(EncodeJobRequest(j.view.request));
+    o["state"] = std::string(JobPhaseName(j.view.phase));
+    o["submitted_ms"] = j.view.submitted_ms;
+    o["running_ms"] = j.view.running_ms;
+    o["ended_ms"] = j.view.ended_ms;
+    o["reason"] = j.view.reason;
+    return o.dump();
+  }
+
+  static std::string TaskJson(const TaskRec& t) {
+    Json o;
+    o["node"] = t.node;
+    o["gpus"] = t.gpus;
+    o["state"] = t.state == TaskState::kStarting ? "starting" : t.state == TaskState::kRunning ? "running" : "stopping";
+    return o.dump();
+  }
+
+  bool Visible(const Principal& who, const JobRec& j) const {
+    return who.role == Role::kAdmin || (who.role == Role::kTenant && j.view.tenant == who.name);
+  }
+
+  // Adds an order for the agent of `node` (held in `out` until the batch is durable).
+  void AddOrder(std::vector<std::pair<std::string, Order>>& out, Order::Op op, uint64_t job, size_t replica,
+                const TaskRec& t) {
+    Order o;
+    o.op = op;
+    o.task = TaskName(job, replica);
+    o.job = job;
+    o.node = t.node;
+    o.gpus = t.gpus;
+    if (op == Order::Op::kStart) {
+      o.duration_s = jobs.at(job).view.request.duration_s;
+      ++orders_start_total;
+    } else {
+      ++orders_stop_total;
+    }
+    const auto it = nodes.find(t.node);
+    out.emplace_back(it == nodes.end() ? std::string() : it->second.view.agent, std::move(o));
+  }
+
+  // Compares what the engine binds for job `id` with what agents were told; orders the
+  // difference and stores the changed task records.
+  void Reconcile(uint64_t id, StoreBatch& batch, std::vector<std::pair<std::string, Order>>& out) {
+    JobRec& j = jobs.at(id);
+    const std::optional<JobId> ej = engine->JobOf(static_cast<uint32_t>(id));
+    const ClusterState& st = engine->state();
+    int32_t bound = 0;
+    for (size_t i = 0; i < j.tasks.size(); ++i) {
+      TaskRec& t = j.tasks[i];
+      std::string node;
+      std::vector<int> gpus;
+      bool is_bound = false;
+      if (ej && j.in_engine) {
+        const Task& task = st.task(st.job(*ej).tasks[i]);
+        if (task.state == estuary::TaskState::kBound) {
+          is_bound = true;
+          node = node_names[task.node.value()];
+          for (uint8_t g : task.gpus) gpus.push_back(g);
+        }
+      }
+      bound += is_bound;
+      const bool told = t.state == TaskState::kStarting || t.state == TaskState::kRunning;
+      if (told && (!is_bound || t.node != node || t.gpus != gpus)) {
+        AddOrder(out, Order::Op::kStop, id, i, t);
+        if (t.state == TaskState::kRunning) --j.view.running_replicas;
+        const auto n = nodes.find(t.node);
+        if (n != nodes.end() && n->second.view.state == "failed") {
+          // Its node is gone: the replica stopped with it (the order is for an agent that
+          // comes back).
+          t.state = TaskState::kNone;
+          batch.Delete(TaskKey(id, i));
+        } else {
+          t.state = TaskState::kStopping;
+          batch.Put(TaskKey(id, i), TaskJson(t));
+        }
+      }
+      // A replica still stopping starts again once its agent reports it stopped (Reconcile runs
+      // again then), so one replica never runs twice.
+      if (is_bound && t.state == TaskState::kNone) {
+        t.state = TaskState::kStarting;
+        t.node = node;
+        t.gpus = gpus;
+        AddOrder(out, Order::Op::kStart, id, i, t);
+        batch.Put(TaskKey(id, i), TaskJson(t));
+      }
+    }
+    j.view.bound_replicas = bound;
+  }
+
+  void EndJob(JobRec& j, JobPhase phase, const std::string& reason, int64_t now_ms) {
+    j.view.phase = phase;
+    j.view.ended_ms = now_ms;
+    j.view.reason = reason;
+    if (j.in_engine) engine->Cancel(static_cast<uint32_t>(j.view.id), now_ms / 1000);
+    j.in_engine = false;
+    j.parked = false;
+    ++jobs_ended_total;
+  }
+
+  void Admit(JobRec& j, int64_t now_s) {
+    const Admission a = engine->Submit(ToFed(j.view.id, j.view.request), AdmitMode::kQueue, now_s);
+    j.in_engine = a.accepted;
+    j.parked = !a.accepted;
+    if (!a.accepted) j.view.reason = a.reason.empty() ? "fits no registered node" : a.reason;
+    else if (!a.started) j.view.reason = a.reclaiming ? "waiting for lower-priority work to be evicted" : "waiting for capacity";
+    else j.view.reason.clear();
+  }
+
+};
+
+Service::Service(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Service::~Service() { Stop(); }
+
+StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* clock, ServiceOptions options) {
+  auto impl = std::make_unique<Impl>();
+  Impl& s = *impl;
+  s.store = store;
+  s.clock = clock;
+  s.opt = options;
+  s.committer = std::make_unique<GroupCommitter>(store);
+  MemberOptions mo;
+  mo.name = "service";
+  mo.policy = options.policy;
+  mo.seed = options.seed;
+  mo.grace_s = options.grace_s;
+  mo.absorb = options.absorb;
+  mo.summary_period_s = int64_t{1} << 40;  // no federation reads it
+  ClusterState empty;
+  auto engine = InProcessMember::Create(std::move(empty), mo);
+  if (!engine.ok()) return engine.status();
+  s.engine = std::move(*engine);
+  for (const auto& [plane, levels] : options.planes) ESTUARY_RETURN_IF_ERROR(s.engine->AddPlane(plane, levels));
+  // The epoch counts the service's openings on this store: agents see it change on a restart.
+  {
+    auto e = store->Get("meta/epoch");
+    if (!e.ok()) return e.status();
+    s.epoch = (*e ? std::strtoull((*e)->c_str(), nullptr, 10) : 0) + 1;
+    StoreBatch b;
+    b.Put("meta/epoch", std::to_string(s.epoch));
+    ESTUARY_RETURN_IF_ERROR(store->Apply(b));
+  }
+  const int64_t now_ms = clock->NowMs();
+  const int64_t now_s = now_ms / 1000;
+
+  // Nodes, in name order.
+  std::map<std::string, std::string> node_state;
+  ESTUARY_RETURN_IF_ERROR(store->Scan("nodestate/", [&](std::string_view k, std::string_view v) {
+    node_state[std::string(k.substr(10))] = std::string(v);
+    return true;
+  }));
+  Status bad = Status::Ok();
+  ESTUARY_RETURN_IF_ERROR(store->Scan("node/", [&](std::string_view k, std::string_view v) {
+    const Json j = Json::parse(v, nullptr, false);
+    if (j.is_discarded()) {
+      bad = Internal("store: " + std::string(k) + ": not JSON");
+      return false;
+    }
+    Impl::NodeRec r;
+    r.view.name = std::string(k.substr(5));
+    r.view.agent = j.value("agent", "");
+    r.view.gpus = j.value("gpus", 0);
+    r.view.gpu_model = j.value("gpu_model", "");
+    r.view.cpu_milli = j.value("cpu_milli", int64_t{0});
+    r.view.memory_mib = j.value("memory_mib", int64_t{0});
+    r.view.domains = DomainsFrom(j.value("domains", Json::object()));
+    r.view.last_heartbeat_ms = now_ms;
+    NodeSpec spec;
+    spec.name = r.view.name;
+    spec.gpu_count = r.view.gpus;
+    spec.cpu_milli = r.view.cpu_milli;
+    spec.mem_mib = r.view.memory_mib;
+    auto id = s.engine->AddNode(spec, r.view.gpu_model, r.view.domains);
+    if (!id.ok()) {
+      bad = Internal("store: " + std::string(k) + ": " + id.status().message());
+      return false;
+    }
+    r.id = *id;
+    s.node_names.resize(id->value() + 1);
+    s.node_names[id->value()] = r.view.name;
+    const std::string state = node_state.count(r.view.name) ? node_state[r.view.name] : "ready";
+    r.view.state = state;
+    if (state == "failed") s.engine->FailNode(*id, now_s);
+    if (state == "cordoned") s.engine->SetCordoned(*id, true);
+    s.agents[r.view.agent];
+    s.nodes.emplace(r.view.name, std::move(r));
+    return true;
+  }));
+  ESTUARY_RETURN_IF_ERROR(bad);
+
+  // Jobs, cancellations and task records.
+  ESTUARY_RETURN_IF_ERROR(store->Scan("job/", [&](std::string_view k, std::string_view v) {
+    const Json j = Json::parse(v, nullptr, false);
+    if (j.is_discarded() || !j.contains("request")) {
+      bad = Internal("store: " + std::string(k) + ": not a job record");
+      return false;
+    }
+    auto req = DecodeJobRequest(j["request"].dump());
+    const auto phase = PhaseFrom(j.value("state", ""));
+    if (!req.ok() || !phase) {
+      bad = Internal("store: " + std::string(k) + ": bad job record");
+      return false;
+    }
+    Impl::JobRec r;
+    r.view.id = std::stoull(std::string(k.substr(4)));
+    r.view.tenant = j.value("tenant", "");
+    r.view.request = std::move(*req);
+    r.view.phase = *phase;
+    r.view.submitted_ms = j.value("submitted_ms", int64_t{0});
+    r.view.running_ms = j.value("running_ms", int64_t{-1});
+    r.view.ended_ms = j.value("ended_ms", int64_t{-1});
+    r.view.reason = j.value("reason", "");
+    r.tasks.resize(static_cast<size_t>(r.view.request.max_replicas));
+    s.next_id = std::max(s.next_id, r.view.id + 1);
+    s.jobs.emplace(r.view.id, std::move(r));
+    return true;
+  }));
+  ESTUARY_RETURN_IF_ERROR(bad);
+  ESTUARY_RETURN_IF_ERROR(store->Scan("task/", [&](std::string_view k, std::string_view v) {
+    // task/<16>/<5>
+    const uint64_t id = std::stoull(std::string(k.substr(5, 16)));
+    const size_t replica = std::stoul(std::string(k.substr(22)));
+    const Json j = Json::parse(v, nullptr, false);
+    const auto it = s.jobs.find(id);
+    if (j.is_discarded() || it == s.jobs.end() || replica >= it->second.tasks.size()) {
+      bad = Internal("store: " + std::string(k) + ": task of no job");
+      return false;
+    }
+    Impl::TaskRec& t = it->second.tasks[replica];
+    t.node = j.value("node", "");
+    t.gpus = j.value("gpus", std::vector<int>{});
+    const std::string state = j.value("state", "");
+    t.state = state == "starting" ? Impl::TaskState::kStarting
+              : state == "running" ? Impl::TaskState::kRunning
+                                   : Impl::TaskState::kStopping;
+    return true;
+  }));
+  ESTUARY_RETURN_IF_ERROR(bad);
+  StoreBatch batch;
+  ESTUARY_RETURN_IF_ERROR(store->Scan("cancel/", [&](std::string_view k, std::string_view) {
+    const uint64_t id = std::stoull(std::string(k.substr(7)));
+    const auto it = s.jobs.find(id);
+    if (it != s.jobs.end() && !Ended(it->second.view.phase)) {
+      it->second.view.phase = JobPhase::kCancelled;
+      it->second.view.ended_ms = now_ms;
+      it->second.view.reason = "cancelled";
+      batch.Put(JobKey(id), Impl::JobJson(it->second));
+    }
+    batch.Delete(std::string(k));
+    return true;
+  }));
+
+  // Re-admit: running jobs first (their placements as stored), then the waiting ones.
+  std::vector<std::pair<std::string, Order>> out;
+  std::vector<uint64_t> waiting;
+  for (auto& [id, j] : s.jobs) {
+    std::vector<InProcessMember::Placement> placements;
+    bool complete = true;
+    for (size_t i = 0; i < j.tasks.size(); ++i) {
+      const Impl::TaskRec& t = j.tasks[i];
+      if (t.state != Impl::TaskState::kStarting && t.state != Impl::TaskState::kRunning) continue;
+      const auto n = s.nodes.find(t.node);
+      if (n == s.nodes.end() || !n->second.id.valid() || t.gpus.size() > kMaxGpusPerNode) {
+        complete = false;
+        continue;
+      }
+      InProcessMember::Placement p;
+      p.replica = i;
+      p.node = n->second.id;
+      for (int x : t.gpus) p.gpus.Push(x);
+      placements.push_back(p);
+    }
+    const bool adopt = !Ended(j.view.phase) && !placements.empty() && complete &&
+                       static_cast<int32_t>(placements.size()) >= j.view.request.min_replicas &&
+                       s.engine->Adopt(Impl::ToFed(id, j.view.request), placements,
+                                       j.view.running_ms >= 0 ? j.view.running_ms / 1000 : now_s);
+    if (adopt) {
+      j.in_engine = true;
+      j.view.bound_replicas = static_cast<int32_t>(placements.size());
+      for (size_t i = 0; i < j.tasks.size(); ++i) {
+        if (j.tasks[i].state == Impl::TaskState::kRunning) ++j.view.running_replicas;
+        if (j.tasks[i].state == Impl::TaskState::kStarting) s.AddOrder(out, Order::Op::kStart, id, i, j.tasks[i]);
+        if (j.tasks[i].state == Impl::TaskState::kStopping) s.AddOrder(out, Order::Op::kStop, id, i, j.tasks[i]);
+      }
+      continue;
+    }
+    // Not adopted: whatever agents were told is stopped.
+    for (size_t i = 0; i < j.tasks.size(); ++i) {
+      Impl::TaskRec& t = j.tasks[i];
+      if (t.state == Impl::TaskState::kNone) continue;
+      s.AddOrder(out, Order::Op::kStop, id, i, t);
+      if (t.state != Impl::TaskState::kStopping) {
+        t.state = Impl::TaskState::kStopping;
+        batch.Put(TaskKey(id, i), Impl::TaskJson(t));
+      }
+    }
+    if (!Ended(j.view.phase)) {
+      if (j.view.phase == JobPhase::kRunning) {
+        j.view.phase = JobPhase::kPending;
+        batch.Put(JobKey(id), Impl::JobJson(j));
+      }
+      waiting.push_back(id);
+    }
+  }
+  for (uint64_t id : waiting) s.Admit(s.jobs.at(id), now_s);
+  if (!batch.empty()) ESTUARY_RETURN_IF_ERROR(s.committer->Commit(std::move(batch)));
+  for (auto& [agent, o] : out) {
+    Impl::AgentRec& a = s.agents[agent];
+    o.seq = a.next_seq++;
+    a.orders.push_back(std::move(o));
+  }
+  std::unique_ptr<Service> service(new Service(std::move(impl)));
+  // What was rebuilt must hold together (Adopt refuses any double binding; this checks the rest).
+  if (Status st = service->CheckInvariants(); !st.ok()) return Internal("store: the recovered state is inconsistent: " + st.message());
+  return service;
+}
+
+StatusOr<uint64_t> Service::Submit(const Principal& who, JobRequest request) {
+  Impl& s = *impl_;
+  if (who.role == Role::kAgent) return PermissionDenied("agents do not submit jobs");
+  Impl::JobRec r;
+  {
+    std::lock_guard lk(s.mu);
+    if (s.stopping) return Unavailable("the service is stopping");
+    r.view.id = s.next_id++;
+  }
+  r.view.tenant = who.name;
+  r.view.request = std::move(request);
+  r.view.submitted_ms = s.clock->NowMs();
+  r.view.reason = "waiting for the scheduler";
+  r.tasks.resize(static_cast<size_t>(r.view.request.max_replicas));
+  StoreBatch b;
+  b.Put(JobKey(r.view.id), Impl::JobJson(r));
+  ESTUARY_RETURN_IF_ERROR(s.committer->Commit(std::move(b)));
+  const uint64_t id = r.view.id;
+  {
+    std::lock_guard lk(s.mu);
+    s.jobs.emplace(id, std::move(r));
+    s.inputs.push_back({Impl::Input::Kind::kSubmit, id, {}});
+    ++s.submitted_total;
+  }
+  s.input_cv.notify_one();
+  return id;
+}
+
+StatusOr<JobView> Service::GetJob(const Principal& who, uint64_t id) const {
+  const Impl& s = *impl_;
+  std::lock_guard lk(s.mu);
+  const auto it = s.jobs.find(id);
+  if (it == s.jobs.end() || !s.Visible(who, it->second)) return NotFound("no job " + std::to_string(id));
+  return it->second.view;
+}
+
+std::vector<JobView> Service::ListJobs(const Principal& who) const {
+  const Impl& s = *impl_;
+  std::lock_guard lk(s.mu);
+  std::vector<JobView> v;
+  for (const auto& [id, j] : s.jobs) {
+    if (s.Visible(who, j)) v.push_back(j.view);
+  }
+  return v;
+}
+
+StatusOr<JobView> Service::Cancel(const Principal& who, uint64_t id) {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lk(s.mu);
+    const auto it = s.jobs.find(id);
+    if (it == s.jobs.end() || !s.Visible(who, it->second)) return NotFound("no job " + std::to_string(id));
+    if (Ended(it->second.view.phase)) return it->second.view;
+  }
+  StoreBatch b;
+  b.Put(CancelKey(id), "{}");
+  ESTUARY_RETURN_IF_ERROR(s.committer->Commit(std::move(b)));
+  JobView v;
+  {
+    std::lock_guard lk(s.mu);
+    s.inputs.push_back({Impl::Input::Kind::kCancel, id, {}});
+    v = s.jobs.at(id).view;
+  }
+  s.input_cv.notify_one();
+  if (!Ended(v.phase)) {
+    v.phase = JobPhase::kCancelled;  // durable: the loop will stop its tasks
+    v.reason = "cancelled";
+  }
+  return v;
+}
+
+Status Service::RegisterNodes(const Principal& agent, std::vector<NodeRegistration> nodes) {
+  Impl& s = *impl_;
+  if (agent.role != Role::kAgent) return PermissionDenied("only agents register nodes");
+  StoreBatch b;
+  std::vector<NodeRegistration> fresh;
+  {
+    std::lock_guard lk(s.mu);
+    std::set<std::string> seen;
+    for (const NodeRegistration& n : nodes) {
+      if (!seen.insert(n.name).second) return InvalidArgument("node '" + n.name + "' listed twice");
+      const auto it = s.nodes.find(n.name);
+      if (it != s.nodes.end()) {
+        if (it->second.view.agent != agent.name) {
+          return PermissionDenied("node '" + n.name + "' belongs to another agent");
+        }
+        continue;  // re-registration: the stored node stands
+      }
+      // The checks AddNode would make, before anything is stored.
+      if (n.gpus < 0 || n.gpus > kMaxGpusPerNode) return InvalidArgument("node '" + n.name + "': field 'gpus': out of range");
+      for (const auto& [plane, names] : n.domains) {
+        const auto p = s.engine->state().topology().FindPlane(plane);
+        if (!p) return InvalidArgument("node '" + n.name + "': field 'domains': unknown plane '" + plane + "'");
+        if (s.engine->state().topology().planes()[p->value()].levels.size() != names.size()) {
+          return InvalidArgument("node '" + n.name + "': field 'domains." + plane + "': expected " +
+                                 std::to_string(s.engine->state().topology().planes()[p->value()].levels.size()) +
+                                 " names");
+        }
+      }
+      fresh.push_back(n);
+    }
+    for (const NodeRegistration& n : fresh) {
+      Impl::NodeRec r;
+      r.view.name = n.name;
+      r.view.agent = agent.name;
+      r.view.gpus = n.gpus;
+      r.view.gpu_model = n.gpu_model;
+      r.view.cpu_milli = n.cpu_milli;
+      r.view.memory_mib = n.memory_mib;
+      r.view.domains = n.domains;
+      r.view.state = "registering";
+      r.view.last_heartbeat_ms = s.clock->NowMs();
+      Json j;
+      j["agent"] = agent.name;
+      j["gpus"] = n.gpus;
+      j["gpu_model"] = n.gpu_model;
+      j["cpu_milli"] = n.cpu_milli;
+      j["memory_mib"] = n.memory_mib;
+      j["domains"] = DomainsJson(n.domains);
+      b.Put("node/" + n.name, j.dump());
+      s.nodes.emplace(n.name, std::move(r));  // reserves the name
+    }
+    s.agents[agent.name];
+  }
+  if (fresh.empty()) return Status::Ok();
+  const Status st = s.committer->Commit(std::move(b));
+  {
+    std::lock_guard lk(s.mu);
+    if (!st.ok()) {
+      for (const NodeRegistration& n : fresh) s.nodes.erase(n.name);
+      return st;
+    }
+    Status add = Status::Ok();
+    for (const NodeRegistration& n : fresh) {
+      Impl::NodeRec& r = s.nodes.at(n.name);
+      NodeSpec spec;
+      spec.name = n.name;
+      spec.gpu_count = n.gpus;
+      spec.cpu_milli = n.cpu_milli;
+      spec.mem_mib = n.memory_mib;
+      auto id = s.engine->AddNode(spec, n.gpu_model, n.domains);
+      if (!id.ok()) {
+        r.view.state = "failed";
+        if (add.ok()) add = InvalidArgument(id.status().message());
+        continue;
+      }
+      r.id = *id;
+      r.view.state = "ready";
+      if (s.node_names.size() <= id->value()) s.node_names.resize(id->value() + 1);
+      s.node_names[id->value()] = n.name;
+    }
+    s.inputs.push_back({Impl::Input::Kind::kNodesAdded, 0, {}});
+    if (!add.ok()) return add;
+  }
+  s.input_cv.notify_one();
+  return Status::Ok();
+}
+
+Status Service::Heartbeat(const Principal& agent, const std::vector<std::string>& nodes) {
+  Impl& s = *impl_;
+  if (agent.role != Role::kAgent) return PermissionDenied("only agents send heartbeats");
+  std::lock_guard lk(s.mu);
+  const int64_t now = s.clock->NowMs();
+  if (nodes.empty()) {
+    for (auto& [name, n] : s.nodes) {
+      if (n.view.agent == agent.name) n.view.last_heartbeat_ms = now;
+    }
+    return Status::Ok();
+  }
+  for (const std::string& name : nodes) {
+    const auto it = s.nodes.find(name);
+    if (it == s.nodes.end()) return NotFound("no node '" + name + "'");
+    if (it->second.view.agent != agent.name) return PermissionDenied("node '" + name + "' belongs to another agent");
+  }
+  for (const std::string& name : nodes) s.nodes.at(name).view.last_heartbeat_ms = now;
+  return Status::Ok();
+}
+
+Status Service::Report(const Principal& agent, std::vector<TaskReport> reports) {
+  Impl& s = *impl_;
+  if (agent.role != Role::kAgent) return PermissionDenied("only agents report tasks");
+  {
+    std::lock_guard lk(s.mu);
+    for (const TaskReport& r : reports) {
+      uint64_t job = 0;
+      size_t replica = 0;
+      if (!ParseTaskName(r.task, &job, &replica)) return InvalidArgument("field 'task': '" + r.task + "' is not a task name");
+      const auto it = s.jobs.find(job);
+      if (it == s.jobs.end() || replica >= it->second.tasks.size()) return NotFound("no task '" + r.task + "'");
+      const Impl::TaskRec& t = it->second.tasks[replica];
+      const auto n = s.nodes.find(t.node);
+      if (t.state == Impl::TaskState::kNone || n == s.nodes.end()) return NotFound("task '" + r.task + "' runs nowhere");
+      if (n->second.view.agent != agent.name) {
+        return PermissionDenied("task '" + r.task + "' runs on node '" + t.node + "' of another agent");
+      }
+    }
+    s.inputs.push_back({Impl::Input::Kind::kReport, 0, std::move(reports)});
+  }
+  s.input_cv.notify_one();
+  return Status::Ok();
+}
+
+OrderBatch Service::WaitOrders(const Principal& agent, uint64_t epoch, uint64_t after, int64_t wait_ms) {
+  Impl& s = *impl_;
+  OrderBatch b;
+  std::unique_lock lk(s.mu);
+  b.epoch = s.epoch;
+  if (epoch != s.epoch) after = 0;
+  Impl::AgentRec& a = s.agents[agent.name];
+  while (!a.orders.empty() && a.orders.front().seq <= after) a.orders.pop_front();
+  if (a.orders.empty() && wait_ms > 0) {
+    s.orders_cv.wait_for(lk, std::chrono::milliseconds(wait_ms), [&] { return !a.orders.empty() || s.stopping; });
+  }
+  for (const Order& o : a.orders) {
+    if (b.orders.size() >= s.opt.max_orders_per_poll) break;
+    b.orders.push_back(o);
+  }
+  b.last_seq = b.orders.empty() ? after : b.orders.back().seq;
+  return b;
+}
+
+std::vector<NodeView> Service::ListNodes() const {
+  const Impl& s = *impl_;
+  std::lock_guard lk(s.mu);
+  std::vector<NodeView> v;
+  const ClusterState& st = s.engine->state();
+  for (const auto& [name, n] : s.nodes) {
+    NodeView nv = n.view;
+    if (n.id.valid()) {
+      const Node& node = st.node(n.id);
+      nv.gpu_milli_used = int64_t{node.spec.gpu_count} * kMilliPerGpu - node.gpu_free_total;
+    }
+    v.push_back(std::move(nv));
+  }
+  return v;
+}
+
+void Service::RunOnce() {
+  Impl& s = *impl_;
+  std::lock_guard run(s.run_mu);
+  StoreBatch batch;
+  std::vector<std::pair<std::string, Order>> out;
+  {
+    std::lock_guard lk(s.mu);
+    const int64_t now_ms = s.clock->NowMs();
+    const int64_t now_s = now_ms / 1000;
+    std::set<uint64_t> touched;
+    std::deque<Impl::Input> inputs = std::exchange(s.inputs, {});
+    bool nodes_added = false;
+    for (Impl::Input& in : inputs) {
+      switch (in.kind) {
+        case Impl::Input::Kind::kSubmit: {
+          Impl::JobRec& j = s.jobs.at(in.job);
+          if (Ended(j.view.phase)) break;
+          s.Admit(j, now_s);
+          touched.insert(in.job);
+          break;
+        }
+        case Impl::Input::Kind::kCancel: {
+          Impl::JobRec& j = s.jobs.at(in.job);
+          if (!Ended(j.view.phase)) s.EndJob(j, JobPhase::kCancelled, "cancelled", now_ms);
+          touched.insert(in.job);
+          batch.Delete(CancelKey(in.job));
+          break;
+        }
+        case Impl::Input::Kind::kNodesAdded: nodes_added = true; break;
+        case Impl::Input::Kind::kReport:
+          for (const TaskReport& r : in.reports) {
+            uint64_t id = 0;
+            size_t replica = 0;
+            if (!ParseTaskName(r.task, &id, &replica)) continue;
+            Impl::JobRec& j = s.jobs.at(id);
+            Impl::TaskRec& t = j.tasks[replica];
+            switch (r.state) {
+              case TaskReport::State::kRunning:
+                if (t.state != Impl::TaskState::kStarting) break;
+                t.state = Impl::TaskState::kRunning;
+                batch.Put(TaskKey(id, replica), Impl::TaskJson(t));
+                ++j.view.running_replicas;
+                if (j.view.phase == JobPhase::kPending && j.view.running_replicas >= j.view.request.min_replicas) {
+                  j.view.phase = JobPhase::kRunning;
+                  j.view.reason.clear();
+                  if (j.view.running_ms < 0) {
+                    j.view.running_ms = now_ms;
+                    s.submit_to_running_seconds.Observe(static_cast<double>(now_ms - j.view.submitted_ms) / 1000.0);
+                  }
+                  batch.Put(JobKey(id), Impl::JobJson(j));
+                }
+                break;
+              case TaskReport::State::kSucceeded:
+              case TaskReport::State::kFailed:
+              case TaskReport::State::kStopped: {
+                const bool was_running = t.state == Impl::TaskState::kRunning;
+                if (t.state == Impl::TaskState::kNone) break;
+                if (was_running) --j.view.running_replicas;
+                t.state = Impl::TaskState::kNone;
+                batch.Delete(TaskKey(id, replica));
+                if (r.state == TaskReport::State::kStopped) touched.insert(id);  // may start it again
+                if (Ended(j.view.phase) || r.state == TaskReport::State::kStopped) break;
+                if (r.state == TaskReport::State::kFailed) {
+                  s.EndJob(j, JobPhase::kFailed, "replica " + std::to_string(replica) + " failed", now_ms);
+                  touched.insert(id);
+                  batch.Put(JobKey(id), Impl::JobJson(j));
+                  break;
+                }
+                // Succeeded: the job is done once none of its replicas runs any more.
+                bool any = false;
+                for (const Impl::TaskRec& o : j.tasks) any |= o.state == Impl::TaskState::kStarting || o.state == Impl::TaskState::kRunning;
+                if (!any) {
+                  s.EndJob(j, JobPhase::kSucceeded, "", now_ms);
+                  touched.insert(id);
+                  batch.Put(JobKey(id), Impl::JobJson(j));
+                }
+                break;
+              }
+            }
+          }
+          break;
+      }
+    }
+    if (nodes_added) {
+      for (auto& [id, j] : s.jobs) {
+        if (j.parked && !Ended(j.view.phase)) {
+          s.Admit(j, now_s);
+          touched.insert(id);
+        }
+      }
+    }
+    // Nodes whose heartbeats stopped (looked for at most every 500 ms: a pass over every node).
+    if (now_ms - s.heartbeats_checked_ms >= 500) {
+    s.heartbeats_checked_ms = now_ms;
+    for (auto& [name, n] : s.nodes) {
+      if (!n.id.valid() || n.view.state == "failed") continue;
+      if (now_ms - n.view.last_heartbeat_ms <= s.opt.heartbeat_timeout_ms) continue;
+      n.view.state = "failed";
+      s.engine->FailNode(n.id, now_s);
+      batch.Put("nodestate/" + name, "failed");
+      ++s.node_failures_total;
+    }
+    }
+    s.engine->Step(now_s);
+    s.engine->Grow(now_s);
+    // Events: jobs evicted whole go back to the queue (which may start them again: repeat).
+    for (int round = 0; round < 4; ++round) {
+      const std::vector<MemberEvent> events = s.engine->TakeEvents();
+      if (events.empty()) break;
+      for (const MemberEvent& e : events) {
+        const auto it = s.jobs.find(e.job);
+        if (it == s.jobs.end()) continue;
+        Impl::JobRec& j = it->second;
+        touched.insert(e.job);
+        switch (e.kind) {
+          case MemberEvent::Kind::kReturned:
+            if (e.for_job != UINT32_MAX || e.detail == "node failed") ++s.evictions_total;
+            if (Ended(j.view.phase)) break;
+            j.in_engine = false;
+            if (j.view.phase == JobPhase::kRunning) j.view.phase = JobPhase::kPending;
+            s.Admit(j, now_s);
+            if (!e.detail.empty()) j.view.reason = e.detail + (j.view.reason.empty() ? "" : "; " + j.view.reason);
+            break;
+          case MemberEvent::Kind::kShrunk: ++s.evictions_total; break;
+          case MemberEvent::Kind::kReclaim:
+            j.view.reason = "reclaiming: " + std::to_string(e.replicas) + " victim job(s) evicted at " + std::to_string(e.at);
+            break;
+          case MemberEvent::Kind::kStarted:
+          case MemberEvent::Kind::kGrown: j.view.reason.clear(); break;
+        }
+      }
+    }
+    for (uint64_t id : touched) {
+      s.Reconcile(id, batch, out);
+      batch.Put(JobKey(id), Impl::JobJson(s.jobs.at(id)));
+    }
+    ++s.cycles_total;
+    s.cycle_seconds.Observe(static_cast<double>(s.clock->NowMs() - now_ms) / 1000.0);
+  }
+  if (!batch.empty()) {
+    const Status st = s.committer->Commit(std::move(batch));
+    // A store that fails is not trusted again: orders are not sent (agents would act on
+    // decisions that a restart would not know of).
+    if (!st.ok()) return;
+  }
+  if (out.empty()) return;
+  {
+    std::lock_guard lk(s.mu);
+    for (auto& [agent, o] : out) {
+      Impl::AgentRec& a = s.agents[agent];
+      o.seq = a.next_seq++;
+      a.orders.push_back(std::move(o));
+    }
+  }
+  s.orders_cv.notify_all();
+}
+
+void Service::Start() {
+  Impl& s = *impl_;
+  std::lock_guard lk(s.mu);
+  if (s.loop.joinable()) return;
+  s.loop = std::thread([this] {
+    Impl& t = *impl_;
+    for (;;) {
+      {
+        std::unique_lock lk2(t.mu);
+        t.input_cv.wait_for(lk2, std::chrono::milliseconds(t.opt.cycle_period_ms),
+                            [&] { return !t.inputs.empty() || t.stopping; });
+        if (t.stopping) return;
+      }
+      RunOnce();
+    }
+  });
+}
+
+void Service::Stop() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lk(s.mu);
+    s.stopping = true;
+  }
+  s.input_cv.notify_all();
+  s.orders_cv.notify_all();
+  if (s.loop.joinable()) s.loop.join();
+}
+
+Status Service::CheckInvariants() const {
+  const Impl& s = *impl_;
+  std::lock_guard lk(s.mu);
+  const ClusterState& st = s.engine->state();
+  ESTUARY_RETURN_IF_ERROR(st.CheckInvariants());
+  // (node, gpu) -> GPU milli told to replicas starting or running there.
+  std::map<std::pair<std::string, int>, int64_t> told;
+  for (const auto& [id, j] : s.jobs) {
+    const std::optional<JobId> ej = s.engine->JobOf(static_cast<uint32_t>(id));
+    for (size_t i = 0; i < j.tasks.size(); ++i) {
+      const Impl::TaskRec& t = j.tasks[i];
+      if (t.state == Impl::TaskState::kNone || t.state == Impl::TaskState::kStopping) continue;
+      for (int g : t.gpus) {
+        int64_t& milli = told[{t.node, g}];
+        milli += j.view.request.gpu_milli;
+        if (milli > kMilliPerGpu) {
+          return Internal("GPU " + std::to_string(g) + " of node '" + t.node + "' is told to more replicas than it holds (" +
+                          TaskName(id, i) + ")");
+        }
+      }
+      const bool bound = ej && j.in_engine && st.task(st.job(*ej).tasks[i]).state == estuary::TaskState::kBound &&
+                         s.node_names[st.task(st.job(*ej).tasks[i]).node.value()] == t.node;
+      if (!bound) return Internal("task " + TaskName(id, i) + " runs on '" + t.node + "' but the engine does not bind it there");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string Service::MetricsText() const {
+  const Impl& s = *impl_;
+  std::lock_guard lk(s.mu);
+  std::string out;
+  char buf[256];
+  auto line = [&](const char* name, const char* type, const char* help, double v) {
+    std::snprintf(buf, sizeof buf, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+    out += buf;
+  };
+  std::map<int32_t, int64_t> pending_by_priority;
+  std::array<int64_t, 5> by_phase{};
+  for (const auto& [id, j] : s.jobs) {
+    ++by_phase[static_cast<size_t>(j.view.phase)];
+    if (j.view.phase == JobPhase::kPending) ++pending_by_priority[j.view.request.priority];
+  }
+  out += "# HELP estuary_jobs Jobs by state.\n# TYPE estuary_jobs gauge\n";
+  for (JobPhase p : {JobPhase::kPending, JobPhase::kRunning, JobPhase::kSucceeded, JobPhase::kFailed, JobPhase::kCancelled}) {
+    std::snprintf(buf, sizeof buf, "estuary_jobs{state=\"%s\"} %" PRId64 "\n", std::string(JobPhaseName(p)).c_str(),
+                  by_phase[static_cast<size_t>(p)]);
+    out += buf;
+  }
+  out += "# HELP estuary_pending_jobs Pending jobs by priority.\n# TYPE estuary_pending_jobs gauge\n";
+  for (const auto& [p, n] : pending_by_priority) {
+    std::snprintf(buf, sizeof buf, "estuary_pending_jobs{priority=\"%d\"} %" PRId64 "\n", p, n);
+    out += buf;
+  }
+  const ClusterState& st = s.engine->state();
+  const double total = static_cast<double>(st.total_gpu_milli());
+  line("estuary_gpus", "gauge", "GPUs of registered nodes.", total / kMilliPerGpu);
+  line("estuary_gpu_allocation_ratio", "gauge", "Allocated GPU share of all GPUs (0..1).",
+       total > 0 ? static_cast<double>(st.allocated_gpu_milli()) / total : 0);
+  int64_t ready = 0, failed = 0, cordoned = 0;
+  for (const auto& [name, n] : s.nodes) {
+    ready += n.view.state == "ready";
+    failed += n.view.state == "failed";
+    cordoned += n.view.state == "cordoned";
+  }
+  out += "# HELP estuary_nodes Nodes by state.\n# TYPE estuary_nodes gauge\n";
+  std::snprintf(buf, sizeof buf, "estuary_nodes{state=\"ready\"} %" PRId64 "\nestuary_nodes{state=\"cordoned\"} %" PRId64
+                "\nestuary_nodes{state=\"failed\"} %" PRId64 "\n", ready, cordoned, failed);
+  out += buf;
+  line("estuary_jobs_submitted_total", "counter", "Jobs accepted (201).", static_cast<double>(s.submitted_total));
+  line("estuary_decisions_total", "counter", "Orders sent to agents (starts and stops).",
+       static_cast<double>(s.orders_start_total + s.orders_stop_total));
+  line("estuary_task_starts_total", "counter", "Start orders sent.", static_cast<double>(s.orders_start_total));
+  line("estuary_task_stops_total", "counter", "Stop orders sent.", static_cast<double>(s.orders_stop_total));
+  line("estuary_evictions_total", "counter", "Jobs evicted whole or shrunk (Reclaim, node failure).",
+       static_cast<double>(s.evictions_total));
+  line("estuary_node_failures_total", "counter", "Nodes failed for missed heartbeats.",
+       static_cast<double>(s.node_failures_total));
+  line("estuary_cycles_total", "counter", "Scheduling cycles run.", static_cast<double>(s.cycles_total));
+  line("estuary_store_commit_rounds_total", "counter", "Store transactions (group commits).",
+       static_cast<double>(s.committer->rounds()));
+  s.cycle_seconds.Write(out, "estuary_cycle_seconds", "Scheduling cycle latency.");
+  s.submit_to_running_seconds.Write(out, "estuary_submit_to_running_seconds",
+                                    "From a job's 201 to its min replicas reported running by agents.");
+  return out;
+}
+
+}  // namespace estuary

@@ -1,0 +1,184 @@
+// Service: the live scheduler (issue 7, `estuary serve`) — the same engine the simulator drives
+// (one InProcessMember: ClusterState, Session, AllocateAction, PreemptAction, AbsorbAction and its
+// priority queue), fed by API requests and node agents on the real clock, with every accepted
+// request and every decision stored before it is acknowledged or sent.
+//
+// Threads. API calls (Submit, Cancel, Report, ...) come from any thread. Decisions are made by
+// one thread only — the loop (RunOnce, called by Start's thread or directly by a test) — so that
+// the engine sees one ordered stream of inputs:
+//   Submit   validates, takes an id, stores the job ("job/<id>") through the group committer
+//            (several concurrent submissions share one transaction) and returns once it is
+//            durable; then queues it for the loop.
+//   Cancel, Report, RegisterNodes queue their input for the loop and wait for it to be applied
+//            (Cancel and registrations are stored by the loop before they return).
+//   Heartbeat only stamps the nodes (memory; a lost heartbeat is not a lost decision).
+//   RunOnce  (1) applies queued inputs in arrival order to the engine, (2) fails nodes whose
+//            heartbeats stopped, (3) runs the engine's cycle (Step: ended evictions, the queue,
+//            Reclaim; Grow: Absorb), (4) turns what changed into orders — each replica the
+//            engine bound and no agent was told of gets a start order, each replica an agent
+//            runs that the engine no longer binds gets a stop order — and stores the orders'
+//            task records and job states in one batch, and only then (5) hands the orders to the
+//            agents' queues and wakes waiting callers.
+// A job is `pending` until at least its min replicas report running, then `running`; it ends
+// `succeeded` when its replicas report success, `failed` when one fails, `cancelled` on DELETE.
+// A job evicted whole (Reclaim, node failure) goes back to `pending` and to the engine's queue.
+//
+// Durable layout (Store keys; values are JSON):
+//   job/<id, 16 digits>               {tenant, request (EncodeJobRequest), state, times, reason}
+//   task/<id, 16 digits>/<replica, 5> {node, gpus, state: starting | running | stopping}
+//   node/<name>                       {agent, spec, domains, state: ready | cordoned | failed}
+// Recovery (Open): nodes are re-added (failed ones down); every job not ended is re-admitted —
+// with its stored task records as its placement when they still fit (Adopt: nothing moves, no
+// GPU is bound twice), otherwise stopped and queued again; orders for tasks that were `starting`
+// or `stopping` are sent again (agents treat a repeated order as done). Jobs keep their ids.
+//
+// Thread-safety: every public method is safe from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "api/job_json.h"
+#include "api/tokens.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "federation/in_process_member.h"
+#include "server/group_commit.h"
+#include "store/store.h"
+
+namespace estuary {
+
+struct ServiceOptions {
+  std::string policy = "best-fit";    // placement policy (an openb policy name)
+  uint64_t seed = 1;                  // the engine's seed
+  int64_t grace_s = 60;               // Reclaim's eviction grace period
+  bool absorb = true;                 // grow running elastic jobs toward max
+  int64_t heartbeat_timeout_ms = 30000;  // a node without a heartbeat this long is failed
+  int64_t cycle_period_ms = 200;      // the loop runs at least this often (and on every input)
+  size_t max_orders_per_poll = 20000; // orders returned by one WaitOrders
+  // Topology planes and their levels (top first), declared before any node; a registration names
+  // its domains in these terms. Default: "data" {az, spine, asw} and "param" {rdma_pod}.
+  std::vector<std::pair<std::string, std::vector<std::string>>> planes = {{"data", {"az", "spine", "asw"}},
+                                                                          {"param", {"rdma_pod"}}};
+};
+
+enum class JobPhase : uint8_t { kPending, kRunning, kSucceeded, kFailed, kCancelled };
+std::string_view JobPhaseName(JobPhase phase);
+
+// What the API shows of a job.
+struct JobView {
+  uint64_t id = 0;
+  std::string tenant;
+  JobRequest request;
+  JobPhase phase = JobPhase::kPending;
+  int32_t bound_replicas = 0;    // replicas the engine has placed
+  int32_t running_replicas = 0;  // replicas an agent reports running
+  int64_t submitted_ms = 0, running_ms = -1, ended_ms = -1;
+  std::string reason;            // why it waits (pending) or how it ended
+};
+
+// A node as an agent registers it.
+struct NodeRegistration {
+  std::string name;
+  int32_t gpus = 0;
+  std::string gpu_model;  // empty: CPU-only
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  // Per plane: domain names from the top level down (e.g. {"data", {"az0", "spine0", "asw0"}}).
+  std::vector<std::pair<std::string, std::vector<std::string>>> domains;
+};
+
+struct NodeView {
+  std::string name, agent, gpu_model;
+  int32_t gpus = 0;
+  int64_t cpu_milli = 0, memory_mib = 0;
+  std::vector<std::pair<std::string, std::vector<std::string>>> domains;
+  std::string state;          // ready | cordoned | failed
+  int64_t gpu_milli_used = 0; // bound by the engine
+  int64_t last_heartbeat_ms = 0;
+};
+
+// An order for a node agent. Orders to one agent are numbered (seq) and must be carried out in
+// that order; a repeated order (same task, same op) is a no-op for the agent.
+struct Order {
+  enum class Op : uint8_t { kStart, kStop };
+  uint64_t seq = 0;
+  Op op = Op::kStart;
+  std::string task;   // "<job id>-<replica>"
+  uint64_t job = 0;
+  std::string node;
+  std::vector<int> gpus;
+  int64_t duration_s = 0;  // start: how long a fake process runs (0: until stopped)
+};
+
+struct OrderBatch {
+  uint64_t epoch = 0;  // changes when the service restarts: an agent then starts again from 0
+  uint64_t last_seq = 0;
+  std::vector<Order> orders;
+};
+
+// What an agent reports of a task.
+struct TaskReport {
+  enum class State : uint8_t { kRunning, kSucceeded, kFailed, kStopped };
+  std::string task;
+  State state = State::kRunning;
+};
+
+class Service {
+ public:
+  // Opens the service over `store` (recovering its state; see the header comment). `store` and
+  // `clock` must outlive the service. Fails on an unknown policy or an unreadable store.
+  static StatusOr<std::unique_ptr<Service>> Open(Store* store, const Clock* clock, ServiceOptions options);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // ---- Jobs (tenants and admins; a tenant sees only its own jobs: NotFound otherwise) ----
+  StatusOr<uint64_t> Submit(const Principal& who, JobRequest request);
+  StatusOr<JobView> GetJob(const Principal& who, uint64_t id) const;
+  std::vector<JobView> ListJobs(const Principal& who) const;
+  StatusOr<JobView> Cancel(const Principal& who, uint64_t id);
+
+  // ---- Nodes (agents; an agent acts only for the nodes it registered) ----
+  // Registers (or, for the same agent, re-registers unchanged) nodes. InvalidArgument for a bad
+  // node; PermissionDenied when another agent owns the name.
+  Status RegisterNodes(const Principal& agent, std::vector<NodeRegistration> nodes);
+  // Stamps the agent's nodes (all of them when `nodes` is empty).
+  Status Heartbeat(const Principal& agent, const std::vector<std::string>& nodes);
+  // Task states from the agent; PermissionDenied (nothing applied) when a task runs on a node of
+  // another agent.
+  Status Report(const Principal& agent, std::vector<TaskReport> reports);
+  // Orders for the agent with seq > after, waiting up to wait_ms for the first one.
+  OrderBatch WaitOrders(const Principal& agent, uint64_t epoch, uint64_t after, int64_t wait_ms);
+  std::vector<NodeView> ListNodes() const;
+
+  // The engine's ClusterState invariants, plus: every replica an agent was told to run (starting
+  // or running) is bound by the engine exactly there, and no GPU is told to two replicas. OK or
+  // the first violation in words (tests run it after every loop pass).
+  Status CheckInvariants() const;
+
+  // Prometheus text exposition of the service's state and counters.
+  std::string MetricsText() const;
+
+  // One pass of the loop (see the header comment). Tests call it directly; Start runs it.
+  void RunOnce();
+  // Runs RunOnce on a thread: on every input and at least every cycle_period_ms. Stop joins it.
+  void Start();
+  void Stop();
+
+ private:
+  struct Impl;
+  explicit Service(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace estuary

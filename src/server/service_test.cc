@@ -1,0 +1,348 @@
+// The live service as a specification, driven without HTTP: agents register nodes and report,
+// tenants submit and cancel, the test runs the loop (RunOnce) on a clock it moves. The store is
+// the real SqliteStore in a temporary directory; invariants are checked after every pass.
+#include "server/service.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "store/sqlite_store.h"
+
+namespace estuary {
+namespace {
+
+using ::testing::HasSubstr;
+
+class TestClock final : public Clock {
+ public:
+  SimTime Now() const override { return ms / 1000; }
+  int64_t NowMs() const override { return ms; }
+  int64_t ms = 1'000'000'000;
+};
+
+const Principal kAlice{Role::kTenant, "alice"};
+const Principal kBob{Role::kTenant, "bob"};
+const Principal kAdmin{Role::kAdmin, "ops"};
+const Principal kAgentA{Role::kAgent, "agent-a"};
+const Principal kAgentB{Role::kAgent, "agent-b"};
+
+NodeRegistration Node(const std::string& name, int gpus = 8, const std::string& asw = "asw0") {
+  NodeRegistration n;
+  n.name = name;
+  n.gpus = gpus;
+  n.gpu_model = "H800";
+  n.cpu_milli = 128000;
+  n.memory_mib = 1 << 20;
+  n.domains = {{"data", {"az0", "spine0", asw}}, {"param", {"pod0"}}};
+  return n;
+}
+
+JobRequest Job(const std::string& name, int replicas, int gpus, int32_t priority = 300, bool preemptible = false) {
+  JobRequest r;
+  r.name = name;
+  r.min_replicas = r.max_replicas = replicas;
+  r.gpus = gpus;
+  r.cpu_milli = 1000;
+  r.memory_mib = 1024;
+  r.priority = priority;
+  r.preemptible = preemptible;
+  return r;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/estuary-service-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    Reopen();
+  }
+  void TearDown() override {
+    service_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  // Drops the service and its store (as a crash would: nothing is flushed beyond what the
+  // store already holds) and opens both again on the same directory.
+  void Reopen(ServiceOptions o = {}) {
+    service_.reset();
+    store_.reset();
+    auto st = SqliteStore::Open(dir_);
+    ASSERT_TRUE(st.ok()) << st.status().message();
+    store_ = std::move(*st);
+    o.heartbeat_timeout_ms = 30000;
+    auto sv = Service::Open(store_.get(), &clock_, o);
+    ASSERT_TRUE(sv.ok()) << sv.status().message();
+    service_ = std::move(*sv);
+  }
+  // One loop pass, then the invariants.
+  void Pass() {
+    service_->RunOnce();
+    const Status st = service_->CheckInvariants();
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  std::vector<Order> Orders(const Principal& agent) {
+    OrderBatch b = service_->WaitOrders(agent, epoch_[agent.name], after_[agent.name], 0);
+    epoch_[agent.name] = b.epoch;
+    after_[agent.name] = b.last_seq;
+    return b.orders;
+  }
+  void ReportAll(const Principal& agent, const std::vector<Order>& orders, TaskReport::State start_state) {
+    std::vector<TaskReport> r;
+    for (const Order& o : orders) {
+      r.push_back({o.task, o.op == Order::Op::kStart ? start_state : TaskReport::State::kStopped});
+    }
+    ASSERT_TRUE(service_->Report(agent, r).ok());
+  }
+  JobView Get(uint64_t id, const Principal& who = kAlice) {
+    auto v = service_->GetJob(who, id);
+    EXPECT_TRUE(v.ok());
+    return v.ok() ? *v : JobView{};
+  }
+  int64_t GpuMilliUsed() {
+    int64_t used = 0;
+    for (const NodeView& n : service_->ListNodes()) used += n.gpu_milli_used;
+    return used;
+  }
+
+  std::string dir_;
+  TestClock clock_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<Service> service_;
+  std::map<std::string, uint64_t> epoch_, after_;
+};
+
+TEST_F(ServiceTest, AJobIsPendingUntilItsAgentReportsItsReplicasRunningAndSucceedsWhenTheyFinish) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  auto id = service_->Submit(kAlice, Job("train", 2, 4));
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(Get(*id).phase, JobPhase::kPending);
+  Pass();
+  const std::vector<Order> starts = Orders(kAgentA);
+  ASSERT_EQ(starts.size(), 2u);
+  for (const Order& o : starts) {
+    EXPECT_EQ(o.op, Order::Op::kStart);
+    EXPECT_EQ(o.gpus.size(), 4u);
+  }
+  EXPECT_EQ(Get(*id).phase, JobPhase::kPending);  // decided, not yet running
+  EXPECT_EQ(Get(*id).bound_replicas, 2);
+  clock_.ms += 150;
+  ReportAll(kAgentA, starts, TaskReport::State::kRunning);
+  Pass();
+  EXPECT_EQ(Get(*id).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(*id).running_ms - Get(*id).submitted_ms, 150);
+  EXPECT_EQ(GpuMilliUsed(), 8000);
+  ReportAll(kAgentA, starts, TaskReport::State::kSucceeded);
+  Pass();
+  EXPECT_EQ(Get(*id).phase, JobPhase::kSucceeded);
+  EXPECT_EQ(GpuMilliUsed(), 0);
+  EXPECT_TRUE(Orders(kAgentA).empty());  // nothing to stop: the replicas ended on their own
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+}
+
+TEST_F(ServiceTest, ATenantSeesAndCancelsOnlyItsOwnJobsWhileAnAdminSeesAll) {
+  auto id = service_->Submit(kAlice, Job("mine", 1, 1));
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(service_->GetJob(kBob, *id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(service_->Cancel(kBob, *id).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(service_->ListJobs(kBob).empty());
+  EXPECT_EQ(service_->ListJobs(kAlice).size(), 1u);
+  EXPECT_EQ(service_->ListJobs(kAdmin).size(), 1u);
+  EXPECT_EQ(service_->Submit(kAgentA, Job("x", 1, 1)).status().code(), StatusCode::kPermissionDenied);
+}
+
+TEST_F(ServiceTest, AnAgentActsOnlyForItsOwnNodes) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  EXPECT_EQ(service_->RegisterNodes(kAgentB, {Node("a0")}).code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());  // re-registration
+  EXPECT_EQ(service_->Heartbeat(kAgentB, {"a0"}).code(), StatusCode::kPermissionDenied);
+  auto id = service_->Submit(kAlice, Job("j", 1, 8));
+  ASSERT_TRUE(id.ok());
+  Pass();
+  const std::vector<Order> starts = Orders(kAgentA);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(service_->Report(kAgentB, {{starts[0].task, TaskReport::State::kRunning}}).code(),
+            StatusCode::kPermissionDenied);
+  Pass();
+  EXPECT_EQ(Get(*id).phase, JobPhase::kPending);  // agent-b's report changed nothing
+  EXPECT_EQ(service_->Report(kAgentA, {{"99-0", TaskReport::State::kRunning}}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(service_->Report(kAgentA, {{"nonsense", TaskReport::State::kRunning}}).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ServiceTest, CancellingARunningJobStopsItsReplicasAndFreesItsGpus) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  auto id = service_->Submit(kAlice, Job("j", 2, 2));
+  ASSERT_TRUE(id.ok());
+  Pass();
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
+  Pass();
+  ASSERT_EQ(Get(*id).phase, JobPhase::kRunning);
+  auto v = service_->Cancel(kAlice, *id);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->phase, JobPhase::kCancelled);
+  Pass();
+  const std::vector<Order> stops = Orders(kAgentA);
+  ASSERT_EQ(stops.size(), 2u);
+  for (const Order& o : stops) EXPECT_EQ(o.op, Order::Op::kStop);
+  EXPECT_EQ(GpuMilliUsed(), 0);
+  ReportAll(kAgentA, stops, TaskReport::State::kStopped);
+  Pass();
+  Pass();  // stability: further passes order nothing
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_EQ(Get(*id).phase, JobPhase::kCancelled);
+}
+
+TEST_F(ServiceTest, AJobThatFitsNoNodeWaitsWithItsReasonAndStartsWhenANodeRegisters) {
+  auto id = service_->Submit(kAlice, Job("big", 1, 8));
+  ASSERT_TRUE(id.ok());
+  Pass();
+  EXPECT_EQ(Get(*id).phase, JobPhase::kPending);
+  EXPECT_FALSE(Get(*id).reason.empty());
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0", 4)}).ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a1", 8)}).ok());
+  Pass();
+  const std::vector<Order> starts = Orders(kAgentA);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].node, "a1");
+}
+
+TEST_F(ServiceTest, ANodeWithoutHeartbeatsFailsAndItsJobStartsAgainElsewhere) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  ASSERT_TRUE(service_->RegisterNodes(kAgentB, {Node("b0")}).ok());
+  auto id = service_->Submit(kAlice, Job("j", 1, 8));
+  ASSERT_TRUE(id.ok());
+  Pass();
+  std::vector<Order> a = Orders(kAgentA), b = Orders(kAgentB);
+  const Principal& first = a.empty() ? kAgentB : kAgentA;
+  const Principal& second = a.empty() ? kAgentA : kAgentB;
+  const std::vector<Order>& starts = a.empty() ? b : a;
+  ASSERT_EQ(starts.size(), 1u);
+  ReportAll(first, starts, TaskReport::State::kRunning);
+  Pass();
+  ASSERT_EQ(Get(*id).phase, JobPhase::kRunning);
+  // Only the other agent keeps sending heartbeats.
+  for (int i = 0; i < 4; ++i) {
+    clock_.ms += 10000;
+    ASSERT_TRUE(service_->Heartbeat(second, {}).ok());
+    Pass();
+  }
+  const std::vector<Order> elsewhere = Orders(second);
+  ASSERT_EQ(elsewhere.size(), 1u) << Get(*id).reason << " bound " << Get(*id).bound_replicas << "\n" << service_->MetricsText();
+  EXPECT_EQ(elsewhere[0].op, Order::Op::kStart);
+  EXPECT_EQ(Get(*id).phase, JobPhase::kPending);  // until the new replica reports running
+  const std::vector<Order> stop = Orders(first);
+  ASSERT_EQ(stop.size(), 1u);
+  EXPECT_EQ(stop[0].op, Order::Op::kStop);
+  ReportAll(second, elsewhere, TaskReport::State::kRunning);
+  Pass();
+  EXPECT_EQ(Get(*id).phase, JobPhase::kRunning);
+}
+
+TEST_F(ServiceTest, AnHpJobReclaimsFromPreemptibleWorkAfterTheGracePeriodAndFurtherPassesChangeNothing) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  auto lp = service_->Submit(kAlice, Job("lp", 1, 8, 300, true));
+  ASSERT_TRUE(lp.ok());
+  Pass();
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
+  Pass();
+  auto hp = service_->Submit(kBob, Job("hp", 1, 8, 900));
+  ASSERT_TRUE(hp.ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());  // the victim keeps its grace period
+  EXPECT_THAT(Get(*hp, kBob).reason, HasSubstr("reclaiming"));
+  clock_.ms += 60000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  const std::vector<Order> o = Orders(kAgentA);
+  ASSERT_EQ(o.size(), 2u);
+  EXPECT_EQ(o[0].op, Order::Op::kStop);
+  EXPECT_EQ(o[0].job, *lp);
+  EXPECT_EQ(o[1].op, Order::Op::kStart);
+  EXPECT_EQ(o[1].job, *hp);
+  EXPECT_EQ(Get(*lp).phase, JobPhase::kPending);  // back in the queue
+  ReportAll(kAgentA, o, TaskReport::State::kRunning);
+  for (int i = 0; i < 3; ++i) {
+    clock_.ms += 1000;
+    ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+    Pass();
+  }
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_EQ(Get(*hp, kBob).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(*lp).phase, JobPhase::kPending);
+}
+
+TEST_F(ServiceTest, AfterARestartRunningJobsKeepTheirGpusAndNothingIsBoundTwice) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  auto running = service_->Submit(kAlice, Job("running", 1, 8));
+  ASSERT_TRUE(running.ok());
+  Pass();
+  const std::vector<Order> first = Orders(kAgentA);
+  ASSERT_EQ(first.size(), 1u);
+  ReportAll(kAgentA, first, TaskReport::State::kRunning);
+  Pass();
+  auto starting = service_->Submit(kAlice, Job("starting", 1, 8));
+  ASSERT_TRUE(starting.ok());
+  Pass();
+  const std::vector<Order> second = Orders(kAgentA);
+  ASSERT_EQ(second.size(), 1u);
+  auto waiting = service_->Submit(kAlice, Job("waiting", 1, 8));
+  ASSERT_TRUE(waiting.ok());
+  auto cancelled = service_->Submit(kAlice, Job("cancelled", 1, 1));
+  ASSERT_TRUE(cancelled.ok());
+  ASSERT_TRUE(service_->Cancel(kAlice, *cancelled).ok());  // stored, not yet applied by the loop
+
+  Reopen();
+  ASSERT_TRUE(service_->CheckInvariants().ok()) << service_->CheckInvariants().message();
+  EXPECT_EQ(Get(*running).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(*starting).phase, JobPhase::kPending);
+  EXPECT_EQ(Get(*cancelled).phase, JobPhase::kCancelled);
+  EXPECT_EQ(GpuMilliUsed(), 16000);  // both placements adopted as they were
+  // The replica that was starting is ordered again, on the same GPUs; the running one is not.
+  const std::vector<Order> again = Orders(kAgentA);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].task, second[0].task);
+  EXPECT_EQ(again[0].node, second[0].node);
+  EXPECT_EQ(again[0].gpus, second[0].gpus);
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());  // the waiting job has no room
+  EXPECT_EQ(Get(*waiting).phase, JobPhase::kPending);
+  // Ids continue after the highest stored one.
+  auto next = service_->Submit(kAlice, Job("next", 1, 1));
+  ASSERT_TRUE(next.ok());
+  EXPECT_GT(*next, *cancelled);
+}
+
+TEST_F(ServiceTest, EveryJobThatGotAnIdIsStoredBeforeTheLoopSeesIt) {
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 50; ++i) {
+    auto id = service_->Submit(kAlice, Job("j" + std::to_string(i), 1, 1));
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  Reopen();  // the loop never ran
+  for (uint64_t id : ids) EXPECT_EQ(Get(id).phase, JobPhase::kPending);
+  EXPECT_EQ(service_->ListJobs(kAlice).size(), 50u);
+}
+
+TEST_F(ServiceTest, MetricsAreThePrometheusTextOfTheState) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  ASSERT_TRUE(service_->Submit(kAlice, Job("a", 1, 8, 300)).ok());
+  ASSERT_TRUE(service_->Submit(kAlice, Job("b", 1, 8, 500)).ok());
+  Pass();
+  const std::string m = service_->MetricsText();
+  EXPECT_THAT(m, HasSubstr("estuary_jobs{state=\"pending\"} 2\n"));
+  EXPECT_THAT(m, HasSubstr("estuary_pending_jobs{priority=\"300\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("estuary_gpu_allocation_ratio 1\n"));
+  EXPECT_THAT(m, HasSubstr("estuary_nodes{state=\"ready\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("# TYPE estuary_cycle_seconds histogram\n"));
+}
+
+}  // namespace
+}  // namespace estuary

@@ -1,0 +1,231 @@
+// The live service end to end, as separate processes (issue 7): `estuary serve` on a loopback
+// port with its SQLite state, `estuary agent --fake-nodes N`, clients submitting over HTTP.
+//  - Jobs submitted through the API run on the fake agents and succeed.
+//  - Crash safety: the service is killed (SIGKILL) while clients submit and agents report, then
+//    restarted on the same data: every job that got a 201 is there, the recovered state's
+//    invariants hold (no GPU bound twice), and every job still runs to success.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+extern char** environ;
+
+namespace estuary {
+namespace {
+
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr char kAdmin[] = "admin-token-0123456789";
+constexpr char kTenant[] = "tenant-token-012345678";
+constexpr char kAgent[] = "agent-token-0123456789";
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A child process running the estuary binary; its output goes to `log`.
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(ESTUARY_BINARY));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, ESTUARY_BINARY, &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return rc == 0 ? pid : -1;
+}
+
+void Stop(pid_t pid, int sig) {
+  if (pid <= 0) return;
+  kill(pid, sig);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+httplib::Headers As(const char* token) { return {{"Authorization", std::string("Bearer ") + token}}; }
+
+class ServiceE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/estuary-e2e-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    std::ofstream(dir_ + "/tokens") << kAdmin << " admin ops\n" << kTenant << " tenant team-a\n" << kAgent << " agent rack-1\n";
+    port_ = FreePort();
+  }
+  void TearDown() override {
+    Stop(agent_, SIGTERM);
+    Stop(serve_, SIGTERM);
+    if (HasFailure()) {
+      for (const char* f : {"/serve.log", "/agent.log"}) {
+        std::ifstream in(dir_ + f);
+        std::string line;
+        int n = 0;
+        while (std::getline(in, line) && n++ < 40) std::fprintf(stderr, "%s: %s\n", f, line.c_str());
+      }
+    }
+    std::filesystem::remove_all(dir_);
+  }
+  void StartServe() {
+    serve_ = Spawn({"serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--data", dir_ + "/data", "--tokens",
+                    dir_ + "/tokens", "--heartbeat-timeout-s", "60"},
+                   dir_ + "/serve.log");
+    ASSERT_GT(serve_, 0);
+    httplib::Client c("127.0.0.1", port_);
+    for (int i = 0; i < 200; ++i) {
+      if (auto r = c.Get("/v1/openapi.json"); r && r->status == 200) return;
+      std::this_thread::sleep_for(50ms);
+    }
+    FAIL() << "the service did not come up";
+  }
+  void StartAgent(int nodes) {
+    agent_ = Spawn({"agent", "--server", "http://127.0.0.1:" + std::to_string(port_), "--token", kAgent, "--fake-nodes",
+                    std::to_string(nodes), "--gpus-per-node", "8", "--prefix", "rack1"},
+                   dir_ + "/agent.log");
+    ASSERT_GT(agent_, 0);
+  }
+  // Admin's view of every job: id -> state.
+  std::map<std::string, std::string> Jobs() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(30, 0);
+    std::map<std::string, std::string> m;
+    auto r = c.Get("/v1/jobs", As(kAdmin));
+    if (!r || r->status != 200) {
+      ADD_FAILURE() << "GET /v1/jobs as admin: " << (r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error()));
+      return m;
+    }
+    const Json body = Json::parse(r->body);
+    for (const Json& j : body["jobs"]) m[j["id"].get<std::string>()] = j["state"].get<std::string>();
+    return m;
+  }
+  bool WaitAll(const std::set<std::string>& ids, const std::string& state, std::chrono::seconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+      const auto jobs = Jobs();
+      bool all = true;
+      for (const std::string& id : ids) all = all && jobs.count(id) && jobs.at(id) == state;
+      if (all) return true;
+      std::this_thread::sleep_for(200ms);
+    }
+    return false;
+  }
+
+  std::string dir_;
+  int port_ = 0;
+  pid_t serve_ = -1, agent_ = -1;
+};
+
+std::string JobBody(int i, int duration_s) {
+  return Json{{"name", "job" + std::to_string(i)}, {"replicas", {{"min", 1}, {"max", 1}}}, {"gpus", 1},
+              {"cpu_milli", 1000}, {"memory_mib", 1024}, {"priority", 300}, {"duration_s", duration_s}}
+      .dump();
+}
+
+TEST_F(ServiceE2E, JobsSubmittedOverHttpRunOnTheFakeAgentsAndSucceed) {
+  StartServe();
+  StartAgent(8);
+  httplib::Client c("127.0.0.1", port_);
+  std::set<std::string> ids;
+  for (int i = 0; i < 20; ++i) {
+    auto r = c.Post("/v1/jobs", As(kTenant), JobBody(i, 1), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 201) << r->body;
+    ids.insert(Json::parse(r->body)["id"].get<std::string>());
+  }
+  EXPECT_TRUE(WaitAll(ids, "succeeded", 30s)) << Jobs().size() << " jobs listed";
+  auto inv = c.Get("/v1/debug/invariants", As(kAdmin));
+  ASSERT_TRUE(inv);
+  EXPECT_EQ(inv->status, 200) << inv->body;
+}
+
+TEST_F(ServiceE2E, AfterAKillDashNineEveryAcceptedJobIsThereNothingIsBoundTwiceAndAllRunToSuccess) {
+  StartServe();
+  StartAgent(100);
+  std::mutex mu;
+  std::set<std::string> accepted;
+  std::atomic<bool> stop{false};
+  std::atomic<int> next{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&] {
+      httplib::Client c("127.0.0.1", port_);
+      c.set_connection_timeout(1, 0);
+      c.set_read_timeout(5, 0);
+      while (!stop) {
+        const int i = next++;
+        auto r = c.Post("/v1/jobs", As(kTenant), JobBody(i, 1 + i % 3), "application/json");
+        if (r && r->status == 201) {
+          std::lock_guard lk(mu);
+          accepted.insert(Json::parse(r->body)["id"].get<std::string>());
+        } else if (!r) {
+          std::this_thread::sleep_for(20ms);  // the service is down: try again later
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(2500ms);
+  Stop(serve_, SIGKILL);  // mid-load: submissions, decisions and reports in flight
+  serve_ = -1;
+  std::this_thread::sleep_for(300ms);
+  StartServe();
+  std::this_thread::sleep_for(1500ms);  // more submissions after the restart
+  stop = true;
+  for (std::thread& t : clients) t.join();
+  ASSERT_GT(accepted.size(), 100u);
+
+  httplib::Client c("127.0.0.1", port_);
+  auto inv = c.Get("/v1/debug/invariants", As(kAdmin));
+  ASSERT_TRUE(inv);
+  EXPECT_EQ(inv->status, 200) << inv->body;
+  const auto jobs = Jobs();
+  size_t missing = 0;
+  for (const std::string& id : accepted) missing += jobs.count(id) == 0;
+  EXPECT_EQ(missing, 0u) << "of " << accepted.size() << " accepted jobs";
+  EXPECT_TRUE(WaitAll(accepted, "succeeded", 90s));
+  inv = c.Get("/v1/debug/invariants", As(kAdmin));
+  ASSERT_TRUE(inv);
+  EXPECT_EQ(inv->status, 200) << inv->body;
+  // Every node is idle again: no GPU left bound by a lost decision.
+  auto nodes = c.Get("/v1/nodes", As(kAdmin));
+  ASSERT_TRUE(nodes);
+  int64_t used = 0;
+  const Json listed = Json::parse(nodes->body);
+  for (const Json& n : listed["nodes"]) used += n["gpu_milli_used"].get<int64_t>();
+  EXPECT_EQ(used, 0);
+}
+
+}  // namespace
+}  // namespace estuary

@@ -1,0 +1,41 @@
+// `estuary serve` and `estuary agent` (issue 7): the live service and its fake node agent.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+namespace estuary {
+
+struct ServeFlags {
+  std::string listen = "127.0.0.1:8080";
+  std::string data;
+  std::string tokens;
+  std::string sync = "full";
+  std::string policy = "best-fit";
+  std::string tls_cert, tls_key;
+  int64_t grace_s = 60;
+  int64_t heartbeat_timeout_s = 30;
+  int64_t max_body_bytes = 1 << 20;
+  double rate = 20000;
+};
+
+struct AgentFlags {
+  std::string server;
+  std::string token;
+  int fake_nodes = 0;
+  int gpus_per_node = 8;
+  std::string gpu_model = "H800";
+  std::string prefix = "fake";
+  std::string cluster;
+  int64_t heartbeat_s = 5;
+};
+
+CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f);
+CLI::App* AddAgentCommand(CLI::App& app, AgentFlags& f);
+// Run until SIGINT or SIGTERM. Exit codes: 0, 2 bad flags or files (one line naming them), 1
+// internal failure.
+int RunServeCommand(const ServeFlags& f);
+int RunAgentCommand(const AgentFlags& f);
+
+}  // namespace estuary
