@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
     pool.emplace_back([&] {
       httplib::Client c(server);
       c.set_keep_alive(true);
+      c.set_tcp_nodelay(true);
       c.set_read_timeout(30, 0);
       std::vector<double> mine;
       for (int64_t i = next++; i < total; i = next++) {

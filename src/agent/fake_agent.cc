@@ -61,6 +61,7 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
   {
     httplib::Client c(opt_.server);
     c.set_connection_timeout(5, 0);
+    c.set_tcp_nodelay(true);
     c.set_read_timeout(60, 0);
     for (size_t at = 0; at < opt_.nodes.size() && !stop;) {
       Json nodes = Json::array();
@@ -96,6 +97,7 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
   std::thread heartbeats([&] {
     httplib::Client c(opt_.server);
     c.set_connection_timeout(5, 0);
+    c.set_tcp_nodelay(true);
     while (!stop) {
       (void)c.Post("/v1/nodes/heartbeat", Auth(opt_.token), "{}", "application/json");
       for (int64_t waited = 0; waited < opt_.heartbeat_interval_ms && !stop; waited += 50) {
@@ -106,6 +108,7 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
   std::thread reporter([&] {
     httplib::Client c(opt_.server);
     c.set_connection_timeout(5, 0);
+    c.set_tcp_nodelay(true);
     std::vector<std::pair<std::string, const char*>> failed;
     while (!stop) {
       std::this_thread::sleep_for(std::chrono::milliseconds(opt_.report_interval_ms));
@@ -140,6 +143,7 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
 
   httplib::Client c(opt_.server);
   c.set_connection_timeout(5, 0);
+    c.set_tcp_nodelay(true);
   c.set_read_timeout(static_cast<time_t>(opt_.poll_wait_ms / 1000 + 30), 0);
   uint64_t epoch = 0, after = 0;
   while (!stop) {

@@ -381,6 +381,7 @@ Status HttpApi::Bind() {
   const int threads = s.opt.threads;
   s.server->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   s.server->set_payload_max_length(s.opt.max_body_bytes);
+  s.server->set_tcp_nodelay(true);  // small JSON answers: no Nagle delay
   s.server->set_keep_alive_max_count(1000000);
   s.server->set_keep_alive_timeout(60);
   s.server->set_read_timeout(35, 0);
