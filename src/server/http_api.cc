@@ -7,6 +7,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "server/dashboard.h"
 #include "server/openapi.h"
 
 namespace estuary {
@@ -335,6 +336,24 @@ struct HttpApi::Impl {
       const Status st = service->Report(*p, std::move(*reports));
       if (!st.ok()) return Fail(res, st);
       Reply(res, 200, Json::object());
+    });
+    s.Get("/v1/stats", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kAdmin})) return;
+      Json list = Json::array();
+      for (const Service::Sample& x : service->Samples()) {
+        list.push_back({{"t_ms", x.t_ms}, {"gpus", x.gpus}, {"gpus_allocated", x.gpus_allocated},
+                        {"pending", x.pending}, {"running", x.running}});
+      }
+      Reply(res, 200, Json{{"samples", list}});
+    });
+    s.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_redirect("/dashboard/"); });
+    s.Get(R"(/dashboard/([A-Za-z0-9._-]*))", [](const httplib::Request& req, httplib::Response& res) {
+      const auto f = FindDashboardFile(req.matches[1].str());
+      if (!f) return Fail(res, 404, "no such file");
+      res.set_header("Cache-Control", "no-cache");
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_content(std::string(f->body), std::string(f->content_type).c_str());
     });
     s.Get("/v1/debug/invariants", [this](const httplib::Request& req, httplib::Response& res) {
       const Principal* p = Auth(req, res);

@@ -13,6 +13,9 @@
 //   GET    /v1/agent/orders?epoch=E&after=N&wait_ms=W   agent   long-poll (W <= 30000)
 //   POST   /v1/agent/reports        agent          {"reports": [{task, state: running |
 //                                                   succeeded | failed | stopped}]}
+//   GET    /v1/stats                admin          {"samples": [{t_ms, gpus, gpus_allocated, pending,
+//                                                   running}]}: the last hour, every 5 s
+//   GET    /  and /dashboard/FILE   no token       the dashboard (server/dashboard.h)
 //   GET    /v1/debug/invariants     admin          200 {"ok": true}, or 500 naming the first broken
 //                                                  invariant (Service::CheckInvariants)
 //   GET    /metrics                 any role       Prometheus text exposition

@@ -163,6 +163,8 @@ struct Service::Impl {
   std::deque<Input> inputs;
   bool stopping = false;
   int64_t heartbeats_checked_ms = INT64_MIN / 2;
+  int64_t sampled_ms = INT64_MIN / 2;
+  std::deque<Service::Sample> samples;
   std::thread loop;
   std::mutex run_mu;  // one RunOnce at a time
 
@@ -884,6 +886,22 @@ void Service::RunOnce() {
       s.Reconcile(id, batch, out);
       batch.Put(JobKey(id), Impl::JobJson(s.jobs.at(id)));
     }
+    if (now_ms - s.sampled_ms >= s.opt.sample_period_ms) {
+      s.sampled_ms = now_ms;
+      Sample smp;
+      smp.t_ms = now_ms;
+      const ClusterState& st = s.engine->state();
+      for (const Node& n : st.nodes()) {
+        if (n.state == NodeState::kReady) smp.gpus += n.spec.gpu_count;
+      }
+      smp.gpus_allocated = static_cast<double>(st.allocated_gpu_milli()) / kMilliPerGpu;
+      for (const auto& [id, j] : s.jobs) {
+        smp.pending += j.view.phase == JobPhase::kPending;
+        smp.running += j.view.phase == JobPhase::kRunning;
+      }
+      s.samples.push_back(smp);
+      while (s.samples.size() > s.opt.samples_kept) s.samples.pop_front();
+    }
     ++s.cycles_total;
     s.cycle_seconds.Observe(static_cast<double>(s.clock->NowMs() - now_ms) / 1000.0);
   }
@@ -932,6 +950,12 @@ void Service::Stop() {
   s.input_cv.notify_all();
   s.orders_cv.notify_all();
   if (s.loop.joinable()) s.loop.join();
+}
+
+std::vector<Service::Sample> Service::Samples() const {
+  const Impl& s = *impl_;
+  std::lock_guard lk(s.mu);
+  return {s.samples.begin(), s.samples.end()};
 }
 
 Status Service::CheckInvariants() const {

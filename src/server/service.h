@@ -65,6 +65,8 @@ struct ServiceOptions {
   int64_t heartbeat_timeout_ms = 30000;  // a node without a heartbeat this long is failed
   int64_t cycle_period_ms = 200;      // the loop runs at least this often (and on every input)
   size_t max_orders_per_poll = 20000; // orders returned by one WaitOrders
+  int64_t sample_period_ms = 5000;    // Samples(): one every 5 s
+  size_t samples_kept = 720;          // ... the last hour of them
   // Topology planes and their levels (top first), declared before any node; a registration names
   // its domains in these terms. Default: "data" {az, spine, asw} and "param" {rdma_pod}.
   std::vector<std::pair<std::string, std::vector<std::string>>> planes = {{"data", {"az", "spine", "asw"}},
@@ -165,6 +167,16 @@ class Service {
   // or running) is bound by the engine exactly there, and no GPU is told to two replicas. OK or
   // the first violation in words (tests run it after every loop pass).
   Status CheckInvariants() const;
+
+  // The service's state over time: one sample every ServiceOptions::sample_period_ms, the last
+  // ServiceOptions::samples_kept of them (oldest first).
+  struct Sample {
+    int64_t t_ms = 0;
+    int64_t gpus = 0;               // GPUs of ready nodes
+    double gpus_allocated = 0;      // GPUs bound by the engine (shared GPUs in fractions)
+    int64_t pending = 0, running = 0;
+  };
+  std::vector<Sample> Samples() const;
 
   // Prometheus text exposition of the service's state and counters.
   std::string MetricsText() const;
