@@ -6,6 +6,7 @@
 
 #include "sched/actions/absorb.h"
 #include "sched/actions/preempt.h"
+#include "sched/actions/reserve.h"
 #include "sched/plugins/register.h"
 
 namespace estuary {
@@ -432,6 +433,19 @@ void InProcessMember::SetCordoned(NodeId node, bool cordoned) {
 void InProcessMember::FailNode(NodeId node, int64_t now_s) {
   if (state_.node(node).state == NodeState::kDown) return;
   state_.SetNodeState(node, NodeState::kDown);
+  EvictNode(node, now_s, "node failed");
+}
+
+void InProcessMember::DrainNode(NodeId node, int64_t now_s) {
+  if (state_.node(node).state != NodeState::kDown) state_.SetNodeState(node, NodeState::kCordoned);
+  EvictNode(node, now_s, "node drained");
+}
+
+void InProcessMember::RestoreNode(NodeId node) {
+  if (state_.node(node).state != NodeState::kReady) state_.SetNodeState(node, NodeState::kReady);
+}
+
+void InProcessMember::EvictNode(NodeId node, int64_t now_s, const std::string& detail) {
   std::set<uint32_t> hit;
   for (TaskId t : std::vector<TaskId>(state_.node(node).tasks)) {
     hit.insert(state_.task(t).job.value());
@@ -451,7 +465,7 @@ void InProcessMember::FailNode(NodeId node, int64_t now_s) {
       for (auto it = job.tasks.rbegin(); it != job.tasks.rend() && state_.job(JobId(j)).bound_tasks > keep; ++it) {
         if (state_.task(*it).state == TaskState::kBound) state_.Unbind(*it);
       }
-      Log(MemberEvent::Kind::kShrunk, now_s, li, state_.job(JobId(j)).bound_tasks, UINT32_MAX, 0, "node failed");
+      Log(MemberEvent::Kind::kShrunk, now_s, li, state_.job(JobId(j)).bound_tasks, UINT32_MAX, 0, detail);
       continue;
     }
     for (TaskId t : job.tasks) {
@@ -460,8 +474,55 @@ void InProcessMember::FailNode(NodeId node, int64_t now_s) {
     l.running = false;
     state_.SetJobStart(JobId(j), -1);
     elastic_running_.erase(li);
-    Log(MemberEvent::Kind::kReturned, now_s, li, 0, UINT32_MAX, 0, "node failed");
+    Log(MemberEvent::Kind::kReturned, now_s, li, 0, UINT32_MAX, 0, detail);
   }
+}
+
+InProcessMember::Explanation InProcessMember::Explain(uint32_t job, int64_t now_s) const {
+  Explanation e;
+  const size_t li = LocalOf(job);
+  if (li == SIZE_MAX || locals_[li].running) return e;
+  e.known = true;
+  const PreemptionPlan plan = PreemptAction::Plan(state_, locals_[li].id, now_s, options_.allocate, being_evicted_);
+  if (!plan.feasible) {
+    e.reason = plan.reason;
+    return e;
+  }
+  e.fits_idle = plan.evict.empty();
+  e.reclaim_feasible = !plan.evict.empty();
+  e.victims = static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size());
+  for (TaskId t : plan.evict) {
+    e.victims_max_priority = std::max(e.victims_max_priority, state_.job(state_.task(t).job).spec.priority);
+  }
+  return e;
+}
+
+bool InProcessMember::Reserve(uint32_t job, std::vector<NodeId>* nodes) {
+  const size_t li = LocalOf(job);
+  if (li == SIZE_MAX || locals_[li].running || !queue_.Contains(li)) return false;
+  const JobId id = locals_[li].id;
+  if (state_.job(id).reservation.valid()) return false;
+  std::vector<NodeId> plan = ReserveAction::Plan(state_, id, options_.allocate);
+  if (plan.empty()) return false;
+  state_.AddReservation(id, plan);
+  if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
+  *nodes = std::move(plan);
+  return true;
+}
+
+void InProcessMember::Unreserve(uint32_t job) {
+  const size_t li = LocalOf(job);
+  if (li == SIZE_MAX) return;
+  const ReservationId r = state_.job(locals_[li].id).reservation;
+  if (r.valid()) state_.ReleaseReservation(r);
+}
+
+std::vector<NodeId> InProcessMember::HeldNodes(uint32_t job) const {
+  const size_t li = LocalOf(job);
+  if (li == SIZE_MAX) return {};
+  const ReservationId r = state_.job(locals_[li].id).reservation;
+  if (!r.valid()) return {};
+  return state_.reservation(r).nodes;
 }
 
 std::optional<JobId> InProcessMember::JobOf(uint32_t job) const {

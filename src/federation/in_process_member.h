@@ -117,6 +117,34 @@ class InProcessMember : public Member {
   // min replicas is evicted whole (kReturned, detail "node failed"); an elastic job still at or
   // above its min shrinks to the largest allowed count it holds (kShrunk, "node failed").
   void FailNode(NodeId node, int64_t now_s);
+  // Drain: the node takes no new work (cordoned) and every task on it stops now, as FailNode
+  // handles them (jobs below min returned, elastic jobs shrunk; detail "node drained").
+  void DrainNode(NodeId node, int64_t now_s);
+  // A failed, drained or cordoned node is ready again (empty: its tasks stopped when it failed).
+  void RestoreNode(NodeId node);
+
+  // Why a waiting job does not run, without changing anything: whether idle capacity holds it
+  // now, and whether (and at what price) Reclaim could make room.
+  struct Explanation {
+    bool known = false;       // the job is here and waiting (not running)
+    bool fits_idle = false;   // idle capacity holds its min replicas now
+    bool reclaim_feasible = false;  // evicting preemptible work below its priority would
+    int32_t victims = 0;      // jobs evicted whole or shrunk by that Reclaim
+    int32_t victims_max_priority = 0;
+    std::string reason;       // the shortfall (PreemptAction's words) when even Reclaim cannot
+  };
+  Explanation Explain(uint32_t job, int64_t now_s) const;
+
+  // Holds nodes for a waiting job (ReserveAction::Plan): other work no longer starts there, and
+  // the job starts as soon as enough of what it may use is free, which releases the hold. False
+  // (nothing held) when the job is not waiting here, already holds nodes, or no set of nodes
+  // could ever hold it. Returns the held nodes in `nodes`.
+  bool Reserve(uint32_t job, std::vector<NodeId>* nodes);
+  // Releases the job's hold, if any.
+  void Unreserve(uint32_t job);
+  // The nodes the job holds (empty: none).
+  std::vector<NodeId> HeldNodes(uint32_t job) const;
+
   // The state's job of federation job `job`; nullopt when never materialised here.
   std::optional<JobId> JobOf(uint32_t job) const;
   // Where one replica of a job runs (Adopt).
@@ -162,6 +190,8 @@ class InProcessMember : public Member {
   void ReclaimQueued(int64_t now_s);
   void Absorb(int64_t now_s, int32_t external_blocking);
   void MaybePublish(int64_t now_s);
+  // Stops every task on `node` (FailNode, DrainNode), logging `detail`.
+  void EvictNode(NodeId node, int64_t now_s, const std::string& detail);
   void Log(MemberEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job = UINT32_MAX,
            int64_t at = 0, std::string detail = {});
 

@@ -77,6 +77,11 @@ Json NodeJson(const NodeView& n) {
   return j;
 }
 
+Json ReservationJson(const Service::ReservationView& r) {
+  return Json{{"id", std::to_string(r.job)}, {"job", std::to_string(r.job)}, {"tenant", r.tenant}, {"nodes", r.nodes},
+              {"created_ms", r.created_ms}, {"expires_ms", r.expires_ms}};
+}
+
 // A bounded name: 1..128 characters of [A-Za-z0-9._-].
 bool GoodName(const std::string& s) {
   if (s.empty() || s.size() > 128) return false;
@@ -334,6 +339,81 @@ struct HttpApi::Impl {
       auto reports = DecodeReports(*body);
       if (!reports.ok()) return Fail(res, reports.status());
       const Status st = service->Report(*p, std::move(*reports));
+      if (!st.ok()) return Fail(res, st);
+      Reply(res, 200, Json::object());
+    });
+    s.Get(R"(/v1/jobs/(\d{1,19})/explain)", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      auto e = service->Explain(*p, std::stoull(req.matches[1]));
+      if (!e.ok()) return Fail(res, e.status());
+      Json j;
+      j["id"] = req.matches[1].str();
+      j["state"] = std::string(JobPhaseName(e->phase));
+      j["reason"] = e->reason;
+      j["fits_now"] = e->fits_now;
+      j["may_reclaim"] = e->may_reclaim;
+      j["reclaim_feasible"] = e->reclaim_feasible;
+      j["reclaim_victims"] = e->victims;
+      j["reclaim_victims_max_priority"] = e->victims_max_priority;
+      j["shortfall"] = e->shortfall;
+      j["held_nodes"] = e->held_nodes;
+      // What would make it fit, in words.
+      std::string advice;
+      if (e->phase != JobPhase::kPending) advice = "it is not waiting";
+      else if (e->fits_now) advice = "idle capacity holds it now: it starts at the next scheduling pass";
+      else if (e->reclaim_feasible && e->may_reclaim) advice = "it starts once its Reclaim's victims are evicted";
+      else if (e->reclaim_feasible) advice = "it would fit if " + std::to_string(e->victims) + " job(s) of priority up to " +
+                                             std::to_string(e->victims_max_priority) + " ended, or at priority >= " +
+                                             std::to_string(kHpPriority) + " by Reclaim";
+      else advice = "it does not fit even without preemptible work: " + e->shortfall;
+      j["advice"] = advice;
+      Reply(res, 200, j);
+    });
+    s.Post(R"(/v1/nodes/([A-Za-z0-9._-]{1,128})/(cordon|uncordon|drain|fail|restore))",
+           [this](const httplib::Request& req, httplib::Response& res) {
+             const Principal* p = Auth(req, res);
+             if (p == nullptr || !Allowed(*p, res, {Role::kAdmin})) return;
+             const Status st = service->NodeAction(*p, req.matches[1], req.matches[2]);
+             if (!st.ok()) return Fail(res, st);
+             for (const NodeView& n : service->ListNodes()) {
+               if (n.name == req.matches[1]) return Reply(res, 200, NodeJson(n));
+             }
+             Fail(res, 404, "no node");
+           });
+    s.Post("/v1/reservations", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      const auto body = Body(req, res);
+      if (!body) return;
+      for (auto it = body->begin(); it != body->end(); ++it) {
+        if (it.key() != "job" && it.key() != "ttl_s") return Fail(res, 400, "field '" + it.key().substr(0, 40) + "': unknown field");
+      }
+      const Json& job = (*body)["job"];
+      if (!job.is_string() || job.get<std::string>().empty() || job.get<std::string>().size() > 19 ||
+          job.get<std::string>().find_first_not_of("0123456789") != std::string::npos) {
+        return Fail(res, 400, "field 'job': expected a job id (a string of digits)");
+      }
+      int64_t ttl = 3600;
+      if (body->contains("ttl_s")) {
+        if (!(*body)["ttl_s"].is_number_integer()) return Fail(res, 400, "field 'ttl_s': expected an integer");
+        ttl = (*body)["ttl_s"].get<int64_t>();
+      }
+      auto r = service->Reserve(*p, std::stoull(job.get<std::string>()), ttl);
+      if (!r.ok()) return Fail(res, r.status());
+      Reply(res, 201, ReservationJson(*r));
+    });
+    s.Get("/v1/reservations", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      Json list = Json::array();
+      for (const Service::ReservationView& r : service->ListReservations(*p)) list.push_back(ReservationJson(r));
+      Reply(res, 200, Json{{"reservations", list}});
+    });
+    s.Delete(R"(/v1/reservations/(\d{1,19}))", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      const Status st = service->DeleteReservation(*p, std::stoull(req.matches[1]));
       if (!st.ok()) return Fail(res, st);
       Reply(res, 200, Json::object());
     });

@@ -6,6 +6,13 @@
 //   GET    /v1/jobs                 tenant|admin   {"jobs": [job, ...]} (a tenant: its own)
 //   GET    /v1/jobs/{id}            tenant|admin   job; another tenant's job -> 404
 //   DELETE /v1/jobs/{id}            tenant|admin   cancels -> 200 job
+//   GET    /v1/jobs/{id}/explain    tenant|admin   why it waits: fits_now, reclaim_feasible, victims,
+//                                                  shortfall, held_nodes, and "advice" in words
+//   POST   /v1/reservations         tenant|admin   {"job": "N", "ttl_s": T (default 3600)} -> 201
+//                                                  {id, job, tenant, nodes, created_ms, expires_ms}
+//   GET    /v1/reservations         tenant|admin   {"reservations": [...]} (a tenant: its own)
+//   DELETE /v1/reservations/{id}    tenant|admin   ends it
+//   POST   /v1/nodes/{name}/{cordon|uncordon|drain|fail|restore}   admin   -> 200 node
 //   POST   /v1/nodes                agent          {"nodes": [{name, gpus, gpu_model, cpu_milli,
 //                                                   memory_mib, domains: {plane: [names]}}]}
 //   POST   /v1/nodes/heartbeat      agent          {"nodes": [names]} (empty or absent: all)

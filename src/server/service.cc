@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -139,12 +140,21 @@ struct Service::Impl {
     std::deque<Order> orders;
     uint64_t next_seq = 1;
   };
+  // A caller waiting for the loop to apply (and store) its input.
+  struct Waiter {
+    std::promise<Status> done;
+    ReservationView reservation;  // kReserve's result
+  };
   struct Input {
-    enum class Kind : uint8_t { kSubmit, kCancel, kReport, kNodesAdded };
+    enum class Kind : uint8_t { kSubmit, kCancel, kReport, kNodesAdded, kNodeAction, kReserve, kUnreserve };
     Kind kind = Kind::kSubmit;
     uint64_t job = 0;
     std::vector<TaskReport> reports;
+    std::string node, action;
+    int64_t ttl_s = 0;
+    std::shared_ptr<Waiter> waiter;
   };
+  std::map<uint64_t, ReservationView> reservations;  // by job id
 
   Store* store = nullptr;
   const Clock* clock = nullptr;
@@ -203,6 +213,41 @@ struct Service::Impl {
     o["ended_ms"] = j.view.ended_ms;
     o["reason"] = j.view.reason;
     return o.dump();
+  }
+
+  static std::string ResvJson(const ReservationView& r) {
+    Json o;
+    o["tenant"] = r.tenant;
+    o["nodes"] = r.nodes;
+    o["created_ms"] = r.created_ms;
+    o["expires_ms"] = r.expires_ms;
+    return o.dump();
+  }
+  static std::string ResvKey(uint64_t id) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "resv/%016" PRIu64, id);
+    return buf;
+  }
+
+  // Holds nodes for job `id` (the loop, or recovery); the reservation record, or a Status.
+  StatusOr<ReservationView> HoldNodes(uint64_t id, int64_t now_ms, int64_t expires_ms) {
+    JobRec& j = jobs.at(id);
+    if (j.view.phase != JobPhase::kPending || !j.in_engine) {
+      return InvalidArgument("job " + std::to_string(id) + " is not waiting in the queue");
+    }
+    std::vector<NodeId> held;
+    if (!engine->Reserve(static_cast<uint32_t>(id), &held)) {
+      const std::vector<NodeId> already = engine->HeldNodes(static_cast<uint32_t>(id));
+      if (already.empty()) return InvalidArgument("no set of nodes could ever hold job " + std::to_string(id));
+      held = already;  // it holds nodes already (e.g. for its Reclaim): the reservation names them
+    }
+    ReservationView r;
+    r.job = id;
+    r.tenant = j.view.tenant;
+    for (NodeId n : held) r.nodes.push_back(node_names[n.value()]);
+    r.created_ms = now_ms;
+    r.expires_ms = expires_ms;
+    return r;
   }
 
   static std::string TaskJson(const TaskRec& t) {
@@ -378,8 +423,9 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
     s.node_names[id->value()] = r.view.name;
     const std::string state = node_state.count(r.view.name) ? node_state[r.view.name] : "ready";
     r.view.state = state;
+    // A failed node takes no adopted work; cordoned and drained ones are applied after the
+    // running jobs are adopted (work there keeps running).
     if (state == "failed") s.engine->FailNode(*id, now_s);
-    if (state == "cordoned") s.engine->SetCordoned(*id, true);
     s.agents[r.view.agent];
     s.nodes.emplace(r.view.name, std::move(r));
     return true;
@@ -500,7 +546,35 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
       waiting.push_back(id);
     }
   }
-  for (uint64_t id : waiting) s.Admit(s.jobs.at(id), now_s);
+  for (auto& [name, n] : s.nodes) {
+    if (n.view.state == "cordoned") s.engine->SetCordoned(n.id, true);
+    if (n.view.state == "drained") s.engine->DrainNode(n.id, now_s);
+  }
+  // Reservations: held again for jobs still waiting (ReserveAction chooses anew), before any
+  // other waiting job is admitted (which could start on the nodes it held); dropped for the
+  // others — none outlives its purpose across a restart.
+  std::map<uint64_t, int64_t> resv;
+  ESTUARY_RETURN_IF_ERROR(store->Scan("resv/", [&](std::string_view k, std::string_view v) {
+    const Json j = Json::parse(v, nullptr, false);
+    resv[std::stoull(std::string(k.substr(5)))] = j.is_discarded() ? 0 : j.value("expires_ms", int64_t{0});
+    return true;
+  }));
+  for (const auto& [id, expires] : resv) {
+    const auto it = s.jobs.find(id);
+    if (it != s.jobs.end() && expires > now_ms && std::find(waiting.begin(), waiting.end(), id) != waiting.end()) {
+      s.Admit(it->second, now_s);
+      auto r = s.HoldNodes(id, now_ms, expires);
+      if (r.ok()) {
+        s.reservations[id] = *r;
+        batch.Put(Impl::ResvKey(id), Impl::ResvJson(*r));
+        continue;
+      }
+    }
+    batch.Delete(Impl::ResvKey(id));
+  }
+  for (uint64_t id : waiting) {
+    if (!s.jobs.at(id).in_engine && !s.jobs.at(id).parked) s.Admit(s.jobs.at(id), now_s);
+  }
   if (!batch.empty()) ESTUARY_RETURN_IF_ERROR(s.committer->Commit(std::move(batch)));
   for (auto& [agent, o] : out) {
     Impl::AgentRec& a = s.agents[agent];
@@ -750,11 +824,122 @@ std::vector<NodeView> Service::ListNodes() const {
   return v;
 }
 
+namespace {
+// Waits for the loop to answer `w`.
+Status AwaitLoop(const std::shared_ptr<void>& keep, std::future<Status>& f) {
+  (void)keep;
+  if (f.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    return Unavailable("the scheduler loop did not apply the request within 10 s");
+  }
+  return f.get();
+}
+}  // namespace
+
+Status Service::NodeAction(const Principal& admin, const std::string& node, const std::string& action) {
+  Impl& s = *impl_;
+  if (admin.role != Role::kAdmin) return PermissionDenied("only admins act on nodes");
+  static const std::set<std::string> kActions = {"cordon", "uncordon", "drain", "fail", "restore"};
+  if (!kActions.count(action)) {
+    return InvalidArgument("action '" + action.substr(0, 32) + "' is not one of cordon, uncordon, drain, fail, restore");
+  }
+  auto w = std::make_shared<Impl::Waiter>();
+  std::future<Status> f = w->done.get_future();
+  {
+    std::lock_guard lk(s.mu);
+    const auto it = s.nodes.find(node);
+    if (it == s.nodes.end() || !it->second.id.valid()) return NotFound("no node '" + node + "'");
+    Impl::Input in;
+    in.kind = Impl::Input::Kind::kNodeAction;
+    in.node = node;
+    in.action = action;
+    in.waiter = w;
+    s.inputs.push_back(std::move(in));
+  }
+  s.input_cv.notify_one();
+  return AwaitLoop(w, f);
+}
+
+StatusOr<Service::Explanation> Service::Explain(const Principal& who, uint64_t id) const {
+  const Impl& s = *impl_;
+  std::lock_guard lk(s.mu);
+  const auto it = s.jobs.find(id);
+  if (it == s.jobs.end() || !s.Visible(who, it->second)) return NotFound("no job " + std::to_string(id));
+  const Impl::JobRec& j = it->second;
+  Explanation e;
+  e.phase = j.view.phase;
+  e.reason = j.view.reason;
+  e.may_reclaim = j.view.request.priority >= kHpPriority;
+  if (j.view.phase != JobPhase::kPending) return e;
+  const InProcessMember::Explanation x = s.engine->Explain(static_cast<uint32_t>(id), s.clock->Now());
+  if (!x.known) {
+    e.shortfall = j.view.reason.empty() ? "not yet seen by the scheduler" : j.view.reason;
+    return e;
+  }
+  e.fits_now = x.fits_idle;
+  e.reclaim_feasible = x.reclaim_feasible;
+  e.victims = x.victims;
+  e.victims_max_priority = x.victims_max_priority;
+  e.shortfall = x.reason;
+  for (NodeId n : s.engine->HeldNodes(static_cast<uint32_t>(id))) e.held_nodes.push_back(s.node_names[n.value()]);
+  return e;
+}
+
+StatusOr<Service::ReservationView> Service::Reserve(const Principal& who, uint64_t job, int64_t ttl_s) {
+  Impl& s = *impl_;
+  if (ttl_s < 1 || ttl_s > 7 * 86400) return InvalidArgument("field 'ttl_s': " + std::to_string(ttl_s) + " is outside [1, 604800]");
+  auto w = std::make_shared<Impl::Waiter>();
+  std::future<Status> f = w->done.get_future();
+  {
+    std::lock_guard lk(s.mu);
+    const auto it = s.jobs.find(job);
+    if (it == s.jobs.end() || !s.Visible(who, it->second)) return NotFound("no job " + std::to_string(job));
+    if (s.reservations.count(job)) return InvalidArgument("job " + std::to_string(job) + " holds a reservation already");
+    Impl::Input in;
+    in.kind = Impl::Input::Kind::kReserve;
+    in.job = job;
+    in.ttl_s = ttl_s;
+    in.waiter = w;
+    s.inputs.push_back(std::move(in));
+  }
+  s.input_cv.notify_one();
+  ESTUARY_RETURN_IF_ERROR(AwaitLoop(w, f));
+  return w->reservation;
+}
+
+std::vector<Service::ReservationView> Service::ListReservations(const Principal& who) const {
+  const Impl& s = *impl_;
+  std::lock_guard lk(s.mu);
+  std::vector<ReservationView> v;
+  for (const auto& [id, r] : s.reservations) {
+    if (s.Visible(who, s.jobs.at(id))) v.push_back(r);
+  }
+  return v;
+}
+
+Status Service::DeleteReservation(const Principal& who, uint64_t job) {
+  Impl& s = *impl_;
+  auto w = std::make_shared<Impl::Waiter>();
+  std::future<Status> f = w->done.get_future();
+  {
+    std::lock_guard lk(s.mu);
+    const auto it = s.reservations.find(job);
+    if (it == s.reservations.end() || !s.Visible(who, s.jobs.at(job))) return NotFound("no reservation " + std::to_string(job));
+    Impl::Input in;
+    in.kind = Impl::Input::Kind::kUnreserve;
+    in.job = job;
+    in.waiter = w;
+    s.inputs.push_back(std::move(in));
+  }
+  s.input_cv.notify_one();
+  return AwaitLoop(w, f);
+}
+
 void Service::RunOnce() {
   Impl& s = *impl_;
   std::lock_guard run(s.run_mu);
   StoreBatch batch;
   std::vector<std::pair<std::string, Order>> out;
+  std::vector<std::pair<std::shared_ptr<Impl::Waiter>, Status>> waiters;  // answered once stored
   {
     std::lock_guard lk(s.mu);
     const int64_t now_ms = s.clock->NowMs();
@@ -779,6 +964,51 @@ void Service::RunOnce() {
           break;
         }
         case Impl::Input::Kind::kNodesAdded: nodes_added = true; break;
+        case Impl::Input::Kind::kNodeAction: {
+          Impl::NodeRec& n = s.nodes.at(in.node);
+          const std::string& a = in.action;
+          if (a == "cordon" && n.view.state == "ready") {
+            s.engine->SetCordoned(n.id, true);
+            n.view.state = "cordoned";
+          } else if (a == "uncordon" && n.view.state == "cordoned") {
+            s.engine->SetCordoned(n.id, false);
+            n.view.state = "ready";
+          } else if (a == "drain" && n.view.state != "failed") {
+            s.engine->DrainNode(n.id, now_s);
+            n.view.state = "drained";
+          } else if (a == "fail" && n.view.state != "failed") {
+            s.engine->FailNode(n.id, now_s);
+            n.view.state = "failed";
+            ++s.node_failures_total;
+          } else if (a == "restore" && n.view.state != "ready") {
+            s.engine->RestoreNode(n.id);
+            n.view.state = "ready";
+            n.view.last_heartbeat_ms = now_ms;
+            nodes_added = true;  // new room: parked jobs may fit
+          }
+          batch.Put("nodestate/" + in.node, n.view.state);
+          waiters.push_back({in.waiter, Status::Ok()});
+          break;
+        }
+        case Impl::Input::Kind::kReserve: {
+          auto r = s.HoldNodes(in.job, now_ms, now_ms + in.ttl_s * 1000);
+          if (!r.ok()) {
+            waiters.push_back({in.waiter, r.status()});
+            break;
+          }
+          s.reservations[in.job] = *r;
+          in.waiter->reservation = *r;
+          batch.Put(Impl::ResvKey(in.job), Impl::ResvJson(*r));
+          waiters.push_back({in.waiter, Status::Ok()});
+          break;
+        }
+        case Impl::Input::Kind::kUnreserve:
+          if (s.reservations.erase(in.job) > 0) {
+            s.engine->Unreserve(static_cast<uint32_t>(in.job));
+            batch.Delete(Impl::ResvKey(in.job));
+          }
+          waiters.push_back({in.waiter, Status::Ok()});
+          break;
         case Impl::Input::Kind::kReport:
           for (const TaskReport& r : in.reports) {
             uint64_t id = 0;
@@ -882,6 +1112,20 @@ void Service::RunOnce() {
         }
       }
     }
+    // Reservations end with their purpose: the job started or ended, the hold was released, or
+    // the time is up.
+    for (auto it = s.reservations.begin(); it != s.reservations.end();) {
+      const Impl::JobRec& j = s.jobs.at(it->first);
+      const bool over = j.view.phase != JobPhase::kPending || !j.in_engine || now_ms >= it->second.expires_ms ||
+                        s.engine->HeldNodes(static_cast<uint32_t>(it->first)).empty();
+      if (!over) {
+        ++it;
+        continue;
+      }
+      s.engine->Unreserve(static_cast<uint32_t>(it->first));
+      batch.Delete(Impl::ResvKey(it->first));
+      it = s.reservations.erase(it);
+    }
     for (uint64_t id : touched) {
       s.Reconcile(id, batch, out);
       batch.Put(JobKey(id), Impl::JobJson(s.jobs.at(id)));
@@ -909,8 +1153,12 @@ void Service::RunOnce() {
     const Status st = s.committer->Commit(std::move(batch));
     // A store that fails is not trusted again: orders are not sent (agents would act on
     // decisions that a restart would not know of).
-    if (!st.ok()) return;
+    if (!st.ok()) {
+      for (auto& [w, ws] : waiters) w->done.set_value(st);
+      return;
+    }
   }
+  for (auto& [w, ws] : waiters) w->done.set_value(ws);
   if (out.empty()) return;
   {
     std::lock_guard lk(s.mu);

@@ -162,6 +162,42 @@ class Service {
   // Orders for the agent with seq > after, waiting up to wait_ms for the first one.
   OrderBatch WaitOrders(const Principal& agent, uint64_t epoch, uint64_t after, int64_t wait_ms);
   std::vector<NodeView> ListNodes() const;
+  // An admin's action on a node, applied by the loop and stored before this returns:
+  //   cordon    no new work (running work stays)      uncordon  ready again
+  //   drain     cordon, and every task on it stops (its jobs start again elsewhere)
+  //   fail      down: every task on it stops (as when its heartbeats stop)
+  //   restore   a failed or drained node is ready again
+  // NotFound for an unknown node, InvalidArgument for an unknown action, Unavailable when the
+  // loop does not apply it within 10 s.
+  Status NodeAction(const Principal& admin, const std::string& node, const std::string& action);
+
+  // ---- Why a job waits ----
+  struct Explanation {
+    JobPhase phase = JobPhase::kPending;
+    std::string reason;         // the job's own reason (as GET shows it)
+    bool fits_now = false;      // idle capacity holds its min replicas now (it starts next pass)
+    bool reclaim_feasible = false;   // evicting preemptible work below its priority would make room
+    int32_t victims = 0, victims_max_priority = 0;
+    bool may_reclaim = false;   // its priority allows Reclaim (HP)
+    std::string shortfall;      // when even Reclaim cannot: what is missing
+    std::vector<std::string> held_nodes;  // its reservation's nodes, if any
+  };
+  StatusOr<Explanation> Explain(const Principal& who, uint64_t id) const;
+
+  // ---- Reservations: nodes held for one waiting job (id = the job's id) ----
+  // A reservation holds nodes (ReserveAction: those with the least work running) so that no other
+  // work starts there and the job starts as soon as they are free. It ends when the job starts or
+  // ends, when it expires (ttl_s after it was made), or on Delete; it never outlives its purpose,
+  // across restarts too. Stored before Reserve returns.
+  struct ReservationView {
+    uint64_t job = 0;
+    std::string tenant;
+    std::vector<std::string> nodes;
+    int64_t created_ms = 0, expires_ms = 0;
+  };
+  StatusOr<ReservationView> Reserve(const Principal& who, uint64_t job, int64_t ttl_s);
+  std::vector<ReservationView> ListReservations(const Principal& who) const;
+  Status DeleteReservation(const Principal& who, uint64_t job);
 
   // The engine's ClusterState invariants, plus: every replica an agent was told to run (starting
   // or running) is bound by the engine exactly there, and no GPU is told to two replicas. OK or

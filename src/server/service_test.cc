@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <future>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -102,6 +103,13 @@ class ServiceTest : public ::testing::Test {
     auto v = service_->GetJob(who, id);
     EXPECT_TRUE(v.ok());
     return v.ok() ? *v : JobView{};
+  }
+  // Runs `f` (an API call that waits for the loop) on another thread while this one runs passes.
+  template <typename F>
+  auto ViaLoop(F f) {
+    auto fut = std::async(std::launch::async, f);
+    while (fut.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) Pass();
+    return fut.get();
   }
   int64_t GpuMilliUsed() {
     int64_t used = 0;
@@ -329,6 +337,139 @@ TEST_F(ServiceTest, EveryJobThatGotAnIdIsStoredBeforeTheLoopSeesIt) {
   Reopen();  // the loop never ran
   for (uint64_t id : ids) EXPECT_EQ(Get(id).phase, JobPhase::kPending);
   EXPECT_EQ(service_->ListJobs(kAlice).size(), 50u);
+}
+
+TEST_F(ServiceTest, ADrainedNodeStopsItsTasksAndTheirJobsStartElsewhereWhileACordonedOneKeepsItsWork) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1"), Node("a2")}).ok());
+  auto a = service_->Submit(kAlice, Job("a", 1, 8));
+  auto b = service_->Submit(kAlice, Job("b", 1, 8));
+  ASSERT_TRUE(a.ok() && b.ok());
+  Pass();
+  const std::vector<Order> starts = Orders(kAgentA);
+  ASSERT_EQ(starts.size(), 2u);
+  ReportAll(kAgentA, starts, TaskReport::State::kRunning);
+  Pass();
+  const std::string node_a = starts[0].job == *a ? starts[0].node : starts[1].node;
+  const std::string node_b = starts[0].job == *b ? starts[0].node : starts[1].node;
+  EXPECT_EQ(ViaLoop([&] { return service_->NodeAction(kAdmin, node_b, "cordon"); }).code(), StatusCode::kOk);
+  EXPECT_EQ(ViaLoop([&] { return service_->NodeAction(kAdmin, node_a, "drain"); }).code(), StatusCode::kOk);
+  const std::vector<Order> stop = Orders(kAgentA);
+  ASSERT_EQ(stop.size(), 1u);
+  EXPECT_EQ(stop[0].op, Order::Op::kStop);
+  EXPECT_EQ(stop[0].node, node_a);
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());  // the replica starts again only once it has stopped
+  ReportAll(kAgentA, stop, TaskReport::State::kRunning);
+  Pass();
+  const std::vector<Order> moved = Orders(kAgentA);
+  ASSERT_EQ(moved.size(), 1u);
+  EXPECT_EQ(moved[0].op, Order::Op::kStart);
+  EXPECT_EQ(moved[0].job, *a);
+  EXPECT_NE(moved[0].node, node_a);
+  EXPECT_NE(moved[0].node, node_b);  // cordoned: no new work
+  EXPECT_EQ(Get(*b).phase, JobPhase::kRunning);  // its work stays
+  for (const NodeView& n : service_->ListNodes()) {
+    if (n.name == node_a) EXPECT_EQ(n.state, "drained");
+    if (n.name == node_b) EXPECT_EQ(n.state, "cordoned");
+  }
+  EXPECT_EQ(ViaLoop([&] { return service_->NodeAction(kAdmin, node_a, "explode"); }).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ViaLoop([&] { return service_->NodeAction(kAdmin, "nope", "drain"); }).code(), StatusCode::kNotFound);
+  EXPECT_EQ(ViaLoop([&] { return service_->NodeAction(kAlice, node_a, "restore"); }).code(), StatusCode::kPermissionDenied);
+  // Node states survive a restart.
+  Reopen();
+  for (const NodeView& n : service_->ListNodes()) {
+    if (n.name == node_a) EXPECT_EQ(n.state, "drained");
+    if (n.name == node_b) EXPECT_EQ(n.state, "cordoned");
+  }
+  EXPECT_EQ(Get(*b).phase, JobPhase::kRunning);
+}
+
+TEST_F(ServiceTest, ExplainSaysWhetherAJobFitsNowWithReclaimOrNotAtAll) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  auto lp = service_->Submit(kAlice, Job("lp", 1, 8, 300, true));
+  ASSERT_TRUE(lp.ok());
+  Pass();
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
+  Pass();
+  auto dev = service_->Submit(kAlice, Job("dev", 1, 8, 500));      // waits: LP work holds the node
+  auto huge = service_->Submit(kAlice, Job("huge", 2, 8, 500));    // two nodes' worth: never here
+  ASSERT_TRUE(dev.ok() && huge.ok());
+  Pass();
+  auto e = service_->Explain(kAlice, *dev);
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(e->fits_now);
+  EXPECT_TRUE(e->reclaim_feasible);  // it would fit if the LP job went ...
+  EXPECT_FALSE(e->may_reclaim);      // ... but only HP jobs Reclaim
+  EXPECT_EQ(e->victims, 1);
+  EXPECT_EQ(e->victims_max_priority, 300);
+  auto h = service_->Explain(kAlice, *huge);
+  ASSERT_TRUE(h.ok());
+  EXPECT_FALSE(h->fits_now);
+  EXPECT_FALSE(h->reclaim_feasible);
+  EXPECT_FALSE(h->shortfall.empty());
+  EXPECT_EQ(service_->Explain(kBob, *dev).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ServiceTest, AReservationHoldsNodesUntilItsJobStartsThenEndsAndNoneOutlivesARestart) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  auto small = service_->Submit(kAlice, Job("small", 1, 4));
+  ASSERT_TRUE(small.ok());
+  Pass();
+  const std::vector<Order> s1 = Orders(kAgentA);
+  ASSERT_EQ(s1.size(), 1u);
+  ReportAll(kAgentA, s1, TaskReport::State::kRunning);
+  Pass();
+  auto gang = service_->Submit(kAlice, Job("gang", 2, 8));  // needs both nodes whole
+  ASSERT_TRUE(gang.ok());
+  Pass();
+  auto r = ViaLoop([&] { return service_->Reserve(kAlice, *gang, 600); });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->nodes.size(), 2u);
+  EXPECT_EQ(service_->ListReservations(kAlice).size(), 1u);
+  EXPECT_TRUE(service_->ListReservations(kBob).empty());
+  // Held: a new small job does not start on the held nodes, though 4 GPUs are free.
+  auto later = service_->Submit(kAlice, Job("later", 1, 4));
+  ASSERT_TRUE(later.ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  // A restart keeps the reservation of the job that still waits.
+  Reopen();
+  ASSERT_EQ(service_->ListReservations(kAlice).size(), 1u);
+  // The small job ends: the gang starts and its reservation ends with its purpose.
+  ReportAll(kAgentA, s1, TaskReport::State::kSucceeded);
+  Pass();
+  const std::vector<Order> s2 = Orders(kAgentA);
+  int gang_starts = 0;
+  for (const Order& o : s2) gang_starts += o.job == *gang && o.op == Order::Op::kStart;
+  EXPECT_EQ(gang_starts, 2);
+  EXPECT_TRUE(service_->ListReservations(kAlice).empty());
+  Reopen();
+  EXPECT_TRUE(service_->ListReservations(kAlice).empty());
+  // Bad requests.
+  EXPECT_EQ(service_->Reserve(kBob, *later, 600).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(service_->Reserve(kAlice, *later, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ViaLoop([&] { return service_->Reserve(kAlice, *gang, 60); }).status().code(),
+            StatusCode::kInvalidArgument);  // running: nothing to hold for
+}
+
+TEST_F(ServiceTest, AReservationEndsWhenItsTimeIsUp) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  auto lp = service_->Submit(kAlice, Job("lp", 1, 4));
+  ASSERT_TRUE(lp.ok());
+  Pass();
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
+  Pass();
+  auto big = service_->Submit(kAlice, Job("big", 1, 8));
+  ASSERT_TRUE(big.ok());
+  Pass();
+  ASSERT_TRUE(ViaLoop([&] { return service_->Reserve(kAlice, *big, 30); }).ok());
+  clock_.ms += 29000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  EXPECT_EQ(service_->ListReservations(kAlice).size(), 1u);
+  clock_.ms += 1000;
+  Pass();
+  EXPECT_TRUE(service_->ListReservations(kAlice).empty());
 }
 
 TEST_F(ServiceTest, MetricsAreThePrometheusTextOfTheState) {
