@@ -207,6 +207,43 @@ TEST_F(HttpApiTest, MetricsAndTheOpenApiDocumentAreServed) {
   EXPECT_TRUE(j["paths"].contains("/v1/jobs/{id}"));
 }
 
+TEST_F(HttpApiTest, ExplainReservationsAndNodeActionsAnswerOverHttp) {
+  const std::string node = R"({"nodes": [{"name": "a0", "gpus": 8, "gpu_model": "H800", "cpu_milli": 64000,
+      "memory_mib": 524288, "domains": {"data": ["az0", "spine0", "asw0"], "param": ["pod0"]}}]})";
+  ASSERT_EQ(Post("/v1/nodes", node, "agent-a-token-01234567")->status, 200);
+  Json big = Json::parse(kJob);
+  big["gpus"] = 16;  // more than any node has
+  auto r = Post("/v1/jobs", big.dump(), "alice-token-0123456789");
+  ASSERT_EQ(r->status, 201);
+  const std::string id = Json::parse(r->body)["id"];
+  Json e;
+  for (int i = 0; i < 100; ++i) {  // until the loop has seen it
+    auto x = client_->Get(("/v1/jobs/" + id + "/explain").c_str(), As("alice-token-0123456789"));
+    ASSERT_EQ(x->status, 200);
+    e = Json::parse(x->body);
+    if (!e["shortfall"].get<std::string>().empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(e["fits_now"], false);
+  EXPECT_EQ(e["reclaim_feasible"], false);
+  EXPECT_FALSE(e["advice"].get<std::string>().empty());
+  EXPECT_EQ(client_->Get(("/v1/jobs/" + id + "/explain").c_str(), As("bob-token-0123456789ab"))->status, 404);
+  // Nothing can hold it: 400 with the reason.
+  auto resv = Post("/v1/reservations", Json{{"job", id}, {"ttl_s", 60}}.dump(), "alice-token-0123456789");
+  EXPECT_EQ(resv->status, 400);
+  EXPECT_EQ(Post("/v1/reservations", R"({"job": "x1"})", "alice-token-0123456789")->status, 400);
+  EXPECT_EQ(Post("/v1/reservations", R"({"job": "1", "colour": 1})", "alice-token-0123456789")->status, 400);
+  auto list = client_->Get("/v1/reservations", As("alice-token-0123456789"));
+  EXPECT_EQ(Json::parse(list->body)["reservations"].size(), 0u);
+  EXPECT_EQ(client_->Delete("/v1/reservations/12345", As("alice-token-0123456789"))->status, 404);
+  // Node actions: admins only.
+  EXPECT_EQ(client_->Post("/v1/nodes/a0/cordon", As("alice-token-0123456789"), "", "application/json")->status, 403);
+  auto cordon = client_->Post("/v1/nodes/a0/cordon", As("admin-token-0123456789"), "", "application/json");
+  ASSERT_EQ(cordon->status, 200) << cordon->body;
+  EXPECT_EQ(Json::parse(cordon->body)["state"], "cordoned");
+  EXPECT_EQ(client_->Post("/v1/nodes/zz/drain", As("admin-token-0123456789"), "", "application/json")->status, 404);
+}
+
 TEST(HttpApiRate, ACallerOverItsRateGets429) {
   char tmpl[] = "/tmp/estuary-http-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

@@ -57,6 +57,25 @@ std::string_view OpenApiDocument() {
       "get": {"summary": "One job", "responses": {"200": {"description": "the job", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Job"}}}}, "404": {"description": "no such job, or another tenant's"}}},
       "delete": {"summary": "Cancel a job", "responses": {"200": {"description": "the job, cancelled", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Job"}}}}, "404": {"description": "no such job, or another tenant's"}}}
     },
+    "/v1/jobs/{id}/explain": {
+      "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9]+$"}}],
+      "get": {"summary": "Why a job waits and what would make it fit", "responses": {"200": {"description": "fits_now, may_reclaim, reclaim_feasible, reclaim_victims, reclaim_victims_max_priority, shortfall, held_nodes, advice"}, "404": {"description": "no such job, or another tenant's"}}}
+    },
+    "/v1/reservations": {
+      "post": {"summary": "Hold nodes for a waiting job", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "required": ["job"], "properties": {"job": {"type": "string"}, "ttl_s": {"type": "integer", "minimum": 1, "maximum": 604800}}}}}},
+        "responses": {"201": {"description": "held: id, job, tenant, nodes, created_ms, expires_ms"}, "400": {"description": "the job is not waiting, or nothing could hold it"}, "404": {"description": "no such job"}}},
+      "get": {"summary": "The caller's reservations", "responses": {"200": {"description": "reservations"}}}
+    },
+    "/v1/reservations/{id}": {
+      "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9]+$"}}],
+      "delete": {"summary": "End a reservation", "responses": {"200": {"description": "ended"}, "404": {"description": "no such reservation"}}}
+    },
+    "/v1/nodes/{name}/{action}": {
+      "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
+                     {"name": "action", "in": "path", "required": true, "schema": {"type": "string", "enum": ["cordon", "uncordon", "drain", "fail", "restore"]}}],
+      "post": {"summary": "An admin's action on a node", "responses": {"200": {"description": "the node"}, "404": {"description": "no such node"}}}
+    },
+    "/v1/stats": {"get": {"summary": "Allocation and queues over the last hour (admin)", "responses": {"200": {"description": "samples"}}}},
     "/v1/nodes": {
       "post": {"summary": "Register nodes (agent)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {"nodes": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}}}}}},
         "responses": {"200": {"description": "registered"}, "400": {"description": "invalid node"}, "403": {"description": "a node of another agent"}}},
