@@ -166,6 +166,11 @@ Admission InProcessMember::Submit(const FedJob& job, AdmitMode mode, int64_t now
     r.reason = "job '" + job.name + "' is already on member '" + options_.name + "'";
     return r;
   }
+  if (mode == AdmitMode::kEnqueue) {
+    queue_.Push(*li, l.priority, l.shape, false);
+    r.accepted = true;
+    return r;
+  }
   const JobAttempt a = AllocateAction::TryStart(*session_, state_, l.id, options_.allocate);
   if (a.started) {
     OnStart(*li, now_s, a.granted);

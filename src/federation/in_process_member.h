@@ -10,6 +10,7 @@
 //   kQueue                           -> accepted: it waits in the member's priority queue (an
 //                                       HP job Reclaims at once, as in Step's (3));
 //   kStartNow                        -> rejected ("stale summary" in effect);
+//   kEnqueue (before any try)        -> accepted: queued behind the waiting jobs, tried by Step;
 //   kStartOrReclaim, HP job          -> PreemptAction::Plan: feasible with victims none of which
 //                                       is already being evicted -> accepted, reclaiming: the
 //                                       plan's nodes are held for it (AddReservation), its

@@ -38,6 +38,9 @@ enum class AdmitMode {
   kStartNow,        // start it now on idle capacity, or reject
   kStartOrReclaim,  // start it now, or evict lower-priority work for it (then it starts once the
                     // victims are gone), or reject; a rejection has evicted nothing
+  kEnqueue,         // join the member's queue behind the jobs already waiting there; the next
+                    // Step tries it in queue order (a job that can never fit is then returned
+                    // with its reason) — the simulator's arrival semantics (the live service)
 };
 
 struct Admission {

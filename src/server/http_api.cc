@@ -433,6 +433,8 @@ struct HttpApi::Impl {
       if (!f) return Fail(res, 404, "no such file");
       res.set_header("Cache-Control", "no-cache");
       res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_header("Content-Security-Policy",
+                     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
       res.set_content(std::string(f->body), std::string(f->content_type).c_str());
     });
     s.Get("/v1/debug/invariants", [this](const httplib::Request& req, httplib::Response& res) {

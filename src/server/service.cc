@@ -153,6 +153,12 @@ struct Service::Impl {
     std::string node, action;
     int64_t ttl_s = 0;
     std::shared_ptr<Waiter> waiter;
+    static Input Of(Kind k, uint64_t job = 0) {
+      Input in;
+      in.kind = k;
+      in.job = job;
+      return in;
+    }
   };
   std::map<uint64_t, ReservationView> reservations;  // by job id
 
@@ -341,12 +347,12 @@ struct Service::Impl {
   }
 
   void Admit(JobRec& j, int64_t now_s) {
-    const Admission a = engine->Submit(ToFed(j.view.id, j.view.request), AdmitMode::kQueue, now_s);
+    // Behind the jobs already waiting (the simulator's arrival semantics): the pass's Step tries
+    // the queue in order.
+    const Admission a = engine->Submit(ToFed(j.view.id, j.view.request), AdmitMode::kEnqueue, now_s);
     j.in_engine = a.accepted;
     j.parked = !a.accepted;
-    if (!a.accepted) j.view.reason = a.reason.empty() ? "fits no registered node" : a.reason;
-    else if (!a.started) j.view.reason = a.reclaiming ? "waiting for lower-priority work to be evicted" : "waiting for capacity";
-    else j.view.reason.clear();
+    j.view.reason = a.accepted ? "waiting for capacity" : (a.reason.empty() ? "fits no registered node" : a.reason);
   }
 
 };
@@ -608,7 +614,7 @@ StatusOr<uint64_t> Service::Submit(const Principal& who, JobRequest request) {
   {
     std::lock_guard lk(s.mu);
     s.jobs.emplace(id, std::move(r));
-    s.inputs.push_back({Impl::Input::Kind::kSubmit, id, {}});
+    s.inputs.push_back(Impl::Input::Of(Impl::Input::Kind::kSubmit, id));
     ++s.submitted_total;
   }
   s.input_cv.notify_one();
@@ -647,7 +653,7 @@ StatusOr<JobView> Service::Cancel(const Principal& who, uint64_t id) {
   JobView v;
   {
     std::lock_guard lk(s.mu);
-    s.inputs.push_back({Impl::Input::Kind::kCancel, id, {}});
+    s.inputs.push_back(Impl::Input::Of(Impl::Input::Kind::kCancel, id));
     v = s.jobs.at(id).view;
   }
   s.input_cv.notify_one();
@@ -738,7 +744,7 @@ Status Service::RegisterNodes(const Principal& agent, std::vector<NodeRegistrati
       if (s.node_names.size() <= id->value()) s.node_names.resize(id->value() + 1);
       s.node_names[id->value()] = n.name;
     }
-    s.inputs.push_back({Impl::Input::Kind::kNodesAdded, 0, {}});
+    s.inputs.push_back(Impl::Input::Of(Impl::Input::Kind::kNodesAdded));
     if (!add.ok()) return add;
   }
   s.input_cv.notify_one();
@@ -783,7 +789,9 @@ Status Service::Report(const Principal& agent, std::vector<TaskReport> reports) 
         return PermissionDenied("task '" + r.task + "' runs on node '" + t.node + "' of another agent");
       }
     }
-    s.inputs.push_back({Impl::Input::Kind::kReport, 0, std::move(reports)});
+    Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kReport);
+    in.reports = std::move(reports);
+    s.inputs.push_back(std::move(in));
   }
   s.input_cv.notify_one();
   return Status::Ok();
@@ -1083,26 +1091,34 @@ void Service::RunOnce() {
       ++s.node_failures_total;
     }
     }
-    s.engine->Step(now_s);
-    s.engine->Grow(now_s);
-    // Events: jobs evicted whole go back to the queue (which may start them again: repeat).
-    for (int round = 0; round < 4; ++round) {
-      const std::vector<MemberEvent> events = s.engine->TakeEvents();
-      if (events.empty()) break;
+    // Engine events. Those of the inputs and node failures come first, so that a job evicted
+    // whole is back in the queue before the queue is tried; then the cycle (Step), repeated while
+    // it returned jobs (they may start elsewhere at once); then Absorb (Grow).
+    const auto handle = [&](const std::vector<MemberEvent>& events) {
+      bool readmitted = false;
       for (const MemberEvent& e : events) {
         const auto it = s.jobs.find(e.job);
         if (it == s.jobs.end()) continue;
         Impl::JobRec& j = it->second;
         touched.insert(e.job);
         switch (e.kind) {
-          case MemberEvent::Kind::kReturned:
-            if (e.for_job != UINT32_MAX || e.detail == "node failed") ++s.evictions_total;
+          case MemberEvent::Kind::kReturned: {
+            const bool evicted = e.for_job != UINT32_MAX || e.detail == "node failed" || e.detail == "node drained";
+            if (evicted) ++s.evictions_total;
             if (Ended(j.view.phase)) break;
             j.in_engine = false;
             if (j.view.phase == JobPhase::kRunning) j.view.phase = JobPhase::kPending;
+            if (!evicted) {
+              // It can never fit the nodes there are: it waits for new nodes, with the reason.
+              j.parked = true;
+              j.view.reason = "fits no registered node: " + e.detail;
+              break;
+            }
             s.Admit(j, now_s);
-            if (!e.detail.empty()) j.view.reason = e.detail + (j.view.reason.empty() ? "" : "; " + j.view.reason);
+            j.view.reason = e.detail + "; " + j.view.reason;
+            readmitted = true;
             break;
+          }
           case MemberEvent::Kind::kShrunk: ++s.evictions_total; break;
           case MemberEvent::Kind::kReclaim:
             j.view.reason = "reclaiming: " + std::to_string(e.replicas) + " victim job(s) evicted at " + std::to_string(e.at);
@@ -1111,7 +1127,15 @@ void Service::RunOnce() {
           case MemberEvent::Kind::kGrown: j.view.reason.clear(); break;
         }
       }
+      return readmitted;
+    };
+    handle(s.engine->TakeEvents());
+    for (int round = 0; round < 4; ++round) {
+      s.engine->Step(now_s);
+      if (!handle(s.engine->TakeEvents())) break;
     }
+    s.engine->Grow(now_s);
+    handle(s.engine->TakeEvents());
     // Reservations end with their purpose: the job started or ended, the hold was released, or
     // the time is up.
     for (auto it = s.reservations.begin(); it != s.reservations.end();) {

@@ -369,8 +369,12 @@ TEST_F(ServiceTest, ADrainedNodeStopsItsTasksAndTheirJobsStartElsewhereWhileACor
   EXPECT_NE(moved[0].node, node_b);  // cordoned: no new work
   EXPECT_EQ(Get(*b).phase, JobPhase::kRunning);  // its work stays
   for (const NodeView& n : service_->ListNodes()) {
-    if (n.name == node_a) EXPECT_EQ(n.state, "drained");
-    if (n.name == node_b) EXPECT_EQ(n.state, "cordoned");
+    if (n.name == node_a) {
+      EXPECT_EQ(n.state, "drained");
+    }
+    if (n.name == node_b) {
+      EXPECT_EQ(n.state, "cordoned");
+    }
   }
   EXPECT_EQ(ViaLoop([&] { return service_->NodeAction(kAdmin, node_a, "explode"); }).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ViaLoop([&] { return service_->NodeAction(kAdmin, "nope", "drain"); }).code(), StatusCode::kNotFound);
@@ -378,8 +382,12 @@ TEST_F(ServiceTest, ADrainedNodeStopsItsTasksAndTheirJobsStartElsewhereWhileACor
   // Node states survive a restart.
   Reopen();
   for (const NodeView& n : service_->ListNodes()) {
-    if (n.name == node_a) EXPECT_EQ(n.state, "drained");
-    if (n.name == node_b) EXPECT_EQ(n.state, "cordoned");
+    if (n.name == node_a) {
+      EXPECT_EQ(n.state, "drained");
+    }
+    if (n.name == node_b) {
+      EXPECT_EQ(n.state, "cordoned");
+    }
   }
   EXPECT_EQ(Get(*b).phase, JobPhase::kRunning);
 }

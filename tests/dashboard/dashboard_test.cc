@@ -1,0 +1,295 @@
+// The service's dashboard (issue 7): the files embedded into the binary, and the page in headless
+// Chromium against a live cluster.
+//  - FindDashboardFile serves dashboard/index.html, dashboard.js, dashboard.css and Chart.js's
+//    chart.umd.js byte for byte with their content types, and nothing else.
+//  - `estuary serve` on a loopback port with `estuary agent --fake-nodes 64`, jobs submitted over
+//    HTTP (some running, one that fits no node and so waits with a reason): GET / redirects to the
+//    page, the files come with their content types, and dashboard_check.mjs (playwright-core
+//    driving /usr/bin/chromium) checks what the page shows and that it logs no error.
+// ESTUARY_DASHBOARD_SCREENSHOTS=DIR keeps the check's screenshots in DIR (default: the test's
+// temporary directory, removed afterwards).
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "server/dashboard.h"
+
+extern char** environ;
+
+namespace estuary {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr char kAdmin[] = "admin-token-0123456789";
+constexpr char kTenant[] = "tenant-token-012345678";
+constexpr char kAgent[] = "agent-token-0123456789";
+constexpr char kChromium[] = "/usr/bin/chromium";
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(DashboardFiles, AreTheSourcesByteForByteWithTheirContentTypes) {
+  const fs::path dir = fs::path(ESTUARY_SOURCE_DIR) / "dashboard";
+  const std::map<std::string, std::pair<fs::path, std::string>> want = {
+      {"index.html", {dir / "index.html", "text/html; charset=utf-8"}},
+      {"dashboard.js", {dir / "dashboard.js", "application/javascript"}},
+      {"dashboard.css", {dir / "dashboard.css", "text/css"}},
+      {"chart.umd.js", {dir / "node_modules/chart.js/dist/chart.umd.js", "application/javascript"}},
+  };
+  for (const auto& [name, file] : want) {
+    const auto f = FindDashboardFile(name);
+    ASSERT_TRUE(f.has_value()) << name;
+    EXPECT_EQ(f->content_type, file.second) << name;
+    const std::string source = ReadFile(file.first);
+    ASSERT_FALSE(source.empty()) << file.first;
+    EXPECT_TRUE(f->body == source) << name << ": " << f->body.size() << " bytes embedded, " << source.size()
+                                   << " in " << file.first;
+  }
+  const auto page = FindDashboardFile("");
+  ASSERT_TRUE(page.has_value());
+  EXPECT_EQ(page->body, FindDashboardFile("index.html")->body);
+  for (const char* none : {"nope.js", "package.json", "embed_files.cmake", "index.htm", "..", "chart.js", " "}) {
+    EXPECT_FALSE(FindDashboardFile(none).has_value()) << none;
+  }
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A child process (`program` looked up in PATH); its output goes to `log`.
+pid_t Spawn(const std::string& program, const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(program.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, program.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return rc == 0 ? pid : -1;
+}
+
+void Stop(pid_t pid, int sig) {
+  if (pid <= 0) return;
+  kill(pid, sig);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+// Waits up to `limit` for `pid` to exit: its exit code, or -1 (then it was killed) on a timeout.
+int WaitExit(pid_t pid, std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0) return -1;
+    std::this_thread::sleep_for(100ms);
+  }
+  Stop(pid, SIGKILL);
+  return -1;
+}
+
+bool InPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::string d;
+  while (std::getline(dirs, d, ':')) {
+    if (!d.empty() && access((fs::path(d) / program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+httplib::Headers As(const char* token) { return {{"Authorization", std::string("Bearer ") + token}}; }
+
+class DashboardE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/estuary-dashboard-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    std::ofstream(dir_ + "/tokens") << kAdmin << " admin ops\n" << kTenant << " tenant team-a\n" << kAgent << " agent rack-1\n";
+    port_ = FreePort();
+  }
+  void TearDown() override {
+    Stop(agent_, SIGTERM);
+    Stop(serve_, SIGTERM);
+    if (HasFailure()) {
+      for (const char* f : {"/serve.log", "/agent.log"}) {
+        std::ifstream in(dir_ + f);
+        std::string line;
+        int n = 0;
+        while (std::getline(in, line) && n++ < 40) std::fprintf(stderr, "%s: %s\n", f, line.c_str());
+      }
+    }
+    fs::remove_all(dir_);
+  }
+  void StartServe() {
+    serve_ = Spawn(ESTUARY_BINARY,
+                   {"serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--data", dir_ + "/data", "--tokens",
+                    dir_ + "/tokens", "--heartbeat-timeout-s", "60"},
+                   dir_ + "/serve.log");
+    ASSERT_GT(serve_, 0);
+    httplib::Client c("127.0.0.1", port_);
+    for (int i = 0; i < 200; ++i) {
+      if (auto r = c.Get("/v1/openapi.json"); r && r->status == 200) return;
+      std::this_thread::sleep_for(50ms);
+    }
+    FAIL() << "the service did not come up";
+  }
+  void StartAgent(int nodes) {
+    agent_ = Spawn(ESTUARY_BINARY,
+                   {"agent", "--server", "http://127.0.0.1:" + std::to_string(port_), "--token", kAgent, "--fake-nodes",
+                    std::to_string(nodes), "--gpus-per-node", "8", "--prefix", "demo"},
+                   dir_ + "/agent.log");
+    ASSERT_GT(agent_, 0);
+  }
+  Json Get(const std::string& path) {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(10, 0);
+    auto r = c.Get(path, As(kAdmin));
+    if (!r || r->status != 200) {
+      ADD_FAILURE() << "GET " << path << ": " << (r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error()));
+      return Json::object();
+    }
+    return Json::parse(r->body);
+  }
+  std::string Submit(const Json& job) {
+    httplib::Client c("127.0.0.1", port_);
+    auto r = c.Post("/v1/jobs", As(kTenant), job.dump(), "application/json");
+    if (!r || r->status != 201) {
+      ADD_FAILURE() << "POST /v1/jobs " << job.dump() << ": " << (r ? std::to_string(r->status) + " " + r->body : "no answer");
+      return "";
+    }
+    return Json::parse(r->body)["id"].get<std::string>();
+  }
+  // Waits until `ok` holds for GET /v1/jobs's {"jobs": [...]}.
+  template <typename F>
+  bool WaitJobs(F ok, std::chrono::seconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+      if (ok(Get("/v1/jobs")["jobs"])) return true;
+      std::this_thread::sleep_for(200ms);
+    }
+    return false;
+  }
+
+  std::string dir_;
+  int port_ = 0;
+  pid_t serve_ = -1, agent_ = -1;
+};
+
+Json JobBody(const std::string& name, int min, int max, int gpus, int priority, int duration_s) {
+  return Json{{"name", name}, {"replicas", {{"min", min}, {"max", max}}}, {"gpus", gpus}, {"cpu_milli", 4000},
+              {"memory_mib", 16384}, {"priority", priority}, {"duration_s", duration_s}};
+}
+
+TEST_F(DashboardE2E, ThePageShowsTheDemoClusterInChromiumWithoutErrors) {
+  if (!fs::exists(kChromium)) GTEST_SKIP() << kChromium << " not found; install it with scripts/setup.sh";
+  if (!InPath("node")) GTEST_SKIP() << "node not found; install it with scripts/setup.sh";
+  ASSERT_TRUE(fs::exists(fs::path(ESTUARY_SOURCE_DIR) / "dashboard/node_modules/playwright-core/package.json"))
+      << "dashboard/node_modules lacks playwright-core: run scripts/setup.sh";
+
+  StartServe();
+  StartAgent(64);
+  httplib::Client c("127.0.0.1", port_);
+
+  // The files over HTTP: / redirects to the page; content types; unknown files 404.
+  auto root = c.Get("/");
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->status, 302);
+  EXPECT_EQ(root->get_header_value("Location"), "/dashboard/");
+  for (const auto& [path, type] : std::vector<std::pair<std::string, std::string>>{
+           {"/dashboard/", "text/html; charset=utf-8"},
+           {"/dashboard/dashboard.js", "application/javascript"},
+           {"/dashboard/dashboard.css", "text/css"},
+           {"/dashboard/chart.umd.js", "application/javascript"}}) {
+    auto r = c.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 200) << path;
+    EXPECT_EQ(r->get_header_value("Content-Type"), type) << path;
+    EXPECT_FALSE(r->body.empty()) << path;
+  }
+  auto missing = c.Get("/dashboard/missing.js");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+
+  // The demo cluster: 64 nodes (2 ASWs, 1 RDMA-POD), jobs that run, one that finishes and one
+  // that fits no node (16 GPUs per replica on 8-GPU nodes) and waits with a reason.
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (Get("/v1/nodes")["nodes"].size() < 64 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(100ms);
+  ASSERT_EQ(Get("/v1/nodes")["nodes"].size(), 64u);
+  Submit(JobBody("train-llm", 2, 2, 8, 300, 600));
+  Submit(JobBody("serve-api", 1, 1, 4, 800, 600));
+  Submit(JobBody("sweep", 1, 4, 2, 300, 600));
+  Submit(JobBody("quick-eval", 1, 1, 1, 100, 1));
+  Submit(JobBody("too-big", 1, 1, 16, 500, 60));
+  const bool settled = WaitJobs(
+      [](const Json& jobs) {
+        std::map<std::string, const Json*> by;
+        for (const Json& j : jobs) by[j["name"].get<std::string>()] = &j;
+        auto state = [&](const char* name) { return by.count(name) ? (*by[name])["state"].get<std::string>() : ""; };
+        return by.size() == 5 && state("train-llm") == "running" && state("serve-api") == "running" &&
+               state("quick-eval") == "succeeded" && state("too-big") == "pending" &&
+               !(*by["too-big"])["reason"].get<std::string>().empty();
+      },
+      30s);
+  ASSERT_TRUE(settled) << Get("/v1/jobs").dump();
+
+  const char* keep = std::getenv("ESTUARY_DASHBOARD_SCREENSHOTS");
+  const std::string shots = keep && *keep ? keep : dir_;
+  fs::create_directories(shots);
+  const std::string log = dir_ + "/check.log";
+  const pid_t check = Spawn("node",
+                            {std::string(ESTUARY_SOURCE_DIR) + "/tests/dashboard/dashboard_check.mjs",
+                             "http://127.0.0.1:" + std::to_string(port_), kAdmin, shots},
+                            log);
+  ASSERT_GT(check, 0);
+  const int rc = WaitExit(check, 90s);
+  const std::string out = ReadFile(log);
+  std::fprintf(stderr, "%s", out.c_str());
+  EXPECT_EQ(rc, 0) << "dashboard_check.mjs failed (exit " << rc << "):\n" << out;
+  EXPECT_TRUE(fs::exists(fs::path(shots) / "dashboard.png"));
+}
+
+}  // namespace
+}  // namespace estuary
