@@ -11,6 +11,8 @@
 #include "server/http_api.h"
 #include "server/service.h"
 #include "sim/cluster/cluster_spec.h"
+#include "store/etcd_election.h"
+#include "store/etcd_store.h"
 #include "store/sqlite_store.h"
 
 namespace estuary {
@@ -69,7 +71,11 @@ StatusOr<std::pair<std::string, int>> ParseListen(const std::string& s) {
 CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   CLI::App* s = app.add_subcommand("serve", "run the live scheduler service: HTTP/JSON API, agents, SQLite state (docs/service.md)");
   s->add_option("--listen", f.listen, "HOST:PORT to listen on (default 127.0.0.1:8080)");
-  s->add_option("--data", f.data, "directory of the service's state (SQLite: DIR/estuary.db)")->required();
+  s->add_option("--data", f.data, "directory of the service's state (SQLite: DIR/estuary.db); required with --store sqlite");
+  s->add_option("--store", f.store, "sqlite (default: one replica, state under --data) or etcd (several replicas, one leader)");
+  s->add_option("--etcd-endpoints", f.etcd_endpoints, "with --store etcd: the etcd cluster's client URLs, URL[,URL...]");
+  s->add_option("--etcd-prefix", f.etcd_prefix, "with --store etcd: key prefix of the state (default estuary/)");
+  s->add_option("--advertise", f.advertise, "with --store etcd: this replica's URL as other replicas report it (default http://LISTEN)");
   s->add_option("--tokens", f.tokens, "tokens file: one 'TOKEN ROLE NAME' per line, ROLE admin|tenant|agent")->required();
   s->add_option("--sync", f.sync, "SQLite durability: full (default; survives a machine crash) or normal (survives kill -9)");
   s->add_option("--policy", f.policy, "placement policy (default best-fit)");
@@ -104,18 +110,12 @@ int RunServeCommand(const ServeFlags& f) {
   auto listen = ParseListen(f.listen);
   if (!listen.ok()) return Fail(listen.status());
   if (f.sync != "full" && f.sync != "normal") return Fail(InvalidArgument("--sync: '" + f.sync + "' is not full or normal"));
+  if (f.store != "sqlite" && f.store != "etcd") return Fail(InvalidArgument("--store: '" + f.store + "' is not sqlite or etcd"));
+  if (f.store == "sqlite" && f.data.empty()) return Fail(InvalidArgument("--data: required with --store sqlite"));
+  if (f.store == "etcd" && f.etcd_endpoints.empty()) return Fail(InvalidArgument("--etcd-endpoints: required with --store etcd"));
+  if (f.store == "sqlite" && !f.etcd_endpoints.empty()) return Fail(InvalidArgument("--etcd-endpoints: only with --store etcd"));
   auto tokens = TokenTable::Read(f.tokens);
   if (!tokens.ok()) return Fail(tokens.status());
-  SqliteOptions so;
-  so.synchronous_normal = f.sync == "normal";
-  auto store = SqliteStore::Open(f.data, so);
-  if (!store.ok()) return Fail(store.status());
-  ServiceOptions o;
-  o.policy = f.policy;
-  o.grace_s = f.grace_s;
-  o.heartbeat_timeout_ms = f.heartbeat_timeout_s * 1000;
-  auto service = Service::Open(store->get(), &clock, o);
-  if (!service.ok()) return Fail(service.status());
   HttpOptions ho;
   ho.host = listen->first;
   ho.port = listen->second;
@@ -124,27 +124,103 @@ int RunServeCommand(const ServeFlags& f) {
   ho.burst = 2 * f.rate;
   ho.tls_cert = f.tls_cert;
   ho.tls_key = f.tls_key;
+  ServiceOptions o;
+  o.policy = f.policy;
+  o.grace_s = f.grace_s;
+  o.heartbeat_timeout_ms = f.heartbeat_timeout_s * 1000;
+
   BlockStopSignals();
-  HttpApi api(service->get(), &*tokens, ho);
-  if (Status st = api.Bind(); !st.ok()) return Fail(st);
-  (*service)->Start();
-  Log(clock, "info", "listening",
-      {{"addr", ho.host + ":" + std::to_string(api.port())}, {"data", (*store)->path()}, {"tokens", tokens->size()},
-       {"tls", !ho.tls_cert.empty()}});
+  std::atomic<bool> stop{false}, lost{false};
+  std::mutex api_mu;
+  HttpApi* api_ptr = nullptr;
+  const auto shutdown_api = [&] {
+    std::lock_guard lk(api_mu);
+    if (api_ptr != nullptr) api_ptr->Shutdown();
+  };
   std::thread waiter([&] {
     const int sig = WaitForSignal();
-    Log(clock, "info", "stopping", {{"signal", sig}});
-    api.Shutdown();
+    if (!lost) Log(clock, "info", "stopping", {{"signal", sig}});
+    stop = true;
+    shutdown_api();
   });
-  const Status served = api.Serve();
-  if (!served.ok()) {
-    Log(clock, "error", served.message());
-    std::raise(SIGTERM);  // wakes the waiter
+  const auto finish = [&](int code) {
+    if (!stop) {
+      stop = true;
+      pthread_kill(waiter.native_handle(), SIGTERM);
+    }
+    waiter.join();
+    return code;
+  };
+
+  std::unique_ptr<Store> store;
+  std::unique_ptr<LeaderElection> election;
+  std::string where;
+  if (f.store == "sqlite") {
+    SqliteOptions so;
+    so.synchronous_normal = f.sync == "normal";
+    auto s = SqliteStore::Open(f.data, so);
+    if (!s.ok()) return finish(Fail(s.status()));
+    where = (*s)->path();
+    store = std::move(*s);
+  } else {
+    EtcdConnection etcd;
+    for (size_t at = 0; at <= f.etcd_endpoints.size();) {
+      const size_t comma = std::min(f.etcd_endpoints.find(',', at), f.etcd_endpoints.size());
+      if (comma > at) etcd.endpoints.push_back(f.etcd_endpoints.substr(at, comma - at));
+      at = comma + 1;
+    }
+    LeaderElectionOptions lo;
+    lo.etcd = etcd;
+    lo.key = f.etcd_prefix + "leader";
+    lo.identity = f.advertise.empty() ? "http://" + f.listen : f.advertise;
+    lo.on_lost = [&](const std::string& why) {
+      lost = true;
+      Log(clock, "error", "lost leadership: stopping", {{"why", why}});
+      std::thread([&] { shutdown_api(); }).detach();
+    };
+    auto e = LeaderElection::Create(lo);
+    if (!e.ok()) return finish(Fail(e.status()));
+    election = std::move(*e);
+    Log(clock, "info", "campaigning", {{"etcd", f.etcd_endpoints}, {"identity", lo.identity}});
+    auto term = election->Campaign(stop);
+    if (!term.ok()) {
+      if (stop) return finish(0);
+      return finish(Fail(term.status()));
+    }
+    Log(clock, "info", "leading", {{"fence_revision", *term}});
+    EtcdStoreOptions so;
+    so.etcd = etcd;
+    so.prefix = f.etcd_prefix + "state/";
+    so.fence = election->fence();
+    auto s = EtcdStore::Open(so);
+    if (!s.ok()) return finish(Fail(s.status()));
+    where = f.etcd_endpoints + " " + so.prefix;
+    store = std::move(*s);
+    o.store_max_ops = 4096;  // below etcd's --max-txn-ops (see docs/service.md)
   }
-  waiter.join();
+  auto service = Service::Open(store.get(), &clock, o);
+  if (!service.ok()) return finish(Fail(service.status()));
+  HttpApi api(service->get(), &*tokens, ho);
+  if (Status st = api.Bind(); !st.ok()) return finish(Fail(st));
+  {
+    std::lock_guard lk(api_mu);
+    api_ptr = &api;
+  }
+  if (stop) api.Shutdown();
+  (*service)->Start();
+  Log(clock, "info", "listening",
+      {{"addr", ho.host + ":" + std::to_string(api.port())}, {"store", f.store}, {"state", where},
+       {"tokens", tokens->size()}, {"tls", !ho.tls_cert.empty()}});
+  const Status served = api.Serve();
+  {
+    std::lock_guard lk(api_mu);
+    api_ptr = nullptr;
+  }
   (*service)->Stop();
+  if (election && !lost) (void)election->Resign();
+  if (!served.ok()) Log(clock, "error", served.message());
   Log(clock, "info", "stopped");
-  return served.ok() ? 0 : 1;
+  return finish(lost || !served.ok() ? 1 : 0);
 }
 
 int RunAgentCommand(const AgentFlags& f) {

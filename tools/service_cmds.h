@@ -14,6 +14,10 @@ struct ServeFlags {
   std::string sync = "full";
   std::string policy = "best-fit";
   std::string tls_cert, tls_key;
+  std::string store = "sqlite";
+  std::string etcd_endpoints;
+  std::string etcd_prefix = "estuary/";
+  std::string advertise;
   int64_t grace_s = 60;
   int64_t heartbeat_timeout_s = 30;
   int64_t max_body_bytes = 1 << 20;

@@ -19,7 +19,9 @@ namespace estuary {
 
 class GroupCommitter {
  public:
-  explicit GroupCommitter(Store* store) : store_(store) {}
+  // `max_ops_per_round`: a round takes queued batches, in order, while their changes fit this cap
+  // (at least one batch; 0: no cap) — etcd bounds the operations of one transaction.
+  explicit GroupCommitter(Store* store, size_t max_ops_per_round = 0) : store_(store), max_ops_(max_ops_per_round) {}
   Status Commit(StoreBatch batch);
   // Rounds applied so far and batches they carried (for metrics).
   uint64_t rounds() const;
@@ -27,10 +29,12 @@ class GroupCommitter {
 
  private:
   Store* store_;
+  size_t max_ops_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<StoreBatch> queue_;
   uint64_t enqueued_ = 0;  // tickets handed out
+  uint64_t taken_ = 0;     // tickets taken into a round (queue_ holds taken_+1 .. enqueued_)
   uint64_t applied_ = 0;   // tickets whose round has ended
   uint64_t durable_ = 0;   // tickets whose round was applied
   bool leader_ = false;

@@ -72,6 +72,46 @@ class FailingStore final : public Store {
   int calls_ = 0;
 };
 
+// Counts the changes of each Apply.
+class CountingStore final : public Store {
+ public:
+  Status Apply(const StoreBatch& b) override {
+    std::lock_guard lk(mu);
+    sizes.push_back(b.changes.size());
+    return Status::Ok();
+  }
+  StatusOr<std::optional<std::string>> Get(std::string_view) override { return std::optional<std::string>(); }
+  Status Scan(std::string_view, const std::function<bool(std::string_view, std::string_view)>&) override {
+    return Status::Ok();
+  }
+  std::mutex mu;
+  std::vector<size_t> sizes;
+};
+
+TEST(GroupCommitter, ARoundStaysUnderTheOpCapUnlessOneBatchAloneIsLarger) {
+  CountingStore store;
+  GroupCommitter g(&store, 10);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        StoreBatch b;
+        const int n = (t == 0 && i == 0) ? 25 : 3;  // one batch larger than the cap
+        for (int k = 0; k < n; ++k) b.Put("k" + std::to_string(k), "v");
+        ASSERT_TRUE(g.Commit(std::move(b)).ok());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  size_t total = 0;
+  for (size_t n : store.sizes) {
+    total += n;
+    EXPECT_TRUE(n <= 10 || n == 25) << n;
+  }
+  EXPECT_EQ(total, 25u + 399u * 3u);
+  EXPECT_EQ(g.batches(), 400u);
+}
+
 TEST(GroupCommitter, AFailedRoundFailsItsBatchesAndEveryLaterCommit) {
   FailingStore store(1);
   GroupCommitter g(&store);

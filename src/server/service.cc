@@ -367,7 +367,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   s.store = store;
   s.clock = clock;
   s.opt = options;
-  s.committer = std::make_unique<GroupCommitter>(store);
+  s.committer = std::make_unique<GroupCommitter>(store, options.store_max_ops);
   MemberOptions mo;
   mo.name = "service";
   mo.policy = options.policy;

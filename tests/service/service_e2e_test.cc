@@ -4,12 +4,6 @@
 //  - Crash safety: the service is killed (SIGKILL) while clients submit and agents report, then
 //    restarted on the same data: every job that got a 201 is there, the recovered state's
 //    invariants hold (no GPU bound twice), and every job still runs to success.
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -27,7 +21,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-extern char** environ;
+#include "tests/testing/processes.h"
 
 namespace estuary {
 namespace {
@@ -39,41 +33,10 @@ constexpr char kAdmin[] = "admin-token-0123456789";
 constexpr char kTenant[] = "tenant-token-012345678";
 constexpr char kAgent[] = "agent-token-0123456789";
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using testing::FreePort;
 
-// A child process running the estuary binary; its output goes to `log`.
-pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(ESTUARY_BINARY));
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, ESTUARY_BINARY, &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  return rc == 0 ? pid : -1;
-}
-
-void Stop(pid_t pid, int sig) {
-  if (pid <= 0) return;
-  kill(pid, sig);
-  int status = 0;
-  waitpid(pid, &status, 0);
-}
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log) { return testing::Spawn(ESTUARY_BINARY, args, log); }
+void Stop(pid_t pid, int sig) { testing::StopProcess(pid, sig); }
 
 httplib::Headers As(const char* token) { return {{"Authorization", std::string("Bearer ") + token}}; }
 
