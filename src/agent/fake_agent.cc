@@ -168,7 +168,12 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
       if (seq <= after) continue;
       after = seq;
       const std::string task = o.value("task", "");
-      if (o.value("op", "") == "start") {
+      const std::string op = o.value("op", "");
+      if (op == "evict") {
+        ++evict_notices_;  // a fake process has nothing to checkpoint; its stop follows
+        continue;
+      }
+      if (op == "start") {
         if (!replicas.count(task)) {
           const int64_t d = o.value("duration_s", int64_t{0});
           replicas[task] = d > 0 ? now + d * 1000 : 0;

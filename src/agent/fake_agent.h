@@ -2,7 +2,7 @@
 // registers its nodes with the service, keeps them alive with heartbeats, and carries out its
 // orders with timed fake processes: a start order makes the replica "run" (reported `running`
 // at once) for the job's duration_s (then `succeeded`; 0: until stopped); a stop order ends it
-// (reported `stopped`). It speaks only the service's HTTP API (server/http_api.h) with its agent
+// (reported `stopped`); an evict order (a Reclaim's warning ahead of the stop) is counted. It speaks only the service's HTTP API (server/http_api.h) with its agent
 // token.
 //
 // Threads: one long-polls orders (GET /v1/agent/orders, carrying them out in seq order), one
@@ -60,11 +60,12 @@ class FakeAgent {
   uint64_t stops() const { return stops_; }
   uint64_t finished() const { return finished_; }
   uint64_t running() const { return running_; }
+  uint64_t evict_notices() const { return evict_notices_; }
 
  private:
   FakeAgentOptions opt_;
   const Clock* clock_;
-  std::atomic<uint64_t> starts_{0}, stops_{0}, finished_{0}, running_{0};
+  std::atomic<uint64_t> starts_{0}, stops_{0}, finished_{0}, running_{0}, evict_notices_{0};
 };
 
 }  // namespace estuary

@@ -229,7 +229,11 @@ bool InProcessMember::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   ev.for_local = li;
   ev.tasks = plan.evict;
   ev.whole = plan.evicted_jobs;
-  for (TaskId t : ev.tasks) being_evicted_[t.value()] = 1;
+  for (TaskId t : ev.tasks) {
+    being_evicted_[t.value()] = 1;
+    const size_t vi = local_of_job_[state_.task(t).job.value()];
+    if (vi != SIZE_MAX) notices_.push_back({locals_[vi].fed, t, ev.at});
+  }
   l.reclaiming = true;
   if (!queue_.Contains(li)) queue_.Push(li, l.priority, l.shape, true);
   Log(MemberEvent::Kind::kReclaim, now_s, li, static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size()),

@@ -37,6 +37,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -146,6 +147,20 @@ class InProcessMember : public Member {
   // The nodes the job holds (empty: none).
   std::vector<NodeId> HeldNodes(uint32_t job) const;
 
+  // Changes the Reclaim grace period (later Reclaims) and Absorb (from the next Grow).
+  void SetGrace(int64_t grace_s) { options_.grace_s = grace_s; }
+  void SetAbsorb(bool absorb) { options_.absorb = absorb; }
+  const MemberOptions& options() const { return options_; }
+
+  // Tasks a Reclaim decided to evict, and when (its grace period's end), since the last call:
+  // lets a live driver warn their agents ahead of the stop.
+  struct EvictionNotice {
+    uint32_t job = 0;  // the victim (federation id)
+    TaskId task;
+    int64_t at = 0;
+  };
+  std::vector<EvictionNotice> TakeEvictionNotices() { return std::exchange(notices_, {}); }
+
   // The state's job of federation job `job`; nullopt when never materialised here.
   std::optional<JobId> JobOf(uint32_t job) const;
   // Where one replica of a job runs (Adopt).
@@ -229,6 +244,7 @@ class InProcessMember : public Member {
   int64_t elastic_starts_ = 0;
   MemberTiming timing_;
   int meter_depth_ = 0;
+  std::vector<EvictionNotice> notices_;
 };
 
 }  // namespace estuary

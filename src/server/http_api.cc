@@ -321,7 +321,8 @@ struct HttpApi::Impl {
       for (const Order& o : b.orders) {
         Json j;
         j["seq"] = o.seq;
-        j["op"] = o.op == Order::Op::kStart ? "start" : "stop";
+        j["op"] = o.op == Order::Op::kStart ? "start" : o.op == Order::Op::kStop ? "stop" : "evict";
+        if (o.op == Order::Op::kEvict) j["deadline_ms"] = o.deadline_ms;
         j["task"] = o.task;
         j["job"] = std::to_string(o.job);
         j["node"] = o.node;
@@ -416,6 +417,40 @@ struct HttpApi::Impl {
       const Status st = service->DeleteReservation(*p, std::stoull(req.matches[1]));
       if (!st.ok()) return Fail(res, st);
       Reply(res, 200, Json::object());
+    });
+    const auto config_json = [](const Service::Config& c) {
+      return Json{{"policy", c.policy}, {"grace_s", c.grace_s}, {"absorb", c.absorb},
+                  {"heartbeat_timeout_s", c.heartbeat_timeout_s}};
+    };
+    s.Get("/v1/config", [this, config_json](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kAdmin})) return;
+      Reply(res, 200, config_json(service->GetConfig()));
+    });
+    s.Put("/v1/config", [this, config_json](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kAdmin})) return;
+      const auto body = Body(req, res);
+      if (!body) return;
+      std::optional<int64_t> grace, heartbeat;
+      std::optional<bool> absorb;
+      for (auto it = body->begin(); it != body->end(); ++it) {
+        const std::string& k = it.key();
+        if (k == "grace_s" || k == "heartbeat_timeout_s") {
+          if (!it.value().is_number_integer()) return Fail(res, 400, "field '" + k + "': expected an integer");
+          (k == "grace_s" ? grace : heartbeat) = it.value().get<int64_t>();
+        } else if (k == "absorb") {
+          if (!it.value().is_boolean()) return Fail(res, 400, "field 'absorb': expected true or false");
+          absorb = it.value().get<bool>();
+        } else if (k == "policy") {
+          return Fail(res, 400, "field 'policy': fixed at start (estuary serve --policy)");
+        } else {
+          return Fail(res, 400, "field '" + k.substr(0, 40) + "': unknown field");
+        }
+      }
+      auto c = service->SetConfig(*p, grace, absorb, heartbeat);
+      if (!c.ok()) return Fail(res, c.status());
+      Reply(res, 200, config_json(*c));
     });
     s.Get("/v1/stats", [this](const httplib::Request& req, httplib::Response& res) {
       const Principal* p = Auth(req, res);

@@ -17,9 +17,12 @@
 //                                                   memory_mib, domains: {plane: [names]}}]}
 //   POST   /v1/nodes/heartbeat      agent          {"nodes": [names]} (empty or absent: all)
 //   GET    /v1/nodes                admin          {"nodes": [node, ...]}
-//   GET    /v1/agent/orders?epoch=E&after=N&wait_ms=W   agent   long-poll (W <= 30000)
+//   GET    /v1/agent/orders?epoch=E&after=N&wait_ms=W   agent   long-poll (W <= 30000): orders
+//                                                  start | stop | evict (deadline_ms: a stop follows then)
 //   POST   /v1/agent/reports        agent          {"reports": [{task, state: running |
 //                                                   succeeded | failed | stopped}]}
+//   GET    /v1/config, PUT /v1/config   admin      {policy, grace_s, absorb, heartbeat_timeout_s}; PUT
+//                                                  changes any of the last three (stored)
 //   GET    /v1/stats                admin          {"samples": [{t_ms, gpus, gpus_allocated, pending,
 //                                                   running}]}: the last hour, every 5 s
 //   GET    /  and /dashboard/FILE   no token       the dashboard (server/dashboard.h)

@@ -244,6 +244,20 @@ TEST_F(HttpApiTest, ExplainReservationsAndNodeActionsAnswerOverHttp) {
   EXPECT_EQ(client_->Post("/v1/nodes/zz/drain", As("admin-token-0123456789"), "", "application/json")->status, 404);
 }
 
+TEST_F(HttpApiTest, AnAdminReadsAndChangesTheConfiguration) {
+  auto get = client_->Get("/v1/config", As("admin-token-0123456789"));
+  ASSERT_EQ(get->status, 200);
+  EXPECT_EQ(Json::parse(get->body)["grace_s"], 60);
+  EXPECT_EQ(client_->Get("/v1/config", As("alice-token-0123456789"))->status, 403);
+  auto put = client_->Put("/v1/config", As("admin-token-0123456789"), R"({"grace_s": 5, "absorb": false})", "application/json");
+  ASSERT_EQ(put->status, 200) << put->body;
+  EXPECT_EQ(Json::parse(put->body)["grace_s"], 5);
+  EXPECT_EQ(Json::parse(put->body)["absorb"], false);
+  EXPECT_EQ(client_->Put("/v1/config", As("admin-token-0123456789"), R"({"grace_s": "5"})", "application/json")->status, 400);
+  EXPECT_EQ(client_->Put("/v1/config", As("admin-token-0123456789"), R"({"policy": "fgd"})", "application/json")->status, 400);
+  EXPECT_EQ(client_->Put("/v1/config", As("admin-token-0123456789"), R"({"grace_s": 999999})", "application/json")->status, 400);
+}
+
 TEST(HttpApiRate, ACallerOverItsRateGets429) {
   char tmpl[] = "/tmp/estuary-http-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

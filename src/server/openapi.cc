@@ -39,7 +39,7 @@ std::string_view OpenApiDocument() {
           "cpu_milli": {"type": "integer"}, "memory_mib": {"type": "integer"},
           "domains": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}}}},
       "Order": {"type": "object", "properties": {
-          "seq": {"type": "integer"}, "op": {"type": "string", "enum": ["start", "stop"]}, "task": {"type": "string"},
+          "seq": {"type": "integer"}, "op": {"type": "string", "enum": ["start", "stop", "evict"]}, "deadline_ms": {"type": "integer"}, "task": {"type": "string"},
           "job": {"type": "string"}, "node": {"type": "string"}, "gpus": {"type": "array", "items": {"type": "integer"}},
           "duration_s": {"type": "integer"}}}
     }
@@ -74,6 +74,11 @@ std::string_view OpenApiDocument() {
       "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
                      {"name": "action", "in": "path", "required": true, "schema": {"type": "string", "enum": ["cordon", "uncordon", "drain", "fail", "restore"]}}],
       "post": {"summary": "An admin's action on a node", "responses": {"200": {"description": "the node"}, "404": {"description": "no such node"}}}
+    },
+    "/v1/config": {
+      "get": {"summary": "The scheduler configuration (admin)", "responses": {"200": {"description": "policy, grace_s, absorb, heartbeat_timeout_s"}}},
+      "put": {"summary": "Change grace_s, absorb or heartbeat_timeout_s (admin; stored)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {"grace_s": {"type": "integer", "minimum": 0, "maximum": 86400}, "absorb": {"type": "boolean"}, "heartbeat_timeout_s": {"type": "integer", "minimum": 1, "maximum": 86400}}}}}},
+        "responses": {"200": {"description": "the configuration"}, "400": {"description": "an invalid field"}}}
     },
     "/v1/stats": {"get": {"summary": "Allocation and queues over the last hour (admin)", "responses": {"200": {"description": "samples"}}}},
     "/v1/nodes": {

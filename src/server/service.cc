@@ -146,12 +146,14 @@ struct Service::Impl {
     ReservationView reservation;  // kReserve's result
   };
   struct Input {
-    enum class Kind : uint8_t { kSubmit, kCancel, kReport, kNodesAdded, kNodeAction, kReserve, kUnreserve };
+    enum class Kind : uint8_t { kSubmit, kCancel, kReport, kNodesAdded, kNodeAction, kReserve, kUnreserve, kConfig };
     Kind kind = Kind::kSubmit;
     uint64_t job = 0;
     std::vector<TaskReport> reports;
     std::string node, action;
     int64_t ttl_s = 0;
+    std::optional<int64_t> grace_s, heartbeat_timeout_s;
+    std::optional<bool> absorb;
     std::shared_ptr<Waiter> waiter;
     static Input Of(Kind k, uint64_t job = 0) {
       Input in;
@@ -185,7 +187,7 @@ struct Service::Impl {
   std::mutex run_mu;  // one RunOnce at a time
 
   // Metrics.
-  uint64_t submitted_total = 0, orders_start_total = 0, orders_stop_total = 0, cycles_total = 0;
+  uint64_t submitted_total = 0, orders_start_total = 0, orders_stop_total = 0, orders_evict_total = 0, cycles_total = 0;
   uint64_t evictions_total = 0, node_failures_total = 0, jobs_ended_total = 0;
   Histogram cycle_seconds, submit_to_running_seconds;
 
@@ -218,6 +220,14 @@ struct Service::Impl {
     o["running_ms"] = j.view.running_ms;
     o["ended_ms"] = j.view.ended_ms;
     o["reason"] = j.view.reason;
+    return o.dump();
+  }
+
+  std::string ConfigJson() const {
+    Json o;
+    o["grace_s"] = engine->options().grace_s;
+    o["absorb"] = engine->options().absorb;
+    o["heartbeat_timeout_s"] = opt.heartbeat_timeout_ms / 1000;
     return o.dump();
   }
 
@@ -280,8 +290,10 @@ struct Service::Impl {
     if (op == Order::Op::kStart) {
       o.duration_s = jobs.at(job).view.request.duration_s;
       ++orders_start_total;
-    } else {
+    } else if (op == Order::Op::kStop) {
       ++orders_stop_total;
+    } else {
+      ++orders_evict_total;
     }
     const auto it = nodes.find(t.node);
     out.emplace_back(it == nodes.end() ? std::string() : it->second.view.agent, std::move(o));
@@ -392,6 +404,19 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   const int64_t now_ms = clock->NowMs();
   const int64_t now_s = now_ms / 1000;
 
+  // The stored configuration (an admin's changes) wins over the options.
+  {
+    auto c = store->Get("meta/config");
+    if (!c.ok()) return c.status();
+    if (*c) {
+      const Json j = Json::parse(**c, nullptr, false);
+      if (!j.is_discarded()) {
+        s.engine->SetGrace(j.value("grace_s", options.grace_s));
+        s.engine->SetAbsorb(j.value("absorb", options.absorb));
+        s.opt.heartbeat_timeout_ms = j.value("heartbeat_timeout_s", options.heartbeat_timeout_ms / 1000) * 1000;
+      }
+    }
+  }
   // Nodes, in name order.
   std::map<std::string, std::string> node_state;
   ESTUARY_RETURN_IF_ERROR(store->Scan("nodestate/", [&](std::string_view k, std::string_view v) {
@@ -867,6 +892,44 @@ Status Service::NodeAction(const Principal& admin, const std::string& node, cons
   return AwaitLoop(w, f);
 }
 
+Service::Config Service::GetConfig() const {
+  const Impl& s = *impl_;
+  std::lock_guard lk(s.mu);
+  Config c;
+  c.policy = s.opt.policy;
+  c.grace_s = s.engine->options().grace_s;
+  c.absorb = s.engine->options().absorb;
+  c.heartbeat_timeout_s = s.opt.heartbeat_timeout_ms / 1000;
+  return c;
+}
+
+StatusOr<Service::Config> Service::SetConfig(const Principal& admin, std::optional<int64_t> grace_s,
+                                             std::optional<bool> absorb, std::optional<int64_t> heartbeat_timeout_s) {
+  Impl& s = *impl_;
+  if (admin.role != Role::kAdmin) return PermissionDenied("only admins change the configuration");
+  if (grace_s && (*grace_s < 0 || *grace_s > 86400)) {
+    return InvalidArgument("field 'grace_s': " + std::to_string(*grace_s) + " is outside [0, 86400]");
+  }
+  if (heartbeat_timeout_s && (*heartbeat_timeout_s < 1 || *heartbeat_timeout_s > 86400)) {
+    return InvalidArgument("field 'heartbeat_timeout_s': " + std::to_string(*heartbeat_timeout_s) +
+                           " is outside [1, 86400]");
+  }
+  auto w = std::make_shared<Impl::Waiter>();
+  std::future<Status> f = w->done.get_future();
+  {
+    std::lock_guard lk(s.mu);
+    Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kConfig);
+    in.grace_s = grace_s;
+    in.absorb = absorb;
+    in.heartbeat_timeout_s = heartbeat_timeout_s;
+    in.waiter = w;
+    s.inputs.push_back(std::move(in));
+  }
+  s.input_cv.notify_one();
+  ESTUARY_RETURN_IF_ERROR(AwaitLoop(w, f));
+  return GetConfig();
+}
+
 StatusOr<Service::Explanation> Service::Explain(const Principal& who, uint64_t id) const {
   const Impl& s = *impl_;
   std::lock_guard lk(s.mu);
@@ -1010,6 +1073,13 @@ void Service::RunOnce() {
           waiters.push_back({in.waiter, Status::Ok()});
           break;
         }
+        case Impl::Input::Kind::kConfig:
+          if (in.grace_s) s.engine->SetGrace(*in.grace_s);
+          if (in.absorb) s.engine->SetAbsorb(*in.absorb);
+          if (in.heartbeat_timeout_s) s.opt.heartbeat_timeout_ms = *in.heartbeat_timeout_s * 1000;
+          batch.Put("meta/config", s.ConfigJson());
+          waiters.push_back({in.waiter, Status::Ok()});
+          break;
         case Impl::Input::Kind::kUnreserve:
           if (s.reservations.erase(in.job) > 0) {
             s.engine->Unreserve(static_cast<uint32_t>(in.job));
@@ -1136,6 +1206,20 @@ void Service::RunOnce() {
     }
     s.engine->Grow(now_s);
     handle(s.engine->TakeEvents());
+    // Reclaim victims hear of their stop ahead of time (its grace period: time to checkpoint).
+    for (const InProcessMember::EvictionNotice& n : s.engine->TakeEvictionNotices()) {
+      const auto it = s.jobs.find(n.job);
+      const std::optional<JobId> ej = s.engine->JobOf(n.job);
+      if (it == s.jobs.end() || !ej) continue;
+      const std::vector<TaskId>& tasks = s.engine->state().job(*ej).tasks;
+      const auto pos = std::find(tasks.begin(), tasks.end(), n.task);
+      if (pos == tasks.end()) continue;
+      const size_t replica = static_cast<size_t>(pos - tasks.begin());
+      const Impl::TaskRec& t = it->second.tasks[replica];
+      if (t.state != Impl::TaskState::kStarting && t.state != Impl::TaskState::kRunning) continue;
+      s.AddOrder(out, Order::Op::kEvict, n.job, replica, t);
+      out.back().second.deadline_ms = n.at * 1000;
+    }
     // Reservations end with their purpose: the job started or ended, the hold was released, or
     // the time is up.
     for (auto it = s.reservations.begin(); it != s.reservations.end();) {
@@ -1304,6 +1388,8 @@ std::string Service::MetricsText() const {
        static_cast<double>(s.orders_start_total + s.orders_stop_total));
   line("estuary_task_starts_total", "counter", "Start orders sent.", static_cast<double>(s.orders_start_total));
   line("estuary_task_stops_total", "counter", "Stop orders sent.", static_cast<double>(s.orders_stop_total));
+  line("estuary_eviction_notices_total", "counter", "Evict orders sent (a Reclaim's victims, ahead of their stop).",
+       static_cast<double>(s.orders_evict_total));
   line("estuary_evictions_total", "counter", "Jobs evicted whole or shrunk (Reclaim, node failure).",
        static_cast<double>(s.evictions_total));
   line("estuary_node_failures_total", "counter", "Nodes failed for missed heartbeats.",

@@ -113,7 +113,9 @@ struct NodeView {
 // An order for a node agent. Orders to one agent are numbered (seq) and must be carried out in
 // that order; a repeated order (same task, same op) is a no-op for the agent.
 struct Order {
-  enum class Op : uint8_t { kStart, kStop };
+  // kEvict warns that the replica will be stopped at deadline_ms (a Reclaim's grace period: time
+  // to checkpoint); its kStop follows then.
+  enum class Op : uint8_t { kStart, kStop, kEvict };
   uint64_t seq = 0;
   Op op = Op::kStart;
   std::string task;   // "<job id>-<replica>"
@@ -121,6 +123,7 @@ struct Order {
   std::string node;
   std::vector<int> gpus;
   int64_t duration_s = 0;  // start: how long a fake process runs (0: until stopped)
+  int64_t deadline_ms = 0; // evict: when the stop comes
 };
 
 struct OrderBatch {
@@ -171,6 +174,21 @@ class Service {
   // NotFound for an unknown node, InvalidArgument for an unknown action, Unavailable when the
   // loop does not apply it within 10 s.
   Status NodeAction(const Principal& admin, const std::string& node, const std::string& action);
+
+  // ---- Scheduler configuration (admin) ----
+  // What an admin may change while the service runs (stored; it outlives restarts and wins over
+  // the flags the service was started with). The placement policy is fixed at start.
+  struct Config {
+    std::string policy;
+    int64_t grace_s = 60;
+    bool absorb = true;
+    int64_t heartbeat_timeout_s = 30;
+  };
+  Config GetConfig() const;
+  // Applies the fields given (nullopt: unchanged). InvalidArgument for a value out of range
+  // (grace_s 0..86400, heartbeat_timeout_s 1..86400).
+  StatusOr<Config> SetConfig(const Principal& admin, std::optional<int64_t> grace_s, std::optional<bool> absorb,
+                             std::optional<int64_t> heartbeat_timeout_s);
 
   // ---- Why a job waits ----
   struct Explanation {

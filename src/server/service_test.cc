@@ -263,7 +263,12 @@ TEST_F(ServiceTest, AnHpJobReclaimsFromPreemptibleWorkAfterTheGracePeriodAndFurt
   auto hp = service_->Submit(kBob, Job("hp", 1, 8, 900));
   ASSERT_TRUE(hp.ok());
   Pass();
-  EXPECT_TRUE(Orders(kAgentA).empty());  // the victim keeps its grace period
+  // The victim keeps its grace period, warned of the stop to come.
+  const std::vector<Order> notice = Orders(kAgentA);
+  ASSERT_EQ(notice.size(), 1u);
+  EXPECT_EQ(notice[0].op, Order::Op::kEvict);
+  EXPECT_EQ(notice[0].job, *lp);
+  EXPECT_EQ(notice[0].deadline_ms, clock_.ms / 1000 * 1000 + 60000);
   EXPECT_THAT(Get(*hp, kBob).reason, HasSubstr("reclaiming"));
   clock_.ms += 60000;
   ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
@@ -478,6 +483,33 @@ TEST_F(ServiceTest, AReservationEndsWhenItsTimeIsUp) {
   clock_.ms += 1000;
   Pass();
   EXPECT_TRUE(service_->ListReservations(kAlice).empty());
+}
+
+TEST_F(ServiceTest, AnAdminsConfigurationChangesTheGracePeriodAndOutlivesARestart) {
+  EXPECT_EQ(service_->GetConfig().grace_s, 60);
+  EXPECT_EQ(service_->SetConfig(kAlice, 10, std::nullopt, std::nullopt).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->SetConfig(kAdmin, -1, std::nullopt, std::nullopt).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(service_->SetConfig(kAdmin, std::nullopt, std::nullopt, 0).status().code(), StatusCode::kInvalidArgument);
+  auto c = ViaLoop([&] { return service_->SetConfig(kAdmin, 10, false, std::nullopt); });
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->grace_s, 10);
+  EXPECT_FALSE(c->absorb);
+  EXPECT_EQ(c->heartbeat_timeout_s, 30);
+  Reopen();
+  EXPECT_EQ(service_->GetConfig().grace_s, 10);
+  EXPECT_FALSE(service_->GetConfig().absorb);
+  // A Reclaim now gives its victims 10 s.
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  auto lp = service_->Submit(kAlice, Job("lp", 1, 8, 300, true));
+  ASSERT_TRUE(lp.ok());
+  Pass();
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
+  Pass();
+  ASSERT_TRUE(service_->Submit(kBob, Job("hp", 1, 8, 900)).ok());
+  Pass();
+  const std::vector<Order> notice = Orders(kAgentA);
+  ASSERT_EQ(notice.size(), 1u);
+  EXPECT_EQ(notice[0].deadline_ms, clock_.ms / 1000 * 1000 + 10000);
 }
 
 TEST_F(ServiceTest, MetricsAreThePrometheusTextOfTheState) {
