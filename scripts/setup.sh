@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build make pkg-config googletest libgtest-dev libgmock-dev
-  libbenchmark-dev nlohmann-json3-dev libcli11-dev libfccp-dev libyaml-cpp-dev coinor-libcbc-dev libsqlite3-dev libcpp-httplib-dev etcd-server etcd-client nodejs npm chromium)
+  libbenchmark-dev nlohmann-json3-dev libcli11-dev libfccp-dev libyaml-cpp-dev coinor-libcbc-dev libsqlite3-dev libcpp-httplib-dev etcd-server etcd-client openssl nodejs npm chromium)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

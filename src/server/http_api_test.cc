@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cstdlib>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -256,6 +257,52 @@ TEST_F(HttpApiTest, AnAdminReadsAndChangesTheConfiguration) {
   EXPECT_EQ(client_->Put("/v1/config", As("admin-token-0123456789"), R"({"grace_s": "5"})", "application/json")->status, 400);
   EXPECT_EQ(client_->Put("/v1/config", As("admin-token-0123456789"), R"({"policy": "fgd"})", "application/json")->status, 400);
   EXPECT_EQ(client_->Put("/v1/config", As("admin-token-0123456789"), R"({"grace_s": 999999})", "application/json")->status, 400);
+}
+
+TEST(HttpApiTls, WithACertificateAndKeyItServesHttpsOnly) {
+  char tmpl[] = "/tmp/estuary-tls-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -keyout " + dir + "/key.pem -out " + dir +
+                          "/cert.pem -days 1 -subj /CN=127.0.0.1 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl could not make a test certificate";
+  auto tokens = TokenTable::Parse(kTokens, "tokens.txt");
+  ASSERT_TRUE(tokens.ok());
+  auto store = SqliteStore::Open(dir + "/data");
+  ASSERT_TRUE(store.ok());
+  RealClock clock;
+  auto service = Service::Open(store->get(), &clock, ServiceOptions{});
+  ASSERT_TRUE(service.ok());
+  HttpOptions o;
+  o.tls_cert = dir + "/cert.pem";
+  o.tls_key = dir + "/key.pem";
+  {
+    HttpApi api(service->get(), &*tokens, o);
+    ASSERT_TRUE(api.Bind().ok());
+    std::thread t([&] { (void)api.Serve(); });
+    httplib::SSLClient tls("127.0.0.1", api.port());
+    tls.enable_server_certificate_verification(false);
+    auto r = tls.Get("/v1/jobs", {{"Authorization", "Bearer alice-token-0123456789"}});
+    httplib::Client plain("127.0.0.1", api.port());
+    plain.set_read_timeout(2, 0);
+    auto p = plain.Get("/v1/openapi.json");
+    api.Shutdown();
+    t.join();
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200);
+    EXPECT_FALSE(p && p->status == 200);  // no plain HTTP on a TLS port
+  }
+  // A key that does not load is bad input naming the files.
+  HttpOptions bad;
+  bad.tls_cert = dir + "/nope.pem";
+  bad.tls_key = dir + "/key.pem";
+  HttpApi api(service->get(), &*tokens, bad);
+  const Status st = api.Bind();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("nope.pem"));
+  service->reset();
+  store->reset();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(HttpApiRate, ACallerOverItsRateGets429) {
