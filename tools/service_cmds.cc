@@ -139,8 +139,8 @@ int RunServeCommand(const ServeFlags& f) {
   };
   std::thread waiter([&] {
     const int sig = WaitForSignal();
-    if (!lost) Log(clock, "info", "stopping", {{"signal", sig}});
-    stop = true;
+    const bool external = !stop.exchange(true);  // not finish() waking this thread
+    if (external && !lost) Log(clock, "info", "stopping", {{"signal", sig}});
     shutdown_api();
   });
   const auto finish = [&](int code) {

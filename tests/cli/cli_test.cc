@@ -1048,3 +1048,60 @@ TEST_F(Cli, DefragRejectsBadShapeResourcesNamingTheFlag) {
 
 }  // namespace
 }  // namespace estuary
+
+namespace estuary {
+namespace {
+
+// --- estuary serve and estuary agent: bad flags and files (exit 2, one line naming them) -------
+
+class ServeCli : public Cli {
+ protected:
+  void SetUp() override {
+    Cli::SetUp();
+    tokens_ = WriteFile(dir_, "tokens.txt", "admin-token-0123456789 admin ops\n");
+  }
+  std::string tokens_;
+};
+
+TEST_F(ServeCli, AListenAddressThatIsNotHostPortIsRejected) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--listen", "localhost", "--data", Out("d"), "--tokens", tokens_}),
+                           {"--listen", "'localhost' is not HOST:PORT"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--listen", "127.0.0.1:70000", "--data", Out("d"), "--tokens", tokens_}),
+                           {"--listen", "70000"}));
+}
+
+TEST_F(ServeCli, ABadTokensFileIsRejectedNamingFileLineAndField) {
+  const std::string bad = WriteFile(dir_, "bad-tokens.txt", "admin-token-0123456789 admin ops\nuser-token-0123456789 root x\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--listen", "127.0.0.1:1", "--data", Out("d"), "--tokens", bad}),
+                           {bad + ":2: field 'role'", "'root'"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--data", Out("d"), "--tokens", Out("missing.txt")}), {"missing.txt"}));
+}
+
+TEST_F(ServeCli, StoreFlagsAreChecked) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--store", "redis", "--data", Out("d"), "--tokens", tokens_}),
+                           {"--store", "'redis'"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--store", "etcd", "--tokens", tokens_}), {"--etcd-endpoints"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--tokens", tokens_}), {"--data"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--data", Out("d"), "--tokens", tokens_, "--sync", "sometimes"}),
+                           {"--sync", "'sometimes'"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--store", "etcd", "--etcd-endpoints", "etcd:2379", "--tokens", tokens_}),
+                           {"etcd:2379"}));
+  const std::string file = WriteFile(dir_, "not-a-dir", "x");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--data", file + "/sub", "--tokens", tokens_}), {"not-a-dir"}));
+}
+
+TEST_F(ServeCli, AgentFlagsAreChecked) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"agent", "--server", "ftp://x", "--token", "t", "--fake-nodes", "1"}),
+                           {"--server", "ftp://x"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"agent", "--server", "http://127.0.0.1:1", "--token", "t", "--fake-nodes", "0"}),
+                           {"--fake-nodes"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"agent", "--server", "http://127.0.0.1:1", "--token", "t", "--fake-nodes", "2",
+                                       "--gpus-per-node", "17"}),
+                           {"--gpus-per-node"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"agent", "--server", "http://127.0.0.1:1", "--token", "t", "--fake-nodes", "2",
+                                       "--cluster", Out("missing.yaml")}),
+                           {"missing.yaml"}));
+}
+
+}  // namespace
+}  // namespace estuary
