@@ -796,30 +796,43 @@ Status Service::Heartbeat(const Principal& agent, const std::vector<std::string>
   return Status::Ok();
 }
 
-Status Service::Report(const Principal& agent, std::vector<TaskReport> reports) {
+namespace {
+Status AwaitLoop(const std::shared_ptr<void>& keep, std::future<Status>& f);
+}  // namespace
+
+Status Service::Report(const Principal& agent, std::vector<TaskReport> reports, bool durable) {
   Impl& s = *impl_;
   if (agent.role != Role::kAgent) return PermissionDenied("only agents report tasks");
+  auto w = durable ? std::make_shared<Impl::Waiter>() : nullptr;
+  std::future<Status> f;
+  if (w) f = w->done.get_future();
   {
     std::lock_guard lk(s.mu);
-    for (const TaskReport& r : reports) {
+    std::vector<TaskReport> current;
+    for (TaskReport& r : reports) {
       uint64_t job = 0;
       size_t replica = 0;
       if (!ParseTaskName(r.task, &job, &replica)) return InvalidArgument("field 'task': '" + r.task + "' is not a task name");
       const auto it = s.jobs.find(job);
-      if (it == s.jobs.end() || replica >= it->second.tasks.size()) return NotFound("no task '" + r.task + "'");
+      // A report of a task that runs nowhere any more (a repeat, or one overtaken by a stop) is
+      // stale: skipped, not an error, so that it never holds up the reports beside it.
+      if (it == s.jobs.end() || replica >= it->second.tasks.size()) continue;
       const Impl::TaskRec& t = it->second.tasks[replica];
+      if (t.state == Impl::TaskState::kNone) continue;
       const auto n = s.nodes.find(t.node);
-      if (t.state == Impl::TaskState::kNone || n == s.nodes.end()) return NotFound("task '" + r.task + "' runs nowhere");
-      if (n->second.view.agent != agent.name) {
+      if (n != s.nodes.end() && n->second.view.agent != agent.name) {
         return PermissionDenied("task '" + r.task + "' runs on node '" + t.node + "' of another agent");
       }
+      current.push_back(std::move(r));
     }
+    if (current.empty()) return Status::Ok();
     Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kReport);
-    in.reports = std::move(reports);
+    in.reports = std::move(current);
+    in.waiter = w;
     s.inputs.push_back(std::move(in));
   }
   s.input_cv.notify_one();
-  return Status::Ok();
+  return w ? AwaitLoop(w, f) : Status::Ok();
 }
 
 OrderBatch Service::WaitOrders(const Principal& agent, uint64_t epoch, uint64_t after, int64_t wait_ms) {
@@ -1088,6 +1101,7 @@ void Service::RunOnce() {
           waiters.push_back({in.waiter, Status::Ok()});
           break;
         case Impl::Input::Kind::kReport:
+          if (in.waiter) waiters.push_back({in.waiter, Status::Ok()});
           for (const TaskReport& r : in.reports) {
             uint64_t id = 0;
             size_t replica = 0;

@@ -161,8 +161,11 @@ class Service {
   // Stamps the agent's nodes (all of them when `nodes` is empty).
   Status Heartbeat(const Principal& agent, const std::vector<std::string>& nodes);
   // Task states from the agent; PermissionDenied (nothing applied) when a task runs on a node of
-  // another agent.
-  Status Report(const Principal& agent, std::vector<TaskReport> reports);
+  // another agent; reports of tasks that run nowhere any more (repeats) are skipped. With
+  // `durable` (the API's way) it returns once the loop has applied and stored them — an agent
+  // may forget a report once it is acknowledged; without, once they are queued (tests that run
+  // the loop themselves).
+  Status Report(const Principal& agent, std::vector<TaskReport> reports, bool durable = true);
   // Orders for the agent with seq > after, waiting up to wait_ms for the first one.
   OrderBatch WaitOrders(const Principal& agent, uint64_t epoch, uint64_t after, int64_t wait_ms);
   std::vector<NodeView> ListNodes() const;

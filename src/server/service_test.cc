@@ -97,7 +97,7 @@ class ServiceTest : public ::testing::Test {
     for (const Order& o : orders) {
       r.push_back({o.task, o.op == Order::Op::kStart ? start_state : TaskReport::State::kStopped});
     }
-    ASSERT_TRUE(service_->Report(agent, r).ok());
+    ASSERT_TRUE(service_->Report(agent, r, /*durable=*/false).ok());
   }
   JobView Get(uint64_t id, const Principal& who = kAlice) {
     auto v = service_->GetJob(who, id);
@@ -174,12 +174,13 @@ TEST_F(ServiceTest, AnAgentActsOnlyForItsOwnNodes) {
   Pass();
   const std::vector<Order> starts = Orders(kAgentA);
   ASSERT_EQ(starts.size(), 1u);
-  EXPECT_EQ(service_->Report(kAgentB, {{starts[0].task, TaskReport::State::kRunning}}).code(),
+  EXPECT_EQ(service_->Report(kAgentB, {{starts[0].task, TaskReport::State::kRunning}}, false).code(),
             StatusCode::kPermissionDenied);
   Pass();
   EXPECT_EQ(Get(*id).phase, JobPhase::kPending);  // agent-b's report changed nothing
-  EXPECT_EQ(service_->Report(kAgentA, {{"99-0", TaskReport::State::kRunning}}).code(), StatusCode::kNotFound);
-  EXPECT_EQ(service_->Report(kAgentA, {{"nonsense", TaskReport::State::kRunning}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(service_->Report(kAgentA, {{"99-0", TaskReport::State::kRunning}}, false).ok());  // stale: skipped
+  EXPECT_EQ(service_->Report(kAgentA, {{"nonsense", TaskReport::State::kRunning}}, false).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST_F(ServiceTest, CancellingARunningJobStopsItsReplicasAndFreesItsGpus) {

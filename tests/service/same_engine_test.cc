@@ -138,7 +138,7 @@ Starts ServiceStarts(const std::vector<RecordedJob>& jobs, const ClusterState& c
         it = ends.erase(it);
       }
       if (!done.empty()) {
-        EXPECT_TRUE(sv.Report(agent, done).ok());
+        EXPECT_TRUE(sv.Report(agent, done, false).ok());
       }
       for (; next < jobs.size() && jobs[next].submit_s == t; ++next) {
         const RecordedJob& j = jobs[next];
@@ -169,7 +169,7 @@ Starts ServiceStarts(const std::vector<RecordedJob>& jobs, const ClusterState& c
         times.insert(t + j.duration_s);
       }
       if (!running.empty()) {
-        EXPECT_TRUE(sv.Report(agent, running).ok());
+        EXPECT_TRUE(sv.Report(agent, running, false).ok());
       }
       for (const auto& [id, n] : started) starts.emplace_back(t, jobs[index.at(id)].name, n);
     }

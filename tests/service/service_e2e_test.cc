@@ -134,7 +134,7 @@ TEST_F(ServiceE2E, JobsSubmittedOverHttpRunOnTheFakeAgentsAndSucceed) {
   EXPECT_EQ(inv->status, 200) << inv->body;
 }
 
-TEST_F(ServiceE2E, AfterAKillDashNineEveryAcceptedJobIsThereNothingIsBoundTwiceAndAllRunToSuccess) {
+TEST_F(ServiceE2E, AfterAKillDashNineEveryAcceptedJobIsThereNothingIsBoundTwiceNoReservationOutlivesItsPurposeAndAllRunToSuccess) {
   StartServe();
   StartAgent(100);
   std::mutex mu;
@@ -159,7 +159,28 @@ TEST_F(ServiceE2E, AfterAKillDashNineEveryAcceptedJobIsThereNothingIsBoundTwiceA
       }
     });
   }
-  std::this_thread::sleep_for(2500ms);
+  // A gang of the whole cluster waits, holding every node by a reservation, when the kill comes.
+  std::this_thread::sleep_for(1000ms);
+  httplib::Client c0("127.0.0.1", port_);
+  auto gang = c0.Post("/v1/jobs", As(kTenant),
+                      Json{{"name", "gang"}, {"replicas", {{"min", 100}, {"max", 100}}}, {"gpus", 8},
+                           {"cpu_milli", 1000}, {"memory_mib", 1024}, {"priority", 300}, {"duration_s", 1}}
+                          .dump(),
+                      "application/json");
+  ASSERT_TRUE(gang);
+  ASSERT_EQ(gang->status, 201);
+  const std::string gang_id = Json::parse(gang->body)["id"];
+  accepted.insert(gang_id);
+  int held = 0;
+  std::string why;
+  for (int i = 0; i < 50 && held != 201; ++i) {  // until the loop has queued it
+    auto r = c0.Post("/v1/reservations", As(kTenant), Json{{"job", gang_id}, {"ttl_s", 600}}.dump(), "application/json");
+    held = r ? r->status : 0;
+    why = r ? r->body : "";
+    if (held != 201) std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(held, 201) << why;
+  std::this_thread::sleep_for(1500ms);
   Stop(serve_, SIGKILL);  // mid-load: submissions, decisions and reports in flight
   serve_ = -1;
   std::this_thread::sleep_for(300ms);
@@ -181,6 +202,10 @@ TEST_F(ServiceE2E, AfterAKillDashNineEveryAcceptedJobIsThereNothingIsBoundTwiceA
   inv = c.Get("/v1/debug/invariants", As(kAdmin));
   ASSERT_TRUE(inv);
   EXPECT_EQ(inv->status, 200) << inv->body;
+  // The reservation ended with its purpose (the gang ran).
+  auto resv = c.Get("/v1/reservations", As(kAdmin));
+  ASSERT_TRUE(resv);
+  EXPECT_EQ(Json::parse(resv->body)["reservations"].size(), 0u) << resv->body;
   // Every node is idle again: no GPU left bound by a lost decision.
   auto nodes = c.Get("/v1/nodes", As(kAdmin));
   ASSERT_TRUE(nodes);
