@@ -10,7 +10,8 @@
 // and how many never ran): per job, running_ms - submitted_ms as the service recorded them — from
 // the moment it accepted the request (before storing it) to the moment the loop applied the
 // agent's `running` report, i.e. end to end through storage, a scheduling cycle, the order's
-// delivery to the agent and the agent's report.
+// delivery to the agent and the agent's report. accepted_missing counts jobs that got a 201 but
+// are not listed afterwards (it must be 0, a restart of the service in between included).
 #include <httplib.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
   std::atomic<int64_t> next{0}, accepted{0}, failed{0};
   std::mutex mu;
   std::vector<double> rtt_ms;
+  std::vector<std::string> accepted_ids;
   const auto t0 = Clock::now() + std::chrono::milliseconds(200);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
@@ -79,6 +82,7 @@ int main(int argc, char** argv) {
       c.set_tcp_nodelay(true);
       c.set_read_timeout(30, 0);
       std::vector<double> mine;
+      std::vector<std::string> ids;
       for (int64_t i = next++; i < total; i = next++) {
         const auto at = t0 + std::chrono::microseconds(static_cast<int64_t>(static_cast<double>(i) * 1e6 / rate));
         std::this_thread::sleep_until(at);
@@ -89,11 +93,18 @@ int main(int argc, char** argv) {
         const auto s = Clock::now();
         const auto r = c.Post("/v1/jobs", auth, body, "application/json");
         mine.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
-        if (r && r->status == 201) ++accepted;
-        else ++failed;
+        if (r && r->status == 201) {
+          ++accepted;
+          const Json j = Json::parse(r->body, nullptr, false);
+          if (!j.is_discarded() && j.contains("id")) ids.push_back(j["id"].get<std::string>());
+        } else {
+          ++failed;
+          if (!r) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the service is down
+        }
       }
       std::lock_guard lk(mu);
       rtt_ms.insert(rtt_ms.end(), mine.begin(), mine.end());
+      accepted_ids.insert(accepted_ids.end(), ids.begin(), ids.end());
     });
   }
   for (std::thread& t : pool) t.join();
@@ -104,7 +115,7 @@ int main(int argc, char** argv) {
   c.set_read_timeout(120, 0);
   const httplib::Headers as_admin = {{"Authorization", "Bearer " + admin}};
   std::vector<double> to_running;
-  int64_t never = 0;
+  int64_t never = 0, missing = 0;
   const auto until = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
   for (;;) {
     const auto r = c.Get("/v1/jobs", as_admin);
@@ -112,6 +123,10 @@ int main(int argc, char** argv) {
     const Json jobs = Json::parse(r->body)["jobs"];
     to_running.clear();
     never = 0;
+    std::set<std::string> listed;
+    for (const Json& j : jobs) listed.insert(j["id"].get<std::string>());
+    missing = 0;
+    for (const std::string& id : accepted_ids) missing += listed.count(id) == 0;
     for (const Json& j : jobs) {
       const int64_t run = j["running_ms"].get<int64_t>();
       if (run < 0) ++never;
@@ -124,6 +139,7 @@ int main(int argc, char** argv) {
   out["submissions"] = total;
   out["accepted"] = accepted.load();
   out["failed"] = failed.load();
+  out["accepted_missing"] = missing;  // accepted (201) but not listed afterwards: must be 0
   out["elapsed_s"] = elapsed;
   out["rate_per_s"] = static_cast<double>(accepted.load()) / elapsed;
   out["submit_rtt_ms"] = {{"p50", Quantile(rtt_ms, 0.5)}, {"p99", Quantile(rtt_ms, 0.99)}, {"max", Quantile(rtt_ms, 1)}};
