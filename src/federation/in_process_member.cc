@@ -112,18 +112,27 @@ std::optional<size_t> InProcessMember::Materialize(const FedJob& job, std::strin
   l.priority = job.priority;
   l.min_replicas = job.min_replicas;
   l.max_replicas = job.max_replicas;
-  // The shape: everything that decides whether the job can start now.
-  const std::string key = std::to_string(req.cpu_milli) + "/" + std::to_string(req.mem_mib) + "/" +
-                          std::to_string(req.gpu_count) + "/" + std::to_string(req.gpu_milli) + "/" +
-                          std::to_string(req.models.bits()) + "/" + std::to_string(js.min_replicas) + "/" +
-                          std::to_string(js.max_replicas) + "/" + std::to_string(js.step) + "/" + job.plane + "/" +
-                          job.required_level + "/" + job.preferred_level + "/" + std::to_string(js.priority);
-  l.shape = shapes_.emplace(key, static_cast<int>(shapes_.size())).first->second;
+  l.shape = ShapeOf(id);
   const size_t li = locals_.size();
   locals_.push_back(l);
   by_fed_.emplace(job.id, li);
   local_of_job_[id.value()] = li;
   return li;
+}
+
+int InProcessMember::ShapeOf(JobId id) {
+  // The shape: everything that decides whether the job can start now.
+  const Job& j = state_.job(id);
+  const TaskRequest& req = state_.task(j.tasks.front()).req;
+  const JobSpec& js = j.spec;
+  const std::string key = std::to_string(req.cpu_milli) + "/" + std::to_string(req.mem_mib) + "/" +
+                          std::to_string(req.gpu_count) + "/" + std::to_string(req.gpu_milli) + "/" +
+                          std::to_string(req.models.bits()) + "/" + std::to_string(js.min_replicas) + "/" +
+                          std::to_string(js.max_replicas) + "/" + std::to_string(js.step) + "/" +
+                          std::to_string(js.topology.plane.valid() ? js.topology.plane.value() : UINT32_MAX) + "/" +
+                          std::to_string(js.topology.required_level) + "/" + std::to_string(js.topology.preferred_level) +
+                          "/" + std::to_string(js.priority);
+  return shapes_.emplace(key, static_cast<int>(shapes_.size())).first->second;
 }
 
 void InProcessMember::Log(MemberEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job,
@@ -485,6 +494,59 @@ void InProcessMember::EvictNode(NodeId node, int64_t now_s, const std::string& d
     elastic_running_.erase(li);
     Log(MemberEvent::Kind::kReturned, now_s, li, 0, UINT32_MAX, 0, detail);
   }
+}
+
+bool InProcessMember::Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, int64_t now_s,
+                             std::string* why) {
+  const size_t li = LocalOf(job);
+  if (li == SIZE_MAX) {
+    *why = "the job is not here";
+    return false;
+  }
+  if (min_replicas < 1 || min_replicas > max_replicas) {
+    *why = "replicas: need 1 <= min <= max";
+    return false;
+  }
+  Local& l = locals_[li];
+  const JobId id = l.id;
+  if (l.running && state_.job(id).bound_tasks < min_replicas) {
+    *why = "min " + std::to_string(min_replicas) + " is above the " + std::to_string(state_.job(id).bound_tasks) +
+           " replicas running";
+    return false;
+  }
+  // More replicas than tasks: add tasks like the first.
+  while (state_.job(id).tasks.size() < static_cast<size_t>(max_replicas)) {
+    const Task& first = state_.task(state_.job(id).tasks.front());
+    const TaskRequest req = first.req;
+    const int32_t prio = first.priority;
+    const std::string name = state_.job(id).spec.name + "-" + std::to_string(state_.job(id).tasks.size());
+    state_.AddTask(id, name, req, prio);
+  }
+  being_evicted_.resize(state_.tasks().size(), 0);
+  state_.SetJobBounds(id, min_replicas, max_replicas);
+  l.min_replicas = min_replicas;
+  l.max_replicas = max_replicas;
+  l.shape = ShapeOf(id);
+  if (l.running) {
+    const int32_t step = std::max(1, state_.job(id).spec.step);
+    int32_t keep = std::min(state_.job(id).bound_tasks, max_replicas);
+    while (keep > min_replicas && keep % step != 0) --keep;
+    if (state_.job(id).bound_tasks > keep) {
+      const std::vector<TaskId> tasks = state_.job(id).tasks;
+      for (auto it = tasks.rbegin(); it != tasks.rend() && state_.job(id).bound_tasks > keep; ++it) {
+        if (state_.task(*it).state == TaskState::kBound) state_.Unbind(*it);
+      }
+      Log(MemberEvent::Kind::kShrunk, now_s, li, state_.job(id).bound_tasks, UINT32_MAX, 0, "resized");
+    }
+    if (min_replicas < max_replicas) elastic_running_.insert(li);
+    else elastic_running_.erase(li);
+    absorb_seen_release_ = UINT64_MAX;  // Absorb looks again
+  } else if (queue_.Contains(li)) {
+    queue_.Remove(li);
+    queue_.Push(li, l.priority, l.shape, false);
+    l.refused_seq = UINT64_MAX;
+  }
+  return true;
 }
 
 InProcessMember::Explanation InProcessMember::Explain(uint32_t job, int64_t now_s) const {

@@ -147,6 +147,13 @@ class InProcessMember : public Member {
   // The nodes the job holds (empty: none).
   std::vector<NodeId> HeldNodes(uint32_t job) const;
 
+  // Changes a job's replica bounds (a live driver's "change min/max"). A waiting job waits with
+  // the new bounds; a running one above the new max shrinks to the largest allowed count within
+  // it (kShrunk, detail "resized") and, elastic, may grow toward the new max (Absorb). False, with
+  // `why` and nothing changed, when the job is unknown, the bounds are not 1 <= min <= max, or a
+  // running job holds fewer replicas than the new min.
+  bool Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, int64_t now_s, std::string* why);
+
   // Changes the Reclaim grace period (later Reclaims) and Absorb (from the next Grow).
   void SetGrace(int64_t grace_s) { options_.grace_s = grace_s; }
   void SetAbsorb(bool absorb) { options_.absorb = absorb; }
@@ -198,6 +205,8 @@ class InProcessMember : public Member {
   // model or topology level for it.
   std::optional<size_t> Materialize(const FedJob& job, std::string* why);
   void OnStart(size_t li, int64_t now_s, int32_t granted);
+  // The interned shape of a job: its request, bounds, step, topology constraint and priority.
+  int ShapeOf(JobId id);
   // Plans and starts a Reclaim for queued or dispatched local job li; false (nothing changed)
   // when there is no such plan, with `why`.
   bool StartReclaim(size_t li, int64_t now_s, std::string* why);

@@ -37,6 +37,16 @@ StatusOr<NodeId> ClusterState::AddNode(NodeSpec spec) {
   return nodes_.back().id;
 }
 
+void ClusterState::SetJobBounds(JobId job, int32_t min_replicas, int32_t max_replicas) {
+  ESTUARY_CHECK(job.valid() && job.value() < jobs_.size());
+  Job& j = jobs_[job.value()];
+  ESTUARY_CHECK(1 <= min_replicas && min_replicas <= max_replicas &&
+                static_cast<size_t>(max_replicas) <= j.tasks.size());
+  j.spec.min_replicas = min_replicas;
+  j.spec.max_replicas = max_replicas;
+  ++epoch_;
+}
+
 JobId ClusterState::AddJob(JobSpec spec) {
   Job j;
   j.id = JobId(static_cast<uint32_t>(jobs_.size()));

@@ -268,6 +268,8 @@ class ClusterState {
   void SetNodeState(NodeId node, NodeState state);
   // Records when `job`'s current run started (-1: not running); read by PreemptAction's costs.
   void SetJobStart(JobId job, int64_t t);
+  // Changes a job's replica bounds. REQUIRES: 1 <= min <= max <= its task count.
+  void SetJobBounds(JobId job, int32_t min_replicas, int32_t max_replicas);
   // Holds `nodes` for `owner` (a kNodeHold Reservation). REQUIRES: the owner holds no reservation, the
   // nodes are distinct and none is held.
   ReservationId AddReservation(JobId owner, std::span<const NodeId> nodes);

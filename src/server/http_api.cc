@@ -273,6 +273,30 @@ struct HttpApi::Impl {
       if (!v.ok()) return Fail(res, v.status());
       Reply(res, 200, JobJson(*v));
     });
+    s.Patch(R"(/v1/jobs/(\d{1,19}))", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      const auto body = Body(req, res);
+      if (!body) return;
+      std::optional<int32_t> lo, hi;
+      for (auto it = body->begin(); it != body->end(); ++it) {
+        if (it.key() != "replicas") return Fail(res, 400, "field '" + it.key().substr(0, 40) + "': unknown field (only replicas)");
+      }
+      const Json& r = (*body)["replicas"];
+      if (!r.is_object()) return Fail(res, 400, "field 'replicas': expected an object {min, max}");
+      for (auto it = r.begin(); it != r.end(); ++it) {
+        if (it.key() != "min" && it.key() != "max") {
+          return Fail(res, 400, "field 'replicas." + it.key().substr(0, 40) + "': unknown field (min, max)");
+        }
+        if (!it.value().is_number_integer() || it.value().get<int64_t>() < 1 || it.value().get<int64_t>() > 100000) {
+          return Fail(res, 400, "field 'replicas." + it.key() + "': expected an integer in [1, 100000]");
+        }
+        (it.key() == "min" ? lo : hi) = static_cast<int32_t>(it.value().get<int64_t>());
+      }
+      auto v = service->Resize(*p, std::stoull(req.matches[1]), lo, hi);
+      if (!v.ok()) return Fail(res, v.status());
+      Reply(res, 200, JobJson(*v));
+    });
     s.Post("/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) {
       const Principal* p = Auth(req, res);
       if (p == nullptr || !Allowed(*p, res, {Role::kAgent})) return;

@@ -6,6 +6,7 @@
 //   GET    /v1/jobs                 tenant|admin   {"jobs": [job, ...]} (a tenant: its own)
 //   GET    /v1/jobs/{id}            tenant|admin   job; another tenant's job -> 404
 //   DELETE /v1/jobs/{id}            tenant|admin   cancels -> 200 job
+//   PATCH  /v1/jobs/{id}            tenant|admin   {"replicas": {"min": m, "max": M}} (either) -> 200 job
 //   GET    /v1/jobs/{id}/explain    tenant|admin   why it waits: fits_now, reclaim_feasible, victims,
 //                                                  shortfall, held_nodes, and "advice" in words
 //   POST   /v1/reservations         tenant|admin   {"job": "N", "ttl_s": T (default 3600)} -> 201

@@ -55,6 +55,8 @@ std::string_view OpenApiDocument() {
     "/v1/jobs/{id}": {
       "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9]+$"}}],
       "get": {"summary": "One job", "responses": {"200": {"description": "the job", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Job"}}}}, "404": {"description": "no such job, or another tenant's"}}},
+      "patch": {"summary": "Change a job's min and max replicas", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {"replicas": {"type": "object", "additionalProperties": false, "properties": {"min": {"type": "integer", "minimum": 1}, "max": {"type": "integer", "minimum": 1}}}}}}}},
+        "responses": {"200": {"description": "the job", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Job"}}}}, "400": {"description": "invalid bounds, a min above the running replicas, or an ended job"}, "404": {"description": "no such job, or another tenant's"}}},
       "delete": {"summary": "Cancel a job", "responses": {"200": {"description": "the job, cancelled", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Job"}}}}, "404": {"description": "no such job, or another tenant's"}}}
     },
     "/v1/jobs/{id}/explain": {

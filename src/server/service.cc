@@ -146,7 +146,7 @@ struct Service::Impl {
     ReservationView reservation;  // kReserve's result
   };
   struct Input {
-    enum class Kind : uint8_t { kSubmit, kCancel, kReport, kNodesAdded, kNodeAction, kReserve, kUnreserve, kConfig };
+    enum class Kind : uint8_t { kSubmit, kCancel, kReport, kNodesAdded, kNodeAction, kReserve, kUnreserve, kConfig, kResize };
     Kind kind = Kind::kSubmit;
     uint64_t job = 0;
     std::vector<TaskReport> reports;
@@ -154,6 +154,7 @@ struct Service::Impl {
     int64_t ttl_s = 0;
     std::optional<int64_t> grace_s, heartbeat_timeout_s;
     std::optional<bool> absorb;
+    int32_t min_replicas = 0, max_replicas = 0;
     std::shared_ptr<Waiter> waiter;
     static Input Of(Kind k, uint64_t job = 0) {
       Input in;
@@ -311,7 +312,7 @@ struct Service::Impl {
       std::string node;
       std::vector<int> gpus;
       bool is_bound = false;
-      if (ej && j.in_engine) {
+      if (ej && j.in_engine && i < st.job(*ej).tasks.size()) {
         const Task& task = st.task(st.job(*ej).tasks[i]);
         if (task.state == estuary::TaskState::kBound) {
           is_bound = true;
@@ -497,10 +498,12 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
     const size_t replica = std::stoul(std::string(k.substr(22)));
     const Json j = Json::parse(v, nullptr, false);
     const auto it = s.jobs.find(id);
-    if (j.is_discarded() || it == s.jobs.end() || replica >= it->second.tasks.size()) {
+    if (j.is_discarded() || it == s.jobs.end() || replica >= 100000) {
       bad = Internal("store: " + std::string(k) + ": task of no job");
       return false;
     }
+    // A replica above a lowered max (stopping since the change) keeps its record.
+    if (replica >= it->second.tasks.size()) it->second.tasks.resize(replica + 1);
     Impl::TaskRec& t = it->second.tasks[replica];
     t.node = j.value("node", "");
     t.gpus = j.value("gpus", std::vector<int>{});
@@ -943,6 +946,33 @@ StatusOr<Service::Config> Service::SetConfig(const Principal& admin, std::option
   return GetConfig();
 }
 
+StatusOr<JobView> Service::Resize(const Principal& who, uint64_t id, std::optional<int32_t> min_replicas,
+                                  std::optional<int32_t> max_replicas) {
+  Impl& s = *impl_;
+  auto w = std::make_shared<Impl::Waiter>();
+  std::future<Status> f = w->done.get_future();
+  {
+    std::lock_guard lk(s.mu);
+    const auto it = s.jobs.find(id);
+    if (it == s.jobs.end() || !s.Visible(who, it->second)) return NotFound("no job " + std::to_string(id));
+    const int32_t lo = min_replicas.value_or(it->second.view.request.min_replicas);
+    const int32_t hi = max_replicas.value_or(it->second.view.request.max_replicas);
+    if (lo < 1 || lo > hi || hi > 100000) {
+      return InvalidArgument("field 'replicas': need 1 <= min <= max <= 100000, got min " + std::to_string(lo) +
+                             ", max " + std::to_string(hi));
+    }
+    if (Ended(it->second.view.phase)) return InvalidArgument("job " + std::to_string(id) + " has ended");
+    Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kResize, id);
+    in.min_replicas = lo;
+    in.max_replicas = hi;
+    in.waiter = w;
+    s.inputs.push_back(std::move(in));
+  }
+  s.input_cv.notify_one();
+  ESTUARY_RETURN_IF_ERROR(AwaitLoop(w, f));
+  return GetJob(who, id);
+}
+
 StatusOr<Service::Explanation> Service::Explain(const Principal& who, uint64_t id) const {
   const Impl& s = *impl_;
   std::lock_guard lk(s.mu);
@@ -1083,6 +1113,25 @@ void Service::RunOnce() {
           s.reservations[in.job] = *r;
           in.waiter->reservation = *r;
           batch.Put(Impl::ResvKey(in.job), Impl::ResvJson(*r));
+          waiters.push_back({in.waiter, Status::Ok()});
+          break;
+        }
+        case Impl::Input::Kind::kResize: {
+          Impl::JobRec& j = s.jobs.at(in.job);
+          if (Ended(j.view.phase)) {
+            waiters.push_back({in.waiter, InvalidArgument("job " + std::to_string(in.job) + " has ended")});
+            break;
+          }
+          std::string why;
+          if (j.in_engine && !s.engine->Resize(static_cast<uint32_t>(in.job), in.min_replicas, in.max_replicas, now_s, &why)) {
+            waiters.push_back({in.waiter, InvalidArgument("field 'replicas': " + why)});
+            break;
+          }
+          j.view.request.min_replicas = in.min_replicas;
+          j.view.request.max_replicas = in.max_replicas;
+          if (j.tasks.size() < static_cast<size_t>(in.max_replicas)) j.tasks.resize(static_cast<size_t>(in.max_replicas));
+          touched.insert(in.job);
+          if (j.parked) nodes_added = true;  // new bounds: it may fit now
           waiters.push_back({in.waiter, Status::Ok()});
           break;
         }
@@ -1348,7 +1397,8 @@ Status Service::CheckInvariants() const {
                           TaskName(id, i) + ")");
         }
       }
-      const bool bound = ej && j.in_engine && st.task(st.job(*ej).tasks[i]).state == estuary::TaskState::kBound &&
+      const bool bound = ej && j.in_engine && i < st.job(*ej).tasks.size() &&
+                         st.task(st.job(*ej).tasks[i]).state == estuary::TaskState::kBound &&
                          s.node_names[st.task(st.job(*ej).tasks[i]).node.value()] == t.node;
       if (!bound) return Internal("task " + TaskName(id, i) + " runs on '" + t.node + "' but the engine does not bind it there");
     }

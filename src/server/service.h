@@ -154,6 +154,14 @@ class Service {
   std::vector<JobView> ListJobs(const Principal& who) const;
   StatusOr<JobView> Cancel(const Principal& who, uint64_t id);
 
+  // Changes a job's min and max replicas (nullopt: unchanged), applied by the loop and stored
+  // before this returns: a waiting job waits with the new bounds; a running one above the new max
+  // shrinks (its surplus replicas get stop orders), and an elastic one may grow toward the new
+  // max. InvalidArgument for bounds outside 1 <= min <= max <= 100000 or a min above the replicas
+  // a running job holds; NotFound as GetJob; an ended job cannot change.
+  StatusOr<JobView> Resize(const Principal& who, uint64_t id, std::optional<int32_t> min_replicas,
+                           std::optional<int32_t> max_replicas);
+
   // ---- Nodes (agents; an agent acts only for the nodes it registered) ----
   // Registers (or, for the same agent, re-registers unchanged) nodes. InvalidArgument for a bad
   // node; PermissionDenied when another agent owns the name.

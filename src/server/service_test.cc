@@ -513,6 +513,46 @@ TEST_F(ServiceTest, AnAdminsConfigurationChangesTheGracePeriodAndOutlivesARestar
   EXPECT_EQ(notice[0].deadline_ms, clock_.ms / 1000 * 1000 + 10000);
 }
 
+TEST_F(ServiceTest, LoweringARunningJobsMaxStopsItsSurplusReplicasAndRaisingItLetsAbsorbGrowIt) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  JobRequest r = Job("elastic", 4, 2);  // 4 replicas of 2 GPUs, rigid
+  auto id = service_->Submit(kAlice, r);
+  ASSERT_TRUE(id.ok());
+  Pass();
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
+  Pass();
+  ASSERT_EQ(Get(*id).running_replicas, 4);
+  EXPECT_EQ(ViaLoop([&] { return service_->Resize(kAlice, *id, 3, 3); }).status().code(), StatusCode::kOk);
+  // Min above the replicas running is refused; so are bad bounds and other tenants.
+  EXPECT_EQ(ViaLoop([&] { return service_->Resize(kAlice, *id, 5, 6); }).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(service_->Resize(kAlice, *id, 4, 2).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(service_->Resize(kBob, *id, 1, 2).status().code(), StatusCode::kNotFound);
+  const std::vector<Order> stop = Orders(kAgentA);
+  ASSERT_EQ(stop.size(), 1u);  // one replica above the new max
+  EXPECT_EQ(stop[0].op, Order::Op::kStop);
+  EXPECT_EQ(stop[0].task, std::to_string(*id) + "-3");
+  ReportAll(kAgentA, stop, TaskReport::State::kStopped);
+  Pass();
+  EXPECT_EQ(Get(*id).running_replicas, 3);
+  EXPECT_EQ(Get(*id).request.max_replicas, 3);
+  // Elastic up to 8: Absorb grows it onto the free GPUs (16 - 6 = 10: five more replicas).
+  auto v = ViaLoop([&] { return service_->Resize(kAlice, *id, std::nullopt, 8); });
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  Pass();
+  const std::vector<Order> grow = Orders(kAgentA);
+  EXPECT_EQ(grow.size(), 5u);
+  for (const Order& o : grow) EXPECT_EQ(o.op, Order::Op::kStart);
+  ReportAll(kAgentA, grow, TaskReport::State::kRunning);
+  Pass();
+  Pass();  // stability
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_EQ(Get(*id).running_replicas, 8);
+  Reopen();  // the new bounds and the eight replicas outlive a restart
+  EXPECT_EQ(Get(*id).request.max_replicas, 8);
+  EXPECT_EQ(Get(*id).running_replicas, 8);
+  EXPECT_EQ(GpuMilliUsed(), 16000);
+}
+
 TEST_F(ServiceTest, MetricsAreThePrometheusTextOfTheState) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
   ASSERT_TRUE(service_->Submit(kAlice, Job("a", 1, 8, 300)).ok());
