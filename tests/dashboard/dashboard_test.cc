@@ -27,7 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/dashboard.h"
-#include "tests/testing/processes.h"
+#include "tests/testing/service_fixture.h"
 
 
 namespace estuary {
@@ -37,9 +37,8 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
 
-constexpr char kAdmin[] = "admin-token-0123456789";
-constexpr char kTenant[] = "tenant-token-012345678";
-constexpr char kAgent[] = "agent-token-0123456789";
+constexpr const char* kAdmin = testing::kAdminToken;
+constexpr const char* kTenant = testing::kTenantToken;
 constexpr char kChromium[] = "/usr/bin/chromium";
 
 std::string ReadFile(const fs::path& p) {
@@ -74,9 +73,7 @@ TEST(DashboardFiles, AreTheSourcesByteForByteWithTheirContentTypes) {
   }
 }
 
-using testing::FreePort;
 using testing::Spawn;
-void Stop(pid_t pid, int sig) { testing::StopProcess(pid, sig); }
 int WaitExit(pid_t pid, std::chrono::seconds limit) { return testing::WaitExit(pid, limit); }
 
 bool InPath(const std::string& program) {
@@ -91,48 +88,9 @@ bool InPath(const std::string& program) {
 
 httplib::Headers As(const char* token) { return {{"Authorization", std::string("Bearer ") + token}}; }
 
-class DashboardE2E : public ::testing::Test {
+class DashboardE2E : public testing::ServiceProcessTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/estuary-dashboard-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    std::ofstream(dir_ + "/tokens") << kAdmin << " admin ops\n" << kTenant << " tenant team-a\n" << kAgent << " agent rack-1\n";
-    port_ = FreePort();
-  }
-  void TearDown() override {
-    Stop(agent_, SIGTERM);
-    Stop(serve_, SIGTERM);
-    if (HasFailure()) {
-      for (const char* f : {"/serve.log", "/agent.log"}) {
-        std::ifstream in(dir_ + f);
-        std::string line;
-        int n = 0;
-        while (std::getline(in, line) && n++ < 40) std::fprintf(stderr, "%s: %s\n", f, line.c_str());
-      }
-    }
-    fs::remove_all(dir_);
-  }
-  void StartServe() {
-    serve_ = Spawn(ESTUARY_BINARY,
-                   {"serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--data", dir_ + "/data", "--tokens",
-                    dir_ + "/tokens", "--heartbeat-timeout-s", "60"},
-                   dir_ + "/serve.log");
-    ASSERT_GT(serve_, 0);
-    httplib::Client c("127.0.0.1", port_);
-    for (int i = 0; i < 200; ++i) {
-      if (auto r = c.Get("/v1/openapi.json"); r && r->status == 200) return;
-      std::this_thread::sleep_for(50ms);
-    }
-    FAIL() << "the service did not come up";
-  }
-  void StartAgent(int nodes) {
-    agent_ = Spawn(ESTUARY_BINARY,
-                   {"agent", "--server", "http://127.0.0.1:" + std::to_string(port_), "--token", kAgent, "--fake-nodes",
-                    std::to_string(nodes), "--gpus-per-node", "8", "--prefix", "demo"},
-                   dir_ + "/agent.log");
-    ASSERT_GT(agent_, 0);
-  }
+  void StartAgent(int nodes) { ServiceProcessTest::StartAgent(nodes, "demo"); }
   Json Get(const std::string& path) {
     httplib::Client c("127.0.0.1", port_);
     c.set_read_timeout(10, 0);
@@ -162,10 +120,6 @@ class DashboardE2E : public ::testing::Test {
     }
     return false;
   }
-
-  std::string dir_;
-  int port_ = 0;
-  pid_t serve_ = -1, agent_ = -1;
 };
 
 Json JobBody(const std::string& name, int min, int max, int gpus, int priority, int duration_s) {

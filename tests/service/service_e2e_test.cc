@@ -21,7 +21,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/testing/processes.h"
+#include "tests/testing/service_fixture.h"
 
 namespace estuary {
 namespace {
@@ -29,57 +29,17 @@ namespace {
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
 
-constexpr char kAdmin[] = "admin-token-0123456789";
-constexpr char kTenant[] = "tenant-token-012345678";
-constexpr char kAgent[] = "agent-token-0123456789";
+constexpr const char* kAdmin = testing::kAdminToken;
+constexpr const char* kTenant = testing::kTenantToken;
 
-using testing::FreePort;
 
-pid_t Spawn(const std::vector<std::string>& args, const std::string& log) { return testing::Spawn(ESTUARY_BINARY, args, log); }
 void Stop(pid_t pid, int sig) { testing::StopProcess(pid, sig); }
 
 httplib::Headers As(const char* token) { return {{"Authorization", std::string("Bearer ") + token}}; }
 
-class ServiceE2E : public ::testing::Test {
+class ServiceE2E : public testing::ServiceProcessTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/estuary-e2e-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    std::ofstream(dir_ + "/tokens") << kAdmin << " admin ops\n" << kTenant << " tenant team-a\n" << kAgent << " agent rack-1\n";
-    port_ = FreePort();
-  }
-  void TearDown() override {
-    Stop(agent_, SIGTERM);
-    Stop(serve_, SIGTERM);
-    if (HasFailure()) {
-      for (const char* f : {"/serve.log", "/agent.log"}) {
-        std::ifstream in(dir_ + f);
-        std::string line;
-        int n = 0;
-        while (std::getline(in, line) && n++ < 40) std::fprintf(stderr, "%s: %s\n", f, line.c_str());
-      }
-    }
-    std::filesystem::remove_all(dir_);
-  }
-  void StartServe() {
-    serve_ = Spawn({"serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--data", dir_ + "/data", "--tokens",
-                    dir_ + "/tokens", "--heartbeat-timeout-s", "60"},
-                   dir_ + "/serve.log");
-    ASSERT_GT(serve_, 0);
-    httplib::Client c("127.0.0.1", port_);
-    for (int i = 0; i < 200; ++i) {
-      if (auto r = c.Get("/v1/openapi.json"); r && r->status == 200) return;
-      std::this_thread::sleep_for(50ms);
-    }
-    FAIL() << "the service did not come up";
-  }
-  void StartAgent(int nodes) {
-    agent_ = Spawn({"agent", "--server", "http://127.0.0.1:" + std::to_string(port_), "--token", kAgent, "--fake-nodes",
-                    std::to_string(nodes), "--gpus-per-node", "8", "--prefix", "rack1"},
-                   dir_ + "/agent.log");
-    ASSERT_GT(agent_, 0);
-  }
+  void StartAgent(int nodes) { ServiceProcessTest::StartAgent(nodes, "rack1"); }
   // Admin's view of every job: id -> state.
   std::map<std::string, std::string> Jobs() {
     httplib::Client c("127.0.0.1", port_);
@@ -106,9 +66,6 @@ class ServiceE2E : public ::testing::Test {
     return false;
   }
 
-  std::string dir_;
-  int port_ = 0;
-  pid_t serve_ = -1, agent_ = -1;
 };
 
 std::string JobBody(int i, int duration_s) {
