@@ -99,6 +99,16 @@ class ServiceTest : public ::testing::Test {
     }
     ASSERT_TRUE(service_->Report(agent, r, /*durable=*/false).ok());
   }
+  // Submits `r` for `who`, runs a pass and reports every start of `agent` running: the job runs.
+  uint64_t RunJob(const Principal& who, const JobRequest& r, const Principal& agent = kAgentA) {
+    auto id = service_->Submit(who, r);
+    EXPECT_TRUE(id.ok());
+    Pass();
+    ReportAll(agent, Orders(agent), TaskReport::State::kRunning);
+    Pass();
+    EXPECT_EQ(Get(id.ok() ? *id : 0, who).phase, JobPhase::kRunning);
+    return id.ok() ? *id : 0;
+  }
   JobView Get(uint64_t id, const Principal& who = kAlice) {
     auto v = service_->GetJob(who, id);
     EXPECT_TRUE(v.ok());
@@ -256,11 +266,7 @@ TEST_F(ServiceTest, ANodeWithoutHeartbeatsFailsAndItsJobStartsAgainElsewhere) {
 
 TEST_F(ServiceTest, AnHpJobReclaimsFromPreemptibleWorkAfterTheGracePeriodAndFurtherPassesChangeNothing) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
-  auto lp = service_->Submit(kAlice, Job("lp", 1, 8, 300, true));
-  ASSERT_TRUE(lp.ok());
-  Pass();
-  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
-  Pass();
+  const uint64_t lp = RunJob(kAlice, Job("lp", 1, 8, 300, true));
   auto hp = service_->Submit(kBob, Job("hp", 1, 8, 900));
   ASSERT_TRUE(hp.ok());
   Pass();
@@ -268,7 +274,7 @@ TEST_F(ServiceTest, AnHpJobReclaimsFromPreemptibleWorkAfterTheGracePeriodAndFurt
   const std::vector<Order> notice = Orders(kAgentA);
   ASSERT_EQ(notice.size(), 1u);
   EXPECT_EQ(notice[0].op, Order::Op::kEvict);
-  EXPECT_EQ(notice[0].job, *lp);
+  EXPECT_EQ(notice[0].job, lp);
   EXPECT_EQ(notice[0].deadline_ms, clock_.ms / 1000 * 1000 + 60000);
   EXPECT_THAT(Get(*hp, kBob).reason, HasSubstr("reclaiming"));
   clock_.ms += 60000;
@@ -277,10 +283,10 @@ TEST_F(ServiceTest, AnHpJobReclaimsFromPreemptibleWorkAfterTheGracePeriodAndFurt
   const std::vector<Order> o = Orders(kAgentA);
   ASSERT_EQ(o.size(), 2u);
   EXPECT_EQ(o[0].op, Order::Op::kStop);
-  EXPECT_EQ(o[0].job, *lp);
+  EXPECT_EQ(o[0].job, lp);
   EXPECT_EQ(o[1].op, Order::Op::kStart);
   EXPECT_EQ(o[1].job, *hp);
-  EXPECT_EQ(Get(*lp).phase, JobPhase::kPending);  // back in the queue
+  EXPECT_EQ(Get(lp).phase, JobPhase::kPending);  // back in the queue
   ReportAll(kAgentA, o, TaskReport::State::kRunning);
   for (int i = 0; i < 3; ++i) {
     clock_.ms += 1000;
@@ -289,7 +295,7 @@ TEST_F(ServiceTest, AnHpJobReclaimsFromPreemptibleWorkAfterTheGracePeriodAndFurt
   }
   EXPECT_TRUE(Orders(kAgentA).empty());
   EXPECT_EQ(Get(*hp, kBob).phase, JobPhase::kRunning);
-  EXPECT_EQ(Get(*lp).phase, JobPhase::kPending);
+  EXPECT_EQ(Get(lp).phase, JobPhase::kPending);
 }
 
 TEST_F(ServiceTest, AfterARestartRunningJobsKeepTheirGpusAndNothingIsBoundTwice) {
@@ -400,11 +406,7 @@ TEST_F(ServiceTest, ADrainedNodeStopsItsTasksAndTheirJobsStartElsewhereWhileACor
 
 TEST_F(ServiceTest, ExplainSaysWhetherAJobFitsNowWithReclaimOrNotAtAll) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
-  auto lp = service_->Submit(kAlice, Job("lp", 1, 8, 300, true));
-  ASSERT_TRUE(lp.ok());
-  Pass();
-  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
-  Pass();
+  RunJob(kAlice, Job("lp", 1, 8, 300, true));  // preemptible LP work holds the node
   auto dev = service_->Submit(kAlice, Job("dev", 1, 8, 500));      // waits: LP work holds the node
   auto huge = service_->Submit(kAlice, Job("huge", 2, 8, 500));    // two nodes' worth: never here
   ASSERT_TRUE(dev.ok() && huge.ok());
@@ -501,11 +503,7 @@ TEST_F(ServiceTest, AnAdminsConfigurationChangesTheGracePeriodAndOutlivesARestar
   EXPECT_FALSE(service_->GetConfig().absorb);
   // A Reclaim now gives its victims 10 s.
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
-  auto lp = service_->Submit(kAlice, Job("lp", 1, 8, 300, true));
-  ASSERT_TRUE(lp.ok());
-  Pass();
-  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
-  Pass();
+  RunJob(kAlice, Job("lp", 1, 8, 300, true));
   ASSERT_TRUE(service_->Submit(kBob, Job("hp", 1, 8, 900)).ok());
   Pass();
   const std::vector<Order> notice = Orders(kAgentA);
