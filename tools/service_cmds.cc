@@ -92,7 +92,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
 
 CLI::App* AddAgentCommand(CLI::App& app, AgentFlags& f) {
   CLI::App* a = app.add_subcommand("agent", "run a fake node agent: registers nodes and runs tasks as timed fake processes");
-  a->add_option("--server", f.server, "the service's URL, e.g. http://127.0.0.1:8080")->required();
+  a->add_option("--server", f.server, "the service's URL, e.g. http://127.0.0.1:8080, or its replicas' URL,URL,...")->required();
   a->add_option("--token", f.token, "an agent token of the service's tokens file")->required();
   a->add_option("--fake-nodes", f.fake_nodes, "nodes to register (with --cluster: its first N nodes)")
       ->required()
@@ -229,8 +229,13 @@ int RunAgentCommand(const AgentFlags& f) {
   o.server = f.server;
   o.token = f.token;
   o.heartbeat_interval_ms = f.heartbeat_s * 1000;
-  if (f.server.rfind("http://", 0) != 0 && f.server.rfind("https://", 0) != 0) {
-    return Fail(InvalidArgument("--server: '" + f.server + "' is not an http:// or https:// URL"));
+  for (size_t at = 0; at <= f.server.size();) {
+    const size_t comma = std::min(f.server.find(',', at), f.server.size());
+    const std::string url = f.server.substr(at, comma - at);
+    if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
+      return Fail(InvalidArgument("--server: '" + url + "' is not an http:// or https:// URL"));
+    }
+    at = comma + 1;
   }
   if (!f.cluster.empty()) {
     auto spec = ReadClusterSpec(f.cluster);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -33,6 +34,53 @@ std::string Why(const httplib::Result& r) {
   return "HTTP " + std::to_string(r->status);
 }
 
+// The service's replicas (FakeAgentOptions::server, comma-separated) and which one answers: a
+// thread's connection moves on to the next replica when its request gets no answer at all.
+class Replicas {
+ public:
+  explicit Replicas(const std::string& list) {
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      if (comma > at) urls_.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+    if (urls_.empty()) urls_.push_back(list);
+  }
+  // One thread's connection.
+  class Conn {
+   public:
+    Conn(Replicas& r, int read_timeout_s) : r_(r), read_timeout_s_(read_timeout_s) {}
+    httplib::Client& get() {
+      const size_t now = r_.current_.load();
+      if (!c_ || index_ != now) {
+        index_ = now;
+        c_ = std::make_unique<httplib::Client>(r_.urls_[now % r_.urls_.size()]);
+        c_->set_connection_timeout(2, 0);
+        c_->set_tcp_nodelay(true);
+        c_->set_read_timeout(read_timeout_s_, 0);
+      }
+      return *c_;
+    }
+    // No answer from this replica: the next one is tried (once per failure, by whichever thread
+    // sees it first).
+    void Fail() {
+      size_t expected = index_;
+      r_.current_.compare_exchange_strong(expected, index_ + 1);
+      c_.reset();
+    }
+
+   private:
+    Replicas& r_;
+    int read_timeout_s_;
+    size_t index_ = 0;
+    std::unique_ptr<httplib::Client> c_;
+  };
+
+ private:
+  std::vector<std::string> urls_;
+  std::atomic<size_t> current_{0};
+};
+
 }  // namespace
 
 std::vector<AgentNode> FakeNodes(const std::string& prefix, int count, int gpus, const std::string& model) {
@@ -58,11 +106,9 @@ FakeAgent::FakeAgent(FakeAgentOptions options, const Clock* clock) : opt_(std::m
 
 Status FakeAgent::Run(const std::atomic<bool>& stop) {
   // Registration, in batches; retried while the service is unreachable (it may be starting).
+  Replicas replicas_of_service(opt_.server);
   {
-    httplib::Client c(opt_.server);
-    c.set_connection_timeout(5, 0);
-    c.set_tcp_nodelay(true);
-    c.set_read_timeout(60, 0);
+    Replicas::Conn conn(replicas_of_service, 60);
     for (size_t at = 0; at < opt_.nodes.size() && !stop;) {
       Json nodes = Json::array();
       for (size_t i = at; i < std::min(opt_.nodes.size(), at + opt_.register_batch); ++i) {
@@ -76,11 +122,12 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
       std::string why = "stopped";
       const std::string body = Json{{"nodes", nodes}}.dump();
       for (int attempt = 0; attempt < 60 && !stop && !sent; ++attempt) {
-        const httplib::Result r = c.Post("/v1/nodes", Auth(opt_.token), body, "application/json");
+        const httplib::Result r = conn.get().Post("/v1/nodes", Auth(opt_.token), body, "application/json");
         if (r && r->status != 200) return InvalidArgument("agent: registering nodes: " + Why(r));
         sent = static_cast<bool>(r);
         if (!sent) {
           why = Why(r);
+          conn.Fail();
           std::this_thread::sleep_for(std::chrono::milliseconds(500));
         }
       }
@@ -95,20 +142,16 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
   std::vector<std::pair<std::string, const char*>> outbox;  // reports not yet sent
 
   std::thread heartbeats([&] {
-    httplib::Client c(opt_.server);
-    c.set_connection_timeout(5, 0);
-    c.set_tcp_nodelay(true);
+    Replicas::Conn conn(replicas_of_service, 30);
     while (!stop) {
-      (void)c.Post("/v1/nodes/heartbeat", Auth(opt_.token), "{}", "application/json");
+      if (!conn.get().Post("/v1/nodes/heartbeat", Auth(opt_.token), "{}", "application/json")) conn.Fail();
       for (int64_t waited = 0; waited < opt_.heartbeat_interval_ms && !stop; waited += 50) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     }
   });
   std::thread reporter([&] {
-    httplib::Client c(opt_.server);
-    c.set_connection_timeout(5, 0);
-    c.set_tcp_nodelay(true);
+    Replicas::Conn conn(replicas_of_service, 30);
     std::vector<std::pair<std::string, const char*>> failed;
     while (!stop) {
       std::this_thread::sleep_for(std::chrono::milliseconds(opt_.report_interval_ms));
@@ -134,22 +177,21 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
       if (send.empty()) continue;
       Json list = Json::array();
       for (const auto& [task, state] : send) list.push_back({{"task", task}, {"state", state}});
-      const auto r = c.Post("/v1/agent/reports", Auth(opt_.token), Json{{"reports", list}}.dump(), "application/json");
+      const auto r = conn.get().Post("/v1/agent/reports", Auth(opt_.token), Json{{"reports", list}}.dump(), "application/json");
+      if (!r) conn.Fail();
       // Unreachable or restarting: send again. A refusal (4xx) names a task the service no
       // longer knows; dropping the batch is right then (it would be refused again).
       if (!r || r->status >= 500) failed = std::move(send);
     }
   });
 
-  httplib::Client c(opt_.server);
-  c.set_connection_timeout(5, 0);
-    c.set_tcp_nodelay(true);
-  c.set_read_timeout(static_cast<time_t>(opt_.poll_wait_ms / 1000 + 30), 0);
+  Replicas::Conn conn(replicas_of_service, static_cast<int>(opt_.poll_wait_ms / 1000 + 30));
   uint64_t epoch = 0, after = 0;
   while (!stop) {
     const std::string path = "/v1/agent/orders?epoch=" + std::to_string(epoch) + "&after=" + std::to_string(after) +
                              "&wait_ms=" + std::to_string(opt_.poll_wait_ms);
-    const auto r = c.Get(path.c_str(), Auth(opt_.token));
+    const auto r = conn.get().Get(path.c_str(), Auth(opt_.token));
+    if (!r) conn.Fail();
     if (!r || r->status != 200) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;

@@ -35,7 +35,9 @@ struct AgentNode {
 };
 
 struct FakeAgentOptions {
-  std::string server = "http://127.0.0.1:8080";  // the service's base URL
+  // The service's base URL, or its replicas' URLs separated by commas: a request that gets no
+  // answer moves on to the next replica (the one that leads is the one that listens).
+  std::string server = "http://127.0.0.1:8080";
   std::string token;                            // an agent token (tokens file role `agent`)
   std::vector<AgentNode> nodes;                 // its nodes
   int64_t heartbeat_interval_ms = 5000;         // default 5 s

@@ -1,7 +1,8 @@
 // Several scheduler replicas over one etcd (issue 7): three `estuary serve --store etcd`
 // processes share a real etcd; exactly one leads (only the leader listens), the leader is killed
 // with SIGKILL while clients submit, another replica leads within 10 s, and every job that got a
-// 201 from the old leader is there.
+// 201 from the old leader is there. A fake agent given all three URLs follows the leader: a job
+// submitted to the new leader runs on it to success.
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -25,6 +26,7 @@ using namespace std::chrono_literals;
 
 constexpr char kAdmin[] = "admin-token-0123456789";
 constexpr char kTenant[] = "tenant-token-012345678";
+constexpr char kAgent[] = "agent-token-0123456789";
 
 class Replicas : public ::testing::Test {
  protected:
@@ -34,7 +36,7 @@ class Replicas : public ::testing::Test {
     char tmpl[] = "/tmp/estuary-replicas-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    std::ofstream(dir_ + "/tokens") << kAdmin << " admin ops\n" << kTenant << " tenant team-a\n";
+    std::ofstream(dir_ + "/tokens") << kAdmin << " admin ops\n" << kTenant << " tenant team-a\n" << kAgent << " agent rack-1\n";
     for (int i = 0; i < 3; ++i) {
       ports_.push_back(testing::FreePort());
       pids_.push_back(testing::Spawn(ESTUARY_BINARY,
@@ -43,14 +45,21 @@ class Replicas : public ::testing::Test {
                                      dir_ + "/serve" + std::to_string(i) + ".log"));
       ASSERT_GT(pids_.back(), 0);
     }
+    std::string urls;
+    for (int p : ports_) urls += (urls.empty() ? "" : ",") + std::string("http://127.0.0.1:") + std::to_string(p);
+    agent_ = testing::Spawn(ESTUARY_BINARY,
+                            {"agent", "--server", urls, "--token", kAgent, "--fake-nodes", "8", "--prefix", "rack"},
+                            dir_ + "/agent.log");
+    ASSERT_GT(agent_, 0);
   }
   void TearDown() override {
+    testing::StopProcess(agent_, SIGKILL);
     for (pid_t p : pids_) testing::StopProcess(p, SIGKILL);
     if (HasFailure()) {
-      for (int i = 0; i < 3; ++i) {
-        std::ifstream in(dir_ + "/serve" + std::to_string(i) + ".log");
+      for (const std::string f : {"serve0", "serve1", "serve2", "agent"}) {
+        std::ifstream in(dir_ + "/" + f + ".log");
         std::string line;
-        while (std::getline(in, line)) std::fprintf(stderr, "serve%d: %s\n", i, line.c_str());
+        while (std::getline(in, line)) std::fprintf(stderr, "%s: %s\n", f.c_str(), line.c_str());
       }
     }
     std::filesystem::remove_all(dir_);
@@ -81,6 +90,7 @@ class Replicas : public ::testing::Test {
   std::string dir_;
   std::vector<int> ports_;
   std::vector<pid_t> pids_;
+  pid_t agent_ = -1;
 };
 
 TEST_F(Replicas, OneLeadsAndWhenItIsKilledAnotherLeadsWithin10sWithEveryAcceptedJob) {
@@ -106,8 +116,8 @@ TEST_F(Replicas, OneLeadsAndWhenItIsKilledAnotherLeadsWithin10sWithEveryAccepted
       c.set_read_timeout(5, 0);
       for (int i = 0; !stop; ++i) {
         const std::string body = Json{{"name", "j" + std::to_string(t) + "-" + std::to_string(i)},
-                                      {"replicas", {{"min", 1}, {"max", 1}}}, {"gpus", 1}, {"cpu_milli", 1000},
-                                      {"memory_mib", 1024}, {"priority", 300}}
+                                      {"replicas", {{"min", 1}, {"max", 1}}}, {"gpus", 0}, {"cpu_milli", 10},
+                                      {"memory_mib", 1}, {"priority", 300}}
                                      .dump();
         auto r = c.Post("/v1/jobs", {{"Authorization", std::string("Bearer ") + kTenant}}, body, "application/json");
         if (r && r->status == 201) {
@@ -149,6 +159,21 @@ TEST_F(Replicas, OneLeadsAndWhenItIsKilledAnotherLeadsWithin10sWithEveryAccepted
                      "application/json");
   ASSERT_TRUE(more);
   EXPECT_EQ(more->status, 201) << more->body;
+  // The agent followed the leader: a GPU job submitted to the new leader runs to success on it.
+  auto gpu = c.Post("/v1/jobs", {{"Authorization", std::string("Bearer ") + kTenant}},
+                    R"({"name": "gpu-after", "replicas": {"min": 1}, "gpus": 8, "cpu_milli": 1000, "memory_mib": 1024,
+                        "priority": 500, "duration_s": 1})",
+                    "application/json");
+  ASSERT_TRUE(gpu);
+  ASSERT_EQ(gpu->status, 201) << gpu->body;
+  const std::string gpu_id = Json::parse(gpu->body)["id"];
+  std::string state;
+  for (int i = 0; i < 150 && state != "succeeded"; ++i) {
+    std::this_thread::sleep_for(200ms);
+    auto r = c.Get(("/v1/jobs/" + gpu_id).c_str(), {{"Authorization", std::string("Bearer ") + kAdmin}});
+    if (r && r->status == 200) state = Json::parse(r->body)["state"].get<std::string>();
+  }
+  EXPECT_EQ(state, "succeeded");
 }
 
 }  // namespace
