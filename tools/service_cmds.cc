@@ -8,6 +8,7 @@
 
 #include "agent/fake_agent.h"
 #include "common/clock.h"
+#include "common/text.h"
 #include "server/http_api.h"
 #include "server/service.h"
 #include "sim/cluster/cluster_spec.h"
@@ -164,11 +165,7 @@ int RunServeCommand(const ServeFlags& f) {
     store = std::move(*s);
   } else {
     EtcdConnection etcd;
-    for (size_t at = 0; at <= f.etcd_endpoints.size();) {
-      const size_t comma = std::min(f.etcd_endpoints.find(',', at), f.etcd_endpoints.size());
-      if (comma > at) etcd.endpoints.push_back(f.etcd_endpoints.substr(at, comma - at));
-      at = comma + 1;
-    }
+    etcd.endpoints = SplitList(f.etcd_endpoints, ',');
     LeaderElectionOptions lo;
     lo.etcd = etcd;
     lo.key = f.etcd_prefix + "leader";
@@ -229,13 +226,10 @@ int RunAgentCommand(const AgentFlags& f) {
   o.server = f.server;
   o.token = f.token;
   o.heartbeat_interval_ms = f.heartbeat_s * 1000;
-  for (size_t at = 0; at <= f.server.size();) {
-    const size_t comma = std::min(f.server.find(',', at), f.server.size());
-    const std::string url = f.server.substr(at, comma - at);
+  for (const std::string& url : SplitList(f.server, ',', /*keep_empty=*/true)) {
     if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
       return Fail(InvalidArgument("--server: '" + url + "' is not an http:// or https:// URL"));
     }
-    at = comma + 1;
   }
   if (!f.cluster.empty()) {
     auto spec = ReadClusterSpec(f.cluster);

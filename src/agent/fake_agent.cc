@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.h"
+
 namespace estuary {
 namespace {
 
@@ -38,12 +40,7 @@ std::string Why(const httplib::Result& r) {
 // thread's connection moves on to the next replica when its request gets no answer at all.
 class Replicas {
  public:
-  explicit Replicas(const std::string& list) {
-    for (size_t at = 0; at <= list.size();) {
-      const size_t comma = std::min(list.find(',', at), list.size());
-      if (comma > at) urls_.push_back(list.substr(at, comma - at));
-      at = comma + 1;
-    }
+  explicit Replicas(const std::string& list) : urls_(SplitList(list, ',')) {
     if (urls_.empty()) urls_.push_back(list);
   }
   // One thread's connection.

@@ -245,6 +245,25 @@ TEST_F(HttpApiTest, ExplainReservationsAndNodeActionsAnswerOverHttp) {
   EXPECT_EQ(client_->Post("/v1/nodes/zz/drain", As("admin-token-0123456789"), "", "application/json")->status, 404);
 }
 
+TEST_F(HttpApiTest, ABadPatchOfAJobIs400NamingTheField) {
+  const std::string id = SubmitAsAlice();
+  const std::string path = "/v1/jobs/" + id;
+  for (const char* body : {R"({"replicas": {"min": 0}})", R"({"replicas": {"max": "2"}})", R"({"replicas": {"step": 2}})",
+                           R"({"replicas": 3})", R"({"name": "x"})", R"({"replicas": {"min": 3, "max": 2}})", "[1]"}) {
+    auto r = client_->Patch(path.c_str(), As("alice-token-0123456789"), body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << body;
+    EXPECT_THAT(r->body, ::testing::AnyOf(HasSubstr("replicas"), HasSubstr("field 'name'"), HasSubstr("malformed")))
+        << body;
+  }
+  auto ok = client_->Patch(path.c_str(), As("alice-token-0123456789"), R"({"replicas": {"max": 2}})", "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(Json::parse(ok->body)["replicas"]["max"], 2);
+  EXPECT_EQ(client_->Patch(path.c_str(), As("bob-token-0123456789ab"), R"({"replicas": {"max": 3}})", "application/json")->status,
+            404);
+}
+
 TEST_F(HttpApiTest, AnAdminReadsAndChangesTheConfiguration) {
   auto get = client_->Get("/v1/config", As("admin-token-0123456789"));
   ASSERT_EQ(get->status, 200);

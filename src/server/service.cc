@@ -232,6 +232,21 @@ struct Service::Impl {
     return o.dump();
   }
 
+  // Adds the node of `r.view` to the engine; sets r.id and its name by engine id.
+  Status AddToEngine(NodeRec& r) {
+    NodeSpec spec;
+    spec.name = r.view.name;
+    spec.gpu_count = r.view.gpus;
+    spec.cpu_milli = r.view.cpu_milli;
+    spec.mem_mib = r.view.memory_mib;
+    auto id = engine->AddNode(spec, r.view.gpu_model, r.view.domains);
+    if (!id.ok()) return id.status();
+    r.id = *id;
+    if (node_names.size() <= id->value()) node_names.resize(id->value() + 1);
+    node_names[id->value()] = r.view.name;
+    return Status::Ok();
+  }
+
   static std::string ResvJson(const ReservationView& r) {
     Json o;
     o["tenant"] = r.tenant;
@@ -440,24 +455,15 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
     r.view.memory_mib = j.value("memory_mib", int64_t{0});
     r.view.domains = DomainsFrom(j.value("domains", Json::object()));
     r.view.last_heartbeat_ms = now_ms;
-    NodeSpec spec;
-    spec.name = r.view.name;
-    spec.gpu_count = r.view.gpus;
-    spec.cpu_milli = r.view.cpu_milli;
-    spec.mem_mib = r.view.memory_mib;
-    auto id = s.engine->AddNode(spec, r.view.gpu_model, r.view.domains);
-    if (!id.ok()) {
-      bad = Internal("store: " + std::string(k) + ": " + id.status().message());
+    if (const Status st = s.AddToEngine(r); !st.ok()) {
+      bad = Internal("store: " + std::string(k) + ": " + st.message());
       return false;
     }
-    r.id = *id;
-    s.node_names.resize(id->value() + 1);
-    s.node_names[id->value()] = r.view.name;
     const std::string state = node_state.count(r.view.name) ? node_state[r.view.name] : "ready";
     r.view.state = state;
     // A failed node takes no adopted work; cordoned and drained ones are applied after the
     // running jobs are adopted (work there keeps running).
-    if (state == "failed") s.engine->FailNode(*id, now_s);
+    if (state == "failed") s.engine->FailNode(r.id, now_s);
     s.agents[r.view.agent];
     s.nodes.emplace(r.view.name, std::move(r));
     return true;
@@ -756,21 +762,12 @@ Status Service::RegisterNodes(const Principal& agent, std::vector<NodeRegistrati
     Status add = Status::Ok();
     for (const NodeRegistration& n : fresh) {
       Impl::NodeRec& r = s.nodes.at(n.name);
-      NodeSpec spec;
-      spec.name = n.name;
-      spec.gpu_count = n.gpus;
-      spec.cpu_milli = n.cpu_milli;
-      spec.mem_mib = n.memory_mib;
-      auto id = s.engine->AddNode(spec, n.gpu_model, n.domains);
-      if (!id.ok()) {
+      if (const Status st = s.AddToEngine(r); !st.ok()) {
         r.view.state = "failed";
-        if (add.ok()) add = InvalidArgument(id.status().message());
+        if (add.ok()) add = InvalidArgument(st.message());
         continue;
       }
-      r.id = *id;
       r.view.state = "ready";
-      if (s.node_names.size() <= id->value()) s.node_names.resize(id->value() + 1);
-      s.node_names[id->value()] = n.name;
     }
     s.inputs.push_back(Impl::Input::Of(Impl::Input::Kind::kNodesAdded));
     if (!add.ok()) return add;

@@ -1090,6 +1090,15 @@ TEST_F(ServeCli, StoreFlagsAreChecked) {
   EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--data", file + "/sub", "--tokens", tokens_}), {"not-a-dir"}));
 }
 
+TEST_F(ServeCli, OutOfRangeNumbersAreRejectedNamingTheFlag) {
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--grace-s", "-1"}, {"--heartbeat-timeout-s", "0"}, {"--max-body-bytes", "10"}, {"--rate", "0"}}) {
+    EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--data", Out("d"), "--tokens", tokens_, flag, value}), {flag})) << flag;
+  }
+  EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--data", Out("d"), "--tokens", tokens_, "--tls-cert", Out("c.pem")}),
+                           {"--tls-cert", "--tls-key"}));
+}
+
 TEST_F(ServeCli, AgentFlagsAreChecked) {
   EXPECT_TRUE(RejectedWith(RunEstuary({"agent", "--server", "ftp://x", "--token", "t", "--fake-nodes", "1"}),
                            {"--server", "ftp://x"}));
