@@ -305,6 +305,7 @@ void InProcessMember::TryQueue(int64_t now_s) {
         }
         if (a.kind == OutcomeKind::kInfeasible) {
           Log(MemberEvent::Kind::kReturned, now_s, li, 0, UINT32_MAX, 0, a.reason);
+          events_.back().never = true;
           return PendingQueue::Outcome::kInfeasible;
         }
         return PendingQueue::Outcome::kWaits;

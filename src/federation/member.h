@@ -70,6 +70,7 @@ struct MemberEvent {
   uint32_t for_job = UINT32_MAX;
   int64_t at = 0;
   std::string detail;
+  bool never = false;  // kReturned: it can never fit this member (not an eviction)
 };
 
 // A member's price for evicting work for a job now (Member::QuoteReclaim): its own victim choice.

@@ -1233,7 +1233,7 @@ void Service::RunOnce() {
         touched.insert(e.job);
         switch (e.kind) {
           case MemberEvent::Kind::kReturned: {
-            const bool evicted = e.for_job != UINT32_MAX || e.detail == "node failed" || e.detail == "node drained";
+            const bool evicted = !e.never;
             if (evicted) ++s.evictions_total;
             if (Ended(j.view.phase)) break;
             j.in_engine = false;
