@@ -1,6 +1,7 @@
 // The federation layer as a specification: the capacity summary against a from-scratch count, and
 // the fed-scheduler's choices over small in-process members whose state each test builds through
 // the members' own Submit.
+#include <map>
 #include <memory>
 
 #include <gmock/gmock.h>
@@ -466,6 +467,159 @@ TEST(Federation, BlindDispatchRoundRobinsAndAMemberThatCanNeverRunTheJobRejectsI
   EXPECT_EQ(d[2].member, 0);  // the next job goes to the member after "b"
   EXPECT_EQ(b->Running(1), 1);
   EXPECT_EQ(a->Running(2), 1);
+}
+
+
+// ---- InProcessMember: Standby (SpotGPU) and live migration ----
+
+std::unique_ptr<InProcessMember> LiveMember(int nodes, int64_t grace_s) {
+  MemberOptions o;
+  o.name = "live";
+  o.grace_s = grace_s;
+  o.absorb = false;
+  o.migration.acknowledged = true;
+  auto m = InProcessMember::Create(MemberCluster(nodes), o);
+  EXPECT_TRUE(m.ok());
+  return std::move(*m);
+}
+
+void ExpectConsistent(const InProcessMember& m) {
+  const Status st = m.state().CheckInvariants();
+  EXPECT_TRUE(st.ok()) << st.message();
+}
+
+std::vector<MemberEvent> StepAndTake(InProcessMember& m, int64_t t) {
+  m.Step(t);
+  ExpectConsistent(m);
+  return m.TakeEvents();
+}
+
+TEST(InProcessMember, StandbyLendsToSpotJobsOnlyAndItsRestoreEvictsTheBorrowersAfterTheGracePeriod) {
+  auto m = LiveMember(2, 30);
+  ASSERT_TRUE(m->Submit(Job(1, 2, 8, kHpPriority), AdmitMode::kStartNow, 0).started);  // fills both nodes
+  ASSERT_TRUE(m->SetStandby(1, 1, 10));
+  EXPECT_EQ(m->InStandby(1), 1);
+  const JobId hp = *m->JobOf(1);
+  const TaskId lender = m->state().job(hp).tasks[1];  // the newest replica
+  EXPECT_TRUE(m->state().task(lender).standby);
+  EXPECT_EQ(m->state().lending_nodes().size(), 1u);
+
+  // A spot job (preemptible, LP) runs on the lent GPUs; an LP job that is not preemptible may not.
+  ASSERT_TRUE(m->Submit(Job(2, 1, 4, 100, true), AdmitMode::kEnqueue, 11).accepted);
+  ASSERT_TRUE(m->Submit(Job(3, 1, 4, 100, false), AdmitMode::kEnqueue, 11).accepted);
+  StepAndTake(*m, 11);
+  const TaskId spot = m->state().job(*m->JobOf(2)).tasks[0];
+  ASSERT_EQ(m->state().task(spot).state, TaskState::kBound);
+  EXPECT_TRUE(m->state().task(spot).borrowed);
+  EXPECT_EQ(m->state().task(spot).node, m->state().task(lender).node);
+  EXPECT_EQ(m->Running(3), 0);
+
+  // The window ends: the borrower is warned and leaves grace_s later; the replica then resumes.
+  ASSERT_TRUE(m->SetStandby(1, 0, 20));
+  const auto notices = m->TakeEvictionNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].job, 2u);
+  EXPECT_EQ(notices[0].at, 50);
+  EXPECT_EQ(m->InStandby(1), 1);  // restoring
+  EXPECT_TRUE(StepAndTake(*m, 49).empty());
+  EXPECT_TRUE(m->state().task(spot).state == TaskState::kBound);
+  const std::vector<MemberEvent> at50 = StepAndTake(*m, 50);
+  ASSERT_EQ(at50.size(), 1u);
+  EXPECT_EQ(at50[0].kind, MemberEvent::Kind::kReturned);
+  EXPECT_EQ(at50[0].job, 2u);
+  EXPECT_EQ(at50[0].detail, "standby restore");
+  EXPECT_EQ(m->InStandby(1), 0);
+  EXPECT_FALSE(m->state().task(lender).standby);
+  EXPECT_EQ(m->state().task(lender).state, TaskState::kBound);
+  EXPECT_TRUE(m->state().lending_nodes().empty());
+  // Stable: more cycles change nothing.
+  EXPECT_TRUE(StepAndTake(*m, 51).empty());
+  EXPECT_TRUE(StepAndTake(*m, 500).empty());
+  EXPECT_EQ(m->Running(1), 2);
+}
+
+TEST(InProcessMember, AStandbyReplicaWithoutBorrowersResumesAtOnceAndALenderThatEndsTakesItsBorrowersWithIt) {
+  auto m = LiveMember(2, 30);
+  ASSERT_TRUE(m->Submit(Job(1, 2, 8, kHpPriority), AdmitMode::kStartNow, 0).started);
+  ASSERT_TRUE(m->SetStandby(1, 2, 1));
+  EXPECT_EQ(m->InStandby(1), 2);
+  ASSERT_TRUE(m->SetStandby(1, 1, 2));  // nobody borrows: at once
+  EXPECT_EQ(m->InStandby(1), 1);
+  EXPECT_TRUE(m->TakeEvictionNotices().empty());
+  EXPECT_FALSE(m->SetStandby(9, 1, 2));  // not here
+
+  ASSERT_TRUE(m->Submit(Job(2, 1, 8, 100, true), AdmitMode::kEnqueue, 3).accepted);
+  StepAndTake(*m, 3);
+  ASSERT_EQ(m->Running(2), 1);
+  m->Cancel(1, 4);  // the lender ends: its borrower cannot stay
+  ExpectConsistent(*m);
+  const std::vector<MemberEvent> ev = m->TakeEvents();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, MemberEvent::Kind::kReturned);
+  EXPECT_EQ(ev[0].job, 2u);
+  EXPECT_EQ(m->Running(2), 0);
+  EXPECT_EQ(m->state().allocated_gpu_milli(), 0);
+}
+
+TEST(InProcessMember, ANodeFailureUnderALenderEvictsItsBorrowersAndShrinksNothingElse) {
+  auto m = LiveMember(2, 30);
+  FedJob svc = Job(1, 2, 8, kHpPriority);
+  svc.min_replicas = 1;
+  ASSERT_TRUE(m->Submit(svc, AdmitMode::kStartNow, 0).started);
+  ASSERT_TRUE(m->SetStandby(1, 1, 1));
+  ASSERT_TRUE(m->Submit(Job(2, 1, 8, 100, true), AdmitMode::kEnqueue, 2).accepted);
+  StepAndTake(*m, 2);
+  ASSERT_EQ(m->Running(2), 1);
+  const NodeId lent = m->state().lending_nodes()[0];
+  m->FailNode(lent, 3);
+  ExpectConsistent(*m);
+  std::map<uint32_t, MemberEvent::Kind> kinds;
+  for (const MemberEvent& e : m->TakeEvents()) kinds[e.job] = e.kind;
+  EXPECT_EQ(kinds[2], MemberEvent::Kind::kReturned);
+  EXPECT_EQ(kinds[1], MemberEvent::Kind::kShrunk);
+  EXPECT_EQ(m->Running(1), 1);
+  EXPECT_EQ(m->InStandby(1), 0);
+}
+
+TEST(InProcessMember, DefragMovesMakeBeforeBreakAndCompleteOnlyWhenTheNewInstanceIsAcknowledged) {
+  auto m = LiveMember(3, 30);
+  // a (4 GPUs) on n0 and b (4 GPUs) on n1: one move of a to n1 frees n0 whole.
+  ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
+  ASSERT_TRUE(m->Adopt(Job(2, 1, 4, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3})}}, 0));
+  DefragOptions d;
+  d.partition_nodes = 0;
+  const auto planned = m->Defrag(d, 10);
+  ASSERT_TRUE(planned.ok());
+  EXPECT_EQ(*planned, 1);
+  ExpectConsistent(*m);
+  const std::vector<InProcessMember::StartingMove> starting = m->StartingMoves();
+  ASSERT_EQ(starting.size(), 1u);
+  const TaskId a = m->state().job(*m->JobOf(1)).tasks[0];
+  EXPECT_EQ(starting[0].task, a);
+  EXPECT_EQ(starting[0].to, NodeId(1));
+  EXPECT_EQ(m->TakeMoveTouched(), std::vector<uint32_t>{1});
+  // Both instances hold GPUs until the new one runs.
+  EXPECT_EQ(m->state().task(a).node, NodeId(0));
+  EXPECT_EQ(m->state().reserved_gpu_milli(), 4000);
+  EXPECT_EQ(*m->Defrag(d, 11), 0);  // one plan at a time
+  StepAndTake(*m, 100);
+  EXPECT_EQ(m->state().task(a).node, NodeId(0));
+  EXPECT_TRUE(m->AcknowledgeMove(a, true));
+  StepAndTake(*m, 101);
+  EXPECT_EQ(m->state().task(a).node, NodeId(1));
+  EXPECT_EQ(m->state().node(NodeId(0)).full_free_gpus, 8);
+  EXPECT_EQ(m->state().reserved_gpu_milli(), 0);
+  EXPECT_TRUE(m->StartingMoves().empty());
+  EXPECT_EQ(m->TakeMoveTouched(), std::vector<uint32_t>{1});
+  EXPECT_EQ(m->migration_counters().completed, 1);
+  // Stable: nothing more to gain, nothing moves again.
+  EXPECT_EQ(*m->Defrag(d, 102), 0);
+  StepAndTake(*m, 200);
+  EXPECT_EQ(m->state().task(a).node, NodeId(1));
+  EXPECT_TRUE(m->TakeMoveTouched().empty());
+  // Bad options are refused.
+  d.partition_nodes = 1;
+  EXPECT_FALSE(m->Defrag(d, 201).ok());
 }
 
 }  // namespace

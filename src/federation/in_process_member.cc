@@ -7,12 +7,13 @@
 #include "sched/actions/absorb.h"
 #include "sched/actions/preempt.h"
 #include "sched/actions/reserve.h"
+#include "sched/actions/standby.h"
 #include "sched/plugins/register.h"
 
 namespace estuary {
 
 InProcessMember::InProcessMember(ClusterState cluster, MemberOptions options)
-    : options_(std::move(options)), state_(std::move(cluster)) {}
+    : options_(std::move(options)), state_(std::move(cluster)), migrations_(options_.migration) {}
 
 // Adds the time of one public call to timing_ when a stopwatch is set: a Publish to upkeep_ns, an
 // outermost scheduling call to schedule_ns less the publications inside it. Inner calls add
@@ -50,6 +51,7 @@ class InProcessMember::Meter {
 StatusOr<std::unique_ptr<InProcessMember>> InProcessMember::Create(ClusterState cluster, MemberOptions options) {
   auto policy = OpenbPolicy(options.policy);
   if (!policy.ok()) return policy.status();
+  ESTUARY_RETURN_IF_ERROR(MigrationExecutor::Validate(options.migration));
   std::unique_ptr<InProcessMember> m(new InProcessMember(std::move(cluster), std::move(options)));
   SessionOptions so;
   so.policy = *policy;
@@ -105,6 +107,7 @@ std::optional<size_t> InProcessMember::Materialize(const FedJob& job, std::strin
   const JobId id = state_.AddJob(js);
   for (int32_t i = 0; i < job.max_replicas; ++i) state_.AddTask(id, job.name + "-" + std::to_string(i), req, job.priority);
   being_evicted_.resize(state_.tasks().size(), 0);
+  restoring_.resize(state_.tasks().size(), 0);
   local_of_job_.resize(state_.jobs().size(), SIZE_MAX);
   Local l;
   l.fed = job.id;
@@ -131,7 +134,7 @@ int InProcessMember::ShapeOf(JobId id) {
                           std::to_string(js.max_replicas) + "/" + std::to_string(js.step) + "/" +
                           std::to_string(js.topology.plane.valid() ? js.topology.plane.value() : UINT32_MAX) + "/" +
                           std::to_string(js.topology.required_level) + "/" + std::to_string(js.topology.preferred_level) +
-                          "/" + std::to_string(js.priority);
+                          "/" + std::to_string(js.priority) + "/" + std::to_string(js.preemptible);
   return shapes_.emplace(key, static_cast<int>(shapes_.size())).first->second;
 }
 
@@ -180,7 +183,7 @@ Admission InProcessMember::Submit(const FedJob& job, AdmitMode mode, int64_t now
     r.accepted = true;
     return r;
   }
-  const JobAttempt a = AllocateAction::TryStart(*session_, state_, l.id, options_.allocate);
+  const JobAttempt a = TryStart(*li);
   if (a.started) {
     OnStart(*li, now_s, a.granted);
     r.accepted = r.started = true;
@@ -274,22 +277,14 @@ void InProcessMember::EndEvictions(int64_t now_s) {
       const Task& task = state_.task(t);
       if (task.state != TaskState::kBound) continue;  // ended during the grace period
       if (std::find(ev.whole.begin(), ev.whole.end(), task.job) == ev.whole.end()) shrunk.insert(task.job.value());
-      state_.Unbind(t);
+      Free(t, now_s);
     }
     for (uint32_t j : shrunk) {
       Log(MemberEvent::Kind::kShrunk, now_s, local_of_job_[j], state_.job(JobId(j)).bound_tasks, hp.fed, 0, "reclaim");
     }
     for (JobId victim : ev.whole) {
       const size_t vi = local_of_job_[victim.value()];
-      Local& v = locals_[vi];
-      if (!v.running) continue;
-      for (TaskId t : state_.job(victim).tasks) {
-        if (state_.task(t).state == TaskState::kBound) state_.Unbind(t);
-      }
-      v.running = false;
-      state_.SetJobStart(victim, -1);
-      elastic_running_.erase(vi);
-      Log(MemberEvent::Kind::kReturned, now_s, vi, 0, hp.fed, 0, "reclaim");
+      if (locals_[vi].running) ReturnWhole(vi, now_s, hp.fed, "reclaim");
     }
   }
 }
@@ -298,7 +293,7 @@ void InProcessMember::TryQueue(int64_t now_s) {
   std::erase_if(holders_, [&](size_t li) { return !state_.job(locals_[li].id).reservation.valid(); });
   queue_.Pass(
       [&](size_t li) {
-        const JobAttempt a = AllocateAction::TryStart(*session_, state_, locals_[li].id, options_.allocate);
+        const JobAttempt a = TryStart(li);
         if (a.started) {
           OnStart(li, now_s, a.granted);
           return PendingQueue::Outcome::kStarted;
@@ -351,9 +346,12 @@ void InProcessMember::Absorb(int64_t now_s, int32_t external_blocking) {
 
 void InProcessMember::Step(int64_t now_s) {
   const Meter meter(*this, false);
+  StepMigrations(now_s);
+  EndRestores(now_s);
   EndEvictions(now_s);
   TryQueue(now_s);
   ReclaimQueued(now_s);
+  StepMigrations(now_s);
   MaybePublish(now_s);
 }
 
@@ -366,6 +364,8 @@ void InProcessMember::Grow(int64_t now_s, int32_t external_blocking) {
 std::optional<int64_t> InProcessMember::NextDue() const {
   std::optional<int64_t> due;
   for (const Eviction& ev : evictions_) due = due ? std::min(*due, ev.at) : ev.at;
+  for (const Restore& r : restores_) due = due ? std::min(*due, r.at) : r.at;
+  if (const auto m = migrations_.NextDue()) due = due ? std::min(*due, *m) : *m;
   if (options_.summary_period_s > 0 && last_publish_ >= 0) {
     const int64_t next = last_publish_ + options_.summary_period_s;
     due = due ? std::min(*due, next) : next;
@@ -393,7 +393,7 @@ void InProcessMember::Cancel(uint32_t job, int64_t now_s) {
   if (queue_.Contains(li)) queue_.Remove(li);
   if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
   for (TaskId t : state_.job(l.id).tasks) {
-    if (state_.task(t).state == TaskState::kBound) state_.Unbind(t);
+    if (state_.task(t).state == TaskState::kBound) Free(t, now_s);
   }
   if (l.running) state_.SetJobStart(l.id, -1);
   l.running = l.reclaiming = false;
@@ -465,9 +465,15 @@ void InProcessMember::RestoreNode(NodeId node) {
 }
 
 void InProcessMember::EvictNode(NodeId node, int64_t now_s, const std::string& detail) {
+  last_now_ = now_s;
   std::set<uint32_t> hit;
-  for (TaskId t : std::vector<TaskId>(state_.node(node).tasks)) {
+  // Borrowers first: the Standby replicas they borrow from leave with them.
+  std::vector<TaskId> tasks = state_.node(node).tasks;
+  std::stable_partition(tasks.begin(), tasks.end(), [&](TaskId t) { return state_.task(t).borrowed; });
+  for (TaskId t : tasks) {
+    if (state_.task(t).state != TaskState::kBound) continue;
     hit.insert(state_.task(t).job.value());
+    if (state_.task(t).standby) ExitStandbyNow(t);
     state_.Unbind(t);
   }
   for (uint32_t j : hit) {
@@ -482,18 +488,12 @@ void InProcessMember::EvictNode(NodeId node, int64_t now_s, const std::string& d
       int32_t keep = job.bound_tasks / step * step;
       if (keep < l.min_replicas) keep = l.min_replicas;
       for (auto it = job.tasks.rbegin(); it != job.tasks.rend() && state_.job(JobId(j)).bound_tasks > keep; ++it) {
-        if (state_.task(*it).state == TaskState::kBound) state_.Unbind(*it);
+        if (state_.task(*it).state == TaskState::kBound) Free(*it, now_s);
       }
       Log(MemberEvent::Kind::kShrunk, now_s, li, state_.job(JobId(j)).bound_tasks, UINT32_MAX, 0, detail);
       continue;
     }
-    for (TaskId t : job.tasks) {
-      if (state_.task(t).state == TaskState::kBound) state_.Unbind(t);
-    }
-    l.running = false;
-    state_.SetJobStart(JobId(j), -1);
-    elastic_running_.erase(li);
-    Log(MemberEvent::Kind::kReturned, now_s, li, 0, UINT32_MAX, 0, detail);
+    ReturnWhole(li, now_s, UINT32_MAX, detail);
   }
 }
 
@@ -524,6 +524,7 @@ bool InProcessMember::Resize(uint32_t job, int32_t min_replicas, int32_t max_rep
     state_.AddTask(id, name, req, prio);
   }
   being_evicted_.resize(state_.tasks().size(), 0);
+  restoring_.resize(state_.tasks().size(), 0);
   state_.SetJobBounds(id, min_replicas, max_replicas);
   l.min_replicas = min_replicas;
   l.max_replicas = max_replicas;
@@ -535,7 +536,7 @@ bool InProcessMember::Resize(uint32_t job, int32_t min_replicas, int32_t max_rep
     if (state_.job(id).bound_tasks > keep) {
       const std::vector<TaskId> tasks = state_.job(id).tasks;
       for (auto it = tasks.rbegin(); it != tasks.rend() && state_.job(id).bound_tasks > keep; ++it) {
-        if (state_.task(*it).state == TaskState::kBound) state_.Unbind(*it);
+        if (state_.task(*it).state == TaskState::kBound) Free(*it, now_s);
       }
       Log(MemberEvent::Kind::kShrunk, now_s, li, state_.job(id).bound_tasks, UINT32_MAX, 0, "resized");
     }
@@ -617,11 +618,21 @@ bool InProcessMember::Adopt(const FedJob& job, const std::vector<Placement>& pla
   const std::vector<TaskId> tasks = state_.job(locals_[*li].id).tasks;
   for (size_t k = 0; k < placements.size(); ++k) {
     const Placement& p = placements[k];
-    if (!state_.CanBind(tasks[p.replica], p.node, p.gpus)) {
-      for (size_t u = 0; u < k; ++u) state_.Unbind(tasks[placements[u].replica]);
+    const TaskId t = tasks[p.replica];
+    if (p.borrowed ? !state_.CanBindBorrowed(t, p.node, p.gpus) : !state_.CanBind(t, p.node, p.gpus)) {
+      for (size_t u = 0; u < k; ++u) {
+        const TaskId b = tasks[placements[u].replica];
+        if (state_.task(b).standby) state_.ExitStandby(b);
+        state_.Unbind(b);
+      }
       return false;
     }
-    state_.Bind(tasks[p.replica], p.node, p.gpus);
+    if (p.borrowed) {
+      state_.BindBorrowed(t, p.node, p.gpus);
+    } else {
+      state_.Bind(t, p.node, p.gpus);
+      if (p.standby && state_.CanEnterStandby(t)) state_.EnterStandby(t);
+    }
   }
   Local& l = locals_[*li];
   l.running = true;
@@ -691,6 +702,155 @@ bool InProcessMember::FitsIdleNow(const FedJob& job, int64_t now_s) {
   }
   (void)now_s;
   return false;
+}
+
+JobAttempt InProcessMember::TryStart(size_t li) {
+  const JobId id = locals_[li].id;
+  const JobSpec& spec = state_.job(id).spec;
+  if (spec.preemptible && spec.priority <= options_.lend_max_priority && !state_.lending_nodes().empty()) {
+    const JobAttempt a = StandbyAction::PlaceOnLent(state_, id, {}, options_.allocate.align);
+    if (a.started) return a;
+  }
+  return AllocateAction::TryStart(*session_, state_, id, options_.allocate);
+}
+
+void InProcessMember::ExitStandbyNow(TaskId t) {
+  for (TaskId v : StandbyAction::RestoreVictims(state_, t)) {
+    if (state_.task(v).state != TaskState::kBound) continue;
+    const size_t vi = local_of_job_[state_.task(v).job.value()];
+    if (vi != SIZE_MAX && locals_[vi].running) {
+      ReturnWhole(vi, last_now_, locals_[local_of_job_[state_.task(t).job.value()]].fed, "standby restore");
+    } else {
+      state_.Unbind(v);
+    }
+  }
+  state_.ExitStandby(t);
+  restoring_[t.value()] = 0;
+}
+
+void InProcessMember::Free(TaskId t, int64_t now_s) {
+  last_now_ = now_s;
+  if (state_.task(t).standby) ExitStandbyNow(t);
+  state_.Unbind(t);
+}
+
+void InProcessMember::ReturnWhole(size_t vi, int64_t now_s, uint32_t for_job, const std::string& detail) {
+  Local& v = locals_[vi];
+  last_now_ = now_s;
+  // Borrowers before lenders (a lender leaves Standby only once its borrowers are gone).
+  std::vector<TaskId> tasks = state_.job(v.id).tasks;
+  std::stable_partition(tasks.begin(), tasks.end(), [&](TaskId t) { return state_.task(t).borrowed; });
+  for (TaskId t : tasks) {
+    if (state_.task(t).state == TaskState::kBound) Free(t, now_s);
+  }
+  v.running = false;
+  state_.SetJobStart(v.id, -1);
+  elastic_running_.erase(vi);
+  Log(MemberEvent::Kind::kReturned, now_s, vi, 0, for_job, 0, detail);
+}
+
+bool InProcessMember::SetStandby(uint32_t job, int32_t replicas, int64_t now_s) {
+  const Meter meter(*this, false);
+  const size_t li = LocalOf(job);
+  if (li == SIZE_MAX || !locals_[li].running) return false;
+  last_now_ = now_s;
+  std::vector<TaskId> active, standby;
+  for (TaskId t : state_.job(locals_[li].id).tasks) {
+    const Task& task = state_.task(t);
+    if (task.state != TaskState::kBound || task.borrowed) continue;
+    if (!task.standby) active.push_back(t);
+    else if (!restoring_[t.value()]) standby.push_back(t);
+  }
+  const int64_t target = std::clamp<int64_t>(replicas, 0, static_cast<int64_t>(active.size() + standby.size()));
+  int64_t have = static_cast<int64_t>(standby.size());
+  for (auto it = active.rbegin(); it != active.rend() && have < target; ++it) {
+    if (!state_.CanEnterStandby(*it)) continue;
+    state_.EnterStandby(*it);
+    ++have;
+  }
+  for (auto it = standby.begin(); it != standby.end() && have > target; ++it, --have) {
+    const std::vector<TaskId> victims = StandbyAction::RestoreVictims(state_, *it);
+    if (victims.empty() || options_.grace_s == 0) {
+      ExitStandbyNow(*it);
+      continue;
+    }
+    Restore r;
+    r.task = *it;
+    r.at = now_s + options_.grace_s;
+    std::set<uint32_t> jobs;
+    for (TaskId v : victims) jobs.insert(state_.task(v).job.value());
+    for (uint32_t j : jobs) {
+      const size_t vi = local_of_job_[j];
+      for (TaskId v : state_.job(JobId(j)).tasks) {
+        if (state_.task(v).state != TaskState::kBound || being_evicted_[v.value()]) continue;
+        being_evicted_[v.value()] = 1;
+        r.noticed.push_back(v);
+        if (vi != SIZE_MAX) notices_.push_back({locals_[vi].fed, v, r.at});
+      }
+    }
+    restoring_[it->value()] = 1;
+    restores_.push_back(std::move(r));
+  }
+  if (options_.summary_period_s == 0) MaybePublish(now_s);
+  return true;
+}
+
+int32_t InProcessMember::InStandby(uint32_t job) const {
+  const size_t li = LocalOf(job);
+  if (li == SIZE_MAX || !locals_[li].running) return 0;
+  int32_t n = 0;
+  for (TaskId t : state_.job(locals_[li].id).tasks) n += state_.task(t).state == TaskState::kBound && state_.task(t).standby;
+  return n;
+}
+
+void InProcessMember::EndRestores(int64_t now_s) {
+  std::vector<Restore> due;
+  std::erase_if(restores_, [&](Restore& r) {
+    if (r.at > now_s) return false;
+    due.push_back(std::move(r));
+    return true;
+  });
+  for (const Restore& r : due) {
+    for (TaskId v : r.noticed) being_evicted_[v.value()] = 0;
+    restoring_[r.task.value()] = 0;
+    // It left Standby meanwhile (its job ended, its node failed): nothing to restore.
+    if (state_.task(r.task).state != TaskState::kBound || !state_.task(r.task).standby) continue;
+    last_now_ = now_s;
+    ExitStandbyNow(r.task);
+  }
+}
+
+StatusOr<int64_t> InProcessMember::Defrag(const DefragOptions& options, int64_t now_s) {
+  const Meter meter(*this, false);
+  ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(state_, options));
+  if (migrations_.Busy()) return int64_t{0};
+  const DefragPlan plan = DefragAction::Plan(state_, being_evicted_, options);
+  const int64_t kept = migrations_.Submit(state_, plan);
+  StepMigrations(now_s);
+  return kept;
+}
+
+void InProcessMember::StepMigrations(int64_t now_s) {
+  if (!migrations_.Busy()) return;
+  migrations_.Step(state_, now_s);
+  for (const MigrationExecutor::Event& e : migrations_.TakeEvents()) {
+    const size_t li = local_of_job_[state_.task(migrations_.moves()[e.move].plan.task).job.value()];
+    if (li != SIZE_MAX) move_touched_.insert(locals_[li].fed);
+  }
+}
+
+std::vector<InProcessMember::StartingMove> InProcessMember::StartingMoves() const {
+  std::vector<StartingMove> v;
+  for (const MigrationExecutor::Move& m : migrations_.moves()) {
+    if (m.state == MoveState::kStarting) v.push_back({m.plan.task, m.plan.to, m.gpus});
+  }
+  return v;
+}
+
+std::vector<uint32_t> InProcessMember::TakeMoveTouched() {
+  std::vector<uint32_t> v(move_touched_.begin(), move_touched_.end());
+  move_touched_.clear();
+  return v;
 }
 
 }  // namespace estuary

@@ -45,6 +45,8 @@
 #include "federation/member.h"
 #include "model/cluster_state.h"
 #include "sched/actions/allocate.h"
+#include "sched/actions/defrag.h"
+#include "sched/actions/migration.h"
 #include "sched/framework/pending_queue.h"
 #include "sched/framework/session.h"
 
@@ -61,6 +63,11 @@ struct MemberOptions {
   int64_t summary_period_s = 0;  // 0: the summary is current after every change
   // When set, the member measures its own work (timing()); nothing it decides depends on it.
   const Stopwatch* stopwatch = nullptr;
+  // Standby (SpotGPU): a queued preemptible job with priority <= lend_max_priority tries the
+  // capacity lent by Standby replicas first (StandbyAction::PlaceOnLent), then free capacity.
+  int32_t lend_max_priority = kHpPriority - 1;
+  // The executor of Defrag's moves (live drivers set `acknowledged`).
+  MigrationOptions migration;
 };
 
 // Time a member spent, measured with MemberOptions::stopwatch: its own scheduling (Submit, Cancel,
@@ -168,6 +175,39 @@ class InProcessMember : public Member {
   };
   std::vector<EvictionNotice> TakeEvictionNotices() { return std::exchange(notices_, {}); }
 
+  // ---- Standby (SpotGPU, Alibaba OSDI'26) ----
+  // Brings the number of `job`'s replicas in Standby to `replicas` (clamped to those it has
+  // bound). Entering: active replicas, newest first, go into Standby (ClusterState::EnterStandby:
+  // their GPUs and CPU are lent to spot work, see MemberOptions::lend_max_priority). Leaving:
+  // Standby replicas, oldest first, begin their restore: when no borrower is in the way
+  // (StandbyAction::RestoreVictims) the replica leaves Standby at once; otherwise the borrowers'
+  // jobs get eviction notices and, grace_s later, are evicted whole (kReturned, detail "standby
+  // restore") and the replica leaves Standby. A restoring replica counts as leaving. False when
+  // the job does not run here.
+  bool SetStandby(uint32_t job, int32_t replicas, int64_t now_s);
+  // `job`'s replicas in Standby, restoring ones included (0 when it does not run here).
+  int32_t InStandby(uint32_t job) const;
+
+  // ---- Live migration: issue 5's planner (DefragAction) and executor (MigrationExecutor) ----
+  // Plans a defragmentation of the running work with `options` (tasks being evicted are locked)
+  // and hands the plan's moves to the member's executor (MemberOptions::migration); they start in
+  // Step as its budget allows, make-before-break. Returns the moves kept: 0 while an earlier
+  // plan's moves still run, or when nothing is worth moving. InvalidArgument for bad options.
+  StatusOr<int64_t> Defrag(const DefragOptions& options, int64_t now_s);
+  // A move's new instance runs (`ready`) or failed (acknowledged mode); takes effect at the next
+  // Step. False when `task` has no starting move.
+  bool AcknowledgeMove(TaskId task, bool ready) { return migrations_.Acknowledge(task, ready); }
+  // The moves whose new instance is starting: the task, its target node and GPUs there.
+  struct StartingMove {
+    TaskId task;
+    NodeId to;
+    GpuIndices gpus;
+  };
+  std::vector<StartingMove> StartingMoves() const;
+  // Federation ids of the jobs whose moves started or ended since the last call.
+  std::vector<uint32_t> TakeMoveTouched();
+  const MigrationCounters& migration_counters() const { return migrations_.counters(); }
+
   // The state's job of federation job `job`; nullopt when never materialised here.
   std::optional<JobId> JobOf(uint32_t job) const;
   // Where one replica of a job runs (Adopt).
@@ -175,11 +215,14 @@ class InProcessMember : public Member {
     size_t replica = 0;
     NodeId node;
     GpuIndices gpus;
+    bool standby = false;   // it was in Standby: it enters Standby again
+    bool borrowed = false;  // it ran on lent capacity: bound there again (ClusterState::BindBorrowed)
   };
   // Rebuilds a job that was running before a restart: materialises `job`, binds each listed
   // replica where it runs, and marks the job running since `started_s` (no event). Returns false,
   // binding nothing, when the job is already here, a replica is out of range or listed twice, or
-  // a placement does not fit (its node is down or its capacity is taken).
+  // a placement does not fit (its node is down or its capacity is taken; a borrowed one: its GPUs
+  // are not lent now — adopt the lenders first).
   bool Adopt(const FedJob& job, const std::vector<Placement>& placements, int64_t started_s);
 
   const ClusterState& state() const { return state_; }
@@ -217,6 +260,16 @@ class InProcessMember : public Member {
   void MaybePublish(int64_t now_s);
   // Stops every task on `node` (FailNode, DrainNode), logging `detail`.
   void EvictNode(NodeId node, int64_t now_s, const std::string& detail);
+  // Starts local job li: on lent capacity first when it may borrow, else AllocateAction.
+  JobAttempt TryStart(size_t li);
+  // Unbinds a bound task; a Standby one first has its borrowers' jobs returned and leaves Standby.
+  void Free(TaskId t, int64_t now_s);
+  // Evicts running local job vi whole: every task unbound, kReturned with `detail`.
+  void ReturnWhole(size_t vi, int64_t now_s, uint32_t for_job, const std::string& detail);
+  // Takes Standby task t out of Standby now, returning its borrowers' jobs whole.
+  void ExitStandbyNow(TaskId t);
+  void EndRestores(int64_t now_s);
+  void StepMigrations(int64_t now_s);
   void Log(MemberEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job = UINT32_MAX,
            int64_t at = 0, std::string detail = {});
 
@@ -254,6 +307,16 @@ class InProcessMember : public Member {
   MemberTiming timing_;
   int meter_depth_ = 0;
   std::vector<EvictionNotice> notices_;
+  struct Restore {
+    TaskId task;
+    int64_t at = 0;
+    std::vector<TaskId> noticed;  // borrowers warned (being_evicted_ until the restore ends)
+  };
+  std::vector<Restore> restores_;
+  std::vector<char> restoring_;  // per TaskId
+  MigrationExecutor migrations_;
+  std::set<uint32_t> move_touched_;
+  int64_t last_now_ = 0;  // the time of the call under way (for events of nested evictions)
 };
 
 }  // namespace estuary

@@ -154,10 +154,14 @@ void MigrationExecutor::Step(ClusterState& state, int64_t now_s) {
       const bool source_gone = t.state != TaskState::kBound || t.node != m.plan.from || t.standby || t.borrowed;
       const bool target_gone = state.reservation(m.reservation).state != ReservationState::kAvailable ||
                                state.node(m.plan.to).state == NodeState::kDown;
-      if (source_gone || target_gone || (m.fails && now_s >= m.started_s + options_.timeout_s)) {
+      const bool failed = options_.acknowledged
+                              ? m.ack < 0 || (m.ack == 0 && now_s >= m.started_s + options_.timeout_s)
+                              : m.fails && now_s >= m.started_s + options_.timeout_s;
+      const bool ready = options_.acknowledged ? m.ack > 0 : !m.fails && now_s >= m.started_s + options_.startup_s;
+      if (source_gone || target_gone || failed) {
         EndMove(state, i, MoveState::kAborted, now_s);
         changed = true;
-      } else if (!m.fails && now_s >= m.started_s + options_.startup_s) {
+      } else if (ready) {
         // Make-before-break: the new instance is ready; stop the old one and bind into the
         // reservation in the same step.
         const GpuIndices old_gpus = t.gpus;
@@ -204,12 +208,22 @@ void MigrationExecutor::Step(ClusterState& state, int64_t now_s) {
   }
 }
 
+bool MigrationExecutor::Acknowledge(TaskId task, bool ready) {
+  for (size_t i = first_open_; i < moves_.size(); ++i) {
+    Move& m = moves_[i];
+    if (m.state != MoveState::kStarting || m.plan.task != task) continue;
+    m.ack = ready ? 1 : -1;
+    return true;
+  }
+  return false;
+}
+
 std::optional<int64_t> MigrationExecutor::NextDue() const {
   std::optional<int64_t> due;
   for (size_t i = first_open_; i < moves_.size(); ++i) {
     const Move& m = moves_[i];
     if (m.state != MoveState::kStarting) continue;
-    const int64_t t = m.started_s + (m.fails ? options_.timeout_s : options_.startup_s);
+    const int64_t t = m.started_s + (m.fails || options_.acknowledged ? options_.timeout_s : options_.startup_s);
     if (!due || t < *due) due = t;
   }
   return due;

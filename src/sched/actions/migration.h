@@ -60,6 +60,11 @@ struct MigrationOptions {
   int32_t fail_permille = 0;    // probability that a new instance fails, per mille (0..1000)
   bool drain = true;            // cordon each group's node while its moves run
   uint64_t seed = 1;            // of the failure draws
+  // Acknowledged mode (a live driver whose agents start the new instances): a starting move is
+  // ready only once Acknowledge(task, true) says its new instance runs, and aborted by
+  // Acknowledge(task, false) or when no acknowledgement came within timeout_s of its start;
+  // startup_s and fail_permille are not used.
+  bool acknowledged = false;
 };
 
 enum class MoveState : uint8_t { kWaiting, kStarting, kCompleted, kAborted, kCancelled };
@@ -92,6 +97,9 @@ class MigrationExecutor {
   // every change of the state and at NextDue(). Idempotent at a given time: a second call with
   // the same state and time changes nothing.
   void Step(ClusterState& state, int64_t now_s);
+  // Acknowledged mode: the new instance of `task`'s starting move runs (`ready`) or failed. Takes
+  // effect at the next Step. False when the task has no starting move.
+  bool Acknowledge(TaskId task, bool ready);
   // The earliest time a starting move is due (ready or timed out); nullopt when none starts.
   std::optional<int64_t> NextDue() const;
   // Whether any move is waiting or starting.
@@ -118,6 +126,7 @@ class MigrationExecutor {
     ReservationId reservation;
     int64_t started_s = -1, ended_s = -1;
     bool fails = false;               // drawn at the start
+    int8_t ack = 0;                   // acknowledged mode: +1 ready, -1 failed, 0 not yet
     GpuIndices gpus;                  // where it was reserved (valid when started)
   };
   const std::vector<Move>& moves() const { return moves_; }

@@ -470,5 +470,55 @@ TEST(Migration, FaultsAtRandomKeepEveryInvariant) {
               static_cast<long long>(total.aborted), static_cast<long long>(total.cancelled));
 }
 
+
+TEST(Migration, AcknowledgedMovesCompleteOnlyWhenTheNewInstanceIsSaidToRunAndAbortWhenItFailsOrIsSilent) {
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1");
+  const TaskId a = Place(c, "a", Req().Gpus(2), n0, Idx({0, 1}));
+  const TaskId b = Place(c, "b", Req().Gpus(2), n0, Idx({2, 3}));
+  const TaskId d = Place(c, "d", Req().Gpus(2), n0, Idx({4, 5}));
+  Place(c, "e", Req().Gpus(4), n1, Idx({0, 1, 2, 3}));
+  DefragPlan p;
+  p.moves = {Mv(a, n0, n1, {4, 5}, 0), Mv(b, n0, n1, {6, 7}, 1)};
+  MigrationOptions o = Opts();
+  o.acknowledged = true;
+  o.timeout_s = 300;
+  MigrationExecutor x(o);
+  ASSERT_EQ(x.Submit(c.state, p), 2);
+  StepAt(x, c.state, 100);
+  EXPECT_EQ(x.NextDue(), 400);  // the timeout, not startup_s
+  EXPECT_FALSE(x.Acknowledge(d, true));  // d does not move
+  // Long past startup_s, nothing completes without a word from the new instance.
+  StepAt(x, c.state, 399);
+  EXPECT_EQ(c.state.task(a).node, n0);
+  EXPECT_EQ(c.state.task(b).node, n0);
+  EXPECT_TRUE(x.Acknowledge(a, true));
+  EXPECT_EQ(c.state.task(a).node, n0);  // at the next step
+  StepAt(x, c.state, 399);
+  EXPECT_EQ(c.state.task(a).node, n1);
+  EXPECT_EQ(G(c.state.task(a).gpus), (std::vector<int>{4, 5}));
+  EXPECT_EQ(c.state.task(b).node, n0);
+  // b's new instance never says anything: aborted at its timeout, the old instance kept.
+  StepAt(x, c.state, 400);
+  EXPECT_EQ(c.state.task(b).node, n0);
+  EXPECT_EQ(x.counters().completed, 1);
+  EXPECT_EQ(x.counters().aborted, 1);
+  EXPECT_EQ(c.state.reserved_gpu_milli(), 0);
+  EXPECT_FALSE(x.Busy());
+
+  // A failure reported aborts at once.
+  DefragPlan q;
+  q.moves = {Mv(d, n0, n1, {6, 7}, 0)};
+  ASSERT_EQ(x.Submit(c.state, q), 1);
+  StepAt(x, c.state, 500);
+  EXPECT_TRUE(x.Acknowledge(d, false));
+  StepAt(x, c.state, 501);
+  EXPECT_EQ(c.state.task(d).node, n0);
+  EXPECT_EQ(x.counters().aborted, 2);
+  EXPECT_FALSE(x.Acknowledge(d, true));  // no starting move any more
+  StepAt(x, c.state, 502);
+  EXPECT_EQ(c.state.task(d).node, n0);
+}
+
 }  // namespace
 }  // namespace estuary
