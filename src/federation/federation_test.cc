@@ -499,6 +499,7 @@ TEST(InProcessMember, StandbyLendsToSpotJobsOnlyAndItsRestoreEvictsTheBorrowersA
   ASSERT_TRUE(m->Submit(Job(1, 2, 8, kHpPriority), AdmitMode::kStartNow, 0).started);  // fills both nodes
   ASSERT_TRUE(m->SetStandby(1, 1, 10));
   EXPECT_EQ(m->InStandby(1), 1);
+  EXPECT_EQ(m->TakeTouched(), std::vector<uint32_t>{1});
   const JobId hp = *m->JobOf(1);
   const TaskId lender = m->state().job(hp).tasks[1];  // the newest replica
   EXPECT_TRUE(m->state().task(lender).standby);
@@ -528,6 +529,7 @@ TEST(InProcessMember, StandbyLendsToSpotJobsOnlyAndItsRestoreEvictsTheBorrowersA
   EXPECT_EQ(at50[0].kind, MemberEvent::Kind::kReturned);
   EXPECT_EQ(at50[0].job, 2u);
   EXPECT_EQ(at50[0].detail, "standby restore");
+  EXPECT_EQ(m->TakeTouched(), std::vector<uint32_t>{1});
   EXPECT_EQ(m->InStandby(1), 0);
   EXPECT_FALSE(m->state().task(lender).standby);
   EXPECT_EQ(m->state().task(lender).state, TaskState::kBound);
@@ -597,7 +599,7 @@ TEST(InProcessMember, DefragMovesMakeBeforeBreakAndCompleteOnlyWhenTheNewInstanc
   const TaskId a = m->state().job(*m->JobOf(1)).tasks[0];
   EXPECT_EQ(starting[0].task, a);
   EXPECT_EQ(starting[0].to, NodeId(1));
-  EXPECT_EQ(m->TakeMoveTouched(), std::vector<uint32_t>{1});
+  EXPECT_EQ(m->TakeTouched(), std::vector<uint32_t>{1});
   // Both instances hold GPUs until the new one runs.
   EXPECT_EQ(m->state().task(a).node, NodeId(0));
   EXPECT_EQ(m->state().reserved_gpu_milli(), 4000);
@@ -610,13 +612,13 @@ TEST(InProcessMember, DefragMovesMakeBeforeBreakAndCompleteOnlyWhenTheNewInstanc
   EXPECT_EQ(m->state().node(NodeId(0)).full_free_gpus, 8);
   EXPECT_EQ(m->state().reserved_gpu_milli(), 0);
   EXPECT_TRUE(m->StartingMoves().empty());
-  EXPECT_EQ(m->TakeMoveTouched(), std::vector<uint32_t>{1});
+  EXPECT_EQ(m->TakeTouched(), std::vector<uint32_t>{1});
   EXPECT_EQ(m->migration_counters().completed, 1);
   // Stable: nothing more to gain, nothing moves again.
   EXPECT_EQ(*m->Defrag(d, 102), 0);
   StepAndTake(*m, 200);
   EXPECT_EQ(m->state().task(a).node, NodeId(1));
-  EXPECT_TRUE(m->TakeMoveTouched().empty());
+  EXPECT_TRUE(m->TakeTouched().empty());
   // Bad options are refused.
   d.partition_nodes = 1;
   EXPECT_FALSE(m->Defrag(d, 201).ok());

@@ -726,6 +726,7 @@ void InProcessMember::ExitStandbyNow(TaskId t) {
   }
   state_.ExitStandby(t);
   restoring_[t.value()] = 0;
+  if (const size_t li = local_of_job_[state_.task(t).job.value()]; li != SIZE_MAX) touched_.insert(locals_[li].fed);
 }
 
 void InProcessMember::Free(TaskId t, int64_t now_s) {
@@ -766,6 +767,7 @@ bool InProcessMember::SetStandby(uint32_t job, int32_t replicas, int64_t now_s) 
   for (auto it = active.rbegin(); it != active.rend() && have < target; ++it) {
     if (!state_.CanEnterStandby(*it)) continue;
     state_.EnterStandby(*it);
+    touched_.insert(job);
     ++have;
   }
   for (auto it = standby.begin(); it != standby.end() && have > target; ++it, --have) {
@@ -835,21 +837,22 @@ void InProcessMember::StepMigrations(int64_t now_s) {
   migrations_.Step(state_, now_s);
   for (const MigrationExecutor::Event& e : migrations_.TakeEvents()) {
     const size_t li = local_of_job_[state_.task(migrations_.moves()[e.move].plan.task).job.value()];
-    if (li != SIZE_MAX) move_touched_.insert(locals_[li].fed);
+    if (li != SIZE_MAX) touched_.insert(locals_[li].fed);
   }
 }
 
 std::vector<InProcessMember::StartingMove> InProcessMember::StartingMoves() const {
   std::vector<StartingMove> v;
-  for (const MigrationExecutor::Move& m : migrations_.moves()) {
-    if (m.state == MoveState::kStarting) v.push_back({m.plan.task, m.plan.to, m.gpus});
+  const std::vector<MigrationExecutor::Move>& moves = migrations_.moves();
+  for (size_t i = migrations_.first_open(); i < moves.size(); ++i) {
+    if (moves[i].state == MoveState::kStarting) v.push_back({moves[i].plan.task, moves[i].plan.to, moves[i].gpus});
   }
   return v;
 }
 
-std::vector<uint32_t> InProcessMember::TakeMoveTouched() {
-  std::vector<uint32_t> v(move_touched_.begin(), move_touched_.end());
-  move_touched_.clear();
+std::vector<uint32_t> InProcessMember::TakeTouched() {
+  std::vector<uint32_t> v(touched_.begin(), touched_.end());
+  touched_.clear();
   return v;
 }
 

@@ -204,8 +204,9 @@ class InProcessMember : public Member {
     GpuIndices gpus;
   };
   std::vector<StartingMove> StartingMoves() const;
-  // Federation ids of the jobs whose moves started or ended since the last call.
-  std::vector<uint32_t> TakeMoveTouched();
+  // Federation ids of the jobs whose placement changed without a MemberEvent since the last call:
+  // a move started or ended, a replica entered or left Standby.
+  std::vector<uint32_t> TakeTouched();
   const MigrationCounters& migration_counters() const { return migrations_.counters(); }
 
   // The state's job of federation job `job`; nullopt when never materialised here.
@@ -315,7 +316,7 @@ class InProcessMember : public Member {
   std::vector<Restore> restores_;
   std::vector<char> restoring_;  // per TaskId
   MigrationExecutor migrations_;
-  std::set<uint32_t> move_touched_;
+  std::set<uint32_t> touched_;
   int64_t last_now_ = 0;  // the time of the call under way (for events of nested evictions)
 };
 

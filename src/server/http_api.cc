@@ -53,6 +53,8 @@ Json JobJson(const JobView& v) {
   if (!v.request.labels.empty()) j["labels"] = v.request.labels;
   j["bound_replicas"] = v.bound_replicas;
   j["running_replicas"] = v.running_replicas;
+  j["standby_replicas"] = v.standby_replicas;
+  j["migrating_replicas"] = v.migrating_replicas;
   j["submitted_ms"] = v.submitted_ms;
   j["running_ms"] = v.running_ms;
   j["ended_ms"] = v.ended_ms;
@@ -75,6 +77,23 @@ Json NodeJson(const NodeView& n) {
   j["gpu_milli_used"] = n.gpu_milli_used;
   j["last_heartbeat_ms"] = n.last_heartbeat_ms;
   return j;
+}
+
+Json WindowJson(const Service::StandbyWindowView& w) {
+  return Json{{"id", std::to_string(w.id)}, {"job", std::to_string(w.job)}, {"tenant", w.tenant},
+              {"from_ms", w.from_ms}, {"to_ms", w.to_ms}, {"replicas", w.replicas}};
+}
+
+std::string_view OpName(Order::Op op) {
+  switch (op) {
+    case Order::Op::kStart: return "start";
+    case Order::Op::kStop: return "stop";
+    case Order::Op::kEvict: return "evict";
+    case Order::Op::kStandby: return "standby";
+    case Order::Op::kResume: return "resume";
+    case Order::Op::kMigrate: return "migrate";
+  }
+  return "stop";
 }
 
 Json ReservationJson(const Service::ReservationView& r) {
@@ -169,6 +188,12 @@ StatusOr<std::vector<TaskReport>> DecodeReports(const Json& body) {
     if (!r.contains("state") || !r["state"].is_string()) return InvalidArgument(at + "state': expected a string");
     TaskReport t;
     t.task = r["task"].get<std::string>();
+    if (r.contains("node")) {
+      if (!r["node"].is_string() || r["node"].get<std::string>().size() > 128) {
+        return InvalidArgument(at + "node': expected a node name");
+      }
+      t.node = r["node"].get<std::string>();
+    }
     const std::string s = r["state"].get<std::string>();
     if (s == "running") t.state = TaskReport::State::kRunning;
     else if (s == "succeeded") t.state = TaskReport::State::kSucceeded;
@@ -345,13 +370,14 @@ struct HttpApi::Impl {
       for (const Order& o : b.orders) {
         Json j;
         j["seq"] = o.seq;
-        j["op"] = o.op == Order::Op::kStart ? "start" : o.op == Order::Op::kStop ? "stop" : "evict";
+        j["op"] = std::string(OpName(o.op));
         if (o.op == Order::Op::kEvict) j["deadline_ms"] = o.deadline_ms;
         j["task"] = o.task;
         j["job"] = std::to_string(o.job);
         j["node"] = o.node;
         j["gpus"] = o.gpus;
-        if (o.op == Order::Op::kStart) j["duration_s"] = o.duration_s;
+        if (o.op == Order::Op::kMigrate) j["from"] = o.from;
+        if (o.op == Order::Op::kStart || o.op == Order::Op::kMigrate) j["duration_s"] = o.duration_s;
         list.push_back(std::move(j));
       }
       Reply(res, 200, Json{{"epoch", b.epoch}, {"last_seq", b.last_seq}, {"orders", list}});
@@ -444,7 +470,7 @@ struct HttpApi::Impl {
     });
     const auto config_json = [](const Service::Config& c) {
       return Json{{"policy", c.policy}, {"grace_s", c.grace_s}, {"absorb", c.absorb},
-                  {"heartbeat_timeout_s", c.heartbeat_timeout_s}};
+                  {"heartbeat_timeout_s", c.heartbeat_timeout_s}, {"defrag_interval_s", c.defrag_interval_s}};
     };
     s.Get("/v1/config", [this, config_json](const httplib::Request& req, httplib::Response& res) {
       const Principal* p = Auth(req, res);
@@ -456,25 +482,82 @@ struct HttpApi::Impl {
       if (p == nullptr || !Allowed(*p, res, {Role::kAdmin})) return;
       const auto body = Body(req, res);
       if (!body) return;
-      std::optional<int64_t> grace, heartbeat;
-      std::optional<bool> absorb;
+      Service::ConfigChange change;
       for (auto it = body->begin(); it != body->end(); ++it) {
         const std::string& k = it.key();
-        if (k == "grace_s" || k == "heartbeat_timeout_s") {
+        if (k == "grace_s" || k == "heartbeat_timeout_s" || k == "defrag_interval_s") {
           if (!it.value().is_number_integer()) return Fail(res, 400, "field '" + k + "': expected an integer");
-          (k == "grace_s" ? grace : heartbeat) = it.value().get<int64_t>();
+          (k == "grace_s" ? change.grace_s : k == "heartbeat_timeout_s" ? change.heartbeat_timeout_s
+                                                                        : change.defrag_interval_s) = it.value().get<int64_t>();
         } else if (k == "absorb") {
           if (!it.value().is_boolean()) return Fail(res, 400, "field 'absorb': expected true or false");
-          absorb = it.value().get<bool>();
+          change.absorb = it.value().get<bool>();
         } else if (k == "policy") {
           return Fail(res, 400, "field 'policy': fixed at start (estuary serve --policy)");
         } else {
           return Fail(res, 400, "field '" + k.substr(0, 40) + "': unknown field");
         }
       }
-      auto c = service->SetConfig(*p, grace, absorb, heartbeat);
+      auto c = service->SetConfig(*p, change);
       if (!c.ok()) return Fail(res, c.status());
       Reply(res, 200, config_json(*c));
+    });
+    s.Post("/v1/defrag", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kAdmin})) return;
+      auto moves = service->Defrag(*p);
+      if (!moves.ok()) return Fail(res, moves.status());
+      Reply(res, 200, Json{{"moves", *moves}});
+    });
+    s.Post("/v1/standby", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      const auto body = Body(req, res);
+      if (!body) return;
+      for (auto it = body->begin(); it != body->end(); ++it) {
+        const std::string& k = it.key();
+        if (k != "job" && k != "from_ms" && k != "to_ms" && k != "replicas") {
+          return Fail(res, 400, "field '" + k.substr(0, 40) + "': unknown field");
+        }
+      }
+      const Json& job = (*body)["job"];
+      if (!job.is_string() || job.get<std::string>().empty() || job.get<std::string>().size() > 19 ||
+          job.get<std::string>().find_first_not_of("0123456789") != std::string::npos) {
+        return Fail(res, 400, "field 'job': expected a job id (a string of digits)");
+      }
+      int64_t from = -1;
+      if (body->contains("from_ms")) {
+        if (!(*body)["from_ms"].is_number_integer() || (*body)["from_ms"].get<int64_t>() < 0) {
+          return Fail(res, 400, "field 'from_ms': expected a time in milliseconds since the epoch");
+        }
+        from = (*body)["from_ms"].get<int64_t>();
+      }
+      if (!body->contains("to_ms") || !(*body)["to_ms"].is_number_integer() || (*body)["to_ms"].get<int64_t>() < 0) {
+        return Fail(res, 400, "field 'to_ms': expected a time in milliseconds since the epoch");
+      }
+      if (!body->contains("replicas") || !(*body)["replicas"].is_number_integer() ||
+          (*body)["replicas"].get<int64_t>() < 1 || (*body)["replicas"].get<int64_t>() > 100000) {
+        return Fail(res, 400, "field 'replicas': expected an integer in [1, 100000]");
+      }
+      if (from < 0) from = service->NowMs();
+      auto w = service->AddStandbyWindow(*p, std::stoull(job.get<std::string>()), from, (*body)["to_ms"].get<int64_t>(),
+                                         (*body)["replicas"].get<int32_t>());
+      if (!w.ok()) return Fail(res, w.status());
+      Reply(res, 201, WindowJson(*w));
+    });
+    s.Get("/v1/standby", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      Json list = Json::array();
+      for (const Service::StandbyWindowView& w : service->ListStandbyWindows(*p)) list.push_back(WindowJson(w));
+      Reply(res, 200, Json{{"windows", list}});
+    });
+    s.Delete(R"(/v1/standby/(\d{1,19}))", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      const Status st = service->DeleteStandbyWindow(*p, std::stoull(req.matches[1]));
+      if (!st.ok()) return Fail(res, st);
+      Reply(res, 200, Json::object());
     });
     s.Get("/v1/stats", [this](const httplib::Request& req, httplib::Response& res) {
       const Principal* p = Auth(req, res);

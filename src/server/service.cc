@@ -119,12 +119,18 @@ bool Ended(JobPhase p) { return p == JobPhase::kSucceeded || p == JobPhase::kFai
 }  // namespace
 
 struct Service::Impl {
-  enum class TaskState : uint8_t { kNone, kStarting, kRunning, kStopping };
+  // kDone: the replica succeeded while others of its job run on (never started again).
+  enum class TaskState : uint8_t { kNone, kStarting, kRunning, kStopping, kDone };
   // What the agents were told of one replica.
   struct TaskRec {
     TaskState state = TaskState::kNone;
     std::string node;
     std::vector<int> gpus;
+    bool standby = false;    // told to leave its GPUs (kStandby)
+    bool borrowed = false;   // runs on GPUs lent by a Standby replica
+    std::string mig_node;    // a migration's new instance starts there (kMigrate) ...
+    std::vector<int> mig_gpus;  // ... on these GPUs
+    std::string retiring;    // a migration's old instance, told to stop, not yet reported stopped
   };
   struct JobRec {
     JobView view;
@@ -144,16 +150,17 @@ struct Service::Impl {
   struct Waiter {
     std::promise<Status> done;
     ReservationView reservation;  // kReserve's result
+    int64_t moves = 0;            // kDefrag's result
   };
   struct Input {
-    enum class Kind : uint8_t { kSubmit, kCancel, kReport, kNodesAdded, kNodeAction, kReserve, kUnreserve, kConfig, kResize };
+    enum class Kind : uint8_t { kSubmit, kCancel, kReport, kNodesAdded, kNodeAction, kReserve, kUnreserve, kConfig, kResize,
+                                kDefrag, kWake };
     Kind kind = Kind::kSubmit;
     uint64_t job = 0;
     std::vector<TaskReport> reports;
     std::string node, action;
     int64_t ttl_s = 0;
-    std::optional<int64_t> grace_s, heartbeat_timeout_s;
-    std::optional<bool> absorb;
+    ConfigChange config;
     int32_t min_replicas = 0, max_replicas = 0;
     std::shared_ptr<Waiter> waiter;
     static Input Of(Kind k, uint64_t job = 0) {
@@ -164,6 +171,13 @@ struct Service::Impl {
     }
   };
   std::map<uint64_t, ReservationView> reservations;  // by job id
+  std::map<uint64_t, StandbyWindowView> windows;     // by window id
+  uint64_t next_window = 1;
+  std::set<uint64_t> standby_jobs;  // jobs with windows, or with replicas in Standby still
+  int64_t defrag_interval_s = 0;
+  int64_t defragged_ms = 0;
+  int64_t pass_now_ms = 0;          // the loop pass's time
+  std::map<uint32_t, InProcessMember::StartingMove> moving;  // by TaskId value, this pass
 
   Store* store = nullptr;
   const Clock* clock = nullptr;
@@ -189,6 +203,7 @@ struct Service::Impl {
 
   // Metrics.
   uint64_t submitted_total = 0, orders_start_total = 0, orders_stop_total = 0, orders_evict_total = 0, cycles_total = 0;
+  uint64_t orders_standby_total = 0, orders_resume_total = 0, orders_migrate_total = 0;
   uint64_t evictions_total = 0, node_failures_total = 0, jobs_ended_total = 0;
   Histogram cycle_seconds, submit_to_running_seconds;
 
@@ -229,6 +244,7 @@ struct Service::Impl {
     o["grace_s"] = engine->options().grace_s;
     o["absorb"] = engine->options().absorb;
     o["heartbeat_timeout_s"] = opt.heartbeat_timeout_ms / 1000;
+    o["defrag_interval_s"] = defrag_interval_s;
     return o.dump();
   }
 
@@ -287,7 +303,37 @@ struct Service::Impl {
     o["node"] = t.node;
     o["gpus"] = t.gpus;
     o["state"] = t.state == TaskState::kStarting ? "starting" : t.state == TaskState::kRunning ? "running" : "stopping";
+    if (t.standby) o["standby"] = true;
+    if (t.borrowed) o["borrowed"] = true;
+    if (!t.mig_node.empty()) {
+      o["mig_node"] = t.mig_node;
+      o["mig_gpus"] = t.mig_gpus;
+    }
+    if (!t.retiring.empty()) o["retiring"] = t.retiring;
     return o.dump();
+  }
+  static std::string WindowKey(uint64_t id) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "standby/%016" PRIu64, id);
+    return buf;
+  }
+  static std::string WindowJson(const StandbyWindowView& w) {
+    Json o;
+    o["job"] = w.job;
+    o["tenant"] = w.tenant;
+    o["from_ms"] = w.from_ms;
+    o["to_ms"] = w.to_ms;
+    o["replicas"] = w.replicas;
+    return o.dump();
+  }
+  // The number of replicas of `job` its windows put in Standby at `now_ms`: a window's replicas
+  // from its start until grace_s before its end (the restore takes the grace period).
+  int32_t StandbyTarget(uint64_t job, int64_t now_ms) const {
+    const int64_t lead = engine->options().grace_s * 1000;
+    for (const auto& [id, w] : windows) {
+      if (w.job == job && w.from_ms <= now_ms && now_ms < std::max(w.from_ms, w.to_ms - lead)) return w.replicas;
+    }
+    return 0;
   }
 
   bool Visible(const Principal& who, const JobRec& j) const {
@@ -297,21 +343,32 @@ struct Service::Impl {
   // Adds an order for the agent of `node` (held in `out` until the batch is durable).
   void AddOrder(std::vector<std::pair<std::string, Order>>& out, Order::Op op, uint64_t job, size_t replica,
                 const TaskRec& t) {
+    AddOrderAt(out, op, job, replica, t.node, t.gpus);
+  }
+  void AddOrderAt(std::vector<std::pair<std::string, Order>>& out, Order::Op op, uint64_t job, size_t replica,
+                  const std::string& node, const std::vector<int>& gpus) {
     Order o;
     o.op = op;
     o.task = TaskName(job, replica);
     o.job = job;
-    o.node = t.node;
-    o.gpus = t.gpus;
-    if (op == Order::Op::kStart) {
-      o.duration_s = jobs.at(job).view.request.duration_s;
-      ++orders_start_total;
-    } else if (op == Order::Op::kStop) {
-      ++orders_stop_total;
-    } else {
-      ++orders_evict_total;
+    o.node = node;
+    o.gpus = gpus;
+    switch (op) {
+      case Order::Op::kStart: o.duration_s = jobs.at(job).view.request.duration_s; ++orders_start_total; break;
+      case Order::Op::kStop: ++orders_stop_total; break;
+      case Order::Op::kEvict: ++orders_evict_total; break;
+      case Order::Op::kStandby: ++orders_standby_total; break;
+      case Order::Op::kResume: ++orders_resume_total; break;
+      case Order::Op::kMigrate: {
+        // The new instance runs for what is left of the replica's run.
+        const JobView& v = jobs.at(job).view;
+        o.duration_s = v.request.duration_s;
+        if (o.duration_s > 0 && v.running_ms >= 0) o.duration_s = std::max<int64_t>(1, o.duration_s - (pass_now_ms - v.running_ms) / 1000);
+        ++orders_migrate_total;
+        break;
+      }
     }
-    const auto it = nodes.find(t.node);
+    const auto it = nodes.find(node);
     out.emplace_back(it == nodes.end() ? std::string() : it->second.view.agent, std::move(o));
   }
 
@@ -321,24 +378,59 @@ struct Service::Impl {
     JobRec& j = jobs.at(id);
     const std::optional<JobId> ej = engine->JobOf(static_cast<uint32_t>(id));
     const ClusterState& st = engine->state();
-    int32_t bound = 0;
+    int32_t bound = 0, standby = 0, migrating = 0;
     for (size_t i = 0; i < j.tasks.size(); ++i) {
       TaskRec& t = j.tasks[i];
       std::string node;
       std::vector<int> gpus;
-      bool is_bound = false;
+      bool is_bound = false, in_standby = false, borrowed = false;
+      TaskId tid;
       if (ej && j.in_engine && i < st.job(*ej).tasks.size()) {
-        const Task& task = st.task(st.job(*ej).tasks[i]);
+        tid = st.job(*ej).tasks[i];
+        const Task& task = st.task(tid);
         if (task.state == estuary::TaskState::kBound) {
           is_bound = true;
+          in_standby = task.standby;
+          borrowed = task.borrowed;
           node = node_names[task.node.value()];
           for (uint8_t g : task.gpus) gpus.push_back(g);
         }
       }
       bound += is_bound;
-      const bool told = t.state == TaskState::kStarting || t.state == TaskState::kRunning;
+      bool told = t.state == TaskState::kStarting || t.state == TaskState::kRunning;
+      // Migration, make-before-break: the engine started a move of this replica (its new
+      // instance is ordered on the target); or the move ended — completed (the engine binds the
+      // replica at the target: the new instance is the replica, the old one stops) or abandoned
+      // (the new instance stops; the old one runs on).
+      const auto mv = tid.valid() ? moving.find(tid.value()) : moving.end();
+      if (mv != moving.end() && t.mig_node.empty() && told && t.node == node) {
+        t.mig_node = node_names[mv->second.to.value()];
+        t.mig_gpus.assign(mv->second.gpus.begin(), mv->second.gpus.end());
+        AddOrderAt(out, Order::Op::kMigrate, id, i, t.mig_node, t.mig_gpus);
+        out.back().second.from = t.node;
+        batch.Put(TaskKey(id, i), TaskJson(t));
+      } else if (mv == moving.end() && !t.mig_node.empty()) {
+        if (told && is_bound && node == t.mig_node && gpus == t.mig_gpus) {
+          AddOrder(out, Order::Op::kStop, id, i, t);
+          t.retiring = t.node;
+          t.node = t.mig_node;
+          t.gpus = t.mig_gpus;
+          if (t.state == TaskState::kStarting) {
+            t.state = TaskState::kRunning;  // its new instance was reported running
+            ++j.view.running_replicas;
+          }
+        } else {
+          AddOrderAt(out, Order::Op::kStop, id, i, t.mig_node, t.mig_gpus);
+        }
+        t.mig_node.clear();
+        t.mig_gpus.clear();
+        if (t.state != TaskState::kNone) batch.Put(TaskKey(id, i), TaskJson(t));
+      }
+      migrating += !t.mig_node.empty();
       if (told && (!is_bound || t.node != node || t.gpus != gpus)) {
         AddOrder(out, Order::Op::kStop, id, i, t);
+        t.standby = t.borrowed = false;
+        told = false;
         if (t.state == TaskState::kRunning) --j.view.running_replicas;
         const auto n = nodes.find(t.node);
         if (n != nodes.end() && n->second.view.state == "failed") {
@@ -357,11 +449,35 @@ struct Service::Impl {
         t.state = TaskState::kStarting;
         t.node = node;
         t.gpus = gpus;
+        t.borrowed = borrowed;
+        t.standby = false;
+        told = true;
         AddOrder(out, Order::Op::kStart, id, i, t);
         batch.Put(TaskKey(id, i), TaskJson(t));
       }
+      // A borrower whose lender left keeps running where it is, on capacity of its own now.
+      if (told && is_bound && t.node == node && t.borrowed != borrowed) {
+        t.borrowed = borrowed;
+        batch.Put(TaskKey(id, i), TaskJson(t));
+      }
+      // Standby: the replica leaves its GPUs (lent), or takes them back.
+      if (told && is_bound && t.node == node && t.standby != in_standby) {
+        t.standby = in_standby;
+        AddOrder(out, in_standby ? Order::Op::kStandby : Order::Op::kResume, id, i, t);
+        batch.Put(TaskKey(id, i), TaskJson(t));
+      }
+      standby += told && t.standby;
+    }
+    // A job returned and placed again exactly where its replicas run (e.g. a borrower whose
+    // lender left) is running without a restart.
+    if (j.view.phase == JobPhase::kPending && j.in_engine && j.view.running_replicas >= j.view.request.min_replicas &&
+        engine->Running(static_cast<uint32_t>(id)) > 0) {
+      j.view.phase = JobPhase::kRunning;
+      j.view.reason.clear();
     }
     j.view.bound_replicas = bound;
+    j.view.standby_replicas = standby;
+    j.view.migrating_replicas = migrating;
   }
 
   void EndJob(JobRec& j, JobPhase phase, const std::string& reason, int64_t now_ms) {
@@ -403,6 +519,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   mo.grace_s = options.grace_s;
   mo.absorb = options.absorb;
   mo.summary_period_s = int64_t{1} << 40;  // no federation reads it
+  mo.migration.acknowledged = true;  // a move completes when its agent reports the new instance running
   ClusterState empty;
   auto engine = InProcessMember::Create(std::move(empty), mo);
   if (!engine.ok()) return engine.status();
@@ -430,6 +547,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
         s.engine->SetGrace(j.value("grace_s", options.grace_s));
         s.engine->SetAbsorb(j.value("absorb", options.absorb));
         s.opt.heartbeat_timeout_ms = j.value("heartbeat_timeout_s", options.heartbeat_timeout_ms / 1000) * 1000;
+        s.defrag_interval_s = j.value("defrag_interval_s", int64_t{0});
       }
     }
   }
@@ -513,6 +631,11 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
     Impl::TaskRec& t = it->second.tasks[replica];
     t.node = j.value("node", "");
     t.gpus = j.value("gpus", std::vector<int>{});
+    t.standby = j.value("standby", false);
+    t.borrowed = j.value("borrowed", false);
+    t.mig_node = j.value("mig_node", "");
+    t.mig_gpus = j.value("mig_gpus", std::vector<int>{});
+    t.retiring = j.value("retiring", "");
     const std::string state = j.value("state", "");
     t.state = state == "starting" ? Impl::TaskState::kStarting
               : state == "running" ? Impl::TaskState::kRunning
@@ -534,10 +657,51 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
     return true;
   }));
 
-  // Re-admit: running jobs first (their placements as stored), then the waiting ones.
+  // Standby windows.
+  ESTUARY_RETURN_IF_ERROR(store->Scan("standby/", [&](std::string_view k, std::string_view v) {
+    const Json j = Json::parse(v, nullptr, false);
+    if (j.is_discarded()) {
+      bad = Internal("store: " + std::string(k) + ": not JSON");
+      return false;
+    }
+    StandbyWindowView w;
+    w.id = std::stoull(std::string(k.substr(8)));
+    w.job = j.value("job", uint64_t{0});
+    w.tenant = j.value("tenant", "");
+    w.from_ms = j.value("from_ms", int64_t{0});
+    w.to_ms = j.value("to_ms", int64_t{0});
+    w.replicas = j.value("replicas", 0);
+    s.next_window = std::max(s.next_window, w.id + 1);
+    s.standby_jobs.insert(w.job);
+    s.windows.emplace(w.id, w);
+    return true;
+  }));
+  ESTUARY_RETURN_IF_ERROR(bad);
+
+  // Re-admit: running jobs first (their placements as stored; those running on lent GPUs after
+  // the lenders), then the waiting ones. A migration under way is rolled back (its new instance
+  // stops; the old one runs on); an old instance not yet reported stopped is told again.
   std::vector<std::pair<std::string, Order>> out;
   std::vector<uint64_t> waiting;
-  for (auto& [id, j] : s.jobs) {
+  std::vector<uint64_t> order;
+  for (int borrowers = 0; borrowers < 2; ++borrowers) {
+    for (const auto& [id, j] : s.jobs) {
+      const bool b = std::any_of(j.tasks.begin(), j.tasks.end(), [](const Impl::TaskRec& t) { return t.borrowed; });
+      if (b == (borrowers == 1)) order.push_back(id);
+    }
+  }
+  for (uint64_t id : order) {
+    Impl::JobRec& j = s.jobs.at(id);
+    for (size_t i = 0; i < j.tasks.size(); ++i) {
+      Impl::TaskRec& t = j.tasks[i];
+      if (!t.mig_node.empty()) {
+        s.AddOrderAt(out, Order::Op::kStop, id, i, t.mig_node, t.mig_gpus);
+        t.mig_node.clear();
+        t.mig_gpus.clear();
+        batch.Put(TaskKey(id, i), Impl::TaskJson(t));
+      }
+      if (!t.retiring.empty()) s.AddOrderAt(out, Order::Op::kStop, id, i, t.retiring, {});
+    }
     std::vector<InProcessMember::Placement> placements;
     bool complete = true;
     for (size_t i = 0; i < j.tasks.size(); ++i) {
@@ -552,6 +716,8 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
       p.replica = i;
       p.node = n->second.id;
       for (int x : t.gpus) p.gpus.Push(x);
+      p.standby = t.standby;
+      p.borrowed = t.borrowed;
       placements.push_back(p);
     }
     const bool adopt = !Ended(j.view.phase) && !placements.empty() && complete &&
@@ -561,7 +727,16 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
     if (adopt) {
       j.in_engine = true;
       j.view.bound_replicas = static_cast<int32_t>(placements.size());
+      const JobId ej = *s.engine->JobOf(static_cast<uint32_t>(id));
       for (size_t i = 0; i < j.tasks.size(); ++i) {
+        Impl::TaskRec& t = j.tasks[i];
+        // Standby is the engine's to say (Adopt enters it again when it still can).
+        if (t.standby && !s.engine->state().task(s.engine->state().job(ej).tasks[i]).standby) {
+          t.standby = false;
+          s.AddOrder(out, Order::Op::kResume, id, i, t);
+          batch.Put(TaskKey(id, i), Impl::TaskJson(t));
+        }
+        j.view.standby_replicas += t.standby && t.state != Impl::TaskState::kStopping;
         if (j.tasks[i].state == Impl::TaskState::kRunning) ++j.view.running_replicas;
         if (j.tasks[i].state == Impl::TaskState::kStarting) s.AddOrder(out, Order::Op::kStart, id, i, j.tasks[i]);
         if (j.tasks[i].state == Impl::TaskState::kStopping) s.AddOrder(out, Order::Op::kStop, id, i, j.tasks[i]);
@@ -818,10 +993,13 @@ Status Service::Report(const Principal& agent, std::vector<TaskReport> reports, 
       // stale: skipped, not an error, so that it never holds up the reports beside it.
       if (it == s.jobs.end() || replica >= it->second.tasks.size()) continue;
       const Impl::TaskRec& t = it->second.tasks[replica];
-      if (t.state == Impl::TaskState::kNone) continue;
-      const auto n = s.nodes.find(t.node);
+      if (t.state == Impl::TaskState::kNone || t.state == Impl::TaskState::kDone) continue;
+      // The instance reported: the replica's, its migration's new one, or its retiring old one.
+      const std::string& at = r.node.empty() ? t.node : r.node;
+      if (at != t.node && at != t.mig_node && at != t.retiring) continue;
+      const auto n = s.nodes.find(at);
       if (n != s.nodes.end() && n->second.view.agent != agent.name) {
-        return PermissionDenied("task '" + r.task + "' runs on node '" + t.node + "' of another agent");
+        return PermissionDenied("task '" + r.task + "' runs on node '" + at + "' of another agent");
       }
       current.push_back(std::move(r));
     }
@@ -913,28 +1091,27 @@ Service::Config Service::GetConfig() const {
   c.grace_s = s.engine->options().grace_s;
   c.absorb = s.engine->options().absorb;
   c.heartbeat_timeout_s = s.opt.heartbeat_timeout_ms / 1000;
+  c.defrag_interval_s = s.defrag_interval_s;
   return c;
 }
 
-StatusOr<Service::Config> Service::SetConfig(const Principal& admin, std::optional<int64_t> grace_s,
-                                             std::optional<bool> absorb, std::optional<int64_t> heartbeat_timeout_s) {
+StatusOr<Service::Config> Service::SetConfig(const Principal& admin, const ConfigChange& change) {
   Impl& s = *impl_;
   if (admin.role != Role::kAdmin) return PermissionDenied("only admins change the configuration");
-  if (grace_s && (*grace_s < 0 || *grace_s > 86400)) {
-    return InvalidArgument("field 'grace_s': " + std::to_string(*grace_s) + " is outside [0, 86400]");
-  }
-  if (heartbeat_timeout_s && (*heartbeat_timeout_s < 1 || *heartbeat_timeout_s > 86400)) {
-    return InvalidArgument("field 'heartbeat_timeout_s': " + std::to_string(*heartbeat_timeout_s) +
-                           " is outside [1, 86400]");
+  for (const auto& [name, v, lo, hi] : {std::tuple{"grace_s", change.grace_s, 0, 86400},
+                                        std::tuple{"heartbeat_timeout_s", change.heartbeat_timeout_s, 1, 86400},
+                                        std::tuple{"defrag_interval_s", change.defrag_interval_s, 0, 604800}}) {
+    if (v && (*v < lo || *v > hi)) {
+      return InvalidArgument(std::string("field '") + name + "': " + std::to_string(*v) + " is outside [" +
+                             std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
   }
   auto w = std::make_shared<Impl::Waiter>();
   std::future<Status> f = w->done.get_future();
   {
     std::lock_guard lk(s.mu);
     Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kConfig);
-    in.grace_s = grace_s;
-    in.absorb = absorb;
-    in.heartbeat_timeout_s = heartbeat_timeout_s;
+    in.config = change;
     in.waiter = w;
     s.inputs.push_back(std::move(in));
   }
@@ -1045,6 +1222,107 @@ Status Service::DeleteReservation(const Principal& who, uint64_t job) {
   return AwaitLoop(w, f);
 }
 
+int64_t Service::NowMs() const { return impl_->clock->NowMs(); }
+
+StatusOr<int64_t> Service::Defrag(const Principal& admin) {
+  Impl& s = *impl_;
+  if (admin.role != Role::kAdmin) return PermissionDenied("only admins start a defragmentation");
+  auto w = std::make_shared<Impl::Waiter>();
+  std::future<Status> f = w->done.get_future();
+  {
+    std::lock_guard lk(s.mu);
+    Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kDefrag);
+    in.waiter = w;
+    s.inputs.push_back(std::move(in));
+  }
+  s.input_cv.notify_one();
+  ESTUARY_RETURN_IF_ERROR(AwaitLoop(w, f));
+  return w->moves;
+}
+
+StatusOr<Service::StandbyWindowView> Service::AddStandbyWindow(const Principal& who, uint64_t job, int64_t from_ms,
+                                                               int64_t to_ms, int32_t replicas) {
+  Impl& s = *impl_;
+  StandbyWindowView w;
+  {
+    std::lock_guard lk(s.mu);
+    const auto it = s.jobs.find(job);
+    if (it == s.jobs.end() || !s.Visible(who, it->second)) return NotFound("no job " + std::to_string(job));
+    const Impl::JobRec& j = it->second;
+    if (Ended(j.view.phase)) return InvalidArgument("job " + std::to_string(job) + " has ended");
+    if (replicas < 1 || replicas > j.view.request.max_replicas) {
+      return InvalidArgument("field 'replicas': " + std::to_string(replicas) + " is outside [1, " +
+                             std::to_string(j.view.request.max_replicas) + "] (the job's max replicas)");
+    }
+    if (to_ms <= from_ms) return InvalidArgument("field 'to_ms': not after from_ms");
+    if (to_ms <= s.clock->NowMs()) return InvalidArgument("field 'to_ms': in the past");
+    if (to_ms - from_ms > int64_t{30} * 86400 * 1000) return InvalidArgument("field 'to_ms': a window is at most 30 days");
+    for (const auto& [id, o] : s.windows) {
+      if (o.job == job && from_ms < o.to_ms && o.from_ms < to_ms) {
+        return InvalidArgument("field 'from_ms': overlaps window " + std::to_string(id) + " of job " + std::to_string(job));
+      }
+    }
+    w.id = s.next_window++;
+    w.job = job;
+    w.tenant = j.view.tenant;
+    w.from_ms = from_ms;
+    w.to_ms = to_ms;
+    w.replicas = replicas;
+    // Held now (its id and its place against overlaps); dropped again if the store fails.
+    s.windows.emplace(w.id, w);
+  }
+  StoreBatch b;
+  b.Put(Impl::WindowKey(w.id), Impl::WindowJson(w));
+  const Status st = s.committer->Commit(std::move(b));
+  {
+    std::lock_guard lk(s.mu);
+    if (!st.ok()) {
+      s.windows.erase(w.id);
+      return st;
+    }
+    s.standby_jobs.insert(job);
+    s.inputs.push_back(Impl::Input::Of(Impl::Input::Kind::kWake));
+  }
+  s.input_cv.notify_one();
+  return w;
+}
+
+std::vector<Service::StandbyWindowView> Service::ListStandbyWindows(const Principal& who) const {
+  const Impl& s = *impl_;
+  std::lock_guard lk(s.mu);
+  std::vector<StandbyWindowView> v;
+  for (const auto& [id, w] : s.windows) {
+    const auto j = s.jobs.find(w.job);
+    if (j != s.jobs.end() && s.Visible(who, j->second)) v.push_back(w);
+  }
+  return v;
+}
+
+Status Service::DeleteStandbyWindow(const Principal& who, uint64_t id) {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lk(s.mu);
+    const auto it = s.windows.find(id);
+    if (it == s.windows.end() || !s.Visible(who, s.jobs.at(it->second.job))) {
+      return NotFound("no standby window " + std::to_string(id));
+    }
+  }
+  StoreBatch b;
+  b.Delete(Impl::WindowKey(id));
+  ESTUARY_RETURN_IF_ERROR(s.committer->Commit(std::move(b)));
+  {
+    std::lock_guard lk(s.mu);
+    const auto it = s.windows.find(id);
+    if (it != s.windows.end()) {
+      s.standby_jobs.insert(it->second.job);  // its replicas resume
+      s.windows.erase(it);
+    }
+    s.inputs.push_back(Impl::Input::Of(Impl::Input::Kind::kWake));
+  }
+  s.input_cv.notify_one();
+  return Status::Ok();
+}
+
 void Service::RunOnce() {
   Impl& s = *impl_;
   std::lock_guard run(s.run_mu);
@@ -1055,6 +1333,7 @@ void Service::RunOnce() {
     std::lock_guard lk(s.mu);
     const int64_t now_ms = s.clock->NowMs();
     const int64_t now_s = now_ms / 1000;
+    s.pass_now_ms = now_ms;
     std::set<uint64_t> touched;
     std::deque<Impl::Input> inputs = std::exchange(s.inputs, {});
     bool nodes_added = false;
@@ -1075,6 +1354,7 @@ void Service::RunOnce() {
           break;
         }
         case Impl::Input::Kind::kNodesAdded: nodes_added = true; break;
+        case Impl::Input::Kind::kWake: break;  // a pass now (e.g. a new standby window)
         case Impl::Input::Kind::kNodeAction: {
           Impl::NodeRec& n = s.nodes.at(in.node);
           const std::string& a = in.action;
@@ -1133,12 +1413,20 @@ void Service::RunOnce() {
           break;
         }
         case Impl::Input::Kind::kConfig:
-          if (in.grace_s) s.engine->SetGrace(*in.grace_s);
-          if (in.absorb) s.engine->SetAbsorb(*in.absorb);
-          if (in.heartbeat_timeout_s) s.opt.heartbeat_timeout_ms = *in.heartbeat_timeout_s * 1000;
+          if (in.config.grace_s) s.engine->SetGrace(*in.config.grace_s);
+          if (in.config.absorb) s.engine->SetAbsorb(*in.config.absorb);
+          if (in.config.heartbeat_timeout_s) s.opt.heartbeat_timeout_ms = *in.config.heartbeat_timeout_s * 1000;
+          if (in.config.defrag_interval_s) s.defrag_interval_s = *in.config.defrag_interval_s;
           batch.Put("meta/config", s.ConfigJson());
           waiters.push_back({in.waiter, Status::Ok()});
           break;
+        case Impl::Input::Kind::kDefrag: {
+          auto moves = s.engine->Defrag(DefragOptions{}, now_s);
+          s.defragged_ms = now_ms;
+          if (moves.ok()) in.waiter->moves = *moves;
+          waiters.push_back({in.waiter, moves.status()});
+          break;
+        }
         case Impl::Input::Kind::kUnreserve:
           if (s.reservations.erase(in.job) > 0) {
             s.engine->Unreserve(static_cast<uint32_t>(in.job));
@@ -1154,6 +1442,20 @@ void Service::RunOnce() {
             if (!ParseTaskName(r.task, &id, &replica)) continue;
             Impl::JobRec& j = s.jobs.at(id);
             Impl::TaskRec& t = j.tasks[replica];
+            if (!r.node.empty() && r.node != t.node) {
+              if (r.node == t.mig_node) {
+                // The migration's new instance: running completes the move, anything else
+                // abandons it (at the engine's next step).
+                const std::optional<JobId> ej = s.engine->JobOf(static_cast<uint32_t>(id));
+                if (ej && replica < s.engine->state().job(*ej).tasks.size()) {
+                  s.engine->AcknowledgeMove(s.engine->state().job(*ej).tasks[replica], r.state == TaskReport::State::kRunning);
+                }
+              } else if (r.node == t.retiring && r.state != TaskReport::State::kRunning) {
+                t.retiring.clear();  // the old instance is gone
+                if (t.state != Impl::TaskState::kNone) batch.Put(TaskKey(id, replica), Impl::TaskJson(t));
+              }
+              continue;
+            }
             switch (r.state) {
               case TaskReport::State::kRunning:
                 if (t.state != Impl::TaskState::kStarting) break;
@@ -1174,9 +1476,12 @@ void Service::RunOnce() {
               case TaskReport::State::kFailed:
               case TaskReport::State::kStopped: {
                 const bool was_running = t.state == Impl::TaskState::kRunning;
-                if (t.state == Impl::TaskState::kNone) break;
+                if (t.state == Impl::TaskState::kNone || t.state == Impl::TaskState::kDone) break;
                 if (was_running) --j.view.running_replicas;
-                t.state = Impl::TaskState::kNone;
+                // A replica that succeeded while the engine still binds it is done: never
+                // started again (its job ends when none runs any more).
+                t.state = r.state == TaskReport::State::kSucceeded ? Impl::TaskState::kDone : Impl::TaskState::kNone;
+                t.standby = t.borrowed = false;
                 batch.Delete(TaskKey(id, replica));
                 if (r.state == TaskReport::State::kStopped) touched.insert(id);  // may start it again
                 if (Ended(j.view.phase) || r.state == TaskReport::State::kStopped) break;
@@ -1220,6 +1525,32 @@ void Service::RunOnce() {
       batch.Put("nodestate/" + name, "failed");
       ++s.node_failures_total;
     }
+    }
+    // Standby windows: each job with windows (or replicas still in Standby) is brought to its
+    // target now; windows past their end, or of ended jobs, are dropped.
+    for (auto it = s.windows.begin(); it != s.windows.end();) {
+      const auto j = s.jobs.find(it->second.job);
+      s.standby_jobs.insert(it->second.job);
+      if (now_ms < it->second.to_ms && j != s.jobs.end() && !Ended(j->second.view.phase)) {
+        ++it;
+        continue;
+      }
+      batch.Delete(Impl::WindowKey(it->first));
+      it = s.windows.erase(it);
+    }
+    for (auto it = s.standby_jobs.begin(); it != s.standby_jobs.end();) {
+      const int32_t target = s.StandbyTarget(*it, now_ms);
+      const auto j = s.jobs.find(*it);
+      if (j != s.jobs.end() && j->second.in_engine) s.engine->SetStandby(static_cast<uint32_t>(*it), target, now_s);
+      if (target == 0 && s.engine->InStandby(static_cast<uint32_t>(*it)) == 0) {
+        it = s.standby_jobs.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (s.defrag_interval_s > 0 && now_ms - s.defragged_ms >= s.defrag_interval_s * 1000) {
+      s.defragged_ms = now_ms;
+      (void)s.engine->Defrag(DefragOptions{}, now_s);  // the default options are valid
     }
     // Engine events. Those of the inputs and node failures come first, so that a job evicted
     // whole is back in the queue before the queue is tried; then the cycle (Step), repeated while
@@ -1280,6 +1611,10 @@ void Service::RunOnce() {
       s.AddOrder(out, Order::Op::kEvict, n.job, replica, t);
       out.back().second.deadline_ms = n.at * 1000;
     }
+    // Placements that changed without an event (moves, Standby), and the moves under way.
+    for (uint32_t id : s.engine->TakeTouched()) touched.insert(id);
+    s.moving.clear();
+    for (const InProcessMember::StartingMove& m : s.engine->StartingMoves()) s.moving.emplace(m.task.value(), m);
     // Reservations end with their purpose: the job started or ended, the hold was released, or
     // the time is up.
     for (auto it = s.reservations.begin(); it != s.reservations.end();) {
@@ -1328,6 +1663,20 @@ void Service::RunOnce() {
   }
   for (auto& [w, ws] : waiters) w->done.set_value(ws);
   if (out.empty()) return;
+  // Within a pass, what frees GPUs goes first: stops, then eviction notices, Standby, resumes,
+  // and last the starts (which may use GPUs just freed).
+  const auto rank = [](Order::Op op) {
+    switch (op) {
+      case Order::Op::kStop: return 0;
+      case Order::Op::kEvict: return 1;
+      case Order::Op::kStandby: return 2;
+      case Order::Op::kResume: return 3;
+      case Order::Op::kStart:
+      case Order::Op::kMigrate: return 4;
+    }
+    return 4;
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return rank(a.second.op) < rank(b.second.op); });
   {
     std::lock_guard lk(s.mu);
     for (auto& [agent, o] : out) {
@@ -1385,13 +1734,18 @@ Status Service::CheckInvariants() const {
     const std::optional<JobId> ej = s.engine->JobOf(static_cast<uint32_t>(id));
     for (size_t i = 0; i < j.tasks.size(); ++i) {
       const Impl::TaskRec& t = j.tasks[i];
-      if (t.state == Impl::TaskState::kNone || t.state == Impl::TaskState::kStopping) continue;
-      for (int g : t.gpus) {
-        int64_t& milli = told[{t.node, g}];
-        milli += j.view.request.gpu_milli;
-        if (milli > kMilliPerGpu) {
-          return Internal("GPU " + std::to_string(g) + " of node '" + t.node + "' is told to more replicas than it holds (" +
-                          TaskName(id, i) + ")");
+      if (t.state == Impl::TaskState::kNone || t.state == Impl::TaskState::kStopping || t.state == Impl::TaskState::kDone) continue;
+      // A replica in Standby has left its GPUs (to its borrowers); a migrating one also holds
+      // its new instance's.
+      for (const auto& [node, gpus] : {std::pair{&t.node, &t.gpus}, std::pair{&t.mig_node, &t.mig_gpus}}) {
+        if (node == &t.node && t.standby) continue;
+        for (int g : *gpus) {
+          int64_t& milli = told[{*node, g}];
+          milli += j.view.request.gpu_milli;
+          if (milli > kMilliPerGpu) {
+            return Internal("GPU " + std::to_string(g) + " of node '" + *node + "' is told to more replicas than it holds (" +
+                            TaskName(id, i) + ")");
+          }
         }
       }
       const bool bound = ej && j.in_engine && i < st.job(*ej).tasks.size() &&
@@ -1451,6 +1805,22 @@ std::string Service::MetricsText() const {
   line("estuary_task_stops_total", "counter", "Stop orders sent.", static_cast<double>(s.orders_stop_total));
   line("estuary_eviction_notices_total", "counter", "Evict orders sent (a Reclaim's victims, ahead of their stop).",
        static_cast<double>(s.orders_evict_total));
+  line("estuary_standby_orders_total", "counter", "Standby orders sent (replicas leaving their GPUs to spot work).",
+       static_cast<double>(s.orders_standby_total));
+  line("estuary_resume_orders_total", "counter", "Resume orders sent (Standby replicas taking their GPUs back).",
+       static_cast<double>(s.orders_resume_total));
+  line("estuary_migration_orders_total", "counter", "Migrate orders sent (new instances started before the old stop).",
+       static_cast<double>(s.orders_migrate_total));
+  const MigrationCounters& mc = s.engine->migration_counters();
+  line("estuary_migrations_completed_total", "counter", "Migrations completed (the old instance stopped).",
+       static_cast<double>(mc.completed));
+  line("estuary_migrations_aborted_total", "counter", "Migrations given up (new instance failed or silent; the old kept).",
+       static_cast<double>(mc.aborted + mc.cancelled));
+  int64_t in_standby = 0;
+  for (const auto& [id, j] : s.jobs) in_standby += j.view.standby_replicas;
+  line("estuary_standby_replicas", "gauge", "Replicas in Standby (their GPUs lent).", static_cast<double>(in_standby));
+  line("estuary_standby_windows", "gauge", "Standby windows not yet over.", static_cast<double>(s.windows.size()));
+  line("estuary_reservations", "gauge", "Reservations holding nodes.", static_cast<double>(s.reservations.size()));
   line("estuary_evictions_total", "counter", "Jobs evicted whole or shrunk (Reclaim, node failure).",
        static_cast<double>(s.evictions_total));
   line("estuary_node_failures_total", "counter", "Nodes failed for missed heartbeats.",

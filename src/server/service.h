@@ -85,6 +85,8 @@ struct JobView {
   JobPhase phase = JobPhase::kPending;
   int32_t bound_replicas = 0;    // replicas the engine has placed
   int32_t running_replicas = 0;  // replicas an agent reports running
+  int32_t standby_replicas = 0;  // replicas in Standby (lending their GPUs)
+  int32_t migrating_replicas = 0;  // replicas whose new instance is starting elsewhere
   int64_t submitted_ms = 0, running_ms = -1, ended_ms = -1;
   std::string reason;            // why it waits (pending) or how it ended
 };
@@ -113,16 +115,21 @@ struct NodeView {
 // An order for a node agent. Orders to one agent are numbered (seq) and must be carried out in
 // that order; a repeated order (same task, same op) is a no-op for the agent.
 struct Order {
-  // kEvict warns that the replica will be stopped at deadline_ms (a Reclaim's grace period: time
-  // to checkpoint); its kStop follows then.
-  enum class Op : uint8_t { kStart, kStop, kEvict };
+  // kEvict warns that the replica will be stopped at deadline_ms (a Reclaim's or a Standby
+  // restore's grace period: time to checkpoint); its kStop follows then.
+  // kStandby: the replica keeps its container and memory but leaves its GPUs (they are lent to
+  // spot work); kResume: it takes them back (its borrowers were stopped first).
+  // kMigrate: start a new instance of the replica on `node` (`gpus`) while the old one keeps
+  // running on `from`; report it running (with its node), and the old one's kStop follows.
+  enum class Op : uint8_t { kStart, kStop, kEvict, kStandby, kResume, kMigrate };
   uint64_t seq = 0;
   Op op = Op::kStart;
   std::string task;   // "<job id>-<replica>"
   uint64_t job = 0;
   std::string node;
   std::vector<int> gpus;
-  int64_t duration_s = 0;  // start: how long a fake process runs (0: until stopped)
+  std::string from;        // migrate: where the old instance runs
+  int64_t duration_s = 0;  // start, migrate: how long a fake process runs (0: until stopped)
   int64_t deadline_ms = 0; // evict: when the stop comes
 };
 
@@ -133,10 +140,13 @@ struct OrderBatch {
 };
 
 // What an agent reports of a task.
+// What an agent reports of a task. `node` names the instance when a replica has two (during a
+// migration); empty: the node the replica is told to run on.
 struct TaskReport {
   enum class State : uint8_t { kRunning, kSucceeded, kFailed, kStopped };
   std::string task;
   State state = State::kRunning;
+  std::string node;
 };
 
 class Service {
@@ -194,12 +204,47 @@ class Service {
     int64_t grace_s = 60;
     bool absorb = true;
     int64_t heartbeat_timeout_s = 30;
+    int64_t defrag_interval_s = 0;  // a defragmentation is planned this often (0: only on request)
   };
   Config GetConfig() const;
+  struct ConfigChange {
+    std::optional<int64_t> grace_s, heartbeat_timeout_s, defrag_interval_s;
+    std::optional<bool> absorb;
+  };
   // Applies the fields given (nullopt: unchanged). InvalidArgument for a value out of range
-  // (grace_s 0..86400, heartbeat_timeout_s 1..86400).
-  StatusOr<Config> SetConfig(const Principal& admin, std::optional<int64_t> grace_s, std::optional<bool> absorb,
-                             std::optional<int64_t> heartbeat_timeout_s);
+  // (grace_s 0..86400, heartbeat_timeout_s 1..86400, defrag_interval_s 0..604800).
+  StatusOr<Config> SetConfig(const Principal& admin, const ConfigChange& change);
+
+  // The service's clock, in milliseconds (e.g. a standby window that starts now).
+  int64_t NowMs() const;
+
+  // ---- Defragmentation by live migration (admin) ----
+  // Plans a defragmentation of the running work now (DefragAction: whole GPU nodes made free by
+  // moving tasks) and starts its moves, make-before-break: each moved replica gets a kMigrate
+  // order on its target; when the agent reports the new instance running, the old one gets its
+  // kStop; a new instance that fails or is not reported running within 10 minutes is stopped and
+  // the old one keeps running. Returns the moves planned (0 while earlier moves still run).
+  StatusOr<int64_t> Defrag(const Principal& admin);
+
+  // ---- Standby windows (SpotGPU): a running job lends the GPUs of some replicas for a while ----
+  // From from_ms until to_ms, `replicas` of the job's replicas are in Standby (kStandby orders):
+  // their GPUs run spot work (preemptible jobs below HP priority try lent GPUs first). The
+  // restore begins grace_s before to_ms: borrowers in the way get kEvict, then kStop, and the
+  // replicas kResume — back by to_ms. Windows of one job do not overlap; a window ends at to_ms,
+  // when its job ends, or on Delete (its replicas resume as above). Stored before Add returns.
+  struct StandbyWindowView {
+    uint64_t id = 0, job = 0;
+    std::string tenant;
+    int64_t from_ms = 0, to_ms = 0;
+    int32_t replicas = 0;
+  };
+  // InvalidArgument: replicas outside 1..the job's max, to_ms <= from_ms or <= now, a window
+  // longer than 30 days, an overlap with another window of the job, an ended job. NotFound as
+  // GetJob.
+  StatusOr<StandbyWindowView> AddStandbyWindow(const Principal& who, uint64_t job, int64_t from_ms, int64_t to_ms,
+                                               int32_t replicas);
+  std::vector<StandbyWindowView> ListStandbyWindows(const Principal& who) const;
+  Status DeleteStandbyWindow(const Principal& who, uint64_t id);
 
   // ---- Why a job waits ----
   struct Explanation {

@@ -490,17 +490,20 @@ TEST_F(ServiceTest, AReservationEndsWhenItsTimeIsUp) {
 
 TEST_F(ServiceTest, AnAdminsConfigurationChangesTheGracePeriodAndOutlivesARestart) {
   EXPECT_EQ(service_->GetConfig().grace_s, 60);
-  EXPECT_EQ(service_->SetConfig(kAlice, 10, std::nullopt, std::nullopt).status().code(), StatusCode::kPermissionDenied);
-  EXPECT_EQ(service_->SetConfig(kAdmin, -1, std::nullopt, std::nullopt).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(service_->SetConfig(kAdmin, std::nullopt, std::nullopt, 0).status().code(), StatusCode::kInvalidArgument);
-  auto c = ViaLoop([&] { return service_->SetConfig(kAdmin, 10, false, std::nullopt); });
+  EXPECT_EQ(service_->SetConfig(kAlice, {.grace_s = 10}).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->SetConfig(kAdmin, {.grace_s = -1}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(service_->SetConfig(kAdmin, {.heartbeat_timeout_s = 0}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(service_->SetConfig(kAdmin, {.defrag_interval_s = -1}).status().code(), StatusCode::kInvalidArgument);
+  auto c = ViaLoop([&] { return service_->SetConfig(kAdmin, {.grace_s = 10, .defrag_interval_s = 600, .absorb = false}); });
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->grace_s, 10);
   EXPECT_FALSE(c->absorb);
   EXPECT_EQ(c->heartbeat_timeout_s, 30);
+  EXPECT_EQ(c->defrag_interval_s, 600);
   Reopen();
   EXPECT_EQ(service_->GetConfig().grace_s, 10);
   EXPECT_FALSE(service_->GetConfig().absorb);
+  EXPECT_EQ(service_->GetConfig().defrag_interval_s, 600);
   // A Reclaim now gives its victims 10 s.
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
   RunJob(kAlice, Job("lp", 1, 8, 300, true));
@@ -562,6 +565,234 @@ TEST_F(ServiceTest, MetricsAreThePrometheusTextOfTheState) {
   EXPECT_THAT(m, HasSubstr("estuary_gpu_allocation_ratio 1\n"));
   EXPECT_THAT(m, HasSubstr("estuary_nodes{state=\"ready\"} 1\n"));
   EXPECT_THAT(m, HasSubstr("# TYPE estuary_cycle_seconds histogram\n"));
+}
+
+
+// ---- Standby windows (SpotGPU) ----
+
+std::vector<Order::Op> Ops(const std::vector<Order>& orders) {
+  std::vector<Order::Op> v;
+  for (const Order& o : orders) v.push_back(o.op);
+  return v;
+}
+
+TEST_F(ServiceTest, AStandbyWindowLendsAReplicasGpusToSpotWorkAndTakesThemBackByItsEndAcrossARestart) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  const uint64_t svc = RunJob(kAlice, Job("svc", 2, 8, 900));
+  const int64_t from = clock_.ms, to = clock_.ms + 600'000;
+  // Bad windows are refused, with the field named.
+  EXPECT_EQ(service_->AddStandbyWindow(kBob, svc, from, to, 1).status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(service_->AddStandbyWindow(kAlice, svc, from, to, 3).status().message(), HasSubstr("'replicas'"));
+  EXPECT_THAT(service_->AddStandbyWindow(kAlice, svc, to, from, 1).status().message(), HasSubstr("'to_ms'"));
+  EXPECT_THAT(service_->AddStandbyWindow(kAlice, svc, from - 20, from - 10, 1).status().message(), HasSubstr("past"));
+  auto w = service_->AddStandbyWindow(kAlice, svc, from, to, 1);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  EXPECT_THAT(service_->AddStandbyWindow(kAlice, svc, to - 1000, to + 1000, 1).status().message(), HasSubstr("overlaps"));
+  EXPECT_EQ(service_->ListStandbyWindows(kAlice).size(), 1u);
+  EXPECT_TRUE(service_->ListStandbyWindows(kBob).empty());
+
+  // The newest replica leaves its GPUs.
+  Pass();
+  const std::vector<Order> standby = Orders(kAgentA);
+  ASSERT_EQ(Ops(standby), std::vector<Order::Op>{Order::Op::kStandby});
+  EXPECT_EQ(standby[0].task, std::to_string(svc) + "-1");
+  EXPECT_EQ(Get(svc).standby_replicas, 1);
+  EXPECT_EQ(Get(svc).phase, JobPhase::kRunning);
+
+  // Spot work runs there; work that is not preemptible does not borrow.
+  auto spot = service_->Submit(kBob, Job("spot", 1, 4, 100, true));
+  auto batch = service_->Submit(kBob, Job("batch", 1, 4, 100, false));
+  ASSERT_TRUE(spot.ok() && batch.ok());
+  Pass();
+  const std::vector<Order> starts = Orders(kAgentA);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].op, Order::Op::kStart);
+  EXPECT_EQ(starts[0].job, *spot);
+  EXPECT_EQ(starts[0].node, standby[0].node);
+  ReportAll(kAgentA, starts, TaskReport::State::kRunning);
+  Pass();
+  EXPECT_EQ(Get(*spot, kBob).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(*batch, kBob).phase, JobPhase::kPending);
+
+  // A crash: the restart finds the lender in Standby and the borrower where it ran.
+  Reopen();
+  Pass();
+  for (const Order& o : Orders(kAgentA)) EXPECT_NE(o.op, Order::Op::kStop) << o.task;
+  EXPECT_EQ(Get(svc).standby_replicas, 1);
+  EXPECT_EQ(Get(*spot, kBob).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(*batch, kBob).phase, JobPhase::kPending);
+
+  // The restore begins a grace period (60 s) before the window's end: the borrower is warned...
+  clock_.ms = to - 60'000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  const std::vector<Order> notice = Orders(kAgentA);
+  ASSERT_EQ(Ops(notice), std::vector<Order::Op>{Order::Op::kEvict});
+  EXPECT_EQ(notice[0].job, *spot);
+  EXPECT_EQ(notice[0].deadline_ms, to);
+  // ... stopped at the end, and the replica resumes after it (in that order).
+  clock_.ms = to;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  const std::vector<Order> end = Orders(kAgentA);
+  ASSERT_EQ(Ops(end), (std::vector<Order::Op>{Order::Op::kStop, Order::Op::kResume}));
+  EXPECT_EQ(end[0].job, *spot);
+  EXPECT_EQ(end[1].task, std::to_string(svc) + "-1");
+  ReportAll(kAgentA, {end[0]}, TaskReport::State::kRunning);
+  Pass();
+  EXPECT_EQ(Get(svc).standby_replicas, 0);
+  EXPECT_EQ(Get(*spot, kBob).phase, JobPhase::kPending);
+  EXPECT_TRUE(service_->ListStandbyWindows(kAlice).empty());
+  EXPECT_EQ(GpuMilliUsed(), 16000);
+  // Stable: more passes order nothing.
+  clock_.ms += 5000;
+  Pass();
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+}
+
+TEST_F(ServiceTest, DeletingAStandbyWindowResumesItsReplicasAndEndingTheLenderStopsItsBorrowers) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  const uint64_t svc = RunJob(kAlice, Job("svc", 1, 8, 900));
+  auto w = service_->AddStandbyWindow(kAlice, svc, clock_.ms, clock_.ms + 3'600'000, 1);
+  ASSERT_TRUE(w.ok());
+  Pass();
+  ASSERT_EQ(Ops(Orders(kAgentA)), std::vector<Order::Op>{Order::Op::kStandby});
+  EXPECT_EQ(service_->DeleteStandbyWindow(kBob, w->id).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(service_->DeleteStandbyWindow(kAlice, w->id).ok());
+  Pass();
+  ASSERT_EQ(Ops(Orders(kAgentA)), std::vector<Order::Op>{Order::Op::kResume});
+  EXPECT_EQ(Get(svc).standby_replicas, 0);
+
+  // Lent again; a spot job borrows; the lender is cancelled: the borrower loses its lent GPUs,
+  // which are free now — it is placed again at once, where it runs, so nothing restarts.
+  ASSERT_TRUE(service_->AddStandbyWindow(kAlice, svc, clock_.ms, clock_.ms + 3'600'000, 1).ok());
+  Pass();
+  Orders(kAgentA);
+  const uint64_t spot = RunJob(kBob, Job("spot", 1, 8, 100, true));
+  ASSERT_TRUE(service_->Cancel(kAlice, svc).ok());
+  Pass();
+  const std::vector<Order> stops = Orders(kAgentA);
+  ASSERT_EQ(Ops(stops), std::vector<Order::Op>{Order::Op::kStop});
+  EXPECT_EQ(stops[0].job, svc);
+  ReportAll(kAgentA, stops, TaskReport::State::kRunning);
+  Pass();
+  EXPECT_EQ(Get(spot, kBob).phase, JobPhase::kRunning);
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_TRUE(service_->ListStandbyWindows(kAdmin).empty());
+  // It is an ordinary replica now: a restart binds it as one.
+  Reopen();
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_EQ(Get(spot, kBob).phase, JobPhase::kRunning);
+}
+
+// ---- Migration (make-before-break) ----
+
+// Two nodes with one 4-GPU job each: a defragmentation moves one of them to the other node.
+struct Fragmented {
+  uint64_t job = 0;       // the job that moves
+  std::string from, to;   // its node, and where it goes
+};
+
+TEST_F(ServiceTest, ADefragmentationMigratesAReplicaStartingTheNewInstanceBeforeTheOldOneStops) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  const uint64_t a = RunJob(kAlice, Job("a", 1, 4));
+  const uint64_t b = RunJob(kAlice, Job("b", 1, 4));
+  const uint64_t c = RunJob(kAlice, Job("c", 1, 4));
+  // a and b share a node (best fit); with b gone, a and c each hold half a node.
+  ASSERT_TRUE(service_->Cancel(kAlice, b).ok());
+  Pass();
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
+  Pass();
+  EXPECT_EQ(service_->Defrag(kAlice).status().code(), StatusCode::kPermissionDenied);
+  auto moves = ViaLoop([&] { return service_->Defrag(kAdmin); });
+  ASSERT_TRUE(moves.ok()) << moves.status().message();
+  EXPECT_EQ(*moves, 1);
+  const std::vector<Order> mig = Orders(kAgentA);
+  ASSERT_EQ(Ops(mig), std::vector<Order::Op>{Order::Op::kMigrate});
+  const uint64_t moved = mig[0].job;
+  ASSERT_TRUE(moved == a || moved == c);
+  EXPECT_NE(mig[0].from, mig[0].node);
+  EXPECT_EQ(mig[0].gpus.size(), 4u);
+  EXPECT_EQ(Get(moved).migrating_replicas, 1);
+  EXPECT_EQ(GpuMilliUsed(), 12000);  // both instances hold GPUs
+
+  // Nothing completes before the new instance runs (here: long past a typical start-up).
+  clock_.ms += 300'000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kRunning, mig[0].node}}, false).ok());
+  Pass();
+  const std::vector<Order> stop = Orders(kAgentA);
+  ASSERT_EQ(Ops(stop), std::vector<Order::Op>{Order::Op::kStop});
+  EXPECT_EQ(stop[0].task, mig[0].task);
+  EXPECT_EQ(stop[0].node, mig[0].from);
+  EXPECT_EQ(Get(moved).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(moved).running_replicas, 1);
+  EXPECT_EQ(Get(moved).migrating_replicas, 0);
+  EXPECT_EQ(GpuMilliUsed(), 8000);
+  for (const NodeView& n : service_->ListNodes()) {
+    EXPECT_EQ(n.gpu_milli_used, n.name == mig[0].from ? 0 : 8000) << n.name;
+  }
+  // The old instance's stop report changes nothing; more passes order nothing.
+  ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kStopped, mig[0].from}}, false).ok());
+  Pass();
+  clock_.ms += 1000;
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_EQ(Get(moved).phase, JobPhase::kRunning);
+  auto again = ViaLoop([&] { return service_->Defrag(kAdmin); });
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, 0);  // nothing left to gain
+  // The replica ends where it runs now.
+  ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kSucceeded, mig[0].node}}, false).ok());
+  Pass();
+  EXPECT_EQ(Get(moved).phase, JobPhase::kSucceeded);
+}
+
+TEST_F(ServiceTest, AMigrationWhoseNewInstanceFailsOrIsCutByARestartLeavesTheReplicaWhereItRan) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  const uint64_t a = RunJob(kAlice, Job("a", 1, 4));
+  const uint64_t b = RunJob(kAlice, Job("b", 1, 4));
+  RunJob(kAlice, Job("c", 1, 4));
+  ASSERT_TRUE(service_->Cancel(kAlice, b).ok());
+  Pass();
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
+  Pass();
+  ASSERT_EQ(*ViaLoop([&] { return service_->Defrag(kAdmin); }), 1);
+  std::vector<Order> mig = Orders(kAgentA);
+  ASSERT_EQ(Ops(mig), std::vector<Order::Op>{Order::Op::kMigrate});
+  // The new instance fails: it is stopped, the old one runs on.
+  ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kFailed, mig[0].node}}, false).ok());
+  Pass();
+  const std::vector<Order> stop = Orders(kAgentA);
+  ASSERT_EQ(Ops(stop), std::vector<Order::Op>{Order::Op::kStop});
+  EXPECT_EQ(stop[0].node, mig[0].node);
+  EXPECT_EQ(Get(mig[0].job).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(mig[0].job).migrating_replicas, 0);
+  EXPECT_EQ(GpuMilliUsed(), 8000);
+  clock_.ms += 1000;
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+
+  // Again, and the service dies mid-migration: the restart rolls the move back.
+  ASSERT_EQ(*ViaLoop([&] { return service_->Defrag(kAdmin); }), 1);
+  mig = Orders(kAgentA);
+  ASSERT_EQ(Ops(mig), std::vector<Order::Op>{Order::Op::kMigrate});
+  Reopen();
+  Pass();
+  const std::vector<Order> after = Orders(kAgentA);
+  ASSERT_EQ(Ops(after), std::vector<Order::Op>{Order::Op::kStop});
+  EXPECT_EQ(after[0].node, mig[0].node);
+  EXPECT_EQ(Get(mig[0].job).phase, JobPhase::kRunning);
+  EXPECT_EQ(GpuMilliUsed(), 8000);
+  // A late report of the abandoned instance is stale.
+  ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kRunning, mig[0].node}}, false).ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  (void)a;
 }
 
 }  // namespace

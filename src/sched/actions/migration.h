@@ -130,6 +130,8 @@ class MigrationExecutor {
     GpuIndices gpus;                  // where it was reserved (valid when started)
   };
   const std::vector<Move>& moves() const { return moves_; }
+  // Every move before this index has ended (completed, aborted or cancelled).
+  size_t first_open() const { return first_open_; }
 
  private:
   struct Group {
