@@ -276,7 +276,9 @@ int RunAgentCommand(const AgentFlags& f) {
   waiter.join();
   if (!st.ok()) return Fail(st);
   Log(clock, "info", "agent stopped",
-      {{"starts", agent.starts()}, {"stops", agent.stops()}, {"finished", agent.finished()}});
+      {{"starts", agent.starts()}, {"stops", agent.stops()}, {"finished", agent.finished()},
+       {"migrations", agent.migrations()}, {"standby_orders", agent.standby_orders()},
+       {"resume_orders", agent.resume_orders()}});
   return 0;
 }
 

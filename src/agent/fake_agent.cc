@@ -134,9 +134,10 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
   }
 
   std::mutex mu;
-  std::map<std::string, int64_t> replicas;         // task -> its end (ms; 0: until stopped)
-  std::multimap<int64_t, std::string> ends;        // end (ms) -> task, for timed replicas
-  std::vector<std::pair<std::string, const char*>> outbox;  // reports not yet sent
+  // An instance is "<task>@<node>": a migrating replica has two for a while.
+  std::map<std::string, int64_t> replicas;         // instance -> its end (ms; 0: until stopped)
+  std::multimap<int64_t, std::string> ends;        // end (ms) -> instance, for timed ones
+  std::vector<std::pair<std::string, const char*>> outbox;  // reports not yet sent, by instance
 
   std::thread heartbeats([&] {
     Replicas::Conn conn(replicas_of_service, 30);
@@ -173,7 +174,10 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
       }
       if (send.empty()) continue;
       Json list = Json::array();
-      for (const auto& [task, state] : send) list.push_back({{"task", task}, {"state", state}});
+      for (const auto& [instance, state] : send) {
+        const size_t at = instance.rfind('@');
+        list.push_back({{"task", instance.substr(0, at)}, {"node", instance.substr(at + 1)}, {"state", state}});
+      }
       const auto r = conn.get().Post("/v1/agent/reports", Auth(opt_.token), Json{{"reports", list}}.dump(), "application/json");
       if (!r) conn.Fail();
       // Unreachable or restarting: send again. A refusal (4xx) names a task the service no
@@ -206,13 +210,18 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
       const uint64_t seq = o.value("seq", uint64_t{0});
       if (seq <= after) continue;
       after = seq;
-      const std::string task = o.value("task", "");
+      const std::string task = o.value("task", "") + "@" + o.value("node", "");
       const std::string op = o.value("op", "");
       if (op == "evict") {
         ++evict_notices_;  // a fake process has nothing to checkpoint; its stop follows
         continue;
       }
-      if (op == "start") {
+      if (op == "standby" || op == "resume") {
+        ++(op == "standby" ? standby_orders_ : resume_orders_);  // a fake process holds no GPU memory
+        continue;
+      }
+      if (op == "migrate") ++migrations_;  // the new instance, started like any other
+      if (op == "start" || op == "migrate") {
         if (!replicas.count(task)) {
           const int64_t d = o.value("duration_s", int64_t{0});
           replicas[task] = d > 0 ? now + d * 1000 : 0;

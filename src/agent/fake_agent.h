@@ -2,8 +2,11 @@
 // registers its nodes with the service, keeps them alive with heartbeats, and carries out its
 // orders with timed fake processes: a start order makes the replica "run" (reported `running`
 // at once) for the job's duration_s (then `succeeded`; 0: until stopped); a stop order ends it
-// (reported `stopped`); an evict order (a Reclaim's warning ahead of the stop) is counted. It speaks only the service's HTTP API (server/http_api.h) with its agent
-// token.
+// (reported `stopped`); an evict order (a warning ahead of a stop) and standby and resume orders
+// (a fake process holds no GPU memory to release) are counted; a migrate order starts a second
+// instance of the replica on the order's node, for what is left of its run, beside the old one
+// (which its stop order ends). Every report names the instance's node. It speaks only the
+// service's HTTP API (server/http_api.h) with its agent token.
 //
 // Threads: one long-polls orders (GET /v1/agent/orders, carrying them out in seq order), one
 // sends reports in batches (POST /v1/agent/reports every report_interval_ms, and ends replicas
@@ -63,11 +66,15 @@ class FakeAgent {
   uint64_t finished() const { return finished_; }
   uint64_t running() const { return running_; }
   uint64_t evict_notices() const { return evict_notices_; }
+  uint64_t standby_orders() const { return standby_orders_; }
+  uint64_t resume_orders() const { return resume_orders_; }
+  uint64_t migrations() const { return migrations_; }
 
  private:
   FakeAgentOptions opt_;
   const Clock* clock_;
   std::atomic<uint64_t> starts_{0}, stops_{0}, finished_{0}, running_{0}, evict_notices_{0};
+  std::atomic<uint64_t> standby_orders_{0}, resume_orders_{0}, migrations_{0};
 };
 
 }  // namespace estuary

@@ -4,6 +4,7 @@
 //  - Crash safety: the service is killed (SIGKILL) while clients submit and agents report, then
 //    restarted on the same data: every job that got a 201 is there, the recovered state's
 //    invariants hold (no GPU bound twice), and every job still runs to success.
+//  - Migrations and standby windows over HTTP, carried out by the fake agent's processes.
 #include <unistd.h>
 
 #include <atomic>
@@ -170,6 +171,120 @@ TEST_F(ServiceE2E, AfterAKillDashNineEveryAcceptedJobIsThereNothingIsBoundTwiceN
   const Json listed = Json::parse(nodes->body);
   for (const Json& n : listed["nodes"]) used += n["gpu_milli_used"].get<int64_t>();
   EXPECT_EQ(used, 0);
+}
+
+
+// GET path as `token`; the parsed body (a failure when not 200).
+Json GetJson(int port, const std::string& path, const char* token) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(30, 0);
+  auto r = c.Get(path.c_str(), As(token));
+  if (!r || r->status != 200) {
+    ADD_FAILURE() << "GET " << path << ": " << (r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error()));
+    return Json::object();
+  }
+  return Json::parse(r->body);
+}
+
+// Polls `pred` every 100 ms for up to `limit`.
+template <typename P>
+bool Eventually(P pred, std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return pred();
+}
+
+std::string Submit(int port, const Json& body) {
+  httplib::Client c("127.0.0.1", port);
+  auto r = c.Post("/v1/jobs", As(kTenant), body.dump(), "application/json");
+  if (!r || r->status != 201) {
+    ADD_FAILURE() << "POST /v1/jobs: " << (r ? r->body : httplib::to_string(r.error()));
+    return "";
+  }
+  return Json::parse(r->body)["id"].get<std::string>();
+}
+
+Json GpuJob(const std::string& name, int gpus, int priority, bool preemptible) {
+  return Json{{"name", name}, {"replicas", {{"min", 1}, {"max", 1}}}, {"gpus", gpus}, {"cpu_milli", 1000},
+              {"memory_mib", 1024}, {"priority", priority}, {"preemptible", preemptible}};
+}
+
+TEST_F(ServiceE2E, AMigrationAndAStandbyWindowAreCarriedOutByTheAgentsProcessesOverHttp) {
+  StartServe();
+  StartAgent(2);
+  httplib::Client c("127.0.0.1", port_);
+  const auto job = [&](const std::string& id) { return GetJson(port_, "/v1/jobs/" + id, kTenant); };
+  const auto used = [&] {
+    std::map<std::string, int64_t> m;
+    const Json nodes = GetJson(port_, "/v1/nodes", kAdmin);
+    if (nodes.contains("nodes")) {
+      for (const Json& n : nodes["nodes"]) m[n["name"].get<std::string>()] = n["gpu_milli_used"].get<int64_t>();
+    }
+    return m;
+  };
+  const auto invariants = [&] {
+    auto r = c.Get("/v1/debug/invariants", As(kAdmin));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+  };
+  ASSERT_TRUE(Eventually([&] { return used().size() == 2; }, 30s));
+
+  // Fragmented: a and b share a node, c has the other; b ends.
+  const std::string a = Submit(port_, GpuJob("a", 4, 300, false));
+  const std::string b = Submit(port_, GpuJob("b", 4, 300, false));
+  const std::string cc = Submit(port_, GpuJob("c", 4, 300, false));
+  ASSERT_TRUE(WaitAll({a, b, cc}, "running", 30s));
+  ASSERT_EQ(c.Delete(("/v1/jobs/" + b).c_str(), As(kTenant))->status, 200);
+  ASSERT_TRUE(Eventually([&] { auto u = used(); return u.begin()->second + u.rbegin()->second == 8000; }, 30s));
+  ASSERT_EQ(c.Post("/v1/defrag", As(kTenant), "{}", "application/json")->status, 403);
+  auto d = c.Post("/v1/defrag", As(kAdmin), "{}", "application/json");
+  ASSERT_TRUE(d);
+  ASSERT_EQ(d->status, 200) << d->body;
+  EXPECT_EQ(Json::parse(d->body)["moves"], 1);
+  // The agent starts the new instance, reports it, and stops the old one: one node is free, and
+  // both jobs ran on throughout.
+  EXPECT_TRUE(Eventually([&] { auto u = used(); return std::min(u.begin()->second, u.rbegin()->second) == 0; }, 30s));
+  EXPECT_TRUE(Eventually([&] { return job(a)["migrating_replicas"] == 0 && job(cc)["migrating_replicas"] == 0; }, 30s));
+  EXPECT_EQ(job(a)["state"], "running");
+  EXPECT_EQ(job(cc)["state"], "running");
+  invariants();
+  ASSERT_EQ(c.Delete(("/v1/jobs/" + a).c_str(), As(kTenant))->status, 200);
+  ASSERT_EQ(c.Delete(("/v1/jobs/" + cc).c_str(), As(kTenant))->status, 200);
+
+  // Standby: a service lends its GPUs to a spot job until the window is deleted; a 1 s grace.
+  ASSERT_EQ(c.Put("/v1/config", As(kAdmin), R"({"grace_s": 1})", "application/json")->status, 200);
+  const std::string svc = Submit(port_, GpuJob("svc", 8, 900, false));
+  const std::string other = Submit(port_, GpuJob("other", 8, 300, false));
+  ASSERT_TRUE(WaitAll({svc, other}, "running", 30s));
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+  auto bad = c.Post("/v1/standby", As(kTenant), Json{{"job", svc}, {"to_ms", now_ms + 3'600'000}, {"replicas", 2}}.dump(),
+                    "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("replicas"), std::string::npos) << bad->body;
+  auto w = c.Post("/v1/standby", As(kTenant), Json{{"job", svc}, {"to_ms", now_ms + 3'600'000}, {"replicas", 1}}.dump(),
+                  "application/json");
+  ASSERT_TRUE(w);
+  ASSERT_EQ(w->status, 201) << w->body;
+  const std::string window = Json::parse(w->body)["id"];
+  EXPECT_TRUE(Eventually([&] { return job(svc)["standby_replicas"] == 1; }, 30s));
+  const std::string spot = Submit(port_, GpuJob("spot", 8, 100, true));
+  EXPECT_TRUE(WaitAll({spot}, "running", 30s));
+  invariants();
+  ASSERT_EQ(GetJson(port_, "/v1/standby", kTenant)["windows"].size(), 1u);
+  ASSERT_EQ(c.Delete(("/v1/standby/" + window).c_str(), As(kTenant))->status, 200);
+  // The spot job is evicted after the grace period and waits (no GPU free); the service resumes.
+  EXPECT_TRUE(Eventually([&] { return job(spot)["state"] == "pending" && job(svc)["standby_replicas"] == 0; }, 30s));
+  EXPECT_EQ(job(svc)["state"], "running");
+  invariants();
+  const std::string metrics = c.Get("/metrics", As(kAdmin))->body;
+  EXPECT_NE(metrics.find("estuary_migrations_completed_total 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("estuary_standby_orders_total 1\n"), std::string::npos);
+  EXPECT_NE(metrics.find("estuary_resume_orders_total 1\n"), std::string::npos);
 }
 
 }  // namespace
