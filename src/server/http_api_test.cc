@@ -278,6 +278,58 @@ TEST_F(HttpApiTest, AnAdminReadsAndChangesTheConfiguration) {
   EXPECT_EQ(client_->Put("/v1/config", As("admin-token-0123456789"), R"({"grace_s": 999999})", "application/json")->status, 400);
 }
 
+TEST_F(HttpApiTest, StandbyWindowsAreValidatedNamingTheFieldAndBelongToTheJobsTenant) {
+  const std::string id = SubmitAsAlice();
+  const int64_t soon = RealClock().NowMs() + 3'600'000;
+  const std::string to = std::to_string(soon);
+  for (const std::string& body :
+       {std::string(R"({"job": 7})"), R"({"job": ")" + id + R"("})", R"({"job": ")" + id + R"(", "to_ms": "x", "replicas": 1})",
+        R"({"job": ")" + id + R"(", "to_ms": )" + to + R"(, "replicas": 0})",
+        R"({"job": ")" + id + R"(", "to_ms": )" + to + R"(, "replicas": 2})",
+        R"({"job": ")" + id + R"(", "to_ms": 5, "replicas": 1})",
+        R"({"job": ")" + id + R"(", "from_ms": -1, "to_ms": )" + to + R"(, "replicas": 1})",
+        R"({"job": ")" + id + R"(", "to_ms": )" + to + R"(, "replicas": 1, "colour": "red"})", std::string("[]")}) {
+    auto r = Post("/v1/standby", body, "alice-token-0123456789");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << body;
+    EXPECT_THAT(r->body, ::testing::AnyOf(HasSubstr("field '"), HasSubstr("malformed"))) << body;
+  }
+  const std::string good = R"({"job": ")" + id + R"(", "to_ms": )" + to + R"(, "replicas": 1})";
+  EXPECT_EQ(Post("/v1/standby", good, "bob-token-0123456789ab")->status, 404);  // not bob's job
+  EXPECT_EQ(Post("/v1/standby", good, "agent-a-token-01234567")->status, 403);
+  auto r = Post("/v1/standby", good, "alice-token-0123456789");
+  ASSERT_EQ(r->status, 201) << r->body;
+  const Json w = Json::parse(r->body);
+  EXPECT_EQ(w["job"], id);
+  EXPECT_EQ(w["to_ms"], soon);
+  EXPECT_EQ(w["replicas"], 1);
+  EXPECT_EQ(Json::parse(client_->Get("/v1/standby", As("alice-token-0123456789"))->body)["windows"].size(), 1u);
+  EXPECT_EQ(Json::parse(client_->Get("/v1/standby", As("bob-token-0123456789ab"))->body)["windows"].size(), 0u);
+  const std::string path = "/v1/standby/" + w["id"].get<std::string>();
+  EXPECT_EQ(client_->Delete(path.c_str(), As("bob-token-0123456789ab"))->status, 404);
+  EXPECT_EQ(client_->Delete(path.c_str(), As("alice-token-0123456789"))->status, 200);
+  EXPECT_EQ(client_->Delete(path.c_str(), As("alice-token-0123456789"))->status, 404);
+  // Defragmentation is an admin's; the configuration takes its interval.
+  EXPECT_EQ(Post("/v1/defrag", "{}", "alice-token-0123456789")->status, 403);
+  auto d = Post("/v1/defrag", "{}", "admin-token-0123456789");
+  ASSERT_EQ(d->status, 200) << d->body;
+  EXPECT_EQ(Json::parse(d->body)["moves"], 0);  // nothing runs
+  EXPECT_EQ(client_->Put("/v1/config", As("admin-token-0123456789"), R"({"defrag_interval_s": -5})", "application/json")->status, 400);
+  auto put = client_->Put("/v1/config", As("admin-token-0123456789"), R"({"defrag_interval_s": 300})", "application/json");
+  ASSERT_EQ(put->status, 200) << put->body;
+  EXPECT_EQ(Json::parse(put->body)["defrag_interval_s"], 300);
+}
+
+TEST_F(HttpApiTest, AReportNamesItsNodeAsAString) {
+  for (const char* body : {R"({"reports": [{"task": "1-0", "state": "running", "node": 5}]})",
+                           R"({"reports": [{"task": "1-0", "state": "paused"}]})"}) {
+    auto r = Post("/v1/agent/reports", body, "agent-a-token-01234567");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << body;
+    EXPECT_THAT(r->body, HasSubstr("reports[0]")) << body;
+  }
+}
+
 TEST(HttpApiTls, WithACertificateAndKeyItServesHttpsOnly) {
   char tmpl[] = "/tmp/estuary-tls-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

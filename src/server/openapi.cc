@@ -32,6 +32,7 @@ std::string_view OpenApiDocument() {
           "replicas": {"type": "object"}, "gpus": {"type": "integer"}, "gpu_milli": {"type": "integer"},
           "cpu_milli": {"type": "integer"}, "memory_mib": {"type": "integer"}, "priority": {"type": "integer"},
           "preemptible": {"type": "boolean"}, "bound_replicas": {"type": "integer"}, "running_replicas": {"type": "integer"},
+          "standby_replicas": {"type": "integer"}, "migrating_replicas": {"type": "integer"},
           "submitted_ms": {"type": "integer"}, "running_ms": {"type": "integer"}, "ended_ms": {"type": "integer"},
           "reason": {"type": "string"}}},
       "Node": {"type": "object", "properties": {
@@ -39,9 +40,9 @@ std::string_view OpenApiDocument() {
           "cpu_milli": {"type": "integer"}, "memory_mib": {"type": "integer"},
           "domains": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}}}},
       "Order": {"type": "object", "properties": {
-          "seq": {"type": "integer"}, "op": {"type": "string", "enum": ["start", "stop", "evict"]}, "deadline_ms": {"type": "integer"}, "task": {"type": "string"},
+          "seq": {"type": "integer"}, "op": {"type": "string", "enum": ["start", "stop", "evict", "standby", "resume", "migrate"]}, "deadline_ms": {"type": "integer"}, "task": {"type": "string"},
           "job": {"type": "string"}, "node": {"type": "string"}, "gpus": {"type": "array", "items": {"type": "integer"}},
-          "duration_s": {"type": "integer"}}}
+          "from": {"type": "string", "description": "migrate: where the old instance runs"}, "duration_s": {"type": "integer"}}}
     }
   },
   "security": [{"bearer": []}],
@@ -72,14 +73,26 @@ std::string_view OpenApiDocument() {
       "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9]+$"}}],
       "delete": {"summary": "End a reservation", "responses": {"200": {"description": "ended"}, "404": {"description": "no such reservation"}}}
     },
+    "/v1/standby": {
+      "post": {"summary": "A standby window: from from_ms (default now) until to_ms, `replicas` of the job's replicas lend their GPUs to spot work (preemptible, below HP); they are back by to_ms", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "required": ["job", "to_ms", "replicas"], "properties": {"job": {"type": "string"}, "from_ms": {"type": "integer", "minimum": 0}, "to_ms": {"type": "integer", "minimum": 0}, "replicas": {"type": "integer", "minimum": 1}}}}}},
+        "responses": {"201": {"description": "the window: id, job, tenant, from_ms, to_ms, replicas"}, "400": {"description": "an invalid field, an overlap with another window of the job, or an ended job"}, "404": {"description": "no such job, or another tenant's"}}},
+      "get": {"summary": "The caller's standby windows", "responses": {"200": {"description": "windows"}}}
+    },
+    "/v1/standby/{id}": {
+      "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9]+$"}}],
+      "delete": {"summary": "End a standby window (its replicas resume after their borrowers' grace period)", "responses": {"200": {"description": "ended"}, "404": {"description": "no such window"}}}
+    },
+    "/v1/defrag": {
+      "post": {"summary": "Plan a defragmentation now and migrate its moves, make-before-break (admin)", "responses": {"200": {"description": "moves: the moves planned (0 while earlier moves run)"}}}
+    },
     "/v1/nodes/{name}/{action}": {
       "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
                      {"name": "action", "in": "path", "required": true, "schema": {"type": "string", "enum": ["cordon", "uncordon", "drain", "fail", "restore"]}}],
       "post": {"summary": "An admin's action on a node", "responses": {"200": {"description": "the node"}, "404": {"description": "no such node"}}}
     },
     "/v1/config": {
-      "get": {"summary": "The scheduler configuration (admin)", "responses": {"200": {"description": "policy, grace_s, absorb, heartbeat_timeout_s"}}},
-      "put": {"summary": "Change grace_s, absorb or heartbeat_timeout_s (admin; stored)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {"grace_s": {"type": "integer", "minimum": 0, "maximum": 86400}, "absorb": {"type": "boolean"}, "heartbeat_timeout_s": {"type": "integer", "minimum": 1, "maximum": 86400}}}}}},
+      "get": {"summary": "The scheduler configuration (admin)", "responses": {"200": {"description": "policy, grace_s, absorb, heartbeat_timeout_s, defrag_interval_s"}}},
+      "put": {"summary": "Change grace_s, absorb, heartbeat_timeout_s or defrag_interval_s (admin; stored)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {"grace_s": {"type": "integer", "minimum": 0, "maximum": 86400}, "absorb": {"type": "boolean"}, "heartbeat_timeout_s": {"type": "integer", "minimum": 1, "maximum": 86400}, "defrag_interval_s": {"type": "integer", "minimum": 0, "maximum": 604800}}}}}},
         "responses": {"200": {"description": "the configuration"}, "400": {"description": "an invalid field"}}}
     },
     "/v1/stats": {"get": {"summary": "Allocation and queues over the last hour (admin)", "responses": {"200": {"description": "samples"}}}},
@@ -99,7 +112,7 @@ std::string_view OpenApiDocument() {
         "responses": {"200": {"description": "orders with seq > after", "content": {"application/json": {"schema": {"type": "object", "properties": {"epoch": {"type": "integer"}, "last_seq": {"type": "integer"}, "orders": {"type": "array", "items": {"$ref": "#/components/schemas/Order"}}}}}}}}}
     },
     "/v1/agent/reports": {
-      "post": {"summary": "Task states (agent)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {"reports": {"type": "array", "items": {"type": "object", "properties": {"task": {"type": "string"}, "state": {"type": "string", "enum": ["running", "succeeded", "failed", "stopped"]}}}}}}}}},
+      "post": {"summary": "Task states (agent)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {"reports": {"type": "array", "items": {"type": "object", "properties": {"task": {"type": "string"}, "node": {"type": "string", "description": "the instance's node (a migrating replica has two)"}, "state": {"type": "string", "enum": ["running", "succeeded", "failed", "stopped"]}}}}}}}}},
         "responses": {"200": {"description": "queued"}, "403": {"description": "a task on a node of another agent"}}}
     },
     "/v1/debug/invariants": {"get": {"summary": "The service's invariants (admin)", "responses": {"200": {"description": "they hold"}, "500": {"description": "the first broken one"}}}},
