@@ -1799,8 +1799,9 @@ std::string Service::MetricsText() const {
                 "\nestuary_nodes{state=\"failed\"} %" PRId64 "\n", ready, cordoned, failed);
   out += buf;
   line("estuary_jobs_submitted_total", "counter", "Jobs accepted (201).", static_cast<double>(s.submitted_total));
-  line("estuary_decisions_total", "counter", "Orders sent to agents (starts and stops).",
-       static_cast<double>(s.orders_start_total + s.orders_stop_total));
+  line("estuary_decisions_total", "counter", "Orders sent to agents (every kind).",
+       static_cast<double>(s.orders_start_total + s.orders_stop_total + s.orders_evict_total + s.orders_standby_total +
+                           s.orders_resume_total + s.orders_migrate_total));
   line("estuary_task_starts_total", "counter", "Start orders sent.", static_cast<double>(s.orders_start_total));
   line("estuary_task_stops_total", "counter", "Stop orders sent.", static_cast<double>(s.orders_stop_total));
   line("estuary_eviction_notices_total", "counter", "Evict orders sent (a Reclaim's victims, ahead of their stop).",

@@ -16,7 +16,9 @@
 //            heartbeats stopped, (3) runs the engine's cycle (Step: ended evictions, the queue,
 //            Reclaim; Grow: Absorb), (4) turns what changed into orders — each replica the
 //            engine bound and no agent was told of gets a start order, each replica an agent
-//            runs that the engine no longer binds gets a stop order — and stores the orders'
+//            runs that the engine no longer binds gets a stop order, a replica whose Standby
+//            changed gets standby or resume, one the engine started to move gets migrate (and
+//            its old instance a stop once the move completed) — and stores the orders'
 //            task records and job states in one batch, and only then (5) hands the orders to the
 //            agents' queues and wakes waiting callers.
 // A job is `pending` until at least its min replicas report running, then `running`; it ends
@@ -25,12 +27,17 @@
 //
 // Durable layout (Store keys; values are JSON):
 //   job/<id, 16 digits>               {tenant, request (EncodeJobRequest), state, times, reason}
-//   task/<id, 16 digits>/<replica, 5> {node, gpus, state: starting | running | stopping}
+//   task/<id, 16 digits>/<replica, 5> {node, gpus, state: starting | running | stopping, standby,
+//                                      borrowed, mig_node + mig_gpus (a move's new instance),
+//                                      retiring (a moved replica's old instance, told to stop)}
 //   node/<name>                       {agent, spec, domains, state: ready | cordoned | failed}
+//   standby/<window id, 16 digits>    {job, tenant, from_ms, to_ms, replicas}
 // Recovery (Open): nodes are re-added (failed ones down); every job not ended is re-admitted —
 // with its stored task records as its placement when they still fit (Adopt: nothing moves, no
 // GPU is bound twice), otherwise stopped and queued again; orders for tasks that were `starting`
 // or `stopping` are sent again (agents treat a repeated order as done). Jobs keep their ids.
+// Jobs with replicas on lent GPUs are adopted after the others (their lenders are in Standby
+// again first); a migration under way is rolled back (its new instance is told to stop).
 //
 // Thread-safety: every public method is safe from any thread.
 #pragma once
