@@ -205,6 +205,14 @@ StatusOr<std::vector<TaskReport>> DecodeReports(const Json& body) {
   return out;
 }
 
+// The body's "job": a job id as a string of 1 to 19 digits; nullopt otherwise.
+std::optional<uint64_t> JobIdField(const Json& body) {
+  if (!body.contains("job") || !body["job"].is_string()) return std::nullopt;
+  const std::string& v = body["job"].get_ref<const std::string&>();
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::stoull(v);
+}
+
 // A non-negative integer query parameter, `fallback` when absent; nullopt when malformed.
 std::optional<uint64_t> QueryInt(const httplib::Request& req, const char* key, uint64_t fallback) {
   if (!req.has_param(key)) return fallback;
@@ -440,17 +448,14 @@ struct HttpApi::Impl {
       for (auto it = body->begin(); it != body->end(); ++it) {
         if (it.key() != "job" && it.key() != "ttl_s") return Fail(res, 400, "field '" + it.key().substr(0, 40) + "': unknown field");
       }
-      const Json& job = (*body)["job"];
-      if (!job.is_string() || job.get<std::string>().empty() || job.get<std::string>().size() > 19 ||
-          job.get<std::string>().find_first_not_of("0123456789") != std::string::npos) {
-        return Fail(res, 400, "field 'job': expected a job id (a string of digits)");
-      }
+      const std::optional<uint64_t> job = JobIdField(*body);
+      if (!job) return Fail(res, 400, "field 'job': expected a job id (a string of digits)");
       int64_t ttl = 3600;
       if (body->contains("ttl_s")) {
         if (!(*body)["ttl_s"].is_number_integer()) return Fail(res, 400, "field 'ttl_s': expected an integer");
         ttl = (*body)["ttl_s"].get<int64_t>();
       }
-      auto r = service->Reserve(*p, std::stoull(job.get<std::string>()), ttl);
+      auto r = service->Reserve(*p, *job, ttl);
       if (!r.ok()) return Fail(res, r.status());
       Reply(res, 201, ReservationJson(*r));
     });
@@ -520,11 +525,8 @@ struct HttpApi::Impl {
           return Fail(res, 400, "field '" + k.substr(0, 40) + "': unknown field");
         }
       }
-      const Json& job = (*body)["job"];
-      if (!job.is_string() || job.get<std::string>().empty() || job.get<std::string>().size() > 19 ||
-          job.get<std::string>().find_first_not_of("0123456789") != std::string::npos) {
-        return Fail(res, 400, "field 'job': expected a job id (a string of digits)");
-      }
+      const std::optional<uint64_t> job = JobIdField(*body);
+      if (!job) return Fail(res, 400, "field 'job': expected a job id (a string of digits)");
       int64_t from = -1;
       if (body->contains("from_ms")) {
         if (!(*body)["from_ms"].is_number_integer() || (*body)["from_ms"].get<int64_t>() < 0) {
@@ -540,7 +542,7 @@ struct HttpApi::Impl {
         return Fail(res, 400, "field 'replicas': expected an integer in [1, 100000]");
       }
       if (from < 0) from = service->NowMs();
-      auto w = service->AddStandbyWindow(*p, std::stoull(job.get<std::string>()), from, (*body)["to_ms"].get<int64_t>(),
+      auto w = service->AddStandbyWindow(*p, *job, from, (*body)["to_ms"].get<int64_t>(),
                                          (*body)["replicas"].get<int32_t>());
       if (!w.ok()) return Fail(res, w.status());
       Reply(res, 201, WindowJson(*w));
