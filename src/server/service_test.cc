@@ -5,12 +5,15 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <future>
+#include <set>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/rng.h"
 #include "store/sqlite_store.h"
 
 namespace estuary {
@@ -793,6 +796,122 @@ TEST_F(ServiceTest, AMigrationWhoseNewInstanceFailsOrIsCutByARestartLeavesTheRep
   Pass();
   EXPECT_TRUE(Orders(kAgentA).empty());
   (void)a;
+}
+
+
+// ---- Everything at once ----
+
+// A seeded random run: submissions of every kind, cancellations, resizes, standby windows made and
+// deleted, defragmentations, node failures and restores, an agent that answers its orders late,
+// fails some new instances and restarts of the service — with the invariants checked after every
+// pass (Pass). Then the work drains: every job ends and no GPU stays bound.
+TEST_F(ServiceTest, ARandomRunOfEveryActionKeepsTheInvariantsAcrossRestartsAndDrainsToNothing) {
+  std::vector<NodeRegistration> nodes;
+  for (int i = 0; i < 8; ++i) nodes.push_back(Node("n" + std::to_string(i), 8, i < 4 ? "asw0" : "asw1"));
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, nodes).ok());
+  Rng rng(20261130);
+  std::vector<uint64_t> ids;
+  std::vector<Order> backlog;  // orders the agent has not answered yet
+  std::set<std::string> down;
+  int64_t migrations = 0, standby_orders = 0, moves_planned = 0;
+  const auto answer = [&](bool all) {
+    std::vector<TaskReport> r;
+    std::vector<Order> keep;
+    for (const Order& o : backlog) {
+      if (!all && rng.Uniform(3) == 0) {
+        keep.push_back(o);
+        continue;
+      }
+      switch (o.op) {
+        case Order::Op::kStart: r.push_back({o.task, TaskReport::State::kRunning, o.node}); break;
+        case Order::Op::kMigrate:
+          ++migrations;
+          r.push_back({o.task, rng.Uniform(4) == 0 ? TaskReport::State::kFailed : TaskReport::State::kRunning, o.node});
+          break;
+        case Order::Op::kStop: r.push_back({o.task, TaskReport::State::kStopped, o.node}); break;
+        case Order::Op::kStandby: ++standby_orders; break;
+        default: break;
+      }
+    }
+    backlog = std::move(keep);
+    ASSERT_TRUE(service_->Report(kAgentA, r, false).ok());
+  };
+  for (int step = 0; step < 600; ++step) {
+    const uint64_t action = rng.Uniform(100);
+    const auto waiting = [&] {
+      int n = 0;
+      for (const JobView& v : service_->ListJobs(kAdmin)) n += v.phase == JobPhase::kPending;
+      return n;
+    };
+    if (action < 15 && waiting() < 2) {
+      JobRequest j = Job("j" + std::to_string(step), 1 + static_cast<int>(rng.Uniform(3)),
+                         std::array<int, 4>{1, 2, 4, 8}[rng.Uniform(4)], rng.Uniform(3) == 0 ? 900 : 100,
+                         rng.Uniform(2) == 0);
+      if (rng.Uniform(3) == 0) j.min_replicas = 1;
+      auto id = service_->Submit(rng.Uniform(2) ? kAlice : kBob, j);
+      ASSERT_TRUE(id.ok());
+      ids.push_back(*id);
+    } else if (action < 35 && !ids.empty()) {
+      (void)service_->Cancel(kAdmin, ids[rng.Uniform(ids.size())]);
+    } else if (action < 45 && !ids.empty()) {
+      const uint64_t id = ids[rng.Uniform(ids.size())];
+      const JobView v = Get(id, kAdmin);
+      if (v.phase == JobPhase::kRunning) {
+        (void)service_->AddStandbyWindow(kAdmin, id, clock_.ms, clock_.ms + 1000 * static_cast<int64_t>(30 + rng.Uniform(300)),
+                                         1 + static_cast<int32_t>(rng.Uniform(static_cast<uint64_t>(v.request.max_replicas))));
+      }
+    } else if (action < 49) {
+      const auto windows = service_->ListStandbyWindows(kAdmin);
+      if (!windows.empty()) ASSERT_TRUE(service_->DeleteStandbyWindow(kAdmin, windows[rng.Uniform(windows.size())].id).ok());
+    } else if (action < 57) {
+      const auto planned = ViaLoop([&] { return service_->Defrag(kAdmin); });
+      ASSERT_TRUE(planned.ok());
+      moves_planned += *planned;
+    } else if (action < 59) {
+      const std::string n = "n" + std::to_string(rng.Uniform(8));
+      const bool is_down = down.count(n) > 0;
+      ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, n, is_down ? "restore" : "fail"); }).ok());
+      if (is_down) down.erase(n);
+      else down.insert(n);
+    } else if (action < 63 && !ids.empty()) {
+      const uint64_t id = ids[rng.Uniform(ids.size())];
+      const int32_t hi = 1 + static_cast<int32_t>(rng.Uniform(3));
+      (void)ViaLoop([&] { return service_->Resize(kAdmin, id, 1, hi); });
+    } else if (action < 65) {
+      Reopen();
+      epoch_.clear();
+      after_.clear();
+      backlog.clear();  // the new epoch sends what is still to do
+    }
+    clock_.ms += static_cast<int64_t>(rng.Uniform(40'000));
+    ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+    Pass();
+    for (const Order& o : Orders(kAgentA)) backlog.push_back(o);
+    answer(false);
+    Pass();
+  }
+  EXPECT_GT(moves_planned, 0);
+  EXPECT_GT(migrations, 0);
+  EXPECT_GT(standby_orders, 0);
+  // Drain: every node back, every job cancelled, every order answered.
+  for (const std::string& n : std::set<std::string>(down)) {
+    ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, n, "restore"); }).ok());
+  }
+  for (uint64_t id : ids) (void)service_->Cancel(kAdmin, id);
+  for (int k = 0; k < 20; ++k) {
+    clock_.ms += 1000;
+    ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+    Pass();
+    for (const Order& o : Orders(kAgentA)) backlog.push_back(o);
+    answer(true);
+  }
+  Pass();
+  EXPECT_EQ(GpuMilliUsed(), 0);
+  for (uint64_t id : ids) {
+    const JobView v = Get(id, kAdmin);
+    EXPECT_TRUE(v.phase == JobPhase::kCancelled || v.phase == JobPhase::kSucceeded || v.phase == JobPhase::kFailed) << id;
+  }
+  EXPECT_TRUE(service_->ListStandbyWindows(kAdmin).empty());
 }
 
 }  // namespace
