@@ -556,7 +556,9 @@
         str(j.tenant),
         str(j.state),
         num(j.priority),
-        `${num(j.running_replicas)} of ${min === max ? min : `${min}–${max}`}`,
+        `${num(j.running_replicas)} of ${min === max ? min : `${min}–${max}`}` +
+          (num(j.standby_replicas) > 0 ? `, ${num(j.standby_replicas)} in standby` : '') +
+          (num(j.migrating_replicas) > 0 ? `, ${num(j.migrating_replicas)} migrating` : ''),
         fmtGpus(gpusPerReplica(j)),
         num(j.submitted_ms),
         str(j.reason),
