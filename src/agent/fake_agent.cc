@@ -36,8 +36,13 @@ std::string Why(const httplib::Result& r) {
   return "HTTP " + std::to_string(r->status);
 }
 
-// The service's replicas (FakeAgentOptions::server, comma-separated) and which one answers: a
-// thread's connection moves on to the next replica when its request gets no answer at all.
+// Whether a request reached the leading replica: an answer that is not a follower's (307 to the
+// leader, or 503 while none leads).
+bool FromLeader(const httplib::Result& r) { return r && r->status != 307 && r->status != 503; }
+
+// The service's replicas (FakeAgentOptions::server, comma-separated) and which one leads: a
+// thread's connection moves on to the next replica when its request gets no answer, or a
+// follower's.
 class Replicas {
  public:
   explicit Replicas(const std::string& list) : urls_(SplitList(list, ',')) {
@@ -120,8 +125,8 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
       const std::string body = Json{{"nodes", nodes}}.dump();
       for (int attempt = 0; attempt < 60 && !stop && !sent; ++attempt) {
         const httplib::Result r = conn.get().Post("/v1/nodes", Auth(opt_.token), body, "application/json");
-        if (r && r->status != 200) return InvalidArgument("agent: registering nodes: " + Why(r));
-        sent = static_cast<bool>(r);
+        if (FromLeader(r) && r->status != 200) return InvalidArgument("agent: registering nodes: " + Why(r));
+        sent = FromLeader(r);
         if (!sent) {
           why = Why(r);
           conn.Fail();
@@ -142,7 +147,7 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
   std::thread heartbeats([&] {
     Replicas::Conn conn(replicas_of_service, 30);
     while (!stop) {
-      if (!conn.get().Post("/v1/nodes/heartbeat", Auth(opt_.token), "{}", "application/json")) conn.Fail();
+      if (!FromLeader(conn.get().Post("/v1/nodes/heartbeat", Auth(opt_.token), "{}", "application/json"))) conn.Fail();
       for (int64_t waited = 0; waited < opt_.heartbeat_interval_ms && !stop; waited += 50) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
@@ -179,10 +184,10 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
         list.push_back({{"task", instance.substr(0, at)}, {"node", instance.substr(at + 1)}, {"state", state}});
       }
       const auto r = conn.get().Post("/v1/agent/reports", Auth(opt_.token), Json{{"reports", list}}.dump(), "application/json");
-      if (!r) conn.Fail();
-      // Unreachable or restarting: send again. A refusal (4xx) names a task the service no
-      // longer knows; dropping the batch is right then (it would be refused again).
-      if (!r || r->status >= 500) failed = std::move(send);
+      if (!FromLeader(r)) conn.Fail();
+      // Unreachable, restarting or not the leader: send again. A refusal (4xx) names a task the
+      // service no longer knows; dropping the batch is right then (it would be refused again).
+      if (!FromLeader(r) || r->status >= 500) failed = std::move(send);
     }
   });
 
@@ -192,7 +197,7 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
     const std::string path = "/v1/agent/orders?epoch=" + std::to_string(epoch) + "&after=" + std::to_string(after) +
                              "&wait_ms=" + std::to_string(opt_.poll_wait_ms);
     const auto r = conn.get().Get(path.c_str(), Auth(opt_.token));
-    if (!r) conn.Fail();
+    if (!FromLeader(r)) conn.Fail();
     if (!r || r->status != 200) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;

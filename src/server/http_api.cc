@@ -613,34 +613,52 @@ HttpApi::HttpApi(Service* service, const TokenTable* tokens, HttpOptions options
 
 HttpApi::~HttpApi() { Shutdown(); }
 
+namespace {
+
+// An HTTP or (with a certificate and key) HTTPS server with the options' limits.
+StatusOr<std::unique_ptr<httplib::Server>> MakeServer(const HttpOptions& o) {
+  std::unique_ptr<httplib::Server> server;
+  if (!o.tls_cert.empty() || !o.tls_key.empty()) {
+    if (o.tls_cert.empty() || o.tls_key.empty()) return InvalidArgument("--tls-cert and --tls-key go together");
+    auto ssl = std::make_unique<httplib::SSLServer>(o.tls_cert.c_str(), o.tls_key.c_str());
+    if (!ssl->is_valid()) return InvalidArgument("cannot load the TLS certificate '" + o.tls_cert + "' and key '" + o.tls_key + "'");
+    server = std::move(ssl);
+  } else {
+    server = std::make_unique<httplib::Server>();
+  }
+  const int threads = o.threads;
+  server->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  server->set_payload_max_length(o.max_body_bytes);
+  server->set_tcp_nodelay(true);  // small JSON answers: no Nagle delay
+  server->set_keep_alive_max_count(1000000);
+  server->set_keep_alive_timeout(60);
+  server->set_read_timeout(35, 0);
+  server->set_write_timeout(35, 0);
+  return server;
+}
+
+// Binds `server` to the options' address; the port bound, or an error naming the address.
+StatusOr<int> BindServer(httplib::Server& server, const HttpOptions& o) {
+  if (o.port == 0) {
+    const int port = server.bind_to_any_port(o.host);
+    if (port <= 0) return InvalidArgument("--listen: cannot bind " + o.host);
+    return port;
+  }
+  if (!server.bind_to_port(o.host, o.port)) return InvalidArgument("--listen: cannot bind " + o.host + ":" + std::to_string(o.port));
+  return o.port;
+}
+
+}  // namespace
+
 Status HttpApi::Bind() {
   Impl& s = *impl_;
-  if (!s.opt.tls_cert.empty() || !s.opt.tls_key.empty()) {
-    if (s.opt.tls_cert.empty() || s.opt.tls_key.empty()) return InvalidArgument("--tls-cert and --tls-key go together");
-    auto ssl = std::make_unique<httplib::SSLServer>(s.opt.tls_cert.c_str(), s.opt.tls_key.c_str());
-    if (!ssl->is_valid()) return InvalidArgument("cannot load the TLS certificate '" + s.opt.tls_cert + "' and key '" + s.opt.tls_key + "'");
-    s.server = std::move(ssl);
-  } else {
-    s.server = std::make_unique<httplib::Server>();
-  }
-  const int threads = s.opt.threads;
-  s.server->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  s.server->set_payload_max_length(s.opt.max_body_bytes);
-  s.server->set_tcp_nodelay(true);  // small JSON answers: no Nagle delay
-  s.server->set_keep_alive_max_count(1000000);
-  s.server->set_keep_alive_timeout(60);
-  s.server->set_read_timeout(35, 0);
-  s.server->set_write_timeout(35, 0);
+  auto server = MakeServer(s.opt);
+  if (!server.ok()) return server.status();
+  s.server = std::move(*server);
   s.Routes();
-  if (s.opt.port == 0) {
-    port_ = s.server->bind_to_any_port(s.opt.host);
-    if (port_ <= 0) return InvalidArgument("--listen: cannot bind " + s.opt.host);
-  } else {
-    if (!s.server->bind_to_port(s.opt.host, s.opt.port)) {
-      return InvalidArgument("--listen: cannot bind " + s.opt.host + ":" + std::to_string(s.opt.port));
-    }
-    port_ = s.opt.port;
-  }
+  auto port = BindServer(*s.server, s.opt);
+  if (!port.ok()) return port.status();
+  port_ = *port;
   return Status::Ok();
 }
 
@@ -651,6 +669,71 @@ Status HttpApi::Serve() {
 }
 
 void HttpApi::Shutdown() {
+  if (impl_ && impl_->server) impl_->server->stop();
+}
+
+struct FollowerApi::Impl {
+  HttpOptions opt;
+  std::function<std::optional<std::string>()> leader;
+  std::unique_ptr<httplib::Server> server;
+  std::mutex mu;
+  std::optional<std::string> cached;
+  std::chrono::steady_clock::time_point read_at{};
+  bool read = false;
+
+  std::optional<std::string> Leader() {
+    std::lock_guard lk(mu);
+    const auto now = std::chrono::steady_clock::now();
+    if (!read || now - read_at >= std::chrono::milliseconds(200)) {
+      cached = leader();
+      read_at = now;
+      read = true;
+    }
+    return cached;
+  }
+  void Answer(const httplib::Request& req, httplib::Response& res) {
+    const std::optional<std::string> url = Leader();
+    if (!url) return Fail(res, 503, "not the leader, and no replica leads yet");
+    std::string base = *url;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    res.set_header("Location", base + req.target);
+    Reply(res, 307, Json{{"error", "not the leader"}, {"leader", *url}});
+  }
+};
+
+FollowerApi::FollowerApi(HttpOptions options, std::function<std::optional<std::string>()> leader)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->opt = std::move(options);
+  impl_->leader = std::move(leader);
+}
+
+FollowerApi::~FollowerApi() { Shutdown(); }
+
+Status FollowerApi::Bind() {
+  Impl& s = *impl_;
+  auto server = MakeServer(s.opt);
+  if (!server.ok()) return server.status();
+  s.server = std::move(*server);
+  const auto answer = [this](const httplib::Request& req, httplib::Response& res) { impl_->Answer(req, res); };
+  const char* kAny = R"(/.*)";
+  s.server->Get(kAny, answer);
+  s.server->Post(kAny, answer);
+  s.server->Put(kAny, answer);
+  s.server->Patch(kAny, answer);
+  s.server->Delete(kAny, answer);
+  auto port = BindServer(*s.server, s.opt);
+  if (!port.ok()) return port.status();
+  port_ = *port;
+  return Status::Ok();
+}
+
+Status FollowerApi::Serve() {
+  if (!impl_->server) return Internal("Serve before Bind");
+  if (!impl_->server->listen_after_bind()) return Internal("the HTTP server stopped with an error");
+  return Status::Ok();
+}
+
+void FollowerApi::Shutdown() {
   if (impl_ && impl_->server) impl_->server->stop();
 }
 

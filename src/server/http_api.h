@@ -19,11 +19,20 @@
 //   POST   /v1/nodes/heartbeat      agent          {"nodes": [names]} (empty or absent: all)
 //   GET    /v1/nodes                admin          {"nodes": [node, ...]}
 //   GET    /v1/agent/orders?epoch=E&after=N&wait_ms=W   agent   long-poll (W <= 30000): orders
-//                                                  start | stop | evict (deadline_ms: a stop follows then)
-//   POST   /v1/agent/reports        agent          {"reports": [{task, state: running |
+//                                                  start | stop | evict (deadline_ms: a stop follows
+//                                                  then) | standby | resume | migrate (from: the old
+//                                                  instance's node)
+//   POST   /v1/agent/reports        agent          {"reports": [{task, node, state: running |
 //                                                   succeeded | failed | stopped}]}
-//   GET    /v1/config, PUT /v1/config   admin      {policy, grace_s, absorb, heartbeat_timeout_s}; PUT
-//                                                  changes any of the last three (stored)
+//   POST   /v1/standby              tenant|admin   {"job": "N", "from_ms" (default now), "to_ms",
+//                                                  "replicas"} -> 201 {id, job, tenant, from_ms, to_ms,
+//                                                  replicas}
+//   GET    /v1/standby              tenant|admin   {"windows": [...]} (a tenant: its own)
+//   DELETE /v1/standby/{id}         tenant|admin   ends it
+//   POST   /v1/defrag               admin          {"moves": n}: a defragmentation planned and started
+//   GET    /v1/config, PUT /v1/config   admin      {policy, grace_s, absorb, heartbeat_timeout_s,
+//                                                  defrag_interval_s}; PUT changes any but the policy
+//                                                  (stored)
 //   GET    /v1/stats                admin          {"samples": [{t_ms, gpus, gpus_allocated, pending,
 //                                                   running}]}: the last hour, every 5 s
 //   GET    /  and /dashboard/FILE   no token       the dashboard (server/dashboard.h)
@@ -36,14 +45,17 @@
 // 429 over the caller's rate, 503 stopping, 500 store failure.
 // A job is shown as {"id": "N", "name", "tenant", "state", "replicas": {min, max, step}, "gpus",
 // "gpu_milli", "cpu_milli", "memory_mib", "priority", "preemptible", "bound_replicas",
-// "running_replicas", "submitted_ms", "running_ms", "ended_ms", "reason"}.
+// "running_replicas", "standby_replicas", "migrating_replicas", "submitted_ms", "running_ms",
+// "ended_ms", "reason"}.
 // Thread-safety: Serve blocks and answers on a pool of threads; Shutdown may be called from any
 // thread.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "api/tokens.h"
@@ -70,6 +82,27 @@ class HttpApi {
   Status Bind();
   int port() const { return port_; }
   // Answers requests until Shutdown. REQUIRES: Bind() succeeded.
+  Status Serve();
+  void Shutdown();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+// FollowerApi: what a replica that does not lead answers on its address while it campaigns
+// (`estuary serve --store etcd`): every request gets 307 Temporary Redirect to the same target on
+// the leader (Location: LEADER_URL + path and query; clients that follow keep the method and
+// body) with {"error": "not the leader", "leader": URL}, or 503 while no replica leads. `leader`
+// gives the leader's advertised URL (an etcd read; called at most every 200 ms).
+// Thread-safety: as HttpApi.
+class FollowerApi {
+ public:
+  FollowerApi(HttpOptions options, std::function<std::optional<std::string>()> leader);
+  ~FollowerApi();
+  Status Bind();
+  int port() const { return port_; }
   Status Serve();
   void Shutdown();
 

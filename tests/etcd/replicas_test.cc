@@ -1,5 +1,5 @@
 // Several scheduler replicas over one etcd (issue 7): three `estuary serve --store etcd`
-// processes share a real etcd; exactly one leads (only the leader listens), the leader is killed
+// processes share a real etcd; exactly one leads (the others answer with a redirect to it), the leader is killed
 // with SIGKILL while clients submit, another replica leads within 10 s, and every job that got a
 // 201 from the old leader is there. A fake agent given all three URLs follows the leader: a job
 // submitted to the new leader runs on it to success.
@@ -64,7 +64,7 @@ class Replicas : public ::testing::Test {
     }
     std::filesystem::remove_all(dir_);
   }
-  // The replicas that answer now (only a leader listens).
+  // The replicas that serve the API now (followers answer 307 to the leader).
   std::vector<int> Serving(const std::set<int>& skip = {}) {
     std::vector<int> v;
     for (int i = 0; i < 3; ++i) {
@@ -103,6 +103,23 @@ TEST_F(Replicas, OneLeadsAndWhenItIsKilledAnotherLeadsWithin10sWithEveryAccepted
   const int leader = serving[0];
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(Serving(), serving);  // and stays the only one
+
+  // The others answer with a redirect to it; a client that follows submits there.
+  for (int i = 0; i < 3; ++i) {
+    if (i == leader) continue;
+    httplib::Client c("127.0.0.1", ports_[i]);
+    auto r = c.Get("/v1/jobs", {{"Authorization", std::string("Bearer ") + kTenant}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 307) << r->body;
+    EXPECT_EQ(r->get_header_value("Location"), "http://127.0.0.1:" + std::to_string(ports_[leader]) + "/v1/jobs");
+    c.set_follow_location(true);
+    const std::string body = Json{{"name", "via-follower"}, {"replicas", {{"min", 1}, {"max", 1}}}, {"gpus", 0},
+                                  {"cpu_milli", 10}, {"memory_mib", 1}, {"priority", 300}}
+                                 .dump();
+    auto p = c.Post("/v1/jobs", {{"Authorization", std::string("Bearer ") + kTenant}}, body, "application/json");
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->status, 201) << p->body;
+  }
 
   // Clients submit to the leader; the leader dies under them.
   std::mutex mu;
