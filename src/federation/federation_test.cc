@@ -624,5 +624,29 @@ TEST(InProcessMember, DefragMovesMakeBeforeBreakAndCompleteOnlyWhenTheNewInstanc
   EXPECT_FALSE(m->Defrag(d, 201).ok());
 }
 
+TEST(InProcessMember, EvacuatingANodeMovesItsTasksMakeBeforeBreakAndKeepsItCordoned) {
+  auto m = LiveMember(3, 30);
+  ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
+  ASSERT_TRUE(m->Adopt(Job(2, 1, 2, 100), {{0, NodeId(0), testing::Idx({4, 5})}}, 0));
+  ASSERT_TRUE(m->Adopt(Job(3, 1, 4, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3})}}, 0));
+  EXPECT_EQ(m->Evacuate(NodeId(0), 10), 2);
+  ExpectConsistent(*m);
+  EXPECT_EQ(m->state().node(NodeId(0)).state, NodeState::kCordoned);
+  ASSERT_EQ(m->StartingMoves().size(), 2u);
+  for (const auto& mv : m->StartingMoves()) EXPECT_TRUE(m->AcknowledgeMove(mv.task, true));
+  StepAndTake(*m, 11);
+  EXPECT_TRUE(m->state().node(NodeId(0)).tasks.empty());
+  EXPECT_EQ(m->state().node(NodeId(0)).state, NodeState::kCordoned);  // the drain stands
+  EXPECT_EQ(m->Running(1), 1);
+  EXPECT_EQ(m->Running(2), 1);
+  // Nothing is left to move; a new job does not land there.
+  EXPECT_EQ(m->Evacuate(NodeId(0), 12), 0);
+  EXPECT_FALSE(m->Submit(Job(5, 1, 8, 100), AdmitMode::kStartNow, 12).started);  // only n0 has 8 free GPUs
+  ASSERT_TRUE(m->Submit(Job(4, 1, 4, 100), AdmitMode::kStartNow, 12).started);
+  EXPECT_NE(m->state().task(m->state().job(*m->JobOf(4)).tasks[0]).node, NodeId(0));
+  StepAndTake(*m, 100);
+  EXPECT_TRUE(m->state().node(NodeId(0)).tasks.empty());
+}
+
 }  // namespace
 }  // namespace estuary

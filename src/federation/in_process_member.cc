@@ -832,6 +832,17 @@ StatusOr<int64_t> InProcessMember::Defrag(const DefragOptions& options, int64_t 
   return kept;
 }
 
+int64_t InProcessMember::Evacuate(NodeId node, int64_t now_s) {
+  const Meter meter(*this, false);
+  if (state_.node(node).state == NodeState::kReady) state_.SetNodeState(node, NodeState::kCordoned);
+  DefragOptions o;
+  o.evacuate = {node};
+  const DefragPlan plan = DefragAction::Plan(state_, being_evicted_, o);
+  const int64_t kept = migrations_.Submit(state_, plan);
+  StepMigrations(now_s);
+  return kept;
+}
+
 void InProcessMember::StepMigrations(int64_t now_s) {
   if (!migrations_.Busy()) return;
   migrations_.Step(state_, now_s);

@@ -194,6 +194,11 @@ class InProcessMember : public Member {
   // Step as its budget allows, make-before-break. Returns the moves kept: 0 while an earlier
   // plan's moves still run, or when nothing is worth moving. InvalidArgument for bad options.
   StatusOr<int64_t> Defrag(const DefragOptions& options, int64_t now_s);
+  // A drain by migration: cordons `node` (no new work) and plans moves of every task on it to other
+  // nodes (DefragAction with DefragOptions::evacuate), started as Defrag's are — also while an
+  // earlier plan runs. Returns the moves kept: 0 when the node is empty or its tasks cannot all
+  // move (pinned: Standby, borrowed, locked, or no room); the node stays cordoned either way.
+  int64_t Evacuate(NodeId node, int64_t now_s);
   // A move's new instance runs (`ready`) or failed (acknowledged mode); takes effect at the next
   // Step. False when `task` has no starting move.
   bool AcknowledgeMove(TaskId task, bool ready) { return migrations_.Acknowledge(task, ready); }

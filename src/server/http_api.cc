@@ -429,7 +429,7 @@ struct HttpApi::Impl {
       j["advice"] = advice;
       Reply(res, 200, j);
     });
-    s.Post(R"(/v1/nodes/([A-Za-z0-9._-]{1,128})/(cordon|uncordon|drain|fail|restore))",
+    s.Post(R"(/v1/nodes/([A-Za-z0-9._-]{1,128})/(cordon|uncordon|drain|evacuate|fail|restore))",
            [this](const httplib::Request& req, httplib::Response& res) {
              const Principal* p = Auth(req, res);
              if (p == nullptr || !Allowed(*p, res, {Role::kAdmin})) return;

@@ -13,7 +13,7 @@
 //                                                  {id, job, tenant, nodes, created_ms, expires_ms}
 //   GET    /v1/reservations         tenant|admin   {"reservations": [...]} (a tenant: its own)
 //   DELETE /v1/reservations/{id}    tenant|admin   ends it
-//   POST   /v1/nodes/{name}/{cordon|uncordon|drain|fail|restore}   admin   -> 200 node
+//   POST   /v1/nodes/{name}/{cordon|uncordon|drain|evacuate|fail|restore}   admin   -> 200 node
 //   POST   /v1/nodes                agent          {"nodes": [{name, gpus, gpu_model, cpu_milli,
 //                                                   memory_mib, domains: {plane: [names]}}]}
 //   POST   /v1/nodes/heartbeat      agent          {"nodes": [names]} (empty or absent: all)

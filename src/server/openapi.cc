@@ -87,7 +87,7 @@ std::string_view OpenApiDocument() {
     },
     "/v1/nodes/{name}/{action}": {
       "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
-                     {"name": "action", "in": "path", "required": true, "schema": {"type": "string", "enum": ["cordon", "uncordon", "drain", "fail", "restore"]}}],
+                     {"name": "action", "in": "path", "required": true, "schema": {"type": "string", "enum": ["cordon", "uncordon", "drain", "evacuate", "fail", "restore"]}}],
       "post": {"summary": "An admin's action on a node", "responses": {"200": {"description": "the node"}, "404": {"description": "no such node"}}}
     },
     "/v1/config": {

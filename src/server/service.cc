@@ -1062,9 +1062,10 @@ Status AwaitLoop(const std::shared_ptr<void>& keep, std::future<Status>& f) {
 Status Service::NodeAction(const Principal& admin, const std::string& node, const std::string& action) {
   Impl& s = *impl_;
   if (admin.role != Role::kAdmin) return PermissionDenied("only admins act on nodes");
-  static const std::set<std::string> kActions = {"cordon", "uncordon", "drain", "fail", "restore"};
+  static const std::set<std::string> kActions = {"cordon", "uncordon", "drain", "evacuate", "fail", "restore"};
   if (!kActions.count(action)) {
-    return InvalidArgument("action '" + action.substr(0, 32) + "' is not one of cordon, uncordon, drain, fail, restore");
+    return InvalidArgument("action '" + action.substr(0, 32) +
+                           "' is not one of cordon, uncordon, drain, evacuate, fail, restore");
   }
   auto w = std::make_shared<Impl::Waiter>();
   std::future<Status> f = w->done.get_future();
@@ -1364,6 +1365,9 @@ void Service::RunOnce() {
           } else if (a == "uncordon" && n.view.state == "cordoned") {
             s.engine->SetCordoned(n.id, false);
             n.view.state = "ready";
+          } else if (a == "evacuate" && (n.view.state == "ready" || n.view.state == "cordoned")) {
+            s.engine->Evacuate(n.id, now_s);  // its tasks migrate, make-before-break
+            n.view.state = "cordoned";
           } else if (a == "drain" && n.view.state != "failed") {
             s.engine->DrainNode(n.id, now_s);
             n.view.state = "drained";

@@ -197,6 +197,8 @@ class Service {
   // An admin's action on a node, applied by the loop and stored before this returns:
   //   cordon    no new work (running work stays)      uncordon  ready again
   //   drain     cordon, and every task on it stops (its jobs start again elsewhere)
+  //   evacuate  cordon, and its tasks migrate elsewhere, make-before-break (as Defrag's moves);
+  //             a task that cannot move stays (drain it then)
   //   fail      down: every task on it stops (as when its heartbeats stop)
   //   restore   a failed or drained node is ready again
   // NotFound for an unknown node, InvalidArgument for an unknown action, Unavailable when the

@@ -799,12 +799,59 @@ TEST_F(ServiceTest, AMigrationWhoseNewInstanceFailsOrIsCutByARestartLeavesTheRep
 }
 
 
+TEST_F(ServiceTest, EvacuatingANodeMigratesItsReplicasAwayWhileTheyRunAndKeepsItCordoned) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  const uint64_t a = RunJob(kAlice, Job("a", 1, 4));
+  const uint64_t b = RunJob(kAlice, Job("b", 1, 2));
+  std::string where;
+  for (const NodeView& n : service_->ListNodes()) {
+    if (n.gpu_milli_used == 6000) where = n.name;
+  }
+  ASSERT_FALSE(where.empty()) << "best fit puts both on one node";
+  EXPECT_EQ(service_->NodeAction(kAdmin, where, "vacate").code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, where, "evacuate"); }).ok());
+  const std::vector<Order> mig = Orders(kAgentA);
+  ASSERT_EQ(Ops(mig), (std::vector<Order::Op>{Order::Op::kMigrate, Order::Op::kMigrate}));
+  std::vector<TaskReport> running;
+  for (const Order& o : mig) {
+    EXPECT_EQ(o.from, where);
+    EXPECT_NE(o.node, where);
+    running.push_back({o.task, TaskReport::State::kRunning, o.node});
+  }
+  ASSERT_TRUE(service_->Report(kAgentA, running, false).ok());
+  Pass();
+  const std::vector<Order> stops = Orders(kAgentA);
+  ASSERT_EQ(Ops(stops), (std::vector<Order::Op>{Order::Op::kStop, Order::Op::kStop}));
+  for (const Order& o : stops) EXPECT_EQ(o.node, where);
+  EXPECT_EQ(Get(a).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(b).phase, JobPhase::kRunning);
+  for (const NodeView& n : service_->ListNodes()) {
+    if (n.name == where) {
+      EXPECT_EQ(n.gpu_milli_used, 0);
+      EXPECT_EQ(n.state, "cordoned");
+    }
+  }
+  // Stable: nothing more happens; the node takes no new work until uncordoned.
+  clock_.ms += 1000;
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  auto c = service_->Submit(kAlice, Job("c", 1, 8));
+  ASSERT_TRUE(c.ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_EQ(Get(*c).phase, JobPhase::kPending);
+  ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, where, "uncordon"); }).ok());
+  const std::vector<Order> start = Orders(kAgentA);
+  ASSERT_EQ(Ops(start), std::vector<Order::Op>{Order::Op::kStart});
+  EXPECT_EQ(start[0].node, where);
+}
+
 // ---- Everything at once ----
 
 // A seeded random run: submissions of every kind, cancellations, resizes, standby windows made and
-// deleted, defragmentations, node failures and restores, an agent that answers its orders late,
-// fails some new instances and restarts of the service — with the invariants checked after every
-// pass (Pass). Then the work drains: every job ends and no GPU stays bound.
+// deleted, defragmentations, node failures, evacuations and restores, an agent that answers its
+// orders late and fails some new instances, restarts of the service — with the invariants checked
+// after every pass (Pass). Then the work drains: every job ends and no GPU stays bound.
 TEST_F(ServiceTest, ARandomRunOfEveryActionKeepsTheInvariantsAcrossRestartsAndDrainsToNothing) {
   std::vector<NodeRegistration> nodes;
   for (int i = 0; i < 8; ++i) nodes.push_back(Node("n" + std::to_string(i), 8, i < 4 ? "asw0" : "asw1"));
@@ -870,7 +917,8 @@ TEST_F(ServiceTest, ARandomRunOfEveryActionKeepsTheInvariantsAcrossRestartsAndDr
     } else if (action < 59) {
       const std::string n = "n" + std::to_string(rng.Uniform(8));
       const bool is_down = down.count(n) > 0;
-      ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, n, is_down ? "restore" : "fail"); }).ok());
+      const char* what = is_down ? "restore" : rng.Uniform(2) == 0 ? "evacuate" : "fail";
+      ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, n, what); }).ok());
       if (is_down) down.erase(n);
       else down.insert(n);
     } else if (action < 63 && !ids.empty()) {

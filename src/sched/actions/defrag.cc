@@ -30,6 +30,7 @@ struct WNode {
   JobId reserved_for;
   bool held = false;
   bool ready = false;
+  bool evacuate = false;   // listed in DefragOptions::evacuate
   bool candidate = false;  // may be vacated (see the header), before any move
   NodeMark mark = NodeMark::kNone;
   int32_t received_round = -1;
@@ -149,6 +150,7 @@ class PartitionSearch {
   PartitionSearch(const ClusterState& state, std::span<const char> locked, const DefragOptions& o,
                   const std::vector<NodeId>& ids, int variant)
       : state_(state), o_(o), shape_(o.objective == DefragOptions::Objective::kPlaceableShape),
+        evacuating_(!o.evacuate.empty()),
         variant_index_(variant), variant_(VariantOf(variant)) {
     const Topology& topo = state.topology();
     const bool domains = o.objective == DefragOptions::Objective::kWholeFreeDomains;
@@ -167,6 +169,7 @@ class PartitionSearch {
       w.reserved_for = state.fits()[id.value()].reserved_for;
       w.held = n.reservation.valid();
       w.ready = n.Schedulable();
+      w.evacuate = evacuating_ && std::binary_search(o.evacuate.begin(), o.evacuate.end(), id);
       if (domains) {
         const DomainId d = topo.NodeDomain(id, o.objective_plane, o.objective_level);
         w.domain = d.valid() ? static_cast<int64_t>(d.value()) : -1;
@@ -183,7 +186,7 @@ class PartitionSearch {
         wt.gpus = t.gpus;
         wt.gpu_milli = t.req.NeedsGpu() ? t.req.TotalGpuMilli() : 0;
         const bool is_locked = tid.value() < locked.size() && locked[tid.value()] != 0;
-        wt.movable = !is_locked && !t.standby && !t.borrowed && w.ready && !w.held;
+        wt.movable = !is_locked && !t.standby && !t.borrowed && (w.ready || w.evacuate) && !w.held;
         const TopologyConstraint& tc = state.job(t.job).spec.topology;
         if (wt.movable && tc.plane.valid() && tc.required_level >= 0) {
           wt.required = topo.NodeDomain(id, tc.plane, tc.required_level);
@@ -195,7 +198,7 @@ class PartitionSearch {
         w.tasks.push_back(static_cast<int>(r_.tasks.size()));
         r_.tasks.push_back(wt);
       }
-      w.candidate = w.ready && !w.held && w.gpu_count > 0 && n.lent_gpus == 0 && all_movable;
+      w.candidate = (evacuating_ ? w.evacuate : w.ready) && !w.held && w.gpu_count > 0 && n.lent_gpus == 0 && all_movable;
       r_.nodes.push_back(std::move(w));
     }
   }
@@ -328,9 +331,9 @@ class PartitionSearch {
   bool DestOk(const WTask& t, int d) const {
     if (d == t.node) return false;
     const WNode& n = r_.nodes[d];
-    if (!n.ready || n.mark != NodeMark::kNone) return false;
+    if (!n.ready || n.evacuate || n.mark != NodeMark::kNone) return false;
     if (n.held && n.reserved_for != t.job) return false;
-    if (n.WholeFree()) return false;
+    if (n.WholeFree() && !evacuating_) return false;
     if (t.req->NeedsGpu() && (n.gpu_count == 0 || !t.req->models.Admits(n.model))) return false;
     if (t.required.valid() && state_.topology().NodeDomain(n.id, state_.job(t.job).spec.topology.plane,
                                                            state_.job(t.job).spec.topology.required_level) != t.required) {
@@ -507,6 +510,7 @@ class PartitionSearch {
   const ClusterState& state_;
   const DefragOptions& o_;
   const bool shape_;        // objective kPlaceableShape
+  const bool evacuating_;   // DefragOptions::evacuate is not empty
   const int variant_index_;  // see DefragOptions::variants
   const Variant variant_;
   int64_t placeable_ = 0;   // copies of the shape over the partition's nodes, kept current
@@ -523,7 +527,7 @@ class PartitionSearch {
 std::vector<std::vector<NodeId>> Partitions(const ClusterState& state, const DefragOptions& o) {
   std::vector<std::vector<NodeId>> parts;
   const uint32_t n = static_cast<uint32_t>(state.num_nodes());
-  if (o.align_plane.valid()) {
+  if (o.align_plane.valid() && o.evacuate.empty()) {
     const Topology& topo = state.topology();
     std::vector<NodeId> outside;
     for (DomainId d : topo.DomainsAt(o.align_plane, o.align_level)) {
@@ -540,7 +544,7 @@ std::vector<std::vector<NodeId>> Partitions(const ClusterState& state, const Def
   }
   std::vector<NodeId> all(n);
   for (uint32_t i = 0; i < n; ++i) all[i] = NodeId(i);
-  if (o.partition_nodes == 0 || static_cast<int64_t>(n) <= o.partition_nodes) {
+  if (o.partition_nodes == 0 || static_cast<int64_t>(n) <= o.partition_nodes || !o.evacuate.empty()) {
     if (n > 0) parts.push_back(std::move(all));
     return parts;
   }
@@ -595,6 +599,13 @@ Status DefragAction::Validate(const ClusterState& state, const DefragOptions& o)
     }
     if (r.cpu_milli < 0 || r.mem_mib < 0) return InvalidArgument("shape: negative CPU or memory");
   }
+  for (size_t i = 0; i < o.evacuate.size(); ++i) {
+    if (o.evacuate[i].value() >= state.num_nodes()) return InvalidArgument("evacuate: no node " + std::to_string(o.evacuate[i].value()));
+    if (i > 0 && !(o.evacuate[i - 1] < o.evacuate[i])) return InvalidArgument("evacuate: node ids must ascend, without repeats");
+  }
+  if (!o.evacuate.empty() && o.objective != DefragOptions::Objective::kWholeFreeNodes) {
+    return InvalidArgument("evacuate: only with the kWholeFreeNodes objective");
+  }
   return Status::Ok();
 }
 
@@ -616,10 +627,12 @@ DefragPlan DefragAction::Plan(const ClusterState& state, std::span<const char> l
       for (int v = 0; v < n; ++v) {
         PartitionResult r = PartitionSearch(state, locked, options, parts[i], v).Run();
         tried += r.tried;
-        // Better: more whole free nodes (kPlaceableShape: more copies), then fewer moves; ties
-        // keep the earlier variant.
+        // Better: more whole free nodes (kPlaceableShape: more copies; evacuation: more listed
+        // nodes vacated), then fewer moves; ties keep the earlier variant.
         const auto gain = [&](const PartitionResult& x) {
-          return shape ? x.placeable_after : x.whole_after;
+          return !options.evacuate.empty() ? static_cast<int64_t>(x.vacated.size())
+                 : shape                   ? x.placeable_after
+                                           : x.whole_after;
         };
         if (v == 0 || gain(r) > gain(results[i]) ||
             (gain(r) == gain(results[i]) && r.moves.size() < results[i].moves.size())) {

@@ -132,6 +132,12 @@ struct DefragOptions {
   // kWholeFreeDomains: the domains to aggregate (plane, level). Default: invalid.
   PlaneId objective_plane;
   int objective_level = -1;
+  // Evacuation (a drain by migration): when not empty, only these nodes (ascending ids) are
+  // vacated — cordoned ones too — and every other ready node may receive their tasks, whole free
+  // ones included (a drain gains no whole free node, it empties the listed ones); one partition of
+  // all nodes (partition_nodes and align_plane are ignored); objective kWholeFreeNodes only. A
+  // listed node is vacated whole or not at all, as any candidate. Default: empty.
+  std::vector<NodeId> evacuate;
   // kPlaceableShape: the shape to make room for — NeedsGpu(), 1..kMaxGpusPerNode GPUs, gpu_milli
   // 1..1000 (1000 with several GPUs), CPU and memory >= 0 (0: not counted). Default: none.
   TaskRequest shape;

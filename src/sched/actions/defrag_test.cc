@@ -111,6 +111,52 @@ TEST(DefragTest, TwoHalfUsedNodesConsolidateIntoOneWholeFreeNode) {
   Apply(s, p);
 }
 
+TEST(DefragTest, AnEvacuationEmptiesOnlyTheListedNodeEvenCordonedOntoTheBestFits) {
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1"), n2 = c.AddNode("n2"), n3 = c.AddNode("n3");
+  const TaskId a = Place(c, "a", Req().Gpus(4), n0, Idx({0, 1, 2, 3}));
+  const TaskId b = Place(c, "b", Req().Gpus(2), n0, Idx({4, 5}));
+  Place(c, "c", Req().Gpus(4), n1, Idx({0, 1, 2, 3}));
+  Place(c, "d", Req().Gpus(6), n3, Idx({0, 1, 2, 3, 4, 5}));
+  c.state.SetNodeState(n0, NodeState::kCordoned);  // a drain cordons first
+  // A cordoned node is no candidate of an ordinary defragmentation.
+  const DefragPlan plain = DefragAction::Plan(c.state, {}, DefragOptions());
+  EXPECT_EQ(std::count(plain.vacated.begin(), plain.vacated.end(), n0), 0);
+  DefragOptions o;
+  o.evacuate = {n0};
+  ASSERT_TRUE(DefragAction::Validate(c.state, o).ok());
+  const DefragPlan p = DefragAction::Plan(c.state, {}, o);
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{n0});
+  ASSERT_EQ(p.moves.size(), 2u);
+  // The larger task first, each to the node it fills best (not the whole free n2).
+  EXPECT_EQ(p.moves[0].task, a);
+  EXPECT_EQ(p.moves[0].to, n1);
+  EXPECT_EQ(p.moves[1].task, b);
+  EXPECT_EQ(p.moves[1].to, n3);
+  ClusterState s = c.state;
+  Apply(s, p);
+  EXPECT_EQ(s.node(n2).full_free_gpus, 8);
+}
+
+TEST(DefragTest, AnEvacuationUsesAWholeFreeNodeWhenNothingElseHasRoomAndNamesBadNodes) {
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1");
+  Place(c, "a", Req().Gpus(8), n0, Idx({0, 1, 2, 3, 4, 5, 6, 7}));
+  DefragOptions o;
+  o.evacuate = {n0};
+  const DefragPlan p = DefragAction::Plan(c.state, {}, o);
+  ASSERT_EQ(p.moves.size(), 1u);
+  EXPECT_EQ(p.moves[0].to, n1);
+  EXPECT_EQ(p.whole_free_before, 1);
+  EXPECT_EQ(p.whole_free_after, 1);
+  ClusterState s = c.state;
+  Apply(s, p);
+  o.evacuate = {n1, n0};
+  EXPECT_FALSE(DefragAction::Validate(c.state, o).ok());
+  o.evacuate = {NodeId(7)};
+  EXPECT_FALSE(DefragAction::Validate(c.state, o).ok());
+}
+
 TEST(DefragTest, ANodeWithALockedTaskIsNotVacatedButReceives) {
   ClusterBuilder c;
   const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1");
