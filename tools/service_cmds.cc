@@ -83,6 +83,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   s->add_option("--grace-s", f.grace_s, "Reclaim's eviction grace period in seconds (default 60)")->check(CLI::Range(0, 86400));
   s->add_option("--heartbeat-timeout-s", f.heartbeat_timeout_s, "a node without heartbeats this long fails (default 30)")
       ->check(CLI::Range(1, 86400));
+  s->add_option("--retain-ended-s", f.retain_ended_s,
+                "an ended job stays listed (and stored) this long, then is forgotten (default 86400)")
+      ->check(CLI::Range(1, 365 * 86400));
   s->add_option("--max-body-bytes", f.max_body_bytes, "larger request bodies get 413 (default 1048576)")
       ->check(CLI::Range(1024, 1 << 30));
   s->add_option("--rate", f.rate, "requests per second per caller before 429 (default 20000)")->check(CLI::Range(0.001, 1e9));
@@ -129,6 +132,7 @@ int RunServeCommand(const ServeFlags& f) {
   o.policy = f.policy;
   o.grace_s = f.grace_s;
   o.heartbeat_timeout_ms = f.heartbeat_timeout_s * 1000;
+  o.retain_ended_ms = f.retain_ended_s * 1000;
 
   BlockStopSignals();
   std::atomic<bool> stop{false}, lost{false};

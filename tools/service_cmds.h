@@ -20,6 +20,7 @@ struct ServeFlags {
   std::string advertise;
   int64_t grace_s = 60;
   int64_t heartbeat_timeout_s = 30;
+  int64_t retain_ended_s = 86400;
   int64_t max_body_bytes = 1 << 20;
   double rate = 20000;
 };

@@ -171,6 +171,8 @@ struct Service::Impl {
     }
   };
   std::map<uint64_t, ReservationView> reservations;  // by job id
+  std::deque<std::pair<int64_t, uint64_t>> ended;    // (ended_ms, job) in the order jobs ended
+  uint64_t jobs_retired_total = 0;
   std::map<uint64_t, StandbyWindowView> windows;     // by window id
   uint64_t next_window = 1;
   std::set<uint64_t> standby_jobs;  // jobs with windows, or with replicas in Standby still
@@ -483,6 +485,7 @@ struct Service::Impl {
   void EndJob(JobRec& j, JobPhase phase, const std::string& reason, int64_t now_ms) {
     j.view.phase = phase;
     j.view.ended_ms = now_ms;
+    ended.emplace_back(now_ms, j.view.id);
     j.view.reason = reason;
     if (j.in_engine) engine->Cancel(static_cast<uint32_t>(j.view.id), now_ms / 1000);
     j.in_engine = false;
@@ -656,6 +659,12 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
     batch.Delete(std::string(k));
     return true;
   }));
+
+  // Ended jobs, in the order they ended (their retention runs from then).
+  for (const auto& [id, j] : s.jobs) {
+    if (Ended(j.view.phase)) s.ended.emplace_back(j.view.ended_ms, id);
+  }
+  std::sort(s.ended.begin(), s.ended.end());
 
   // Standby windows.
   ESTUARY_RETURN_IF_ERROR(store->Scan("standby/", [&](std::string_view k, std::string_view v) {
@@ -863,7 +872,8 @@ StatusOr<JobView> Service::Cancel(const Principal& who, uint64_t id) {
   {
     std::lock_guard lk(s.mu);
     s.inputs.push_back(Impl::Input::Of(Impl::Input::Kind::kCancel, id));
-    v = s.jobs.at(id).view;
+    const auto it = s.jobs.find(id);
+    if (it != s.jobs.end()) v = it->second.view;
   }
   s.input_cv.notify_one();
   if (!Ended(v.phase)) {
@@ -1341,17 +1351,19 @@ void Service::RunOnce() {
     for (Impl::Input& in : inputs) {
       switch (in.kind) {
         case Impl::Input::Kind::kSubmit: {
-          Impl::JobRec& j = s.jobs.at(in.job);
-          if (Ended(j.view.phase)) break;
+          const auto it = s.jobs.find(in.job);
+          if (it == s.jobs.end() || Ended(it->second.view.phase)) break;
+          Impl::JobRec& j = it->second;
           s.Admit(j, now_s);
           touched.insert(in.job);
           break;
         }
         case Impl::Input::Kind::kCancel: {
-          Impl::JobRec& j = s.jobs.at(in.job);
-          if (!Ended(j.view.phase)) s.EndJob(j, JobPhase::kCancelled, "cancelled", now_ms);
-          touched.insert(in.job);
           batch.Delete(CancelKey(in.job));
+          const auto it = s.jobs.find(in.job);
+          if (it == s.jobs.end()) break;  // ended long ago and retired
+          if (!Ended(it->second.view.phase)) s.EndJob(it->second, JobPhase::kCancelled, "cancelled", now_ms);
+          touched.insert(in.job);
           break;
         }
         case Impl::Input::Kind::kNodesAdded: nodes_added = true; break;
@@ -1386,6 +1398,10 @@ void Service::RunOnce() {
           break;
         }
         case Impl::Input::Kind::kReserve: {
+          if (!s.jobs.count(in.job)) {
+            waiters.push_back({in.waiter, NotFound("no job " + std::to_string(in.job))});
+            break;
+          }
           auto r = s.HoldNodes(in.job, now_ms, now_ms + in.ttl_s * 1000);
           if (!r.ok()) {
             waiters.push_back({in.waiter, r.status()});
@@ -1398,11 +1414,12 @@ void Service::RunOnce() {
           break;
         }
         case Impl::Input::Kind::kResize: {
-          Impl::JobRec& j = s.jobs.at(in.job);
-          if (Ended(j.view.phase)) {
+          const auto found = s.jobs.find(in.job);
+          if (found == s.jobs.end() || Ended(found->second.view.phase)) {
             waiters.push_back({in.waiter, InvalidArgument("job " + std::to_string(in.job) + " has ended")});
             break;
           }
+          Impl::JobRec& j = found->second;
           std::string why;
           if (j.in_engine && !s.engine->Resize(static_cast<uint32_t>(in.job), in.min_replicas, in.max_replicas, now_s, &why)) {
             waiters.push_back({in.waiter, InvalidArgument("field 'replicas': " + why)});
@@ -1444,7 +1461,9 @@ void Service::RunOnce() {
             uint64_t id = 0;
             size_t replica = 0;
             if (!ParseTaskName(r.task, &id, &replica)) continue;
-            Impl::JobRec& j = s.jobs.at(id);
+            const auto found = s.jobs.find(id);
+            if (found == s.jobs.end() || replica >= found->second.tasks.size()) continue;  // retired since
+            Impl::JobRec& j = found->second;
             Impl::TaskRec& t = j.tasks[replica];
             if (!r.node.empty() && r.node != t.node) {
               if (r.node == t.mig_node) {
@@ -1636,6 +1655,21 @@ void Service::RunOnce() {
     for (uint64_t id : touched) {
       s.Reconcile(id, batch, out);
       batch.Put(JobKey(id), Impl::JobJson(s.jobs.at(id)));
+    }
+    // Ended jobs are retired once their retention is over: forgotten here and in the store (the
+    // engine keeps a small record of each until the next restart).
+    while (!s.ended.empty() && s.ended.front().first + s.opt.retain_ended_ms <= now_ms) {
+      const uint64_t id = s.ended.front().second;
+      if (touched.count(id)) break;  // seen in this pass: retired in the next
+      s.ended.pop_front();
+      const auto it = s.jobs.find(id);
+      if (it == s.jobs.end() || !Ended(it->second.view.phase)) continue;
+      for (size_t i = 0; i < it->second.tasks.size(); ++i) {
+        if (it->second.tasks[i].state != Impl::TaskState::kNone) batch.Delete(TaskKey(id, i));
+      }
+      batch.Delete(JobKey(id));
+      s.jobs.erase(it);
+      ++s.jobs_retired_total;
     }
     if (now_ms - s.sampled_ms >= s.opt.sample_period_ms) {
       s.sampled_ms = now_ms;
@@ -1830,6 +1864,8 @@ std::string Service::MetricsText() const {
        static_cast<double>(s.evictions_total));
   line("estuary_node_failures_total", "counter", "Nodes failed for missed heartbeats.",
        static_cast<double>(s.node_failures_total));
+  line("estuary_jobs_retired_total", "counter", "Ended jobs forgotten after their retention.",
+       static_cast<double>(s.jobs_retired_total));
   line("estuary_cycles_total", "counter", "Scheduling cycles run.", static_cast<double>(s.cycles_total));
   line("estuary_store_commit_rounds_total", "counter", "Store transactions (group commits).",
        static_cast<double>(s.committer->rounds()));

@@ -73,6 +73,7 @@ struct ServiceOptions {
   int64_t cycle_period_ms = 200;      // the loop runs at least this often (and on every input)
   size_t max_orders_per_poll = 20000; // orders returned by one WaitOrders
   size_t store_max_ops = 0;           // changes per store transaction (0: no cap; etcd: its --max-txn-ops)
+  int64_t retain_ended_ms = 86'400'000;  // an ended job is listed (and stored) this long, then retired
   int64_t sample_period_ms = 5000;    // Samples(): one every 5 s
   size_t samples_kept = 720;          // ... the last hour of them
   // Topology planes and their levels (top first), declared before any node; a registration names

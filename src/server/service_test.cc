@@ -846,6 +846,39 @@ TEST_F(ServiceTest, EvacuatingANodeMigratesItsReplicasAwayWhileTheyRunAndKeepsIt
   EXPECT_EQ(start[0].node, where);
 }
 
+TEST_F(ServiceTest, AnEndedJobIsListedForItsRetentionThenForgottenHereAndInTheStore) {
+  ServiceOptions o;
+  o.retain_ended_ms = 3'600'000;
+  Reopen(o);
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  const uint64_t done = RunJob(kAlice, Job("done", 1, 1));
+  const uint64_t live = RunJob(kAlice, Job("live", 1, 1));
+  ReportAll(kAgentA, {Order{0, Order::Op::kStart, std::to_string(done) + "-0"}}, TaskReport::State::kSucceeded);
+  Pass();
+  EXPECT_EQ(Get(done).phase, JobPhase::kSucceeded);
+  clock_.ms += 3'599'000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  EXPECT_TRUE(service_->GetJob(kAlice, done).ok());  // still within its retention
+  // A restart keeps the retention running from the job's end.
+  Reopen(o);
+  clock_.ms += 1000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  EXPECT_EQ(service_->GetJob(kAlice, done).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(service_->ListJobs(kAlice).size(), 1u);
+  EXPECT_EQ(Get(live).phase, JobPhase::kRunning);  // running work is never retired
+  EXPECT_THAT(service_->MetricsText(), HasSubstr("estuary_jobs_retired_total 1\n"));
+  auto stored = store_->Get("job/" + std::string(16 - std::to_string(done).size(), '0') + std::to_string(done));
+  ASSERT_TRUE(stored.ok());
+  EXPECT_FALSE(stored->has_value());
+  Reopen(o);
+  EXPECT_EQ(service_->GetJob(kAlice, done).status().code(), StatusCode::kNotFound);
+  // A late report of the forgotten job is skipped.
+  EXPECT_TRUE(service_->Report(kAgentA, {{std::to_string(done) + "-0", TaskReport::State::kStopped}}, false).ok());
+  Pass();
+}
+
 // ---- Everything at once ----
 
 // A seeded random run: submissions of every kind, cancellations, resizes, standby windows made and

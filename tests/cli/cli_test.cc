@@ -1092,7 +1092,8 @@ TEST_F(ServeCli, StoreFlagsAreChecked) {
 
 TEST_F(ServeCli, OutOfRangeNumbersAreRejectedNamingTheFlag) {
   for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
-           {"--grace-s", "-1"}, {"--heartbeat-timeout-s", "0"}, {"--max-body-bytes", "10"}, {"--rate", "0"}}) {
+           {"--grace-s", "-1"}, {"--heartbeat-timeout-s", "0"}, {"--max-body-bytes", "10"}, {"--rate", "0"},
+           {"--retain-ended-s", "0"}}) {
     EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--data", Out("d"), "--tokens", tokens_, flag, value}), {flag})) << flag;
   }
   EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--data", Out("d"), "--tokens", tokens_, "--tls-cert", Out("c.pem")}),
