@@ -185,15 +185,15 @@ int RunServeCommand(const ServeFlags& f) {
     Log(clock, "info", "campaigning", {{"etcd", f.etcd_endpoints}, {"identity", lo.identity}});
     // While it campaigns, the replica answers on its address with a redirect to the leader.
     LeaderElection* el = election.get();
-    FollowerApi follower(ho, [el, &lo]() -> std::optional<std::string> {
+    const std::unique_ptr<HttpApi> follower = HttpApi::Follower(ho, [el, &lo]() -> std::optional<std::string> {
       auto leader = el->Leader();
       if (!leader.ok() || !*leader || **leader == lo.identity) return std::nullopt;
       return **leader;
     });
-    if (Status st = follower.Bind(); !st.ok()) return finish(Fail(st));
-    std::thread follower_thread([&] { (void)follower.Serve(); });
+    if (Status st = follower->Bind(); !st.ok()) return finish(Fail(st));
+    std::thread follower_thread([&] { (void)follower->Serve(); });
     auto term = election->Campaign(stop);
-    follower.Shutdown();
+    follower->Shutdown();
     follower_thread.join();
     if (!term.ok()) {
       if (stop) return finish(0);

@@ -229,10 +229,43 @@ std::optional<uint64_t> QueryInt(const httplib::Request& req, const char* key, u
 }  // namespace
 
 struct HttpApi::Impl {
-  Service* service;
-  const TokenTable* tokens;
+  Service* service = nullptr;
+  const TokenTable* tokens = nullptr;
   HttpOptions opt;
   std::unique_ptr<httplib::Server> server;
+  // A follower's (HttpApi::Follower): the leader's URL, read at most every 200 ms.
+  std::function<std::optional<std::string>()> leader;
+  std::mutex leader_mu;
+  std::optional<std::string> leader_url;
+  std::chrono::steady_clock::time_point leader_read_at{};
+  bool leader_read = false;
+
+  void FollowerRoutes() {
+    const auto answer = [this](const httplib::Request& req, httplib::Response& res) {
+      std::optional<std::string> url;
+      {
+        std::lock_guard lk(leader_mu);
+        const auto now = std::chrono::steady_clock::now();
+        if (!leader_read || now - leader_read_at >= std::chrono::milliseconds(200)) {
+          leader_url = leader();
+          leader_read_at = now;
+          leader_read = true;
+        }
+        url = leader_url;
+      }
+      if (!url) return Fail(res, 503, "not the leader, and no replica leads yet");
+      std::string base = *url;
+      while (!base.empty() && base.back() == '/') base.pop_back();
+      res.set_header("Location", base + req.target);
+      Reply(res, 307, Json{{"error", "not the leader"}, {"leader", *url}});
+    };
+    const char* any = R"(/.*)";
+    server->Get(any, answer);
+    server->Post(any, answer);
+    server->Put(any, answer);
+    server->Patch(any, answer);
+    server->Delete(any, answer);
+  }
   // Token buckets per caller name.
   struct Bucket {
     double tokens = 0;
@@ -611,6 +644,12 @@ HttpApi::HttpApi(Service* service, const TokenTable* tokens, HttpOptions options
   impl_->opt = std::move(options);
 }
 
+std::unique_ptr<HttpApi> HttpApi::Follower(HttpOptions options, std::function<std::optional<std::string>()> leader) {
+  auto api = std::make_unique<HttpApi>(nullptr, nullptr, std::move(options));
+  api->impl_->leader = std::move(leader);
+  return api;
+}
+
 HttpApi::~HttpApi() { Shutdown(); }
 
 namespace {
@@ -655,7 +694,11 @@ Status HttpApi::Bind() {
   auto server = MakeServer(s.opt);
   if (!server.ok()) return server.status();
   s.server = std::move(*server);
-  s.Routes();
+  if (s.leader) {
+    s.FollowerRoutes();
+  } else {
+    s.Routes();
+  }
   auto port = BindServer(*s.server, s.opt);
   if (!port.ok()) return port.status();
   port_ = *port;
@@ -669,71 +712,6 @@ Status HttpApi::Serve() {
 }
 
 void HttpApi::Shutdown() {
-  if (impl_ && impl_->server) impl_->server->stop();
-}
-
-struct FollowerApi::Impl {
-  HttpOptions opt;
-  std::function<std::optional<std::string>()> leader;
-  std::unique_ptr<httplib::Server> server;
-  std::mutex mu;
-  std::optional<std::string> cached;
-  std::chrono::steady_clock::time_point read_at{};
-  bool read = false;
-
-  std::optional<std::string> Leader() {
-    std::lock_guard lk(mu);
-    const auto now = std::chrono::steady_clock::now();
-    if (!read || now - read_at >= std::chrono::milliseconds(200)) {
-      cached = leader();
-      read_at = now;
-      read = true;
-    }
-    return cached;
-  }
-  void Answer(const httplib::Request& req, httplib::Response& res) {
-    const std::optional<std::string> url = Leader();
-    if (!url) return Fail(res, 503, "not the leader, and no replica leads yet");
-    std::string base = *url;
-    while (!base.empty() && base.back() == '/') base.pop_back();
-    res.set_header("Location", base + req.target);
-    Reply(res, 307, Json{{"error", "not the leader"}, {"leader", *url}});
-  }
-};
-
-FollowerApi::FollowerApi(HttpOptions options, std::function<std::optional<std::string>()> leader)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->opt = std::move(options);
-  impl_->leader = std::move(leader);
-}
-
-FollowerApi::~FollowerApi() { Shutdown(); }
-
-Status FollowerApi::Bind() {
-  Impl& s = *impl_;
-  auto server = MakeServer(s.opt);
-  if (!server.ok()) return server.status();
-  s.server = std::move(*server);
-  const auto answer = [this](const httplib::Request& req, httplib::Response& res) { impl_->Answer(req, res); };
-  const char* kAny = R"(/.*)";
-  s.server->Get(kAny, answer);
-  s.server->Post(kAny, answer);
-  s.server->Put(kAny, answer);
-  s.server->Patch(kAny, answer);
-  s.server->Delete(kAny, answer);
-  auto port = BindServer(*s.server, s.opt);
-  if (!port.ok()) return port.status();
-  port_ = *port;
-  return Status::Ok();
-}
-
-Status FollowerApi::Serve() {
-  if (!impl_->server) return Internal("Serve before Bind");
-  if (!impl_->server->listen_after_bind()) return Internal("the HTTP server stopped with an error");
-  return Status::Ok();
-}
-
-void FollowerApi::Shutdown() {
   if (impl_ && impl_->server) impl_->server->stop();
 }
 

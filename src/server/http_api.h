@@ -77,32 +77,17 @@ struct HttpOptions {
 class HttpApi {
  public:
   HttpApi(Service* service, const TokenTable* tokens, HttpOptions options);
+  // What a replica that does not lead answers on its address while it campaigns (`estuary serve
+  // --store etcd`): every request gets 307 Temporary Redirect to the same target on the leader
+  // (Location: LEADER_URL + path and query; clients that follow keep the method and body) with
+  // {"error": "not the leader", "leader": URL}, or 503 while no replica leads. `leader` gives the
+  // leader's advertised URL (an etcd read; called at most every 200 ms).
+  static std::unique_ptr<HttpApi> Follower(HttpOptions options, std::function<std::optional<std::string>()> leader);
   ~HttpApi();
   // Binds the listening socket (the port is known afterwards). Errors name the address.
   Status Bind();
   int port() const { return port_; }
   // Answers requests until Shutdown. REQUIRES: Bind() succeeded.
-  Status Serve();
-  void Shutdown();
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-  int port_ = 0;
-};
-
-// FollowerApi: what a replica that does not lead answers on its address while it campaigns
-// (`estuary serve --store etcd`): every request gets 307 Temporary Redirect to the same target on
-// the leader (Location: LEADER_URL + path and query; clients that follow keep the method and
-// body) with {"error": "not the leader", "leader": URL}, or 503 while no replica leads. `leader`
-// gives the leader's advertised URL (an etcd read; called at most every 200 ms).
-// Thread-safety: as HttpApi.
-class FollowerApi {
- public:
-  FollowerApi(HttpOptions options, std::function<std::optional<std::string>()> leader);
-  ~FollowerApi();
-  Status Bind();
-  int port() const { return port_; }
   Status Serve();
   void Shutdown();
 
