@@ -867,4 +867,15 @@ std::vector<uint32_t> InProcessMember::TakeTouched() {
   return v;
 }
 
+std::vector<uint32_t> InProcessMember::QueuedInOrder() const {
+  std::vector<uint32_t> v;
+  for (size_t li : queue_.InOrder()) v.push_back(locals_[li].fed);
+  return v;
+}
+
+bool InProcessMember::Quiescent() const {
+  if (!evictions_.empty() || !restores_.empty() || migrations_.Busy()) return false;
+  return std::none_of(locals_.begin(), locals_.end(), [](const Local& l) { return l.reclaiming; });
+}
+
 }  // namespace estuary

@@ -236,6 +236,15 @@ class InProcessMember : public Member {
   const MemberTiming& timing() const { return timing_; }
   // Jobs waiting in the member's queue.
   size_t queued() const { return queue_.size(); }
+  // The federation ids of the queued jobs, in queue order.
+  std::vector<uint32_t> QueuedInOrder() const;
+  // Jobs the member has materialised (running, waiting, or ended: it never forgets one).
+  size_t jobs_known() const { return locals_.size(); }
+  // Whether nothing is under way that a rebuilt member would not know of: no Reclaim in its grace
+  // period, no Standby restore, no move. A member rebuilt then (its nodes added in id order, its
+  // running jobs adopted where they run — lenders before borrowers —, its queue submitted again in
+  // order, its holds reserved again) decides as this one would, without the ended jobs.
+  bool Quiescent() const;
 
  private:
   struct Local {

@@ -172,7 +172,8 @@ struct Service::Impl {
   };
   std::map<uint64_t, ReservationView> reservations;  // by job id
   std::deque<std::pair<int64_t, uint64_t>> ended;    // (ended_ms, job) in the order jobs ended
-  uint64_t jobs_retired_total = 0;
+  uint64_t jobs_retired_total = 0, compactions_total = 0;
+  int64_t compact_checked_ms = 0;
   std::map<uint64_t, StandbyWindowView> windows;     // by window id
   uint64_t next_window = 1;
   std::set<uint64_t> standby_jobs;  // jobs with windows, or with replicas in Standby still
@@ -491,6 +492,86 @@ struct Service::Impl {
     j.in_engine = false;
     j.parked = false;
     ++jobs_ended_total;
+  }
+
+  // Rebuilds the engine without the jobs that ended (their records in the engine's ClusterState
+  // are what grows with history): a fresh member gets the same planes, the nodes in id order with
+  // their states, every running job adopted exactly where it runs (lenders first, then the jobs
+  // on their lent GPUs), the queue submitted again in order and the reservations held again. Only
+  // when nothing is under way (InProcessMember::Quiescent); all or nothing: false, and the old
+  // engine kept, when any step fails. Stores the reservations' new node lists.
+  bool CompactEngine(int64_t now_s, StoreBatch& batch) {
+    if (!engine->Quiescent()) return false;
+    const ClusterState& old = engine->state();
+    auto made = InProcessMember::Create(ClusterState(), engine->options());
+    if (!made.ok()) return false;
+    std::unique_ptr<InProcessMember> fresh = std::move(*made);
+    for (const Plane& p : old.topology().planes()) {
+      if (!fresh->AddPlane(p.name, p.levels).ok()) return false;
+    }
+    for (size_t i = 0; i < old.num_nodes(); ++i) {
+      const Node& n = old.node(NodeId(static_cast<uint32_t>(i)));
+      const auto rec = nodes.find(node_names[i]);
+      if (rec == nodes.end()) return false;
+      NodeSpec spec;
+      spec.name = n.spec.name;
+      spec.gpu_count = n.spec.gpu_count;
+      spec.cpu_milli = n.spec.cpu_milli;
+      spec.mem_mib = n.spec.mem_mib;
+      auto id = fresh->AddNode(spec, rec->second.view.gpu_model, rec->second.view.domains);
+      if (!id.ok() || id->value() != i) return false;
+      if (n.state == NodeState::kDown) fresh->FailNode(*id, now_s);
+      if (n.state == NodeState::kCordoned) fresh->SetCordoned(*id, true);
+    }
+    for (int borrowers = 0; borrowers < 2; ++borrowers) {
+      for (const auto& [id, j] : jobs) {
+        const auto ej = engine->JobOf(static_cast<uint32_t>(id));
+        if (!j.in_engine || !ej || engine->Running(static_cast<uint32_t>(id)) == 0) continue;
+        std::vector<InProcessMember::Placement> placements;
+        bool borrowing = false;
+        for (size_t r = 0; r < old.job(*ej).tasks.size(); ++r) {
+          const Task& t = old.task(old.job(*ej).tasks[r]);
+          if (t.state != estuary::TaskState::kBound) continue;
+          placements.push_back({r, t.node, t.gpus, t.standby, t.borrowed});
+          borrowing |= t.borrowed;
+        }
+        if (borrowing != (borrowers == 1)) continue;
+        if (!fresh->Adopt(ToFed(id, j.view.request), placements, old.job(*ej).started_at_s)) return false;
+      }
+    }
+    // Every job in the engine runs or waits in its queue (a Reclaim's job would hold nodes, but
+    // there is none: quiescent).
+    const std::vector<uint32_t> queued = engine->QueuedInOrder();
+    size_t waiting = 0;
+    for (const auto& [id, j] : jobs) waiting += j.in_engine && engine->Running(static_cast<uint32_t>(id)) == 0;
+    if (waiting != queued.size()) return false;
+    for (uint32_t id : queued) {
+      const auto it = jobs.find(id);
+      if (it == jobs.end() || !fresh->Submit(ToFed(id, it->second.view.request), AdmitMode::kEnqueue, now_s).accepted) {
+        return false;
+      }
+    }
+    std::map<uint64_t, ReservationView> held = reservations;
+    for (auto& [id, r] : held) {
+      std::vector<NodeId> nodes_held;
+      r.nodes.clear();
+      if (fresh->Reserve(static_cast<uint32_t>(id), &nodes_held)) {
+        for (NodeId n : nodes_held) r.nodes.push_back(node_names[n.value()]);
+      }
+    }
+    (void)fresh->TakeEvents();
+    engine = std::move(fresh);
+    for (auto& [id, r] : held) {
+      if (r.nodes.empty()) {
+        batch.Delete(ResvKey(id));  // nothing could hold it any more: it ends
+        reservations.erase(id);
+        continue;
+      }
+      batch.Put(ResvKey(id), ResvJson(r));
+      reservations[id] = r;
+    }
+    ++compactions_total;
+    return true;
   }
 
   void Admit(JobRec& j, int64_t now_s) {
@@ -1671,6 +1752,14 @@ void Service::RunOnce() {
       s.jobs.erase(it);
       ++s.jobs_retired_total;
     }
+    // The engine forgets ended jobs only by being rebuilt without them.
+    if (s.opt.compact_min_jobs >= 0 && now_ms - s.compact_checked_ms >= s.opt.compact_check_ms) {
+      s.compact_checked_ms = now_ms;
+      int64_t live = 0;
+      for (const auto& [id, j] : s.jobs) live += j.in_engine;
+      const int64_t known = static_cast<int64_t>(s.engine->jobs_known());
+      if (known > s.opt.compact_min_jobs && known > 2 * live) s.CompactEngine(now_s, batch);
+    }
     if (now_ms - s.sampled_ms >= s.opt.sample_period_ms) {
       s.sampled_ms = now_ms;
       Sample smp;
@@ -1866,6 +1955,8 @@ std::string Service::MetricsText() const {
        static_cast<double>(s.node_failures_total));
   line("estuary_jobs_retired_total", "counter", "Ended jobs forgotten after their retention.",
        static_cast<double>(s.jobs_retired_total));
+  line("estuary_engine_compactions_total", "counter", "Engine rebuilds without its ended jobs.",
+       static_cast<double>(s.compactions_total));
   line("estuary_cycles_total", "counter", "Scheduling cycles run.", static_cast<double>(s.cycles_total));
   line("estuary_store_commit_rounds_total", "counter", "Store transactions (group commits).",
        static_cast<double>(s.committer->rounds()));

@@ -74,6 +74,11 @@ struct ServiceOptions {
   size_t max_orders_per_poll = 20000; // orders returned by one WaitOrders
   size_t store_max_ops = 0;           // changes per store transaction (0: no cap; etcd: its --max-txn-ops)
   int64_t retain_ended_ms = 86'400'000;  // an ended job is listed (and stored) this long, then retired
+  // The engine is rebuilt without its ended jobs (see Service::Impl::CompactEngine) when it knows
+  // more than compact_min_jobs jobs and more than twice those it still runs or queues; checked at
+  // most every compact_check_ms. compact_min_jobs < 0: never.
+  int64_t compact_min_jobs = 200'000;
+  int64_t compact_check_ms = 60'000;
   int64_t sample_period_ms = 5000;    // Samples(): one every 5 s
   size_t samples_kept = 720;          // ... the last hour of them
   // Topology planes and their levels (top first), declared before any node; a registration names

@@ -879,13 +879,73 @@ TEST_F(ServiceTest, AnEndedJobIsListedForItsRetentionThenForgottenHereAndInTheSt
   Pass();
 }
 
+TEST_F(ServiceTest, TheEngineIsRebuiltWithoutItsEndedJobsAndNothingItRunsOrQueuesNoticesIt) {
+  ServiceOptions o;
+  o.compact_min_jobs = 4;
+  o.compact_check_ms = 0;
+  Reopen(o);
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  // A service lending one replica to a spot job, a reservation for a waiting gang, and ended jobs.
+  const uint64_t svc = RunJob(kAlice, Job("svc", 2, 4, 900));
+  ASSERT_TRUE(service_->AddStandbyWindow(kAlice, svc, clock_.ms, clock_.ms + 3'600'000, 1).ok());
+  Pass();
+  Orders(kAgentA);
+  const uint64_t spot = RunJob(kBob, Job("spot", 1, 4, 100, true));
+  auto gang = service_->Submit(kBob, Job("gang", 2, 8));
+  ASSERT_TRUE(gang.ok());
+  Pass();
+  Orders(kAgentA);
+  ASSERT_TRUE(ViaLoop([&] { return service_->Reserve(kBob, *gang, 3600); }).ok());
+  EXPECT_THAT(service_->MetricsText(), HasSubstr("estuary_engine_compactions_total 0\n"));
+  // Jobs come and go (they wait behind the gang's hold and are cancelled); once the engine knows
+  // twice as many jobs as it runs or queues, it is rebuilt.
+  for (int i = 0; i < 6; ++i) {
+    auto id = service_->Submit(kAlice, Job("short" + std::to_string(i), 1, 1));
+    ASSERT_TRUE(id.ok());
+    Pass();
+    ASSERT_TRUE(service_->Cancel(kAlice, *id).ok());
+    Pass();
+  }
+  EXPECT_THAT(service_->MetricsText(), ::testing::Not(HasSubstr("estuary_engine_compactions_total 0\n")));
+  // Nothing changed for the agents or the jobs.
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_EQ(Get(svc).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(svc).standby_replicas, 1);
+  EXPECT_EQ(Get(spot, kBob).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(*gang, kBob).phase, JobPhase::kPending);
+  EXPECT_EQ(service_->ListReservations(kBob).size(), 1u);
+  EXPECT_EQ(GpuMilliUsed(), 8000);  // the spot job runs on the lent GPUs
+  // And the rebuilt engine goes on deciding: the window ends, the spot job is warned, stopped after
+  // the grace period, and the service resumes.
+  ASSERT_TRUE(service_->DeleteStandbyWindow(kAlice, service_->ListStandbyWindows(kAlice)[0].id).ok());
+  Pass();
+  EXPECT_EQ(Ops(Orders(kAgentA)), std::vector<Order::Op>{Order::Op::kEvict});
+  clock_.ms += 60'000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  EXPECT_EQ(Ops(Orders(kAgentA)), (std::vector<Order::Op>{Order::Op::kStop, Order::Op::kResume}));
+  EXPECT_EQ(Get(svc).standby_replicas, 0);
+}
+
 // ---- Everything at once ----
+
+// The value of counter `name` in Prometheus text (0 when absent).
+int64_t CounterOf(const std::string& text, const std::string& name) {
+  const size_t at = text.find("\n" + name + " ");
+  return at == std::string::npos ? 0 : std::stoll(text.substr(at + name.size() + 2));
+}
 
 // A seeded random run: submissions of every kind, cancellations, resizes, standby windows made and
 // deleted, defragmentations, node failures, evacuations and restores, an agent that answers its
-// orders late and fails some new instances, restarts of the service — with the invariants checked
-// after every pass (Pass). Then the work drains: every job ends and no GPU stays bound.
+// orders late and fails some new instances, restarts of the service, and the engine rebuilt without
+// its ended jobs whenever it may be — with the invariants checked after every pass (Pass). Then the
+// work drains: every job ends and no GPU stays bound.
 TEST_F(ServiceTest, ARandomRunOfEveryActionKeepsTheInvariantsAcrossRestartsAndDrainsToNothing) {
+  ServiceOptions o;
+  o.compact_min_jobs = 8;  // the engine is rebuilt whenever it may be
+  o.compact_check_ms = 0;
+  Reopen(o);
   std::vector<NodeRegistration> nodes;
   for (int i = 0; i < 8; ++i) nodes.push_back(Node("n" + std::to_string(i), 8, i < 4 ? "asw0" : "asw1"));
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, nodes).ok());
@@ -893,7 +953,7 @@ TEST_F(ServiceTest, ARandomRunOfEveryActionKeepsTheInvariantsAcrossRestartsAndDr
   std::vector<uint64_t> ids;
   std::vector<Order> backlog;  // orders the agent has not answered yet
   std::set<std::string> down;
-  int64_t migrations = 0, standby_orders = 0, moves_planned = 0;
+  int64_t migrations = 0, standby_orders = 0, moves_planned = 0, compactions = 0;
   const auto answer = [&](bool all) {
     std::vector<TaskReport> r;
     std::vector<Order> keep;
@@ -959,7 +1019,8 @@ TEST_F(ServiceTest, ARandomRunOfEveryActionKeepsTheInvariantsAcrossRestartsAndDr
       const int32_t hi = 1 + static_cast<int32_t>(rng.Uniform(3));
       (void)ViaLoop([&] { return service_->Resize(kAdmin, id, 1, hi); });
     } else if (action < 65) {
-      Reopen();
+      compactions += CounterOf(service_->MetricsText(), "estuary_engine_compactions_total");
+      Reopen(o);
       epoch_.clear();
       after_.clear();
       backlog.clear();  // the new epoch sends what is still to do
@@ -971,6 +1032,8 @@ TEST_F(ServiceTest, ARandomRunOfEveryActionKeepsTheInvariantsAcrossRestartsAndDr
     answer(false);
     Pass();
   }
+  compactions += CounterOf(service_->MetricsText(), "estuary_engine_compactions_total");
+  EXPECT_GT(compactions, 0);
   EXPECT_GT(moves_planned, 0);
   EXPECT_GT(migrations, 0);
   EXPECT_GT(standby_orders, 0);
