@@ -157,6 +157,9 @@ struct OrderBatch {
 // migration); empty: the node the replica is told to run on.
 struct TaskReport {
   enum class State : uint8_t { kRunning, kSucceeded, kFailed, kStopped };
+  TaskReport() = default;
+  TaskReport(std::string task_name, State s, std::string instance_node = {})
+      : task(std::move(task_name)), state(s), node(std::move(instance_node)) {}
   std::string task;
   State state = State::kRunning;
   std::string node;

@@ -8,6 +8,7 @@
 #include <array>
 #include <filesystem>
 #include <future>
+#include <optional>
 #include <set>
 
 #include <gmock/gmock.h>
@@ -493,11 +494,21 @@ TEST_F(ServiceTest, AReservationEndsWhenItsTimeIsUp) {
 
 TEST_F(ServiceTest, AnAdminsConfigurationChangesTheGracePeriodAndOutlivesARestart) {
   EXPECT_EQ(service_->GetConfig().grace_s, 60);
-  EXPECT_EQ(service_->SetConfig(kAlice, {.grace_s = 10}).status().code(), StatusCode::kPermissionDenied);
-  EXPECT_EQ(service_->SetConfig(kAdmin, {.grace_s = -1}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(service_->SetConfig(kAdmin, {.heartbeat_timeout_s = 0}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(service_->SetConfig(kAdmin, {.defrag_interval_s = -1}).status().code(), StatusCode::kInvalidArgument);
-  auto c = ViaLoop([&] { return service_->SetConfig(kAdmin, {.grace_s = 10, .defrag_interval_s = 600, .absorb = false}); });
+  const auto change = [](std::optional<int64_t> grace, std::optional<int64_t> heartbeat, std::optional<int64_t> defrag,
+                         std::optional<bool> absorb) {
+    Service::ConfigChange c;
+    c.grace_s = grace;
+    c.heartbeat_timeout_s = heartbeat;
+    c.defrag_interval_s = defrag;
+    c.absorb = absorb;
+    return c;
+  };
+  const auto none = std::nullopt;
+  EXPECT_EQ(service_->SetConfig(kAlice, change(10, none, none, none)).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(service_->SetConfig(kAdmin, change(-1, none, none, none)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(service_->SetConfig(kAdmin, change(none, 0, none, none)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(service_->SetConfig(kAdmin, change(none, none, -1, none)).status().code(), StatusCode::kInvalidArgument);
+  auto c = ViaLoop([&] { return service_->SetConfig(kAdmin, change(10, none, 600, false)); });
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->grace_s, 10);
   EXPECT_FALSE(c->absorb);
@@ -572,6 +583,15 @@ TEST_F(ServiceTest, MetricsAreThePrometheusTextOfTheState) {
 
 
 // ---- Standby windows (SpotGPU) ----
+
+// The start order of a job's first replica, as an agent would have received it.
+Order StartOf(uint64_t job) {
+  Order o;
+  o.op = Order::Op::kStart;
+  o.task = std::to_string(job) + "-0";
+  o.job = job;
+  return o;
+}
 
 std::vector<Order::Op> Ops(const std::vector<Order>& orders) {
   std::vector<Order::Op> v;
@@ -853,7 +873,7 @@ TEST_F(ServiceTest, AnEndedJobIsListedForItsRetentionThenForgottenHereAndInTheSt
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
   const uint64_t done = RunJob(kAlice, Job("done", 1, 1));
   const uint64_t live = RunJob(kAlice, Job("live", 1, 1));
-  ReportAll(kAgentA, {Order{0, Order::Op::kStart, std::to_string(done) + "-0"}}, TaskReport::State::kSucceeded);
+  ReportAll(kAgentA, {StartOf(done)}, TaskReport::State::kSucceeded);
   Pass();
   EXPECT_EQ(Get(done).phase, JobPhase::kSucceeded);
   clock_.ms += 3'599'000;
@@ -1002,7 +1022,9 @@ TEST_F(ServiceTest, ARandomRunOfEveryActionKeepsTheInvariantsAcrossRestartsAndDr
       }
     } else if (action < 49) {
       const auto windows = service_->ListStandbyWindows(kAdmin);
-      if (!windows.empty()) ASSERT_TRUE(service_->DeleteStandbyWindow(kAdmin, windows[rng.Uniform(windows.size())].id).ok());
+      if (!windows.empty()) {
+        ASSERT_TRUE(service_->DeleteStandbyWindow(kAdmin, windows[rng.Uniform(windows.size())].id).ok());
+      }
     } else if (action < 57) {
       const auto planned = ViaLoop([&] { return service_->Defrag(kAdmin); });
       ASSERT_TRUE(planned.ok());
