@@ -465,7 +465,6 @@ void InProcessMember::RestoreNode(NodeId node) {
 }
 
 void InProcessMember::EvictNode(NodeId node, int64_t now_s, const std::string& detail) {
-  last_now_ = now_s;
   std::set<uint32_t> hit;
   // Borrowers first: the Standby replicas they borrow from leave with them.
   std::vector<TaskId> tasks = state_.node(node).tasks;
@@ -473,7 +472,7 @@ void InProcessMember::EvictNode(NodeId node, int64_t now_s, const std::string& d
   for (TaskId t : tasks) {
     if (state_.task(t).state != TaskState::kBound) continue;
     hit.insert(state_.task(t).job.value());
-    if (state_.task(t).standby) ExitStandbyNow(t);
+    if (state_.task(t).standby) ExitStandbyNow(t, now_s);
     state_.Unbind(t);
   }
   for (uint32_t j : hit) {
@@ -714,12 +713,12 @@ JobAttempt InProcessMember::TryStart(size_t li) {
   return AllocateAction::TryStart(*session_, state_, id, options_.allocate);
 }
 
-void InProcessMember::ExitStandbyNow(TaskId t) {
+void InProcessMember::ExitStandbyNow(TaskId t, int64_t now_s) {
   for (TaskId v : StandbyAction::RestoreVictims(state_, t)) {
     if (state_.task(v).state != TaskState::kBound) continue;
     const size_t vi = local_of_job_[state_.task(v).job.value()];
     if (vi != SIZE_MAX && locals_[vi].running) {
-      ReturnWhole(vi, last_now_, locals_[local_of_job_[state_.task(t).job.value()]].fed, "standby restore");
+      ReturnWhole(vi, now_s, locals_[local_of_job_[state_.task(t).job.value()]].fed, "standby restore");
     } else {
       state_.Unbind(v);
     }
@@ -730,14 +729,12 @@ void InProcessMember::ExitStandbyNow(TaskId t) {
 }
 
 void InProcessMember::Free(TaskId t, int64_t now_s) {
-  last_now_ = now_s;
-  if (state_.task(t).standby) ExitStandbyNow(t);
+  if (state_.task(t).standby) ExitStandbyNow(t, now_s);
   state_.Unbind(t);
 }
 
 void InProcessMember::ReturnWhole(size_t vi, int64_t now_s, uint32_t for_job, const std::string& detail) {
   Local& v = locals_[vi];
-  last_now_ = now_s;
   // Borrowers before lenders (a lender leaves Standby only once its borrowers are gone).
   std::vector<TaskId> tasks = state_.job(v.id).tasks;
   std::stable_partition(tasks.begin(), tasks.end(), [&](TaskId t) { return state_.task(t).borrowed; });
@@ -754,7 +751,6 @@ bool InProcessMember::SetStandby(uint32_t job, int32_t replicas, int64_t now_s) 
   const Meter meter(*this, false);
   const size_t li = LocalOf(job);
   if (li == SIZE_MAX || !locals_[li].running) return false;
-  last_now_ = now_s;
   std::vector<TaskId> active, standby;
   for (TaskId t : state_.job(locals_[li].id).tasks) {
     const Task& task = state_.task(t);
@@ -773,7 +769,7 @@ bool InProcessMember::SetStandby(uint32_t job, int32_t replicas, int64_t now_s) 
   for (auto it = standby.begin(); it != standby.end() && have > target; ++it, --have) {
     const std::vector<TaskId> victims = StandbyAction::RestoreVictims(state_, *it);
     if (victims.empty() || options_.grace_s == 0) {
-      ExitStandbyNow(*it);
+      ExitStandbyNow(*it, now_s);
       continue;
     }
     Restore r;
@@ -817,8 +813,7 @@ void InProcessMember::EndRestores(int64_t now_s) {
     restoring_[r.task.value()] = 0;
     // It left Standby meanwhile (its job ended, its node failed): nothing to restore.
     if (state_.task(r.task).state != TaskState::kBound || !state_.task(r.task).standby) continue;
-    last_now_ = now_s;
-    ExitStandbyNow(r.task);
+    ExitStandbyNow(r.task, now_s);
   }
 }
 

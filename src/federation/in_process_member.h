@@ -282,7 +282,7 @@ class InProcessMember : public Member {
   // Evicts running local job vi whole: every task unbound, kReturned with `detail`.
   void ReturnWhole(size_t vi, int64_t now_s, uint32_t for_job, const std::string& detail);
   // Takes Standby task t out of Standby now, returning its borrowers' jobs whole.
-  void ExitStandbyNow(TaskId t);
+  void ExitStandbyNow(TaskId t, int64_t now_s);
   void EndRestores(int64_t now_s);
   void StepMigrations(int64_t now_s);
   void Log(MemberEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job = UINT32_MAX,
@@ -331,7 +331,6 @@ class InProcessMember : public Member {
   std::vector<char> restoring_;  // per TaskId
   MigrationExecutor migrations_;
   std::set<uint32_t> touched_;
-  int64_t last_now_ = 0;  // the time of the call under way (for events of nested evictions)
 };
 
 }  // namespace estuary

@@ -251,14 +251,19 @@ struct Service::Impl {
     return o.dump();
   }
 
+  // Adds the node `v` describes to engine `m`.
+  static StatusOr<NodeId> AddNodeTo(InProcessMember& m, const NodeView& v) {
+    NodeSpec spec;
+    spec.name = v.name;
+    spec.gpu_count = v.gpus;
+    spec.cpu_milli = v.cpu_milli;
+    spec.mem_mib = v.memory_mib;
+    return m.AddNode(spec, v.gpu_model, v.domains);
+  }
+
   // Adds the node of `r.view` to the engine; sets r.id and its name by engine id.
   Status AddToEngine(NodeRec& r) {
-    NodeSpec spec;
-    spec.name = r.view.name;
-    spec.gpu_count = r.view.gpus;
-    spec.cpu_milli = r.view.cpu_milli;
-    spec.mem_mib = r.view.memory_mib;
-    auto id = engine->AddNode(spec, r.view.gpu_model, r.view.domains);
+    auto id = AddNodeTo(*engine, r.view);
     if (!id.ok()) return id.status();
     r.id = *id;
     if (node_names.size() <= id->value()) node_names.resize(id->value() + 1);
@@ -513,12 +518,7 @@ struct Service::Impl {
       const Node& n = old.node(NodeId(static_cast<uint32_t>(i)));
       const auto rec = nodes.find(node_names[i]);
       if (rec == nodes.end()) return false;
-      NodeSpec spec;
-      spec.name = n.spec.name;
-      spec.gpu_count = n.spec.gpu_count;
-      spec.cpu_milli = n.spec.cpu_milli;
-      spec.mem_mib = n.spec.mem_mib;
-      auto id = fresh->AddNode(spec, rec->second.view.gpu_model, rec->second.view.domains);
+      auto id = AddNodeTo(*fresh, rec->second.view);
       if (!id.ok() || id->value() != i) return false;
       if (n.state == NodeState::kDown) fresh->FailNode(*id, now_s);
       if (n.state == NodeState::kCordoned) fresh->SetCordoned(*id, true);
@@ -573,6 +573,10 @@ struct Service::Impl {
     ++compactions_total;
     return true;
   }
+
+  // Queues `in` for the loop (with `w` as its waiter), releases `lk` (on mu), wakes the loop and
+  // waits for it to apply the input (Unavailable after 10 s).
+  Status Ask(std::unique_lock<std::mutex>& lk, Input in, const std::shared_ptr<Waiter>& w);
 
   void Admit(JobRec& j, int64_t now_s) {
     // Behind the jobs already waiting (the simulator's arrival semantics): the pass's Step tries
@@ -1150,6 +1154,15 @@ Status AwaitLoop(const std::shared_ptr<void>& keep, std::future<Status>& f) {
 }
 }  // namespace
 
+Status Service::Impl::Ask(std::unique_lock<std::mutex>& lk, Input in, const std::shared_ptr<Waiter>& w) {
+  std::future<Status> f = w->done.get_future();
+  in.waiter = w;
+  inputs.push_back(std::move(in));
+  lk.unlock();
+  input_cv.notify_one();
+  return AwaitLoop(w, f);
+}
+
 Status Service::NodeAction(const Principal& admin, const std::string& node, const std::string& action) {
   Impl& s = *impl_;
   if (admin.role != Role::kAdmin) return PermissionDenied("only admins act on nodes");
@@ -1158,21 +1171,13 @@ Status Service::NodeAction(const Principal& admin, const std::string& node, cons
     return InvalidArgument("action '" + action.substr(0, 32) +
                            "' is not one of cordon, uncordon, drain, evacuate, fail, restore");
   }
-  auto w = std::make_shared<Impl::Waiter>();
-  std::future<Status> f = w->done.get_future();
-  {
-    std::lock_guard lk(s.mu);
-    const auto it = s.nodes.find(node);
-    if (it == s.nodes.end() || !it->second.id.valid()) return NotFound("no node '" + node + "'");
-    Impl::Input in;
-    in.kind = Impl::Input::Kind::kNodeAction;
-    in.node = node;
-    in.action = action;
-    in.waiter = w;
-    s.inputs.push_back(std::move(in));
-  }
-  s.input_cv.notify_one();
-  return AwaitLoop(w, f);
+  std::unique_lock lk(s.mu);
+  const auto it = s.nodes.find(node);
+  if (it == s.nodes.end() || !it->second.id.valid()) return NotFound("no node '" + node + "'");
+  Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kNodeAction);
+  in.node = node;
+  in.action = action;
+  return s.Ask(lk, std::move(in), std::make_shared<Impl::Waiter>());
 }
 
 Service::Config Service::GetConfig() const {
@@ -1198,44 +1203,30 @@ StatusOr<Service::Config> Service::SetConfig(const Principal& admin, const Confi
                              std::to_string(lo) + ", " + std::to_string(hi) + "]");
     }
   }
-  auto w = std::make_shared<Impl::Waiter>();
-  std::future<Status> f = w->done.get_future();
-  {
-    std::lock_guard lk(s.mu);
-    Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kConfig);
-    in.config = change;
-    in.waiter = w;
-    s.inputs.push_back(std::move(in));
-  }
-  s.input_cv.notify_one();
-  ESTUARY_RETURN_IF_ERROR(AwaitLoop(w, f));
+  std::unique_lock lk(s.mu);
+  Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kConfig);
+  in.config = change;
+  ESTUARY_RETURN_IF_ERROR(s.Ask(lk, std::move(in), std::make_shared<Impl::Waiter>()));
   return GetConfig();
 }
 
 StatusOr<JobView> Service::Resize(const Principal& who, uint64_t id, std::optional<int32_t> min_replicas,
                                   std::optional<int32_t> max_replicas) {
   Impl& s = *impl_;
-  auto w = std::make_shared<Impl::Waiter>();
-  std::future<Status> f = w->done.get_future();
-  {
-    std::lock_guard lk(s.mu);
-    const auto it = s.jobs.find(id);
-    if (it == s.jobs.end() || !s.Visible(who, it->second)) return NotFound("no job " + std::to_string(id));
-    const int32_t lo = min_replicas.value_or(it->second.view.request.min_replicas);
-    const int32_t hi = max_replicas.value_or(it->second.view.request.max_replicas);
-    if (lo < 1 || lo > hi || hi > 100000) {
-      return InvalidArgument("field 'replicas': need 1 <= min <= max <= 100000, got min " + std::to_string(lo) +
-                             ", max " + std::to_string(hi));
-    }
-    if (Ended(it->second.view.phase)) return InvalidArgument("job " + std::to_string(id) + " has ended");
-    Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kResize, id);
-    in.min_replicas = lo;
-    in.max_replicas = hi;
-    in.waiter = w;
-    s.inputs.push_back(std::move(in));
+  std::unique_lock lk(s.mu);
+  const auto it = s.jobs.find(id);
+  if (it == s.jobs.end() || !s.Visible(who, it->second)) return NotFound("no job " + std::to_string(id));
+  const int32_t lo = min_replicas.value_or(it->second.view.request.min_replicas);
+  const int32_t hi = max_replicas.value_or(it->second.view.request.max_replicas);
+  if (lo < 1 || lo > hi || hi > 100000) {
+    return InvalidArgument("field 'replicas': need 1 <= min <= max <= 100000, got min " + std::to_string(lo) +
+                           ", max " + std::to_string(hi));
   }
-  s.input_cv.notify_one();
-  ESTUARY_RETURN_IF_ERROR(AwaitLoop(w, f));
+  if (Ended(it->second.view.phase)) return InvalidArgument("job " + std::to_string(id) + " has ended");
+  Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kResize, id);
+  in.min_replicas = lo;
+  in.max_replicas = hi;
+  ESTUARY_RETURN_IF_ERROR(s.Ask(lk, std::move(in), std::make_shared<Impl::Waiter>()));
   return GetJob(who, id);
 }
 
@@ -1267,22 +1258,14 @@ StatusOr<Service::Explanation> Service::Explain(const Principal& who, uint64_t i
 StatusOr<Service::ReservationView> Service::Reserve(const Principal& who, uint64_t job, int64_t ttl_s) {
   Impl& s = *impl_;
   if (ttl_s < 1 || ttl_s > 7 * 86400) return InvalidArgument("field 'ttl_s': " + std::to_string(ttl_s) + " is outside [1, 604800]");
+  std::unique_lock lk(s.mu);
+  const auto it = s.jobs.find(job);
+  if (it == s.jobs.end() || !s.Visible(who, it->second)) return NotFound("no job " + std::to_string(job));
+  if (s.reservations.count(job)) return InvalidArgument("job " + std::to_string(job) + " holds a reservation already");
+  Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kReserve, job);
+  in.ttl_s = ttl_s;
   auto w = std::make_shared<Impl::Waiter>();
-  std::future<Status> f = w->done.get_future();
-  {
-    std::lock_guard lk(s.mu);
-    const auto it = s.jobs.find(job);
-    if (it == s.jobs.end() || !s.Visible(who, it->second)) return NotFound("no job " + std::to_string(job));
-    if (s.reservations.count(job)) return InvalidArgument("job " + std::to_string(job) + " holds a reservation already");
-    Impl::Input in;
-    in.kind = Impl::Input::Kind::kReserve;
-    in.job = job;
-    in.ttl_s = ttl_s;
-    in.waiter = w;
-    s.inputs.push_back(std::move(in));
-  }
-  s.input_cv.notify_one();
-  ESTUARY_RETURN_IF_ERROR(AwaitLoop(w, f));
+  ESTUARY_RETURN_IF_ERROR(s.Ask(lk, std::move(in), w));
   return w->reservation;
 }
 
@@ -1298,20 +1281,10 @@ std::vector<Service::ReservationView> Service::ListReservations(const Principal&
 
 Status Service::DeleteReservation(const Principal& who, uint64_t job) {
   Impl& s = *impl_;
-  auto w = std::make_shared<Impl::Waiter>();
-  std::future<Status> f = w->done.get_future();
-  {
-    std::lock_guard lk(s.mu);
-    const auto it = s.reservations.find(job);
-    if (it == s.reservations.end() || !s.Visible(who, s.jobs.at(job))) return NotFound("no reservation " + std::to_string(job));
-    Impl::Input in;
-    in.kind = Impl::Input::Kind::kUnreserve;
-    in.job = job;
-    in.waiter = w;
-    s.inputs.push_back(std::move(in));
-  }
-  s.input_cv.notify_one();
-  return AwaitLoop(w, f);
+  std::unique_lock lk(s.mu);
+  const auto it = s.reservations.find(job);
+  if (it == s.reservations.end() || !s.Visible(who, s.jobs.at(job))) return NotFound("no reservation " + std::to_string(job));
+  return s.Ask(lk, Impl::Input::Of(Impl::Input::Kind::kUnreserve, job), std::make_shared<Impl::Waiter>());
 }
 
 int64_t Service::NowMs() const { return impl_->clock->NowMs(); }
@@ -1319,16 +1292,9 @@ int64_t Service::NowMs() const { return impl_->clock->NowMs(); }
 StatusOr<int64_t> Service::Defrag(const Principal& admin) {
   Impl& s = *impl_;
   if (admin.role != Role::kAdmin) return PermissionDenied("only admins start a defragmentation");
+  std::unique_lock lk(s.mu);
   auto w = std::make_shared<Impl::Waiter>();
-  std::future<Status> f = w->done.get_future();
-  {
-    std::lock_guard lk(s.mu);
-    Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kDefrag);
-    in.waiter = w;
-    s.inputs.push_back(std::move(in));
-  }
-  s.input_cv.notify_one();
-  ESTUARY_RETURN_IF_ERROR(AwaitLoop(w, f));
+  ESTUARY_RETURN_IF_ERROR(s.Ask(lk, Impl::Input::Of(Impl::Input::Kind::kDefrag), w));
   return w->moves;
 }
 
