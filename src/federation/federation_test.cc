@@ -224,6 +224,43 @@ TEST(InProcessMember, ItsStopwatchSeparatesSchedulingFromTheSummaryPublicationsI
   EXPECT_EQ(m->timing().publishes, 2);
 }
 
+// With an exit model (Alibaba: mean 13 s, P95 48 s, bounded by 60 s), a Reclaim's job starts when
+// the later of its two victims has exited, not at the bound; an invalid model fails Create.
+TEST(InProcessMember, AReclaimEndsWhenItsLastVictimHasExited) {
+  int earlier = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    MemberOptions o;
+    o.name = "m";
+    o.seed = seed;
+    o.absorb = false;
+    o.exit_mean_s = 13;
+    o.exit_p95_s = 48;
+    auto created = InProcessMember::Create(MemberCluster(2), o);
+    ASSERT_TRUE(created.ok()) << created.status().message();
+    InProcessMember& m = **created;
+    Fill(m, 100, 2, 300, true, 0);
+    ASSERT_TRUE(m.Submit(Job(1, 2, 8, 800), AdmitMode::kStartOrReclaim, 1000).reclaiming);
+    const std::optional<int64_t> due = m.NextDue();
+    ASSERT_TRUE(due.has_value());
+    EXPECT_GT(*due, 1000);
+    EXPECT_LE(*due, 1060);
+    earlier += *due < 1060;
+    m.Step(*due - 1);
+    EXPECT_EQ(m.Running(1), 0);
+    m.Step(*due);
+    EXPECT_EQ(m.Running(1), 2);
+    EXPECT_EQ(m.Running(100) + m.Running(101), 0);
+    m.Step(*due + 1000);  // stability
+    EXPECT_EQ(m.Running(1), 2);
+    EXPECT_TRUE(m.state().CheckInvariants().ok());
+  }
+  EXPECT_GE(earlier, 6);
+  MemberOptions bad;
+  bad.exit_mean_s = 13;
+  bad.exit_p95_s = 70;  // beyond the 60 s bound
+  EXPECT_FALSE(InProcessMember::Create(MemberCluster(1), bad).ok());
+}
+
 // ---- FedScheduler over in-process members ----
 
 TEST(Federation, AJobThatFitsOnlyWithPreemptionGoesToTheCheapestReclaimAndOnlyThatMemberEvicts) {

@@ -52,7 +52,14 @@ StatusOr<std::unique_ptr<InProcessMember>> InProcessMember::Create(ClusterState 
   auto policy = OpenbPolicy(options.policy);
   if (!policy.ok()) return policy.status();
   ESTUARY_RETURN_IF_ERROR(MigrationExecutor::Validate(options.migration));
+  GracefulExit exit = GracefulExit::Fixed(options.grace_s);
+  if (options.exit_mean_s > 0) {
+    auto fitted = GracefulExit::Fitted(options.grace_s, options.exit_mean_s, options.exit_p95_s, options.seed);
+    if (!fitted.ok()) return fitted.status();
+    exit = *fitted;
+  }
   std::unique_ptr<InProcessMember> m(new InProcessMember(std::move(cluster), std::move(options)));
+  m->exit_ = exit;
   SessionOptions so;
   so.policy = *policy;
   so.seed = m->options_.seed;
@@ -208,6 +215,16 @@ Admission InProcessMember::Submit(const FedJob& job, AdmitMode mode, int64_t now
   return r;
 }
 
+void InProcessMember::SetGrace(int64_t grace_s) {
+  options_.grace_s = grace_s;
+  exit_ = GracefulExit::Fixed(grace_s);
+  if (options_.exit_mean_s > 0) {
+    if (auto fitted = GracefulExit::Fitted(grace_s, options_.exit_mean_s, options_.exit_p95_s, options_.seed); fitted.ok()) {
+      exit_ = *fitted;
+    }
+  }
+}
+
 bool InProcessMember::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   Local& l = locals_[li];
   if (l.priority < kHpPriority) {
@@ -236,8 +253,14 @@ bool InProcessMember::StartReclaim(size_t li, int64_t now_s, std::string* why) {
     state_.AddReservation(l.id, hold);
     if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
   }
+  // The victims' GPUs are freed, and the job starts, once the last victim job has exited.
+  int64_t wait_s = 0;
+  for (TaskId t : plan.evict) {
+    const size_t vi = local_of_job_[state_.task(t).job.value()];
+    wait_s = std::max(wait_s, exit_.After(vi != SIZE_MAX ? locals_[vi].fed : state_.task(t).job.value(), now_s));
+  }
   Eviction ev;
-  ev.at = now_s + options_.grace_s;
+  ev.at = now_s + wait_s;
   ev.for_local = li;
   ev.tasks = plan.evict;
   ev.whole = plan.evicted_jobs;

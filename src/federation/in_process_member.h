@@ -46,6 +46,7 @@
 #include "model/cluster_state.h"
 #include "sched/actions/allocate.h"
 #include "sched/actions/defrag.h"
+#include "sched/actions/graceful_exit.h"
 #include "sched/actions/migration.h"
 #include "sched/framework/pending_queue.h"
 #include "sched/framework/session.h"
@@ -58,6 +59,11 @@ struct MemberOptions {
   uint64_t seed = 0;
   AllocateOptions allocate;
   int64_t grace_s = 60;      // Reclaim's eviction grace period (default 60 s, Alibaba's bound)
+  // How long victims take to exit within it (GracefulExit): 0 (default): the whole grace period;
+  // else a lognormal of this mean and P95 bounded by grace_s (Alibaba: 13 s and 48 s). A Reclaim's
+  // victims are freed, and its job starts, when the last of its victim jobs has exited.
+  int64_t exit_mean_s = 0;
+  int64_t exit_p95_s = 0;
   bool absorb = true;        // grow running elastic jobs toward max (default on)
   SummaryOptions summary;    // reclaim thresholds
   int64_t summary_period_s = 0;  // 0: the summary is current after every change
@@ -161,8 +167,10 @@ class InProcessMember : public Member {
   // running job holds fewer replicas than the new min.
   bool Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, int64_t now_s, std::string* why);
 
-  // Changes the Reclaim grace period (later Reclaims) and Absorb (from the next Grow).
-  void SetGrace(int64_t grace_s) { options_.grace_s = grace_s; }
+  // Changes the Reclaim grace period (later Reclaims) and Absorb (from the next Grow). With an
+  // exit model (exit_mean_s), it is fitted again to the new bound; a bound at or below its P95
+  // leaves victims the whole grace period.
+  void SetGrace(int64_t grace_s);
   void SetAbsorb(bool absorb) { options_.absorb = absorb; }
   const MemberOptions& options() const { return options_; }
 
@@ -296,6 +304,7 @@ class InProcessMember : public Member {
   };
 
   MemberOptions options_;
+  GracefulExit exit_;
   ClusterState state_;
   std::unique_ptr<Session> session_;
   CapacitySummary summary_;

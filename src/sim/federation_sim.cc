@@ -140,6 +140,8 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     mo.allocate.align = config.align;
     mo.allocate.topology = config.topology;
     mo.grace_s = config.grace_s;
+    mo.exit_mean_s = config.exit_mean_s;
+    mo.exit_p95_s = config.exit_p95_s;
     mo.absorb = config.absorb;
     mo.summary = summary;
     mo.summary_period_s = fs.summary_period_s;

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "sched/actions/graceful_exit.h"
 #include "sched/plugins/register.h"
 
 #include "sim/cluster/yaml_context.h"
@@ -547,10 +548,23 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
     }
     sc.priority_queue = queue == "priority";
     if (const YAML::Node p = m["preempt"]) {
-      if (!p.IsMap()) return c.Err(p, "preempt", "expected a mapping {grace_s}");
-      ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s"}));
+      if (!p.IsMap()) return c.Err(p, "preempt", "expected a mapping {grace_s, exit_mean_s, exit_p95_s}");
+      ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "exit_mean_s", "exit_p95_s"}));
       sc.preempt = true;
       ESTUARY_ASSIGN_OR_RETURN(sc.grace_s, Int(c, p, "grace_s", sc.grace_s, 0, 86400));
+      ESTUARY_ASSIGN_OR_RETURN(sc.exit_mean_s, Int(c, p, "exit_mean_s", 0, 0, 86400));
+      ESTUARY_ASSIGN_OR_RETURN(sc.exit_p95_s, Int(c, p, "exit_p95_s", 0, 0, 86400));
+      if ((sc.exit_mean_s > 0) != (sc.exit_p95_s > 0)) {
+        const char* missing = sc.exit_mean_s > 0 ? "exit_p95_s" : "exit_mean_s";
+        return c.Err(p, missing, "exit_mean_s and exit_p95_s go together");
+      }
+      if (sc.exit_mean_s > 0) {
+        if (auto fitted = GracefulExit::Fitted(sc.grace_s, sc.exit_mean_s, sc.exit_p95_s, 0); !fitted.ok()) {
+          const std::string& msg = fitted.status().message();
+          const std::string field = msg.substr(0, msg.find(':'));
+          return c.Err(p[field], field, msg.substr(msg.find(':') + 2));
+        }
+      }
     }
     ESTUARY_ASSIGN_OR_RETURN(sc.absorb, Bool(c, m, "absorb", false));
     if (const YAML::Node p = m["standby"]) {

@@ -197,9 +197,14 @@ struct SchedulerConfig {
   bool priority_queue = false;
   // Reclaim (issue 4): an HP job (priority >= kHpPriority) that cannot start evicts the victims of
   // PreemptAction::Plan, which free their resources `grace_s` later; the nodes of the plan are
-  // held for the HP job meanwhile. `preempt: {grace_s}`; off by default.
+  // held for the HP job meanwhile. `preempt: {grace_s}`; off by default. With `exit_mean_s` and
+  // `exit_p95_s`, victims exit within the grace period after a lognormal time of that mean and
+  // P95 (GracefulExit; Alibaba: 13 and 48 s) and the job starts once the last one has exited;
+  // without them (0) every victim takes the whole grace period.
   bool preempt = false;
   int64_t grace_s = 60;
+  int64_t exit_mean_s = 0;
+  int64_t exit_p95_s = 0;
   // Absorb (issue 4): after every cycle, running elastic jobs grow toward max in whole steps
   // (AbsorbAction), unless a waiting job of higher priority could use the capacity. `absorb: true`.
   bool absorb = false;

@@ -15,6 +15,7 @@
 #include "sched/actions/defrag.h"
 #include "sched/actions/failure.h"
 #include "sched/actions/migration.h"
+#include "sched/actions/graceful_exit.h"
 #include "sched/actions/preempt.h"
 #include "sched/actions/reserve.h"
 #include "sched/actions/absorb.h"
@@ -350,6 +351,15 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   AllocateOptions aopts;
   aopts.align = config.align;
   aopts.topology = config.topology;
+  GracefulExit exit = GracefulExit::Fixed(config.grace_s);
+  if (config.exit_mean_s > 0) {
+    auto fitted = GracefulExit::Fitted(config.grace_s, config.exit_mean_s, config.exit_p95_s, seed);
+    if (!fitted.ok()) {
+      return InvalidArgument(sc.path + ":" + std::to_string(config.line) + ": configuration '" + config.name +
+                             "': preempt: " + fitted.status().message());
+    }
+    exit = *fitted;
+  }
   if (!config.pack_plane.empty()) {
     const std::string where = sc.path + ":" + std::to_string(config.line) + ": configuration '" + config.name + "': pack: ";
     const auto plane = state.topology().FindPlane(config.pack_plane);
@@ -891,8 +901,11 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
         state.AddReservation(j.id, hold);
         holders.push_back(i);
       }
+      // The victims' resources are freed, and the job starts, once the last victim job exited.
+      SimTime wait_s = 0;
+      for (TaskId x : plan.evict) wait_s = std::max(wait_s, exit.After(job_index[state.task(x).job.value()], t));
       Eviction ev;
-      ev.at = t + config.grace_s;
+      ev.at = t + wait_s;
       ev.for_job = j.id;
       ev.tasks = plan.evict;
       ev.whole = plan.evicted_jobs;

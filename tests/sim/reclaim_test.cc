@@ -58,6 +58,33 @@ TEST(Reclaim, TheGracePeriodIsConfigurable) {
   EXPECT_EQ(StartOf(*r, "hp"), 1120);
 }
 
+// Victims exit on their own within the grace period (Alibaba: mean 13 s, P95 48 s, bounded by
+// 60 s): the HP gang starts as soon as the later of its two victims has exited — never before a
+// victim could, never after the bound — and the same seed gives the same start.
+TEST(Reclaim, WithAnExitModelTheHpGangStartsWhenItsLastVictimHasExitedWithinTheBound) {
+  int64_t sum = 0;
+  int early = 0;
+  for (int seed = 1; seed <= 12; ++seed) {
+    const std::string text = FullCluster(", preempt: {grace_s: 60, exit_mean_s: 13, exit_p95_s: 48}", 1200);
+    auto r = RunScenarioText(text, seed);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const int64_t start = StartOf(*r, "hp");
+    EXPECT_GT(start, 1000) << seed;
+    EXPECT_LE(start, 1060) << seed;
+    EXPECT_EQ(r->metrics.at("evictions_count"), 2) << seed;  // the same victims as with the whole grace
+    EXPECT_EQ(StatusOf(*r, "lp1"), SimJobStatus::kPending) << seed;
+    EXPECT_EQ(StatusOf(*r, "lp2"), SimJobStatus::kPending) << seed;
+    auto again = RunScenarioText(text, seed);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(StartOf(*again, "hp"), start) << seed;
+    sum += start - 1000;
+    early += start < 1060;
+  }
+  // The later of two exits averages well under the bound (about 21 s for this model).
+  EXPECT_LT(sum / 12, 40);
+  EXPECT_GE(early, 9);
+}
+
 TEST(Reclaim, WithoutPreemptionTheHpGangWaits) {
   auto r = RunScenarioText(FullCluster("", 1200));
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -93,7 +120,15 @@ TEST(Reclaim, TheFeasibilityCheckRefusesAndEvictsNothingWhenEvenFullReclaimCanno
 
 TEST(Reclaim, BadPreemptSectionsAreRejected) {
   for (const auto& [conf, message] :
-       {std::pair{"preempt: 60", "s.yaml:7: field 'preempt': expected a mapping {grace_s}"},
+       {std::pair{"preempt: 60", "s.yaml:7: field 'preempt': expected a mapping {grace_s, exit_mean_s, exit_p95_s}"},
+        std::pair{"preempt: {grace_s: 60, exit_mean_s: 13}",
+                  "s.yaml:7: field 'exit_p95_s': exit_mean_s and exit_p95_s go together"},
+        std::pair{"preempt: {grace_s: 60, exit_mean_s: 13, exit_p95_s: 60}",
+                  "s.yaml:7: field 'exit_p95_s': must lie below the grace period (60 s)"},
+        std::pair{"preempt: {grace_s: 60, exit_mean_s: 50, exit_p95_s: 48}",
+                  "s.yaml:7: field 'exit_p95_s': must exceed exit_mean_s (50 s)"},
+        std::pair{"preempt: {exit_mean_s: 2, exit_p95_s: 48}",
+                  "s.yaml:7: field 'exit_mean_s': 2 s is too small for a P95 of 48 s bounded by 60 s"},
         std::pair{"preempt: {grace_s: -1}", "s.yaml:7: field 'grace_s': -1 is outside [0, 86400]"},
         std::pair{"preempt: {grace: 60}", "s.yaml:7: field 'grace': unknown field"}}) {
     auto s = ParseScenario(std::string("name: t\ncluster:\n  spec: c.yaml\njobs:\n  - {name: j, gpus: 1}\n"
