@@ -48,18 +48,22 @@ class InProcessMember::Meter {
   int64_t upkeep_before_ = 0, start_ = 0;
 };
 
+namespace {
+// The victims' exit model of `o`: the whole grace period, or the lognormal of exit_mean_s/p95_s.
+StatusOr<GracefulExit> ExitModel(const MemberOptions& o) {
+  if (o.exit_mean_s <= 0) return GracefulExit::Fixed(o.grace_s);
+  return GracefulExit::Fitted(o.grace_s, o.exit_mean_s, o.exit_p95_s, o.seed);
+}
+}  // namespace
+
 StatusOr<std::unique_ptr<InProcessMember>> InProcessMember::Create(ClusterState cluster, MemberOptions options) {
   auto policy = OpenbPolicy(options.policy);
   if (!policy.ok()) return policy.status();
   ESTUARY_RETURN_IF_ERROR(MigrationExecutor::Validate(options.migration));
-  GracefulExit exit = GracefulExit::Fixed(options.grace_s);
-  if (options.exit_mean_s > 0) {
-    auto fitted = GracefulExit::Fitted(options.grace_s, options.exit_mean_s, options.exit_p95_s, options.seed);
-    if (!fitted.ok()) return fitted.status();
-    exit = *fitted;
-  }
+  auto exit = ExitModel(options);
+  if (!exit.ok()) return exit.status();
   std::unique_ptr<InProcessMember> m(new InProcessMember(std::move(cluster), std::move(options)));
-  m->exit_ = exit;
+  m->exit_ = *exit;
   SessionOptions so;
   so.policy = *policy;
   so.seed = m->options_.seed;
@@ -217,12 +221,8 @@ Admission InProcessMember::Submit(const FedJob& job, AdmitMode mode, int64_t now
 
 void InProcessMember::SetGrace(int64_t grace_s) {
   options_.grace_s = grace_s;
-  exit_ = GracefulExit::Fixed(grace_s);
-  if (options_.exit_mean_s > 0) {
-    if (auto fitted = GracefulExit::Fitted(grace_s, options_.exit_mean_s, options_.exit_p95_s, options_.seed); fitted.ok()) {
-      exit_ = *fitted;
-    }
-  }
+  auto exit = ExitModel(options_);
+  exit_ = exit.ok() ? *exit : GracefulExit::Fixed(grace_s);
 }
 
 bool InProcessMember::StartReclaim(size_t li, int64_t now_s, std::string* why) {

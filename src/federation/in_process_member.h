@@ -14,7 +14,9 @@
 //   kStartOrReclaim, HP job          -> PreemptAction::Plan: feasible with victims none of which
 //                                       is already being evicted -> accepted, reclaiming: the
 //                                       plan's nodes are held for it (AddReservation), its
-//                                       victims are evicted grace_s later and it starts then;
+//                                       victims are evicted when the last of them has exited
+//                                       (grace_s later, or sooner with an exit model:
+//                                       MemberOptions::exit_mean_s) and it starts then;
 //                                       otherwise rejected, with nothing evicted.
 // Step(now): (1) evictions whose grace ended: the victims' tasks are unbound (elastic jobs shrink,
 // others are evicted whole and returned to the federation — kReturned); (2) the member's queue is
