@@ -131,9 +131,20 @@ void CapacitySummary::NodeAvail(const ClusterState& state, const Node& n, uint8_
   if (gpus == 0 || !n.spec.model.valid()) return;
   const size_t cap = nt_ - 1;
   avail[cap] = static_cast<uint8_t>(gpus);
-  if (n.state != NodeState::kReady || n.reservation.valid()) return;
+  const bool headroom = n.reservation.valid() && std::find(headroom_owners_.begin(), headroom_owners_.end(),
+                                                           state.reservation(n.reservation).owner) != headroom_owners_.end();
+  if (n.state != NodeState::kReady || (n.reservation.valid() && !headroom)) return;
   avail[0] = static_cast<uint8_t>(n.full_free_gpus);
-  if (cap <= 1) return;
+  if (cap > 1) NodeEvictable(state, n, avail, evict_milli, evict_start_milli);
+  if (headroom) {  // open to HP work only
+    for (size_t t = 0; t < cap && thresholds_[t] < kHpPriority; ++t) avail[t] = 0, evict_milli[t] = 0, evict_start_milli[t] = 0;
+  }
+}
+
+void CapacitySummary::NodeEvictable(const ClusterState& state, const Node& n, uint8_t* avail, int64_t* evict_milli,
+                                    int64_t* evict_start_milli) const {
+  const int gpus = n.spec.gpu_count;
+  const size_t cap = nt_ - 1;
   // A task evictable below thresholds_[t] is evictable below every higher threshold: add[t0][g]
   // holds the milli that becomes evictable from threshold t0 on, then prefix sums over t.
   std::array<std::array<int32_t, kMaxGpusPerNode>, kMaxThresholds + 2> add;

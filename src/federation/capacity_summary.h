@@ -10,7 +10,8 @@
 // victims PreemptAction may choose. Thresholds (SummaryOptions::thresholds) are fixed when the
 // summary is built; index 0 is always "idle" (p = 0: nothing evictable), and a last, implicit
 // index kCapacity counts the node as empty (what the member could ever hold). A node that is
-// down, cordoned or held by a reservation has a_p = 0 at every threshold but kCapacity.
+// down, cordoned or held by a reservation has a_p = 0 at every threshold but kCapacity (except an
+// HP headroom's node: see AddHeadroomOwner).
 // For each GPU model m and threshold t the summary keeps the histogram of a_t over the nodes of
 // model m — for the whole member and for every domain of every topology level — so that
 //   placeable(m, t, k) = sum over c >= k of nodes[m][t][c] x floor(c / k)
@@ -84,6 +85,10 @@ class CapacitySummary {
 
   // Reads every node of `state`. REQUIRES: every node has at most 64 GPU models in the cluster.
   void Build(const ClusterState& state, const SummaryOptions& options);
+  // Nodes held by `owner`'s reservation are an HP headroom (MemberOptions::headroom): counted as
+  // available at thresholds >= kHpPriority only (as if unheld there), at none below. Call before
+  // Build.
+  void AddHeadroomOwner(JobId owner) { headroom_owners_.push_back(owner); }
   // Brings the summary up to date with `state` (the same cluster as Build's).
   void Refresh(const ClusterState& state);
   // Nodes recomputed by Refresh so far (for benchmarks).
@@ -104,9 +109,13 @@ class CapacitySummary {
   int64_t AvailableGpus(uint64_t model_bits, int t) const;
 
  private:
+  std::vector<JobId> headroom_owners_;
   // Node n's a_t for every threshold (capacity included) and its evictable sums per threshold.
   void NodeAvail(const ClusterState& state, const Node& n, uint8_t* avail, int64_t* evict_milli,
                  int64_t* evict_start_milli) const;
+  // NodeAvail's thresholds above idle, for a node counted as available.
+  void NodeEvictable(const ClusterState& state, const Node& n, uint8_t* avail, int64_t* evict_milli,
+                     int64_t* evict_start_milli) const;
   // Adds (sign +1) or removes (-1) node n's recorded contribution.
   void Apply(NodeId id, int sign);
   size_t Slot(size_t model, size_t t) const { return (model * nt_ + t) * (g_ + 1); }

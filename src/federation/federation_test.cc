@@ -261,6 +261,70 @@ TEST(InProcessMember, AReclaimEndsWhenItsLastVictimHasExited) {
   EXPECT_FALSE(InProcessMember::Create(MemberCluster(1), bad).ok());
 }
 
+// HP headroom: one whole node is kept free of work below HP. LP work fills the other nodes only;
+// an HP job starts on the headroom at once; the member then holds another node and drains it
+// without losing much work: its LP job (checkpointing every 1000 s) is evicted, for
+// kHeadroomJob, only once its work since the last checkpoint is at most 300 s.
+TEST(InProcessMember, AnHpHeadroomIsKeptFromLpWorkUsedByHpWorkAndRestoredCheaply) {
+  MemberOptions o;
+  o.name = "m";
+  o.absorb = false;
+  o.summary.thresholds = {100, 300, 800, 900};
+  o.headroom_max_loss_s = 300;
+  FedJob shape;
+  shape.max_replicas = 1;
+  shape.per_replica.gpu_count = 8;
+  shape.per_replica.gpu_milli = kMilliPerGpu;
+  o.headroom.push_back(shape);
+  auto created = InProcessMember::Create(MemberCluster(4), o);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  InProcessMember& m = **created;
+  // The summary shows the headroom to HP probes only: 3 idle nodes, 4 at threshold 800.
+  const uint64_t any = ~uint64_t{0};
+  EXPECT_EQ(m.summary().AvailableGpus(any, 0), 24);
+  EXPECT_EQ(m.summary().AvailableGpus(any, 3), 32);
+  for (uint32_t id = 100; id < 103; ++id) {
+    FedJob lp = Job(id, 1, 8, 300, true);
+    lp.checkpoint_interval_s = 1000;
+    ASSERT_TRUE(m.Submit(lp, AdmitMode::kStartNow, id).started);
+  }
+  const Admission lp = m.Submit(Job(103, 1, 8, 300, true), AdmitMode::kStartNow, 200);
+  EXPECT_FALSE(lp.started);
+  EXPECT_FALSE(lp.accepted);
+  EXPECT_EQ(m.summary().AvailableGpus(any, 0), 0);
+  EXPECT_EQ(m.summary().AvailableGpus(any, 3), 32);  // the headroom plus the LP work below 800
+  // An HP job starts at once, on the headroom.
+  EXPECT_TRUE(m.Submit(Job(1, 1, 8, 800), AdmitMode::kStartNow, 1000).started);
+  m.TakeEvents();
+  // Step holds another node; its LP job has lost ~900 s since it started: it is not evicted yet.
+  m.Step(1000);
+  int64_t evicted_at = -1;
+  std::optional<int64_t> due = m.NextDue();
+  for (int guard = 0; due && guard < 20 && evicted_at < 0; ++guard, due = m.NextDue()) {
+    m.Step(*due);
+    for (const MemberEvent& e : m.TakeEvents()) {
+      if (e.kind != MemberEvent::Kind::kReturned) continue;
+      EXPECT_EQ(e.for_job, kHeadroomJob);
+      EXPECT_EQ(e.detail, "headroom");
+      evicted_at = e.t;
+    }
+  }
+  // Its checkpoint at 1100-1102 s, then a look every 60 s, then the 60 s grace period.
+  EXPECT_GE(evicted_at, 1160);
+  EXPECT_LE(evicted_at, 1102 + 60 + 60);
+  EXPECT_EQ(m.Running(1), 1);
+  EXPECT_EQ(m.Running(100) + m.Running(101) + m.Running(102), 2);
+  EXPECT_FALSE(m.Submit(Job(104, 1, 8, 300, true), AdmitMode::kStartNow, 1300).started);  // held again
+  EXPECT_EQ(m.summary().AvailableGpus(any, 3), 24);
+  // Stability: more rounds evict nothing; when the HP job ends, its node is an ordinary one.
+  for (int64_t t : {2000, 3000}) m.Step(t);
+  EXPECT_EQ(Evicted(m.TakeEvents()), 0);
+  m.Cancel(1, 4000);
+  m.Step(4000);
+  EXPECT_TRUE(m.Submit(Job(105, 1, 8, 300, true), AdmitMode::kStartNow, 4001).started);
+  EXPECT_TRUE(m.state().CheckInvariants().ok());
+}
+
 // ---- FedScheduler over in-process members ----
 
 TEST(Federation, AJobThatFitsOnlyWithPreemptionGoesToTheCheapestReclaimAndOnlyThatMemberEvicts) {

@@ -70,6 +70,21 @@ StatusOr<std::unique_ptr<InProcessMember>> InProcessMember::Create(ClusterState 
   auto session = Session::Open(m->state_, BuiltinRegistry(), PluginContext{&m->state_, nullptr}, so);
   if (!session.ok()) return session.status();
   m->session_ = std::move(*session);
+  for (size_t i = 0; i < m->options_.headroom.size(); ++i) {
+    FedJob h = m->options_.headroom[i];
+    h.id = kHeadroomJob - static_cast<uint32_t>(i);
+    h.name = "hp-headroom-" + std::to_string(i);
+    h.min_replicas = h.max_replicas = std::max<int32_t>(1, h.max_replicas);
+    h.step = 1;
+    h.priority = kHpPriority;
+    h.preemptible = false;
+    std::string why;
+    const std::optional<size_t> li = m->Materialize(h, &why);
+    if (!li) return InvalidArgument("headroom: " + why);
+    m->headrooms_.push_back({*li, {}, 0});
+    m->summary_.AddHeadroomOwner(m->locals_[*li].id);
+  }
+  m->RestoreHeadroom(0);
   m->summary_.Build(m->state_, m->options_.summary);
   return m;
 }
@@ -194,7 +209,9 @@ Admission InProcessMember::Submit(const FedJob& job, AdmitMode mode, int64_t now
     r.accepted = true;
     return r;
   }
+  if (IsHp(*li)) OpenHeadroom();
   const JobAttempt a = TryStart(*li);
+  if (IsHp(*li)) CloseHeadroom();
   if (a.started) {
     OnStart(*li, now_s, a.granted);
     r.accepted = r.started = true;
@@ -225,13 +242,130 @@ void InProcessMember::SetGrace(int64_t grace_s) {
   exit_ = exit.ok() ? *exit : GracefulExit::Fixed(grace_s);
 }
 
+void InProcessMember::OpenHeadroom() {
+  for (const Headroom& h : headrooms_) {
+    const Job& job = state_.job(locals_[h.li].id);
+    if (job.reservation.valid()) state_.ReleaseReservation(job.reservation);
+  }
+}
+
+void InProcessMember::CloseHeadroom() {
+  for (Headroom& h : headrooms_) {
+    const JobId id = locals_[h.li].id;
+    if (state_.job(id).reservation.valid()) continue;
+    std::erase_if(h.nodes, [&](NodeId n) {
+      const Node& node = state_.node(n);
+      if (node.reservation.valid() || !node.Schedulable()) return true;
+      return std::any_of(node.tasks.begin(), node.tasks.end(),
+                         [&](TaskId t) { return state_.job(state_.task(t).job).spec.priority >= kHpPriority; });
+    });
+    if (!h.nodes.empty()) state_.AddReservation(id, h.nodes);
+  }
+}
+
+void InProcessMember::RestoreHeadroom(int64_t now_s) {
+  CloseHeadroom();
+  for (Headroom& h : headrooms_) {
+    if (now_s < h.retry_at) continue;
+    h.retry_at = 0;
+    const Local& l = locals_[h.li];
+    const Job& job = state_.job(l.id);
+    // Its held nodes (none runs HP work: CloseHeadroom) hold the shape once drained; else plan
+    // the shape anew, with the held nodes counting as free.
+    const int32_t k = std::max<int32_t>(1, state_.task(job.tasks.front()).req.gpu_count);
+    int64_t replicas = 0;
+    for (NodeId n : h.nodes) replicas += state_.node(n).spec.gpu_count / k;
+    if (replicas < l.min_replicas) {
+      const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
+      if (!plan.feasible) {
+        h.retry_at = now_s + options_.headroom_retry_s;
+        continue;
+      }
+      if (job.reservation.valid()) state_.ReleaseReservation(job.reservation);
+      h.nodes.clear();
+      for (NodeId n : plan.nodes) {
+        if (!state_.node(n).reservation.valid() && std::find(h.nodes.begin(), h.nodes.end(), n) == h.nodes.end()) {
+          h.nodes.push_back(n);
+        }
+      }
+      if (!h.nodes.empty()) state_.AddReservation(l.id, h.nodes);
+    }
+    // Drain the held nodes: an elastic job sheds its replicas there when it keeps a whole number
+    // of steps, at least min (no work lost); a preemptible job is evicted whole once it has lost
+    // at most headroom_max_loss_s since its last checkpoint; other work ends on its own.
+    std::map<uint32_t, std::vector<TaskId>> on_held;
+    for (NodeId n : h.nodes) {
+      for (TaskId t : state_.node(n).tasks) {
+        if (state_.task(t).state == TaskState::kBound && !being_evicted_[t.value()]) on_held[state_.task(t).job.value()].push_back(t);
+      }
+    }
+    PreemptionPlan drain;
+    bool waiting = false;
+    for (const auto& [jv, tasks] : on_held) {
+      const Job& v = state_.job(JobId(jv));
+      if (!v.spec.preemptible || v.spec.priority >= kHpPriority || local_of_job_[jv] == SIZE_MAX) {
+        waiting = true;
+        continue;
+      }
+      const int32_t keep = v.bound_tasks - static_cast<int32_t>(tasks.size());
+      const int32_t step = options_.allocate.align ? std::max<int32_t>(1, v.spec.step) : 1;
+      if (keep >= std::max<int32_t>(1, v.spec.min_replicas) && keep % step == 0) {
+        drain.evict.insert(drain.evict.end(), tasks.begin(), tasks.end());
+        drain.shrunk.emplace_back(JobId(jv), keep);
+        continue;
+      }
+      const int64_t start = std::max<int64_t>(0, v.started_at_s), interval = v.spec.checkpoint_interval_s;
+      const int64_t ran = std::max<int64_t>(0, now_s - start);
+      const int64_t loss_s = interval > 0 ? ran % interval : ran;
+      if (loss_s > options_.headroom_max_loss_s) {
+        waiting = true;
+        continue;
+      }
+      for (TaskId t : v.tasks) {
+        if (state_.task(t).state == TaskState::kBound && !being_evicted_[t.value()]) drain.evict.push_back(t);
+      }
+      drain.evicted_jobs.push_back(JobId(jv));
+    }
+    if (!drain.evict.empty()) ScheduleEviction(h.li, drain, now_s);
+    if (waiting) h.retry_at = now_s + options_.headroom_retry_s;
+  }
+}
+
+int64_t InProcessMember::ScheduleEviction(size_t li, const PreemptionPlan& plan, int64_t now_s) {
+  // The victims' GPUs are freed, and the job starts, once the last victim job has exited.
+  int64_t wait_s = 0;
+  for (TaskId t : plan.evict) {
+    const size_t vi = local_of_job_[state_.task(t).job.value()];
+    wait_s = std::max(wait_s, exit_.After(vi != SIZE_MAX ? locals_[vi].fed : state_.task(t).job.value(), now_s));
+  }
+  Eviction ev;
+  ev.at = now_s + wait_s;
+  ev.for_local = li;
+  ev.tasks = plan.evict;
+  ev.whole = plan.evicted_jobs;
+  for (TaskId t : ev.tasks) {
+    being_evicted_[t.value()] = 1;
+    const size_t vi = local_of_job_[state_.task(t).job.value()];
+    if (vi != SIZE_MAX) notices_.push_back({locals_[vi].fed, t, ev.at});
+  }
+  evictions_.push_back(std::move(ev));
+  return evictions_.back().at;
+}
+
 bool InProcessMember::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   Local& l = locals_[li];
   if (l.priority < kHpPriority) {
     *why = "only HP jobs reclaim";
     return false;
   }
+  // The headroom is open to the job while it reclaims: its nodes count as free for the plan, and
+  // those the plan chooses are held for the job (CloseHeadroom leaves them out).
+  OpenHeadroom();
   const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
+  if (!plan.feasible || plan.evict.empty() ||
+      std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId t) { return being_evicted_[t.value()] != 0; })) {
+    CloseHeadroom();
+  }
   if (!plan.feasible) {
     *why = plan.reason;
     return false;
@@ -253,27 +387,12 @@ bool InProcessMember::StartReclaim(size_t li, int64_t now_s, std::string* why) {
     state_.AddReservation(l.id, hold);
     if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
   }
-  // The victims' GPUs are freed, and the job starts, once the last victim job has exited.
-  int64_t wait_s = 0;
-  for (TaskId t : plan.evict) {
-    const size_t vi = local_of_job_[state_.task(t).job.value()];
-    wait_s = std::max(wait_s, exit_.After(vi != SIZE_MAX ? locals_[vi].fed : state_.task(t).job.value(), now_s));
-  }
-  Eviction ev;
-  ev.at = now_s + wait_s;
-  ev.for_local = li;
-  ev.tasks = plan.evict;
-  ev.whole = plan.evicted_jobs;
-  for (TaskId t : ev.tasks) {
-    being_evicted_[t.value()] = 1;
-    const size_t vi = local_of_job_[state_.task(t).job.value()];
-    if (vi != SIZE_MAX) notices_.push_back({locals_[vi].fed, t, ev.at});
-  }
+  CloseHeadroom();
+  const int64_t at = ScheduleEviction(li, plan, now_s);
   l.reclaiming = true;
   if (!queue_.Contains(li)) queue_.Push(li, l.priority, l.shape, true);
   Log(MemberEvent::Kind::kReclaim, now_s, li, static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size()),
-      UINT32_MAX, ev.at);
-  evictions_.push_back(std::move(ev));
+      UINT32_MAX, at);
   if (reclaim_observer_) reclaim_observer_(l.fed, now_s);
   return true;
 }
@@ -290,8 +409,10 @@ void InProcessMember::EndEvictions(int64_t now_s) {
     for (TaskId t : ev.tasks) being_evicted_[t.value()] = 0;
     Local& hp = locals_[ev.for_local];
     hp.reclaiming = false;
+    const auto hr = std::find_if(headrooms_.begin(), headrooms_.end(), [&](const Headroom& h) { return h.li == ev.for_local; });
+    const bool headroom = hr != headrooms_.end();
     // It started meanwhile, or left: nothing to evict for it.
-    if (hp.running || !queue_.Contains(ev.for_local)) {
+    if (!headroom && (hp.running || !queue_.Contains(ev.for_local))) {
       if (!hp.running && state_.job(hp.id).reservation.valid()) state_.ReleaseReservation(state_.job(hp.id).reservation);
       continue;
     }
@@ -302,12 +423,14 @@ void InProcessMember::EndEvictions(int64_t now_s) {
       if (std::find(ev.whole.begin(), ev.whole.end(), task.job) == ev.whole.end()) shrunk.insert(task.job.value());
       Free(t, now_s);
     }
+    const char* why = headroom ? "headroom" : "reclaim";
+    const uint32_t for_job = headroom ? kHeadroomJob : hp.fed;
     for (uint32_t j : shrunk) {
-      Log(MemberEvent::Kind::kShrunk, now_s, local_of_job_[j], state_.job(JobId(j)).bound_tasks, hp.fed, 0, "reclaim");
+      Log(MemberEvent::Kind::kShrunk, now_s, local_of_job_[j], state_.job(JobId(j)).bound_tasks, for_job, 0, why);
     }
     for (JobId victim : ev.whole) {
       const size_t vi = local_of_job_[victim.value()];
-      if (locals_[vi].running) ReturnWhole(vi, now_s, hp.fed, "reclaim");
+      if (locals_[vi].running) ReturnWhole(vi, now_s, for_job, why);
     }
   }
 }
@@ -316,7 +439,9 @@ void InProcessMember::TryQueue(int64_t now_s) {
   std::erase_if(holders_, [&](size_t li) { return !state_.job(locals_[li].id).reservation.valid(); });
   queue_.Pass(
       [&](size_t li) {
+        if (IsHp(li)) OpenHeadroom();
         const JobAttempt a = TryStart(li);
+        if (IsHp(li)) CloseHeadroom();
         if (a.started) {
           OnStart(li, now_s, a.granted);
           return PendingQueue::Outcome::kStarted;
@@ -374,6 +499,7 @@ void InProcessMember::Step(int64_t now_s) {
   EndEvictions(now_s);
   TryQueue(now_s);
   ReclaimQueued(now_s);
+  RestoreHeadroom(now_s);
   StepMigrations(now_s);
   MaybePublish(now_s);
 }
@@ -388,6 +514,9 @@ std::optional<int64_t> InProcessMember::NextDue() const {
   std::optional<int64_t> due;
   for (const Eviction& ev : evictions_) due = due ? std::min(*due, ev.at) : ev.at;
   for (const Restore& r : restores_) due = due ? std::min(*due, r.at) : r.at;
+  for (const Headroom& h : headrooms_) {
+    if (h.retry_at > 0) due = due ? std::min(*due, h.retry_at) : h.retry_at;
+  }
   if (const auto m = migrations_.NextDue()) due = due ? std::min(*due, *m) : *m;
   if (options_.summary_period_s > 0 && last_publish_ >= 0) {
     const int64_t next = last_publish_ + options_.summary_period_s;
@@ -678,8 +807,11 @@ std::optional<ReclaimQuote> InProcessMember::QuoteReclaim(const FedJob& job, int
   if (!li) return std::nullopt;
   const Local& l = locals_[*li];
   if (l.running || l.reclaiming || queue_.Contains(*li) || l.priority < kHpPriority) return std::nullopt;
+  OpenHeadroom();
   const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
-  if (!plan.feasible || plan.evict.empty()) return std::nullopt;
+  CloseHeadroom();
+  // Nothing to evict: it fits on the headroom (or on idle capacity the summary did not show yet).
+  if (!plan.feasible) return std::nullopt;
   ReclaimQuote q;
   q.victims = static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size());
   q.cost = plan.cost;

@@ -50,6 +50,7 @@
 #include "sched/actions/defrag.h"
 #include "sched/actions/graceful_exit.h"
 #include "sched/actions/migration.h"
+#include "sched/actions/preempt.h"
 #include "sched/framework/pending_queue.h"
 #include "sched/framework/session.h"
 
@@ -76,6 +77,22 @@ struct MemberOptions {
   int32_t lend_max_priority = kHpPriority - 1;
   // The executor of Defrag's moves (live drivers set `acknowledged`).
   MigrationOptions migration;
+  // HP headroom (none when empty): for each shape listed, room for one job of that shape
+  // (max_replicas x per_replica GPUs, models, topology level; id, priority and preemptible are
+  // ignored) is kept free of work below HP priority, so that HP jobs find it idle instead of
+  // waiting for a Reclaim's victims. The member holds each headroom's nodes (a node-hold
+  // Reservation of an internal job, never started): work below HP cannot start there, HP jobs
+  // may (the holds are lifted while an HP job tries to start, Reclaims or is quoted). When HP
+  // work took some of them, Step plans the shape anew (PreemptAction, the held nodes counting as
+  // free) and holds the plan's nodes. Held nodes drain without losing much work: an elastic job
+  // sheds its replicas there at once when it keeps whole steps (at least min); a preemptible job
+  // is evicted whole once its work since its last checkpoint is at most headroom_max_loss_s;
+  // anything else ends on its own. Evictions are events for kHeadroomJob. Drains and infeasible
+  // plans are looked at again headroom_retry_s later. The summary counts held nodes as
+  // available at thresholds >= kHpPriority only.
+  std::vector<FedJob> headroom;
+  int64_t headroom_retry_s = 60;
+  int64_t headroom_max_loss_s = 300;
 };
 
 // Time a member spent, measured with MemberOptions::stopwatch: its own scheduling (Submit, Cancel,
@@ -304,6 +321,25 @@ class InProcessMember : public Member {
     std::vector<TaskId> tasks;
     std::vector<JobId> whole;
   };
+
+  // HP headrooms (MemberOptions::headroom): each one's internal job (local index), its nodes
+  // (held while closed; some may still be draining their victims), whether a restore's eviction
+  // is under way, and when the member looks at it again.
+  struct Headroom {
+    size_t li = 0;
+    std::vector<NodeId> nodes;
+    int64_t retry_at = 0;  // > 0: look again then (a plan was infeasible, or work still drains)
+  };
+  std::vector<Headroom> headrooms_;
+  // Lifts the headrooms' holds (HP work may use their nodes) / holds their nodes again, minus
+  // those HP work took or another job holds now. Open and Close pair up around each HP attempt.
+  void OpenHeadroom();
+  void CloseHeadroom();
+  // Step's part: restores each headroom that holds fewer nodes than its shape needs.
+  void RestoreHeadroom(int64_t now_s);
+  // Evicts `plan`'s victims for local `li` (an HP job or a headroom) once the last has exited.
+  int64_t ScheduleEviction(size_t li, const PreemptionPlan& plan, int64_t now_s);
+  bool IsHp(size_t li) const { return locals_[li].priority >= kHpPriority; }
 
   MemberOptions options_;
   GracefulExit exit_;

@@ -53,6 +53,10 @@ struct Admission {
 };
 
 // What happened to a job on a member (Member::TakeEvents, in order).
+// MemberEvent::for_job of the evictions a member makes to restore its HP headroom
+// (MemberOptions::headroom), not for any job.
+inline constexpr uint32_t kHeadroomJob = UINT32_MAX - 1;
+
 struct MemberEvent {
   enum class Kind {
     kStarted,   // it started with `replicas`

@@ -132,8 +132,19 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
   // The members: one per cluster, or one of all nodes (merged).
   std::vector<std::unique_ptr<InProcessMember>> members;
   std::vector<std::vector<int>> region_of;  // per member, per node: the region it stands for
-  auto make_member = [&](const ClusterState& cluster, const std::string& name, size_t index) -> Status {
+  auto make_member = [&](const ClusterState& cluster, const std::string& name, size_t index,
+                         const std::vector<FederationMember::Headroom>& headroom) -> Status {
     MemberOptions mo;
+    for (const FederationMember::Headroom& h : headroom) {
+      FedJob j;
+      j.max_replicas = h.replicas;
+      j.per_replica.gpu_count = h.gpus;
+      j.per_replica.gpu_milli = kMilliPerGpu;
+      j.models = h.models;
+      j.plane = h.plane;
+      j.required_level = h.level;
+      mo.headroom.push_back(std::move(j));
+    }
     mo.name = name;
     mo.policy = config.policy;
     mo.seed = seed ^ (0x6d656d626572ULL * (index + 1));
@@ -147,12 +158,16 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     mo.summary_period_s = fs.summary_period_s;
     if (meter != nullptr) mo.stopwatch = meter->stopwatch;
     auto m = InProcessMember::Create(cluster, mo);
-    if (!m.ok()) return m.status();
+    if (!m.ok()) {
+      return InvalidArgument(sc.path + ":" + std::to_string(fs.line) + ": member '" + name + "': " + m.status().message());
+    }
     members.push_back(std::move(*m));
     return Status::Ok();
   };
   if (is_merged) {
-    ESTUARY_RETURN_IF_ERROR(make_member(*merged, "merged", 0));
+    std::vector<FederationMember::Headroom> all;
+    for (const FederationMember& fm : fs.members) all.insert(all.end(), fm.headroom.begin(), fm.headroom.end());
+    ESTUARY_RETURN_IF_ERROR(make_member(*merged, "merged", 0, all));
     std::vector<int> r;
     for (const Node& n : merged->nodes()) {
       const std::string prefix = n.spec.name.substr(0, n.spec.name.find('/'));
@@ -162,7 +177,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     region_of.push_back(std::move(r));
   } else {
     for (size_t m = 0; m < regions; ++m) {
-      ESTUARY_RETURN_IF_ERROR(make_member(clusters[m], fs.members[m].name, m));
+      ESTUARY_RETURN_IF_ERROR(make_member(clusters[m], fs.members[m].name, m, fs.members[m].headroom));
       region_of.emplace_back(clusters[m].num_nodes(), static_cast<int>(m));
     }
   }
@@ -232,11 +247,15 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     events.push({std::max(t, j.progress_t) + need, kEnd, i, j.gen});
   };
 
-  int64_t evictions = 0, needless = 0, reclaims = 0, late_rejections = 0, dispatches = 0;
+  int64_t evictions = 0, needless = 0, reclaims = 0, late_rejections = 0, dispatches = 0, headroom_evictions = 0;
   double lost_gpu_hours = 0;
   // A victim was evicted for job `for_job` on member m.
   auto victim = [&](uint32_t for_job, int m) {
     ++evictions;
+    if (for_job == kHeadroomJob) {  // evicted to restore the member's HP headroom, for no job
+      ++headroom_evictions;
+      return;
+    }
     FJob& j = jobs[for_job];
     if (j.reclaim_needless) {
       ++needless;

@@ -295,7 +295,7 @@ StatusOr<FederationSpec> ParseFederation(const Ctx& c, const YAML::Node& f, cons
   }
   for (const YAML::Node& m : members) {
     if (!m.IsMap()) return c.Err(m, "members", "expected a mapping {name, cluster, start_hour, arrivals_share} per member");
-    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "cluster", "start_hour", "arrivals_share"}));
+    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "cluster", "start_hour", "arrivals_share", "headroom"}));
     FederationMember fm;
     fm.line = m.Mark().line + 1;
     ESTUARY_ASSIGN_OR_RETURN(fm.name, Str(c, m, "name", true));
@@ -307,6 +307,29 @@ StatusOr<FederationSpec> ParseFederation(const Ctx& c, const YAML::Node& f, cons
     ESTUARY_ASSIGN_OR_RETURN(fm.start_hour, Int(c, m, "start_hour", 0, 0, 23));
     ESTUARY_ASSIGN_OR_RETURN(fm.arrivals_share, Real(c, m, "arrivals_share", 1, 0, 1e12));
     if (!(fm.arrivals_share > 0)) return c.Err(m["arrivals_share"], "arrivals_share", "must be > 0");
+    if (const YAML::Node hs = m["headroom"]) {
+      const char* expected = "expected a mapping {replicas, gpus, models, plane, level} or a list of them";
+      if (!hs.IsMap() && !(hs.IsSequence() && hs.size() > 0)) return c.Err(hs, "headroom", expected);
+      std::vector<YAML::Node> list;
+      if (hs.IsMap()) list.push_back(hs);
+      for (const YAML::Node& h : hs) {
+        if (hs.IsSequence()) list.push_back(h);
+      }
+      for (const YAML::Node& h : list) {
+        if (!h.IsMap()) return c.Err(h, "headroom", expected);
+        ESTUARY_RETURN_IF_ERROR(Known(c, h, {"replicas", "gpus", "models", "plane", "level"}));
+        FederationMember::Headroom hr;
+        ESTUARY_ASSIGN_OR_RETURN(hr.replicas, Int(c, h, "replicas", 1, 1, 4096));
+        ESTUARY_ASSIGN_OR_RETURN(hr.gpus, Int(c, h, "gpus", 8, 1, 64));
+        if (h["models"]) ESTUARY_ASSIGN_OR_RETURN(hr.models, Models(c, h));
+        ESTUARY_ASSIGN_OR_RETURN(hr.plane, Str(c, h, "plane", false));
+        ESTUARY_ASSIGN_OR_RETURN(hr.level, Str(c, h, "level", false));
+        if (hr.plane.empty() != hr.level.empty()) {
+          return c.Err(h, hr.plane.empty() ? "plane" : "level", "plane and level go together");
+        }
+        fm.headroom.push_back(hr);
+      }
+    }
     fed.members.push_back(fm);
   }
   ESTUARY_ASSIGN_OR_RETURN(fed.retry_backoff_s, Int(c, f, "retry_backoff_s", fed.retry_backoff_s, 1, 86400));

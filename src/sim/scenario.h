@@ -250,6 +250,17 @@ struct FederationMember {
   // Share of the generator's arrivals whose home is this member, relative to the other members'
   // (default 1; > 0).
   double arrivals_share = 1;
+  // HP headroom kept by the member (InProcessMember's MemberOptions::headroom) in every
+  // configuration: `headroom: {replicas, gpus, models, plane, level}` or a list of them — room
+  // for `replicas` x `gpus` GPUs (of `models`, in one domain of `level` when given) that work
+  // below HP priority may not use. In `merged`, the one cluster keeps every member's headrooms.
+  struct Headroom {
+    int32_t replicas = 1;
+    int32_t gpus = 8;
+    std::vector<std::string> models;
+    std::string plane, level;
+  };
+  std::vector<Headroom> headroom;
 };
 
 // The federation layer of a scenario (issue 6; `federation:` replaces `cluster:`).
