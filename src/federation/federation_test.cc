@@ -275,7 +275,7 @@ TEST(InProcessMember, AnHpHeadroomIsKeptFromLpWorkUsedByHpWorkAndRestoredCheaply
   shape.max_replicas = 1;
   shape.per_replica.gpu_count = 8;
   shape.per_replica.gpu_milli = kMilliPerGpu;
-  o.headroom.push_back(shape);
+  o.headroom.push_back({shape, 8});
   auto created = InProcessMember::Create(MemberCluster(4), o);
   ASSERT_TRUE(created.ok()) << created.status().message();
   InProcessMember& m = **created;

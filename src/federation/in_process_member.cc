@@ -71,7 +71,7 @@ StatusOr<std::unique_ptr<InProcessMember>> InProcessMember::Create(ClusterState 
   if (!session.ok()) return session.status();
   m->session_ = std::move(*session);
   for (size_t i = 0; i < m->options_.headroom.size(); ++i) {
-    FedJob h = m->options_.headroom[i];
+    FedJob h = m->options_.headroom[i].shape;
     h.id = kHeadroomJob - static_cast<uint32_t>(i);
     h.name = "hp-headroom-" + std::to_string(i);
     h.min_replicas = h.max_replicas = std::max<int32_t>(1, h.max_replicas);
@@ -209,7 +209,7 @@ Admission InProcessMember::Submit(const FedJob& job, AdmitMode mode, int64_t now
     r.accepted = true;
     return r;
   }
-  if (IsHp(*li)) OpenHeadroom();
+  OpenHeadroom(*li);
   const JobAttempt a = TryStart(*li);
   if (IsHp(*li)) CloseHeadroom();
   if (a.started) {
@@ -242,8 +242,14 @@ void InProcessMember::SetGrace(int64_t grace_s) {
   exit_ = exit.ok() ? *exit : GracefulExit::Fixed(grace_s);
 }
 
-void InProcessMember::OpenHeadroom() {
-  for (const Headroom& h : headrooms_) {
+void InProcessMember::OpenHeadroom(size_t li) {
+  const Local& l = locals_[li];
+  if (l.priority < kHpPriority) return;
+  const TaskRequest& req = state_.task(state_.job(l.id).tasks.front()).req;
+  const int64_t gpus = int64_t{l.min_replicas} * req.gpu_count;
+  for (size_t i = 0; i < headrooms_.size(); ++i) {
+    const Headroom& h = headrooms_[i];
+    if (gpus < options_.headroom[i].min_job_gpus) continue;
     const Job& job = state_.job(locals_[h.li].id);
     if (job.reservation.valid()) state_.ReleaseReservation(job.reservation);
   }
@@ -307,10 +313,22 @@ void InProcessMember::RestoreHeadroom(int64_t now_s) {
         waiting = true;
         continue;
       }
-      const int32_t keep = v.bound_tasks - static_cast<int32_t>(tasks.size());
+      // Shrinking: its replicas on held nodes go, and as many of its newest others as keep a
+      // whole number of steps.
       const int32_t step = options_.allocate.align ? std::max<int32_t>(1, v.spec.step) : 1;
-      if (keep >= std::max<int32_t>(1, v.spec.min_replicas) && keep % step == 0) {
+      const int32_t rest = v.bound_tasks - static_cast<int32_t>(tasks.size());
+      const int32_t keep = rest / step * step;
+      if (keep >= std::max<int32_t>(1, v.spec.min_replicas)) {
         drain.evict.insert(drain.evict.end(), tasks.begin(), tasks.end());
+        int32_t extra = rest - keep;
+        for (auto it = v.tasks.rbegin(); it != v.tasks.rend() && extra > 0; ++it) {
+          if (state_.task(*it).state != TaskState::kBound || being_evicted_[it->value()] ||
+              std::find(tasks.begin(), tasks.end(), *it) != tasks.end()) {
+            continue;
+          }
+          drain.evict.push_back(*it);
+          --extra;
+        }
         drain.shrunk.emplace_back(JobId(jv), keep);
         continue;
       }
@@ -360,7 +378,7 @@ bool InProcessMember::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   }
   // The headroom is open to the job while it reclaims: its nodes count as free for the plan, and
   // those the plan chooses are held for the job (CloseHeadroom leaves them out).
-  OpenHeadroom();
+  OpenHeadroom(li);
   const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
   if (!plan.feasible || plan.evict.empty() ||
       std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId t) { return being_evicted_[t.value()] != 0; })) {
@@ -439,7 +457,7 @@ void InProcessMember::TryQueue(int64_t now_s) {
   std::erase_if(holders_, [&](size_t li) { return !state_.job(locals_[li].id).reservation.valid(); });
   queue_.Pass(
       [&](size_t li) {
-        if (IsHp(li)) OpenHeadroom();
+        OpenHeadroom(li);
         const JobAttempt a = TryStart(li);
         if (IsHp(li)) CloseHeadroom();
         if (a.started) {
@@ -807,7 +825,7 @@ std::optional<ReclaimQuote> InProcessMember::QuoteReclaim(const FedJob& job, int
   if (!li) return std::nullopt;
   const Local& l = locals_[*li];
   if (l.running || l.reclaiming || queue_.Contains(*li) || l.priority < kHpPriority) return std::nullopt;
-  OpenHeadroom();
+  OpenHeadroom(*li);
   const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
   CloseHeadroom();
   // Nothing to evict: it fits on the headroom (or on idle capacity the summary did not show yet).

@@ -56,6 +56,13 @@
 
 namespace estuary {
 
+// An HP headroom (MemberOptions::headroom): the shape kept free, and the smallest HP job (GPUs at
+// min replicas) that may use it.
+struct MemberHeadroom {
+  FedJob shape;
+  int64_t min_job_gpus = 0;
+};
+
 struct MemberOptions {
   std::string name;
   std::string policy = "best-fit";  // placement policy (an openb policy name)
@@ -77,12 +84,13 @@ struct MemberOptions {
   int32_t lend_max_priority = kHpPriority - 1;
   // The executor of Defrag's moves (live drivers set `acknowledged`).
   MigrationOptions migration;
-  // HP headroom (none when empty): for each shape listed, room for one job of that shape
+  // HP headroom (none when empty): for each MemberHeadroom listed, room for one job of its shape
   // (max_replicas x per_replica GPUs, models, topology level; id, priority and preemptible are
   // ignored) is kept free of work below HP priority, so that HP jobs find it idle instead of
   // waiting for a Reclaim's victims. The member holds each headroom's nodes (a node-hold
-  // Reservation of an internal job, never started): work below HP cannot start there, HP jobs
-  // may (the holds are lifted while an HP job tries to start, Reclaims or is quoted). When HP
+  // Reservation of an internal job, never started): work below HP cannot start there, HP jobs of
+  // at least min_job_gpus GPUs may (the hold is lifted while such a job tries to start, Reclaims
+  // or is quoted); smaller HP jobs Reclaim as usual. When HP
   // work took some of them, Step plans the shape anew (PreemptAction, the held nodes counting as
   // free) and holds the plan's nodes. Held nodes drain without losing much work: an elastic job
   // sheds its replicas there at once when it keeps whole steps (at least min); a preemptible job
@@ -90,7 +98,7 @@ struct MemberOptions {
   // anything else ends on its own. Evictions are events for kHeadroomJob. Drains and infeasible
   // plans are looked at again headroom_retry_s later. The summary counts held nodes as
   // available at thresholds >= kHpPriority only.
-  std::vector<FedJob> headroom;
+  std::vector<MemberHeadroom> headroom;
   int64_t headroom_retry_s = 60;
   int64_t headroom_max_loss_s = 300;
 };
@@ -331,9 +339,10 @@ class InProcessMember : public Member {
     int64_t retry_at = 0;  // > 0: look again then (a plan was infeasible, or work still drains)
   };
   std::vector<Headroom> headrooms_;
-  // Lifts the headrooms' holds (HP work may use their nodes) / holds their nodes again, minus
-  // those HP work took or another job holds now. Open and Close pair up around each HP attempt.
-  void OpenHeadroom();
+  // Lifts the holds of the headrooms open to local `li` (an HP job of at least their
+  // min_job_gpus; none for other jobs) / holds every headroom's nodes again, minus those HP work
+  // took or another job holds now. Open and Close pair up around each HP attempt.
+  void OpenHeadroom(size_t li);
   void CloseHeadroom();
   // Step's part: restores each headroom that holds fewer nodes than its shape needs.
   void RestoreHeadroom(int64_t now_s);

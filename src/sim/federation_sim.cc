@@ -143,7 +143,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
       j.models = h.models;
       j.plane = h.plane;
       j.required_level = h.level;
-      mo.headroom.push_back(std::move(j));
+      mo.headroom.push_back({std::move(j), h.min_job_gpus});
     }
     mo.name = name;
     mo.policy = config.policy;

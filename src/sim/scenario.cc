@@ -308,7 +308,7 @@ StatusOr<FederationSpec> ParseFederation(const Ctx& c, const YAML::Node& f, cons
     ESTUARY_ASSIGN_OR_RETURN(fm.arrivals_share, Real(c, m, "arrivals_share", 1, 0, 1e12));
     if (!(fm.arrivals_share > 0)) return c.Err(m["arrivals_share"], "arrivals_share", "must be > 0");
     if (const YAML::Node hs = m["headroom"]) {
-      const char* expected = "expected a mapping {replicas, gpus, models, plane, level} or a list of them";
+      const char* expected = "expected a mapping {replicas, gpus, models, plane, level, min_job_gpus} or a list of them";
       if (!hs.IsMap() && !(hs.IsSequence() && hs.size() > 0)) return c.Err(hs, "headroom", expected);
       std::vector<YAML::Node> list;
       if (hs.IsMap()) list.push_back(hs);
@@ -317,13 +317,14 @@ StatusOr<FederationSpec> ParseFederation(const Ctx& c, const YAML::Node& f, cons
       }
       for (const YAML::Node& h : list) {
         if (!h.IsMap()) return c.Err(h, "headroom", expected);
-        ESTUARY_RETURN_IF_ERROR(Known(c, h, {"replicas", "gpus", "models", "plane", "level"}));
+        ESTUARY_RETURN_IF_ERROR(Known(c, h, {"replicas", "gpus", "models", "plane", "level", "min_job_gpus"}));
         FederationMember::Headroom hr;
         ESTUARY_ASSIGN_OR_RETURN(hr.replicas, Int(c, h, "replicas", 1, 1, 4096));
         ESTUARY_ASSIGN_OR_RETURN(hr.gpus, Int(c, h, "gpus", 8, 1, 64));
         if (h["models"]) ESTUARY_ASSIGN_OR_RETURN(hr.models, Models(c, h));
         ESTUARY_ASSIGN_OR_RETURN(hr.plane, Str(c, h, "plane", false));
         ESTUARY_ASSIGN_OR_RETURN(hr.level, Str(c, h, "level", false));
+        ESTUARY_ASSIGN_OR_RETURN(hr.min_job_gpus, Int(c, h, "min_job_gpus", int64_t{hr.replicas} * hr.gpus, 1, 1 << 20));
         if (hr.plane.empty() != hr.level.empty()) {
           return c.Err(h, hr.plane.empty() ? "plane" : "level", "plane and level go together");
         }

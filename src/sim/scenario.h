@@ -251,10 +251,12 @@ struct FederationMember {
   // (default 1; > 0).
   double arrivals_share = 1;
   // HP headroom kept by the member (InProcessMember's MemberOptions::headroom) in every
-  // configuration: `headroom: {replicas, gpus, models, plane, level}` or a list of them — room
-  // for `replicas` x `gpus` GPUs (of `models`, in one domain of `level` when given) that work
-  // below HP priority may not use. In `merged`, the one cluster keeps every member's headrooms.
+  // configuration: `headroom: {replicas, gpus, models, plane, level, min_job_gpus}` or a list of
+  // them — room for `replicas` x `gpus` GPUs (of `models`, in one domain of `level` when given)
+  // that only HP jobs of at least `min_job_gpus` GPUs (default: replicas x gpus) may use. In
+  // `merged`, the one cluster keeps every member's headrooms.
   struct Headroom {
+    int64_t min_job_gpus = 0;
     int32_t replicas = 1;
     int32_t gpus = 8;
     std::vector<std::string> models;
