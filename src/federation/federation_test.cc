@@ -375,6 +375,47 @@ TEST(Federation, AJobThatFitsOnlyWithPreemptionGoesToTheCheapestReclaimAndOnlyTh
   for (auto* m : {hp.get(), old_lp.get(), new_lp.get()}) EXPECT_TRUE(m->state().CheckInvariants().ok());
 }
 
+// A member that keeps an HP headroom quotes a Reclaim without victims for a job it may hold: the
+// federation sends the HP gang there and it starts at once; the other member evicts nothing. A
+// smaller HP job (below min_job_gpus) may not use the headroom and reclaims as usual.
+TEST(Federation, AnHpGangStartsAtOnceInTheMemberThatKeepsAHeadroomForIt) {
+  MemberOptions o;
+  o.name = "headroom";
+  o.absorb = false;
+  o.summary.thresholds = {100, 300, 800, 900};
+  FedJob shape;
+  shape.max_replicas = 2;
+  shape.per_replica.gpu_count = 8;
+  shape.per_replica.gpu_milli = kMilliPerGpu;
+  o.headroom.push_back({shape, 16});
+  auto with = InProcessMember::Create(MemberCluster(4), o);
+  ASSERT_TRUE(with.ok());
+  auto without = Member("plain", MemberCluster(4));
+  Fill(**with, 100, 2, 300, true, 0);  // the two nodes outside the headroom
+  Fill(*without, 200, 4, 300, true, 0);
+  FedScheduler fed({with->get(), without.get()}, FedOptions{});
+  fed.Enqueue(Job(1, 2, 8, 800), {}, false, 1000);
+  fed.Pass(1000);
+  const auto d = fed.TakeDispatches();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].member, 0);
+  EXPECT_TRUE(d[0].admission.started);
+  EXPECT_EQ((*with)->Running(1), 2);
+  // A 1 x 8 HP job is below the headroom's min_job_gpus: it reclaims (on either member).
+  fed.Enqueue(Job(2, 1, 8, 800), {}, false, 1001);
+  fed.Pass(1001);
+  const auto d2 = fed.TakeDispatches();
+  ASSERT_EQ(d2.size(), 1u);
+  EXPECT_TRUE(d2[0].admission.reclaiming);
+  for (int64_t t : {1061, 2000, 3000}) {
+    for (auto* m : {with->get(), without.get()}) m->Step(t);
+    fed.Pass(t);
+  }
+  EXPECT_EQ((*with)->Running(2) + without->Running(2), 1);
+  EXPECT_EQ((*with)->Running(1), 2);
+  for (auto* m : {with->get(), without.get()}) EXPECT_TRUE(m->state().CheckInvariants().ok());
+}
+
 TEST(Federation, AReclaimingJobStartsOnIdleCapacityElsewhereAndItsVictimsAreSpared) {
   // "lp" is full of preemptible LP work, "dev" of non-preemptible dev work. The HP job reclaims on
   // "lp"; before the grace period ends a dev job on "dev" finishes, so the job starts there, the
