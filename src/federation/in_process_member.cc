@@ -211,7 +211,7 @@ Admission InProcessMember::Submit(const FedJob& job, AdmitMode mode, int64_t now
   }
   OpenHeadroom(*li);
   const JobAttempt a = TryStart(*li);
-  if (IsHp(*li)) CloseHeadroom();
+  if (IsHp(*li)) CloseHeadroom(now_s);
   if (a.started) {
     OnStart(*li, now_s, a.granted);
     r.accepted = r.started = true;
@@ -255,22 +255,24 @@ void InProcessMember::OpenHeadroom(size_t li) {
   }
 }
 
-void InProcessMember::CloseHeadroom() {
+void InProcessMember::CloseHeadroom(int64_t now_s) {
   for (Headroom& h : headrooms_) {
     const JobId id = locals_[h.li].id;
     if (state_.job(id).reservation.valid()) continue;
+    const size_t before = h.nodes.size();
     std::erase_if(h.nodes, [&](NodeId n) {
       const Node& node = state_.node(n);
       if (node.reservation.valid() || !node.Schedulable()) return true;
       return std::any_of(node.tasks.begin(), node.tasks.end(),
                          [&](TaskId t) { return state_.job(state_.task(t).job).spec.priority >= kHpPriority; });
     });
+    if (h.nodes.size() < before) h.retry_at = now_s + 1;  // HP work took some: restore it next
     if (!h.nodes.empty()) state_.AddReservation(id, h.nodes);
   }
 }
 
 void InProcessMember::RestoreHeadroom(int64_t now_s) {
-  CloseHeadroom();
+  CloseHeadroom(now_s);
   for (Headroom& h : headrooms_) {
     if (now_s < h.retry_at) continue;
     h.retry_at = 0;
@@ -382,7 +384,7 @@ bool InProcessMember::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
   if (!plan.feasible || plan.evict.empty() ||
       std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId t) { return being_evicted_[t.value()] != 0; })) {
-    CloseHeadroom();
+    CloseHeadroom(now_s);
   }
   if (!plan.feasible) {
     *why = plan.reason;
@@ -405,7 +407,7 @@ bool InProcessMember::StartReclaim(size_t li, int64_t now_s, std::string* why) {
     state_.AddReservation(l.id, hold);
     if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
   }
-  CloseHeadroom();
+  CloseHeadroom(now_s);
   const int64_t at = ScheduleEviction(li, plan, now_s);
   l.reclaiming = true;
   if (!queue_.Contains(li)) queue_.Push(li, l.priority, l.shape, true);
@@ -459,7 +461,7 @@ void InProcessMember::TryQueue(int64_t now_s) {
       [&](size_t li) {
         OpenHeadroom(li);
         const JobAttempt a = TryStart(li);
-        if (IsHp(li)) CloseHeadroom();
+        if (IsHp(li)) CloseHeadroom(now_s);
         if (a.started) {
           OnStart(li, now_s, a.granted);
           return PendingQueue::Outcome::kStarted;
@@ -827,7 +829,7 @@ std::optional<ReclaimQuote> InProcessMember::QuoteReclaim(const FedJob& job, int
   if (l.running || l.reclaiming || queue_.Contains(*li) || l.priority < kHpPriority) return std::nullopt;
   OpenHeadroom(*li);
   const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
-  CloseHeadroom();
+  CloseHeadroom(now_s);
   // Nothing to evict: it fits on the headroom (or on idle capacity the summary did not show yet).
   if (!plan.feasible) return std::nullopt;
   ReclaimQuote q;

@@ -343,7 +343,8 @@ class InProcessMember : public Member {
   // min_job_gpus; none for other jobs) / holds every headroom's nodes again, minus those HP work
   // took or another job holds now. Open and Close pair up around each HP attempt.
   void OpenHeadroom(size_t li);
-  void CloseHeadroom();
+  // A headroom that lost nodes is restored from now_s + 1 (the next Step).
+  void CloseHeadroom(int64_t now_s);
   // Step's part: restores each headroom that holds fewer nodes than its shape needs.
   void RestoreHeadroom(int64_t now_s);
   // Evicts `plan`'s victims for local `li` (an HP job or a headroom) once the last has exited.

@@ -132,7 +132,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
   // The members: one per cluster, or one of all nodes (merged).
   std::vector<std::unique_ptr<InProcessMember>> members;
   std::vector<std::vector<int>> region_of;  // per member, per node: the region it stands for
-  auto make_member = [&](const ClusterState& cluster, const std::string& name, size_t index,
+  auto make_member = [&](const ClusterState& cluster, const std::string& name, size_t index, int line,
                          const std::vector<FederationMember::Headroom>& headroom) -> Status {
     MemberOptions mo;
     for (const FederationMember::Headroom& h : headroom) {
@@ -159,7 +159,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     if (meter != nullptr) mo.stopwatch = meter->stopwatch;
     auto m = InProcessMember::Create(cluster, mo);
     if (!m.ok()) {
-      return InvalidArgument(sc.path + ":" + std::to_string(fs.line) + ": member '" + name + "': " + m.status().message());
+      return InvalidArgument(sc.path + ":" + std::to_string(line) + ": federation: member '" + name + "': " + m.status().message());
     }
     members.push_back(std::move(*m));
     return Status::Ok();
@@ -167,7 +167,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
   if (is_merged) {
     std::vector<FederationMember::Headroom> all;
     for (const FederationMember& fm : fs.members) all.insert(all.end(), fm.headroom.begin(), fm.headroom.end());
-    ESTUARY_RETURN_IF_ERROR(make_member(*merged, "merged", 0, all));
+    ESTUARY_RETURN_IF_ERROR(make_member(*merged, "merged", 0, fs.line, all));
     std::vector<int> r;
     for (const Node& n : merged->nodes()) {
       const std::string prefix = n.spec.name.substr(0, n.spec.name.find('/'));
@@ -177,7 +177,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     region_of.push_back(std::move(r));
   } else {
     for (size_t m = 0; m < regions; ++m) {
-      ESTUARY_RETURN_IF_ERROR(make_member(clusters[m], fs.members[m].name, m, fs.members[m].headroom));
+      ESTUARY_RETURN_IF_ERROR(make_member(clusters[m], fs.members[m].name, m, fs.members[m].line, fs.members[m].headroom));
       region_of.emplace_back(clusters[m].num_nodes(), static_cast<int>(m));
     }
   }
@@ -490,6 +490,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
   if (!lp_delays.empty()) mt["lp_sched_delay_p90_s"] = Percentile(lp_delays, 90);
   if (!delays.empty()) mt["sched_delay_p90_s"] = Percentile(delays, 90);
   mt["evictions_count"] = static_cast<double>(evictions);
+  mt["headroom_evictions_count"] = static_cast<double>(headroom_evictions);
   mt["needless_preemptions_count"] = static_cast<double>(needless);
   mt["reclaims_count"] = static_cast<double>(reclaims);
   mt["reclaims_cancelled_count"] = static_cast<double>(fed.reclaims_cancelled());
