@@ -21,7 +21,8 @@
 // Step(now): (1) evictions whose grace ended: the victims' tasks are unbound (elastic jobs shrink,
 // others are evicted whole and returned to the federation — kReturned); (2) the member's queue is
 // tried in priority order (jobs holding a reservation on their own); (3) HP jobs still waiting in
-// the queue (kQueue dispatches) Reclaim for themselves as in (Submit).
+// the queue (kQueue dispatches) Reclaim for themselves as in (Submit); (4) HP headrooms that HP
+// work dented are planned anew and their held nodes drained (MemberOptions::headroom).
 // Grow(now): with absorb, running elastic jobs grow toward max (AbsorbAction) unless a queued HP
 // job or gang could use the room. A driver runs Step, then the federation's dispatch, then Grow,
 // so that jobs waiting at the federation see released capacity before elastic jobs take it.

@@ -20,7 +20,9 @@
 //   hp_sched_delay_p50_s, _p90_s, _p99_s   HP jobs (priority >= kHpPriority): first start - submit
 //                                          (end of the run - submit when never started)
 //   sched_delay_p90_s, lp_sched_delay_p90_s  the same over all jobs / LP jobs
-//   evictions_count                        victims evicted whole or shrunk by Reclaim
+//   evictions_count                        victims evicted whole or shrunk (by Reclaim or by a
+//                                          member restoring its HP headroom)
+//   headroom_evictions_count               ... of them by headroom restores
 //   needless_preemptions_count             of them, those evicted for a job J on member M when,
 //                                          as the Reclaim was decided, another member J may use
 //                                          could have started J on idle capacity (its exact
