@@ -261,21 +261,28 @@ TEST(InProcessMember, AReclaimEndsWhenItsLastVictimHasExited) {
   EXPECT_FALSE(InProcessMember::Create(MemberCluster(1), bad).ok());
 }
 
+// Options of a member (no Absorb) keeping one HP headroom of `replicas` whole 8-GPU nodes for HP
+// jobs of at least `min_job_gpus` GPUs.
+MemberOptions HeadroomOptions(const std::string& name, int replicas, int64_t min_job_gpus) {
+  MemberOptions o;
+  o.name = name;
+  o.absorb = false;
+  o.summary.thresholds = {100, 300, 800, 900};
+  FedJob shape;
+  shape.max_replicas = replicas;
+  shape.per_replica.gpu_count = 8;
+  shape.per_replica.gpu_milli = kMilliPerGpu;
+  o.headroom.push_back({shape, min_job_gpus});
+  return o;
+}
+
 // HP headroom: one whole node is kept free of work below HP. LP work fills the other nodes only;
 // an HP job starts on the headroom at once; the member then holds another node and drains it
 // without losing much work: its LP job (checkpointing every 1000 s) is evicted, for
 // kHeadroomJob, only once its work since the last checkpoint is at most 300 s.
 TEST(InProcessMember, AnHpHeadroomIsKeptFromLpWorkUsedByHpWorkAndRestoredCheaply) {
-  MemberOptions o;
-  o.name = "m";
-  o.absorb = false;
-  o.summary.thresholds = {100, 300, 800, 900};
+  MemberOptions o = HeadroomOptions("m", 1, 8);
   o.headroom_max_loss_s = 300;
-  FedJob shape;
-  shape.max_replicas = 1;
-  shape.per_replica.gpu_count = 8;
-  shape.per_replica.gpu_milli = kMilliPerGpu;
-  o.headroom.push_back({shape, 8});
   auto created = InProcessMember::Create(MemberCluster(4), o);
   ASSERT_TRUE(created.ok()) << created.status().message();
   InProcessMember& m = **created;
@@ -379,16 +386,7 @@ TEST(Federation, AJobThatFitsOnlyWithPreemptionGoesToTheCheapestReclaimAndOnlyTh
 // federation sends the HP gang there and it starts at once; the other member evicts nothing. A
 // smaller HP job (below min_job_gpus) may not use the headroom and reclaims as usual.
 TEST(Federation, AnHpGangStartsAtOnceInTheMemberThatKeepsAHeadroomForIt) {
-  MemberOptions o;
-  o.name = "headroom";
-  o.absorb = false;
-  o.summary.thresholds = {100, 300, 800, 900};
-  FedJob shape;
-  shape.max_replicas = 2;
-  shape.per_replica.gpu_count = 8;
-  shape.per_replica.gpu_milli = kMilliPerGpu;
-  o.headroom.push_back({shape, 16});
-  auto with = InProcessMember::Create(MemberCluster(4), o);
+  auto with = InProcessMember::Create(MemberCluster(4), HeadroomOptions("headroom", 2, 16));
   ASSERT_TRUE(with.ok());
   auto without = Member("plain", MemberCluster(4));
   Fill(**with, 100, 2, 300, true, 0);  // the two nodes outside the headroom
