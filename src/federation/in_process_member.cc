@@ -81,7 +81,7 @@ StatusOr<std::unique_ptr<InProcessMember>> InProcessMember::Create(ClusterState 
     std::string why;
     const std::optional<size_t> li = m->Materialize(h, &why);
     if (!li) return InvalidArgument("headroom: " + why);
-    m->headrooms_.push_back({*li, {}, 0});
+    m->headrooms_.push_back({*li, m->options_.headroom[i].min_job_gpus, {}, 0});
     m->summary_.AddHeadroomOwner(m->locals_[*li].id);
   }
   m->RestoreHeadroom(0);
@@ -209,9 +209,9 @@ Admission InProcessMember::Submit(const FedJob& job, AdmitMode mode, int64_t now
     r.accepted = true;
     return r;
   }
-  OpenHeadroom(*li);
+  const bool opened = OpenHeadroom(*li);
   const JobAttempt a = TryStart(*li);
-  if (IsHp(*li)) CloseHeadroom(now_s);
+  if (opened) CloseHeadroom(now_s);
   if (a.started) {
     OnStart(*li, now_s, a.granted);
     r.accepted = r.started = true;
@@ -242,17 +242,26 @@ void InProcessMember::SetGrace(int64_t grace_s) {
   exit_ = exit.ok() ? *exit : GracefulExit::Fixed(grace_s);
 }
 
-void InProcessMember::OpenHeadroom(size_t li) {
+bool InProcessMember::OpenHeadroom(size_t li) {
   const Local& l = locals_[li];
-  if (l.priority < kHpPriority) return;
-  const TaskRequest& req = state_.task(state_.job(l.id).tasks.front()).req;
-  const int64_t gpus = int64_t{l.min_replicas} * req.gpu_count;
-  for (size_t i = 0; i < headrooms_.size(); ++i) {
-    const Headroom& h = headrooms_[i];
-    if (gpus < options_.headroom[i].min_job_gpus) continue;
+  if (l.priority < kHpPriority) return false;
+  const int64_t gpus = int64_t{l.min_replicas} * state_.task(state_.job(l.id).tasks.front()).req.gpu_count;
+  bool opened = false;
+  for (const Headroom& h : headrooms_) {
     const Job& job = state_.job(locals_[h.li].id);
-    if (job.reservation.valid()) state_.ReleaseReservation(job.reservation);
+    if (gpus < h.min_job_gpus || !job.reservation.valid()) continue;
+    state_.ReleaseReservation(job.reservation);
+    opened = true;
   }
+  return opened;
+}
+
+std::vector<NodeId> InProcessMember::Unheld(const std::vector<NodeId>& nodes) const {
+  std::vector<NodeId> out;
+  for (NodeId n : nodes) {
+    if (!state_.node(n).reservation.valid() && std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  }
+  return out;
 }
 
 void InProcessMember::CloseHeadroom(int64_t now_s) {
@@ -290,12 +299,7 @@ void InProcessMember::RestoreHeadroom(int64_t now_s) {
         continue;
       }
       if (job.reservation.valid()) state_.ReleaseReservation(job.reservation);
-      h.nodes.clear();
-      for (NodeId n : plan.nodes) {
-        if (!state_.node(n).reservation.valid() && std::find(h.nodes.begin(), h.nodes.end(), n) == h.nodes.end()) {
-          h.nodes.push_back(n);
-        }
-      }
+      h.nodes = Unheld(plan.nodes);
       if (!h.nodes.empty()) state_.AddReservation(l.id, h.nodes);
     }
     // Drain the held nodes: an elastic job sheds its replicas there when it keeps a whole number
@@ -334,10 +338,7 @@ void InProcessMember::RestoreHeadroom(int64_t now_s) {
         drain.shrunk.emplace_back(JobId(jv), keep);
         continue;
       }
-      const int64_t start = std::max<int64_t>(0, v.started_at_s), interval = v.spec.checkpoint_interval_s;
-      const int64_t ran = std::max<int64_t>(0, now_s - start);
-      const int64_t loss_s = interval > 0 ? ran % interval : ran;
-      if (loss_s > options_.headroom_max_loss_s) {
+      if (SecondsSinceCheckpoint(v, now_s) > options_.headroom_max_loss_s) {
         waiting = true;
         continue;
       }
@@ -380,34 +381,24 @@ bool InProcessMember::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   }
   // The headroom is open to the job while it reclaims: its nodes count as free for the plan, and
   // those the plan chooses are held for the job (CloseHeadroom leaves them out).
-  OpenHeadroom(li);
+  const bool opened = OpenHeadroom(li);
   const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
-  if (!plan.feasible || plan.evict.empty() ||
-      std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId t) { return being_evicted_[t.value()] != 0; })) {
-    CloseHeadroom(now_s);
-  }
-  if (!plan.feasible) {
-    *why = plan.reason;
-    return false;
-  }
-  if (plan.evict.empty()) {
-    *why = "idle capacity could hold it, but placement did not";
-    return false;
-  }
-  if (std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId t) { return being_evicted_[t.value()] != 0; })) {
-    *why = "its victims are already being evicted for another job";
+  const bool conflict =
+      std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId t) { return being_evicted_[t.value()] != 0; });
+  if (!plan.feasible || plan.evict.empty() || conflict) {
+    *why = !plan.feasible       ? plan.reason
+           : plan.evict.empty() ? "idle capacity could hold it, but placement did not"
+                                : "its victims are already being evicted for another job";
+    if (opened) CloseHeadroom(now_s);
     return false;
   }
   if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
-  std::vector<NodeId> hold;
-  for (NodeId n : plan.nodes) {
-    if (!state_.node(n).reservation.valid() && std::find(hold.begin(), hold.end(), n) == hold.end()) hold.push_back(n);
-  }
+  const std::vector<NodeId> hold = Unheld(plan.nodes);
   if (!hold.empty()) {
     state_.AddReservation(l.id, hold);
     if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
   }
-  CloseHeadroom(now_s);
+  if (opened) CloseHeadroom(now_s);
   const int64_t at = ScheduleEviction(li, plan, now_s);
   l.reclaiming = true;
   if (!queue_.Contains(li)) queue_.Push(li, l.priority, l.shape, true);
@@ -459,9 +450,9 @@ void InProcessMember::TryQueue(int64_t now_s) {
   std::erase_if(holders_, [&](size_t li) { return !state_.job(locals_[li].id).reservation.valid(); });
   queue_.Pass(
       [&](size_t li) {
-        OpenHeadroom(li);
+        const bool opened = OpenHeadroom(li);
         const JobAttempt a = TryStart(li);
-        if (IsHp(li)) CloseHeadroom(now_s);
+        if (opened) CloseHeadroom(now_s);
         if (a.started) {
           OnStart(li, now_s, a.granted);
           return PendingQueue::Outcome::kStarted;
@@ -827,9 +818,9 @@ std::optional<ReclaimQuote> InProcessMember::QuoteReclaim(const FedJob& job, int
   if (!li) return std::nullopt;
   const Local& l = locals_[*li];
   if (l.running || l.reclaiming || queue_.Contains(*li) || l.priority < kHpPriority) return std::nullopt;
-  OpenHeadroom(*li);
+  const bool opened = OpenHeadroom(*li);
   const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
-  CloseHeadroom(now_s);
+  if (opened) CloseHeadroom(now_s);
   // Nothing to evict: it fits on the headroom (or on idle capacity the summary did not show yet).
   if (!plan.feasible) return std::nullopt;
   ReclaimQuote q;

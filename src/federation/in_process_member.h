@@ -336,6 +336,7 @@ class InProcessMember : public Member {
   // is under way, and when the member looks at it again.
   struct Headroom {
     size_t li = 0;
+    int64_t min_job_gpus = 0;  // MemberHeadroom's
     std::vector<NodeId> nodes;
     int64_t retry_at = 0;  // > 0: look again then (a plan was infeasible, or work still drains)
   };
@@ -343,14 +344,16 @@ class InProcessMember : public Member {
   // Lifts the holds of the headrooms open to local `li` (an HP job of at least their
   // min_job_gpus; none for other jobs) / holds every headroom's nodes again, minus those HP work
   // took or another job holds now. Open and Close pair up around each HP attempt.
-  void OpenHeadroom(size_t li);
+  // Returns whether it lifted any hold.
+  bool OpenHeadroom(size_t li);
   // A headroom that lost nodes is restored from now_s + 1 (the next Step).
   void CloseHeadroom(int64_t now_s);
   // Step's part: restores each headroom that holds fewer nodes than its shape needs.
   void RestoreHeadroom(int64_t now_s);
   // Evicts `plan`'s victims for local `li` (an HP job or a headroom) once the last has exited.
   int64_t ScheduleEviction(size_t li, const PreemptionPlan& plan, int64_t now_s);
-  bool IsHp(size_t li) const { return locals_[li].priority >= kHpPriority; }
+  // `nodes` without duplicates and without those held by a reservation, in order.
+  std::vector<NodeId> Unheld(const std::vector<NodeId>& nodes) const;
 
   MemberOptions options_;
   GracefulExit exit_;

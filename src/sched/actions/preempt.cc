@@ -9,6 +9,12 @@
 
 namespace estuary {
 
+int64_t SecondsSinceCheckpoint(const Job& job, int64_t now) {
+  const int64_t start = job.started_at_s < 0 || job.started_at_s > now ? now : job.started_at_s;
+  const int64_t interval = job.spec.checkpoint_interval_s;
+  return interval > 0 ? (now - start) % interval : now - start;
+}
+
 namespace {
 
 // What a node would have free: its free amounts plus what evicted tasks on it held.
@@ -138,8 +144,7 @@ class Solver {
       if (v.bound.empty() || standby) continue;
       const int64_t start = j.started_at_s < 0 || j.started_at_s > now ? now : j.started_at_s;
       v.runtime = now - start;
-      const int64_t interval = j.spec.checkpoint_interval_s;
-      v.cost = gpu * (interval > 0 ? v.runtime % interval : v.runtime);
+      v.cost = gpu * SecondsSinceCheckpoint(j, now);
       // Elastic surplus: shrink targets k < b, multiples of the step, k >= max(min, 1).
       const int64_t b = static_cast<int64_t>(v.bound.size());
       const int64_t step = options.align ? std::max<int32_t>(1, j.spec.step) : 1;

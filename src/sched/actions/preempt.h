@@ -73,6 +73,11 @@
 
 namespace estuary {
 
+// Seconds of `job`'s work since its last checkpoint at `now` (what an eviction would lose per GPU;
+// the C of a victim above, divided by its GPU milli): now - start when it does not checkpoint.
+// A job not started yet, or started after now, counts as started at now (0).
+int64_t SecondsSinceCheckpoint(const Job& job, int64_t now);
+
 struct PreemptionPlan {
   // Step (a): idle plus reclaimable capacity could hold the job (also true, with nothing to
   // evict, when idle capacity alone could).
