@@ -31,6 +31,7 @@ struct FJob {
   // The work model: work in replica-seconds x kWorkScale at max replicas; `rate` replica units
   // per second while running.
   int64_t work_left = 0, work_at_checkpoint = 0, rate = 0;
+  int64_t bound = 0;  // replicas it held when last looked at (start, grow, shrink): what an eviction frees
   SimTime progress_t = 0;
   uint64_t gen = 0;
   bool restarted = false;
@@ -236,6 +237,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     if (j.started_at < 0) return;
     progress(j, t);
     const int64_t bound = members[static_cast<size_t>(j.member)]->Running(j.fed.id);
+    j.bound = bound;
     const int64_t usable = j.tmpl.usable_step > 0 ? j.tmpl.usable_step : std::max<int32_t>(1, j.tmpl.step);
     const int64_t rate = j.tmpl.linear_scaling ? bound / usable * usable : (bound > 0 ? j.tmpl.replicas : 0);
     if (rate == j.rate && j.gen > 0) return;
@@ -302,7 +304,8 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
               victim(e.for_job, static_cast<int>(m));
               progress(j, t);
               const int64_t ran = t - j.started_at, interval = j.tmpl.checkpoint_interval_s;
-              lost_gpu_hours += static_cast<double>(int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count) *
+              // metrics.md §6: the GPUs it held as it was evicted x the time since its last checkpoint.
+              lost_gpu_hours += static_cast<double>(j.bound * j.tmpl.per_replica.TotalGpuMilli()) / kMilliPerGpu *
                                 static_cast<double>(interval > 0 ? ran % interval : ran) / 3600.0;
               j.work_left = j.work_at_checkpoint;
               j.restarted = true;
@@ -314,6 +317,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
             j.started_at = -1;
             j.member = -1;
             j.rate = 0;
+            j.bound = 0;
             ++j.gen;
             fed.Left(j.fed.id);
             fed.Enqueue(j.fed, j.allowed, true, t);

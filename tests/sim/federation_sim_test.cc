@@ -184,6 +184,43 @@ TEST(FederationSim, ReclaimAwareStartsAnHpJobByEvictingInTheOneMemberWhereItCanW
   EXPECT_EQ(hp_starts, 1);
 }
 
+// One member of one 8-GPU node. A dev job holds 4 GPUs, so an elastic LP job of up to 8 replicas
+// (min 4, step 4) starts with 4. An HP job of 4 GPUs arrives at 400 and Reclaims the LP job whole;
+// its victim takes the whole 60 s grace period. Work lost (metrics.md §6): the 4 GPUs it held, not
+// the 8 it may grow to, x the 459 s since it started (checkpoints every 1,000 s).
+const char* kLost = R"(name: lost
+duration_s: 2000
+sample_interval_s: 100
+seeds: [1]
+federation:
+  members:
+    - {name: a, cluster: {generate: {total_gpus: 8, seed: 1, models: "H800:1:128:2048"}}}
+jobs:
+  - {name: dev, class: dev, gpus: 4, cpu_cores: 1, memory_gib: 1, duration_s: 100000}
+  - {name: lp, class: lp, submit_s: 1, replicas: 8, min: 4, step: 4, gpus: 1, cpu_cores: 1, memory_gib: 1,
+     duration_s: 100000, checkpoint_interval_s: 1000}
+  - {name: hp, class: hp-training, submit_s: 400, gpus: 4, cpu_cores: 1, memory_gib: 1, duration_s: 100000}
+configurations:
+  - {name: reclaim-aware, federation: reclaim-aware, preempt: {grace_s: 60}}
+)";
+
+TEST(FederationSim, AnEvictionLosesTheGpusTheVictimHeldTimesTheTimeSinceItsLastCheckpoint) {
+  const FedRun r = Load(kLost);
+  const SimulateResult res = RunConfig(r, "reclaim-aware");
+  int lp_starts = 0;
+  for (const SimJobEvent& e : res.job_events) {
+    if (e.job == "lp" && e.kind == "start") {
+      ++lp_starts;
+      EXPECT_EQ(e.replicas, 4);
+      EXPECT_EQ(e.time, 1);
+    }
+    if (e.job == "lp" && e.kind == "evict") EXPECT_EQ(e.time, 460);
+  }
+  EXPECT_EQ(lp_starts, 1);  // it waits behind the HP job afterwards
+  EXPECT_EQ(res.metrics.at("evictions_count"), 1);
+  EXPECT_NEAR(res.metrics.at("preemption_lost_gpu_hours"), 4.0 * 459 / 3600, 1e-9);
+}
+
 TEST(FederationSim, TheSameSeedGivesTheSameResults) {
   const FedRun r = Load(kReclaim);
   const SimulateResult a = RunConfig(r, "reclaim-aware"), b = RunConfig(r, "reclaim-aware");
