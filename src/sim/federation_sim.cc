@@ -157,6 +157,8 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     mo.absorb = config.absorb;
     mo.summary = summary;
     mo.summary_period_s = fs.summary_period_s;
+    mo.headroom_retry_s = fs.headroom_retry_s;
+    mo.headroom_max_loss_s = fs.headroom_max_loss_s;
     if (meter != nullptr) mo.stopwatch = meter->stopwatch;
     auto m = InProcessMember::Create(cluster, mo);
     if (!m.ok()) {

@@ -285,7 +285,8 @@ Status ParseClusterSource(const Ctx& c, const YAML::Node& cluster, const std::st
 // The root key `federation:` (FederationSpec).
 StatusOr<FederationSpec> ParseFederation(const Ctx& c, const YAML::Node& f, const std::string& path) {
   if (!f.IsMap()) return c.Err(f, "federation", "expected a mapping {members, retry_backoff_s, ...}");
-  ESTUARY_RETURN_IF_ERROR(Known(c, f, {"members", "retry_backoff_s", "retry_backoff_max_s", "summary_period_s", "tie_break"}));
+  ESTUARY_RETURN_IF_ERROR(Known(c, f, {"members", "retry_backoff_s", "retry_backoff_max_s", "summary_period_s", "tie_break",
+                                     "headroom_retry_s", "headroom_max_loss_s"}));
   FederationSpec fed;
   fed.enabled = true;
   fed.line = f.Mark().line + 1;
@@ -347,6 +348,8 @@ StatusOr<FederationSpec> ParseFederation(const Ctx& c, const YAML::Node& f, cons
     return c.Err(f["tie_break"], "tie_break", "unknown tie_break '" + tie_break + "' (known: pack, spread)");
   }
   fed.spread = tie_break == "spread";
+  ESTUARY_ASSIGN_OR_RETURN(fed.headroom_retry_s, Int(c, f, "headroom_retry_s", fed.headroom_retry_s, 1, 86400));
+  ESTUARY_ASSIGN_OR_RETURN(fed.headroom_max_loss_s, Int(c, f, "headroom_max_loss_s", fed.headroom_max_loss_s, 0, 604800));
   return fed;
 }
 

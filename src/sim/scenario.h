@@ -281,6 +281,12 @@ struct FederationSpec {
   // Among members that fit equally: `pack` (default; the fullest member first) or `spread` (the
   // emptiest first).
   bool spread = false;
+  // Every member's headrooms (FederationMember::headroom; MemberOptions of the same names): held
+  // nodes still running other work are looked at every headroom_retry_s, and a preemptible job
+  // there is evicted only once at most headroom_max_loss_s of its work since its last checkpoint
+  // would be lost (defaults 60 and 300).
+  int64_t headroom_retry_s = 60;
+  int64_t headroom_max_loss_s = 300;
 };
 
 struct Scenario {

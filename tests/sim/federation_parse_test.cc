@@ -60,6 +60,8 @@ TEST(FederationParse, AValidScenarioParsesIntoItsMembersJobsAndConfigurations) {
   EXPECT_EQ(f.retry_backoff_max_s, 480);
   EXPECT_EQ(f.summary_period_s, 60);
   EXPECT_TRUE(f.spread);
+  EXPECT_EQ(f.headroom_retry_s, 60);  // the defaults
+  EXPECT_EQ(f.headroom_max_loss_s, 300);
   ASSERT_EQ(f.members.size(), 2u);
   EXPECT_EQ(f.members[0].name, "east");
   EXPECT_EQ(f.members[0].line, 7);
@@ -110,6 +112,15 @@ TEST(FederationParse, TheRetryCeilingRisesToALargerBackoffAndTieBreakDefaultsToP
   EXPECT_EQ(s->federation.retry_backoff_max_s, 600);
   EXPECT_EQ(s->federation.summary_period_s, 0);
   EXPECT_FALSE(s->federation.spread);
+}
+
+TEST(FederationParse, TheHeadroomDrainOptionsApplyToEveryMember) {
+  auto s = ParseScenario("name: t\nfederation:\n  headroom_retry_s: 120\n  headroom_max_loss_s: 0\n" +
+                             kFed.substr(kFed.find("  members:")) + kJob + kConf,
+                         "s.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->federation.headroom_retry_s, 120);
+  EXPECT_EQ(s->federation.headroom_max_loss_s, 0);
 }
 
 TEST(FederationParse, ASingleClusterScenarioKeepsModelsAndHasNoHomes) {
@@ -182,6 +193,12 @@ std::vector<BadScenario> Cases() {
        "s.yaml:3: field 'retry_backoff_s': 0 is outside [1, 86400]"},
       {"SummaryPeriodTooLong", "name: t\nfederation:\n  summary_period_s: 86401\n" + kFed.substr(kFed.find("  members:")) + kJob + kConf,
        "s.yaml:3: field 'summary_period_s': 86401 is outside [0, 86400]"},
+      {"ZeroHeadroomRetry", "name: t\nfederation:\n  headroom_retry_s: 0\n" + kFed.substr(kFed.find("  members:")) + kJob + kConf,
+       "s.yaml:3: field 'headroom_retry_s': 0 is outside [1, 86400]"},
+      {"NegativeHeadroomLoss", "name: t\nfederation:\n  headroom_max_loss_s: -1\n" + kFed.substr(kFed.find("  members:")) + kJob + kConf,
+       "s.yaml:3: field 'headroom_max_loss_s': -1 is outside [0, 604800]"},
+      {"HeadroomLossNotANumber", "name: t\nfederation:\n  headroom_max_loss_s: soon\n" + kFed.substr(kFed.find("  members:")) + kJob + kConf,
+       "s.yaml:3: field 'headroom_max_loss_s': expected an integer"},
       {"BothClusterAndFederation", kFed + "cluster:\n  spec: c.yaml\n" + kJob + kConf,
        "s.yaml:2: field 'federation': give cluster or federation, not both"},
       {"NeitherClusterNorFederation", "name: t\n" + kJob + kConf, "s.yaml:1: field 'cluster': missing"},

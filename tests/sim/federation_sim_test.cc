@@ -139,6 +139,29 @@ TEST(FederationSim, AnHpJobStartsAtOnceOnAMembersHeadroomWhichIsThenRestoredChea
   EXPECT_EQ(blind.metrics.at("headroom_evictions_count"), 0);
 }
 
+// The same, with the drain's two options set: lp1 (started at 0, a checkpoint every 600 s) may be
+// evicted for the headroom only once at most headroom_max_loss_s of its work would be lost. The
+// HP job starts at 100; the member plans the headroom again at 101 and looks at the held node
+// every headroom_retry_s from then; the victim leaves at the end of its 60 s grace period.
+TEST(FederationSim, AHeadroomDrainWaitsForTheVictimsCheckpointAtTheScenariosRetryPeriod) {
+  auto evicted_at = [](const std::string& options) {
+    std::string yaml = kHeadroom;
+    yaml.replace(yaml.find("jobs:"), 0, "  " + options + "\n");
+    const FedRun r = Load(yaml);
+    const SimulateResult res = RunConfig(r, "reclaim-aware");
+    EXPECT_EQ(res.metrics.at("headroom_evictions_count"), 1);
+    for (const SimJobEvent& e : res.job_events) {
+      if (e.job == "lp1" && e.kind == "evict") return e.time;
+    }
+    return SimTime{-1};
+  };
+  EXPECT_EQ(evicted_at("headroom_max_loss_s: 300"), 101 + 60);  // 101 s lost: at once
+  // 101 s lost at 101, then looked at 161, ..., 641 (41 s lost).
+  EXPECT_EQ(evicted_at("headroom_max_loss_s: 50"), 641 + 60);
+  // Looked at 201, ..., 601 (1 s lost).
+  EXPECT_EQ(evicted_at("headroom_max_loss_s: 50\n  headroom_retry_s: 100"), 601 + 60);
+}
+
 // One member full of LP work, the other of non-preemptible dev work: an HP job can start only by
 // Reclaim on "a". Idle-only waits until the LP work ends; reclaim-aware evicts on "a" only.
 const char* kReclaim = R"(name: reclaim
