@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <set>
 #include <tuple>
@@ -349,11 +350,12 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
   int64_t total_gpu_milli = 0;
   for (const auto& m : members) total_gpu_milli += m->state().total_gpu_milli();
   const double capacity = static_cast<double>(std::max<int64_t>(1, total_gpu_milli));
+  const SimTime warmup = sc.warmup_s;
   auto sample_until = [&](SimTime t) {
     int64_t allocated = 0;
     for (const auto& m : members) allocated += m->state().allocated_gpu_milli();
     const double alloc = 100.0 * static_cast<double>(allocated) / capacity;
-    alloc_area += alloc * static_cast<double>(t - last_t);
+    if (t > warmup) alloc_area += alloc * static_cast<double>(t - std::max(last_t, warmup));
     last_t = t;
     while (next_sample < t) {
       SimSample s;
@@ -390,6 +392,9 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
         s.alloc_ratio_hp_pct = 100.0 * hp_share / static_cast<double>(gpu_nodes);
         s.alloc_ratio_hp_lp_pct = 100.0 * any_share / static_cast<double>(gpu_nodes);
       }
+      res.samples.push_back(s);
+      next_sample += sc.sample_interval_s;
+      if (s.time < warmup) continue;  // shown in the time series, left out of the metrics
       hp_sum += s.alloc_ratio_hp_pct;
       all_sum += s.alloc_ratio_hp_lp_pct;
       double lo = 1e300, hi = -1e300;
@@ -400,14 +405,25 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
         hi = std::max(hi, v);
       }
       imbalance_sum += regions > 0 ? hi - lo : 0.0;
-      res.samples.push_back(s);
       ++samples;
-      next_sample += sc.sample_interval_s;
     }
   };
 
+  // The event counters as the warm-up ends (all zero without one), subtracted from their totals.
+  struct Counters {
+    int64_t evictions = 0, headroom_evictions = 0, needless = 0, reclaims = 0, cancelled = 0, dispatches = 0,
+            rejections = 0, retries = 0;
+    double lost_gpu_hours = 0;
+  };
+  const auto count = [&]() {
+    return Counters{evictions, headroom_evictions, needless, reclaims, fed.reclaims_cancelled(), dispatches,
+                    fed.rejections() + late_rejections, fed.retries(), lost_gpu_hours};
+  };
+  std::optional<Counters> at_warmup;
+  if (warmup == 0) at_warmup = Counters{};
   while (!events.empty() && std::get<0>(events.top()) < sc.duration_s) {
     const SimTime t = std::get<0>(events.top());
+    if (!at_warmup && t >= warmup) at_warmup = count();
     sample_until(t);
     wakes.erase(t);
     while (!events.empty() && std::get<0>(events.top()) == t) {
@@ -453,15 +469,17 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
       }
     }
   }
+  if (!at_warmup) at_warmup = count();
   sample_until(sc.duration_s);
 
-  // Results.
+  // Results: over [warmup, duration).
+  const Counters total = count(),& base = *at_warmup;
   auto& mt = res.metrics;
   std::vector<double> hp_delays, lp_delays, delays;
   int64_t started = 0, infeasible = 0, waiting = 0, lp_finished = 0;
   double lp_jct = 0;
   for (const FJob& j : jobs) {
-    if (j.submit >= sc.duration_s) continue;
+    if (j.submit >= sc.duration_s || j.submit < warmup) continue;
     SimJobRecord rec;
     rec.name = j.tmpl.name;
     rec.replicas = j.tmpl.replicas;
@@ -495,21 +513,22 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
   }
   if (!lp_delays.empty()) mt["lp_sched_delay_p90_s"] = Percentile(lp_delays, 90);
   if (!delays.empty()) mt["sched_delay_p90_s"] = Percentile(delays, 90);
-  mt["evictions_count"] = static_cast<double>(evictions);
-  mt["headroom_evictions_count"] = static_cast<double>(headroom_evictions);
-  mt["needless_preemptions_count"] = static_cast<double>(needless);
-  mt["reclaims_count"] = static_cast<double>(reclaims);
-  mt["reclaims_cancelled_count"] = static_cast<double>(fed.reclaims_cancelled());
-  mt["preemption_lost_gpu_hours"] = lost_gpu_hours;
-  mt["dispatches_count"] = static_cast<double>(dispatches);
-  mt["dispatch_rejections_count"] = static_cast<double>(fed.rejections() + late_rejections);
-  mt["dispatch_retries_count"] = static_cast<double>(fed.retries());
+  mt["evictions_count"] = static_cast<double>(total.evictions - base.evictions);
+  mt["headroom_evictions_count"] = static_cast<double>(total.headroom_evictions - base.headroom_evictions);
+  mt["needless_preemptions_count"] = static_cast<double>(total.needless - base.needless);
+  mt["reclaims_count"] = static_cast<double>(total.reclaims - base.reclaims);
+  mt["reclaims_cancelled_count"] = static_cast<double>(total.cancelled - base.cancelled);
+  mt["preemption_lost_gpu_hours"] = total.lost_gpu_hours - base.lost_gpu_hours;
+  mt["dispatches_count"] = static_cast<double>(total.dispatches - base.dispatches);
+  mt["dispatch_rejections_count"] = static_cast<double>(total.rejections - base.rejections);
+  mt["dispatch_retries_count"] = static_cast<double>(total.retries - base.retries);
   mt["jobs_started_count"] = static_cast<double>(started);
   mt["jobs_infeasible_count"] = static_cast<double>(infeasible);
   mt["jobs_waiting_end_count"] = static_cast<double>(waiting);
   mt["lp_jobs_finished_count"] = static_cast<double>(lp_finished);
   if (lp_finished > 0) mt["lp_jct_mean_s"] = lp_jct / static_cast<double>(lp_finished);
-  mt["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s);
+  mt["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s - warmup);
+  mt["warmup_s"] = static_cast<double>(warmup);
   if (samples > 0) {
     const double n = static_cast<double>(samples);
     mt["alloc_ratio_hp_pct"] = hp_sum / n;

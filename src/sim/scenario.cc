@@ -394,7 +394,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   }
   const YAML::Node root = loaded;
   if (!root.IsMap()) return InvalidArgument(path + ":1: expected a mapping");
-  ESTUARY_RETURN_IF_ERROR(Known(c, root, {"name", "duration_s", "sample_interval_s", "seeds", "cluster", "jobs",
+  ESTUARY_RETURN_IF_ERROR(Known(c, root, {"name", "duration_s", "warmup_s", "sample_interval_s", "seeds", "cluster", "jobs",
                                           "generator", "events", "network", "failures", "configurations", "tidal",
                                           "utilisation", "federation"}));
   Scenario s;
@@ -402,6 +402,10 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   ESTUARY_ASSIGN_OR_RETURN(s.name, Str(c, root, "name", true));
   ESTUARY_ASSIGN_OR_RETURN(s.duration_s, Int(c, root, "duration_s", 86400, 1, kMaxTime));
   ESTUARY_ASSIGN_OR_RETURN(s.sample_interval_s, Int(c, root, "sample_interval_s", 3600, 1, kMaxTime));
+  ESTUARY_ASSIGN_OR_RETURN(s.warmup_s, Int(c, root, "warmup_s", 0, 0, kMaxTime));
+  if (s.warmup_s >= s.duration_s) {
+    return c.Err(root["warmup_s"], "warmup_s", "must be below duration_s (" + std::to_string(s.duration_s) + ")");
+  }
   if (const YAML::Node seeds = root["seeds"]) {
     if (!seeds.IsSequence() || seeds.size() == 0) return c.Err(seeds, "seeds", "expected a non-empty list");
     s.seeds.clear();
@@ -423,6 +427,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       if (root[key]) return c.Err(KeyNode(root, key), key, "not supported in a federation scenario");
     }
   } else {
+    if (root["warmup_s"]) return c.Err(KeyNode(root, "warmup_s"), "warmup_s", "supported in a federation scenario only");
     if (!cluster) return c.Err(root, "cluster", "missing (give cluster: or federation:)");
     ESTUARY_RETURN_IF_ERROR(ParseClusterSource(c, cluster, path, &s.cluster_spec, &s.cluster_generate));
   }

@@ -294,6 +294,10 @@ struct Scenario {
   std::string path;
   SimTime duration_s = 86400;
   SimTime sample_interval_s = 3600;
+  // The metrics cover [warmup_s, duration_s): samples taken, jobs submitted and evictions, Reclaims
+  // and dispatches made before warmup_s only fill the cluster (from empty) and are left out of
+  // them; the time series still shows every sample. Federation scenarios only; default 0.
+  SimTime warmup_s = 0;
   std::vector<uint64_t> seeds = {42};
   // Exactly one of: a cluster spec file (relative paths are relative to the scenario) or
   // generator options.

@@ -123,6 +123,15 @@ TEST(FederationParse, TheHeadroomDrainOptionsApplyToEveryMember) {
   EXPECT_EQ(s->federation.headroom_max_loss_s, 0);
 }
 
+TEST(FederationParse, AWarmUpIsKeptAndDefaultsToNone) {
+  auto s = ParseScenario("name: t\nduration_s: 1000\nwarmup_s: 999\n" + kFed.substr(kFed.find("federation:")) + kJob + kConf, "s.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->warmup_s, 999);
+  auto d = ParseScenario(kFed + kJob + kConf, "s.yaml");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->warmup_s, 0);
+}
+
 TEST(FederationParse, ASingleClusterScenarioKeepsModelsAndHasNoHomes) {
   auto s = ParseScenario("name: t\ncluster:\n  spec: c.yaml\njobs:\n  - {name: j, gpus: 8, models: [A100]}\n"
                          "configurations:\n  - {name: a}\n",
@@ -199,6 +208,14 @@ std::vector<BadScenario> Cases() {
        "s.yaml:3: field 'headroom_max_loss_s': -1 is outside [0, 604800]"},
       {"HeadroomLossNotANumber", "name: t\nfederation:\n  headroom_max_loss_s: soon\n" + kFed.substr(kFed.find("  members:")) + kJob + kConf,
        "s.yaml:3: field 'headroom_max_loss_s': expected an integer"},
+      {"WarmUpNotBelowDuration", "name: t\nduration_s: 100\nwarmup_s: 100\n" + kFed.substr(kFed.find("federation:")) + kJob + kConf,
+       "s.yaml:3: field 'warmup_s': must be below duration_s (100)"},
+      {"NegativeWarmUp", "name: t\nwarmup_s: -5\n" + kFed.substr(kFed.find("federation:")) + kJob + kConf,
+       "s.yaml:2: field 'warmup_s': -5 is outside [0, "},
+      {"WarmUpNotANumber", "name: t\nwarmup_s: a day\n" + kFed.substr(kFed.find("federation:")) + kJob + kConf,
+       "s.yaml:2: field 'warmup_s': expected an integer"},
+      {"WarmUpInASingleClusterScenario", kSingle + "warmup_s: 60\njobs:\n  - {name: j, gpus: 8}\n",
+       "s.yaml:4: field 'warmup_s': supported in a federation scenario only"},
       {"BothClusterAndFederation", kFed + "cluster:\n  spec: c.yaml\n" + kJob + kConf,
        "s.yaml:2: field 'federation': give cluster or federation, not both"},
       {"NeitherClusterNorFederation", "name: t\n" + kJob + kConf, "s.yaml:1: field 'cluster': missing"},

@@ -92,6 +92,39 @@ TEST(FederationSim, BlindDispatchPreemptsNeedlesslyWhileReclaimAwareUsesIdleCapa
   EXPECT_EQ(hp_starts, 1);
 }
 
+// A warm-up leaves out of the metrics what happened before it, and keeps it in the time series.
+// In kNeedless, blind's Reclaim for the HP job is decided at 100 and evicts at 160; every job is
+// submitted by 100 and runs past the end.
+TEST(FederationSim, AWarmUpLeavesTheEventsAndJobsBeforeItOutOfTheMetrics) {
+  auto run = [](const std::string& warmup) {
+    std::string yaml = kNeedless;
+    yaml.replace(yaml.find("seeds:"), 0, warmup + "\n");
+    return RunConfig(Load(yaml), "blind");
+  };
+  const SimulateResult all = run("warmup_s: 0");
+  EXPECT_EQ(all.metrics.at("reclaims_count"), 1);
+  EXPECT_GE(all.metrics.at("evictions_count"), 1);
+  EXPECT_GE(all.metrics.at("needless_preemptions_count"), 1);
+  EXPECT_EQ(all.jobs.size(), 4u);
+  // From 130: the Reclaim (decided at 100) and every job are before it, the eviction after it.
+  const SimulateResult mid = run("warmup_s: 130");
+  EXPECT_EQ(mid.metrics.at("reclaims_count"), 0);
+  EXPECT_EQ(mid.metrics.at("evictions_count"), all.metrics.at("evictions_count"));
+  EXPECT_TRUE(mid.jobs.empty());
+  EXPECT_EQ(mid.metrics.count("hp_sched_delay_p99_s"), 0u);
+  // From 2000: nothing but samples. The time series keeps all 30; the ratio is over the last 10.
+  const SimulateResult late = run("warmup_s: 2000");
+  EXPECT_EQ(late.metrics.at("evictions_count"), 0);
+  EXPECT_EQ(late.metrics.at("needless_preemptions_count"), 0);
+  EXPECT_EQ(late.metrics.at("dispatches_count"), 0);
+  EXPECT_EQ(late.metrics.at("warmup_s"), 2000);
+  ASSERT_EQ(late.samples.size(), 30u);
+  double sum = 0, early = 0;
+  for (const SimSample& x : late.samples) (x.time >= 2000 ? sum : early) += x.alloc_ratio_hp_lp_pct;
+  EXPECT_DOUBLE_EQ(late.metrics.at("alloc_ratio_hp_lp_pct"), sum / 10);
+  EXPECT_LT(early / 20, sum / 10);  // the cluster filled up during the warm-up
+}
+
 // Member "a" keeps one whole node as an HP headroom; LP work fills everything else. An HP job of
 // 8 GPUs starts at once on the headroom (no Reclaim); "a" then holds its other node again and
 // evicts the LP job there, which has lost little since its last checkpoint — an eviction for
