@@ -40,9 +40,11 @@ void CapacitySummary::Build(const ClusterState& state, const SummaryOptions& opt
   evict_milli_.assign(nm_ * nt_, 0);
   evict_start_milli_.assign(nm_ * nt_, 0);
   gpus_avail_.assign(nm_ * nt_, 0);
+  held_free_.assign(nm_, 0);
   const size_t nn = state.num_nodes();
   node_model_.assign(nn, -1);
   node_avail_.assign(nn * nt_, 0);
+  node_held_free_.assign(nn, 0);
   node_evict_milli_.assign(nn * nt_, 0);
   node_evict_start_.assign(nn * nt_, 0);
   node_dom_begin_.assign(nn + 1, 0);
@@ -60,6 +62,7 @@ void CapacitySummary::Build(const ClusterState& state, const SummaryOptions& opt
     if (n.spec.gpu_count > 0 && n.spec.model.valid()) node_model_[n.id.value()] = static_cast<int16_t>(n.spec.model.value());
     const size_t o = n.id.value() * nt_;
     NodeAvail(state, n, &node_avail_[o], &node_evict_milli_[o], &node_evict_start_[o]);
+    node_held_free_[n.id.value()] = HeldFree(state, n);
     Apply(n.id, +1);
   }
   cursor_ = state.change_seq();
@@ -97,6 +100,9 @@ void CapacitySummary::Refresh(const ClusterState& state) {
     std::copy_n(&node_evict_milli_[o], nt_, old_milli.begin());
     std::copy_n(&node_evict_start_[o], nt_, old_start.begin());
     NodeAvail(state, state.node(id), &node_avail_[o], &node_evict_milli_[o], &node_evict_start_[o]);
+    const uint8_t held_free = HeldFree(state, state.node(id));
+    held_free_[static_cast<size_t>(m)] += int64_t{held_free} - node_held_free_[id.value()];
+    node_held_free_[id.value()] = held_free;
     // Only the thresholds whose a_t moved touch the histograms.
     const uint32_t* dom = node_dom_.data() + node_dom_begin_[id.value()];
     const uint32_t* dom_end = node_dom_.data() + node_dom_begin_[id.value() + 1];
@@ -139,6 +145,13 @@ void CapacitySummary::NodeAvail(const ClusterState& state, const Node& n, uint8_
   if (headroom) {  // open to HP work only
     for (size_t t = 0; t < cap && thresholds_[t] < kHpPriority; ++t) avail[t] = 0, evict_milli[t] = 0, evict_start_milli[t] = 0;
   }
+}
+
+uint8_t CapacitySummary::HeldFree(const ClusterState& state, const Node& n) const {
+  if (n.state != NodeState::kReady || !n.reservation.valid() || n.spec.gpu_count == 0) return 0;
+  const JobId owner = state.reservation(n.reservation).owner;
+  const bool headroom = std::find(headroom_owners_.begin(), headroom_owners_.end(), owner) != headroom_owners_.end();
+  return headroom ? static_cast<uint8_t>(n.full_free_gpus) : 0;
 }
 
 void CapacitySummary::NodeEvictable(const ClusterState& state, const Node& n, uint8_t* avail, int64_t* evict_milli,
@@ -189,6 +202,7 @@ void CapacitySummary::Apply(NodeId id, int sign) {
   const int m = node_model_[id.value()];
   if (m < 0) return;
   const size_t o = id.value() * nt_;
+  held_free_[static_cast<size_t>(m)] += sign * int64_t{node_held_free_[id.value()]};
   for (size_t t = 0; t < nt_; ++t) {
     const size_t mt = static_cast<size_t>(m) * nt_ + t;
     const size_t c = node_avail_[o + t];
@@ -273,6 +287,10 @@ ProbeResult CapacitySummary::Probe(const GangQuery& q, int64_t now_s) const {
   if (!r.ever) return r;
   r.capacity_gpus = AvailableGpus(q.model_bits, cap);
   r.idle_gpus = AvailableGpus(q.model_bits, 0);
+  r.free_gpus = r.idle_gpus;
+  for (size_t m = 0; m < nm_; ++m) {
+    if (q.model_bits >> m & 1) r.free_gpus += held_free_[m];
+  }
   const int64_t idle = Placeable(q, 0);
   r.idle = idle >= q.replicas;
   if (r.idle) return r;

@@ -70,9 +70,12 @@ struct ProbeResult {
   int victim_level = 0;
   int64_t reclaim_gpus = 0;
   double cost_gpu_s = 0;
-  // Idle whole GPUs of the allowed models, and all their GPUs (for packing or spreading).
+  // Idle whole GPUs of the allowed models, and all their GPUs.
   int64_t idle_gpus = 0;
   int64_t capacity_gpus = 0;
+  // Whole GPUs of the allowed models free of any task: idle_gpus plus those on an HP headroom's
+  // held nodes (what the allocation ratio counts as unallocated; for packing or spreading).
+  int64_t free_gpus = 0;
 };
 
 class CapacitySummary {
@@ -116,6 +119,8 @@ class CapacitySummary {
   // NodeAvail's thresholds above idle, for a node counted as available.
   void NodeEvictable(const ClusterState& state, const Node& n, uint8_t* avail, int64_t* evict_milli,
                      int64_t* evict_start_milli) const;
+  // Node n's whole free GPUs when it is ready and held by an HP headroom; 0 otherwise.
+  uint8_t HeldFree(const ClusterState& state, const Node& n) const;
   // Adds (sign +1) or removes (-1) node n's recorded contribution.
   void Apply(NodeId id, int sign);
   size_t Slot(size_t model, size_t t) const { return (model * nt_ + t) * (g_ + 1); }
@@ -138,9 +143,11 @@ class CapacitySummary {
   // Evictable GPU milli and sum of milli x job start, per [model][t] (reclaim ages).
   std::vector<int64_t> evict_milli_, evict_start_milli_;
   std::vector<int64_t> gpus_avail_;  // [model][t]: whole GPUs available
+  std::vector<int64_t> held_free_;   // [model]: whole free GPUs on HP headroom nodes
   // Per node: model (-1: no GPUs), a_t and its evictable sums, as last applied.
   std::vector<int16_t> node_model_;
   std::vector<uint8_t> node_avail_;
+  std::vector<uint8_t> node_held_free_;  // whole free GPUs when an HP headroom holds the node, else 0
   std::vector<int64_t> node_evict_milli_, node_evict_start_;
   // Node n's domains (valid ones, every plane): node_dom_[node_dom_begin_[n] .. node_dom_begin_[n + 1]).
   std::vector<uint32_t> node_dom_begin_;

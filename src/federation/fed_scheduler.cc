@@ -99,6 +99,21 @@ std::optional<int64_t> FedScheduler::NextRetry() const {
   return backoff_.top().first;
 }
 
+namespace {
+
+// The tie-break between members that fit equally: the free share of the job's models' GPUs
+// (ProbeResult::free_gpus / capacity_gpus), least first (pack) or most (spread), then member order.
+bool TieBefore(const FedCandidate& a, const FedCandidate& b, bool spread) {
+  const auto share = [](const FedCandidate& c) {
+    return c.probe.capacity_gpus > 0 ? static_cast<double>(c.probe.free_gpus) / static_cast<double>(c.probe.capacity_gpus) : 0.0;
+  };
+  const double sa = share(a), sb = share(b);
+  if (sa != sb) return spread ? sa > sb : sa < sb;
+  return a.member < b.member;
+}
+
+}  // namespace
+
 std::vector<FedCandidate> FedScheduler::Rank(uint32_t job, int64_t now_s) const {
   bool ever = true;
   if (job >= entries_.size() || !entries_[job].known) return {};
@@ -136,16 +151,7 @@ std::vector<FedCandidate> FedScheduler::RankEntry(const Entry& e, int64_t now_s,
     }
   }
   *ever = any;
-  // The tie-break: the idle share of the allowed models' GPUs, least first (pack) or most (spread).
-  const auto share = [](const FedCandidate& c) {
-    return c.probe.capacity_gpus > 0 ? static_cast<double>(c.probe.idle_gpus) / static_cast<double>(c.probe.capacity_gpus) : 0.0;
-  };
-  const bool spread = options_.spread;
-  const auto tie = [&](const FedCandidate& a, const FedCandidate& b) {
-    const double sa = share(a), sb = share(b);
-    if (sa != sb) return spread ? sa > sb : sa < sb;
-    return a.member < b.member;
-  };
+  const auto tie = [&](const FedCandidate& a, const FedCandidate& b) { return TieBefore(a, b, options_.spread); };
   std::sort(out.begin(), out.end(), tie);
   std::sort(reclaim.begin(), reclaim.end(), [&](const FedCandidate& a, const FedCandidate& b) {
     if (a.probe.victim_level != b.probe.victim_level) return a.probe.victim_level < b.probe.victim_level;
@@ -199,9 +205,12 @@ PendingQueue::Outcome FedScheduler::Try(uint32_t job, int64_t now_s, std::vector
     tried.erase(std::stable_partition(tried.begin() + static_cast<std::ptrdiff_t>(first), tried.end(),
                                       [](const FedCandidate& c) { return c.quote.has_value(); }),
                 tried.end());
-    std::stable_sort(tried.begin() + static_cast<std::ptrdiff_t>(first), tried.end(), [](const FedCandidate& a, const FedCandidate& b) {
+    // Equal quotes (e.g. two members' headrooms: no victims) fall to the tie-break.
+    std::sort(tried.begin() + static_cast<std::ptrdiff_t>(first), tried.end(), [&](const FedCandidate& a, const FedCandidate& b) {
       const ReclaimQuote &x = *a.quote, &y = *b.quote;
-      return std::tie(x.max_priority, x.cost, x.victims, x.gpu_milli) < std::tie(y.max_priority, y.cost, y.victims, y.gpu_milli);
+      const auto kx = std::tie(x.max_priority, x.cost, x.victims, x.gpu_milli), ky = std::tie(y.max_priority, y.cost, y.victims, y.gpu_milli);
+      if (kx != ky) return kx < ky;
+      return TieBefore(a, b, options_.spread);
     });
     tried.insert(tried.end(), rest.begin(), rest.end());
     if (tried.empty()) {

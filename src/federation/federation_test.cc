@@ -414,6 +414,37 @@ TEST(Federation, AnHpGangStartsAtOnceInTheMemberThatKeepsAHeadroomForIt) {
   for (auto* m : {with->get(), without.get()}) EXPECT_TRUE(m->state().CheckInvariants().ok());
 }
 
+// Two members, each with a one-node headroom and LP work on every other node: "big" of 8 nodes,
+// "small" of 4. Both quote a Reclaim without victims for an HP 1 x 8 job; the tie-break sees the
+// headrooms' free GPUs (a share of 8/32 in "small", 8/64 in "big"): spread sends the job to
+// "small", pack to "big". Either way it starts at once and nothing is evicted.
+TEST(Federation, BetweenTwoHeadroomsTheTieBreakCountsTheirFreeGpus) {
+  for (const bool spread : {true, false}) {
+    auto big = InProcessMember::Create(MemberCluster(8), HeadroomOptions("big", 1, 8));
+    auto small = InProcessMember::Create(MemberCluster(4), HeadroomOptions("small", 1, 8));
+    ASSERT_TRUE(big.ok() && small.ok());
+    Fill(**big, 100, 7, 300, true, 0);
+    Fill(**small, 200, 3, 300, true, 0);
+    const GangQuery q{1, 8, ~uint64_t{0}, std::nullopt, 800};
+    const ProbeResult p = (*small)->summary().Probe(q, 1000);
+    EXPECT_EQ(p.idle_gpus, 0);
+    EXPECT_EQ(p.free_gpus, 8);
+    EXPECT_EQ(p.capacity_gpus, 32);
+    FedOptions o;
+    o.spread = spread;
+    FedScheduler fed({big->get(), small->get()}, o);
+    fed.Enqueue(Job(1, 1, 8, 800), {}, false, 1000);
+    fed.Pass(1000);
+    const auto d = fed.TakeDispatches();
+    ASSERT_EQ(d.size(), 1u) << (spread ? "spread" : "pack");
+    EXPECT_EQ(d[0].member, spread ? 1 : 0) << (spread ? "spread" : "pack");
+    EXPECT_TRUE(d[0].admission.started);
+    EXPECT_FALSE(d[0].admission.reclaiming);
+    EXPECT_EQ(Evicted((*big)->TakeEvents()) + Evicted((*small)->TakeEvents()), 0);
+    for (auto* m : {big->get(), small->get()}) EXPECT_TRUE(m->state().CheckInvariants().ok());
+  }
+}
+
 TEST(Federation, AReclaimingJobStartsOnIdleCapacityElsewhereAndItsVictimsAreSpared) {
   // "lp" is full of preemptible LP work, "dev" of non-preemptible dev work. The HP job reclaims on
   // "lp"; before the grace period ends a dev job on "dev" finishes, so the job starts there, the

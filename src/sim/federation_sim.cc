@@ -81,6 +81,9 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
   const size_t regions = fs.members.size();
   const bool is_merged = config.federation == "merged";
   if (is_merged && merged == nullptr) return Internal("a merged configuration needs the merged cluster");
+  if (sc.warmup_s < 0 || sc.warmup_s >= sc.duration_s) {
+    return InvalidArgument(sc.path + ": warmup_s " + std::to_string(sc.warmup_s) + " is not in [0, duration_s)");
+  }
 
   // The workload: listed jobs, then the generated stream (home drawn by arrivals_share; diurnal
   // classes thinned by the curve at the home member's local time).

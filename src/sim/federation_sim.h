@@ -42,6 +42,10 @@
 //   gpu_alloc_pct_mean                     allocated GPU milli / all, time-weighted
 //   jobs_started_count, jobs_infeasible_count, jobs_waiting_end_count (at the federation or in a
 //   member's queue at the end), lp_jct_mean_s, lp_jobs_finished_count, preemption_lost_gpu_hours
+//   (per eviction: the GPUs the victim held x the time since its last checkpoint)
+//   warmup_s                               Scenario::warmup_s: every metric above covers
+//                                          [warmup_s, duration_s) — samples taken, jobs submitted,
+//                                          events at or after it; SimulateResult::samples keeps all
 #pragma once
 
 #include <vector>
