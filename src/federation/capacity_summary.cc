@@ -137,8 +137,7 @@ void CapacitySummary::NodeAvail(const ClusterState& state, const Node& n, uint8_
   if (gpus == 0 || !n.spec.model.valid()) return;
   const size_t cap = nt_ - 1;
   avail[cap] = static_cast<uint8_t>(gpus);
-  const bool headroom = n.reservation.valid() && std::find(headroom_owners_.begin(), headroom_owners_.end(),
-                                                           state.reservation(n.reservation).owner) != headroom_owners_.end();
+  const bool headroom = HeldByHeadroom(state, n);
   if (n.state != NodeState::kReady || (n.reservation.valid() && !headroom)) return;
   avail[0] = static_cast<uint8_t>(n.full_free_gpus);
   if (cap > 1) NodeEvictable(state, n, avail, evict_milli, evict_start_milli);
@@ -147,11 +146,15 @@ void CapacitySummary::NodeAvail(const ClusterState& state, const Node& n, uint8_
   }
 }
 
-uint8_t CapacitySummary::HeldFree(const ClusterState& state, const Node& n) const {
-  if (n.state != NodeState::kReady || !n.reservation.valid() || n.spec.gpu_count == 0) return 0;
+bool CapacitySummary::HeldByHeadroom(const ClusterState& state, const Node& n) const {
+  if (!n.reservation.valid()) return false;
   const JobId owner = state.reservation(n.reservation).owner;
-  const bool headroom = std::find(headroom_owners_.begin(), headroom_owners_.end(), owner) != headroom_owners_.end();
-  return headroom ? static_cast<uint8_t>(n.full_free_gpus) : 0;
+  return std::find(headroom_owners_.begin(), headroom_owners_.end(), owner) != headroom_owners_.end();
+}
+
+uint8_t CapacitySummary::HeldFree(const ClusterState& state, const Node& n) const {
+  const bool ready = n.state == NodeState::kReady && n.spec.gpu_count > 0;
+  return ready && HeldByHeadroom(state, n) ? static_cast<uint8_t>(n.full_free_gpus) : 0;
 }
 
 void CapacitySummary::NodeEvictable(const ClusterState& state, const Node& n, uint8_t* avail, int64_t* evict_milli,

@@ -119,6 +119,8 @@ class CapacitySummary {
   // NodeAvail's thresholds above idle, for a node counted as available.
   void NodeEvictable(const ClusterState& state, const Node& n, uint8_t* avail, int64_t* evict_milli,
                      int64_t* evict_start_milli) const;
+  // Whether n is held by the reservation of an HP headroom's owner (AddHeadroomOwner).
+  bool HeldByHeadroom(const ClusterState& state, const Node& n) const;
   // Node n's whole free GPUs when it is ready and held by an HP headroom; 0 otherwise.
   uint8_t HeldFree(const ClusterState& state, const Node& n) const;
   // Adds (sign +1) or removes (-1) node n's recorded contribution.

@@ -412,7 +412,8 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     }
   };
 
-  // The event counters as the warm-up ends (all zero without one), subtracted from their totals.
+  // The event counters as the warm-up ends (at the first event time >= warmup), subtracted from
+  // their totals.
   struct Counters {
     int64_t evictions = 0, headroom_evictions = 0, needless = 0, reclaims = 0, cancelled = 0, dispatches = 0,
             rejections = 0, retries = 0;
@@ -423,7 +424,6 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
                     fed.rejections() + late_rejections, fed.retries(), lost_gpu_hours};
   };
   std::optional<Counters> at_warmup;
-  if (warmup == 0) at_warmup = Counters{};
   while (!events.empty() && std::get<0>(events.top()) < sc.duration_s) {
     const SimTime t = std::get<0>(events.top());
     if (!at_warmup && t >= warmup) at_warmup = count();
@@ -476,7 +476,8 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
   sample_until(sc.duration_s);
 
   // Results: over [warmup, duration).
-  const Counters total = count(),& base = *at_warmup;
+  const Counters total = count();
+  const Counters& base = *at_warmup;
   auto& mt = res.metrics;
   std::vector<double> hp_delays, lp_delays, delays;
   int64_t started = 0, infeasible = 0, waiting = 0, lp_finished = 0;

@@ -36,6 +36,13 @@ FedRun Load(const std::string& yaml) {
   return r;
 }
 
+// `yaml` with `lines` inserted before the first occurrence of `key`.
+std::string Inserted(const std::string& yaml, const std::string& key, const std::string& lines) {
+  std::string out = yaml;
+  out.insert(out.find(key), lines + "\n");
+  return out;
+}
+
 SimulateResult RunConfig(const FedRun& r, const std::string& name, uint64_t seed = 1) {
   for (const SchedulerConfig& c : r.sc.configurations) {
     if (c.name != name) continue;
@@ -97,9 +104,7 @@ TEST(FederationSim, BlindDispatchPreemptsNeedlesslyWhileReclaimAwareUsesIdleCapa
 // submitted by 100 and runs past the end.
 TEST(FederationSim, AWarmUpLeavesTheEventsAndJobsBeforeItOutOfTheMetrics) {
   auto run = [](const std::string& warmup) {
-    std::string yaml = kNeedless;
-    yaml.replace(yaml.find("seeds:"), 0, warmup + "\n");
-    return RunConfig(Load(yaml), "blind");
+    return RunConfig(Load(Inserted(kNeedless, "seeds:", warmup)), "blind");
   };
   const SimulateResult all = run("warmup_s: 0");
   EXPECT_EQ(all.metrics.at("reclaims_count"), 1);
@@ -178,9 +183,7 @@ TEST(FederationSim, AnHpJobStartsAtOnceOnAMembersHeadroomWhichIsThenRestoredChea
 // every headroom_retry_s from then; the victim leaves at the end of its 60 s grace period.
 TEST(FederationSim, AHeadroomDrainWaitsForTheVictimsCheckpointAtTheScenariosRetryPeriod) {
   auto evicted_at = [](const std::string& options) {
-    std::string yaml = kHeadroom;
-    yaml.replace(yaml.find("jobs:"), 0, "  " + options + "\n");
-    const FedRun r = Load(yaml);
+    const FedRun r = Load(Inserted(kHeadroom, "jobs:", "  " + options));
     const SimulateResult res = RunConfig(r, "reclaim-aware");
     EXPECT_EQ(res.metrics.at("headroom_evictions_count"), 1);
     for (const SimJobEvent& e : res.job_events) {
