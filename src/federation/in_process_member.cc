@@ -1,19 +1,13 @@
 #include "federation/in_process_member.h"
 
 #include <algorithm>
-#include <climits>
-#include <set>
-
-#include "sched/actions/absorb.h"
-#include "sched/actions/preempt.h"
-#include "sched/actions/reserve.h"
-#include "sched/actions/standby.h"
-#include "sched/plugins/register.h"
+#include <iterator>
+#include <utility>
 
 namespace estuary {
 
-InProcessMember::InProcessMember(ClusterState cluster, MemberOptions options)
-    : options_(std::move(options)), state_(std::move(cluster)), migrations_(options_.migration) {}
+InProcessMember::InProcessMember(std::unique_ptr<Engine> engine, MemberOptions options)
+    : options_(std::move(options)), engine_(std::move(engine)) {}
 
 // Adds the time of one public call to timing_ when a stopwatch is set: a Publish to upkeep_ns, an
 // outermost scheduling call to schedule_ns less the publications inside it. Inner calls add
@@ -48,487 +42,78 @@ class InProcessMember::Meter {
   int64_t upkeep_before_ = 0, start_ = 0;
 };
 
-namespace {
-// The victims' exit model of `o`: the whole grace period, or the lognormal of exit_mean_s/p95_s.
-StatusOr<GracefulExit> ExitModel(const MemberOptions& o) {
-  if (o.exit_mean_s <= 0) return GracefulExit::Fixed(o.grace_s);
-  return GracefulExit::Fitted(o.grace_s, o.exit_mean_s, o.exit_p95_s, o.seed);
-}
-}  // namespace
-
 StatusOr<std::unique_ptr<InProcessMember>> InProcessMember::Create(ClusterState cluster, MemberOptions options) {
-  auto policy = OpenbPolicy(options.policy);
-  if (!policy.ok()) return policy.status();
-  ESTUARY_RETURN_IF_ERROR(MigrationExecutor::Validate(options.migration));
-  auto exit = ExitModel(options);
-  if (!exit.ok()) return exit.status();
-  std::unique_ptr<InProcessMember> m(new InProcessMember(std::move(cluster), std::move(options)));
-  m->exit_ = *exit;
-  SessionOptions so;
-  so.policy = *policy;
-  so.seed = m->options_.seed;
-  auto session = Session::Open(m->state_, BuiltinRegistry(), PluginContext{&m->state_, nullptr}, so);
-  if (!session.ok()) return session.status();
-  m->session_ = std::move(*session);
-  for (size_t i = 0; i < m->options_.headroom.size(); ++i) {
-    FedJob h = m->options_.headroom[i].shape;
-    h.id = kHeadroomJob - static_cast<uint32_t>(i);
-    h.name = "hp-headroom-" + std::to_string(i);
-    h.min_replicas = h.max_replicas = std::max<int32_t>(1, h.max_replicas);
-    h.step = 1;
-    h.priority = kHpPriority;
-    h.preemptible = false;
-    std::string why;
-    const std::optional<size_t> li = m->Materialize(h, &why);
-    if (!li) return InvalidArgument("headroom: " + why);
-    m->headrooms_.push_back({*li, m->options_.headroom[i].min_job_gpus, {}, 0});
-    m->summary_.AddHeadroomOwner(m->locals_[*li].id);
-  }
-  m->RestoreHeadroom(0);
-  m->summary_.Build(m->state_, m->options_.summary);
+  auto engine = Engine::Create(std::move(cluster), options);
+  if (!engine.ok()) return engine.status();
+  std::unique_ptr<InProcessMember> m(new InProcessMember(std::move(*engine), std::move(options)));
+  for (JobId h : m->engine_->HeadroomJobs()) m->summary_.AddHeadroomOwner(h);
+  m->summary_.Build(m->engine_->state(), m->options_.summary);
   return m;
-}
-
-std::optional<size_t> InProcessMember::Materialize(const FedJob& job, std::string* why) {
-  if (const size_t li = LocalOf(job.id); li != SIZE_MAX) return li;
-  JobSpec js;
-  js.name = job.name;
-  js.min_replicas = job.min_replicas;
-  js.max_replicas = job.max_replicas;
-  js.step = job.step;
-  js.usable_step = job.usable_step;
-  js.priority = job.priority;
-  js.preemptible = job.preemptible;
-  js.checkpoint_interval_s = job.checkpoint_interval_s;
-  js.restart_cost_s = job.restart_cost_s;
-  TaskRequest req = job.per_replica;
-  req.models = GpuModelSet();
-  for (const std::string& name : job.models) {
-    if (auto m = state_.models().Find(name)) req.models.Add(*m);
-  }
-  if (!job.models.empty() && req.models.Any()) {
-    std::string list;
-    for (const std::string& name : job.models) list += (list.empty() ? "" : "|") + name;
-    *why = "member '" + options_.name + "' has no GPU model " + list;
-    return std::nullopt;
-  }
-  if (!job.plane.empty()) {
-    const auto plane = state_.topology().FindPlane(job.plane);
-    if (!plane) {
-      *why = "member '" + options_.name + "' has no plane '" + job.plane + "'";
-      return std::nullopt;
-    }
-    js.topology.plane = *plane;
-    for (auto [level, out] : {std::pair{&job.required_level, &js.topology.required_level},
-                              std::pair{&job.preferred_level, &js.topology.preferred_level}}) {
-      if (level->empty()) continue;
-      const auto l = state_.topology().FindLevel(*plane, *level);
-      if (!l) {
-        *why = "member '" + options_.name + "' has no level '" + *level + "' in plane '" + job.plane + "'";
-        return std::nullopt;
-      }
-      *out = *l;
-    }
-  }
-  const JobId id = state_.AddJob(js);
-  for (int32_t i = 0; i < job.max_replicas; ++i) state_.AddTask(id, job.name + "-" + std::to_string(i), req, job.priority);
-  being_evicted_.resize(state_.tasks().size(), 0);
-  restoring_.resize(state_.tasks().size(), 0);
-  local_of_job_.resize(state_.jobs().size(), SIZE_MAX);
-  Local l;
-  l.fed = job.id;
-  l.id = id;
-  l.priority = job.priority;
-  l.min_replicas = job.min_replicas;
-  l.max_replicas = job.max_replicas;
-  l.shape = ShapeOf(id);
-  const size_t li = locals_.size();
-  locals_.push_back(l);
-  by_fed_.emplace(job.id, li);
-  local_of_job_[id.value()] = li;
-  return li;
-}
-
-int InProcessMember::ShapeOf(JobId id) {
-  // The shape: everything that decides whether the job can start now.
-  const Job& j = state_.job(id);
-  const TaskRequest& req = state_.task(j.tasks.front()).req;
-  const JobSpec& js = j.spec;
-  const std::string key = std::to_string(req.cpu_milli) + "/" + std::to_string(req.mem_mib) + "/" +
-                          std::to_string(req.gpu_count) + "/" + std::to_string(req.gpu_milli) + "/" +
-                          std::to_string(req.models.bits()) + "/" + std::to_string(js.min_replicas) + "/" +
-                          std::to_string(js.max_replicas) + "/" + std::to_string(js.step) + "/" +
-                          std::to_string(js.topology.plane.valid() ? js.topology.plane.value() : UINT32_MAX) + "/" +
-                          std::to_string(js.topology.required_level) + "/" + std::to_string(js.topology.preferred_level) +
-                          "/" + std::to_string(js.priority) + "/" + std::to_string(js.preemptible);
-  return shapes_.emplace(key, static_cast<int>(shapes_.size())).first->second;
-}
-
-void InProcessMember::Log(MemberEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job,
-                          int64_t at, std::string detail) {
-  MemberEvent e;
-  e.kind = kind;
-  e.t = t;
-  e.job = locals_[li].fed;
-  e.replicas = replicas;
-  e.for_job = for_job;
-  e.at = at;
-  e.detail = std::move(detail);
-  events_.push_back(std::move(e));
-}
-
-void InProcessMember::OnStart(size_t li, int64_t now_s, int32_t granted) {
-  Local& l = locals_[li];
-  l.running = true;
-  l.refused_seq = UINT64_MAX;
-  state_.SetJobStart(l.id, now_s);
-  if (l.min_replicas < l.max_replicas) {
-    elastic_running_.insert(li);
-    ++elastic_starts_;
-  }
-  Log(MemberEvent::Kind::kStarted, now_s, li, granted);
 }
 
 Admission InProcessMember::Submit(const FedJob& job, AdmitMode mode, int64_t now_s) {
   const Meter meter(*this, false);
-  Admission r;
-  std::string why;
-  const std::optional<size_t> li = Materialize(job, &why);
-  if (!li) {
-    r.reason = why;
-    r.never = true;
-    return r;
-  }
-  Local& l = locals_[*li];
-  if (l.running || l.reclaiming || queue_.Contains(*li)) {
-    r.reason = "job '" + job.name + "' is already on member '" + options_.name + "'";
-    return r;
-  }
-  if (mode == AdmitMode::kEnqueue) {
-    queue_.Push(*li, l.priority, l.shape, false);
-    r.accepted = true;
-    return r;
-  }
-  const bool opened = OpenHeadroom(*li);
-  const JobAttempt a = TryStart(*li);
-  if (opened) CloseHeadroom(now_s);
-  if (a.started) {
-    OnStart(*li, now_s, a.granted);
-    r.accepted = r.started = true;
-    r.granted = a.granted;
-  } else if (a.kind == OutcomeKind::kInfeasible) {
-    r.reason = a.reason;
-    r.never = true;
-  } else if (mode == AdmitMode::kQueue) {
-    queue_.Push(*li, l.priority, l.shape, false);
-    r.accepted = true;
-    // An HP job queued here reclaims in this cycle, as ReclaimQueued would.
-    if (l.priority >= kHpPriority && !StartReclaim(*li, now_s, &why)) l.refused_seq = state_.release_seq();
-    r.reclaiming = l.reclaiming;
-  } else if (mode == AdmitMode::kStartNow) {
-    r.reason = a.reason;
-  } else if (StartReclaim(*li, now_s, &why)) {
-    r.accepted = r.reclaiming = true;
-  } else {
-    r.reason = why;
-  }
-  if (options_.summary_period_s == 0) MaybePublish(now_s);
-  return r;
+  const Admission a = engine_->Submit(job, mode, now_s);
+  PublishIfContinuous(now_s);
+  return a;
 }
 
-void InProcessMember::SetGrace(int64_t grace_s) {
-  options_.grace_s = grace_s;
-  auto exit = ExitModel(options_);
-  exit_ = exit.ok() ? *exit : GracefulExit::Fixed(grace_s);
+void InProcessMember::Cancel(uint32_t job, int64_t now_s) {
+  const Meter meter(*this, false);
+  engine_->Cancel(job, now_s);
+  PublishIfContinuous(now_s);
 }
 
-bool InProcessMember::OpenHeadroom(size_t li) {
-  const Local& l = locals_[li];
-  if (l.priority < kHpPriority) return false;
-  const int64_t gpus = int64_t{l.min_replicas} * state_.task(state_.job(l.id).tasks.front()).req.gpu_count;
-  bool opened = false;
-  for (const Headroom& h : headrooms_) {
-    const Job& job = state_.job(locals_[h.li].id);
-    if (gpus < h.min_job_gpus || !job.reservation.valid()) continue;
-    state_.ReleaseReservation(job.reservation);
-    opened = true;
-  }
-  return opened;
+std::optional<ReclaimQuote> InProcessMember::QuoteReclaim(const FedJob& job, int64_t now_s) {
+  const Meter meter(*this, false);
+  return engine_->QuoteReclaim(job, now_s);
 }
 
-std::vector<NodeId> InProcessMember::Unheld(const std::vector<NodeId>& nodes) const {
-  std::vector<NodeId> out;
-  for (NodeId n : nodes) {
-    if (!state_.node(n).reservation.valid() && std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
-  }
-  return out;
+bool InProcessMember::SetStandby(uint32_t job, int32_t replicas, int64_t now_s) {
+  const Meter meter(*this, false);
+  const bool ok = engine_->SetStandby(job, replicas, now_s);
+  PublishIfContinuous(now_s);
+  return ok;
 }
 
-void InProcessMember::CloseHeadroom(int64_t now_s) {
-  for (Headroom& h : headrooms_) {
-    const JobId id = locals_[h.li].id;
-    if (state_.job(id).reservation.valid()) continue;
-    const size_t before = h.nodes.size();
-    std::erase_if(h.nodes, [&](NodeId n) {
-      const Node& node = state_.node(n);
-      if (node.reservation.valid() || !node.Schedulable()) return true;
-      return std::any_of(node.tasks.begin(), node.tasks.end(),
-                         [&](TaskId t) { return state_.job(state_.task(t).job).spec.priority >= kHpPriority; });
-    });
-    if (h.nodes.size() < before) h.retry_at = now_s + 1;  // HP work took some: restore it next
-    if (!h.nodes.empty()) state_.AddReservation(id, h.nodes);
-  }
+StatusOr<int64_t> InProcessMember::Defrag(const DefragOptions& options, int64_t now_s) {
+  const Meter meter(*this, false);
+  return engine_->Defrag(options, now_s);
 }
 
-void InProcessMember::RestoreHeadroom(int64_t now_s) {
-  CloseHeadroom(now_s);
-  for (Headroom& h : headrooms_) {
-    if (now_s < h.retry_at) continue;
-    h.retry_at = 0;
-    const Local& l = locals_[h.li];
-    const Job& job = state_.job(l.id);
-    // Its held nodes (none runs HP work: CloseHeadroom) hold the shape once drained; else plan
-    // the shape anew, with the held nodes counting as free.
-    const int32_t k = std::max<int32_t>(1, state_.task(job.tasks.front()).req.gpu_count);
-    int64_t replicas = 0;
-    for (NodeId n : h.nodes) replicas += state_.node(n).spec.gpu_count / k;
-    if (replicas < l.min_replicas) {
-      const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
-      if (!plan.feasible) {
-        h.retry_at = now_s + options_.headroom_retry_s;
-        continue;
-      }
-      if (job.reservation.valid()) state_.ReleaseReservation(job.reservation);
-      h.nodes = Unheld(plan.nodes);
-      if (!h.nodes.empty()) state_.AddReservation(l.id, h.nodes);
-    }
-    // Drain the held nodes: an elastic job sheds its replicas there when it keeps a whole number
-    // of steps, at least min (no work lost); a preemptible job is evicted whole once it has lost
-    // at most headroom_max_loss_s since its last checkpoint; other work ends on its own.
-    std::map<uint32_t, std::vector<TaskId>> on_held;
-    for (NodeId n : h.nodes) {
-      for (TaskId t : state_.node(n).tasks) {
-        if (state_.task(t).state == TaskState::kBound && !being_evicted_[t.value()]) on_held[state_.task(t).job.value()].push_back(t);
-      }
-    }
-    PreemptionPlan drain;
-    bool waiting = false;
-    for (const auto& [jv, tasks] : on_held) {
-      const Job& v = state_.job(JobId(jv));
-      if (!v.spec.preemptible || v.spec.priority >= kHpPriority || local_of_job_[jv] == SIZE_MAX) {
-        waiting = true;
-        continue;
-      }
-      // Shrinking: its replicas on held nodes go, and as many of its newest others as keep a
-      // whole number of steps.
-      const int32_t step = options_.allocate.align ? std::max<int32_t>(1, v.spec.step) : 1;
-      const int32_t rest = v.bound_tasks - static_cast<int32_t>(tasks.size());
-      const int32_t keep = rest / step * step;
-      if (keep >= std::max<int32_t>(1, v.spec.min_replicas)) {
-        drain.evict.insert(drain.evict.end(), tasks.begin(), tasks.end());
-        int32_t extra = rest - keep;
-        for (auto it = v.tasks.rbegin(); it != v.tasks.rend() && extra > 0; ++it) {
-          if (state_.task(*it).state != TaskState::kBound || being_evicted_[it->value()] ||
-              std::find(tasks.begin(), tasks.end(), *it) != tasks.end()) {
-            continue;
-          }
-          drain.evict.push_back(*it);
-          --extra;
-        }
-        drain.shrunk.emplace_back(JobId(jv), keep);
-        continue;
-      }
-      if (SecondsSinceCheckpoint(v, now_s) > options_.headroom_max_loss_s) {
-        waiting = true;
-        continue;
-      }
-      for (TaskId t : v.tasks) {
-        if (state_.task(t).state == TaskState::kBound && !being_evicted_[t.value()]) drain.evict.push_back(t);
-      }
-      drain.evicted_jobs.push_back(JobId(jv));
-    }
-    if (!drain.evict.empty()) ScheduleEviction(h.li, drain, now_s);
-    if (waiting) h.retry_at = now_s + options_.headroom_retry_s;
-  }
-}
-
-int64_t InProcessMember::ScheduleEviction(size_t li, const PreemptionPlan& plan, int64_t now_s) {
-  // The victims' GPUs are freed, and the job starts, once the last victim job has exited.
-  int64_t wait_s = 0;
-  for (TaskId t : plan.evict) {
-    const size_t vi = local_of_job_[state_.task(t).job.value()];
-    wait_s = std::max(wait_s, exit_.After(vi != SIZE_MAX ? locals_[vi].fed : state_.task(t).job.value(), now_s));
-  }
-  Eviction ev;
-  ev.at = now_s + wait_s;
-  ev.for_local = li;
-  ev.tasks = plan.evict;
-  ev.whole = plan.evicted_jobs;
-  for (TaskId t : ev.tasks) {
-    being_evicted_[t.value()] = 1;
-    const size_t vi = local_of_job_[state_.task(t).job.value()];
-    if (vi != SIZE_MAX) notices_.push_back({locals_[vi].fed, t, ev.at});
-  }
-  evictions_.push_back(std::move(ev));
-  return evictions_.back().at;
-}
-
-bool InProcessMember::StartReclaim(size_t li, int64_t now_s, std::string* why) {
-  Local& l = locals_[li];
-  if (l.priority < kHpPriority) {
-    *why = "only HP jobs reclaim";
-    return false;
-  }
-  // The headroom is open to the job while it reclaims: its nodes count as free for the plan, and
-  // those the plan chooses are held for the job (CloseHeadroom leaves them out).
-  const bool opened = OpenHeadroom(li);
-  const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
-  const bool conflict =
-      std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId t) { return being_evicted_[t.value()] != 0; });
-  if (!plan.feasible || plan.evict.empty() || conflict) {
-    *why = !plan.feasible       ? plan.reason
-           : plan.evict.empty() ? "idle capacity could hold it, but placement did not"
-                                : "its victims are already being evicted for another job";
-    if (opened) CloseHeadroom(now_s);
-    return false;
-  }
-  if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
-  const std::vector<NodeId> hold = Unheld(plan.nodes);
-  if (!hold.empty()) {
-    state_.AddReservation(l.id, hold);
-    if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
-  }
-  if (opened) CloseHeadroom(now_s);
-  const int64_t at = ScheduleEviction(li, plan, now_s);
-  l.reclaiming = true;
-  if (!queue_.Contains(li)) queue_.Push(li, l.priority, l.shape, true);
-  Log(MemberEvent::Kind::kReclaim, now_s, li, static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size()),
-      UINT32_MAX, at);
-  if (reclaim_observer_) reclaim_observer_(l.fed, now_s);
-  return true;
-}
-
-void InProcessMember::EndEvictions(int64_t now_s) {
-  std::vector<Eviction> due;
-  std::erase_if(evictions_, [&](Eviction& ev) {
-    if (ev.at > now_s) return false;
-    due.push_back(std::move(ev));
-    return true;
-  });
-  std::stable_sort(due.begin(), due.end(), [](const Eviction& a, const Eviction& b) { return a.at < b.at; });
-  for (const Eviction& ev : due) {
-    for (TaskId t : ev.tasks) being_evicted_[t.value()] = 0;
-    Local& hp = locals_[ev.for_local];
-    hp.reclaiming = false;
-    const auto hr = std::find_if(headrooms_.begin(), headrooms_.end(), [&](const Headroom& h) { return h.li == ev.for_local; });
-    const bool headroom = hr != headrooms_.end();
-    // It started meanwhile, or left: nothing to evict for it.
-    if (!headroom && (hp.running || !queue_.Contains(ev.for_local))) {
-      if (!hp.running && state_.job(hp.id).reservation.valid()) state_.ReleaseReservation(state_.job(hp.id).reservation);
-      continue;
-    }
-    std::set<uint32_t> shrunk;
-    for (TaskId t : ev.tasks) {
-      const Task& task = state_.task(t);
-      if (task.state != TaskState::kBound) continue;  // ended during the grace period
-      if (std::find(ev.whole.begin(), ev.whole.end(), task.job) == ev.whole.end()) shrunk.insert(task.job.value());
-      Free(t, now_s);
-    }
-    const char* why = headroom ? "headroom" : "reclaim";
-    const uint32_t for_job = headroom ? kHeadroomJob : hp.fed;
-    for (uint32_t j : shrunk) {
-      Log(MemberEvent::Kind::kShrunk, now_s, local_of_job_[j], state_.job(JobId(j)).bound_tasks, for_job, 0, why);
-    }
-    for (JobId victim : ev.whole) {
-      const size_t vi = local_of_job_[victim.value()];
-      if (locals_[vi].running) ReturnWhole(vi, now_s, for_job, why);
-    }
-  }
-}
-
-void InProcessMember::TryQueue(int64_t now_s) {
-  std::erase_if(holders_, [&](size_t li) { return !state_.job(locals_[li].id).reservation.valid(); });
-  queue_.Pass(
-      [&](size_t li) {
-        const bool opened = OpenHeadroom(li);
-        const JobAttempt a = TryStart(li);
-        if (opened) CloseHeadroom(now_s);
-        if (a.started) {
-          OnStart(li, now_s, a.granted);
-          return PendingQueue::Outcome::kStarted;
-        }
-        if (a.kind == OutcomeKind::kInfeasible) {
-          Log(MemberEvent::Kind::kReturned, now_s, li, 0, UINT32_MAX, 0, a.reason);
-          events_.back().never = true;
-          return PendingQueue::Outcome::kInfeasible;
-        }
-        return PendingQueue::Outcome::kWaits;
-      },
-      holders_);
-}
-
-void InProcessMember::ReclaimQueued(int64_t now_s) {
-  const auto hp = [&](int) { return true; };
-  for (size_t li : queue_.InOrder(hp)) {
-    Local& l = locals_[li];
-    if (l.priority < kHpPriority || l.reclaiming || l.running) continue;
-    // Idle plus reclaimable room only shrinks while nothing is released.
-    if (l.refused_seq == state_.release_seq()) continue;
-    std::string why;
-    if (!StartReclaim(li, now_s, &why)) l.refused_seq = state_.release_seq();
-  }
-}
-
-void InProcessMember::Absorb(int64_t now_s, int32_t external_blocking) {
-  if (!options_.absorb || elastic_running_.empty()) return;
-  int32_t blocking = external_blocking;
-  for (size_t li : queue_.InOrder()) {
-    const Local& l = locals_[li];
-    if (l.reclaiming) continue;
-    if (l.priority < kHpPriority && l.min_replicas <= 1) continue;
-    blocking = std::max(blocking, l.priority);
-  }
-  if (state_.release_seq() == absorb_seen_release_ && elastic_starts_ == absorb_seen_starts_ &&
-      blocking == absorb_seen_blocking_) {
-    return;
-  }
-  absorb_seen_release_ = state_.release_seq();
-  absorb_seen_starts_ = elastic_starts_;
-  absorb_seen_blocking_ = blocking;
-  std::vector<JobId> running;
-  for (size_t li : elastic_running_) running.push_back(locals_[li].id);
-  const AbsorbResult r = AbsorbAction::Run(*session_, state_, running, blocking, options_.allocate);
-  for (const auto& [job, added] : r.grown) {
-    Log(MemberEvent::Kind::kGrown, now_s, local_of_job_[job.value()], state_.job(job).bound_tasks);
-  }
+int64_t InProcessMember::Evacuate(NodeId node, int64_t now_s) {
+  const Meter meter(*this, false);
+  return engine_->Evacuate(node, now_s);
 }
 
 void InProcessMember::Step(int64_t now_s) {
   const Meter meter(*this, false);
-  StepMigrations(now_s);
-  EndRestores(now_s);
-  EndEvictions(now_s);
-  TryQueue(now_s);
-  ReclaimQueued(now_s);
-  RestoreHeadroom(now_s);
-  StepMigrations(now_s);
+  CycleOptions c;
+  c.part = CyclePart::kBeforeGrow;
+  Keep(engine_->RunCycle(now_s, c));
   MaybePublish(now_s);
 }
 
 void InProcessMember::Grow(int64_t now_s, int32_t external_blocking) {
   const Meter meter(*this, false);
-  Absorb(now_s, external_blocking);
+  CycleOptions c;
+  c.part = CyclePart::kGrow;
+  c.external_blocking = external_blocking;
+  Keep(engine_->RunCycle(now_s, c));
   MaybePublish(now_s);
 }
 
+void InProcessMember::Keep(std::vector<MemberEvent> events) {
+  events_.insert(events_.end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+}
+
+std::vector<MemberEvent> InProcessMember::TakeEvents() {
+  Keep(engine_->TakeEvents());
+  return std::exchange(events_, {});
+}
+
 std::optional<int64_t> InProcessMember::NextDue() const {
-  std::optional<int64_t> due;
-  for (const Eviction& ev : evictions_) due = due ? std::min(*due, ev.at) : ev.at;
-  for (const Restore& r : restores_) due = due ? std::min(*due, r.at) : r.at;
-  for (const Headroom& h : headrooms_) {
-    if (h.retry_at > 0) due = due ? std::min(*due, h.retry_at) : h.retry_at;
-  }
-  if (const auto m = migrations_.NextDue()) due = due ? std::min(*due, *m) : *m;
+  std::optional<int64_t> due = engine_->NextDue();
   if (options_.summary_period_s > 0 && last_publish_ >= 0) {
     const int64_t next = last_publish_ + options_.summary_period_s;
     due = due ? std::min(*due, next) : next;
@@ -538,7 +123,7 @@ std::optional<int64_t> InProcessMember::NextDue() const {
 
 void InProcessMember::Publish(int64_t now_s) {
   const Meter meter(*this, true);
-  summary_.Refresh(state_);
+  summary_.Refresh(engine_->state());
   last_publish_ = now_s;
 }
 
@@ -546,497 +131,6 @@ void InProcessMember::MaybePublish(int64_t now_s) {
   if (options_.summary_period_s == 0 || last_publish_ < 0 || now_s - last_publish_ >= options_.summary_period_s) {
     Publish(now_s);
   }
-}
-
-void InProcessMember::Cancel(uint32_t job, int64_t now_s) {
-  const Meter meter(*this, false);
-  const size_t li = LocalOf(job);
-  if (li == SIZE_MAX) return;
-  Local& l = locals_[li];
-  if (queue_.Contains(li)) queue_.Remove(li);
-  if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
-  for (TaskId t : state_.job(l.id).tasks) {
-    if (state_.task(t).state == TaskState::kBound) Free(t, now_s);
-  }
-  if (l.running) state_.SetJobStart(l.id, -1);
-  l.running = l.reclaiming = false;
-  elastic_running_.erase(li);
-  if (options_.summary_period_s == 0) MaybePublish(now_s);
-}
-
-Status InProcessMember::AddPlane(const std::string& name, const std::vector<std::string>& levels) {
-  std::vector<std::string> l = levels;
-  l.push_back("node");
-  auto p = state_.topology().AddPlane(name, l);
-  if (!p.ok()) return p.status();
-  return Status::Ok();
-}
-
-StatusOr<NodeId> InProcessMember::AddNode(NodeSpec spec, const std::string& gpu_model,
-                                          const std::vector<std::pair<std::string, std::vector<std::string>>>& domains) {
-  if (!gpu_model.empty()) {
-    auto m = state_.models().Intern(gpu_model);
-    if (!m.ok()) return m.status();
-    spec.model = *m;
-  }
-  // Check the domains before the node exists, so that a failure adds nothing.
-  std::vector<PlaneId> planes;
-  for (const auto& [plane, names] : domains) {
-    auto p = state_.topology().FindPlane(plane);
-    if (!p) {
-      std::vector<std::string> levels;
-      for (size_t i = 0; i < names.size(); ++i) levels.push_back("level" + std::to_string(i));
-      ESTUARY_RETURN_IF_ERROR(AddPlane(plane, levels));
-      p = state_.topology().FindPlane(plane);
-    }
-    if (state_.topology().planes()[p->value()].levels.size() != names.size()) {
-      return InvalidArgument("plane '" + plane + "' has " +
-                             std::to_string(state_.topology().planes()[p->value()].levels.size()) + " levels, got " +
-                             std::to_string(names.size()) + " domain names");
-    }
-    planes.push_back(*p);
-  }
-  auto id = state_.AddNode(std::move(spec));
-  if (!id.ok()) return id.status();
-  for (size_t i = 0; i < domains.size(); ++i) {
-    const Status st = state_.AssignDomains(*id, planes[i], domains[i].second);
-    // A node is never removed: a bad nesting leaves it outside that plane, and says so.
-    if (!st.ok()) return InvalidArgument("node '" + state_.node(*id).spec.name + "' added outside plane '" + domains[i].first + "': " + st.message());
-  }
-  return *id;
-}
-
-void InProcessMember::SetCordoned(NodeId node, bool cordoned) {
-  const NodeState now = state_.node(node).state;
-  if (now == NodeState::kDown) return;
-  state_.SetNodeState(node, cordoned ? NodeState::kCordoned : NodeState::kReady);
-}
-
-void InProcessMember::FailNode(NodeId node, int64_t now_s) {
-  if (state_.node(node).state == NodeState::kDown) return;
-  state_.SetNodeState(node, NodeState::kDown);
-  EvictNode(node, now_s, "node failed");
-}
-
-void InProcessMember::DrainNode(NodeId node, int64_t now_s) {
-  if (state_.node(node).state != NodeState::kDown) state_.SetNodeState(node, NodeState::kCordoned);
-  EvictNode(node, now_s, "node drained");
-}
-
-void InProcessMember::RestoreNode(NodeId node) {
-  if (state_.node(node).state != NodeState::kReady) state_.SetNodeState(node, NodeState::kReady);
-}
-
-void InProcessMember::EvictNode(NodeId node, int64_t now_s, const std::string& detail) {
-  std::set<uint32_t> hit;
-  // Borrowers first: the Standby replicas they borrow from leave with them.
-  std::vector<TaskId> tasks = state_.node(node).tasks;
-  std::stable_partition(tasks.begin(), tasks.end(), [&](TaskId t) { return state_.task(t).borrowed; });
-  for (TaskId t : tasks) {
-    if (state_.task(t).state != TaskState::kBound) continue;
-    hit.insert(state_.task(t).job.value());
-    if (state_.task(t).standby) ExitStandbyNow(t, now_s);
-    state_.Unbind(t);
-  }
-  for (uint32_t j : hit) {
-    const size_t li = local_of_job_[j];
-    if (li == SIZE_MAX) continue;
-    Local& l = locals_[li];
-    const Job& job = state_.job(JobId(j));
-    if (!l.running) continue;
-    if (job.bound_tasks >= l.min_replicas) {
-      // Shrink to a multiple of the step that it still holds.
-      const int32_t step = std::max(1, job.spec.step);
-      int32_t keep = job.bound_tasks / step * step;
-      if (keep < l.min_replicas) keep = l.min_replicas;
-      for (auto it = job.tasks.rbegin(); it != job.tasks.rend() && state_.job(JobId(j)).bound_tasks > keep; ++it) {
-        if (state_.task(*it).state == TaskState::kBound) Free(*it, now_s);
-      }
-      Log(MemberEvent::Kind::kShrunk, now_s, li, state_.job(JobId(j)).bound_tasks, UINT32_MAX, 0, detail);
-      continue;
-    }
-    ReturnWhole(li, now_s, UINT32_MAX, detail);
-  }
-}
-
-bool InProcessMember::Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, int64_t now_s,
-                             std::string* why) {
-  const size_t li = LocalOf(job);
-  if (li == SIZE_MAX) {
-    *why = "the job is not here";
-    return false;
-  }
-  if (min_replicas < 1 || min_replicas > max_replicas) {
-    *why = "replicas: need 1 <= min <= max";
-    return false;
-  }
-  Local& l = locals_[li];
-  const JobId id = l.id;
-  if (l.running && state_.job(id).bound_tasks < min_replicas) {
-    *why = "min " + std::to_string(min_replicas) + " is above the " + std::to_string(state_.job(id).bound_tasks) +
-           " replicas running";
-    return false;
-  }
-  // More replicas than tasks: add tasks like the first.
-  while (state_.job(id).tasks.size() < static_cast<size_t>(max_replicas)) {
-    const Task& first = state_.task(state_.job(id).tasks.front());
-    const TaskRequest req = first.req;
-    const int32_t prio = first.priority;
-    const std::string name = state_.job(id).spec.name + "-" + std::to_string(state_.job(id).tasks.size());
-    state_.AddTask(id, name, req, prio);
-  }
-  being_evicted_.resize(state_.tasks().size(), 0);
-  restoring_.resize(state_.tasks().size(), 0);
-  state_.SetJobBounds(id, min_replicas, max_replicas);
-  l.min_replicas = min_replicas;
-  l.max_replicas = max_replicas;
-  l.shape = ShapeOf(id);
-  if (l.running) {
-    const int32_t step = std::max(1, state_.job(id).spec.step);
-    int32_t keep = std::min(state_.job(id).bound_tasks, max_replicas);
-    while (keep > min_replicas && keep % step != 0) --keep;
-    if (state_.job(id).bound_tasks > keep) {
-      const std::vector<TaskId> tasks = state_.job(id).tasks;
-      for (auto it = tasks.rbegin(); it != tasks.rend() && state_.job(id).bound_tasks > keep; ++it) {
-        if (state_.task(*it).state == TaskState::kBound) Free(*it, now_s);
-      }
-      Log(MemberEvent::Kind::kShrunk, now_s, li, state_.job(id).bound_tasks, UINT32_MAX, 0, "resized");
-    }
-    if (min_replicas < max_replicas) elastic_running_.insert(li);
-    else elastic_running_.erase(li);
-    absorb_seen_release_ = UINT64_MAX;  // Absorb looks again
-  } else if (queue_.Contains(li)) {
-    queue_.Remove(li);
-    queue_.Push(li, l.priority, l.shape, false);
-    l.refused_seq = UINT64_MAX;
-  }
-  return true;
-}
-
-InProcessMember::Explanation InProcessMember::Explain(uint32_t job, int64_t now_s) const {
-  Explanation e;
-  const size_t li = LocalOf(job);
-  if (li == SIZE_MAX || locals_[li].running) return e;
-  e.known = true;
-  const PreemptionPlan plan = PreemptAction::Plan(state_, locals_[li].id, now_s, options_.allocate, being_evicted_);
-  if (!plan.feasible) {
-    e.reason = plan.reason;
-    return e;
-  }
-  e.fits_idle = plan.evict.empty();
-  e.reclaim_feasible = !plan.evict.empty();
-  e.victims = static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size());
-  for (TaskId t : plan.evict) {
-    e.victims_max_priority = std::max(e.victims_max_priority, state_.job(state_.task(t).job).spec.priority);
-  }
-  return e;
-}
-
-bool InProcessMember::Reserve(uint32_t job, std::vector<NodeId>* nodes) {
-  const size_t li = LocalOf(job);
-  if (li == SIZE_MAX || locals_[li].running || !queue_.Contains(li)) return false;
-  const JobId id = locals_[li].id;
-  if (state_.job(id).reservation.valid()) return false;
-  std::vector<NodeId> plan = ReserveAction::Plan(state_, id, options_.allocate);
-  if (plan.empty()) return false;
-  state_.AddReservation(id, plan);
-  if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
-  *nodes = std::move(plan);
-  return true;
-}
-
-void InProcessMember::Unreserve(uint32_t job) {
-  const size_t li = LocalOf(job);
-  if (li == SIZE_MAX) return;
-  const ReservationId r = state_.job(locals_[li].id).reservation;
-  if (r.valid()) state_.ReleaseReservation(r);
-}
-
-std::vector<NodeId> InProcessMember::HeldNodes(uint32_t job) const {
-  const size_t li = LocalOf(job);
-  if (li == SIZE_MAX) return {};
-  const ReservationId r = state_.job(locals_[li].id).reservation;
-  if (!r.valid()) return {};
-  return state_.reservation(r).nodes;
-}
-
-std::optional<JobId> InProcessMember::JobOf(uint32_t job) const {
-  const size_t li = LocalOf(job);
-  if (li == SIZE_MAX) return std::nullopt;
-  return locals_[li].id;
-}
-
-bool InProcessMember::Adopt(const FedJob& job, const std::vector<Placement>& placements, int64_t started_s) {
-  if (LocalOf(job.id) != SIZE_MAX || placements.empty()) return false;
-  std::vector<char> seen(static_cast<size_t>(std::max(0, job.max_replicas)), 0);
-  for (const Placement& p : placements) {
-    if (p.replica >= seen.size() || seen[p.replica]) return false;
-    seen[p.replica] = 1;
-    if (p.node.value() >= state_.num_nodes() || state_.node(p.node).state == NodeState::kDown) return false;
-  }
-  std::string why;
-  const std::optional<size_t> li = Materialize(job, &why);
-  if (!li) return false;
-  const std::vector<TaskId> tasks = state_.job(locals_[*li].id).tasks;
-  for (size_t k = 0; k < placements.size(); ++k) {
-    const Placement& p = placements[k];
-    const TaskId t = tasks[p.replica];
-    if (p.borrowed ? !state_.CanBindBorrowed(t, p.node, p.gpus) : !state_.CanBind(t, p.node, p.gpus)) {
-      for (size_t u = 0; u < k; ++u) {
-        const TaskId b = tasks[placements[u].replica];
-        if (state_.task(b).standby) state_.ExitStandby(b);
-        state_.Unbind(b);
-      }
-      return false;
-    }
-    if (p.borrowed) {
-      state_.BindBorrowed(t, p.node, p.gpus);
-    } else {
-      state_.Bind(t, p.node, p.gpus);
-      if (p.standby && state_.CanEnterStandby(t)) state_.EnterStandby(t);
-    }
-  }
-  Local& l = locals_[*li];
-  l.running = true;
-  state_.SetJobStart(l.id, started_s);
-  if (l.min_replicas < l.max_replicas) elastic_running_.insert(*li);
-  return true;
-}
-
-int32_t InProcessMember::Running(uint32_t job) const {
-  const size_t li = LocalOf(job);
-  if (li == SIZE_MAX || !locals_[li].running) return 0;
-  return state_.job(locals_[li].id).bound_tasks;
-}
-
-std::vector<MemberEvent> InProcessMember::TakeEvents() { return std::exchange(events_, {}); }
-
-std::optional<ReclaimQuote> InProcessMember::QuoteReclaim(const FedJob& job, int64_t now_s) {
-  const Meter meter(*this, false);
-  std::string why;
-  const std::optional<size_t> li = Materialize(job, &why);
-  if (!li) return std::nullopt;
-  const Local& l = locals_[*li];
-  if (l.running || l.reclaiming || queue_.Contains(*li) || l.priority < kHpPriority) return std::nullopt;
-  const bool opened = OpenHeadroom(*li);
-  const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
-  if (opened) CloseHeadroom(now_s);
-  // Nothing to evict: it fits on the headroom (or on idle capacity the summary did not show yet).
-  if (!plan.feasible) return std::nullopt;
-  ReclaimQuote q;
-  q.victims = static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size());
-  q.cost = plan.cost;
-  for (TaskId t : plan.evict) {
-    q.gpu_milli += state_.task(t).req.TotalGpuMilli();
-    q.max_priority = std::max(q.max_priority, state_.job(state_.task(t).job).spec.priority);
-  }
-  return q;
-}
-
-bool InProcessMember::FitsIdleNow(const FedJob& job, int64_t now_s) {
-  std::string why;
-  const std::optional<size_t> li = Materialize(job, &why);
-  if (!li) return false;
-  const Local& l = locals_[*li];
-  if (l.running) return true;
-  // PreemptAction's feasibility step without victims: replicas fitting on each node now (model,
-  // GPUs, CPU, memory; none on nodes down, cordoned or held for another job), summed over the
-  // cluster or over one domain of the required level.
-  const Job& local = state_.job(l.id);
-  const TaskRequest& req = state_.task(local.tasks.front()).req;
-  const int64_t step = options_.allocate.align ? std::max<int32_t>(1, local.spec.step) : 1;
-  const int64_t need = (std::max<int64_t>(1, local.spec.min_replicas) + step - 1) / step * step;
-  const TopologyConstraint& tc = local.spec.topology;
-  auto room = [&](NodeId n) {
-    const Node& node = state_.node(n);
-    if (!node.Schedulable()) return int64_t{0};
-    return AllocateAction::ReplicasFitting(state_, node, req, false, l.id);
-  };
-  if (options_.allocate.topology && tc.plane.valid() && tc.required_level >= 0) {
-    for (DomainId d : state_.topology().DomainsAt(tc.plane, tc.required_level)) {
-      int64_t sum = 0;
-      for (NodeId n : state_.topology().domain(d).nodes) sum += room(n);
-      if (sum >= need) return true;
-    }
-    return false;
-  }
-  int64_t sum = 0;
-  for (const Node& n : state_.nodes()) {
-    sum += room(n.id);
-    if (sum >= need) return true;
-  }
-  (void)now_s;
-  return false;
-}
-
-JobAttempt InProcessMember::TryStart(size_t li) {
-  const JobId id = locals_[li].id;
-  const JobSpec& spec = state_.job(id).spec;
-  if (spec.preemptible && spec.priority <= options_.lend_max_priority && !state_.lending_nodes().empty()) {
-    const JobAttempt a = StandbyAction::PlaceOnLent(state_, id, {}, options_.allocate.align);
-    if (a.started) return a;
-  }
-  return AllocateAction::TryStart(*session_, state_, id, options_.allocate);
-}
-
-void InProcessMember::ExitStandbyNow(TaskId t, int64_t now_s) {
-  for (TaskId v : StandbyAction::RestoreVictims(state_, t)) {
-    if (state_.task(v).state != TaskState::kBound) continue;
-    const size_t vi = local_of_job_[state_.task(v).job.value()];
-    if (vi != SIZE_MAX && locals_[vi].running) {
-      ReturnWhole(vi, now_s, locals_[local_of_job_[state_.task(t).job.value()]].fed, "standby restore");
-    } else {
-      state_.Unbind(v);
-    }
-  }
-  state_.ExitStandby(t);
-  restoring_[t.value()] = 0;
-  if (const size_t li = local_of_job_[state_.task(t).job.value()]; li != SIZE_MAX) touched_.insert(locals_[li].fed);
-}
-
-void InProcessMember::Free(TaskId t, int64_t now_s) {
-  if (state_.task(t).standby) ExitStandbyNow(t, now_s);
-  state_.Unbind(t);
-}
-
-void InProcessMember::ReturnWhole(size_t vi, int64_t now_s, uint32_t for_job, const std::string& detail) {
-  Local& v = locals_[vi];
-  // Borrowers before lenders (a lender leaves Standby only once its borrowers are gone).
-  std::vector<TaskId> tasks = state_.job(v.id).tasks;
-  std::stable_partition(tasks.begin(), tasks.end(), [&](TaskId t) { return state_.task(t).borrowed; });
-  for (TaskId t : tasks) {
-    if (state_.task(t).state == TaskState::kBound) Free(t, now_s);
-  }
-  v.running = false;
-  state_.SetJobStart(v.id, -1);
-  elastic_running_.erase(vi);
-  Log(MemberEvent::Kind::kReturned, now_s, vi, 0, for_job, 0, detail);
-}
-
-bool InProcessMember::SetStandby(uint32_t job, int32_t replicas, int64_t now_s) {
-  const Meter meter(*this, false);
-  const size_t li = LocalOf(job);
-  if (li == SIZE_MAX || !locals_[li].running) return false;
-  std::vector<TaskId> active, standby;
-  for (TaskId t : state_.job(locals_[li].id).tasks) {
-    const Task& task = state_.task(t);
-    if (task.state != TaskState::kBound || task.borrowed) continue;
-    if (!task.standby) active.push_back(t);
-    else if (!restoring_[t.value()]) standby.push_back(t);
-  }
-  const int64_t target = std::clamp<int64_t>(replicas, 0, static_cast<int64_t>(active.size() + standby.size()));
-  int64_t have = static_cast<int64_t>(standby.size());
-  for (auto it = active.rbegin(); it != active.rend() && have < target; ++it) {
-    if (!state_.CanEnterStandby(*it)) continue;
-    state_.EnterStandby(*it);
-    touched_.insert(job);
-    ++have;
-  }
-  for (auto it = standby.begin(); it != standby.end() && have > target; ++it, --have) {
-    const std::vector<TaskId> victims = StandbyAction::RestoreVictims(state_, *it);
-    if (victims.empty() || options_.grace_s == 0) {
-      ExitStandbyNow(*it, now_s);
-      continue;
-    }
-    Restore r;
-    r.task = *it;
-    r.at = now_s + options_.grace_s;
-    std::set<uint32_t> jobs;
-    for (TaskId v : victims) jobs.insert(state_.task(v).job.value());
-    for (uint32_t j : jobs) {
-      const size_t vi = local_of_job_[j];
-      for (TaskId v : state_.job(JobId(j)).tasks) {
-        if (state_.task(v).state != TaskState::kBound || being_evicted_[v.value()]) continue;
-        being_evicted_[v.value()] = 1;
-        r.noticed.push_back(v);
-        if (vi != SIZE_MAX) notices_.push_back({locals_[vi].fed, v, r.at});
-      }
-    }
-    restoring_[it->value()] = 1;
-    restores_.push_back(std::move(r));
-  }
-  if (options_.summary_period_s == 0) MaybePublish(now_s);
-  return true;
-}
-
-int32_t InProcessMember::InStandby(uint32_t job) const {
-  const size_t li = LocalOf(job);
-  if (li == SIZE_MAX || !locals_[li].running) return 0;
-  int32_t n = 0;
-  for (TaskId t : state_.job(locals_[li].id).tasks) n += state_.task(t).state == TaskState::kBound && state_.task(t).standby;
-  return n;
-}
-
-void InProcessMember::EndRestores(int64_t now_s) {
-  std::vector<Restore> due;
-  std::erase_if(restores_, [&](Restore& r) {
-    if (r.at > now_s) return false;
-    due.push_back(std::move(r));
-    return true;
-  });
-  for (const Restore& r : due) {
-    for (TaskId v : r.noticed) being_evicted_[v.value()] = 0;
-    restoring_[r.task.value()] = 0;
-    // It left Standby meanwhile (its job ended, its node failed): nothing to restore.
-    if (state_.task(r.task).state != TaskState::kBound || !state_.task(r.task).standby) continue;
-    ExitStandbyNow(r.task, now_s);
-  }
-}
-
-StatusOr<int64_t> InProcessMember::Defrag(const DefragOptions& options, int64_t now_s) {
-  const Meter meter(*this, false);
-  ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(state_, options));
-  if (migrations_.Busy()) return int64_t{0};
-  const DefragPlan plan = DefragAction::Plan(state_, being_evicted_, options);
-  const int64_t kept = migrations_.Submit(state_, plan);
-  StepMigrations(now_s);
-  return kept;
-}
-
-int64_t InProcessMember::Evacuate(NodeId node, int64_t now_s) {
-  const Meter meter(*this, false);
-  if (state_.node(node).state == NodeState::kReady) state_.SetNodeState(node, NodeState::kCordoned);
-  DefragOptions o;
-  o.evacuate = {node};
-  const DefragPlan plan = DefragAction::Plan(state_, being_evicted_, o);
-  const int64_t kept = migrations_.Submit(state_, plan);
-  StepMigrations(now_s);
-  return kept;
-}
-
-void InProcessMember::StepMigrations(int64_t now_s) {
-  if (!migrations_.Busy()) return;
-  migrations_.Step(state_, now_s);
-  for (const MigrationExecutor::Event& e : migrations_.TakeEvents()) {
-    const size_t li = local_of_job_[state_.task(migrations_.moves()[e.move].plan.task).job.value()];
-    if (li != SIZE_MAX) touched_.insert(locals_[li].fed);
-  }
-}
-
-std::vector<InProcessMember::StartingMove> InProcessMember::StartingMoves() const {
-  std::vector<StartingMove> v;
-  const std::vector<MigrationExecutor::Move>& moves = migrations_.moves();
-  for (size_t i = migrations_.first_open(); i < moves.size(); ++i) {
-    if (moves[i].state == MoveState::kStarting) v.push_back({moves[i].plan.task, moves[i].plan.to, moves[i].gpus});
-  }
-  return v;
-}
-
-std::vector<uint32_t> InProcessMember::TakeTouched() {
-  std::vector<uint32_t> v(touched_.begin(), touched_.end());
-  touched_.clear();
-  return v;
-}
-
-std::vector<uint32_t> InProcessMember::QueuedInOrder() const {
-  std::vector<uint32_t> v;
-  for (size_t li : queue_.InOrder()) v.push_back(locals_[li].fed);
-  return v;
-}
-
-bool InProcessMember::Quiescent() const {
-  if (!evictions_.empty() || !restores_.empty() || migrations_.Busy()) return false;
-  return std::none_of(locals_.begin(), locals_.end(), [](const Local& l) { return l.reclaiming; });
 }
 
 }  // namespace estuary

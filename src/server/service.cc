@@ -180,13 +180,13 @@ struct Service::Impl {
   int64_t defrag_interval_s = 0;
   int64_t defragged_ms = 0;
   int64_t pass_now_ms = 0;          // the loop pass's time
-  std::map<uint32_t, InProcessMember::StartingMove> moving;  // by TaskId value, this pass
+  std::map<uint32_t, Engine::StartingMove> moving;  // by TaskId value, this pass
 
   Store* store = nullptr;
   const Clock* clock = nullptr;
   ServiceOptions opt;
   std::unique_ptr<GroupCommitter> committer;
-  std::unique_ptr<InProcessMember> engine;
+  std::unique_ptr<Engine> engine;
   uint64_t epoch = 0;
 
   mutable std::mutex mu;  // everything below
@@ -210,8 +210,8 @@ struct Service::Impl {
   uint64_t evictions_total = 0, node_failures_total = 0, jobs_ended_total = 0;
   Histogram cycle_seconds, submit_to_running_seconds;
 
-  static FedJob ToFed(uint64_t id, const JobRequest& r) {
-    FedJob f;
+  static EngineJob ToFed(uint64_t id, const JobRequest& r) {
+    EngineJob f;
     f.id = static_cast<uint32_t>(id);
     f.name = r.name;
     f.min_replicas = r.min_replicas;
@@ -252,7 +252,7 @@ struct Service::Impl {
   }
 
   // Adds the node `v` describes to engine `m`.
-  static StatusOr<NodeId> AddNodeTo(InProcessMember& m, const NodeView& v) {
+  static StatusOr<NodeId> AddNodeTo(Engine& m, const NodeView& v) {
     NodeSpec spec;
     spec.name = v.name;
     spec.gpu_count = v.gpus;
@@ -503,14 +503,14 @@ struct Service::Impl {
   // are what grows with history): a fresh member gets the same planes, the nodes in id order with
   // their states, every running job adopted exactly where it runs (lenders first, then the jobs
   // on their lent GPUs), the queue submitted again in order and the reservations held again. Only
-  // when nothing is under way (InProcessMember::Quiescent); all or nothing: false, and the old
+  // when nothing is under way (Engine::Quiescent); all or nothing: false, and the old
   // engine kept, when any step fails. Stores the reservations' new node lists.
   bool CompactEngine(int64_t now_s, StoreBatch& batch) {
     if (!engine->Quiescent()) return false;
     const ClusterState& old = engine->state();
-    auto made = InProcessMember::Create(ClusterState(), engine->options());
+    auto made = Engine::Create(ClusterState(), engine->options());
     if (!made.ok()) return false;
-    std::unique_ptr<InProcessMember> fresh = std::move(*made);
+    std::unique_ptr<Engine> fresh = std::move(*made);
     for (const Plane& p : old.topology().planes()) {
       if (!fresh->AddPlane(p.name, p.levels).ok()) return false;
     }
@@ -527,7 +527,7 @@ struct Service::Impl {
       for (const auto& [id, j] : jobs) {
         const auto ej = engine->JobOf(static_cast<uint32_t>(id));
         if (!j.in_engine || !ej || engine->Running(static_cast<uint32_t>(id)) == 0) continue;
-        std::vector<InProcessMember::Placement> placements;
+        std::vector<Engine::Placement> placements;
         bool borrowing = false;
         for (size_t r = 0; r < old.job(*ej).tasks.size(); ++r) {
           const Task& t = old.task(old.job(*ej).tasks[r]);
@@ -547,10 +547,11 @@ struct Service::Impl {
     if (waiting != queued.size()) return false;
     for (uint32_t id : queued) {
       const auto it = jobs.find(id);
-      if (it == jobs.end() || !fresh->Submit(ToFed(id, it->second.view.request), AdmitMode::kEnqueue, now_s).accepted) {
+      if (it == jobs.end() || !fresh->Submit(ToFed(id, it->second.view.request), SubmitMode::kEnqueue, now_s).accepted) {
         return false;
       }
     }
+    fresh->InheritTypical(*engine);  // FGD's learned typical tasks count the ended jobs too
     std::map<uint64_t, ReservationView> held = reservations;
     for (auto& [id, r] : held) {
       std::vector<NodeId> nodes_held;
@@ -579,9 +580,9 @@ struct Service::Impl {
   Status Ask(std::unique_lock<std::mutex>& lk, Input in, const std::shared_ptr<Waiter>& w);
 
   void Admit(JobRec& j, int64_t now_s) {
-    // Behind the jobs already waiting (the simulator's arrival semantics): the pass's Step tries
+    // Behind the jobs already waiting (the simulator's arrival semantics): the pass's cycle tries
     // the queue in order.
-    const Admission a = engine->Submit(ToFed(j.view.id, j.view.request), AdmitMode::kEnqueue, now_s);
+    const Admission a = engine->Submit(ToFed(j.view.id, j.view.request), SubmitMode::kEnqueue, now_s);
     j.in_engine = a.accepted;
     j.parked = !a.accepted;
     j.view.reason = a.accepted ? "waiting for capacity" : (a.reason.empty() ? "fits no registered node" : a.reason);
@@ -600,16 +601,15 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   s.clock = clock;
   s.opt = options;
   s.committer = std::make_unique<GroupCommitter>(store, options.store_max_ops);
-  MemberOptions mo;
+  EngineConfig mo;
   mo.name = "service";
   mo.policy = options.policy;
   mo.seed = options.seed;
   mo.grace_s = options.grace_s;
   mo.absorb = options.absorb;
-  mo.summary_period_s = int64_t{1} << 40;  // no federation reads it
   mo.migration.acknowledged = true;  // a move completes when its agent reports the new instance running
   ClusterState empty;
-  auto engine = InProcessMember::Create(std::move(empty), mo);
+  auto engine = Engine::Create(std::move(empty), mo);
   if (!engine.ok()) return engine.status();
   s.engine = std::move(*engine);
   for (const auto& [plane, levels] : options.planes) ESTUARY_RETURN_IF_ERROR(s.engine->AddPlane(plane, levels));
@@ -796,7 +796,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
       }
       if (!t.retiring.empty()) s.AddOrderAt(out, Order::Op::kStop, id, i, t.retiring, {});
     }
-    std::vector<InProcessMember::Placement> placements;
+    std::vector<Engine::Placement> placements;
     bool complete = true;
     for (size_t i = 0; i < j.tasks.size(); ++i) {
       const Impl::TaskRec& t = j.tasks[i];
@@ -806,7 +806,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
         complete = false;
         continue;
       }
-      InProcessMember::Placement p;
+      Engine::Placement p;
       p.replica = i;
       p.node = n->second.id;
       for (int x : t.gpus) p.gpus.Push(x);
@@ -1241,7 +1241,7 @@ StatusOr<Service::Explanation> Service::Explain(const Principal& who, uint64_t i
   e.reason = j.view.reason;
   e.may_reclaim = j.view.request.priority >= kHpPriority;
   if (j.view.phase != JobPhase::kPending) return e;
-  const InProcessMember::Explanation x = s.engine->Explain(static_cast<uint32_t>(id), s.clock->Now());
+  const Engine::Explanation x = s.engine->Explain(static_cast<uint32_t>(id), s.clock->Now());
   if (!x.known) {
     e.shortfall = j.view.reason.empty() ? "not yet seen by the scheduler" : j.view.reason;
     return e;
@@ -1623,17 +1623,17 @@ void Service::RunOnce() {
       (void)s.engine->Defrag(DefragOptions{}, now_s);  // the default options are valid
     }
     // Engine events. Those of the inputs and node failures come first, so that a job evicted
-    // whole is back in the queue before the queue is tried; then the cycle (Step), repeated while
-    // it returned jobs (they may start elsewhere at once); then Absorb (Grow).
-    const auto handle = [&](const std::vector<MemberEvent>& events) {
+    // whole is back in the queue before the queue is tried; then the cycle up to Absorb, repeated
+    // while it returned jobs (they may start elsewhere at once); then the rest (Absorb).
+    const auto handle = [&](const std::vector<EngineEvent>& events) {
       bool readmitted = false;
-      for (const MemberEvent& e : events) {
+      for (const EngineEvent& e : events) {
         const auto it = s.jobs.find(e.job);
         if (it == s.jobs.end()) continue;
         Impl::JobRec& j = it->second;
         touched.insert(e.job);
         switch (e.kind) {
-          case MemberEvent::Kind::kReturned: {
+          case EngineEvent::Kind::kReturned: {
             const bool evicted = !e.never;
             if (evicted) ++s.evictions_total;
             if (Ended(j.view.phase)) break;
@@ -1650,25 +1650,27 @@ void Service::RunOnce() {
             readmitted = true;
             break;
           }
-          case MemberEvent::Kind::kShrunk: ++s.evictions_total; break;
-          case MemberEvent::Kind::kReclaim:
+          case EngineEvent::Kind::kShrunk: ++s.evictions_total; break;
+          case EngineEvent::Kind::kReclaim:
             j.view.reason = "reclaiming: " + std::to_string(e.replicas) + " victim job(s) evicted at " + std::to_string(e.at);
             break;
-          case MemberEvent::Kind::kStarted:
-          case MemberEvent::Kind::kGrown: j.view.reason.clear(); break;
+          case EngineEvent::Kind::kStarted:
+          case EngineEvent::Kind::kGrown: j.view.reason.clear(); break;
         }
       }
       return readmitted;
     };
     handle(s.engine->TakeEvents());
+    CycleOptions before_grow;
+    before_grow.part = CyclePart::kBeforeGrow;
     for (int round = 0; round < 4; ++round) {
-      s.engine->Step(now_s);
-      if (!handle(s.engine->TakeEvents())) break;
+      if (!handle(s.engine->RunCycle(now_s, before_grow))) break;
     }
-    s.engine->Grow(now_s);
-    handle(s.engine->TakeEvents());
+    CycleOptions grow;
+    grow.part = CyclePart::kGrow;
+    handle(s.engine->RunCycle(now_s, grow));
     // Reclaim victims hear of their stop ahead of time (its grace period: time to checkpoint).
-    for (const InProcessMember::EvictionNotice& n : s.engine->TakeEvictionNotices()) {
+    for (const Engine::EvictionNotice& n : s.engine->TakeEvictionNotices()) {
       const auto it = s.jobs.find(n.job);
       const std::optional<JobId> ej = s.engine->JobOf(n.job);
       if (it == s.jobs.end() || !ej) continue;
@@ -1684,7 +1686,7 @@ void Service::RunOnce() {
     // Placements that changed without an event (moves, Standby), and the moves under way.
     for (uint32_t id : s.engine->TakeTouched()) touched.insert(id);
     s.moving.clear();
-    for (const InProcessMember::StartingMove& m : s.engine->StartingMoves()) s.moving.emplace(m.task.value(), m);
+    for (const Engine::StartingMove& m : s.engine->StartingMoves()) s.moving.emplace(m.task.value(), m);
     // Reservations end with their purpose: the job started or ended, the hold was released, or
     // the time is up.
     for (auto it = s.reservations.begin(); it != s.reservations.end();) {

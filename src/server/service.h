@@ -1,6 +1,5 @@
 // Service: the live scheduler (issue 7, `estuary serve`) — the same engine the simulator drives
-// (one InProcessMember: ClusterState, Session, AllocateAction, PreemptAction, AbsorbAction and its
-// priority queue), fed by API requests and node agents on the real clock, with every accepted
+// (one Engine, src/engine/engine.h: ClusterState, Session, the actions and its priority queue), fed by API requests and node agents on the real clock, with every accepted
 // request and every decision stored before it is acknowledged or sent.
 //
 // Threads. API calls (Submit, Cancel, Report, ...) come from any thread. Decisions are made by
@@ -13,8 +12,8 @@
 //            (Cancel and registrations are stored by the loop before they return).
 //   Heartbeat only stamps the nodes (memory; a lost heartbeat is not a lost decision).
 //   RunOnce  (1) applies queued inputs in arrival order to the engine, (2) fails nodes whose
-//            heartbeats stopped, (3) runs the engine's cycle (Step: ended evictions, the queue,
-//            Reclaim; Grow: Absorb), (4) turns what changed into orders — each replica the
+//            heartbeats stopped, (3) runs the engine's cycle (Engine::RunCycle: moves, restores,
+//            ended evictions, the queue, Reclaim, headrooms, Absorb), (4) turns what changed into orders — each replica the
 //            engine bound and no agent was told of gets a start order, each replica an agent
 //            runs that the engine no longer binds gets a stop order, a replica whose Standby
 //            changed gets standby or resume, one the engine started to move gets migrate (and
@@ -58,7 +57,7 @@
 #include "api/tokens.h"
 #include "common/clock.h"
 #include "common/status.h"
-#include "federation/in_process_member.h"
+#include "engine/engine.h"
 #include "server/group_commit.h"
 #include "store/store.h"
 

@@ -948,6 +948,25 @@ TEST_F(ServiceTest, TheEngineIsRebuiltWithoutItsEndedJobsAndNothingItRunsOrQueue
   EXPECT_EQ(Get(svc).standby_replicas, 0);
 }
 
+TEST_F(ServiceTest, WithPolicyFgdJobsRunAndTheEngineLearnsTheirTypicalTasks) {
+  ServiceOptions o;
+  o.policy = "fgd";  // aborted at start-up before: FGD had no typical tasks outside the simulator
+  Reopen(o);
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  const uint64_t a = RunJob(kAlice, Job("a", 2, 4));
+  const uint64_t b = RunJob(kAlice, Job("b", 1, 2));
+  EXPECT_EQ(GpuMilliUsed(), 10000);
+  EXPECT_EQ(Get(a).bound_replicas, 2);
+  EXPECT_EQ(Get(b).bound_replicas, 1);
+  // And after a restart (a new engine learns again from the jobs it adopts).
+  Reopen(o);
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_EQ(Get(a).phase, JobPhase::kRunning);
+  RunJob(kAlice, Job("c", 1, 4));
+  EXPECT_EQ(GpuMilliUsed(), 14000);
+}
+
 // ---- Everything at once ----
 
 // The value of counter `name` in Prometheus text (0 when absent).

@@ -202,13 +202,13 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
   // As a member decides a Reclaim for job J, the other members J may use are checked exactly:
   // could one have started J on idle capacity right then?
   for (size_t m = 0; m < members.size(); ++m) {
-    members[m]->SetReclaimObserver([&, m](uint32_t job, int64_t now) {
+    members[m]->engine().SetReclaimObserver([&, m](uint32_t job, int64_t now) {
       FJob& j = jobs[job];
       j.reclaim_needless = false;
       for (size_t m2 = 0; m2 < members.size() && !j.reclaim_needless; ++m2) {
         if (m2 == m) continue;
         if (!j.allowed.empty() && std::find(j.allowed.begin(), j.allowed.end(), static_cast<int>(m2)) == j.allowed.end()) continue;
-        j.reclaim_needless = members[m2]->FitsIdleNow(j.fed, now);
+        j.reclaim_needless = members[m2]->engine().FitsIdleNow(j.fed, now);
       }
     });
   }
@@ -371,7 +371,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
       std::vector<int64_t> rn(regions, 0);
       for (size_t m = 0; m < nm; ++m) {
         const ClusterState& st = members[m]->state();
-        s.pending_jobs += static_cast<int64_t>(members[m]->queued());
+        s.pending_jobs += static_cast<int64_t>(members[m]->engine().queued());
         for (const Node& n : st.nodes()) {
           if (n.spec.gpu_count == 0) continue;
           s.free_nodes += n.Schedulable() && n.full_free_gpus == n.spec.gpu_count;

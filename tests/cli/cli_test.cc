@@ -491,7 +491,7 @@ TEST_F(Cli, AFederationScenarioWithBadMembersExitsTwoNamingTheField) {
   const std::string headroom = WriteFile(
       dir_, "headroom.yaml", head + "    - {name: a, cluster: {generate: {total_gpus: 64}}, headroom: {replicas: 2, models: [B200]}}\n" + tail);
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", headroom}),
-                           {headroom + ":4: federation: member 'a': headroom: member 'a' has no GPU model B200"}));
+                           {headroom + ":4: federation: member 'a': headroom: cluster 'a' has no GPU model B200"}));
   const std::string unknown = WriteFile(
       dir_, "unknown.yaml", head + a + "jobs:\n  - {name: j, gpus: 8, home: z}\nconfigurations:\n  - {name: c, federation: blind}\n");
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", unknown}), {unknown + ":6: field 'home'", "unknown member 'z'"}));

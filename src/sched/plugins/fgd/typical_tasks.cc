@@ -7,11 +7,13 @@
 namespace estuary {
 
 TypicalTasks TypicalTasks::FromWorkload(std::span<const TaskRequest> workload, double coverage) {
-  using Key = std::tuple<MilliCpu, MilliGpu, int32_t, uint64_t>;  // cpu, per-GPU milli, count, models
-  std::map<Key, int64_t> counts;
-  for (const TaskRequest& r : workload) {
-    ++counts[{r.cpu_milli, r.gpu_milli, r.gpu_count, r.models.bits()}];
-  }
+  TypicalTaskCounter counter;
+  for (const TaskRequest& r : workload) counter.Add(r);
+  return counter.Build(coverage);
+}
+
+TypicalTasks TypicalTaskCounter::Build(double coverage) const {
+  const std::map<Key, int64_t>& counts = counts_;
   std::vector<std::pair<Key, int64_t>> specs(counts.begin(), counts.end());
   // Most frequent first; equal counts in descending spec order (the published simulator's order).
   std::sort(specs.begin(), specs.end(), [](const auto& a, const auto& b) {
@@ -20,8 +22,8 @@ TypicalTasks TypicalTasks::FromWorkload(std::span<const TaskRequest> workload, d
   });
   TypicalTasks out;
   out.distinct_specs = static_cast<int64_t>(specs.size());
-  const double total = static_cast<double>(workload.size());
-  if (workload.empty()) return out;
+  const double total = static_cast<double>(total_);
+  if (total_ == 0) return out;
   const double wanted = coverage * total;
   double cum = 0;
   for (const auto& [key, count] : specs) {

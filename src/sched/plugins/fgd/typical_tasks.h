@@ -11,7 +11,9 @@
 // measure (typical tasks carry no memory). F_n = sum_m p_m F_n(m).
 #pragma once
 
+#include <map>
 #include <span>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,25 @@ struct TypicalTasks {
 
   // REQUIRES: 0 < coverage <= 1. An empty workload gives no typical tasks.
   static TypicalTasks FromWorkload(std::span<const TaskRequest> workload, double coverage = 0.95);
+};
+
+// A workload's task specs counted one request at a time (memory: one entry per distinct spec), so
+// that typical tasks can be learned from a stream of submissions (Engine, policy fgd without a
+// trace). Build() equals TypicalTasks::FromWorkload over the requests added so far.
+class TypicalTaskCounter {
+ public:
+  void Add(const TaskRequest& r) {
+    ++counts_[{r.cpu_milli, r.gpu_milli, r.gpu_count, r.models.bits()}];
+    ++total_;
+  }
+  int64_t total() const { return total_; }
+  // REQUIRES: 0 < coverage <= 1.
+  TypicalTasks Build(double coverage = 0.95) const;
+
+ private:
+  using Key = std::tuple<MilliCpu, MilliGpu, int32_t, uint64_t>;  // cpu, per-GPU milli, count, models
+  std::map<Key, int64_t> counts_;
+  int64_t total_ = 0;
 };
 
 // F_n of a node state given as (model, free CPU, per-GPU free milli).

@@ -1,0 +1,449 @@
+// Engine: estuary's one scheduling engine. It owns a cluster's state (ClusterState), the Session
+// over it, the pending queue and every lifecycle that spans cycles — evictions in their grace
+// period, Standby restores, migrations, node holds, HP headrooms, the Absorb memo — and it is the
+// one place that orders the actions of a scheduling cycle (RunCycle, EngineConfig::actions).
+// Drivers (the single-cluster simulator, the federation members and through them the federation
+// simulator, the live service) turn their world into inputs (Submit, Cancel, Resize, node
+// added / failed / drained / repaired / cordoned, Standby targets, defrag requests, holds) applied
+// at the engine time they give, call RunCycle, and carry out the events it reports. The engine
+// reads no clock: every input and cycle carries its time.
+//
+// Admission (Submit). The job is materialised in the engine's state the first time it is
+// submitted (its models and topology names resolved; a job the cluster has no model or level
+// for is rejected with `never`) and, except with kEnqueue, tried at once through
+// AllocateAction::TryStart:
+//   started                          -> accepted, started;
+//   infeasible (never fits here)     -> rejected, never;
+//   kQueue                           -> accepted: it waits in the engine's priority queue (an
+//                                       HP job Reclaims at once, as the cycle's `reclaim` would);
+//   kStartNow                        -> rejected;
+//   kEnqueue (before any try)        -> accepted: queued behind the waiting jobs, tried by the
+//                                       next cycle;
+//   kStartOrReclaim, HP job          -> PreemptAction::Plan: feasible with victims none of which
+//                                       is already being evicted -> accepted, reclaiming: the
+//                                       plan's nodes are held for it (AddReservation), its
+//                                       victims are evicted when the last of them has exited
+//                                       (grace_s later, or sooner with an exit model:
+//                                       EngineConfig::exit_mean_s) and it starts then;
+//                                       otherwise rejected, with nothing evicted.
+// The cycle (RunCycle) runs EngineConfig::actions in order; the actions (EngineAction):
+//   moves      the migration executor's step (moves due start, complete, abort);
+//   restores   Standby restores whose grace ended: their borrowers leave, the replica resumes;
+//   evictions  evictions whose grace ended: the victims' tasks are unbound (elastic jobs shrink,
+//              others are evicted whole and returned to the driver — kReturned);
+//   allocate   the queue is tried in priority order (jobs holding a reservation on their own);
+//   reclaim    HP jobs still waiting Reclaim for themselves as in Submit;
+//   headroom   HP headrooms that HP work dented are planned anew and their nodes drained;
+//   absorb     running elastic jobs grow toward max (AbsorbAction) unless a queued HP job or
+//              gang (or one the driver says waits elsewhere: CycleOptions::external_blocking)
+//              could use the room.
+// A federation driver runs a cycle in two parts (CyclePart): every member up to its first
+// `absorb`, then the federation's dispatch, then the rest, so that jobs waiting at the federation
+// see released capacity before elastic jobs take it. Every decision is logged as an EngineEvent.
+// Deterministic: the same inputs at the same times give the same events; no hash-map order
+// reaches a decision.
+// Thread-safety: none.
+#pragma once
+
+#include <climits>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/io.h"
+#include "model/cluster_state.h"
+#include "sched/actions/allocate.h"
+#include "sched/actions/defrag.h"
+#include "sched/actions/graceful_exit.h"
+#include "sched/actions/migration.h"
+#include "sched/actions/preempt.h"
+#include "sched/framework/pending_queue.h"
+#include "sched/framework/session.h"
+#include "sched/plugins/fgd/typical_tasks.h"
+
+namespace estuary {
+
+// An HP headroom (EngineConfig::headroom): the shape kept free, and the smallest HP job (GPUs at
+// min replicas) that may use it.
+struct HeadroomSpec {
+  EngineJob shape;
+  int64_t min_job_gpus = 0;
+};
+
+// The actions a cycle may run, in EngineConfig::actions (see the header comment).
+enum class EngineAction { kMoves, kRestores, kEvictions, kAllocate, kReclaim, kHeadroom, kAbsorb };
+// The action's name in a configuration ("moves", "restores", ...), and back (nullopt: unknown).
+const char* EngineActionName(EngineAction a);
+std::optional<EngineAction> EngineActionByName(const std::string& name);
+// The default cycle: moves, restores, evictions, allocate, reclaim, headroom, moves, absorb.
+std::vector<EngineAction> DefaultEngineActions();
+
+// The engine's configuration. Every field's default is the one a driver gets without saying.
+struct EngineConfig {
+  std::string name;  // the cluster's name, in messages
+  // The cycle's actions in order (default: DefaultEngineActions()).
+  std::vector<EngineAction> actions = DefaultEngineActions();
+  std::string policy = "best-fit";  // placement policy (an openb policy name)
+  // FGD's typical tasks (policy fgd): a driver that knows its workload (the simulator) gives them;
+  // null (default): the engine learns them from the jobs submitted to it — one request per job,
+  // as FGD counts a trace — and refreshes them (reopening its Session) when the count of jobs
+  // reaches 1, 2, 4, ..., 1,024 and every 1,024 after. Before the first job FGD has no typical
+  // task and every node scores alike.
+  std::shared_ptr<const TypicalTasks> typical;
+  uint64_t seed = 0;
+  AllocateOptions allocate;
+  int64_t grace_s = 60;      // Reclaim's eviction grace period (default 60 s, Alibaba's bound)
+  // How long victims take to exit within it (GracefulExit): 0 (default): the whole grace period;
+  // else a lognormal of this mean and P95 bounded by grace_s (Alibaba: 13 s and 48 s). A Reclaim's
+  // victims are freed, and its job starts, when the last of its victim jobs has exited.
+  int64_t exit_mean_s = 0;
+  int64_t exit_p95_s = 0;
+  bool absorb = true;        // grow running elastic jobs toward max (default on)
+  // Standby (SpotGPU): a queued preemptible job with priority <= lend_max_priority tries the
+  // capacity lent by Standby replicas first (StandbyAction::PlaceOnLent), then free capacity.
+  int32_t lend_max_priority = kHpPriority - 1;
+  // The executor of Defrag's moves (live drivers set `acknowledged`).
+  MigrationOptions migration;
+  // HP headroom (none when empty): for each HeadroomSpec listed, room for one job of its shape
+  // (max_replicas x per_replica GPUs, models, topology level; id, priority and preemptible are
+  // ignored) is kept free of work below HP priority, so that HP jobs find it idle instead of
+  // waiting for a Reclaim's victims. The engine holds each headroom's nodes (a node-hold
+  // Reservation of an internal job, never started): work below HP cannot start there, HP jobs of
+  // at least min_job_gpus GPUs may (the hold is lifted while such a job tries to start, Reclaims
+  // or is quoted); smaller HP jobs Reclaim as usual. When HP work took some of them, the
+  // cycle's `headroom` plans the shape anew (PreemptAction, the held nodes counting as free) and
+  // holds the plan's nodes. Held nodes drain without losing much work: an elastic job
+  // sheds its replicas there at once when it keeps whole steps (at least min); a preemptible job
+  // is evicted whole once its work since its last checkpoint is at most headroom_max_loss_s;
+  // anything else ends on its own. Evictions are events for kHeadroomJob. Drains and infeasible
+  // plans are looked at again headroom_retry_s later. (A federation member's summary counts
+  // held nodes as available at thresholds >= kHpPriority only.)
+  std::vector<HeadroomSpec> headroom;
+  int64_t headroom_retry_s = 60;
+  int64_t headroom_max_loss_s = 300;
+};
+
+// Which part of a cycle RunCycle runs (see the header comment).
+enum class CyclePart {
+  kWhole,       // every action
+  kBeforeGrow,  // the actions before the first `absorb`
+  kGrow,        // the first `absorb` and the actions after it
+};
+
+struct CycleOptions {
+  CyclePart part = CyclePart::kWhole;
+  // The priority of the highest HP job or gang waiting elsewhere for this engine's capacity
+  // (e.g. at the federation: FedScheduler::BlockingPriority); INT32_MIN for none. Absorb leaves
+  // room for it as for its own queue's.
+  int32_t external_blocking = INT32_MIN;
+};
+
+class Engine {
+ public:
+  // Takes the cluster (its nodes and topology; no jobs). Fails on an unknown policy, bad
+  // migration options, a bad exit model or a headroom the cluster cannot hold.
+  static StatusOr<std::unique_ptr<Engine>> Create(ClusterState cluster, EngineConfig config);
+
+  const std::string& name() const { return options_.name; }
+  // Submission of `job` at `now_s` under `mode` (see the header comment). A job already running
+  // or waiting here is rejected.
+  Admission Submit(const EngineJob& job, SubmitMode mode, int64_t now_s);
+  // The job leaves (it finished, or the driver cancels it): its tasks stop and it leaves the
+  // queue. Unknown jobs are ignored.
+  void Cancel(uint32_t job, int64_t now_s);
+  // Replicas of the job bound now (0: not running).
+  int32_t Running(uint32_t job) const;
+  // What a Reclaim for `job` would evict now (nothing changed); nullopt when no Reclaim could
+  // start it now (or nothing would need evicting: it fits a headroom or idle capacity).
+  std::optional<ReclaimQuote> QuoteReclaim(const EngineJob& job, int64_t now_s);
+  // The events since the last call (or RunCycle), in order.
+  std::vector<EngineEvent> TakeEvents();
+
+  // One scheduling cycle at `now_s`, or a part of it: runs EngineConfig::actions in order and
+  // returns the events since the last TakeEvents or RunCycle (the inputs' first, then the cycle's).
+  std::vector<EngineEvent> RunCycle(int64_t now_s, const CycleOptions& options = {});
+  // The earliest time a cycle has work that no input brings (an eviction's grace end, a
+  // restore, a move's deadline, a headroom's retry), if any.
+  std::optional<int64_t> NextDue() const;
+  // Exact check, for measuring needless preemptions: could `job` start here now on idle capacity
+  // (PreemptAction's feasibility without victims)? Materialises the job if needed; changes no
+  // placement.
+  bool FitsIdleNow(const EngineJob& job, int64_t now_s);
+  // The state's jobs that keep the HP headrooms (EngineConfig::headroom), in order.
+  std::vector<JobId> HeadroomJobs() const;
+
+  // FGD's typical tasks in use (null unless the policy is fgd).
+  const TypicalTasks* typical() const { return typical_.get(); }
+  // An engine rebuilt in place of `old` (the service drops ended jobs) goes on learning FGD's
+  // typical tasks where `old` was, with `old`'s tie-break order, so that it decides as `old`
+  // would. Call it once the rebuilt engine holds its jobs. Nothing without learning.
+  void InheritTypical(const Engine& old);
+
+  // Called as each Reclaim is decided (before anything else changes), with the driver's job id
+  // and the time: lets a driver measure whether the preemption was needed.
+  void SetReclaimObserver(std::function<void(uint32_t job, int64_t now_s)> f) { reclaim_observer_ = std::move(f); }
+
+  // ---- A live cluster: nodes come and go, jobs survive restarts ----
+  // Adds a node of `gpu_model` (empty: CPU-only). `domains`: for each plane name, the node's
+  // domain names from the plane's top level down (as many as the plane has levels); planes are
+  // created on first use with levels named level0, level1, ... unless `plane_levels` names them
+  // (plane name -> level names) before the first node. Errors: InvalidArgument (duplicate
+  // name, too many GPUs, unknown plane, wrong number of names, inconsistent nesting).
+  StatusOr<NodeId> AddNode(NodeSpec spec, const std::string& gpu_model,
+                           const std::vector<std::pair<std::string, std::vector<std::string>>>& domains);
+  // Declares a plane and its levels (top first). REQUIRES: before any node is added.
+  Status AddPlane(const std::string& name, const std::vector<std::string>& levels);
+  // Cordons the node (no new placements; its tasks keep running) or makes it ready again.
+  void SetCordoned(NodeId node, bool cordoned);
+  // The node failed at `now_s`: it takes no work and every task on it stops. Each job that lost
+  // replicas keeps the largest multiple of its step (with Align; else every survivor) that it
+  // still holds when that is at least its min — shrunk, kShrunk "node failed" — and is evicted
+  // whole otherwise (kReturned, "node failed"): the simulator's rule (NodeFailureAction).
+  void FailNode(NodeId node, int64_t now_s);
+  // Drain: the node takes no new work (cordoned) and every task on it stops now, as FailNode
+  // handles them (detail "node drained").
+  void DrainNode(NodeId node, int64_t now_s);
+  // A failed, drained or cordoned node is ready again (empty: its tasks stopped when it failed).
+  void RestoreNode(NodeId node);
+
+  // Why a waiting job does not run, without changing anything: whether idle capacity holds it
+  // now, and whether (and at what price) Reclaim could make room.
+  struct Explanation {
+    bool known = false;       // the job is here and waiting (not running)
+    bool fits_idle = false;   // idle capacity holds its min replicas now
+    bool reclaim_feasible = false;  // evicting preemptible work below its priority would
+    int32_t victims = 0;      // jobs evicted whole or shrunk by that Reclaim
+    int32_t victims_max_priority = 0;
+    std::string reason;       // the shortfall (PreemptAction's words) when even Reclaim cannot
+  };
+  Explanation Explain(uint32_t job, int64_t now_s) const;
+
+  // Holds nodes for a waiting job (ReserveAction::Plan): other work no longer starts there, and
+  // the job starts as soon as enough of what it may use is free, which releases the hold. False
+  // (nothing held) when the job is not waiting here, already holds nodes, or no set of nodes
+  // could ever hold it. Returns the held nodes in `nodes`.
+  bool Reserve(uint32_t job, std::vector<NodeId>* nodes);
+  // Releases the job's hold, if any.
+  void Unreserve(uint32_t job);
+  // The nodes the job holds (empty: none).
+  std::vector<NodeId> HeldNodes(uint32_t job) const;
+
+  // Changes a job's replica bounds (a live driver's "change min/max"). A waiting job waits with
+  // the new bounds; a running one above the new max shrinks to the largest allowed count within
+  // it (kShrunk, detail "resized") and, elastic, may grow toward the new max (Absorb). False, with
+  // `why` and nothing changed, when the job is unknown, the bounds are not 1 <= min <= max, or a
+  // running job holds fewer replicas than the new min.
+  bool Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, int64_t now_s, std::string* why);
+
+  // Changes the Reclaim grace period (later Reclaims) and Absorb (from the next Grow). With an
+  // exit model (exit_mean_s), it is fitted again to the new bound; a bound at or below its P95
+  // leaves victims the whole grace period.
+  void SetGrace(int64_t grace_s);
+  void SetAbsorb(bool absorb) { options_.absorb = absorb; }
+  const EngineConfig& options() const { return options_; }
+
+  // Tasks a Reclaim decided to evict, and when (its grace period's end), since the last call:
+  // lets a live driver warn their agents ahead of the stop.
+  struct EvictionNotice {
+    uint32_t job = 0;  // the victim (federation id)
+    TaskId task;
+    int64_t at = 0;
+  };
+  std::vector<EvictionNotice> TakeEvictionNotices() { return std::exchange(notices_, {}); }
+
+  // ---- Standby (SpotGPU, Alibaba OSDI'26) ----
+  // Brings the number of `job`'s replicas in Standby to `replicas` (clamped to those it has
+  // bound). Entering: active replicas, newest first, go into Standby (ClusterState::EnterStandby:
+  // their GPUs and CPU are lent to spot work, see EngineConfig::lend_max_priority). Leaving:
+  // Standby replicas, oldest first, begin their restore: when no borrower is in the way
+  // (StandbyAction::RestoreVictims) the replica leaves Standby at once; otherwise the borrowers'
+  // jobs get eviction notices and, grace_s later, are evicted whole (kReturned, detail "standby
+  // restore") and the replica leaves Standby. A restoring replica counts as leaving. False when
+  // the job does not run here.
+  bool SetStandby(uint32_t job, int32_t replicas, int64_t now_s);
+  // `job`'s replicas in Standby, restoring ones included (0 when it does not run here).
+  int32_t InStandby(uint32_t job) const;
+
+  // ---- Live migration: issue 5's planner (DefragAction) and executor (MigrationExecutor) ----
+  // Plans a defragmentation of the running work with `options` (tasks being evicted are locked)
+  // and hands the plan's moves to the engine's executor (EngineConfig::migration); they start in
+  // the cycle's `moves` as its budget allows, make-before-break. Returns the moves kept: 0 while an earlier
+  // plan's moves still run, or when nothing is worth moving. InvalidArgument for bad options.
+  StatusOr<int64_t> Defrag(const DefragOptions& options, int64_t now_s);
+  // A drain by migration: cordons `node` (no new work) and plans moves of every task on it to other
+  // nodes (DefragAction with DefragOptions::evacuate), started as Defrag's are — also while an
+  // earlier plan runs. Returns the moves kept: 0 when the node is empty or its tasks cannot all
+  // move (pinned: Standby, borrowed, locked, or no room); the node stays cordoned either way.
+  int64_t Evacuate(NodeId node, int64_t now_s);
+  // A move's new instance runs (`ready`) or failed (acknowledged mode); takes effect at the next
+  // cycle. False when `task` has no starting move.
+  bool AcknowledgeMove(TaskId task, bool ready) { return migrations_.Acknowledge(task, ready); }
+  // The moves whose new instance is starting: the task, its target node and GPUs there.
+  struct StartingMove {
+    TaskId task;
+    NodeId to;
+    GpuIndices gpus;
+  };
+  std::vector<StartingMove> StartingMoves() const;
+  // Driver ids of the jobs whose placement changed without an EngineEvent since the last call:
+  // a move started or ended, a replica entered or left Standby.
+  std::vector<uint32_t> TakeTouched();
+  const MigrationCounters& migration_counters() const { return migrations_.counters(); }
+
+  // The state's job of driver job `job`; nullopt when never materialised here.
+  std::optional<JobId> JobOf(uint32_t job) const;
+  // Where one replica of a job runs (Adopt).
+  struct Placement {
+    size_t replica = 0;
+    NodeId node;
+    GpuIndices gpus;
+    bool standby = false;   // it was in Standby: it enters Standby again
+    bool borrowed = false;  // it ran on lent capacity: bound there again (ClusterState::BindBorrowed)
+  };
+  // Rebuilds a job that was running before a restart: materialises `job`, binds each listed
+  // replica where it runs, and marks the job running since `started_s` (no event). Returns false,
+  // binding nothing, when the job is already here, a replica is out of range or listed twice, or
+  // a placement does not fit (its node is down or its capacity is taken; a borrowed one: its GPUs
+  // are not lent now — adopt the lenders first).
+  bool Adopt(const EngineJob& job, const std::vector<Placement>& placements, int64_t started_s);
+
+  const ClusterState& state() const { return state_; }
+  // Jobs waiting in the queue.
+  size_t queued() const { return queue_.size(); }
+  // The driver ids of the queued jobs, in queue order.
+  std::vector<uint32_t> QueuedInOrder() const;
+  // Jobs the engine has materialised (running, waiting, or ended: it never forgets one).
+  size_t jobs_known() const { return locals_.size(); }
+  // Whether nothing is under way that a rebuilt engine would not know of: no Reclaim in its grace
+  // period, no Standby restore, no move. An engine rebuilt then (its nodes added in id order, its
+  // running jobs adopted where they run — lenders before borrowers —, its queue submitted again in
+  // order, its holds reserved again) decides as this one would, without the ended jobs.
+  bool Quiescent() const;
+
+ private:
+  struct Local {
+    uint32_t fed = 0;
+    JobId id;
+    int32_t priority = 0;
+    int32_t min_replicas = 1, max_replicas = 1;
+    int shape = 0;
+    bool running = false;
+    bool reclaiming = false;
+    uint64_t refused_seq = UINT64_MAX;  // release_seq when its Reclaim was last found infeasible
+  };
+  Engine(ClusterState cluster, EngineConfig options);
+  // The local job of `job`, materialised on first use; nullopt (and `why`) when the cluster has no
+  // model or topology level for it.
+  std::optional<size_t> Materialize(const EngineJob& job, std::string* why);
+  void OnStart(size_t li, int64_t now_s, int32_t granted);
+  // The interned shape of a job: its request, bounds, step, topology constraint and priority.
+  int ShapeOf(JobId id);
+  // Plans and starts a Reclaim for queued or dispatched local job li; false (nothing changed)
+  // when there is no such plan, with `why`.
+  bool StartReclaim(size_t li, int64_t now_s, std::string* why);
+  void TryQueue(int64_t now_s);
+  void EndEvictions(int64_t now_s);
+  void ReclaimQueued(int64_t now_s);
+  void Absorb(int64_t now_s, int32_t external_blocking);
+  // Stops every task on `node` as NodeFailureAction does, leaves the node `after` (down or
+  // cordoned) and logs what the jobs lost with `detail` (FailNode, DrainNode).
+  void StopNode(NodeId node, int64_t now_s, NodeState after, const std::string& detail);
+  // Starts local job li: on lent capacity first when it may borrow, else AllocateAction.
+  JobAttempt TryStart(size_t li);
+  // Unbinds a bound task; a Standby one first has its borrowers' jobs returned and leaves Standby.
+  void Free(TaskId t, int64_t now_s);
+  // Evicts running local job vi whole: every task unbound, kReturned with `detail`.
+  void ReturnWhole(size_t vi, int64_t now_s, uint32_t for_job, const std::string& detail);
+  // Takes Standby task t out of Standby now, returning its borrowers' jobs whole.
+  void ExitStandbyNow(TaskId t, int64_t now_s);
+  void EndRestores(int64_t now_s);
+  void StepMigrations(int64_t now_s);
+  void Log(EngineEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job = UINT32_MAX,
+           int64_t at = 0, std::string detail = {});
+
+  struct Eviction {
+    int64_t at = 0;
+    size_t for_local = 0;
+    std::vector<TaskId> tasks;
+    std::vector<JobId> whole;
+  };
+
+  // HP headrooms (EngineConfig::headroom): each one's internal job (local index), its nodes
+  // (held while closed; some may still be draining their victims), whether a restore's eviction
+  // is under way, and when the engine looks at it again.
+  struct Headroom {
+    size_t li = 0;
+    int64_t min_job_gpus = 0;  // HeadroomSpec's
+    std::vector<NodeId> nodes;
+    int64_t retry_at = 0;  // > 0: look again then (a plan was infeasible, or work still drains)
+  };
+  std::vector<Headroom> headrooms_;
+  // Lifts the holds of the headrooms open to local `li` (an HP job of at least their
+  // min_job_gpus; none for other jobs) / holds every headroom's nodes again, minus those HP work
+  // took or another job holds now. Open and Close pair up around each HP attempt.
+  // Returns whether it lifted any hold.
+  bool OpenHeadroom(size_t li);
+  // A headroom that lost nodes is restored from now_s + 1 (the next cycle).
+  void CloseHeadroom(int64_t now_s);
+  // The cycle's `headroom`: restores each headroom that holds fewer nodes than its shape needs.
+  void RestoreHeadroom(int64_t now_s);
+  // Evicts `plan`'s victims for local `li` (an HP job or a headroom) once the last has exited.
+  int64_t ScheduleEviction(size_t li, const PreemptionPlan& plan, int64_t now_s);
+  // `nodes` without duplicates and without those held by a reservation, in order.
+  std::vector<NodeId> Unheld(const std::vector<NodeId>& nodes) const;
+
+  EngineConfig options_;
+  GracefulExit exit_;
+  ClusterState state_;
+  std::unique_ptr<Session> session_;
+  std::vector<Local> locals_;
+  std::unordered_map<uint32_t, size_t> by_fed_;  // driver job id -> local index (lookups only)
+  size_t LocalOf(uint32_t job) const {
+    const auto it = by_fed_.find(job);
+    return it == by_fed_.end() ? SIZE_MAX : it->second;
+  }
+  std::vector<size_t> local_of_job_;  // state JobId -> local index
+  std::map<std::string, int> shapes_;
+  PendingQueue queue_{true};
+  std::vector<size_t> holders_;  // queued local jobs that hold a reservation
+  std::vector<Eviction> evictions_;
+  std::vector<char> being_evicted_;  // per TaskId
+  std::set<size_t> elastic_running_;
+  std::vector<EngineEvent> events_;
+  std::function<void(uint32_t, int64_t)> reclaim_observer_;
+  uint64_t absorb_seen_release_ = UINT64_MAX;
+  int32_t absorb_seen_blocking_ = 0;
+  int64_t absorb_seen_starts_ = -1;
+  int64_t elastic_starts_ = 0;
+  std::vector<EvictionNotice> notices_;
+  struct Restore {
+    TaskId task;
+    int64_t at = 0;
+    std::vector<TaskId> noticed;  // borrowers warned (being_evicted_ until the restore ends)
+  };
+  std::vector<Restore> restores_;
+  std::vector<char> restoring_;  // per TaskId
+  MigrationExecutor migrations_;
+  // The session over state_ with policy_ and typical_ (Create; again when typical_ changes),
+  // with the tie-break order of `order` (default: the current session's, if any).
+  Status OpenSession(const Session* order = nullptr);
+  // Counts a materialised job's request toward the learned typical tasks (EngineConfig::typical).
+  void Learn(const TaskRequest& req);
+  static constexpr int64_t kLearnEvery = 1024;
+  PolicyConfig policy_;
+  std::shared_ptr<const TypicalTasks> typical_;
+  bool learn_typical_ = false;
+  bool counting_ = false;  // driver jobs are being materialised (not Create's headrooms)
+  TypicalTaskCounter seen_;
+  int64_t next_learn_ = 1;
+  std::set<uint32_t> touched_;
+};
+
+}  // namespace estuary

@@ -1,0 +1,420 @@
+// The engine as a specification: what one scheduling cycle does with its inputs — the configured
+// order of its actions, node failures under Align, Standby (SpotGPU) and live migration — over
+// small clusters each test builds through the engine's own inputs.
+#include <map>
+#include <memory>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "tests/testing/fixtures.h"
+
+namespace estuary {
+namespace {
+
+// A cluster of `nodes` 8-GPU nodes of `model`, two ASWs of plane "data".
+ClusterState EngineCluster(int nodes, const std::string& model = "H800") {
+  testing::ClusterBuilder c;
+  const PlaneId data = *c.state.topology().AddPlane("data", {"asw", "node"});
+  for (int i = 0; i < nodes; ++i) {
+    testing::NodeShape s;
+    s.model = model;
+    const NodeId n = c.AddNode("n" + std::to_string(i), s);
+    const std::vector<std::string> asw = {i < (nodes + 1) / 2 ? "asw0" : "asw1"};
+    EXPECT_TRUE(c.state.AssignDomains(n, data, asw).ok());
+  }
+  return std::move(c.state);
+}
+
+// A job of `replicas` x `gpus` whole GPUs.
+EngineJob Job(uint32_t id, int replicas, int gpus, int32_t priority, bool preemptible = false) {
+  EngineJob j;
+  j.id = id;
+  j.name = "j" + std::to_string(id);
+  j.min_replicas = j.max_replicas = replicas;
+  j.per_replica.gpu_count = gpus;
+  j.per_replica.gpu_milli = kMilliPerGpu;
+  j.per_replica.cpu_milli = 8000;
+  j.per_replica.mem_mib = 1024;
+  j.priority = priority;
+  j.preemptible = preemptible;
+  return j;
+}
+
+// ---- The cycle: its configured actions, in order ----
+
+TEST(Engine, ActionNamesRoundTripAndTheDefaultCycleEndsWithAbsorb) {
+  for (EngineAction a : DefaultEngineActions()) EXPECT_EQ(EngineActionByName(EngineActionName(a)), a);
+  EXPECT_FALSE(EngineActionByName("backfill").has_value());
+  EXPECT_EQ(DefaultEngineActions().back(), EngineAction::kAbsorb);
+}
+
+// One 8-GPU node full of a preemptible LP job; an HP job of 8 GPUs queued at t = 0 Reclaims it
+// (grace 30 s). The events of the cycle at t = 30 under `actions`.
+std::vector<EngineEvent> CycleWhenTheVictimLeaves(std::vector<EngineAction> actions, std::vector<EngineEvent>* next) {
+  EngineConfig o;
+  o.name = "one";
+  o.grace_s = 30;
+  o.actions = std::move(actions);
+  auto e = Engine::Create(EngineCluster(1), o);
+  EXPECT_TRUE(e.ok());
+  Engine& m = **e;
+  EXPECT_TRUE(m.Submit(Job(1, 1, 8, 100, true), SubmitMode::kStartNow, 0).started);
+  const Admission hp = m.Submit(Job(2, 1, 8, kHpPriority), SubmitMode::kQueue, 0);
+  EXPECT_TRUE(hp.reclaiming);
+  m.TakeEvents();
+  EXPECT_TRUE(m.RunCycle(29).empty());
+  std::vector<EngineEvent> at30 = m.RunCycle(30);
+  *next = m.RunCycle(31);
+  return at30;
+}
+
+TEST(Engine, TheCycleRunsItsActionsInTheConfiguredOrder) {
+  using A = EngineAction;
+  // Evictions before allocate: the HP job starts in the cycle that frees its victim's GPUs.
+  std::vector<EngineEvent> next;
+  std::vector<EngineEvent> at30 = CycleWhenTheVictimLeaves(DefaultEngineActions(), &next);
+  ASSERT_EQ(at30.size(), 2u);
+  EXPECT_EQ(at30[0].kind, EngineEvent::Kind::kReturned);
+  EXPECT_EQ(at30[0].job, 1u);
+  EXPECT_EQ(at30[0].for_job, 2u);
+  EXPECT_EQ(at30[1].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(at30[1].job, 2u);
+  EXPECT_TRUE(next.empty());
+  // Allocate before evictions: the same decisions, one cycle apart.
+  at30 = CycleWhenTheVictimLeaves({A::kAllocate, A::kReclaim, A::kEvictions}, &next);
+  ASSERT_EQ(at30.size(), 1u);
+  EXPECT_EQ(at30[0].kind, EngineEvent::Kind::kReturned);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(next[0].job, 2u);
+}
+
+TEST(Engine, AbsorbGrowsElasticJobsOnlyWhenTheCycleListsItAndOnlyInItsGrowPart) {
+  using A = EngineAction;
+  for (const bool listed : {true, false}) {
+    EngineConfig o;
+    o.name = "two";
+    o.actions = listed ? DefaultEngineActions() : std::vector<A>{A::kEvictions, A::kAllocate, A::kReclaim};
+    auto e = Engine::Create(EngineCluster(2), o);
+    ASSERT_TRUE(e.ok());
+    Engine& m = **e;
+    ASSERT_TRUE(m.Submit(Job(1, 1, 8, 100), SubmitMode::kStartNow, 0).started);
+    EngineJob elastic = Job(2, 2, 8, 100);
+    elastic.min_replicas = 1;
+    const Admission a = m.Submit(elastic, SubmitMode::kStartNow, 0);
+    ASSERT_TRUE(a.started);
+    ASSERT_EQ(a.granted, 1);
+    m.TakeEvents();
+    m.Cancel(1, 10);
+    CycleOptions before;
+    before.part = CyclePart::kBeforeGrow;
+    EXPECT_TRUE(m.RunCycle(10, before).empty()) << "absorb belongs to the grow part";
+    CycleOptions grow;
+    grow.part = CyclePart::kGrow;
+    const std::vector<EngineEvent> events = m.RunCycle(10, grow);
+    if (listed) {
+      ASSERT_EQ(events.size(), 1u);
+      EXPECT_EQ(events[0].kind, EngineEvent::Kind::kGrown);
+      EXPECT_EQ(events[0].replicas, 2);
+    } else {
+      EXPECT_TRUE(events.empty());
+    }
+    EXPECT_EQ(m.Running(2), listed ? 2 : 1);
+    EXPECT_TRUE(m.RunCycle(20).empty());  // stable
+  }
+}
+
+// ---- Node failures: the simulator's rule (NodeFailureAction), Align included ----
+
+// An engine of four 8-GPU nodes running one elastic job of 1-GPU replicas (min, max = the
+// replicas listed, step), replica r on node `nodes[r]`.
+std::unique_ptr<Engine> WithElastic(int32_t min, int32_t step, bool align, const std::vector<int>& nodes) {
+  EngineConfig o;
+  o.name = "align";
+  o.allocate.align = align;
+  auto e = Engine::Create(EngineCluster(4), o);
+  EXPECT_TRUE(e.ok());
+  EngineJob j = Job(1, static_cast<int>(nodes.size()), 1, 100);
+  j.min_replicas = min;
+  j.step = step;
+  std::vector<Engine::Placement> where;
+  std::map<int, int> used;
+  for (size_t r = 0; r < nodes.size(); ++r) where.push_back({r, NodeId(nodes[r]), testing::Idx({used[nodes[r]]++})});
+  EXPECT_TRUE((*e)->Adopt(j, where, 0));
+  return std::move(*e);
+}
+
+TEST(Engine, ANodeFailureKeepsTheLargestWholeNumberOfStepsOfTheSurvivors) {
+  // 12 replicas (4 per node), step 8: 8 survive the failure of n0 and all are kept; n1's failure
+  // leaves 4 < min 8: the job is evicted whole.
+  auto m = WithElastic(8, 8, true, {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2});
+  m->FailNode(NodeId(0), 5);
+  std::vector<EngineEvent> ev = m->TakeEvents();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kShrunk);
+  EXPECT_EQ(ev[0].replicas, 8);
+  EXPECT_EQ(ev[0].detail, "node failed");
+  EXPECT_EQ(m->Running(1), 8);
+  // 10 replicas, step 4: n2's failure leaves 9, of which the job keeps two whole steps (8): its
+  // newest replica (the one on n3) is released at once, so n3's failure later stops nothing.
+  m = WithElastic(4, 4, true, {0, 0, 0, 0, 1, 1, 1, 1, 2, 3});
+  m->FailNode(NodeId(2), 5);
+  ev = m->TakeEvents();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kShrunk);
+  EXPECT_EQ(ev[0].replicas, 8);
+  EXPECT_TRUE(m->state().node(NodeId(3)).tasks.empty());
+  m->FailNode(NodeId(3), 6);
+  EXPECT_TRUE(m->TakeEvents().empty());
+  EXPECT_EQ(m->Running(1), 8);
+  ASSERT_TRUE(m->state().CheckInvariants().ok());
+}
+
+TEST(Engine, ANodeFailureWithoutAlignKeepsEverySurvivorAtOrAboveMin) {
+  auto m = WithElastic(4, 4, false, {0, 0, 0, 0, 1, 1, 1, 1, 2, 3});
+  m->FailNode(NodeId(3), 5);
+  const std::vector<EngineEvent> ev = m->TakeEvents();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kShrunk);
+  EXPECT_EQ(ev[0].replicas, 9);
+  EXPECT_EQ(m->Running(1), 9);
+}
+
+TEST(Engine, ANodeLossEvictsWholeAJobWhoseSurvivorsHoldNoWholeStepAtOrAboveMin) {
+  // min 6, step 4, 8 replicas: 7 survive a drain of n1, but the largest whole number of steps
+  // among them (4) is below min: the job is evicted whole rather than kept at 7 or 6 replicas
+  // that Align would never have granted.
+  auto m = WithElastic(6, 4, true, {0, 0, 0, 0, 0, 0, 0, 1});
+  m->DrainNode(NodeId(1), 6);
+  const std::vector<EngineEvent> ev = m->TakeEvents();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kReturned);
+  EXPECT_EQ(ev[0].detail, "node drained");
+  EXPECT_EQ(m->Running(1), 0);
+  EXPECT_EQ(m->state().node(NodeId(1)).state, NodeState::kCordoned);
+  EXPECT_EQ(m->state().allocated_gpu_milli(), 0);
+  ASSERT_TRUE(m->state().CheckInvariants().ok());
+}
+
+// ---- FGD without a trace: typical tasks learned from the submitted jobs ----
+
+TEST(Engine, FgdLearnsItsTypicalTasksFromTheJobsSubmittedAtDoublingCounts) {
+  EngineConfig o;
+  o.name = "fgd";
+  o.policy = "fgd";
+  auto e = Engine::Create(EngineCluster(4), o);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  Engine& m = **e;
+  ASSERT_NE(m.typical(), nullptr);
+  EXPECT_TRUE(m.typical()->tasks.empty()) << "nothing submitted, nothing typical";
+  // Jobs of 4, 1, 1 and 2 GPUs: learned after the 1st, 2nd and 4th job, not after the 3rd.
+  std::vector<TaskRequest> seen;
+  const std::vector<int> gpus = {4, 1, 1, 2};
+  for (size_t k = 0; k < gpus.size(); ++k) {
+    const EngineJob j = Job(static_cast<uint32_t>(k + 1), 1, gpus[k], 100);
+    ASSERT_TRUE(m.Submit(j, SubmitMode::kStartNow, static_cast<int64_t>(k)).started);
+    TaskRequest r = j.per_replica;
+    r.models = GpuModelSet();
+    seen.push_back(r);
+    const size_t learned_from = k == 2 ? 2 : k + 1;
+    const TypicalTasks want = TypicalTasks::FromWorkload(std::span<const TaskRequest>(seen.data(), learned_from));
+    ASSERT_EQ(m.typical()->tasks.size(), want.tasks.size()) << "after job " << k + 1;
+    for (size_t i = 0; i < want.tasks.size(); ++i) {
+      EXPECT_EQ(m.typical()->tasks[i].req.gpu_count, want.tasks[i].req.gpu_count);
+      EXPECT_EQ(m.typical()->tasks[i].count, want.tasks[i].count);
+    }
+  }
+  ASSERT_TRUE(m.state().CheckInvariants().ok());
+  // Given typical tasks are used as they are, and never relearned.
+  o.typical = std::make_shared<const TypicalTasks>(TypicalTasks::FromWorkload(seen));
+  auto given = Engine::Create(EngineCluster(4), o);
+  ASSERT_TRUE(given.ok());
+  ASSERT_TRUE((*given)->Submit(Job(1, 1, 8, 100), SubmitMode::kStartNow, 0).started);
+  EXPECT_EQ((*given)->typical(), o.typical.get());
+  // An unknown policy is refused.
+  o.policy = "spread-everything";
+  EXPECT_FALSE(Engine::Create(EngineCluster(1), o).ok());
+}
+
+// ---- Standby (SpotGPU) and live migration ----
+
+std::unique_ptr<Engine> LiveEngine(int nodes, int64_t grace_s) {
+  EngineConfig o;
+  o.name = "live";
+  o.grace_s = grace_s;
+  o.absorb = false;
+  o.migration.acknowledged = true;
+  auto m = Engine::Create(EngineCluster(nodes), o);
+  EXPECT_TRUE(m.ok());
+  return std::move(*m);
+}
+
+void ExpectConsistent(const Engine& m) {
+  const Status st = m.state().CheckInvariants();
+  EXPECT_TRUE(st.ok()) << st.message();
+}
+
+std::vector<EngineEvent> StepAndTake(Engine& m, int64_t t) {
+  std::vector<EngineEvent> events = m.RunCycle(t);
+  ExpectConsistent(m);
+  return events;
+}
+
+TEST(Engine, StandbyLendsToSpotJobsOnlyAndItsRestoreEvictsTheBorrowersAfterTheGracePeriod) {
+  auto m = LiveEngine(2, 30);
+  ASSERT_TRUE(m->Submit(Job(1, 2, 8, kHpPriority), SubmitMode::kStartNow, 0).started);  // fills both nodes
+  ASSERT_TRUE(m->SetStandby(1, 1, 10));
+  EXPECT_EQ(m->InStandby(1), 1);
+  EXPECT_EQ(m->TakeTouched(), std::vector<uint32_t>{1});
+  const JobId hp = *m->JobOf(1);
+  const TaskId lender = m->state().job(hp).tasks[1];  // the newest replica
+  EXPECT_TRUE(m->state().task(lender).standby);
+  EXPECT_EQ(m->state().lending_nodes().size(), 1u);
+
+  // A spot job (preemptible, LP) runs on the lent GPUs; an LP job that is not preemptible may not.
+  ASSERT_TRUE(m->Submit(Job(2, 1, 4, 100, true), SubmitMode::kEnqueue, 11).accepted);
+  ASSERT_TRUE(m->Submit(Job(3, 1, 4, 100, false), SubmitMode::kEnqueue, 11).accepted);
+  StepAndTake(*m, 11);
+  const TaskId spot = m->state().job(*m->JobOf(2)).tasks[0];
+  ASSERT_EQ(m->state().task(spot).state, TaskState::kBound);
+  EXPECT_TRUE(m->state().task(spot).borrowed);
+  EXPECT_EQ(m->state().task(spot).node, m->state().task(lender).node);
+  EXPECT_EQ(m->Running(3), 0);
+
+  // The window ends: the borrower is warned and leaves grace_s later; the replica then resumes.
+  ASSERT_TRUE(m->SetStandby(1, 0, 20));
+  const auto notices = m->TakeEvictionNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].job, 2u);
+  EXPECT_EQ(notices[0].at, 50);
+  EXPECT_EQ(m->InStandby(1), 1);  // restoring
+  EXPECT_TRUE(StepAndTake(*m, 49).empty());
+  EXPECT_TRUE(m->state().task(spot).state == TaskState::kBound);
+  const std::vector<EngineEvent> at50 = StepAndTake(*m, 50);
+  ASSERT_EQ(at50.size(), 1u);
+  EXPECT_EQ(at50[0].kind, EngineEvent::Kind::kReturned);
+  EXPECT_EQ(at50[0].job, 2u);
+  EXPECT_EQ(at50[0].detail, "standby restore");
+  EXPECT_EQ(m->TakeTouched(), std::vector<uint32_t>{1});
+  EXPECT_EQ(m->InStandby(1), 0);
+  EXPECT_FALSE(m->state().task(lender).standby);
+  EXPECT_EQ(m->state().task(lender).state, TaskState::kBound);
+  EXPECT_TRUE(m->state().lending_nodes().empty());
+  // Stable: more cycles change nothing.
+  EXPECT_TRUE(StepAndTake(*m, 51).empty());
+  EXPECT_TRUE(StepAndTake(*m, 500).empty());
+  EXPECT_EQ(m->Running(1), 2);
+}
+
+TEST(Engine, AStandbyReplicaWithoutBorrowersResumesAtOnceAndALenderThatEndsTakesItsBorrowersWithIt) {
+  auto m = LiveEngine(2, 30);
+  ASSERT_TRUE(m->Submit(Job(1, 2, 8, kHpPriority), SubmitMode::kStartNow, 0).started);
+  ASSERT_TRUE(m->SetStandby(1, 2, 1));
+  EXPECT_EQ(m->InStandby(1), 2);
+  ASSERT_TRUE(m->SetStandby(1, 1, 2));  // nobody borrows: at once
+  EXPECT_EQ(m->InStandby(1), 1);
+  EXPECT_TRUE(m->TakeEvictionNotices().empty());
+  EXPECT_FALSE(m->SetStandby(9, 1, 2));  // not here
+
+  ASSERT_TRUE(m->Submit(Job(2, 1, 8, 100, true), SubmitMode::kEnqueue, 3).accepted);
+  StepAndTake(*m, 3);
+  ASSERT_EQ(m->Running(2), 1);
+  m->Cancel(1, 4);  // the lender ends: its borrower cannot stay
+  ExpectConsistent(*m);
+  const std::vector<EngineEvent> ev = m->TakeEvents();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kReturned);
+  EXPECT_EQ(ev[0].job, 2u);
+  EXPECT_EQ(m->Running(2), 0);
+  EXPECT_EQ(m->state().allocated_gpu_milli(), 0);
+}
+
+TEST(Engine, ANodeFailureUnderALenderEvictsItsBorrowersAndShrinksNothingElse) {
+  auto m = LiveEngine(2, 30);
+  EngineJob svc = Job(1, 2, 8, kHpPriority);
+  svc.min_replicas = 1;
+  ASSERT_TRUE(m->Submit(svc, SubmitMode::kStartNow, 0).started);
+  ASSERT_TRUE(m->SetStandby(1, 1, 1));
+  ASSERT_TRUE(m->Submit(Job(2, 1, 8, 100, true), SubmitMode::kEnqueue, 2).accepted);
+  StepAndTake(*m, 2);
+  ASSERT_EQ(m->Running(2), 1);
+  const NodeId lent = m->state().lending_nodes()[0];
+  m->FailNode(lent, 3);
+  ExpectConsistent(*m);
+  std::map<uint32_t, EngineEvent::Kind> kinds;
+  for (const EngineEvent& e : m->TakeEvents()) kinds[e.job] = e.kind;
+  EXPECT_EQ(kinds[2], EngineEvent::Kind::kReturned);
+  EXPECT_EQ(kinds[1], EngineEvent::Kind::kShrunk);
+  EXPECT_EQ(m->Running(1), 1);
+  EXPECT_EQ(m->InStandby(1), 0);
+}
+
+TEST(Engine, DefragMovesMakeBeforeBreakAndCompleteOnlyWhenTheNewInstanceIsAcknowledged) {
+  auto m = LiveEngine(3, 30);
+  // a (4 GPUs) on n0 and b (4 GPUs) on n1: one move of a to n1 frees n0 whole.
+  ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
+  ASSERT_TRUE(m->Adopt(Job(2, 1, 4, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3})}}, 0));
+  DefragOptions d;
+  d.partition_nodes = 0;
+  const auto planned = m->Defrag(d, 10);
+  ASSERT_TRUE(planned.ok());
+  EXPECT_EQ(*planned, 1);
+  ExpectConsistent(*m);
+  const std::vector<Engine::StartingMove> starting = m->StartingMoves();
+  ASSERT_EQ(starting.size(), 1u);
+  const TaskId a = m->state().job(*m->JobOf(1)).tasks[0];
+  EXPECT_EQ(starting[0].task, a);
+  EXPECT_EQ(starting[0].to, NodeId(1));
+  EXPECT_EQ(m->TakeTouched(), std::vector<uint32_t>{1});
+  // Both instances hold GPUs until the new one runs.
+  EXPECT_EQ(m->state().task(a).node, NodeId(0));
+  EXPECT_EQ(m->state().reserved_gpu_milli(), 4000);
+  EXPECT_EQ(*m->Defrag(d, 11), 0);  // one plan at a time
+  StepAndTake(*m, 100);
+  EXPECT_EQ(m->state().task(a).node, NodeId(0));
+  EXPECT_TRUE(m->AcknowledgeMove(a, true));
+  StepAndTake(*m, 101);
+  EXPECT_EQ(m->state().task(a).node, NodeId(1));
+  EXPECT_EQ(m->state().node(NodeId(0)).full_free_gpus, 8);
+  EXPECT_EQ(m->state().reserved_gpu_milli(), 0);
+  EXPECT_TRUE(m->StartingMoves().empty());
+  EXPECT_EQ(m->TakeTouched(), std::vector<uint32_t>{1});
+  EXPECT_EQ(m->migration_counters().completed, 1);
+  // Stable: nothing more to gain, nothing moves again.
+  EXPECT_EQ(*m->Defrag(d, 102), 0);
+  StepAndTake(*m, 200);
+  EXPECT_EQ(m->state().task(a).node, NodeId(1));
+  EXPECT_TRUE(m->TakeTouched().empty());
+  // Bad options are refused.
+  d.partition_nodes = 1;
+  EXPECT_FALSE(m->Defrag(d, 201).ok());
+}
+
+TEST(Engine, EvacuatingANodeMovesItsTasksMakeBeforeBreakAndKeepsItCordoned) {
+  auto m = LiveEngine(3, 30);
+  ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
+  ASSERT_TRUE(m->Adopt(Job(2, 1, 2, 100), {{0, NodeId(0), testing::Idx({4, 5})}}, 0));
+  ASSERT_TRUE(m->Adopt(Job(3, 1, 4, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3})}}, 0));
+  EXPECT_EQ(m->Evacuate(NodeId(0), 10), 2);
+  ExpectConsistent(*m);
+  EXPECT_EQ(m->state().node(NodeId(0)).state, NodeState::kCordoned);
+  ASSERT_EQ(m->StartingMoves().size(), 2u);
+  for (const auto& mv : m->StartingMoves()) EXPECT_TRUE(m->AcknowledgeMove(mv.task, true));
+  StepAndTake(*m, 11);
+  EXPECT_TRUE(m->state().node(NodeId(0)).tasks.empty());
+  EXPECT_EQ(m->state().node(NodeId(0)).state, NodeState::kCordoned);  // the drain stands
+  EXPECT_EQ(m->Running(1), 1);
+  EXPECT_EQ(m->Running(2), 1);
+  // Nothing is left to move; a new job does not land there.
+  EXPECT_EQ(m->Evacuate(NodeId(0), 12), 0);
+  EXPECT_FALSE(m->Submit(Job(5, 1, 8, 100), SubmitMode::kStartNow, 12).started);  // only n0 has 8 free GPUs
+  ASSERT_TRUE(m->Submit(Job(4, 1, 4, 100), SubmitMode::kStartNow, 12).started);
+  EXPECT_NE(m->state().task(m->state().job(*m->JobOf(4)).tasks[0]).node, NodeId(0));
+  StepAndTake(*m, 100);
+  EXPECT_TRUE(m->state().node(NodeId(0)).tasks.empty());
+}
+
+}  // namespace
+}  // namespace estuary

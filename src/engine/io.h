@@ -1,0 +1,89 @@
+// What goes into the engine and what comes out of it (src/engine/engine.h): a job as the engine
+// is given it, how it is to be admitted, the admission's answer, the events that report every
+// change of a job's placement, and the price of a Reclaim. Every driver (the simulators, the
+// federation members, the service) speaks these types. Jobs are named by the driver's ids and
+// carry GPU model and topology names, never the engine's ids, so that a recorded input means the
+// same thing to a rebuilt engine.
+#pragma once
+
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/resources.h"
+
+namespace estuary {
+
+// A job as a driver gives it to the engine.
+struct EngineJob {
+  uint32_t id = 0;  // the driver's id, unique among the jobs it gives this engine
+  std::string name;
+  int32_t min_replicas = 1, max_replicas = 1, step = 1;
+  int32_t usable_step = 0;  // 0: = step
+  TaskRequest per_replica;  // its `models` is ignored: see `models`
+  std::vector<std::string> models;  // allowed GPU models by name; empty: any
+  std::string plane, required_level, preferred_level;  // topology constraint by name (empty: none)
+  int32_t priority = 0;
+  bool preemptible = false;
+  int64_t checkpoint_interval_s = 0;
+  int64_t restart_cost_s = 0;
+};
+
+// How a submitted job is to be admitted.
+enum class SubmitMode {
+  kQueue,           // accept anything the engine could ever run; it waits in the engine's queue
+                    // (and an HP job Reclaims at once and in later cycles)
+  kStartNow,        // start it now on idle capacity, or reject
+  kStartOrReclaim,  // start it now, or evict lower-priority work for it (then it starts once the
+                    // victims are gone), or reject; a rejection has evicted nothing
+  kEnqueue,         // join the queue behind the jobs already waiting there; the next cycle tries
+                    // it in queue order (a job that can never fit is then returned with its
+                    // reason) — arrival semantics of the simulator and the live service
+};
+
+// The answer to a submission.
+struct Admission {
+  bool accepted = false;
+  bool started = false;     // it runs now
+  bool reclaiming = false;  // victims are being evicted for it; it starts when they are gone
+  int32_t granted = 0;      // replicas bound when started
+  std::string reason;       // why it was rejected
+  bool never = false;       // rejected because it could never run on this engine's cluster
+};
+
+// EngineEvent::for_job of the evictions the engine makes to restore an HP headroom
+// (EngineConfig::headroom), not for any job.
+inline constexpr uint32_t kHeadroomJob = UINT32_MAX - 1;
+
+// What happened to a job (Engine::TakeEvents, Engine::RunCycle; in order).
+struct EngineEvent {
+  enum class Kind {
+    kStarted,   // it started with `replicas`
+    kGrown,     // Absorb grew it to `replicas`
+    kShrunk,    // Reclaim (for job `for_job`), a headroom's drain, a failed or drained node or a
+                // resize shrank it to `replicas`; `detail` says which
+    kReturned,  // it was evicted whole (for `for_job`) or found never to fit here (`for_job`
+                // invalid, `detail` the reason, `never` set) and is back with the driver
+    kReclaim,   // a Reclaim for `job` was decided: `replicas` victims (jobs evicted whole or
+                // shrunk) will be evicted at time `at`
+  };
+  Kind kind = Kind::kStarted;
+  int64_t t = 0;
+  uint32_t job = 0;
+  int32_t replicas = 0;
+  uint32_t for_job = UINT32_MAX;
+  int64_t at = 0;
+  std::string detail;
+  bool never = false;  // kReturned: it can never fit this engine's cluster (not an eviction)
+};
+
+// The price of evicting work for a job now (Engine::QuoteReclaim): the engine's own victim choice.
+struct ReclaimQuote {
+  int32_t victims = 0;          // jobs it would evict whole or shrink
+  int32_t max_priority = 0;     // highest priority among them
+  int64_t cost = 0;             // C of the jobs evicted whole, milli-GPU x seconds
+  int64_t gpu_milli = 0;        // GPU milli it would evict
+};
+
+}  // namespace estuary
