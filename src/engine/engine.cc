@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <iterator>
 #include <set>
+#include <type_traits>
+#include <variant>
 
 #include "sched/actions/absorb.h"
 #include "sched/actions/failure.h"
@@ -190,6 +193,7 @@ void Engine::OnStart(size_t li, int64_t now_s, int32_t granted) {
 }
 
 Admission Engine::Submit(const EngineJob& job, SubmitMode mode, int64_t now_s) {
+  Record(now_s, SubmitInput{job, mode});
   Admission r;
   std::string why;
   const std::optional<size_t> li = Materialize(job, &why);
@@ -235,6 +239,7 @@ Admission Engine::Submit(const EngineJob& job, SubmitMode mode, int64_t now_s) {
 }
 
 void Engine::SetGrace(int64_t grace_s) {
+  Record(now_, SettingInput{SettingInput::Key::kGrace, grace_s});
   options_.grace_s = grace_s;
   auto exit = ExitModel(options_);
   exit_ = exit.ok() ? *exit : GracefulExit::Fixed(grace_s);
@@ -528,6 +533,7 @@ std::vector<EngineAction> DefaultEngineActions() {
 }
 
 std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& options) {
+  Record(now_s, CycleInput{options});
   const std::vector<EngineAction>& actions = options_.actions;
   const auto grow = std::find(actions.begin(), actions.end(), EngineAction::kAbsorb);
   const auto first = options.part == CyclePart::kGrow ? grow : actions.begin();
@@ -557,6 +563,57 @@ std::optional<int64_t> Engine::NextDue() const {
   return due;
 }
 
+bool Engine::AcknowledgeMove(TaskId task, bool ready) {
+  Record(now_, AcknowledgeMoveInput{task, ready});
+  return migrations_.Acknowledge(task, ready);
+}
+
+void Engine::SetAbsorb(bool absorb) {
+  Record(now_, SettingInput{SettingInput::Key::kAbsorb, absorb ? 1 : 0});
+  options_.absorb = absorb;
+}
+
+void Engine::Apply(const EngineInput& in) {
+  now_ = in.t;
+  const int64_t t = in.t;
+  std::visit(
+      [&](const auto& x) {
+        using X = std::decay_t<decltype(x)>;
+        std::string why;
+        std::vector<NodeId> held;
+        if constexpr (std::is_same_v<X, SubmitInput>) (void)Submit(x.job, x.mode, t);
+        else if constexpr (std::is_same_v<X, CancelInput>) Cancel(x.job, t);
+        else if constexpr (std::is_same_v<X, ResizeInput>) (void)Resize(x.job, x.min_replicas, x.max_replicas, t, &why);
+        else if constexpr (std::is_same_v<X, ProbeInput>) x.quote ? (void)QuoteReclaim(x.job, t) : (void)FitsIdleNow(x.job, t);
+        else if constexpr (std::is_same_v<X, AddPlaneInput>) (void)AddPlane(x.name, x.levels);
+        else if constexpr (std::is_same_v<X, AddNodeInput>) (void)AddNode(x.spec, x.gpu_model, x.domains);
+        else if constexpr (std::is_same_v<X, StandbyInput>) (void)SetStandby(x.job, x.replicas, t);
+        else if constexpr (std::is_same_v<X, DefragInput>) (void)Defrag(x.options, t);
+        else if constexpr (std::is_same_v<X, AcknowledgeMoveInput>) (void)AcknowledgeMove(x.task, x.ready);
+        else if constexpr (std::is_same_v<X, HoldInput>) x.hold ? (void)Reserve(x.job, &held) : Unreserve(x.job);
+        else if constexpr (std::is_same_v<X, AdoptInput>) (void)Adopt(x.job, x.placements, x.started_s);
+        else if constexpr (std::is_same_v<X, SettingInput>) {
+          if (x.key == SettingInput::Key::kGrace) SetGrace(x.value);
+          else SetAbsorb(x.value != 0);
+        } else if constexpr (std::is_same_v<X, CycleInput>) {
+          std::vector<EngineEvent> events = RunCycle(t, x.options);
+          // RunCycle hands its events to its caller; a replay keeps them for TakeEvents.
+          events_.insert(events_.begin(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+        } else {
+          static_assert(std::is_same_v<X, NodeInput>);
+          switch (x.op) {
+            case NodeInput::Op::kFail: FailNode(x.node, t); break;
+            case NodeInput::Op::kDrain: DrainNode(x.node, t); break;
+            case NodeInput::Op::kRestore: RestoreNode(x.node); break;
+            case NodeInput::Op::kCordon: SetCordoned(x.node, true); break;
+            case NodeInput::Op::kUncordon: SetCordoned(x.node, false); break;
+            case NodeInput::Op::kEvacuate: (void)Evacuate(x.node, t); break;
+          }
+        }
+      },
+      in.what);
+}
+
 std::vector<JobId> Engine::HeadroomJobs() const {
   std::vector<JobId> v;
   for (const Headroom& h : headrooms_) v.push_back(locals_[h.li].id);
@@ -564,6 +621,7 @@ std::vector<JobId> Engine::HeadroomJobs() const {
 }
 
 void Engine::Cancel(uint32_t job, int64_t now_s) {
+  Record(now_s, CancelInput{job});
   const size_t li = LocalOf(job);
   if (li == SIZE_MAX) return;
   Local& l = locals_[li];
@@ -578,6 +636,7 @@ void Engine::Cancel(uint32_t job, int64_t now_s) {
 }
 
 Status Engine::AddPlane(const std::string& name, const std::vector<std::string>& levels) {
+  Record(now_, AddPlaneInput{name, levels});
   std::vector<std::string> l = levels;
   l.push_back("node");
   auto p = state_.topology().AddPlane(name, l);
@@ -587,6 +646,7 @@ Status Engine::AddPlane(const std::string& name, const std::vector<std::string>&
 
 StatusOr<NodeId> Engine::AddNode(NodeSpec spec, const std::string& gpu_model,
                                           const std::vector<std::pair<std::string, std::vector<std::string>>>& domains) {
+  Record(now_, AddNodeInput{spec, gpu_model, domains});
   if (!gpu_model.empty()) {
     auto m = state_.models().Intern(gpu_model);
     if (!m.ok()) return m.status();
@@ -620,22 +680,26 @@ StatusOr<NodeId> Engine::AddNode(NodeSpec spec, const std::string& gpu_model,
 }
 
 void Engine::SetCordoned(NodeId node, bool cordoned) {
+  Record(now_, NodeInput{cordoned ? NodeInput::Op::kCordon : NodeInput::Op::kUncordon, node});
   const NodeState now = state_.node(node).state;
   if (now == NodeState::kDown) return;
   state_.SetNodeState(node, cordoned ? NodeState::kCordoned : NodeState::kReady);
 }
 
 void Engine::FailNode(NodeId node, int64_t now_s) {
+  Record(now_s, NodeInput{NodeInput::Op::kFail, node});
   if (state_.node(node).state == NodeState::kDown) return;
   StopNode(node, now_s, NodeState::kDown, "node failed");
 }
 
 void Engine::DrainNode(NodeId node, int64_t now_s) {
+  Record(now_s, NodeInput{NodeInput::Op::kDrain, node});
   if (state_.node(node).state == NodeState::kDown) return;  // it has nothing left to stop
   StopNode(node, now_s, NodeState::kCordoned, "node drained");
 }
 
 void Engine::RestoreNode(NodeId node) {
+  Record(now_, NodeInput{NodeInput::Op::kRestore, node});
   if (state_.node(node).state != NodeState::kReady) state_.SetNodeState(node, NodeState::kReady);
 }
 
@@ -658,6 +722,7 @@ void Engine::StopNode(NodeId node, int64_t now_s, NodeState after, const std::st
 
 bool Engine::Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, int64_t now_s,
                              std::string* why) {
+  Record(now_s, ResizeInput{job, min_replicas, max_replicas});
   const size_t li = LocalOf(job);
   if (li == SIZE_MAX) {
     *why = "the job is not here";
@@ -730,6 +795,7 @@ Engine::Explanation Engine::Explain(uint32_t job, int64_t now_s) const {
 }
 
 bool Engine::Reserve(uint32_t job, std::vector<NodeId>* nodes) {
+  Record(now_, HoldInput{job, true});
   const size_t li = LocalOf(job);
   if (li == SIZE_MAX || locals_[li].running || !queue_.Contains(li)) return false;
   const JobId id = locals_[li].id;
@@ -743,6 +809,7 @@ bool Engine::Reserve(uint32_t job, std::vector<NodeId>* nodes) {
 }
 
 void Engine::Unreserve(uint32_t job) {
+  Record(now_, HoldInput{job, false});
   const size_t li = LocalOf(job);
   if (li == SIZE_MAX) return;
   const ReservationId r = state_.job(locals_[li].id).reservation;
@@ -764,6 +831,7 @@ std::optional<JobId> Engine::JobOf(uint32_t job) const {
 }
 
 bool Engine::Adopt(const EngineJob& job, const std::vector<Placement>& placements, int64_t started_s) {
+  Record(now_, AdoptInput{job, placements, started_s});
   if (LocalOf(job.id) != SIZE_MAX || placements.empty()) return false;
   std::vector<char> seen(static_cast<size_t>(std::max(0, job.max_replicas)), 0);
   for (const Placement& p : placements) {
@@ -809,6 +877,7 @@ int32_t Engine::Running(uint32_t job) const {
 std::vector<EngineEvent> Engine::TakeEvents() { return std::exchange(events_, {}); }
 
 std::optional<ReclaimQuote> Engine::QuoteReclaim(const EngineJob& job, int64_t now_s) {
+  Record(now_s, ProbeInput{job, true});
   std::string why;
   const std::optional<size_t> li = Materialize(job, &why);
   if (!li) return std::nullopt;
@@ -830,6 +899,7 @@ std::optional<ReclaimQuote> Engine::QuoteReclaim(const EngineJob& job, int64_t n
 }
 
 bool Engine::FitsIdleNow(const EngineJob& job, int64_t now_s) {
+  Record(now_s, ProbeInput{job, false});
   std::string why;
   const std::optional<size_t> li = Materialize(job, &why);
   if (!li) return false;
@@ -910,6 +980,7 @@ void Engine::ReturnWhole(size_t vi, int64_t now_s, uint32_t for_job, const std::
 }
 
 bool Engine::SetStandby(uint32_t job, int32_t replicas, int64_t now_s) {
+  Record(now_s, StandbyInput{job, replicas});
   const size_t li = LocalOf(job);
   if (li == SIZE_MAX || !locals_[li].running) return false;
   std::vector<TaskId> active, standby;
@@ -978,6 +1049,7 @@ void Engine::EndRestores(int64_t now_s) {
 }
 
 StatusOr<int64_t> Engine::Defrag(const DefragOptions& options, int64_t now_s) {
+  Record(now_s, DefragInput{options});
   ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(state_, options));
   if (migrations_.Busy()) return int64_t{0};
   const DefragPlan plan = DefragAction::Plan(state_, being_evicted_, options);
@@ -987,6 +1059,7 @@ StatusOr<int64_t> Engine::Defrag(const DefragOptions& options, int64_t now_s) {
 }
 
 int64_t Engine::Evacuate(NodeId node, int64_t now_s) {
+  Record(now_s, NodeInput{NodeInput::Op::kEvacuate, node});
   if (state_.node(node).state == NodeState::kReady) state_.SetNodeState(node, NodeState::kCordoned);
   DefragOptions o;
   o.evacuate = {node};

@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/inputs.h"
 #include "engine/io.h"
 #include "model/cluster_state.h"
 #include "sched/actions/allocate.h"
@@ -128,21 +129,6 @@ struct EngineConfig {
   std::vector<HeadroomSpec> headroom;
   int64_t headroom_retry_s = 60;
   int64_t headroom_max_loss_s = 300;
-};
-
-// Which part of a cycle RunCycle runs (see the header comment).
-enum class CyclePart {
-  kWhole,       // every action
-  kBeforeGrow,  // the actions before the first `absorb`
-  kGrow,        // the first `absorb` and the actions after it
-};
-
-struct CycleOptions {
-  CyclePart part = CyclePart::kWhole;
-  // The priority of the highest HP job or gang waiting elsewhere for this engine's capacity
-  // (e.g. at the federation: FedScheduler::BlockingPriority); INT32_MIN for none. Absorb leaves
-  // room for it as for its own queue's.
-  int32_t external_blocking = INT32_MIN;
 };
 
 class Engine {
@@ -246,7 +232,7 @@ class Engine {
   // exit model (exit_mean_s), it is fitted again to the new bound; a bound at or below its P95
   // leaves victims the whole grace period.
   void SetGrace(int64_t grace_s);
-  void SetAbsorb(bool absorb) { options_.absorb = absorb; }
+  void SetAbsorb(bool absorb);
   const EngineConfig& options() const { return options_; }
 
   // Tasks a Reclaim decided to evict, and when (its grace period's end), since the last call:
@@ -284,7 +270,7 @@ class Engine {
   int64_t Evacuate(NodeId node, int64_t now_s);
   // A move's new instance runs (`ready`) or failed (acknowledged mode); takes effect at the next
   // cycle. False when `task` has no starting move.
-  bool AcknowledgeMove(TaskId task, bool ready) { return migrations_.Acknowledge(task, ready); }
+  bool AcknowledgeMove(TaskId task, bool ready);
   // The moves whose new instance is starting: the task, its target node and GPUs there.
   struct StartingMove {
     TaskId task;
@@ -300,19 +286,24 @@ class Engine {
   // The state's job of driver job `job`; nullopt when never materialised here.
   std::optional<JobId> JobOf(uint32_t job) const;
   // Where one replica of a job runs (Adopt).
-  struct Placement {
-    size_t replica = 0;
-    NodeId node;
-    GpuIndices gpus;
-    bool standby = false;   // it was in Standby: it enters Standby again
-    bool borrowed = false;  // it ran on lent capacity: bound there again (ClusterState::BindBorrowed)
-  };
+  using Placement = ReplicaPlacement;
   // Rebuilds a job that was running before a restart: materialises `job`, binds each listed
   // replica where it runs, and marks the job running since `started_s` (no event). Returns false,
   // binding nothing, when the job is already here, a replica is out of range or listed twice, or
   // a placement does not fit (its node is down or its capacity is taken; a borrowed one: its GPUs
   // are not lent now — adopt the lenders first).
   bool Adopt(const EngineJob& job, const std::vector<Placement>& placements, int64_t started_s);
+
+  // ---- The input log (inputs.h) ----
+  // Appends every input applied from now on to `*log` (null: stops). Rebuilding an engine in
+  // place of another (InheritTypical) is not an input: a log replays from the engine's creation.
+  // REQUIRES: `log` outlives the recording.
+  void RecordInputs(std::vector<EngineInput>* log) { record_ = log; }
+  // Applies one input at its time, as the method it records would (the outputs go where that
+  // method's go: events to TakeEvents, notices to TakeEvictionNotices, ...).
+  void Apply(const EngineInput& in);
+  // The engine's current time: the latest time an input carried (0 before any).
+  int64_t now() const { return now_; }
 
   const ClusterState& state() const { return state_; }
   // Jobs waiting in the queue.
@@ -431,6 +422,14 @@ class Engine {
   std::vector<Restore> restores_;
   std::vector<char> restoring_;  // per TaskId
   MigrationExecutor migrations_;
+  // Notes the input `what` applied at `t` (the engine's time from now on) in the log, if any.
+  template <typename Input>
+  void Record(int64_t t, Input what) {
+    now_ = t;
+    if (record_ != nullptr) record_->push_back({t, std::move(what)});
+  }
+  std::vector<EngineInput>* record_ = nullptr;
+  int64_t now_ = 0;
   // The session over state_ with policy_ and typical_ (Create; again when typical_ changes),
   // with the tie-break order of `order` (default: the current session's, if any).
   Status OpenSession(const Session* order = nullptr);

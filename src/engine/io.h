@@ -86,4 +86,19 @@ struct ReclaimQuote {
   int64_t gpu_milli = 0;        // GPU milli it would evict
 };
 
+// Which part of a cycle RunCycle runs (see engine.h).
+enum class CyclePart {
+  kWhole,       // every action
+  kBeforeGrow,  // the actions before the first `absorb`
+  kGrow,        // the first `absorb` and the actions after it
+};
+
+struct CycleOptions {
+  CyclePart part = CyclePart::kWhole;
+  // The priority of the highest HP job or gang waiting elsewhere for this engine's capacity
+  // (e.g. at the federation: FedScheduler::BlockingPriority); INT32_MIN for none. Absorb leaves
+  // room for it as for its own queue's.
+  int32_t external_blocking = INT32_MIN;
+};
+
 }  // namespace estuary

@@ -1,0 +1,100 @@
+// The engine's inputs as data: one struct per kind of input, and EngineInput, one input with the
+// engine time at which it was applied. Every input method of Engine records itself as an
+// EngineInput when recording is on (Engine::RecordInputs), and Engine::Apply carries one out, so
+// that a recorded log applied in order to a new engine over the same cluster and configuration
+// gives the same decisions, event for event: the engine is a deterministic function of its
+// timestamped input log. Inputs that carry no time of their own (a cordon, a hold, a node
+// registration) are applied at the engine's current time: the latest time any input carried.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "engine/io.h"
+#include "model/cluster_state.h"
+#include "sched/actions/defrag.h"
+
+namespace estuary {
+
+// Where one replica of a job runs (Engine::Adopt).
+struct ReplicaPlacement {
+  size_t replica = 0;
+  NodeId node;
+  GpuIndices gpus;
+  bool standby = false;   // it was in Standby: it enters Standby again
+  bool borrowed = false;  // it ran on lent capacity: bound there again (ClusterState::BindBorrowed)
+};
+
+struct SubmitInput {
+  EngineJob job;
+  SubmitMode mode = SubmitMode::kEnqueue;
+};
+struct CancelInput {
+  uint32_t job = 0;
+};
+struct ResizeInput {
+  uint32_t job = 0;
+  int32_t min_replicas = 1, max_replicas = 1;
+};
+// A what-if that materialises the job when it is new (QuoteReclaim, FitsIdleNow): it changes no
+// placement but gives the job its place in the engine's state, which later inputs see.
+struct ProbeInput {
+  EngineJob job;
+  bool quote = true;  // QuoteReclaim; false: FitsIdleNow
+};
+struct AddPlaneInput {
+  std::string name;
+  std::vector<std::string> levels;
+};
+struct AddNodeInput {
+  NodeSpec spec;
+  std::string gpu_model;
+  std::vector<std::pair<std::string, std::vector<std::string>>> domains;
+};
+struct NodeInput {
+  enum class Op { kFail, kDrain, kRestore, kCordon, kUncordon, kEvacuate };
+  Op op = Op::kFail;
+  NodeId node;
+};
+struct StandbyInput {
+  uint32_t job = 0;
+  int32_t replicas = 0;
+};
+struct DefragInput {
+  DefragOptions options;
+};
+struct AcknowledgeMoveInput {
+  TaskId task;
+  bool ready = false;
+};
+struct HoldInput {
+  uint32_t job = 0;
+  bool hold = true;  // Reserve; false: Unreserve
+};
+struct AdoptInput {
+  EngineJob job;
+  std::vector<ReplicaPlacement> placements;
+  int64_t started_s = 0;
+};
+// SetGrace / SetAbsorb.
+struct SettingInput {
+  enum class Key { kGrace, kAbsorb };
+  Key key = Key::kGrace;
+  int64_t value = 0;
+};
+// A cycle, or a part of it (Engine::RunCycle).
+struct CycleInput {
+  CycleOptions options;
+};
+
+struct EngineInput {
+  int64_t t = 0;  // the engine time at which it was applied
+  std::variant<SubmitInput, CancelInput, ResizeInput, ProbeInput, AddPlaneInput, AddNodeInput, NodeInput, StandbyInput,
+               DefragInput, AcknowledgeMoveInput, HoldInput, AdoptInput, SettingInput, CycleInput>
+      what;
+};
+
+}  // namespace estuary
