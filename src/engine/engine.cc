@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <iterator>
 #include <set>
 #include <type_traits>
@@ -18,7 +19,10 @@
 namespace estuary {
 
 Engine::Engine(ClusterState cluster, EngineConfig options)
-    : options_(std::move(options)), state_(std::move(cluster)), migrations_(options_.migration) {}
+    : options_(std::move(options)),
+      state_(std::move(cluster)),
+      queue_(options_.priority_queue),
+      migrations_(options_.migration) {}
 
 namespace {
 // The victims' exit model of `o`: the whole grace period, or the lognormal of exit_mean_s/p95_s.
@@ -58,6 +62,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(ClusterState cluster, EngineCon
   }
   m->RestoreHeadroom(0);
   m->counting_ = true;
+  m->node_evictions_.assign(m->state_.num_nodes(), 0);
+  if (m->options_.reserve.enabled) {
+    if (m->options_.reserve.replan_s <= 0) return InvalidArgument("reserve: replan_s must be > 0");
+    m->next_replan_ = m->options_.reserve.replan_s;
+  }
+  if (m->options_.defrag.enabled) {
+    ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(m->state_, m->options_.defrag.plan));
+    if (m->options_.defrag.interval_s > 0) m->next_defrag_ = m->options_.defrag.interval_s;
+  }
   return m;
 }
 
@@ -137,8 +150,13 @@ std::optional<size_t> Engine::Materialize(const EngineJob& job, std::string* why
   Learn(req);
   being_evicted_.resize(state_.tasks().size(), 0);
   restoring_.resize(state_.tasks().size(), 0);
+  pinned_.resize(state_.tasks().size(), 0);
+  for (size_t r = 0; r < job.locked.size() && r < state_.job(id).tasks.size(); ++r) {
+    pinned_[state_.job(id).tasks[r].value()] = job.locked[r] != 0;
+  }
   local_of_job_.resize(state_.jobs().size(), SIZE_MAX);
   Local l;
+  l.gpus = int64_t{job.max_replicas} * job.per_replica.gpu_count;
   l.fed = job.id;
   l.id = id;
   l.priority = job.priority;
@@ -164,11 +182,13 @@ int Engine::ShapeOf(JobId id) {
                           std::to_string(js.topology.plane.valid() ? js.topology.plane.value() : UINT32_MAX) + "/" +
                           std::to_string(js.topology.required_level) + "/" + std::to_string(js.topology.preferred_level) +
                           "/" + std::to_string(js.priority) + "/" + std::to_string(js.preemptible);
-  return shapes_.emplace(key, static_cast<int>(shapes_.size())).first->second;
+  const auto [it, added] = shapes_.emplace(key, static_cast<int>(shapes_.size()));
+  if (added) shape_blocks_.push_back(js.priority >= kHpPriority || js.min_replicas > 1);
+  return it->second;
 }
 
-void Engine::Log(EngineEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job,
-                          int64_t at, std::string detail) {
+void Engine::Log(EngineEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job, int64_t at,
+                 std::string detail, bool never, bool requeued) {
   EngineEvent e;
   e.kind = kind;
   e.t = t;
@@ -177,7 +197,52 @@ void Engine::Log(EngineEvent::Kind kind, int64_t t, size_t li, int32_t replicas,
   e.for_job = for_job;
   e.at = at;
   e.detail = std::move(detail);
+  e.never = never;
+  e.requeued = requeued;
   events_.push_back(std::move(e));
+  if (observer_) observer_(events_.back());
+}
+
+const char* EngineEventKindName(EngineEvent::Kind kind) {
+  switch (kind) {
+    case EngineEvent::Kind::kStarted: return "started";
+    case EngineEvent::Kind::kGrown: return "grown";
+    case EngineEvent::Kind::kShrunk: return "shrunk";
+    case EngineEvent::Kind::kReturned: return "returned";
+    case EngineEvent::Kind::kReclaim: return "reclaim";
+    case EngineEvent::Kind::kStandby: return "standby";
+    case EngineEvent::Kind::kRestored: return "restored";
+    case EngineEvent::Kind::kMoveStarted: return "move-started";
+    case EngineEvent::Kind::kMoved: return "moved";
+    case EngineEvent::Kind::kMoveAborted: return "move-aborted";
+    case EngineEvent::Kind::kMoveCancelled: return "move-cancelled";
+  }
+  return "?";
+}
+
+std::string Engine::Where(TaskId task) const {
+  const Task& tk = state_.task(task);
+  std::string out = tk.name + "@" + state_.node(tk.node).spec.name + ":";
+  for (size_t g = 0; g < tk.gpus.size; ++g) out += (g ? "," : "") + std::to_string(tk.gpus.idx[g]);
+  return out;
+}
+
+std::optional<uint32_t> Engine::DriverIdOf(JobId job) const {
+  if (job.value() >= local_of_job_.size() || local_of_job_[job.value()] == SIZE_MAX) return std::nullopt;
+  const size_t li = local_of_job_[job.value()];
+  if (std::any_of(headrooms_.begin(), headrooms_.end(), [&](const Headroom& h) { return h.li == li; })) return std::nullopt;
+  return locals_[li].fed;
+}
+
+void Engine::Enqueue(size_t li, bool front, int64_t now_s) {
+  Local& l = locals_[li];
+  queue_.Push(li, l.priority, l.shape, front);
+  l.queued_at = now_s;
+  const EngineDefrag& d = options_.defrag;
+  if (d.enabled && d.trigger_after_s > 0 && l.gpus >= d.trigger_min_gpus) {
+    triggers_.push_back({now_s + d.trigger_after_s, li, now_s});
+    std::push_heap(triggers_.begin(), triggers_.end(), std::greater<Trigger>());
+  }
 }
 
 void Engine::OnStart(size_t li, int64_t now_s, int32_t granted) {
@@ -189,7 +254,8 @@ void Engine::OnStart(size_t li, int64_t now_s, int32_t granted) {
     elastic_running_.insert(li);
     ++elastic_starts_;
   }
-  Log(EngineEvent::Kind::kStarted, now_s, li, granted);
+  const bool lent = state_.task(state_.job(l.id).tasks.front()).borrowed;
+  Log(EngineEvent::Kind::kStarted, now_s, li, granted, UINT32_MAX, 0, lent ? "lent" : "");
 }
 
 Admission Engine::Submit(const EngineJob& job, SubmitMode mode, int64_t now_s) {
@@ -207,8 +273,9 @@ Admission Engine::Submit(const EngineJob& job, SubmitMode mode, int64_t now_s) {
     r.reason = "job '" + job.name + "' is already on cluster '" + options_.name + "'";
     return r;
   }
+  if (l.submitted < 0) l.submitted = now_s;
   if (mode == SubmitMode::kEnqueue) {
-    queue_.Push(*li, l.priority, l.shape, false);
+    Enqueue(*li, false, now_s);
     r.accepted = true;
     return r;
   }
@@ -223,7 +290,7 @@ Admission Engine::Submit(const EngineJob& job, SubmitMode mode, int64_t now_s) {
     r.reason = a.reason;
     r.never = true;
   } else if (mode == SubmitMode::kQueue) {
-    queue_.Push(*li, l.priority, l.shape, false);
+    Enqueue(*li, false, now_s);
     r.accepted = true;
     // An HP job queued here reclaims in this cycle, as ReclaimQueued would.
     if (l.priority >= kHpPriority && !StartReclaim(*li, now_s, &why)) l.refused_seq = state_.release_seq();
@@ -236,6 +303,11 @@ Admission Engine::Submit(const EngineJob& job, SubmitMode mode, int64_t now_s) {
     r.reason = why;
   }
   return r;
+}
+
+void Engine::SetStandbyGrace(int64_t grace_s) {
+  Record(now_, SettingInput{SettingInput::Key::kStandbyGrace, grace_s});
+  options_.standby_grace_s = grace_s;
 }
 
 void Engine::SetGrace(int64_t grace_s) {
@@ -404,7 +476,7 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   if (opened) CloseHeadroom(now_s);
   const int64_t at = ScheduleEviction(li, plan, now_s);
   l.reclaiming = true;
-  if (!queue_.Contains(li)) queue_.Push(li, l.priority, l.shape, true);
+  if (!queue_.Contains(li)) Enqueue(li, true, now_s);
   Log(EngineEvent::Kind::kReclaim, now_s, li, static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size()),
       UINT32_MAX, at);
   if (reclaim_observer_) reclaim_observer_(l.fed, now_s);
@@ -461,8 +533,7 @@ void Engine::TryQueue(int64_t now_s) {
           return PendingQueue::Outcome::kStarted;
         }
         if (a.kind == OutcomeKind::kInfeasible) {
-          Log(EngineEvent::Kind::kReturned, now_s, li, 0, UINT32_MAX, 0, a.reason);
-          events_.back().never = true;
+          Log(EngineEvent::Kind::kReturned, now_s, li, 0, UINT32_MAX, 0, a.reason, true);
           return PendingQueue::Outcome::kInfeasible;
         }
         return PendingQueue::Outcome::kWaits;
@@ -484,10 +555,14 @@ void Engine::ReclaimQueued(int64_t now_s) {
 
 void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   if (!options_.absorb || elastic_running_.empty()) return;
+  // A waiting HP job or gang blocks growth at its priority — unless its Reclaim is under way (its
+  // nodes are held) or was found infeasible with nothing released since (it could not use the
+  // room either). A waiting single-replica job below HP was just tried and could not use the free
+  // capacity as it is: it is not owed it.
   int32_t blocking = external_blocking;
-  for (size_t li : queue_.InOrder()) {
+  for (size_t li : queue_.InOrder([&](int sh) { return shape_blocks_[sh] != 0; })) {
     const Local& l = locals_[li];
-    if (l.reclaiming) continue;
+    if (l.reclaiming || l.refused_seq == state_.release_seq()) continue;
     if (l.priority < kHpPriority && l.min_replicas <= 1) continue;
     blocking = std::max(blocking, l.priority);
   }
@@ -506,12 +581,20 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   }
 }
 
+namespace {
+constexpr EngineAction kAllActions[] = {EngineAction::kEvictions, EngineAction::kRestores, EngineAction::kMoves,
+                                        EngineAction::kAllocate,  EngineAction::kReserve,  EngineAction::kDefrag,
+                                        EngineAction::kReclaim,   EngineAction::kHeadroom, EngineAction::kAbsorb};
+}  // namespace
+
 const char* EngineActionName(EngineAction a) {
   switch (a) {
-    case EngineAction::kMoves: return "moves";
-    case EngineAction::kRestores: return "restores";
     case EngineAction::kEvictions: return "evictions";
+    case EngineAction::kRestores: return "restores";
+    case EngineAction::kMoves: return "moves";
     case EngineAction::kAllocate: return "allocate";
+    case EngineAction::kReserve: return "reserve";
+    case EngineAction::kDefrag: return "defrag";
     case EngineAction::kReclaim: return "reclaim";
     case EngineAction::kHeadroom: return "headroom";
     case EngineAction::kAbsorb: return "absorb";
@@ -520,16 +603,16 @@ const char* EngineActionName(EngineAction a) {
 }
 
 std::optional<EngineAction> EngineActionByName(const std::string& name) {
-  for (EngineAction a : {EngineAction::kMoves, EngineAction::kRestores, EngineAction::kEvictions, EngineAction::kAllocate,
-                         EngineAction::kReclaim, EngineAction::kHeadroom, EngineAction::kAbsorb}) {
+  for (EngineAction a : kAllActions) {
     if (name == EngineActionName(a)) return a;
   }
   return std::nullopt;
 }
 
 std::vector<EngineAction> DefaultEngineActions() {
-  return {EngineAction::kMoves,   EngineAction::kRestores, EngineAction::kEvictions, EngineAction::kAllocate,
-          EngineAction::kReclaim, EngineAction::kHeadroom, EngineAction::kMoves,     EngineAction::kAbsorb};
+  return {EngineAction::kEvictions, EngineAction::kRestores, EngineAction::kMoves,    EngineAction::kAllocate,
+          EngineAction::kReserve,   EngineAction::kDefrag,   EngineAction::kReclaim,  EngineAction::kHeadroom,
+          EngineAction::kMoves,     EngineAction::kAbsorb};
 }
 
 std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& options) {
@@ -540,10 +623,12 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
   const auto last = options.part == CyclePart::kBeforeGrow ? grow : actions.end();
   for (auto it = first; it != last; ++it) {
     switch (*it) {
-      case EngineAction::kMoves: StepMigrations(now_s); break;
-      case EngineAction::kRestores: EndRestores(now_s); break;
       case EngineAction::kEvictions: EndEvictions(now_s); break;
+      case EngineAction::kRestores: EndRestores(now_s); break;
+      case EngineAction::kMoves: StepMigrations(now_s); break;
       case EngineAction::kAllocate: TryQueue(now_s); break;
+      case EngineAction::kReserve: RenewHolds(now_s); break;
+      case EngineAction::kDefrag: PlanDefrag(now_s); break;
       case EngineAction::kReclaim: ReclaimQueued(now_s); break;
       case EngineAction::kHeadroom: RestoreHeadroom(now_s); break;
       case EngineAction::kAbsorb: Absorb(now_s, options.external_blocking); break;
@@ -560,6 +645,10 @@ std::optional<int64_t> Engine::NextDue() const {
     if (h.retry_at > 0) due = due ? std::min(*due, h.retry_at) : h.retry_at;
   }
   if (const auto m = migrations_.NextDue()) due = due ? std::min(*due, *m) : *m;
+  for (int64_t at : {next_replan_, next_defrag_}) {
+    if (at > 0) due = due ? std::min(*due, at) : at;
+  }
+  if (!triggers_.empty()) due = due ? std::min(*due, triggers_.front().at) : triggers_.front().at;
   return due;
 }
 
@@ -582,18 +671,20 @@ void Engine::Apply(const EngineInput& in) {
         std::string why;
         std::vector<NodeId> held;
         if constexpr (std::is_same_v<X, SubmitInput>) (void)Submit(x.job, x.mode, t);
-        else if constexpr (std::is_same_v<X, CancelInput>) Cancel(x.job, t);
+        else if constexpr (std::is_same_v<X, CancelInput>) x.finished ? Finish(x.job, t) : Cancel(x.job, t);
         else if constexpr (std::is_same_v<X, ResizeInput>) (void)Resize(x.job, x.min_replicas, x.max_replicas, t, &why);
         else if constexpr (std::is_same_v<X, ProbeInput>) x.quote ? (void)QuoteReclaim(x.job, t) : (void)FitsIdleNow(x.job, t);
         else if constexpr (std::is_same_v<X, AddPlaneInput>) (void)AddPlane(x.name, x.levels);
         else if constexpr (std::is_same_v<X, AddNodeInput>) (void)AddNode(x.spec, x.gpu_model, x.domains);
         else if constexpr (std::is_same_v<X, StandbyInput>) (void)SetStandby(x.job, x.replicas, t);
         else if constexpr (std::is_same_v<X, DefragInput>) (void)Defrag(x.options, t);
+        else if constexpr (std::is_same_v<X, AbortMovesInput>) AbortMoves(t);
         else if constexpr (std::is_same_v<X, AcknowledgeMoveInput>) (void)AcknowledgeMove(x.task, x.ready);
         else if constexpr (std::is_same_v<X, HoldInput>) x.hold ? (void)Reserve(x.job, &held) : Unreserve(x.job);
         else if constexpr (std::is_same_v<X, AdoptInput>) (void)Adopt(x.job, x.placements, x.started_s);
         else if constexpr (std::is_same_v<X, SettingInput>) {
           if (x.key == SettingInput::Key::kGrace) SetGrace(x.value);
+          else if (x.key == SettingInput::Key::kStandbyGrace) SetStandbyGrace(x.value);
           else SetAbsorb(x.value != 0);
         } else if constexpr (std::is_same_v<X, CycleInput>) {
           std::vector<EngineEvent> events = RunCycle(t, x.options);
@@ -621,14 +712,32 @@ std::vector<JobId> Engine::HeadroomJobs() const {
 }
 
 void Engine::Cancel(uint32_t job, int64_t now_s) {
-  Record(now_s, CancelInput{job});
+  Record(now_s, CancelInput{job, false});
+  Leave(job, now_s, false);
+}
+
+void Engine::Finish(uint32_t job, int64_t now_s) {
+  Record(now_s, CancelInput{job, true});
+  Leave(job, now_s, true);
+}
+
+void Engine::Leave(uint32_t job, int64_t now_s, bool finished) {
   const size_t li = LocalOf(job);
   if (li == SIZE_MAX) return;
   Local& l = locals_[li];
   if (queue_.Contains(li)) queue_.Remove(li);
   if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
-  for (TaskId t : state_.job(l.id).tasks) {
-    if (state_.task(t).state == TaskState::kBound) Free(t, now_s);
+  // Borrowers before lenders (a lender leaves Standby only once its borrowers are gone).
+  std::vector<TaskId> tasks = state_.job(l.id).tasks;
+  std::stable_partition(tasks.begin(), tasks.end(), [&](TaskId t) { return state_.task(t).borrowed; });
+  for (TaskId t : tasks) {
+    if (state_.task(t).state != TaskState::kBound) continue;
+    if (!finished) {
+      Free(t, now_s);
+      continue;
+    }
+    if (state_.task(t).standby) ExitStandbyNow(t, now_s);
+    state_.Finish(t);
   }
   if (l.running) state_.SetJobStart(l.id, -1);
   l.running = l.reclaiming = false;
@@ -671,6 +780,7 @@ StatusOr<NodeId> Engine::AddNode(NodeSpec spec, const std::string& gpu_model,
   }
   auto id = state_.AddNode(std::move(spec));
   if (!id.ok()) return id.status();
+  node_evictions_.resize(state_.num_nodes(), 0);
   for (size_t i = 0; i < domains.size(); ++i) {
     const Status st = state_.AssignDomains(*id, planes[i], domains[i].second);
     // A node is never removed: a bad nesting leaves it outside that plane, and says so.
@@ -749,9 +859,11 @@ bool Engine::Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, in
   }
   being_evicted_.resize(state_.tasks().size(), 0);
   restoring_.resize(state_.tasks().size(), 0);
+  pinned_.resize(state_.tasks().size(), 0);
   state_.SetJobBounds(id, min_replicas, max_replicas);
   l.min_replicas = min_replicas;
   l.max_replicas = max_replicas;
+  l.gpus = int64_t{max_replicas} * state_.task(state_.job(id).tasks.front()).req.gpu_count;
   l.shape = ShapeOf(id);
   if (l.running) {
     const int32_t step = std::max(1, state_.job(id).spec.step);
@@ -945,7 +1057,7 @@ JobAttempt Engine::TryStart(size_t li) {
   return AllocateAction::TryStart(*session_, state_, id, options_.allocate);
 }
 
-void Engine::ExitStandbyNow(TaskId t, int64_t now_s) {
+void Engine::ExitStandbyNow(TaskId t, int64_t now_s, bool restore) {
   for (TaskId v : StandbyAction::RestoreVictims(state_, t)) {
     if (state_.task(v).state != TaskState::kBound) continue;
     const size_t vi = local_of_job_[state_.task(v).job.value()];
@@ -957,7 +1069,16 @@ void Engine::ExitStandbyNow(TaskId t, int64_t now_s) {
   }
   state_.ExitStandby(t);
   restoring_[t.value()] = 0;
-  if (const size_t li = local_of_job_[state_.task(t).job.value()]; li != SIZE_MAX) touched_.insert(locals_[li].fed);
+  const size_t li = local_of_job_[state_.task(t).job.value()];
+  if (li == SIZE_MAX) return;
+  touched_.insert(locals_[li].fed);
+  if (restore) Log(EngineEvent::Kind::kRestored, now_s, li, InStandbyOf(li), UINT32_MAX, 0, Where(t));
+}
+
+int32_t Engine::InStandbyOf(size_t li) const {
+  int32_t n = 0;
+  for (TaskId t : state_.job(locals_[li].id).tasks) n += state_.task(t).state == TaskState::kBound && state_.task(t).standby;
+  return n;
 }
 
 void Engine::Free(TaskId t, int64_t now_s) {
@@ -971,12 +1092,16 @@ void Engine::ReturnWhole(size_t vi, int64_t now_s, uint32_t for_job, const std::
   std::vector<TaskId> tasks = state_.job(v.id).tasks;
   std::stable_partition(tasks.begin(), tasks.end(), [&](TaskId t) { return state_.task(t).borrowed; });
   for (TaskId t : tasks) {
-    if (state_.task(t).state == TaskState::kBound) Free(t, now_s);
+    if (state_.task(t).state != TaskState::kBound) continue;
+    if (state_.task(t).borrowed) ++node_evictions_[state_.task(t).node.value()];
+    Free(t, now_s);
   }
   v.running = false;
   state_.SetJobStart(v.id, -1);
   elastic_running_.erase(vi);
-  Log(EngineEvent::Kind::kReturned, now_s, vi, 0, for_job, 0, detail);
+  // With requeue it waits again at the front (it ran before the jobs waiting now).
+  if (options_.requeue && !queue_.Contains(vi)) Enqueue(vi, true, now_s);
+  Log(EngineEvent::Kind::kReturned, now_s, vi, 0, for_job, 0, detail, false, options_.requeue);
 }
 
 bool Engine::SetStandby(uint32_t job, int32_t replicas, int64_t now_s) {
@@ -996,17 +1121,18 @@ bool Engine::SetStandby(uint32_t job, int32_t replicas, int64_t now_s) {
     if (!state_.CanEnterStandby(*it)) continue;
     state_.EnterStandby(*it);
     touched_.insert(job);
+    Log(EngineEvent::Kind::kStandby, now_s, li, InStandbyOf(li), UINT32_MAX, 0, Where(*it));
     ++have;
   }
   for (auto it = standby.begin(); it != standby.end() && have > target; ++it, --have) {
     const std::vector<TaskId> victims = StandbyAction::RestoreVictims(state_, *it);
-    if (victims.empty() || options_.grace_s == 0) {
-      ExitStandbyNow(*it, now_s);
+    if (victims.empty() || options_.standby_grace_s == 0) {
+      ExitStandbyNow(*it, now_s, true);
       continue;
     }
     Restore r;
     r.task = *it;
-    r.at = now_s + options_.grace_s;
+    r.at = now_s + options_.standby_grace_s;
     std::set<uint32_t> jobs;
     for (TaskId v : victims) jobs.insert(state_.task(v).job.value());
     for (uint32_t j : jobs) {
@@ -1044,7 +1170,7 @@ void Engine::EndRestores(int64_t now_s) {
     restoring_[r.task.value()] = 0;
     // It left Standby meanwhile (its job ended, its node failed): nothing to restore.
     if (state_.task(r.task).state != TaskState::kBound || !state_.task(r.task).standby) continue;
-    ExitStandbyNow(r.task, now_s);
+    ExitStandbyNow(r.task, now_s, true);
   }
 }
 
@@ -1052,7 +1178,7 @@ StatusOr<int64_t> Engine::Defrag(const DefragOptions& options, int64_t now_s) {
   Record(now_s, DefragInput{options});
   ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(state_, options));
   if (migrations_.Busy()) return int64_t{0};
-  const DefragPlan plan = DefragAction::Plan(state_, being_evicted_, options);
+  const DefragPlan plan = DefragAction::Plan(state_, Locked(), options);
   const int64_t kept = migrations_.Submit(state_, plan);
   StepMigrations(now_s);
   return kept;
@@ -1063,19 +1189,114 @@ int64_t Engine::Evacuate(NodeId node, int64_t now_s) {
   if (state_.node(node).state == NodeState::kReady) state_.SetNodeState(node, NodeState::kCordoned);
   DefragOptions o;
   o.evacuate = {node};
-  const DefragPlan plan = DefragAction::Plan(state_, being_evicted_, o);
+  const DefragPlan plan = DefragAction::Plan(state_, Locked(), o);
   const int64_t kept = migrations_.Submit(state_, plan);
   StepMigrations(now_s);
   return kept;
 }
 
 void Engine::StepMigrations(int64_t now_s) {
-  if (!migrations_.Busy()) return;
-  migrations_.Step(state_, now_s);
+  if (migrations_.Busy()) migrations_.Step(state_, now_s);
+  LogMoves();
+}
+
+void Engine::LogMoves() {
   for (const MigrationExecutor::Event& e : migrations_.TakeEvents()) {
-    const size_t li = local_of_job_[state_.task(migrations_.moves()[e.move].plan.task).job.value()];
-    if (li != SIZE_MAX) touched_.insert(locals_[li].fed);
+    const MigrationExecutor::Move& mv = migrations_.moves()[e.move];
+    const size_t li = local_of_job_[state_.task(mv.plan.task).job.value()];
+    if (li == SIZE_MAX) continue;
+    touched_.insert(locals_[li].fed);
+    const GpuIndices& g = mv.started_s >= 0 ? mv.gpus : mv.plan.gpus;
+    std::string detail = state_.task(mv.plan.task).name + " " + state_.node(mv.plan.from).spec.name + "->" +
+                         state_.node(mv.plan.to).spec.name + ":";
+    for (size_t k = 0; k < g.size; ++k) detail += (k ? "," : "") + std::to_string(g.idx[k]);
+    const EngineEvent::Kind kind = e.state == MoveState::kStarting    ? EngineEvent::Kind::kMoveStarted
+                                   : e.state == MoveState::kCompleted ? EngineEvent::Kind::kMoved
+                                   : e.state == MoveState::kAborted   ? EngineEvent::Kind::kMoveAborted
+                                                                      : EngineEvent::Kind::kMoveCancelled;
+    Log(kind, e.t, li, state_.job(locals_[li].id).bound_tasks, UINT32_MAX, 0, std::move(detail));
   }
+}
+
+void Engine::AbortMoves(int64_t now_s) {
+  Record(now_s, AbortMovesInput{});
+  migrations_.AbortAll(state_, now_s);
+  LogMoves();
+}
+
+std::vector<char> Engine::Locked() const {
+  std::vector<char> locked = being_evicted_;
+  for (size_t i = 0; i < locked.size() && i < pinned_.size(); ++i) locked[i] |= pinned_[i];
+  return locked;
+}
+
+void Engine::RenewHolds(int64_t now_s) {
+  const EngineReserve& r = options_.reserve;
+  if (next_replan_ <= 0 || now_s < next_replan_) return;
+  while (next_replan_ <= now_s) next_replan_ += r.replan_s;
+  // Hold nodes for the oldest large jobs that waited too long (queue order: requeued jobs first).
+  std::vector<JobId> waiting;
+  for (size_t li : queue_.InOrder()) {
+    const Local& l = locals_[li];
+    if (l.gpus < r.min_gpus || l.gpus > r.max_gpus || l.reclaiming || now_s - l.submitted < r.after_s) continue;
+    waiting.push_back(l.id);
+  }
+  const int made = ReserveAction::Renew(state_, waiting, static_cast<int>(r.max_jobs), options_.allocate);
+  for (JobId w : waiting) {
+    const size_t li = local_of_job_[w.value()];
+    if (state_.job(w).reservation.valid() && std::find(holders_.begin(), holders_.end(), li) == holders_.end()) {
+      holders_.push_back(li);
+    }
+  }
+  reservations_made_ += made;
+  if (made > 0) TryQueue(now_s);
+}
+
+void Engine::PlanDefrag(int64_t now_s) {
+  const EngineDefrag& d = options_.defrag;
+  if (!d.enabled) return;
+  bool tick = false;
+  if (next_defrag_ > 0 && now_s >= next_defrag_) {
+    tick = true;
+    while (next_defrag_ <= now_s) next_defrag_ += d.interval_s;
+  }
+  // Jobs still waiting trigger_after_s after they were queued.
+  std::vector<Trigger> due;
+  while (!triggers_.empty() && triggers_.front().at <= now_s) {
+    std::pop_heap(triggers_.begin(), triggers_.end(), std::greater<Trigger>());
+    const Trigger tr = triggers_.back();
+    triggers_.pop_back();
+    const Local& l = locals_[tr.li];
+    if (!l.running && queue_.Contains(tr.li) && l.queued_at == tr.queued_at) due.push_back(tr);
+  }
+  if (migrations_.Busy()) return;  // one plan at a time: what came due now is dropped
+  bool plan_now = tick;
+  if (!plan_now && !due.empty()) {
+    if (last_plan_ < 0 || now_s - last_plan_ >= d.trigger_cooldown_s) {
+      plan_now = true;
+      ++defrag_counters_.triggered;
+    } else {  // within the cooldown: the waiting jobs look again when it ends
+      for (Trigger tr : due) {
+        tr.at = last_plan_ + d.trigger_cooldown_s;
+        triggers_.push_back(tr);
+        std::push_heap(triggers_.begin(), triggers_.end(), std::greater<Trigger>());
+      }
+    }
+  }
+  if (!plan_now) return;
+  const int64_t t0 = options_.planning_clock != nullptr ? options_.planning_clock->ElapsedNs() : 0;
+  const DefragPlan plan = DefragAction::Plan(state_, Locked(), d.plan);
+  if (options_.planning_clock != nullptr) {
+    const int64_t ns = options_.planning_clock->ElapsedNs() - t0;
+    defrag_counters_.plan_ns_max = std::max(defrag_counters_.plan_ns_max, ns);
+    defrag_counters_.plan_ns_sum += ns;
+  }
+  ++defrag_counters_.plans;
+  last_plan_ = now_s;
+  defrag_counters_.vacated_planned += static_cast<int64_t>(plan.vacated.size());
+  if (plan.moves.empty()) return;
+  migrations_.Submit(state_, plan);
+  StepMigrations(now_s);
 }
 
 std::vector<Engine::StartingMove> Engine::StartingMoves() const {

@@ -53,9 +53,11 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "engine/inputs.h"
 #include "engine/io.h"
@@ -79,12 +81,47 @@ struct HeadroomSpec {
 };
 
 // The actions a cycle may run, in EngineConfig::actions (see the header comment).
-enum class EngineAction { kMoves, kRestores, kEvictions, kAllocate, kReclaim, kHeadroom, kAbsorb };
-// The action's name in a configuration ("moves", "restores", ...), and back (nullopt: unknown).
+enum class EngineAction {
+  kEvictions, kRestores, kMoves, kAllocate, kReserve, kDefrag, kReclaim, kHeadroom, kAbsorb
+};
+// The action's name in a configuration ("evictions", "restores", ...), and back (nullopt: unknown).
 const char* EngineActionName(EngineAction a);
 std::optional<EngineAction> EngineActionByName(const std::string& name);
-// The default cycle: moves, restores, evictions, allocate, reclaim, headroom, moves, absorb.
+// The default cycle: evictions, restores, moves, allocate, reserve, defrag, reclaim, headroom,
+// moves, absorb.
 std::vector<EngineAction> DefaultEngineActions();
+
+// Holds for waiting gangs, renewed periodically (the `reserve` action: ReserveAction::Renew).
+struct EngineReserve {
+  bool enabled = false;     // default off
+  int64_t replan_s = 300;   // the holds are planned anew every replan_s seconds, from replan_s on
+  int64_t after_s = 1800;   // for jobs waiting at least after_s since their submission,
+  int64_t min_gpus = 128;   // of at least min_gpus
+  int64_t max_gpus = int64_t{1} << 40;  // and at most max_gpus GPUs at max replicas,
+  int64_t max_jobs = 1;     // the first max_jobs of them in queue order (none already reclaiming)
+};
+
+// Defragmentation of the running work planned by the engine itself (the `defrag` action:
+// DefragAction::Plan, carried out by the migration executor), one plan at a time: every
+// interval_s seconds (from interval_s on; 0: never), and when a job of at least trigger_min_gpus
+// GPUs (at max replicas) is still waiting trigger_after_s after it was queued (0: never) — at most
+// once per trigger_cooldown_s; a trigger within the cooldown looks again when it ends.
+struct EngineDefrag {
+  bool enabled = false;  // default off (a driver may still ask for plans: Engine::Defrag)
+  int64_t interval_s = 3600;
+  int64_t trigger_after_s = 0;
+  int64_t trigger_min_gpus = 8;
+  int64_t trigger_cooldown_s = 600;
+  DefragOptions plan;  // the planner's options
+};
+
+// What the engine's own defragmentation did (EngineDefrag).
+struct DefragCounters {
+  int64_t plans = 0;
+  int64_t triggered = 0;          // plans made for a waiting job (not on the period)
+  int64_t vacated_planned = 0;    // nodes the plans meant to vacate
+  int64_t plan_ns_max = 0, plan_ns_sum = 0;  // planning time (EngineConfig::planning_clock)
+};
 
 // The engine's configuration. Every field's default is the one a driver gets without saying.
 struct EngineConfig {
@@ -107,6 +144,19 @@ struct EngineConfig {
   int64_t exit_mean_s = 0;
   int64_t exit_p95_s = 0;
   bool absorb = true;        // grow running elastic jobs toward max (default on)
+  // Queue order: by priority (higher first, then arrival; default) or by arrival only.
+  bool priority_queue = true;
+  // A job evicted whole (a Reclaim, a Standby restore, a failed or drained node, a headroom's
+  // drain) waits again at the front of the queue (kReturned with `requeued`); false (default):
+  // it leaves the engine, back with the driver (a federation member's go back to the federation).
+  bool requeue = false;
+  // How long a Standby replica's borrowers get to leave when it is restored (default 60 s).
+  int64_t standby_grace_s = 60;
+  EngineReserve reserve;
+  EngineDefrag defrag;
+  // Measures the engine's own defragmentation plans (DefragCounters); null: not measured. Nothing
+  // the engine decides depends on it.
+  const Stopwatch* planning_clock = nullptr;
   // Standby (SpotGPU): a queued preemptible job with priority <= lend_max_priority tries the
   // capacity lent by Standby replicas first (StandbyAction::PlaceOnLent), then free capacity.
   int32_t lend_max_priority = kHpPriority - 1;
@@ -141,9 +191,10 @@ class Engine {
   // Submission of `job` at `now_s` under `mode` (see the header comment). A job already running
   // or waiting here is rejected.
   Admission Submit(const EngineJob& job, SubmitMode mode, int64_t now_s);
-  // The job leaves (it finished, or the driver cancels it): its tasks stop and it leaves the
-  // queue. Unknown jobs are ignored.
+  // The driver cancels the job: its tasks stop and it leaves the queue. Unknown jobs are ignored.
   void Cancel(uint32_t job, int64_t now_s);
+  // The job ended on its own (its work is done): as Cancel, its bound tasks finishing.
+  void Finish(uint32_t job, int64_t now_s);
   // Replicas of the job bound now (0: not running).
   int32_t Running(uint32_t job) const;
   // What a Reclaim for `job` would evict now (nothing changed); nullopt when no Reclaim could
@@ -171,6 +222,17 @@ class Engine {
   // typical tasks where `old` was, with `old`'s tie-break order, so that it decides as `old`
   // would. Call it once the rebuilt engine holds its jobs. Nothing without learning.
   void InheritTypical(const Engine& old);
+
+  // Called with each event as it happens, the state as it is then (e.g. a start's placement
+  // before the rest of the cycle changes it). The events still go to TakeEvents / RunCycle.
+  void SetEventObserver(std::function<void(const EngineEvent&)> f) { observer_ = std::move(f); }
+  // The driver id of a job of the state (nullopt: an internal job, e.g. a headroom's).
+  std::optional<uint32_t> DriverIdOf(JobId job) const;
+  // The engine's own defragmentation (EngineConfig::defrag) and holds (EngineConfig::reserve).
+  const DefragCounters& defrag_counters() const { return defrag_counters_; }
+  int64_t reservations_made() const { return reservations_made_; }
+  // Gives up every move under way (their reservations released): a simulated run ends.
+  void AbortMoves(int64_t now_s);
 
   // Called as each Reclaim is decided (before anything else changes), with the driver's job id
   // and the time: lets a driver measure whether the preemption was needed.
@@ -233,6 +295,8 @@ class Engine {
   // leaves victims the whole grace period.
   void SetGrace(int64_t grace_s);
   void SetAbsorb(bool absorb);
+  // Changes how long a Standby replica's borrowers get to leave (later restores).
+  void SetStandbyGrace(int64_t grace_s);
   const EngineConfig& options() const { return options_; }
 
   // Tasks a Reclaim decided to evict, and when (its grace period's end), since the last call:
@@ -328,7 +392,23 @@ class Engine {
     bool running = false;
     bool reclaiming = false;
     uint64_t refused_seq = UINT64_MAX;  // release_seq when its Reclaim was last found infeasible
+    int64_t submitted = -1;  // when it was first submitted
+    int64_t queued_at = -1;  // when it last joined the queue
+    int64_t gpus = 0;        // GPUs at max replicas
   };
+  // Queues local li (at the front: a requeue) at now_s; arms its defragmentation trigger.
+  void Enqueue(size_t li, bool front, int64_t now_s);
+  // The cycle's `reserve` and `defrag` actions (EngineConfig::reserve, ::defrag).
+  void RenewHolds(int64_t now_s);
+  void PlanDefrag(int64_t now_s);
+  // Ends a job's tasks and its place here (Cancel, Finish).
+  void Leave(uint32_t job, int64_t now_s, bool finished);
+  // "TASK@NODE:GPUS" of a bound task.
+  std::string Where(TaskId t) const;
+  // Logs the executor's move events.
+  void LogMoves();
+  // Tasks defragmentation must not move: those being evicted and those locked by their job.
+  std::vector<char> Locked() const;
   Engine(ClusterState cluster, EngineConfig options);
   // The local job of `job`, materialised on first use; nullopt (and `why`) when the cluster has no
   // model or topology level for it.
@@ -352,12 +432,16 @@ class Engine {
   void Free(TaskId t, int64_t now_s);
   // Evicts running local job vi whole: every task unbound, kReturned with `detail`.
   void ReturnWhole(size_t vi, int64_t now_s, uint32_t for_job, const std::string& detail);
-  // Takes Standby task t out of Standby now, returning its borrowers' jobs whole.
-  void ExitStandbyNow(TaskId t, int64_t now_s);
+  // Takes Standby task t out of Standby now, returning its borrowers' jobs whole; a restore
+  // (`restore`) is logged as kRestored.
+  void ExitStandbyNow(TaskId t, int64_t now_s, bool restore = false);
   void EndRestores(int64_t now_s);
+  // Local li's replicas in Standby now.
+  int32_t InStandbyOf(size_t li) const;
   void StepMigrations(int64_t now_s);
+  // Logs an event of local li (and shows it to the observer).
   void Log(EngineEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job = UINT32_MAX,
-           int64_t at = 0, std::string detail = {});
+           int64_t at = 0, std::string detail = {}, bool never = false, bool requeued = false);
 
   struct Eviction {
     int64_t at = 0;
@@ -402,7 +486,8 @@ class Engine {
   }
   std::vector<size_t> local_of_job_;  // state JobId -> local index
   std::map<std::string, int> shapes_;
-  PendingQueue queue_{true};
+  std::vector<char> shape_blocks_;  // per shape: an HP job or a gang (it may block Absorb)
+  PendingQueue queue_;
   std::vector<size_t> holders_;  // queued local jobs that hold a reservation
   std::vector<Eviction> evictions_;
   std::vector<char> being_evicted_;  // per TaskId
@@ -430,6 +515,21 @@ class Engine {
   }
   std::vector<EngineInput>* record_ = nullptr;
   int64_t now_ = 0;
+  std::function<void(const EngineEvent&)> observer_;
+  std::vector<int32_t> node_evictions_;  // per node: borrowers evicted there (PlaceOnLent's order)
+  std::vector<char> pinned_;             // per TaskId: locked against defragmentation
+  int64_t next_replan_ = 0;              // the `reserve` action's next renewal (0: none)
+  int64_t reservations_made_ = 0;
+  int64_t next_defrag_ = 0;              // the `defrag` action's next periodic plan (0: none)
+  int64_t last_plan_ = -1;
+  struct Trigger {
+    int64_t at = 0;
+    size_t li = 0;
+    int64_t queued_at = 0;  // the trigger is void once the job left the queue or was queued again
+    bool operator>(const Trigger& o) const { return std::tie(at, li) > std::tie(o.at, o.li); }
+  };
+  std::vector<Trigger> triggers_;  // a min-heap by (at, li)
+  DefragCounters defrag_counters_;
   // The session over state_ with policy_ and typical_ (Create; again when typical_ changes),
   // with the tie-break order of `order` (default: the current session's, if any).
   Status OpenSession(const Session* order = nullptr);

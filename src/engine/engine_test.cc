@@ -396,6 +396,7 @@ std::unique_ptr<Engine> LiveEngine(int nodes, int64_t grace_s) {
   EngineConfig o;
   o.name = "live";
   o.grace_s = grace_s;
+  o.standby_grace_s = grace_s;
   o.absorb = false;
   o.migration.acknowledged = true;
   auto m = Engine::Create(EngineCluster(nodes), o);
@@ -419,6 +420,10 @@ TEST(Engine, StandbyLendsToSpotJobsOnlyAndItsRestoreEvictsTheBorrowersAfterTheGr
   ASSERT_TRUE(m->Submit(Job(1, 2, 8, kHpPriority), SubmitMode::kStartNow, 0).started);  // fills both nodes
   ASSERT_TRUE(m->SetStandby(1, 1, 10));
   EXPECT_EQ(m->InStandby(1), 1);
+  const std::vector<EngineEvent> entered = m->TakeEvents();
+  ASSERT_EQ(entered.size(), 2u);  // the start, then one replica into Standby
+  EXPECT_EQ(entered[1].kind, EngineEvent::Kind::kStandby);
+  EXPECT_EQ(entered[1].replicas, 1);
   EXPECT_EQ(m->TakeTouched(), std::vector<uint32_t>{1});
   const JobId hp = *m->JobOf(1);
   const TaskId lender = m->state().job(hp).tasks[1];  // the newest replica
@@ -445,10 +450,15 @@ TEST(Engine, StandbyLendsToSpotJobsOnlyAndItsRestoreEvictsTheBorrowersAfterTheGr
   EXPECT_TRUE(StepAndTake(*m, 49).empty());
   EXPECT_TRUE(m->state().task(spot).state == TaskState::kBound);
   const std::vector<EngineEvent> at50 = StepAndTake(*m, 50);
-  ASSERT_EQ(at50.size(), 1u);
+  ASSERT_EQ(at50.size(), 2u);
   EXPECT_EQ(at50[0].kind, EngineEvent::Kind::kReturned);
   EXPECT_EQ(at50[0].job, 2u);
   EXPECT_EQ(at50[0].detail, "standby restore");
+  EXPECT_EQ(at50[1].kind, EngineEvent::Kind::kRestored);  // then the replica resumes
+  EXPECT_EQ(at50[1].job, 1u);
+  EXPECT_EQ(at50[1].replicas, 0);
+  EXPECT_EQ(at50[1].detail, m->state().task(lender).name + "@" + m->state().node(m->state().task(lender).node).spec.name +
+                                ":0,1,2,3,4,5,6,7");
   EXPECT_EQ(m->TakeTouched(), std::vector<uint32_t>{1});
   EXPECT_EQ(m->InStandby(1), 0);
   EXPECT_FALSE(m->state().task(lender).standby);

@@ -34,6 +34,7 @@ struct SubmitInput {
 };
 struct CancelInput {
   uint32_t job = 0;
+  bool finished = false;  // Finish: the job ended on its own (its tasks finish); else Cancel
 };
 struct ResizeInput {
   uint32_t job = 0;
@@ -66,6 +67,8 @@ struct StandbyInput {
 struct DefragInput {
   DefragOptions options;
 };
+// Every move under way is given up (AbortMoves: a simulated run ends).
+struct AbortMovesInput {};
 struct AcknowledgeMoveInput {
   TaskId task;
   bool ready = false;
@@ -79,9 +82,9 @@ struct AdoptInput {
   std::vector<ReplicaPlacement> placements;
   int64_t started_s = 0;
 };
-// SetGrace / SetAbsorb.
+// SetGrace / SetAbsorb / SetStandbyGrace.
 struct SettingInput {
-  enum class Key { kGrace, kAbsorb };
+  enum class Key { kGrace, kAbsorb, kStandbyGrace };
   Key key = Key::kGrace;
   int64_t value = 0;
 };
@@ -93,7 +96,7 @@ struct CycleInput {
 struct EngineInput {
   int64_t t = 0;  // the engine time at which it was applied
   std::variant<SubmitInput, CancelInput, ResizeInput, ProbeInput, AddPlaneInput, AddNodeInput, NodeInput, StandbyInput,
-               DefragInput, AcknowledgeMoveInput, HoldInput, AdoptInput, SettingInput, CycleInput>
+               DefragInput, AbortMovesInput, AcknowledgeMoveInput, HoldInput, AdoptInput, SettingInput, CycleInput>
       what;
 };
 

@@ -28,6 +28,8 @@ struct EngineJob {
   bool preemptible = false;
   int64_t checkpoint_interval_s = 0;
   int64_t restart_cost_s = 0;
+  // Per replica: non-zero = never moved by defragmentation (empty: every replica may move).
+  std::vector<char> locked;
 };
 
 // How a submitted job is to be admitted.
@@ -67,6 +69,14 @@ struct EngineEvent {
                 // invalid, `detail` the reason, `never` set) and is back with the driver
     kReclaim,   // a Reclaim for `job` was decided: `replicas` victims (jobs evicted whole or
                 // shrunk) will be evicted at time `at`
+    kStandby,   // one of its replicas entered Standby (`detail`: "TASK@NODE:GPUS"); `replicas`:
+                // its replicas in Standby now
+    kRestored,  // one of its replicas left Standby on the GPUs it kept (`detail` as kStandby);
+                // `replicas`: its replicas in Standby now
+    kMoveStarted,    // a migration's new instance is starting (`detail`: "TASK FROM->TO:GPUS")
+    kMoved,          // a migration completed: the replica runs on its new node
+    kMoveAborted,    // a started migration was given up (the replica stays where it ran)
+    kMoveCancelled,  // a planned migration was dropped before it started
   };
   Kind kind = Kind::kStarted;
   int64_t t = 0;
@@ -75,8 +85,14 @@ struct EngineEvent {
   uint32_t for_job = UINT32_MAX;
   int64_t at = 0;
   std::string detail;
-  bool never = false;  // kReturned: it can never fit this engine's cluster (not an eviction)
+  bool never = false;     // kReturned: it can never fit this engine's cluster (not an eviction)
+  bool requeued = false;  // kReturned: it waits again at the front of this engine's queue
+                          // (EngineConfig::requeue), else it is back with the driver
 };
+
+// The name of an event kind: "started", "grown", "shrunk", "returned", "reclaim", "standby",
+// "restored", "move-started", "moved", "move-aborted", "move-cancelled".
+const char* EngineEventKindName(EngineEvent::Kind kind);
 
 // The price of evicting work for a job now (Engine::QuoteReclaim): the engine's own victim choice.
 struct ReclaimQuote {

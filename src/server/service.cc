@@ -606,6 +606,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   mo.policy = options.policy;
   mo.seed = options.seed;
   mo.grace_s = options.grace_s;
+  mo.standby_grace_s = options.grace_s;  // one grace period for Reclaim and Standby restores here
   mo.absorb = options.absorb;
   mo.migration.acknowledged = true;  // a move completes when its agent reports the new instance running
   ClusterState empty;
@@ -633,6 +634,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
       const Json j = Json::parse(**c, nullptr, false);
       if (!j.is_discarded()) {
         s.engine->SetGrace(j.value("grace_s", options.grace_s));
+        s.engine->SetStandbyGrace(s.engine->options().grace_s);
         s.engine->SetAbsorb(j.value("absorb", options.absorb));
         s.opt.heartbeat_timeout_ms = j.value("heartbeat_timeout_s", options.heartbeat_timeout_ms / 1000) * 1000;
         s.defrag_interval_s = j.value("defrag_interval_s", int64_t{0});
@@ -1481,7 +1483,10 @@ void Service::RunOnce() {
           break;
         }
         case Impl::Input::Kind::kConfig:
-          if (in.config.grace_s) s.engine->SetGrace(*in.config.grace_s);
+          if (in.config.grace_s) {
+            s.engine->SetGrace(*in.config.grace_s);
+            s.engine->SetStandbyGrace(*in.config.grace_s);
+          }
           if (in.config.absorb) s.engine->SetAbsorb(*in.config.absorb);
           if (in.config.heartbeat_timeout_s) s.opt.heartbeat_timeout_ms = *in.config.heartbeat_timeout_s * 1000;
           if (in.config.defrag_interval_s) s.defrag_interval_s = *in.config.defrag_interval_s;
@@ -1656,6 +1661,14 @@ void Service::RunOnce() {
             break;
           case EngineEvent::Kind::kStarted:
           case EngineEvent::Kind::kGrown: j.view.reason.clear(); break;
+          // Placements that change without a start or a stop: orders follow from the diff of
+          // what the engine binds (TakeTouched below).
+          case EngineEvent::Kind::kStandby:
+          case EngineEvent::Kind::kRestored:
+          case EngineEvent::Kind::kMoveStarted:
+          case EngineEvent::Kind::kMoved:
+          case EngineEvent::Kind::kMoveAborted:
+          case EngineEvent::Kind::kMoveCancelled: break;
         }
       }
       return readmitted;

@@ -333,6 +333,12 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
             ++reclaims;  // whether it was needed was measured as it was decided (observer below)
             log(t, i, "reclaim", e.replicas, members[m]->name());
             break;
+          case MemberEvent::Kind::kStandby:  // members get no Standby windows or moves here
+          case MemberEvent::Kind::kRestored:
+          case MemberEvent::Kind::kMoveStarted:
+          case MemberEvent::Kind::kMoved:
+          case MemberEvent::Kind::kMoveAborted:
+          case MemberEvent::Kind::kMoveCancelled: break;
         }
       }
     }
