@@ -11,4 +11,14 @@ int64_t RealClock::NowMs() const {
       .count();
 }
 
+namespace {
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+SteadyStopwatch::SteadyStopwatch() : start_ns_(SteadyNs()) {}
+
+int64_t SteadyStopwatch::ElapsedNs() const { return SteadyNs() - start_ns_; }
+
 }  // namespace estuary

@@ -45,4 +45,14 @@ class Stopwatch {
   virtual int64_t ElapsedNs() const = 0;
 };
 
+// A Stopwatch on the steady clock, from its construction (drivers and benchmarks inject it).
+class SteadyStopwatch final : public Stopwatch {
+ public:
+  SteadyStopwatch();
+  int64_t ElapsedNs() const override;
+
+ private:
+  int64_t start_ns_ = 0;
+};
+
 }  // namespace estuary

@@ -183,7 +183,10 @@ int Engine::ShapeOf(JobId id) {
                           std::to_string(js.topology.required_level) + "/" + std::to_string(js.topology.preferred_level) +
                           "/" + std::to_string(js.priority) + "/" + std::to_string(js.preemptible);
   const auto [it, added] = shapes_.emplace(key, static_cast<int>(shapes_.size()));
-  if (added) shape_blocks_.push_back(js.priority >= kHpPriority || js.min_replicas > 1);
+  if (added) {
+    shape_blocks_.push_back(js.priority >= kHpPriority || js.min_replicas > 1);
+    shape_hp_.push_back(js.priority >= kHpPriority);
+  }
   return it->second;
 }
 
@@ -542,8 +545,8 @@ void Engine::TryQueue(int64_t now_s) {
 }
 
 void Engine::ReclaimQueued(int64_t now_s) {
-  const auto hp = [&](int) { return true; };
-  for (size_t li : queue_.InOrder(hp)) {
+  // Only shapes of HP jobs (a long LP queue costs nothing here).
+  for (size_t li : queue_.InOrder([&](int sh) { return shape_hp_[sh] != 0; })) {
     Local& l = locals_[li];
     if (l.priority < kHpPriority || l.reclaiming || l.running) continue;
     // Idle plus reclaimable room only shrinks while nothing is released.
@@ -1148,6 +1151,14 @@ bool Engine::SetStandby(uint32_t job, int32_t replicas, int64_t now_s) {
     restores_.push_back(std::move(r));
   }
   return true;
+}
+
+int32_t Engine::Restoring(uint32_t job) const {
+  const size_t li = LocalOf(job);
+  if (li == SIZE_MAX || !locals_[li].running) return 0;
+  int32_t n = 0;
+  for (TaskId t : state_.job(locals_[li].id).tasks) n += state_.task(t).state == TaskState::kBound && restoring_[t.value()];
+  return n;
 }
 
 int32_t Engine::InStandby(uint32_t job) const {

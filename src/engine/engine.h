@@ -320,6 +320,8 @@ class Engine {
   bool SetStandby(uint32_t job, int32_t replicas, int64_t now_s);
   // `job`'s replicas in Standby, restoring ones included (0 when it does not run here).
   int32_t InStandby(uint32_t job) const;
+  // `job`'s Standby replicas whose restore is under way (0 when it does not run here).
+  int32_t Restoring(uint32_t job) const;
 
   // ---- Live migration: issue 5's planner (DefragAction) and executor (MigrationExecutor) ----
   // Plans a defragmentation of the running work with `options` (tasks being evicted are locked)
@@ -487,6 +489,7 @@ class Engine {
   std::vector<size_t> local_of_job_;  // state JobId -> local index
   std::map<std::string, int> shapes_;
   std::vector<char> shape_blocks_;  // per shape: an HP job or a gang (it may block Absorb)
+  std::vector<char> shape_hp_;      // per shape: an HP job (it may Reclaim)
   PendingQueue queue_;
   std::vector<size_t> holders_;  // queued local jobs that hold a reservation
   std::vector<Eviction> evictions_;

@@ -2,30 +2,24 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cctype>
 #include <climits>
+#include <memory>
 #include <cmath>
 #include <queue>
 #include <set>
 #include <tuple>
 
 #include "common/rng.h"
-#include "sched/actions/allocate.h"
+#include "engine/engine.h"
 #include "sched/actions/defrag.h"
-#include "sched/actions/failure.h"
-#include "sched/actions/migration.h"
 #include "sched/actions/graceful_exit.h"
-#include "sched/actions/preempt.h"
-#include "sched/actions/reserve.h"
-#include "sched/actions/absorb.h"
-#include "sched/actions/standby.h"
+#include "sched/actions/migration.h"
 #include "sched/plugins/register.h"
 #include "sim/capacity_metrics.h"
 #include "sim/cluster/cluster_spec.h"
 #include "sim/job_stream.h"
 #include "sim/metrics.h"
-#include "sched/framework/pending_queue.h"
 
 namespace estuary {
 
@@ -52,11 +46,13 @@ namespace {
 
 struct SimJob {
   JobTemplate tmpl;
-  JobId id;
+  JobId id;                 // its job in the engine's state, once submitted
+  bool submitted = false;
   SimTime submit = 0;
   SimTime duration = 0;
   SimTime first_start = -1;
   SimTime started_at = -1;  // start of the current run (-1: not running)
+  int32_t bound = 0;        // replicas bound now, as the engine's events said
   bool large = false;
   bool finished = false;    // its last run ended and it is not waiting again
   bool infeasible = false;  // never retried
@@ -65,9 +61,6 @@ struct SimJob {
   std::optional<std::pair<PlaneId, int>> spread_level;  // SimJobRecord's spread level
   std::optional<int64_t> domains;                       // at first start
   std::optional<double> entropy;                        // at first start
-  bool reclaiming = false;  // an HP job whose victims are being evicted (grace period)
-  SimTime reclaim_refused = -1;  // when Reclaim last found it infeasible even with preemption
-  uint64_t refused_seq = 0;      // ClusterState::release_seq() then
   // The work model (JobTemplate::linear_scaling): work in replica-seconds x kWorkScale at max
   // replicas; a running job progresses `rate` replica units per second (max replicas when fixed,
   // its usable replicas when linear), slowed by `slow` / 10000 (the network model).
@@ -82,7 +75,7 @@ struct SimJob {
   int service = -1;        // index into the run's services (tidal), or -1
   int64_t util_pct = 0;    // UtilisationProfile of its class
   bool lender = false;     // a service or a job with standby windows, under a standby configuration
-  SimTime queued_at = -1;  // when it was last queued (arrival or requeue)
+  std::vector<char> locked;  // per replica: never moved by defragmentation
 };
 
 constexpr SimTime kMaxSimTime = 1'000'000'000'000;  // "to the end of any run"
@@ -94,14 +87,6 @@ struct Service {
   size_t job = 0;
   int32_t peak = 1;
   SimTime phase = 0;
-};
-
-// An eviction in its grace period: at `at`, the victims' tasks free their resources.
-struct Eviction {
-  SimTime at = 0;
-  JobId for_job;
-  std::vector<TaskId> tasks;
-  std::vector<JobId> whole;  // evicted whole (requeued); the others' tasks are elastic surplus
 };
 
 // The level a job's spread is measured at (SimJobRecord): its required level, else its preferred
@@ -150,115 +135,301 @@ std::pair<size_t, size_t> DomainsAndNodes(const ClusterState& s, JobId j, PlaneI
   return {domains.size(), nodes.size()};
 }
 
-// Turns a template into a job of the state, resolving its topology and GPU model names. The
-// models are resolved into t.per_replica.models too, so that everything built from the template
-// (queue shapes, what-if requests) carries the pin.
-StatusOr<JobId> Materialize(const Scenario& s, ClusterState& state, JobTemplate& t, const std::string& name) {
-  JobSpec js;
-  js.name = name;
-  js.max_replicas = t.replicas;
-  js.min_replicas = t.min_replicas > 0 ? t.min_replicas : t.replicas;
-  js.step = t.step;
-  js.usable_step = t.usable_step;
-  js.priority = t.priority;
-  js.preemptible = t.preemptible;
-  js.checkpoint_interval_s = t.checkpoint_interval_s;
-  js.restart_cost_s = t.restart_cost_s;
-  if (!t.plane.empty()) {
-    const std::string where = s.path + ":" + std::to_string(t.line) + ": job '" + t.name + "': ";
-    auto plane = state.topology().FindPlane(t.plane);
-    if (!plane) return InvalidArgument(where + "the cluster has no plane '" + t.plane + "'");
-    js.topology.plane = *plane;
-    for (auto [level, out] : {std::pair{&t.required_level, &js.topology.required_level},
-                              std::pair{&t.preferred_level, &js.topology.preferred_level}}) {
-      if (level->empty()) continue;
-      auto l = state.topology().FindLevel(*plane, *level);
-      if (!l) return InvalidArgument(where + "plane '" + t.plane + "' has no level '" + *level + "'");
-      *out = *l;
-    }
-  }
-  for (const std::string& model : t.models) {
-    const std::optional<GpuModelId> id = state.models().Find(model);
-    if (!id) {
-      return InvalidArgument(s.path + ":" + std::to_string(t.line) + ": job '" + t.name +
-                             "': models: the cluster has no GPU model '" + model + "'");
-    }
-    t.per_replica.models.Add(*id);
-  }
-  const JobId j = state.AddJob(js);
-  for (int32_t i = 0; i < t.replicas; ++i) state.AddTask(j, name + "-" + std::to_string(i), t.per_replica, t.priority);
-  return j;
-}
-
 int64_t FreeNodes(const ClusterState& s) {
   int64_t n = 0;
   for (const Node& node : s.nodes()) n += node.Schedulable() && node.spec.gpu_count > 0 && node.full_free_gpus == node.spec.gpu_count;
   return n;
 }
 
-int64_t BoundReplicas(const ClusterState& s, JobId j) { return s.job(j).bound_tasks; }
-
+// GPUs of bound replicas beyond a whole usable step (doing no work).
 int64_t UnusableGpus(const ClusterState& s, const std::vector<SimJob>& jobs) {
   int64_t gpus = 0;
   for (const SimJob& j : jobs) {
     if (j.started_at < 0) continue;
     const JobSpec& spec = s.job(j.id).spec;
     const int64_t usable = spec.usable_step > 0 ? spec.usable_step : std::max<int32_t>(1, spec.step);
-    const int64_t bound = BoundReplicas(s, j.id);
+    const int64_t bound = s.job(j.id).bound_tasks;
     gpus += (bound - bound / usable * usable) * j.tmpl.per_replica.gpu_count;
   }
   return gpus;
 }
 
-}  // namespace
+// Domains of (plane, level) with GPUs, all of them free.
+int64_t WholeFree(const ClusterState& s, PlaneId plane, int level) {
+  int64_t n = 0;
+  for (DomainId d : s.topology().DomainsAt(plane, level)) {
+    const DomainFree& f = s.domain_free(d);
+    n += f.gpu_milli > 0 && f.gpu_free_milli == f.gpu_milli;
+  }
+  return n;
+}
 
-StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& cluster, const SchedulerConfig& config,
-                                     uint64_t seed, bool check_invariants, bool record_events) {
-  SimulateResult res;
-  res.configuration = config.name;
-  res.seed = seed;
-  ClusterState state = cluster;
-  auto policy = OpenbPolicy(config.policy);
-  if (!policy.ok()) return policy.status();
+// Checks a template's topology and GPU model names against the cluster (the engine resolves the
+// same names when the job is submitted) and resolves its models into t.per_replica.models, so
+// that FGD's typical tasks carry the pin.
+Status Resolve(const Scenario& s, const ClusterState& state, JobTemplate& t) {
+  const std::string where = s.path + ":" + std::to_string(t.line) + ": job '" + t.name + "': ";
+  if (!t.plane.empty()) {
+    auto plane = state.topology().FindPlane(t.plane);
+    if (!plane) return InvalidArgument(where + "the cluster has no plane '" + t.plane + "'");
+    for (const std::string* level : {&t.required_level, &t.preferred_level}) {
+      if (!level->empty() && !state.topology().FindLevel(*plane, *level)) {
+        return InvalidArgument(where + "plane '" + t.plane + "' has no level '" + *level + "'");
+      }
+    }
+  }
+  for (const std::string& model : t.models) {
+    const std::optional<GpuModelId> id = state.models().Find(model);
+    if (!id) return InvalidArgument(where + "models: the cluster has no GPU model '" + model + "'");
+    t.per_replica.models.Add(*id);
+  }
+  return Status::Ok();
+}
 
-  // The workload: listed jobs, then generated ones (Poisson arrivals over the run).
-  std::vector<SimJob> jobs;
-  for (const JobTemplate& t : sc.jobs) {
+// The engine's job for driver job `i`.
+EngineJob ToEngineJob(size_t i, const SimJob& j) {
+  const JobTemplate& t = j.tmpl;
+  EngineJob e;
+  e.id = static_cast<uint32_t>(i);
+  e.name = t.name;
+  e.max_replicas = t.replicas;
+  e.min_replicas = t.min_replicas > 0 ? t.min_replicas : t.replicas;
+  e.step = t.step;
+  e.usable_step = t.usable_step;
+  e.per_replica = t.per_replica;
+  e.models = t.models;
+  e.plane = t.plane;
+  e.required_level = t.required_level;
+  e.preferred_level = t.preferred_level;
+  e.priority = t.priority;
+  e.preemptible = t.preemptible;
+  e.checkpoint_interval_s = t.checkpoint_interval_s;
+  e.restart_cost_s = t.restart_cost_s;
+  e.locked = j.locked;
+  return e;
+}
+
+// "path:line: configuration 'name': KEY: " for errors found when a configuration meets the cluster.
+std::string ConfigWhere(const Scenario& sc, const SchedulerConfig& c, const std::string& key) {
+  return sc.path + ":" + std::to_string(c.line) + ": configuration '" + c.name + "': " + key + ": ";
+}
+
+// The engine's configuration for a scenario's scheduler configuration (names resolved against
+// the cluster; errors name the configuration's key). `typical`: FGD's typical tasks.
+StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& state, const SchedulerConfig& config,
+                                       uint64_t seed, std::shared_ptr<const TypicalTasks> typical,
+                                       const Stopwatch* planning_clock) {
+  EngineConfig e;
+  e.name = config.name;
+  e.policy = config.policy;
+  e.typical = std::move(typical);
+  e.seed = seed;
+  e.allocate.align = config.align;
+  e.allocate.topology = config.topology;
+  if (!config.pack_plane.empty()) {
+    const auto plane = state.topology().FindPlane(config.pack_plane);
+    if (!plane) return InvalidArgument(ConfigWhere(sc, config, "pack") + "plane: the cluster has no plane '" + config.pack_plane + "'");
+    const auto level = state.topology().FindLevel(*plane, config.pack_level);
+    if (!level) {
+      return InvalidArgument(ConfigWhere(sc, config, "pack") + "level: plane '" + config.pack_plane + "' has no level '" +
+                             config.pack_level + "'");
+    }
+    e.allocate.pack_plane = *plane;
+    e.allocate.pack_level = *level;
+  }
+  // Reclaim (and its exit model) only with `preempt`; the simulator requeues evicted jobs itself.
+  e.grace_s = config.grace_s;
+  e.exit_mean_s = config.exit_mean_s;
+  e.exit_p95_s = config.exit_p95_s;
+  if (config.exit_mean_s > 0) {
+    auto fitted = GracefulExit::Fitted(config.grace_s, config.exit_mean_s, config.exit_p95_s, seed);
+    if (!fitted.ok()) return InvalidArgument(ConfigWhere(sc, config, "preempt") + fitted.status().message());
+  }
+  if (!config.preempt) std::erase(e.actions, EngineAction::kReclaim);
+  e.absorb = config.absorb;
+  e.priority_queue = config.priority_queue;
+  e.requeue = true;
+  e.standby_grace_s = config.standby_grace_s;
+  e.lend_max_priority = config.lend_max_priority;
+  const ReserveConfig& r = config.reserve;
+  e.reserve = {r.enabled, r.replan_s, r.after_s, r.min_gpus, r.max_gpus, r.max_jobs};
+  const DefragConfig& dfc = config.defrag;
+  if (dfc.enabled) {
+    DefragOptions plan = dfc.plan;
+    if (dfc.objective == "domains") {
+      const auto plane = state.topology().FindPlane(dfc.objective_plane);
+      if (!plane) {
+        return InvalidArgument(ConfigWhere(sc, config, "defrag") + "objective_plane: the cluster has no plane '" +
+                               dfc.objective_plane + "'");
+      }
+      const auto level = state.topology().FindLevel(*plane, dfc.objective_level);
+      if (!level) {
+        return InvalidArgument(ConfigWhere(sc, config, "defrag") + "objective_level: plane '" + dfc.objective_plane +
+                               "' has no level '" + dfc.objective_level + "'");
+      }
+      plan.objective = DefragOptions::Objective::kWholeFreeDomains;
+      plan.objective_plane = *plane;
+      plan.objective_level = *level;
+    }
+    ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(state, plan));
+    ESTUARY_RETURN_IF_ERROR(MigrationExecutor::Validate(dfc.migration));
+    e.defrag = {true, dfc.interval_s, dfc.trigger_after_s, dfc.trigger_min_gpus, dfc.trigger_cooldown_s, plan};
+    e.migration = dfc.migration;
+    e.migration.seed = seed ^ 0x6d696772617465ULL;
+    e.planning_clock = planning_clock;
+  }
+  return e;
+}
+
+// One run of a scenario under one configuration and seed: the simulator as a driver of the Engine.
+// It turns the scenario's world — arrivals, the work model's job ends, node failures and repairs,
+// services' demand and Standby windows — into the engine's inputs at their times, runs the
+// engine's cycle after every time at which something happened (and whenever the engine has work
+// due: an eviction's grace end, a restore, a move, a hold's renewal, a defragmentation), and
+// measures what the engine's events and state show. Every scheduling decision is the engine's.
+class ScenarioRun {
+ public:
+  ScenarioRun(const Scenario& sc, const SchedulerConfig& config, uint64_t seed, bool check_invariants,
+              bool record_events)
+      : sc_(sc), config_(config), seed_(seed), check_(check_invariants), record_(record_events) {}
+
+  // The workload, the engine and the first events. Errors: bad names, bad configuration.
+  Status Prepare(const ClusterState& cluster);
+  // The events up to the scenario's duration. Errors: a broken invariant (check_invariants).
+  Status Run();
+  // The run's metrics and records.
+  SimulateResult Finish();
+
+ private:
+  // Events, ordered by (time, kind, index): job ends, node events (listed, then generated repairs
+  // in creation order), the failure model's next draw, arrivals, service demand and Standby
+  // window edges, and the engine's own due times.
+  enum EvKind : int { kEnd = 0, kNode = 1, kFailureDraw = 2, kArrival = 3, kService = 4, kDue = 5 };
+  struct Ev {
+    SimTime t;
+    int kind;
+    size_t idx;     // kEnd, kArrival: job; kNode: node event
+    SimTime start;  // kEnd: the job's gen when scheduled; generated repairs: the failure they repair
+    bool operator>(const Ev& o) const { return std::tie(t, kind, idx) > std::tie(o.t, o.kind, o.idx); }
+  };
+  struct NodeEv {
+    NodeId node;
+    bool fail;
+    bool generated;
+  };
+
+  Status MakeWorkload(const ClusterState& cluster);
+  const ClusterState& state() const { return engine_->state(); }
+  int32_t ServiceDemand(const Service& sv, SimTime t) const {
+    const int64_t d = (int64_t{sv.peak} * TidalDemandPermille(sc_.tidal, sc_.tidal.start_hour, t + sv.phase) + 999) / 1000;
+    return static_cast<int32_t>(std::clamp<int64_t>(d, 1, sv.peak));
+  }
+  void Log(SimTime t, size_t i, const char* kind, int64_t replicas, std::string detail = {}) {
+    if (record_) res_.job_events.push_back({t, jobs_[i].tmpl.name, kind, static_cast<int32_t>(replicas), std::move(detail)});
+  }
+  // What the engine decided, as it happens (Engine::SetEventObserver).
+  void OnEvent(const EngineEvent& e);
+  void OnStart(size_t i, const EngineEvent& e);
+  void OnReturned(size_t i, const EngineEvent& e);
+  // The work model: Progress counts j's progress up to t at its current rate (and the work left
+  // at the last checkpoint passed); Reschedule, after its replicas changed, recomputes its rate
+  // and slowdown and moves its end event; StopRun ends its current run without finishing it (an
+  // eviction or a failure): the work since its last checkpoint is lost and its next start pays
+  // its restart cost.
+  void Progress(SimJob& j, SimTime t);
+  void Reschedule(size_t i, SimTime t);
+  void StopRun(size_t i, SimTime t);
+  // Applies the events at time t; true when something happened (a cycle is due).
+  bool ApplyEventsAt(SimTime t, bool* failed);
+  void NodeDown(NodeId node, SimTime t, bool generated);
+  void ScheduleFailureDraw();
+  // Brings every running lender to its Standby target: a service's replicas above its demand
+  // standby_grace_s ahead (so that a restore completes by the time the demand is there); a listed
+  // job's window replicas from from_s until standby_grace_s before to_s.
+  void FollowDemand(SimTime t);
+  void SampleUntil(SimTime t);
+  void Sample();
+  // The means over the samples (metrics.md), into `m`.
+  void SampleMeans(std::map<std::string, double>& m) const;
+
+  const Scenario& sc_;
+  const SchedulerConfig& config_;
+  uint64_t seed_;
+  bool check_, record_;
+  SimulateResult res_;
+  std::vector<SimJob> jobs_;
+  std::vector<Service> services_;
+  std::vector<size_t> lenders_;
+  std::vector<size_t> job_index_;  // per engine JobId: the driver's job (SIZE_MAX: none)
+  std::unique_ptr<Engine> engine_;
+  SteadyStopwatch planning_clock_;
+  std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> events_;
+  std::set<SimTime> due_;  // times of pushed kDue events not yet reached
+  std::vector<NodeEv> node_events_;
+  std::map<std::string, NodeId> node_by_name_;
+  std::vector<SimTime> last_failure_;  // per node: when it last went down
+  std::optional<Rng> failure_rng_;
+  double failure_clock_ = 0;  // time of the next draw, in seconds (exact, before truncation)
+  double failure_rate_ = 0;   // draws per second
+  std::optional<PlaneId> data_, param_, net_plane_;
+  std::optional<int> asw_, pod_;
+  int net_level_ = 0;
+  int64_t net_factor_ = kSlowBase;
+  // Counters.
+  int64_t slowed_runs_ = 0, node_failures_ = 0, requeued_by_failure_ = 0, shrunk_by_failure_ = 0;
+  int64_t evictions_ = 0, hp_evictions_ = 0, absorbed_replicas_ = 0, standby_entries_ = 0, standby_restores_ = 0,
+          restore_evictions_ = 0;
+  double lost_gpu_hours_ = 0;
+  std::vector<double> asws_per_large_;
+  std::optional<std::pair<int64_t, int64_t>> after_failure_;
+  // Samples (metrics.md): sums over samples.
+  struct IdleSums {
+    double fractional = 0, stranded = 0, insufficient_cpu = 0;
+  };
+  std::vector<IdleSums> idle_sums_;
+  double slack_sum_ = 0, free_nodes_sum_ = 0, placeable8_sum_ = 0, free_asws_ = 0, free_pods_ = 0, held_idle_ = 0,
+         alloc_hp_sum_ = 0, alloc_all_sum_ = 0, harvest_sum_ = 0, util_sum_ = 0, hp_demand_sum_ = 0;
+  double alloc_area_ = 0, stranded_sum_ = 0, w128_ = 0, w256_ = 0, a128_ = 0, capacity_ = 1;
+  int64_t harvest_samples_ = 0, samples_ = 0;
+  SimTime last_t_ = 0, next_sample_ = 0;
+};
+
+Status ScenarioRun::MakeWorkload(const ClusterState& cluster) {
+  // Listed jobs, then generated ones (Poisson arrivals over the run), then tidal services.
+  for (const JobTemplate& t : sc_.jobs) {
     SimJob j;
     j.tmpl = t;
     j.submit = t.submit_s;
     j.duration = t.duration_s;
-    jobs.push_back(j);
+    jobs_.push_back(j);
   }
-  // The tidal curve: demand at time t, per-mille of the peak (weekend scale included).
-  const TidalWorkload& tidal = sc.tidal;
-  auto demand_permille = [&](SimTime t) { return TidalDemandPermille(tidal, tidal.start_hour, t); };
-  Rng rng(seed);
-  if (sc.stream.arrivals_per_hour > 0) {
+  const TidalWorkload& tidal = sc_.tidal;
+  Rng rng(seed_);
+  if (sc_.stream.arrivals_per_hour > 0) {
     std::vector<double> shares;
-    for (const GeneratedClass& g : sc.stream.classes) shares.push_back(g.share);
-    const double rate = sc.stream.arrivals_per_hour / 3600.0;
+    for (const GeneratedClass& g : sc_.stream.classes) shares.push_back(g.share);
+    const double rate = sc_.stream.arrivals_per_hour / 3600.0;
     double t = 0;
     for (int64_t k = 0;; ++k) {
       t += PoissonGap(rng, rate);
-      if (t >= static_cast<double>(sc.duration_s)) break;
+      if (t >= static_cast<double>(sc_.duration_s)) break;
       const size_t c = WeightedPick(rng, shares);
-      if (sc.stream.classes[c].diurnal && rng.UniformDouble() * 1000.0 >= static_cast<double>(demand_permille(static_cast<SimTime>(t)))) {
+      if (sc_.stream.classes[c].diurnal &&
+          rng.UniformDouble() * 1000.0 >= static_cast<double>(TidalDemandPermille(tidal, tidal.start_hour, static_cast<SimTime>(t)))) {
         continue;  // thinned: the class's rate follows the curve
       }
       SimJob j;
-      j.tmpl = sc.stream.classes[c].job;
+      j.tmpl = sc_.stream.classes[c].job;
       j.tmpl.name += "-" + std::to_string(k);
       j.submit = static_cast<SimTime>(t);
-      j.duration = ExpDuration(rng, static_cast<double>(sc.stream.classes[c].job.duration_s));
-      jobs.push_back(j);
+      j.duration = ExpDuration(rng, static_cast<double>(sc_.stream.classes[c].job.duration_s));
+      jobs_.push_back(j);
     }
   }
-  // Tidal services: peaks and phases from a stream of their own, so that they do not disturb
-  // the job stream's draws.
-  std::vector<Service> services;
+  // Tidal services: peaks and phases from a stream of their own, so that they do not disturb the
+  // job stream's draws.
   if (tidal.services > 0) {
-    Rng srng(seed ^ 0x7365727669636573ULL);
+    Rng srng(seed_ ^ 0x7365727669636573ULL);
     for (int64_t k = 0; k < tidal.services; ++k) {
       Service sv;
       sv.peak = tidal.replicas_min + static_cast<int32_t>(srng.Uniform(static_cast<uint64_t>(tidal.replicas_max - tidal.replicas_min + 1)));
@@ -274,20 +445,21 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
       j.tmpl.per_replica = tidal.per_replica;
       j.tmpl.duration_s = kMaxSimTime;
       j.duration = kMaxSimTime;
-      j.service = static_cast<int>(services.size());
-      sv.job = jobs.size();
-      services.push_back(sv);
-      jobs.push_back(j);
+      j.service = static_cast<int>(services_.size());
+      sv.job = jobs_.size();
+      services_.push_back(sv);
+      jobs_.push_back(j);
     }
   }
-  // Service demand (replicas) of service `k` at t: ceil(peak x demand(t + phase)), in [1, peak].
-  auto service_demand = [&](const Service& sv, SimTime t) -> int32_t {
-    const int64_t d = (int64_t{sv.peak} * demand_permille(t + sv.phase) + 999) / 1000;
-    return static_cast<int32_t>(std::clamp<int64_t>(d, 1, sv.peak));
-  };
-  for (SimJob& j : jobs) {
-    j.lender = config.standby && (j.service >= 0 || !j.tmpl.standby.empty());
-    const UtilisationProfile& u = sc.utilisation;
+  // Locked tasks (never moved by defragmentation): drawn per task, in job order, from a stream of
+  // their own, so every configuration of a seed locks the same tasks.
+  Rng lrng(seed_ ^ 0x6c6f636b6564ULL);
+  for (size_t i = 0; i < jobs_.size(); ++i) {
+    SimJob& j = jobs_[i];
+    ESTUARY_RETURN_IF_ERROR(Resolve(sc_, cluster, j.tmpl));
+    j.lender = config_.standby && (j.service >= 0 || !j.tmpl.standby.empty());
+    if (j.lender) lenders_.push_back(i);
+    const UtilisationProfile& u = sc_.utilisation;
     const std::string& c = j.tmpl.job_class;
     j.util_pct = c == "hp-inference" ? u.hp_inference
                  : c == "hp-training" ? u.hp_training
@@ -295,880 +467,501 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
                  : c == "lp"          ? u.lp
                  : c == "spot"        ? u.spot
                                       : u.other;
-    auto id = Materialize(sc, state, j.tmpl, j.tmpl.name);
-    if (!id.ok()) return id.status();
-    j.id = *id;
     j.large = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count >= 128;
-    j.spread_level = SpreadLevel(state, j.id);
-  }
-  // Locked tasks (never moved by defragmentation): drawn per task, in job order, from a stream of
-  // their own, so every configuration of a seed locks the same tasks.
-  std::vector<char> locked(state.tasks().size(), 0);
-  {
-    Rng lrng(seed ^ 0x6c6f636b6564ULL);
-    for (const SimJob& j : jobs) {
-      if (j.tmpl.locked_permille == 0) continue;
-      for (TaskId t : state.job(j.id).tasks) locked[t.value()] = lrng.Uniform(1000) < static_cast<uint64_t>(j.tmpl.locked_permille);
+    if (j.tmpl.locked_permille > 0) {
+      for (int32_t r = 0; r < j.tmpl.replicas; ++r) {
+        j.locked.push_back(lrng.Uniform(1000) < static_cast<uint64_t>(j.tmpl.locked_permille));
+      }
     }
   }
-  std::vector<size_t> lenders;  // jobs that may lend Standby replicas under this configuration
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    if (jobs[i].lender) lenders.push_back(i);
-  }
-  // jobs[job_index[id]] is the job of state job `id`.
-  std::vector<size_t> job_index(state.jobs().size(), SIZE_MAX);
-  for (size_t i = 0; i < jobs.size(); ++i) job_index[jobs[i].id.value()] = i;
-  auto log = [&](SimTime t, size_t i, const char* kind, int64_t replicas, std::string detail = {}) {
-    if (record_events) res.job_events.push_back({t, jobs[i].tmpl.name, kind, static_cast<int32_t>(replicas), std::move(detail)});
-  };
-  // "TASK@NODE:GPUS" of a bound task.
-  auto where = [&](TaskId task) {
-    const Task& tk = state.task(task);
-    std::string out = tk.name + "@" + state.node(tk.node).spec.name + ":";
-    for (size_t g = 0; g < tk.gpus.size; ++g) out += (g ? "," : "") + std::to_string(tk.gpus.idx[g]);
-    return out;
-  };
+  return Status::Ok();
+}
+
+Status ScenarioRun::Prepare(const ClusterState& cluster) {
+  res_.configuration = config_.name;
+  res_.seed = seed_;
+  auto policy = OpenbPolicy(config_.policy);
+  if (!policy.ok()) return policy.status();
+  ESTUARY_RETURN_IF_ERROR(MakeWorkload(cluster));
   // Node events refer to nodes by name.
-  std::map<std::string, NodeId> node_by_name;
-  for (const Node& n : state.nodes()) node_by_name[n.spec.name] = n.id;
-  for (const NodeEvent& e : sc.events) {
-    if (!node_by_name.count(e.node)) return InvalidArgument(sc.path + ": event at " + std::to_string(e.at_s) + " s: no node '" + e.node + "'");
+  for (const Node& n : cluster.nodes()) node_by_name_[n.spec.name] = n.id;
+  for (const NodeEvent& e : sc_.events) {
+    if (!node_by_name_.count(e.node)) return InvalidArgument(sc_.path + ": event at " + std::to_string(e.at_s) + " s: no node '" + e.node + "'");
   }
-
-  SessionOptions so;
-  so.policy = *policy;
-  so.seed = seed;
-  PluginContext ctx{&state, nullptr};
-  TypicalTasks typical;
-  if (config.policy == "fgd") {
+  // The network model: the plane and level whose domains a multi-node job should not span.
+  if (sc_.network.enabled) {
+    const std::string where = sc_.path + ":" + std::to_string(sc_.network.line) + ": network: ";
+    net_plane_ = cluster.topology().FindPlane(sc_.network.plane);
+    if (!net_plane_) return InvalidArgument(where + "plane: the cluster has no plane '" + sc_.network.plane + "'");
+    const auto l = cluster.topology().FindLevel(*net_plane_, sc_.network.level);
+    if (!l) return InvalidArgument(where + "level: plane '" + sc_.network.plane + "' has no level '" + sc_.network.level + "'");
+    net_level_ = *l;
+    net_factor_ = kSlowBase + sc_.network.comm_share_pct * sc_.network.cross_domain_slowdown_pct;
+  }
+  // FGD's typical tasks: the whole workload's, as the published simulator counts a trace.
+  std::shared_ptr<const TypicalTasks> typical;
+  if (config_.policy == "fgd") {
     std::vector<TaskRequest> reqs;
-    for (const SimJob& j : jobs) reqs.push_back(j.tmpl.per_replica);
-    typical = TypicalTasks::FromWorkload(reqs);
-    ctx.typical = &typical;
+    for (const SimJob& j : jobs_) reqs.push_back(j.tmpl.per_replica);
+    typical = std::make_shared<const TypicalTasks>(TypicalTasks::FromWorkload(reqs));
   }
-  auto session = Session::Open(state, BuiltinRegistry(), ctx, so);
-  if (!session.ok()) return session.status();
-  AllocateOptions aopts;
-  aopts.align = config.align;
-  aopts.topology = config.topology;
-  GracefulExit exit = GracefulExit::Fixed(config.grace_s);
-  if (config.exit_mean_s > 0) {
-    auto fitted = GracefulExit::Fitted(config.grace_s, config.exit_mean_s, config.exit_p95_s, seed);
-    if (!fitted.ok()) {
-      return InvalidArgument(sc.path + ":" + std::to_string(config.line) + ": configuration '" + config.name +
-                             "': preempt: " + fitted.status().message());
-    }
-    exit = *fitted;
-  }
-  if (!config.pack_plane.empty()) {
-    const std::string where = sc.path + ":" + std::to_string(config.line) + ": configuration '" + config.name + "': pack: ";
-    const auto plane = state.topology().FindPlane(config.pack_plane);
-    if (!plane) return InvalidArgument(where + "plane: the cluster has no plane '" + config.pack_plane + "'");
-    const auto level = state.topology().FindLevel(*plane, config.pack_level);
-    if (!level) {
-      return InvalidArgument(where + "level: plane '" + config.pack_plane + "' has no level '" + config.pack_level + "'");
-    }
-    aopts.pack_plane = *plane;
-    aopts.pack_level = *level;
-  }
+  auto ec = EngineConfigFor(sc_, cluster, config_, seed_, std::move(typical), &planning_clock_);
+  if (!ec.ok()) return ec.status();
+  auto engine = Engine::Create(cluster, std::move(*ec));
+  if (!engine.ok()) return engine.status();
+  engine_ = std::move(*engine);
+  engine_->SetEventObserver([this](const EngineEvent& e) { OnEvent(e); });
 
-  // Node events: the listed ones (index = position in the scenario), then the repairs of
-  // generated failures, appended as the failures happen.
-  struct NodeEv {
-    NodeId node;
-    bool fail;
-    bool generated;
-  };
-  std::vector<NodeEv> node_events;
-  for (const NodeEvent& e : sc.events) node_events.push_back({node_by_name[e.node], e.fail, false});
-
-  // Events, ordered by (time, kind, index): job ends, node events (listed, then generated repairs
-  // in creation order), the failure model's next draw, arrivals.
-  // kTick: a scheduling cycle with nothing else happening (reservations are re-planned on ticks).
-  // kService: service demand and Standby windows are re-evaluated; kRestore: a replica's restore
-  // from Standby completes (its borrowers leave).
-  // kDefrag: the periodic defragmentation plan; kMigrate: a migration move is due (ready or timed
-  // out); kDefragTrigger: a large job has waited trigger_after_s since it was queued (idx: the
-  // job; start: when it was queued).
-  enum EvKind : int { kEnd = 0, kNode = 1, kFailureDraw = 2, kArrival = 3, kTick = 4, kEvict = 5, kService = 6,
-                      kRestore = 7, kDefrag = 8, kMigrate = 9, kDefragTrigger = 10 };
-  struct Ev {
-    SimTime t;
-    int kind;
-    size_t idx;     // kEnd, kArrival: job; kNode: node event
-    SimTime start;  // kEnd: the job's gen when scheduled; generated repairs: the failure they repair
-    bool operator>(const Ev& o) const {
-      return std::tie(t, kind, idx) > std::tie(o.t, o.kind, o.idx);
-    }
-  };
-  std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> events;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    if (jobs[i].submit < sc.duration_s) events.push({jobs[i].submit, kArrival, i, 0});
+  for (size_t i = 0; i < jobs_.size(); ++i) {
+    if (jobs_[i].submit < sc_.duration_s) events_.push({jobs_[i].submit, kArrival, i, 0});
   }
-  for (size_t i = 0; i < node_events.size(); ++i) events.push({sc.events[i].at_s, kNode, i, 0});
-  if (config.reserve.enabled) events.push({config.reserve.replan_s, kTick, 0, 0});
-  // Defragmentation: the planner's plans run on the executor; one plan at a time.
-  const DefragConfig& dfc = config.defrag;
-  std::optional<MigrationExecutor> executor;
-  DefragOptions defrag_options = dfc.plan;
-  if (dfc.enabled) {
-    if (dfc.objective == "domains") {
-      const std::string where = sc.path + ":" + std::to_string(config.line) + ": configuration '" + config.name + "': defrag: ";
-      const auto plane = state.topology().FindPlane(dfc.objective_plane);
-      if (!plane) return InvalidArgument(where + "objective_plane: the cluster has no plane '" + dfc.objective_plane + "'");
-      const auto level = state.topology().FindLevel(*plane, dfc.objective_level);
-      if (!level) {
-        return InvalidArgument(where + "objective_level: plane '" + dfc.objective_plane + "' has no level '" +
-                               dfc.objective_level + "'");
-      }
-      defrag_options.objective = DefragOptions::Objective::kWholeFreeDomains;
-      defrag_options.objective_plane = *plane;
-      defrag_options.objective_level = *level;
-    }
-    ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(state, defrag_options));
-    ESTUARY_RETURN_IF_ERROR(MigrationExecutor::Validate(dfc.migration));
-    MigrationOptions mo = dfc.migration;
-    mo.seed = seed ^ 0x6d696772617465ULL;
-    executor.emplace(mo);
-    if (dfc.interval_s > 0) events.push({dfc.interval_s, kDefrag, 0, 0});
-  }
-  std::set<SimTime> migrate_due;  // times of pushed kMigrate events not yet reached
-  // Job events of the executor's moves: "migrate-start", "migrate" (completed), "migrate-abort",
-  // "migrate-cancel", with detail "TASK FROM->TO:GPUS".
-  auto log_moves = [&]() {
-    for (const MigrationExecutor::Event& ev : executor->TakeEvents()) {
-      if (!record_events) continue;
-      const MigrationExecutor::Move& mv = executor->moves()[ev.move];
-      const size_t i = job_index[state.task(mv.plan.task).job.value()];
-      const GpuIndices& g = mv.started_s >= 0 ? mv.gpus : mv.plan.gpus;
-      std::string detail = state.task(mv.plan.task).name + " " + state.node(mv.plan.from).spec.name + "->" +
-                           state.node(mv.plan.to).spec.name + ":";
-      for (size_t k = 0; k < g.size; ++k) detail += (k ? "," : "") + std::to_string(g.idx[k]);
-      const char* kind = ev.state == MoveState::kStarting    ? "migrate-start"
-                         : ev.state == MoveState::kCompleted ? "migrate"
-                         : ev.state == MoveState::kAborted   ? "migrate-abort"
-                                                             : "migrate-cancel";
-      log(ev.t, i, kind, BoundReplicas(state, jobs[i].id), detail);
-    }
-  };
-  int64_t defrag_plans = 0, defrag_triggered = 0, defrag_vacated_planned = 0;
-  double defrag_plan_s_max = 0, defrag_plan_s_sum = 0;
-  SimTime last_plan = -1;
+  for (const NodeEvent& e : sc_.events) node_events_.push_back({node_by_name_[e.node], e.fail, false});
+  for (size_t i = 0; i < node_events_.size(); ++i) events_.push({sc_.events[i].at_s, kNode, i, 0});
   // Standby: services follow their demand every step_s; listed windows at their edges.
-  if (config.standby) {
-    if (!services.empty()) events.push({0, kService, 0, 0});
-    for (const SimJob& j : jobs) {
+  if (config_.standby) {
+    if (!services_.empty()) events_.push({0, kService, 0, 0});
+    for (const SimJob& j : jobs_) {
       for (const StandbyWindow& w : j.tmpl.standby) {
-        events.push({w.from_s, kService, 1, 0});
-        events.push({std::max(w.from_s, w.to_s - config.standby_grace_s), kService, 1, 0});
+        events_.push({w.from_s, kService, 1, 0});
+        events_.push({std::max(w.from_s, w.to_s - config_.standby_grace_s), kService, 1, 0});
       }
     }
   }
-
+  for (SimTime at : {engine_->NextDue().value_or(kMaxSimTime)}) {
+    if (at < sc_.duration_s && due_.insert(at).second) events_.push({at, kDue, 0, 0});
+  }
   // The failure model: the nodes' independent Poisson processes (rate 1/MTBF each) as one
   // cluster-wide process of rate nodes/MTBF whose every draw picks a node uniformly; a draw that
   // picks a node already down is skipped, which leaves each node failing at rate 1/MTBF while up
   // (the exponential is memoryless). Draws are made one at a time, so the cost is one event per
   // draw, whatever the cluster size.
-  std::optional<Rng> failure_rng;
-  double failure_clock = 0;  // time of the next draw, in seconds (exact, before truncation)
-  double failure_rate = 0;   // draws per second
-  auto schedule_failure_draw = [&]() {
-    failure_clock += -std::log(1.0 - failure_rng->UniformDouble()) / failure_rate;
-    if (failure_clock < static_cast<double>(sc.duration_s)) {
-      events.push({static_cast<SimTime>(failure_clock), kFailureDraw, 0, 0});
-    }
-  };
-  if (sc.failures && state.num_nodes() > 0) {
+  last_failure_.assign(cluster.num_nodes(), -1);
+  if (sc_.failures && cluster.num_nodes() > 0) {
     // Mixed with a constant so that the draws differ from the job stream's (Rng(seed)).
-    failure_rng.emplace(sc.failures->seed.value_or(seed) ^ 0x6661696c75726573ULL);
-    failure_rate = static_cast<double>(state.num_nodes()) / (sc.failures->node_mtbf_h * 3600.0);
-    schedule_failure_draw();
+    failure_rng_.emplace(sc_.failures->seed.value_or(seed_) ^ 0x6661696c75726573ULL);
+    failure_rate_ = static_cast<double>(cluster.num_nodes()) / (sc_.failures->node_mtbf_h * 3600.0);
+    ScheduleFailureDraw();
   }
+  data_ = cluster.topology().FindPlane("data");
+  asw_ = data_ ? cluster.topology().FindLevel(*data_, "asw") : std::nullopt;
+  param_ = cluster.topology().FindPlane("param");
+  pod_ = param_ ? cluster.topology().FindLevel(*param_, "rdma_pod") : std::nullopt;
+  idle_sums_.assign(ProbeShapes().size(), IdleSums{});
+  capacity_ = static_cast<double>(std::max<int64_t>(1, cluster.total_gpu_milli()));
+  return Status::Ok();
+}
 
-  const auto data = state.topology().FindPlane("data");
-  const std::optional<int> asw = data ? state.topology().FindLevel(*data, "asw") : std::nullopt;
-  const auto param = state.topology().FindPlane("param");
-  const std::optional<int> pod = param ? state.topology().FindLevel(*param, "rdma_pod") : std::nullopt;
-  // Domains of a level with GPUs, all of them free.
-  auto whole_free = [&](PlaneId plane, int level) {
-    int64_t n = 0;
-    for (DomainId d : state.topology().DomainsAt(plane, level)) {
-      const DomainFree& f = state.domain_free(d);
-      n += f.gpu_milli > 0 && f.gpu_free_milli == f.gpu_milli;
-    }
-    return n;
-  };
-  // The network model: the plane and level whose domains a multi-node job should not span.
-  std::optional<PlaneId> net_plane;
-  int net_level = 0;
-  const int64_t net_factor = 10000 + sc.network.comm_share_pct * sc.network.cross_domain_slowdown_pct;
-  int64_t slowed_runs = 0;
-  if (sc.network.enabled) {
-    const std::string where = sc.path + ":" + std::to_string(sc.network.line) + ": network: ";
-    net_plane = state.topology().FindPlane(sc.network.plane);
-    if (!net_plane) return InvalidArgument(where + "plane: the cluster has no plane '" + sc.network.plane + "'");
-    const auto l = state.topology().FindLevel(*net_plane, sc.network.level);
-    if (!l) return InvalidArgument(where + "level: plane '" + sc.network.plane + "' has no level '" + sc.network.level + "'");
-    net_level = *l;
+void ScenarioRun::ScheduleFailureDraw() {
+  failure_clock_ += -std::log(1.0 - failure_rng_->UniformDouble()) / failure_rate_;
+  if (failure_clock_ < static_cast<double>(sc_.duration_s)) events_.push({static_cast<SimTime>(failure_clock_), kFailureDraw, 0, 0});
+}
+
+void ScenarioRun::Progress(SimJob& j, SimTime t) {
+  if (j.started_at < 0 || j.service >= 0 || t <= j.progress_t || j.rate == 0) return;
+  auto done = [&](SimTime e) { return static_cast<int64_t>(static_cast<__int128>(e) * j.rate * kWorkScale * kSlowBase / j.slow); };
+  const int64_t interval = j.tmpl.checkpoint_interval_s;
+  if (interval > 0) {
+    const SimTime last = j.started_at + (t - j.started_at) / interval * interval;
+    if (last > j.progress_t) j.work_at_checkpoint = std::max<int64_t>(0, j.work_left - done(last - j.progress_t));
   }
-  double slack_sum = 0, free_nodes_sum = 0, placeable8_sum = 0;
-  double free_asws = 0, free_pods = 0, held_idle = 0, alloc_hp_sum = 0, alloc_all_sum = 0, harvest_sum = 0,
-         util_sum = 0, hp_demand_sum = 0;
-  int64_t harvest_samples = 0;
-  int64_t reservations_made = 0;
-  PendingQueue pending(config.priority_queue);
-  // What decides whether a pending job can start now — its replica request, min, max, step,
-  // topology constraint, and whether it may borrow Standby capacity — interned as a shape.
-  std::vector<char> lends(jobs.size(), 0);
-  std::vector<int> shape_of(jobs.size(), 0);
-  std::vector<size_t> shape_job;  // per shape: a job of that shape (its template stands for all)
-  std::vector<size_t> holders;    // jobs that may hold a reservation (try_pending keeps it exact)
-  {
-    using ShapeKey = std::tuple<int64_t, int64_t, int32_t, int32_t, uint64_t, int32_t, int32_t, int32_t, std::string,
-                                std::string, std::string, bool, int32_t>;
-    std::map<ShapeKey, int> shapes;
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      const JobTemplate& t = jobs[i].tmpl;
-      lends[i] = config.standby && t.preemptible && t.priority <= config.lend_max_priority;
-      const TaskRequest& r = t.per_replica;
-      const ShapeKey key{r.cpu_milli, r.mem_mib, r.gpu_count, r.gpu_milli, r.models.bits(), t.min_replicas, t.replicas,
-                         t.step, t.plane, t.required_level, t.preferred_level, lends[i] != 0, t.priority};
-      const auto [it, added] = shapes.emplace(key, static_cast<int>(shapes.size()));
-      shape_of[i] = it->second;
-      if (added) shape_job.push_back(i);
-    }
+  j.work_left = std::max<int64_t>(0, j.work_left - done(t - j.progress_t));
+  j.progress_t = t;
+}
+
+void ScenarioRun::Reschedule(size_t i, SimTime t) {
+  SimJob& j = jobs_[i];
+  if (j.started_at < 0 || j.service >= 0) return;
+  Progress(j, t);
+  const JobSpec& spec = state().job(j.id).spec;
+  const int64_t bound = state().job(j.id).bound_tasks;
+  const int64_t usable = spec.usable_step > 0 ? spec.usable_step : std::max<int32_t>(1, spec.step);
+  const int64_t rate = j.tmpl.linear_scaling ? bound / usable * usable : (bound > 0 ? j.tmpl.replicas : 0);
+  int64_t slow = kSlowBase;
+  if (net_plane_) {
+    const auto [domains, nodes] = DomainsAndNodes(state(), j.id, *net_plane_, net_level_);
+    if (nodes > 1 && domains > 1) slow = net_factor_;
   }
-  std::vector<SimTime> last_failure(state.num_nodes(), -1);  // per node: when it last went down
-  int64_t node_failures = 0, requeued_by_failure = 0, shrunk_by_failure = 0;
-  std::vector<double> asws_per_large;
-  double alloc_area = 0, stranded_sum = 0, w128 = 0, w256 = 0, a128 = 0;
-  // Per probe shape (ProbeShapes() order): sums over samples of idle GPUs by cause.
-  struct IdleSums {
-    double fractional = 0, stranded = 0, insufficient_cpu = 0;
-  };
-  std::vector<IdleSums> idle_sums(ProbeShapes().size());
-  int64_t samples = 0;
-  const double capacity = static_cast<double>(std::max<int64_t>(1, state.total_gpu_milli()));
-  SimTime last_t = 0, next_sample = 0;
-  std::optional<std::pair<int64_t, int64_t>> after_failure;
+  if (rate == j.rate && slow == j.slow && j.gen > 0) return;  // the scheduled end stands
+  j.rate = rate;
+  j.slow = slow;
+  ++j.gen;
+  if (rate == 0) return;  // no usable replicas: no progress until it grows
+  const __int128 denom = static_cast<__int128>(rate) * kWorkScale * kSlowBase;
+  const SimTime need = static_cast<SimTime>((static_cast<__int128>(j.work_left) * slow + denom - 1) / denom);
+  events_.push({std::max(t, j.progress_t) + need, kEnd, i, static_cast<SimTime>(j.gen)});
+}
 
-  auto sample_until = [&](SimTime t) {
-    const double alloc = 100.0 * static_cast<double>(state.allocated_gpu_milli()) / capacity;
-    alloc_area += alloc * static_cast<double>(t - last_t);
-    last_t = t;
-    while (next_sample < t) {
-      SimSample sample{next_sample, alloc, FreeNodes(state), static_cast<int64_t>(pending.size())};
-      // Defragmentation's measures (metrics.md §7): GPU nodes with slack (some but not all GPU
-      // milli free), whole free nodes, and 8-GPU tasks placeable on wholly free GPUs of ready
-      // nodes (CPU and memory not considered).
-      {
-        int64_t slack = 0, placeable8 = 0;
-        for (const Node& n : state.nodes()) {
-          if (n.spec.gpu_count == 0) continue;
-          const int64_t cap = int64_t{n.spec.gpu_count} * kMilliPerGpu;
-          slack += n.gpu_free_total > 0 && n.gpu_free_total < cap;
-          if (n.state == NodeState::kReady) placeable8 += n.full_free_gpus / 8;
-        }
-        slack_sum += static_cast<double>(slack);
-        placeable8_sum += static_cast<double>(placeable8);
-        free_nodes_sum += static_cast<double>(sample.free_nodes);
-      }
-      if (asw) sample.free_asws = whole_free(*data, *asw);
-      if (pod) sample.free_rdma_pods = whole_free(*param, *pod);
-      // Allocation ratios (metrics.md §4), per GPU node, in milli-GPU: hp_active (HP tasks not
-      // in Standby), hp_standby, lp_alloc (LP tasks, borrowers included); residual =
-      // max(hp_standby - lp_alloc, 0) still counts as HP-claimed. Standby harvest: over nodes
-      // with hp_standby > 0, min(lp_alloc / hp_standby, 1). Idle GPUs (doing no work): free GPU
-      // milli on nodes that are not down, lent GPUs no borrower uses, and the service replicas
-      // above their demand that are not in Standby. Modelled utilisation: every bound task's
-      // GPUs x its class's profile — a service's active replicas at min(demand / active, 1) of it.
-      double hp_share = 0, any_share = 0, harvest = 0, idle = 0, busy = 0, hp_demand = 0;
-      int64_t gpu_nodes = 0, standby_nodes = 0;
-      for (const Node& n : state.nodes()) {
-        if (n.spec.gpu_count == 0) continue;
-        ++gpu_nodes;
-        int64_t hp_active = 0, hp_standby = 0, lp = 0;
-        for (TaskId t : n.tasks) {
-          const Task& task = state.task(t);
-          const int64_t g = int64_t{task.gpus.size} * task.req.gpu_milli;
-          if (task.standby) {
-            hp_standby += g;
-          } else if (task.priority >= kHpPriority) {
-            hp_active += g;
-          } else {
-            lp += g;
-          }
-          const SimJob& j = jobs[job_index[task.job.value()]];
-          if (!task.standby && j.service < 0) {
-            busy += static_cast<double>(g * j.util_pct) / 100.0;
-            if (task.priority >= kHpPriority) hp_demand += static_cast<double>(g);
-          }
-        }
-        const int64_t cap = int64_t{n.spec.gpu_count} * kMilliPerGpu;
-        const int64_t residual = std::max<int64_t>(hp_standby - lp, 0);
-        hp_share += static_cast<double>(hp_active + residual) / static_cast<double>(cap);
-        any_share += static_cast<double>(std::min(hp_active + lp, cap) + residual) / static_cast<double>(cap);
-        if (hp_standby > 0) {
-          ++standby_nodes;
-          harvest += std::min(1.0, static_cast<double>(lp) / static_cast<double>(hp_standby));
-        }
-        if (n.state != NodeState::kDown) {
-          idle += static_cast<double>(n.gpu_free_total + int64_t{std::popcount(n.lent_free)} * kMilliPerGpu);
-        }
-      }
-      const int64_t gpus_per_service = int64_t{tidal.per_replica.gpu_count} * kMilliPerGpu;
-      for (const Service& sv : services) {
-        const SimJob& j = jobs[sv.job];
-        if (j.started_at < 0) continue;
-        int64_t active = 0;
-        for (TaskId t : state.job(j.id).tasks) active += state.task(t).state == TaskState::kBound && !state.task(t).standby;
-        const int64_t demand = service_demand(sv, next_sample);
-        idle += static_cast<double>(std::max<int64_t>(active - demand, 0) * gpus_per_service);
-        busy += static_cast<double>(std::min(active, demand) * gpus_per_service * j.util_pct) / 100.0;
-        hp_demand += static_cast<double>(std::min(active, demand) * gpus_per_service);
-      }
-      idle += static_cast<double>(UnusableGpus(state, jobs)) * kMilliPerGpu;
-      if (gpu_nodes > 0) {
-        sample.alloc_ratio_hp_pct = 100.0 * hp_share / static_cast<double>(gpu_nodes);
-        sample.alloc_ratio_hp_lp_pct = 100.0 * any_share / static_cast<double>(gpu_nodes);
-        alloc_hp_sum += sample.alloc_ratio_hp_pct;
-        alloc_all_sum += sample.alloc_ratio_hp_lp_pct;
-      }
-      if (standby_nodes > 0) {
-        harvest_sum += 100.0 * harvest / static_cast<double>(standby_nodes);
-        ++harvest_samples;
-      }
-      sample.idle_gpus = idle / kMilliPerGpu;
-      const int64_t local = tidal.start_hour * 3600 + next_sample;
-      sample.local_hour = static_cast<int>(local % 86400 / 3600);
-      const double idle_hours = sample.idle_gpus * static_cast<double>(sc.sample_interval_s) / 3600.0;
-      res.idle_gpu_hours_by_hour[sample.local_hour] += idle_hours;
-      util_sum += 100.0 * busy / capacity;
-      hp_demand_sum += 100.0 * hp_demand / capacity;
-      const std::vector<IdleCauses> causes = IdleGpuCauses(state);
-      for (size_t k = 0; k < causes.size(); ++k) {
-        const IdleCauses& c = causes[k];
-        if (c.shape.name == "8G64C") stranded_sum += c.stranded;
-        idle_sums[k].fractional += c.fractional;
-        idle_sums[k].stranded += c.stranded;
-        idle_sums[k].insufficient_cpu += c.insufficient_cpu;
-      }
-      res.samples.push_back(sample);
-      if (asw) free_asws += static_cast<double>(sample.free_asws);
-      if (pod) free_pods += static_cast<double>(sample.free_rdma_pods);
-      if (config.reserve.enabled) {
-        int64_t idle = 0;
-        for (const NodeFit& f : state.fits()) idle += f.reserved_for.valid() ? f.gpu_free_total : 0;
-        held_idle += static_cast<double>(idle) / kMilliPerGpu;
-      }
-      if (asw) {
-        const auto f128 = JobsFulfillable(state, 128, "data", "asw");
-        const auto f256 = JobsFulfillable(state, 256, "data", "asw");
-        if (f128.ok() && f256.ok()) {
-          w128 += static_cast<double>(f128->within);
-          w256 += static_cast<double>(f256->within);
-          a128 += static_cast<double>(f128->across);
-        }
-      }
-      ++samples;
-      next_sample += sc.sample_interval_s;
-    }
-  };
-  // The work model. progress(j, t): counts j's progress up to t at its current rate (and the
-  // work left at the last checkpoint passed); reschedule(i, t): after its replicas changed,
-  // recomputes its rate and slowdown and moves its end event.
-  auto progress = [&](SimJob& j, SimTime t) {
-    if (j.started_at < 0 || j.service >= 0 || t <= j.progress_t || j.rate == 0) return;
-    auto done = [&](SimTime e) {
-      return static_cast<int64_t>(static_cast<__int128>(e) * j.rate * kWorkScale * kSlowBase / j.slow);
-    };
-    const int64_t interval = j.tmpl.checkpoint_interval_s;
-    if (interval > 0) {
-      const SimTime last = j.started_at + (t - j.started_at) / interval * interval;
-      if (last > j.progress_t) j.work_at_checkpoint = std::max<int64_t>(0, j.work_left - done(last - j.progress_t));
-    }
-    j.work_left = std::max<int64_t>(0, j.work_left - done(t - j.progress_t));
-    j.progress_t = t;
-  };
-  std::set<size_t> elastic_running;  // running jobs with min < max (Absorb's candidates)
-  int64_t elastic_starts = 0;        // starts of such jobs so far
-  std::vector<int32_t> node_evictions(state.num_nodes(), 0);  // per node: evictions of borrowers
-  auto reschedule = [&](size_t i, SimTime t) {
-    SimJob& j = jobs[i];
-    if (j.started_at < 0 || j.service >= 0) return;
-    progress(j, t);
-    const JobSpec& spec = state.job(j.id).spec;
-    const int64_t bound = BoundReplicas(state, j.id);
-    const int64_t usable = spec.usable_step > 0 ? spec.usable_step : std::max<int32_t>(1, spec.step);
-    const int64_t rate = j.tmpl.linear_scaling ? bound / usable * usable : (bound > 0 ? j.tmpl.replicas : 0);
-    int64_t slow = kSlowBase;
-    if (net_plane) {
-      const auto [domains, nodes] = DomainsAndNodes(state, j.id, *net_plane, net_level);
-      if (nodes > 1 && domains > 1) slow = net_factor;
-    }
-    if (rate == j.rate && slow == j.slow && j.gen > 0) return;  // the scheduled end stands
-    j.rate = rate;
-    j.slow = slow;
-    ++j.gen;
-    if (rate == 0) return;  // no usable replicas: no progress until it grows
-    const __int128 denom = static_cast<__int128>(rate) * kWorkScale * kSlowBase;
-    const SimTime need = static_cast<SimTime>((static_cast<__int128>(j.work_left) * slow + denom - 1) / denom);
-    events.push({std::max(t, j.progress_t) + need, kEnd, i, static_cast<SimTime>(j.gen)});
-  };
-  // Ends j's current run without finishing it (an eviction or a failure): the work since its last
-  // checkpoint is lost and its next start pays its restart cost.
-  auto stop_run = [&](size_t i, SimTime t) {
-    SimJob& j = jobs[i];
-    progress(j, t);
-    j.work_left = j.work_at_checkpoint;
-    j.started_at = -1;
-    j.rate = 0;
-    ++j.gen;
-    j.restarted = true;
-    state.SetJobStart(j.id, -1);
-    elastic_running.erase(i);
-  };
-  // Tries the queue (PendingQueue::Pass): a job of a shape that already had to wait in the pass is
-  // not tried; a job holding a reservation is tried on its own.
-  auto try_pending = [&](SimTime now) {
-    // The waiting jobs that hold a reservation (ReserveAction's or Reclaim's).
-    std::erase_if(holders, [&](size_t i) { return !state.job(jobs[i].id).reservation.valid(); });
-    pending.Pass(
-        [&](size_t i) {
-          SimJob& j = jobs[i];
-          JobAttempt a;
-          // Spot jobs try the capacity lent by Standby replicas first.
-          if (lends[i] && !state.lending_nodes().empty()) a = StandbyAction::PlaceOnLent(state, j.id, node_evictions, config.align);
-          if (!a.started) a = AllocateAction::TryStart(**session, state, j.id, aopts);
-          if (a.started) {
-            j.started_at = now;
-            state.SetJobStart(j.id, now);
-            if (j.first_start < 0) {
-              j.first_start = now;
-              j.granted = a.granted;
-              MeasureSpread(state, j);
-              if (j.service < 0) j.work_left = j.duration * j.tmpl.replicas * kWorkScale;
-            }
-            j.work_at_checkpoint = j.work_left;
-            j.progress_t = now + (j.restarted ? j.tmpl.restart_cost_s : 0);
-            j.rate = 0;
-            j.slow = kSlowBase;
-            reschedule(i, now);
-            slowed_runs += j.slow != kSlowBase;
-            if (record_events) {
-              const bool lent = state.task(state.job(j.id).tasks.front()).borrowed;
-              log(now, i, "start", BoundReplicas(state, j.id), lent ? "lent" : "");
-            }
-            if (j.tmpl.min_replicas > 0 && j.tmpl.min_replicas < j.tmpl.replicas && j.service < 0) {
-              elastic_running.insert(i);
-              ++elastic_starts;
-            }
-            if (j.large && asw) asws_per_large.push_back(static_cast<double>(DomainsAndNodes(state, j.id, *data, *asw).first));
-            return PendingQueue::Outcome::kStarted;
-          }
-          if (a.kind == OutcomeKind::kInfeasible) {
-            j.infeasible = true;  // dropped from the queue: the cluster cannot grow
-            j.reason = a.reason;
-            return PendingQueue::Outcome::kInfeasible;
-          }
-          return PendingQueue::Outcome::kWaits;
-        },
-        holders);
-  };
-  // Queues job i at t; a large job under a defrag trigger asks for a plan if it still waits
-  // trigger_after_s later.
-  auto enqueue = [&](size_t i, bool front, SimTime t) {
-    pending.Push(i, jobs[i].tmpl.priority, shape_of[i], front);
-    jobs[i].queued_at = t;
-    const JobTemplate& tm = jobs[i].tmpl;
-    if (executor && dfc.trigger_after_s > 0 && int64_t{tm.replicas} * tm.per_replica.gpu_count >= dfc.trigger_min_gpus &&
-        t + dfc.trigger_after_s < sc.duration_s) {
-      events.push({t + dfc.trigger_after_s, kDefragTrigger, i, t});
-    }
-  };
+void ScenarioRun::StopRun(size_t i, SimTime t) {
+  SimJob& j = jobs_[i];
+  Progress(j, t);
+  j.work_left = j.work_at_checkpoint;
+  j.started_at = -1;
+  j.bound = 0;
+  j.rate = 0;
+  ++j.gen;
+  j.restarted = true;
+}
 
-  // A node fails or is repaired: listed and generated events alike.
-  auto node_down = [&](NodeId node, SimTime t, bool generated) {
-    node_failures += state.node(node).state != NodeState::kDown;
-    last_failure[node.value()] = t;
-    res.node_events.push_back({t, state.node(node).spec.name, true, generated});
-    for (const FailureEffect& fe : NodeFailureAction::NodeDown(state, node, config.align)) {
-      const size_t i = job_index[fe.job.value()];
-      if (!fe.requeued) {
-        ++shrunk_by_failure;
-        reschedule(i, t);
-        log(t, i, "shrink", BoundReplicas(state, jobs[i].id), "failure");
-        continue;
-      }
-      ++requeued_by_failure;
-      log(t, i, "requeue", 0);
-      stop_run(i, t);
-      enqueue(i, true, t);
-    }
-  };
-  auto node_up = [&](NodeId node, SimTime t, bool generated) {
-    res.node_events.push_back({t, state.node(node).spec.name, false, generated});
-    NodeFailureAction::NodeUp(state, node);
-  };
+void ScenarioRun::OnStart(size_t i, const EngineEvent& e) {
+  SimJob& j = jobs_[i];
+  const SimTime now = e.t;
+  j.started_at = now;
+  j.bound = e.replicas;
+  if (j.first_start < 0) {
+    j.first_start = now;
+    j.granted = e.replicas;
+    j.spread_level = SpreadLevel(state(), j.id);
+    MeasureSpread(state(), j);
+    if (j.service < 0) j.work_left = j.duration * j.tmpl.replicas * kWorkScale;
+  }
+  j.work_at_checkpoint = j.work_left;
+  j.progress_t = now + (j.restarted ? j.tmpl.restart_cost_s : 0);
+  j.rate = 0;
+  j.slow = kSlowBase;
+  Reschedule(i, now);
+  slowed_runs_ += j.slow != kSlowBase;
+  Log(now, i, "start", e.replicas, e.detail);
+  if (j.large && asw_) asws_per_large_.push_back(static_cast<double>(DomainsAndNodes(state(), j.id, *data_, *asw_).first));
+}
 
-  // Reclaim: evictions in their grace period, and the tasks they will evict.
-  std::vector<Eviction> evictions;
-  std::vector<char> being_evicted(state.tasks().size(), 0);
-  int64_t evictions_count = 0, hp_evictions = 0, absorbed_replicas = 0, standby_entries = 0, standby_restores = 0,
-          restore_evictions = 0;
-  double lost_gpu_hours = 0;
-  // Evicts running job `vi` whole at t: its bound tasks free their resources (`gpu_milli` more of
-  // its tasks were freed just before), the work since its last checkpoint is lost and it is
-  // requeued.
-  auto evict_job = [&](size_t vi, SimTime t, int64_t gpu_milli, const char* why) {
-    log(t, vi, "evict", 0, why);
-    SimJob& v = jobs[vi];
-    for (TaskId task : state.job(v.id).tasks) {
-      if (state.task(task).state == TaskState::kBound) {
-        gpu_milli += state.task(task).req.TotalGpuMilli();
-        if (state.task(task).borrowed) ++node_evictions[state.task(task).node.value()];
-        state.Unbind(task);
-      }
-    }
-    const int64_t ran = t - v.started_at, interval = v.tmpl.checkpoint_interval_s;
-    lost_gpu_hours += static_cast<double>(gpu_milli) / kMilliPerGpu *
-                      static_cast<double>(interval > 0 ? ran % interval : ran) / 3600.0;
-    ++evictions_count;
-    hp_evictions += v.tmpl.priority >= kHpPriority;
-    stop_run(vi, t);
-    enqueue(vi, true, t);
-  };
-  // Ends the grace period of `ev`: its tasks that still run free their resources; jobs evicted
-  // whole are requeued (losing the work since their last checkpoint), the others keep running
-  // with fewer replicas.
-  auto evict = [&](const Eviction& ev, SimTime t) {
-    for (TaskId task : ev.tasks) being_evicted[task.value()] = 0;
-    SimJob& hp = jobs[job_index[ev.for_job.value()]];
-    hp.reclaiming = false;
-    if (hp.started_at >= 0) return;  // it started elsewhere meanwhile: nothing to evict for it
-    std::set<uint32_t> shrunk;
-    for (TaskId task : ev.tasks) {
-      const Task& tk = state.task(task);
-      if (tk.state != TaskState::kBound) continue;  // ended or was requeued during the grace period
-      if (std::find(ev.whole.begin(), ev.whole.end(), tk.job) == ev.whole.end()) shrunk.insert(tk.job.value());
-      state.Unbind(task);
-    }
-    evictions_count += static_cast<int64_t>(shrunk.size());
-    for (uint32_t jid : shrunk) {
-      hp_evictions += state.job(JobId(jid)).spec.priority >= kHpPriority;
-      reschedule(job_index[jid], t);
-      log(t, job_index[jid], "shrink", BoundReplicas(state, JobId(jid)), "reclaim");
-    }
-    for (JobId victim : ev.whole) {
-      if (jobs[job_index[victim.value()]].started_at < 0) continue;
-      int64_t gpu_milli = 0;  // of its tasks unbound above
-      for (TaskId task : ev.tasks) {
-        if (state.task(task).job == victim && state.task(task).state == TaskState::kPending) {
-          gpu_milli += state.task(task).req.TotalGpuMilli();
-        }
-      }
-      evict_job(job_index[victim.value()], t, gpu_milli, "reclaim");
-    }
-  };
-  // Plans evictions for the HP jobs that could not start, in queue order (one plan per job at a
-  // time; a plan that would evict a task already being evicted waits for a later event).
-  auto reclaim = [&](SimTime t) {
-    for (size_t i : pending.InOrder([&](int sh) { return jobs[shape_job[sh]].tmpl.priority >= kHpPriority; })) {
-      SimJob& j = jobs[i];
-      if (j.reclaiming) continue;
-      // Idle plus reclaimable room only shrinks while nothing is released (a start turns free
-      // room into evictable or fixed room), so a job found infeasible stays so until a release.
-      if (j.reclaim_refused >= 0 && j.refused_seq == state.release_seq() && !state.job(j.id).reservation.valid()) {
-        j.reclaim_refused = t;
-        continue;
-      }
-      if (state.job(j.id).reservation.valid()) state.ReleaseReservation(state.job(j.id).reservation);
-      const PreemptionPlan plan = PreemptAction::Plan(state, j.id, t, aopts);
-      if (!plan.feasible) {
-        j.reclaim_refused = t;
-        j.refused_seq = state.release_seq();
-      }
-      if (!plan.feasible || plan.evict.empty()) continue;
-      if (std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId x) { return being_evicted[x.value()] != 0; })) {
-        continue;
-      }
-      std::vector<NodeId> hold;
-      for (NodeId n : plan.nodes) {
-        if (!state.node(n).reservation.valid() && std::find(hold.begin(), hold.end(), n) == hold.end()) hold.push_back(n);
-      }
-      if (!hold.empty()) {
-        state.AddReservation(j.id, hold);
-        holders.push_back(i);
-      }
-      // The victims' resources are freed, and the job starts, once the last victim job exited.
-      SimTime wait_s = 0;
-      for (TaskId x : plan.evict) wait_s = std::max(wait_s, exit.After(job_index[state.task(x).job.value()], t));
-      Eviction ev;
-      ev.at = t + wait_s;
-      ev.for_job = j.id;
-      ev.tasks = plan.evict;
-      ev.whole = plan.evicted_jobs;
-      for (TaskId x : ev.tasks) being_evicted[x.value()] = 1;
-      j.reclaiming = true;
-      events.push({ev.at, kEvict, evictions.size(), 0});
-      evictions.push_back(std::move(ev));
-    }
-  };
+void ScenarioRun::OnReturned(size_t i, const EngineEvent& e) {
+  SimJob& j = jobs_[i];
+  if (e.never) {  // dropped from the queue: the cluster cannot grow
+    j.infeasible = true;
+    j.reason = e.detail;
+    return;
+  }
+  if (e.detail == "node failed") {
+    ++requeued_by_failure_;
+    Log(e.t, i, "requeue", 0);
+    StopRun(i, e.t);
+    return;
+  }
+  // Evicted whole (Reclaim, or its replicas borrowed a Standby replica's GPUs that resumes): the
+  // GPUs it held lose the work since its last checkpoint.
+  const bool restore = e.detail == "standby restore";
+  Log(e.t, i, "evict", 0, restore ? "restore" : "reclaim");
+  const int64_t ran = e.t - j.started_at, interval = j.tmpl.checkpoint_interval_s;
+  lost_gpu_hours_ += static_cast<double>(int64_t{j.bound} * j.tmpl.per_replica.TotalGpuMilli()) / kMilliPerGpu *
+                     static_cast<double>(interval > 0 ? ran % interval : ran) / 3600.0;
+  ++evictions_;
+  hp_evictions_ += j.tmpl.priority >= kHpPriority;
+  restore_evictions_ += restore;
+  StopRun(i, e.t);
+}
 
-  // Absorb: running elastic jobs grow toward max, unless a job of higher priority waits for room
-  // to accumulate: an HP job or a gang (min > 1 replicas). Every job still waiting was just tried
-  // and could not use the free capacity as it is, so a waiting single-replica job of lower than
-  // HP priority is not owed it: it is tried first again when capacity is released. An HP job
-  // whose Reclaim is under way has its nodes held, and one Reclaim found infeasible in this cycle
-  // could not use the room either: neither blocks.
-  struct {
-    uint64_t release_seq = UINT64_MAX;
-    int64_t elastic_starts = -1;
-    int32_t blocking = 0;
-  } absorb_seen;
-  auto absorb = [&](SimTime t) {
-    if (elastic_running.empty()) return;
-    int32_t blocking = INT32_MIN;
-    const auto gang_or_hp = [&](int sh) {
-      const JobTemplate& t = jobs[shape_job[sh]].tmpl;
-      return t.priority >= kHpPriority || (t.min_replicas > 0 ? t.min_replicas : t.replicas) > 1;
-    };
-    for (size_t i : pending.InOrder(gang_or_hp)) {
-      const SimJob& j = jobs[i];
-      if (j.infeasible || j.reclaiming || j.reclaim_refused == t) continue;
-      if (j.tmpl.priority < kHpPriority && state.job(j.id).spec.min_replicas <= 1) continue;
-      blocking = std::max(blocking, j.tmpl.priority);
-    }
-    // Nothing can grow when, since the last Run, no capacity was released, no elastic job started
-    // and the blocking priority is the same: every candidate then reached max or failed on a state
-    // that has only filled up since.
-    if (state.release_seq() == absorb_seen.release_seq && elastic_starts == absorb_seen.elastic_starts &&
-        blocking == absorb_seen.blocking) {
-      return;
-    }
-    absorb_seen = {state.release_seq(), elastic_starts, blocking};
-    std::vector<JobId> running;
-    for (size_t i : elastic_running) running.push_back(jobs[i].id);
-    const AbsorbResult r = AbsorbAction::Run(**session, state, running, blocking, aopts);
-    for (const auto& [job, added] : r.grown) {
-      reschedule(job_index[job.value()], t);
-      log(t, job_index[job.value()], "grow", BoundReplicas(state, job));
-    }
-    absorbed_replicas += r.replicas_added;
-  };
-
-  // Standby. restoring[task]: a Standby replica whose restore is under way.
-  std::vector<char> restoring(state.tasks().size(), 0);
-  // Replicas of lender job j that should be in Standby at t: a service's replicas above its demand
-  // grace_s ahead (so that a restore completes by the time the demand is there); a listed job's
-  // window replicas from from_s until grace_s before to_s.
-  auto standby_target = [&](const SimJob& j, SimTime t, int64_t bound) -> int64_t {
-    if (j.service >= 0) return bound - std::min<int64_t>(bound, service_demand(services[j.service], t + config.standby_grace_s));
-    for (const StandbyWindow& w : j.tmpl.standby) {
-      if (w.from_s <= t && t < std::max(w.from_s, w.to_s - config.standby_grace_s)) return std::min<int64_t>(w.replicas, bound);
-    }
-    return 0;
-  };
-  // Brings every running lender to its Standby target: surplus active replicas (newest first)
-  // enter Standby; surplus Standby replicas (oldest first) start their restore — their borrowers
-  // are evicted grace_s later, when the replica resumes on its GPUs (kRestore).
-  auto follow_demand = [&](SimTime t) {
-    for (size_t i : lenders) {
-      SimJob& j = jobs[i];
-      if (j.started_at < 0) continue;
-      std::vector<TaskId> active, standby;
-      for (TaskId task : state.job(j.id).tasks) {
-        const Task& tk = state.task(task);
-        if (tk.state != TaskState::kBound || restoring[task.value()]) continue;
-        (tk.standby ? standby : active).push_back(task);
-      }
-      const int64_t target = standby_target(j, t, static_cast<int64_t>(active.size() + standby.size()));
-      int64_t have = static_cast<int64_t>(standby.size());
-      for (auto it = active.rbegin(); it != active.rend() && have < target; ++it, ++have) {
-        state.EnterStandby(*it);
-        ++standby_entries;
-        log(t, i, "standby", have + 1, where(*it));
-      }
-      for (auto it = standby.begin(); it != standby.end() && have > target; ++it, --have) {
-        restoring[it->value()] = 1;
-        events.push({t + config.standby_grace_s, kRestore, it->value(), 0});
-      }
-    }
-  };
-  // Completes the restore of Standby replica `task`: the borrowers in its way are evicted (their
-  // jobs whole) and it leaves Standby on the GPUs it kept.
-  auto restore = [&](TaskId task, SimTime t) {
-    restoring[task.value()] = 0;
-    if (state.task(task).state != TaskState::kBound || !state.task(task).standby) return;  // e.g. its node failed
-    std::set<size_t> victims;
-    for (TaskId v : StandbyAction::RestoreVictims(state, task)) victims.insert(job_index[state.task(v).job.value()]);
-    for (size_t vi : victims) evict_job(vi, t, 0, "restore");
-    restore_evictions += static_cast<int64_t>(victims.size());
-    state.ExitStandby(task);
-    if (record_events) {
-      int64_t in_standby = 0;
-      for (TaskId x : state.job(state.task(task).job).tasks) in_standby += state.task(x).standby;
-      log(t, job_index[state.task(task).job.value()], "restore", in_standby, where(task));
-    }
-    ++standby_restores;
-  };
-
-  while (!events.empty() && events.top().t < sc.duration_s) {
-    const SimTime t = events.top().t;
-    sample_until(t);
-    bool failed = false;
-    // False while the time's events are only failure-model draws that picked a down node and
-    // repairs that no longer apply: nothing happened, so the queue is not tried again (a retry
-    // would see the state its last try saw, and the run stays the same as with the listed events).
-    bool happened = false, replan = false, standby_cycle = false, defrag_tick = false;
-    std::vector<size_t> triggers;  // large jobs still waiting trigger_after_s after being queued
-    while (!events.empty() && events.top().t == t) {
-      const Ev e = events.top();
-      events.pop();
-      happened |= e.kind != kNode && e.kind != kFailureDraw;
-      if (e.kind == kEnd) {
-        SimJob& j = jobs[e.idx];
-        if (j.started_at < 0 || static_cast<SimTime>(j.gen) != e.start) continue;  // rescheduled or requeued since
-        progress(j, t);
-        for (TaskId task : state.job(j.id).tasks) state.Finish(task);
-        j.started_at = -1;
-        state.SetJobStart(j.id, -1);
-        j.finished = true;
-        j.finish = t;
-        log(t, e.idx, "finish", 0);
-        elastic_running.erase(e.idx);
-      } else if (e.kind == kNode) {
-        const NodeEv ne = node_events[e.idx];
-        if (ne.fail) {
-          failed = happened = true;
-          node_down(ne.node, t, ne.generated);
-        } else if (!ne.generated) {
-          happened = true;
-          node_up(ne.node, t, false);
-        } else if (state.node(ne.node).state == NodeState::kDown && last_failure[ne.node.value()] == e.start) {
-          happened = true;
-          node_up(ne.node, t, true);  // unless a listed repair (and maybe a new failure) came first
-        }
-      } else if (e.kind == kEvict) {
-        evict(evictions[e.idx], t);
-      } else if (e.kind == kService) {
-        standby_cycle = true;
-        if (e.idx == 0 && t + tidal.step_s < sc.duration_s) events.push({t + tidal.step_s, kService, 0, 0});
-      } else if (e.kind == kRestore) {
-        restore(TaskId(static_cast<uint32_t>(e.idx)), t);
-      } else if (e.kind == kDefrag) {
-        defrag_tick = true;
-        if (t + dfc.interval_s < sc.duration_s) events.push({t + dfc.interval_s, kDefrag, 0, 0});
-      } else if (e.kind == kMigrate) {
-        migrate_due.erase(t);
-      } else if (e.kind == kDefragTrigger) {
-        const SimJob& j = jobs[e.idx];
-        if (j.started_at < 0 && !j.finished && !j.infeasible && j.queued_at == e.start) triggers.push_back(e.idx);
-      } else if (e.kind == kTick) {
-        replan = true;
-        if (t + config.reserve.replan_s < sc.duration_s) events.push({t + config.reserve.replan_s, kTick, 0, 0});
-      } else if (e.kind == kFailureDraw) {
-        const NodeId node(static_cast<uint32_t>(failure_rng->Uniform(state.num_nodes())));
-        if (state.node(node).state != NodeState::kDown) {
-          failed = happened = true;
-          node_down(node, t, true);
-          events.push({t + sc.failures->repair_s, kNode, node_events.size(), t});
-          node_events.push_back({node, false, true});
-        }
-        schedule_failure_draw();
+void ScenarioRun::OnEvent(const EngineEvent& e) {
+  const size_t i = e.job;
+  SimJob& j = jobs_[i];
+  switch (e.kind) {
+    case EngineEvent::Kind::kStarted: OnStart(i, e); break;
+    case EngineEvent::Kind::kGrown:
+      absorbed_replicas_ += e.replicas - j.bound;
+      j.bound = e.replicas;
+      Reschedule(i, e.t);
+      Log(e.t, i, "grow", e.replicas);
+      break;
+    case EngineEvent::Kind::kShrunk: {
+      const bool failure = e.detail == "node failed";
+      if (failure) {
+        ++shrunk_by_failure_;
       } else {
-        enqueue(e.idx, false, t);
+        ++evictions_;
+        hp_evictions_ += j.tmpl.priority >= kHpPriority;
+      }
+      j.bound = e.replicas;
+      Reschedule(i, e.t);
+      Log(e.t, i, "shrink", e.replicas, failure ? "failure" : "reclaim");
+      break;
+    }
+    case EngineEvent::Kind::kReturned: OnReturned(i, e); break;
+    case EngineEvent::Kind::kReclaim: break;
+    case EngineEvent::Kind::kStandby:
+      ++standby_entries_;
+      Log(e.t, i, "standby", e.replicas, e.detail);
+      break;
+    case EngineEvent::Kind::kRestored:
+      ++standby_restores_;
+      Log(e.t, i, "restore", e.replicas, e.detail);
+      break;
+    case EngineEvent::Kind::kMoveStarted: Log(e.t, i, "migrate-start", e.replicas, e.detail); break;
+    case EngineEvent::Kind::kMoved: Log(e.t, i, "migrate", e.replicas, e.detail); break;
+    case EngineEvent::Kind::kMoveAborted: Log(e.t, i, "migrate-abort", e.replicas, e.detail); break;
+    case EngineEvent::Kind::kMoveCancelled: Log(e.t, i, "migrate-cancel", e.replicas, e.detail); break;
+  }
+}
+
+void ScenarioRun::NodeDown(NodeId node, SimTime t, bool generated) {
+  node_failures_ += state().node(node).state != NodeState::kDown;
+  last_failure_[node.value()] = t;
+  res_.node_events.push_back({t, state().node(node).spec.name, true, generated});
+  engine_->FailNode(node, t);  // the jobs that lost replicas shrink or are requeued (OnEvent)
+}
+
+void ScenarioRun::FollowDemand(SimTime t) {
+  for (size_t i : lenders_) {
+    const SimJob& j = jobs_[i];
+    if (j.started_at < 0) continue;
+    const uint32_t id = static_cast<uint32_t>(i);
+    const int64_t bound = engine_->Running(id) - engine_->Restoring(id);  // active and Standby, not restoring
+    int64_t target = 0;
+    if (j.service >= 0) {
+      target = bound - std::min<int64_t>(bound, ServiceDemand(services_[j.service], t + config_.standby_grace_s));
+    } else {
+      for (const StandbyWindow& w : j.tmpl.standby) {
+        if (w.from_s <= t && t < std::max(w.from_s, w.to_s - config_.standby_grace_s)) target = std::min<int64_t>(w.replicas, bound);
       }
     }
+    engine_->SetStandby(id, static_cast<int32_t>(target), t);
+  }
+}
+
+bool ScenarioRun::ApplyEventsAt(SimTime t, bool* failed) {
+  // False while the time's events are only failure-model draws that picked a down node and
+  // repairs that no longer apply: nothing happened, so no cycle runs (it would see the state its
+  // last cycle saw, and the run stays the same as with the listed events).
+  bool happened = false, standby_cycle = false;
+  while (!events_.empty() && events_.top().t == t) {
+    const Ev e = events_.top();
+    events_.pop();
+    happened |= e.kind != kNode && e.kind != kFailureDraw;
+    if (e.kind == kEnd) {
+      SimJob& j = jobs_[e.idx];
+      if (j.started_at < 0 || static_cast<SimTime>(j.gen) != e.start) continue;  // rescheduled or requeued since
+      Progress(j, t);
+      engine_->Finish(static_cast<uint32_t>(e.idx), t);
+      j.started_at = -1;
+      j.bound = 0;
+      j.finished = true;
+      j.finish = t;
+      Log(t, e.idx, "finish", 0);
+    } else if (e.kind == kNode) {
+      const NodeEv ne = node_events_[e.idx];
+      if (ne.fail) {
+        *failed = happened = true;
+        NodeDown(ne.node, t, ne.generated);
+      } else if (!ne.generated || (state().node(ne.node).state == NodeState::kDown && last_failure_[ne.node.value()] == e.start)) {
+        happened = true;  // a generated repair applies unless a listed repair (and maybe a new failure) came first
+        res_.node_events.push_back({t, state().node(ne.node).spec.name, false, ne.generated});
+        engine_->RestoreNode(ne.node);
+      }
+    } else if (e.kind == kFailureDraw) {
+      const NodeId node(static_cast<uint32_t>(failure_rng_->Uniform(state().num_nodes())));
+      if (state().node(node).state != NodeState::kDown) {
+        *failed = happened = true;
+        NodeDown(node, t, true);
+        events_.push({t + sc_.failures->repair_s, kNode, node_events_.size(), t});
+        node_events_.push_back({node, false, true});
+      }
+      ScheduleFailureDraw();
+    } else if (e.kind == kService) {
+      standby_cycle = true;
+      if (e.idx == 0 && t + sc_.tidal.step_s < sc_.duration_s) events_.push({t + sc_.tidal.step_s, kService, 0, 0});
+    } else if (e.kind == kDue) {
+      due_.erase(t);
+    } else {  // kArrival
+      SimJob& j = jobs_[e.idx];
+      (void)engine_->Submit(ToEngineJob(e.idx, j), SubmitMode::kEnqueue, t);
+      j.id = *engine_->JobOf(static_cast<uint32_t>(e.idx));
+      j.submitted = true;
+    }
+  }
+  if (standby_cycle) FollowDemand(t);
+  return happened;
+}
+
+Status ScenarioRun::Run() {
+  while (!events_.empty() && events_.top().t < sc_.duration_s) {
+    const SimTime t = events_.top().t;
+    SampleUntil(t);
+    bool failed = false;
+    const bool happened = ApplyEventsAt(t, &failed);
+    (void)engine_->TakeEvents();  // seen by OnEvent already
     if (!happened) continue;
-    // Moves due now complete (or abort); moves whose task or target went away are given up.
-    if (executor) {
-      executor->Step(state, t);
-      log_moves();
+    (void)engine_->RunCycle(t);
+    if (const auto due = engine_->NextDue(); due && *due < sc_.duration_s && due_.insert(std::max(*due, t)).second) {
+      events_.push({std::max(*due, t), kDue, 0, 0});
     }
-    if (standby_cycle) follow_demand(t);
-    try_pending(t);
-    if (replan) {
-      // Hold nodes for the oldest large jobs that waited too long (queue order is oldest first,
-      // requeued jobs at the front).
-      std::vector<JobId> waiting;
-      const auto sized = [&](int sh) {
-        const JobTemplate& tm = jobs[shape_job[sh]].tmpl;
-        const int64_t gpus = int64_t{tm.replicas} * tm.per_replica.gpu_count;
-        return gpus >= config.reserve.min_gpus && gpus <= config.reserve.max_gpus;
-      };
-      for (size_t i : pending.InOrder(sized)) {
-        const SimJob& j = jobs[i];
-        if (t - j.submit >= config.reserve.after_s && !j.reclaiming) {
-          waiting.push_back(j.id);
-        }
-      }
-      const int made = ReserveAction::Renew(state, waiting, static_cast<int>(config.reserve.max_jobs), aopts);
-      for (JobId w : waiting) {
-        const size_t i = job_index[w.value()];
-        if (state.job(w).reservation.valid() && std::find(holders.begin(), holders.end(), i) == holders.end()) holders.push_back(i);
-      }
-      reservations_made += made;
-      if (made > 0) try_pending(t);
-    }
-    if (executor && !executor->Busy()) {
-      // A plan on the periodic tick, or when a large job waited too long (checked at most once a
-      // minute, and not within the cooldown of the last plan).
-      bool plan_now = defrag_tick;
-      if (!plan_now && !triggers.empty()) {
-        if (last_plan < 0 || t - last_plan >= dfc.trigger_cooldown_s) {
-          plan_now = true;
-          ++defrag_triggered;
-        } else {  // within the cooldown: the waiting jobs look again when it ends
-          for (size_t i : triggers) events.push({last_plan + dfc.trigger_cooldown_s, kDefragTrigger, i, 0});
-        }
-      }
-      if (plan_now) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const DefragPlan plan = DefragAction::Plan(state, locked, defrag_options);
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        defrag_plan_s_max = std::max(defrag_plan_s_max, secs);
-        defrag_plan_s_sum += secs;
-        ++defrag_plans;
-        last_plan = t;
-        defrag_vacated_planned += static_cast<int64_t>(plan.vacated.size());
-        if (!plan.moves.empty()) {
-          executor->Submit(state, plan);
-          executor->Step(state, t);
-          log_moves();
-        }
-      }
-    }
-    if (config.preempt) reclaim(t);
-    if (config.absorb) absorb(t);
-    if (executor) {
-      if (const auto due = executor->NextDue(); due && *due < sc.duration_s && migrate_due.insert(*due).second) {
-        events.push({*due, kMigrate, 0, 0});
-      }
-    }
-    if (failed) after_failure = std::make_pair(FreeNodes(state), UnusableGpus(state, jobs));
-    if (check_invariants) {
-      Status st = state.CheckInvariants();
+    if (failed) after_failure_ = std::make_pair(FreeNodes(state()), UnusableGpus(state(), jobs_));
+    if (check_) {
+      const Status st = state().CheckInvariants();
       if (!st.ok()) return Internal("at t=" + std::to_string(t) + ": " + st.message());
     }
   }
-  sample_until(sc.duration_s);
+  SampleUntil(sc_.duration_s);
   // The run ends: moves still under way are given up (their reservations released).
-  if (executor) {
-    executor->AbortAll(state, sc.duration_s);
-    log_moves();
-  }
-  if (check_invariants) {
-    Status st = state.CheckInvariants();
+  engine_->AbortMoves(sc_.duration_s);
+  (void)engine_->TakeEvents();
+  if (check_) {
+    const Status st = state().CheckInvariants();
     if (!st.ok()) return Internal("at the end: " + st.message());
-    if (!state.available_capacity_reservations().empty()) return Internal("at the end: a capacity reservation is left");
+    if (!state().available_capacity_reservations().empty()) return Internal("at the end: a capacity reservation is left");
   }
+  return Status::Ok();
+}
 
-  auto& m = res.metrics;
+void ScenarioRun::SampleUntil(SimTime t) {
+  const double alloc = 100.0 * static_cast<double>(state().allocated_gpu_milli()) / capacity_;
+  alloc_area_ += alloc * static_cast<double>(t - last_t_);
+  last_t_ = t;
+  while (next_sample_ < t) {
+    Sample();
+    next_sample_ += sc_.sample_interval_s;
+  }
+}
+
+void ScenarioRun::Sample() {
+  const double alloc = 100.0 * static_cast<double>(state().allocated_gpu_milli()) / capacity_;
+  SimSample sample{next_sample_, alloc, FreeNodes(state()), static_cast<int64_t>(engine_->queued())};
+  // Defragmentation's measures (metrics.md §7): GPU nodes with slack (some but not all GPU
+  // milli free), whole free nodes, and 8-GPU tasks placeable on wholly free GPUs of ready
+  // nodes (CPU and memory not considered).
+  {
+    int64_t slack = 0, placeable8 = 0;
+    for (const Node& n : state().nodes()) {
+      if (n.spec.gpu_count == 0) continue;
+      const int64_t cap = int64_t{n.spec.gpu_count} * kMilliPerGpu;
+      slack += n.gpu_free_total > 0 && n.gpu_free_total < cap;
+      if (n.state == NodeState::kReady) placeable8 += n.full_free_gpus / 8;
+    }
+    slack_sum_ += static_cast<double>(slack);
+    placeable8_sum_ += static_cast<double>(placeable8);
+    free_nodes_sum_ += static_cast<double>(sample.free_nodes);
+  }
+  if (asw_) sample.free_asws = WholeFree(state(), *data_, *asw_);
+  if (pod_) sample.free_rdma_pods = WholeFree(state(), *param_, *pod_);
+  // Allocation ratios (metrics.md §4), per GPU node, in milli-GPU: hp_active (HP tasks not
+  // in Standby), hp_standby, lp_alloc (LP tasks, borrowers included); residual =
+  // max(hp_standby - lp_alloc, 0) still counts as HP-claimed. Standby harvest: over nodes
+  // with hp_standby > 0, min(lp_alloc / hp_standby, 1). Idle GPUs (doing no work): free GPU
+  // milli on nodes that are not down, lent GPUs no borrower uses, and the service replicas
+  // above their demand that are not in Standby. Modelled utilisation: every bound task's
+  // GPUs x its class's profile — a service's active replicas at min(demand / active, 1) of it.
+  double hp_share = 0, any_share = 0, harvest = 0, idle = 0, busy = 0, hp_demand = 0;
+  int64_t gpu_nodes = 0, standby_nodes = 0;
+  for (const Node& n : state().nodes()) {
+    if (n.spec.gpu_count == 0) continue;
+    ++gpu_nodes;
+    int64_t hp_active = 0, hp_standby = 0, lp = 0;
+    for (TaskId t : n.tasks) {
+      const Task& task = state().task(t);
+      const int64_t g = int64_t{task.gpus.size} * task.req.gpu_milli;
+      if (task.standby) {
+        hp_standby += g;
+      } else if (task.priority >= kHpPriority) {
+        hp_active += g;
+      } else {
+        lp += g;
+      }
+      const SimJob& j = jobs_[*engine_->DriverIdOf(task.job)];
+      if (!task.standby && j.service < 0) {
+        busy += static_cast<double>(g * j.util_pct) / 100.0;
+        if (task.priority >= kHpPriority) hp_demand += static_cast<double>(g);
+      }
+    }
+    const int64_t cap = int64_t{n.spec.gpu_count} * kMilliPerGpu;
+    const int64_t residual = std::max<int64_t>(hp_standby - lp, 0);
+    hp_share += static_cast<double>(hp_active + residual) / static_cast<double>(cap);
+    any_share += static_cast<double>(std::min(hp_active + lp, cap) + residual) / static_cast<double>(cap);
+    if (hp_standby > 0) {
+      ++standby_nodes;
+      harvest += std::min(1.0, static_cast<double>(lp) / static_cast<double>(hp_standby));
+    }
+    if (n.state != NodeState::kDown) {
+      idle += static_cast<double>(n.gpu_free_total + int64_t{std::popcount(n.lent_free)} * kMilliPerGpu);
+    }
+  }
+  const int64_t gpus_per_service = int64_t{sc_.tidal.per_replica.gpu_count} * kMilliPerGpu;
+  for (const Service& sv : services_) {
+    const SimJob& j = jobs_[sv.job];
+    if (j.started_at < 0) continue;
+    int64_t active = 0;
+    for (TaskId t : state().job(j.id).tasks) active += state().task(t).state == TaskState::kBound && !state().task(t).standby;
+    const int64_t demand = ServiceDemand(sv, next_sample_);
+    idle += static_cast<double>(std::max<int64_t>(active - demand, 0) * gpus_per_service);
+    busy += static_cast<double>(std::min(active, demand) * gpus_per_service * j.util_pct) / 100.0;
+    hp_demand += static_cast<double>(std::min(active, demand) * gpus_per_service);
+  }
+  idle += static_cast<double>(UnusableGpus(state(), jobs_)) * kMilliPerGpu;
+  if (gpu_nodes > 0) {
+    sample.alloc_ratio_hp_pct = 100.0 * hp_share / static_cast<double>(gpu_nodes);
+    sample.alloc_ratio_hp_lp_pct = 100.0 * any_share / static_cast<double>(gpu_nodes);
+    alloc_hp_sum_ += sample.alloc_ratio_hp_pct;
+    alloc_all_sum_ += sample.alloc_ratio_hp_lp_pct;
+  }
+  if (standby_nodes > 0) {
+    harvest_sum_ += 100.0 * harvest / static_cast<double>(standby_nodes);
+    ++harvest_samples_;
+  }
+  sample.idle_gpus = idle / kMilliPerGpu;
+  const int64_t local = sc_.tidal.start_hour * 3600 + next_sample_;
+  sample.local_hour = static_cast<int>(local % 86400 / 3600);
+  const double idle_hours = sample.idle_gpus * static_cast<double>(sc_.sample_interval_s) / 3600.0;
+  res_.idle_gpu_hours_by_hour[sample.local_hour] += idle_hours;
+  util_sum_ += 100.0 * busy / capacity_;
+  hp_demand_sum_ += 100.0 * hp_demand / capacity_;
+  const std::vector<IdleCauses> causes = IdleGpuCauses(state());
+  for (size_t k = 0; k < causes.size(); ++k) {
+    const IdleCauses& c = causes[k];
+    if (c.shape.name == "8G64C") stranded_sum_ += c.stranded;
+    idle_sums_[k].fractional += c.fractional;
+    idle_sums_[k].stranded += c.stranded;
+    idle_sums_[k].insufficient_cpu += c.insufficient_cpu;
+  }
+  res_.samples.push_back(sample);
+  if (asw_) free_asws_ += static_cast<double>(sample.free_asws);
+  if (pod_) free_pods_ += static_cast<double>(sample.free_rdma_pods);
+  if (config_.reserve.enabled) {
+    int64_t idle = 0;
+    for (const NodeFit& f : state().fits()) idle += f.reserved_for.valid() ? f.gpu_free_total : 0;
+    held_idle_ += static_cast<double>(idle) / kMilliPerGpu;
+  }
+  if (asw_) {
+    const auto f128 = JobsFulfillable(state(), 128, "data", "asw");
+    const auto f256 = JobsFulfillable(state(), 256, "data", "asw");
+    if (f128.ok() && f256.ok()) {
+      w128_ += static_cast<double>(f128->within);
+      w256_ += static_cast<double>(f256->within);
+      a128_ += static_cast<double>(f128->across);
+    }
+  }
+  ++samples_;
+}
+
+void ScenarioRun::SampleMeans(std::map<std::string, double>& m) const {
+  if (samples_ == 0) return;
+  m["nodes_with_slack_mean"] = slack_sum_ / static_cast<double>(samples_);
+  m["free_nodes_mean"] = free_nodes_sum_ / static_cast<double>(samples_);
+  m["placeable_8gpu_tasks_mean"] = placeable8_sum_ / static_cast<double>(samples_);
+  m["stranded_gpus_8g_mean"] = stranded_sum_ / static_cast<double>(samples_);
+  m["alloc_ratio_hp_pct"] = alloc_hp_sum_ / static_cast<double>(samples_);
+  m["alloc_ratio_hp_lp_pct"] = alloc_all_sum_ / static_cast<double>(samples_);
+  m["modelled_util_pct"] = util_sum_ / static_cast<double>(samples_);
+  m["hp_demand_pct"] = hp_demand_sum_ / static_cast<double>(samples_);
+  for (size_t k = 0; k < idle_sums_.size(); ++k) {
+    std::string shape = ProbeShapes()[k].name;
+    for (char& ch : shape) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const double n = static_cast<double>(samples_);
+    m["idle_fractional_gpus_" + shape + "_mean"] = idle_sums_[k].fractional / n;
+    m["idle_stranded_gpus_" + shape + "_mean"] = idle_sums_[k].stranded / n;
+    m["idle_insufficient_cpu_gpus_" + shape + "_mean"] = idle_sums_[k].insufficient_cpu / n;
+  }
+  if (asw_) {
+    m["within_asw_fulfillable_128_count"] = w128_ / static_cast<double>(samples_);
+    m["within_asw_fulfillable_256_count"] = w256_ / static_cast<double>(samples_);
+    m["across_asw_fulfillable_128_count"] = a128_ / static_cast<double>(samples_);
+    m["free_asws_mean"] = free_asws_ / static_cast<double>(samples_);
+  }
+  if (pod_) m["free_rdma_pods_mean"] = free_pods_ / static_cast<double>(samples_);
+  if (config_.reserve.enabled) m["held_idle_gpus_mean"] = held_idle_ / static_cast<double>(samples_);
+}
+
+SimulateResult ScenarioRun::Finish() {
+  auto& m = res_.metrics;
   // Defragmentation (every configuration; zero without `defrag`).
   {
-    const MigrationCounters k = executor ? executor->counters() : MigrationCounters{};
+    const MigrationCounters k = engine_->migration_counters();
+    const DefragCounters& d = engine_->defrag_counters();
     m["migrations_planned_count"] = static_cast<double>(k.planned);
     m["migrations_started_count"] = static_cast<double>(k.started);
     m["migrations_completed_count"] = static_cast<double>(k.completed);
@@ -1176,19 +969,19 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     m["migrations_cancelled_count"] = static_cast<double>(k.cancelled);
     m["defrag_vacated_nodes_count"] = static_cast<double>(k.groups_completed);
     m["double_occupancy_gpu_hours"] = static_cast<double>(k.double_occupancy_gpu_milli_s) / kMilliPerGpu / 3600.0;
-    m["defrag_plans_count"] = static_cast<double>(defrag_plans);
-    m["defrag_triggered_count"] = static_cast<double>(defrag_triggered);
-    m["defrag_plan_seconds_max"] = defrag_plan_s_max;
-    m["defrag_plan_seconds_mean"] = defrag_plans > 0 ? defrag_plan_s_sum / static_cast<double>(defrag_plans) : 0.0;
-    m["defrag_planned_vacated_nodes_count"] = static_cast<double>(defrag_vacated_planned);
+    m["defrag_plans_count"] = static_cast<double>(d.plans);
+    m["defrag_triggered_count"] = static_cast<double>(d.triggered);
+    m["defrag_plan_seconds_max"] = static_cast<double>(d.plan_ns_max) / 1e9;
+    m["defrag_plan_seconds_mean"] = d.plans > 0 ? static_cast<double>(d.plan_ns_sum) / 1e9 / static_cast<double>(d.plans) : 0.0;
+    m["defrag_planned_vacated_nodes_count"] = static_cast<double>(d.vacated_planned);
   }
-  m["free_nodes"] = static_cast<double>(FreeNodes(state));
-  m["allocated_unusable_gpus"] = static_cast<double>(UnusableGpus(state, jobs));
-  if (after_failure) {
-    m["free_nodes_after_failure"] = static_cast<double>(after_failure->first);
-    m["allocated_unusable_gpus_after_failure"] = static_cast<double>(after_failure->second);
+  m["free_nodes"] = static_cast<double>(FreeNodes(state()));
+  m["allocated_unusable_gpus"] = static_cast<double>(UnusableGpus(state(), jobs_));
+  if (after_failure_) {
+    m["free_nodes_after_failure"] = static_cast<double>(after_failure_->first);
+    m["allocated_unusable_gpus_after_failure"] = static_cast<double>(after_failure_->second);
   }
-  m["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s);
+  m["gpu_alloc_pct_mean"] = alloc_area_ / static_cast<double>(sc_.duration_s);
   int64_t started = 0, infeasible = 0;
   std::vector<double> hp_delays, delays_8gpu;
   std::vector<double> delays, large_delays, multinode_domains, multinode_entropy;
@@ -1200,8 +993,8 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   };
   std::vector<SizeBucket> buckets = {{"lt8", 0, 8, {}}, {"8to127", 8, 128, {}}, {"128to511", 128, 512, {}},
                                      {"ge512", 512, INT64_MAX, {}}};
-  for (const SimJob& j : jobs) {
-    if (j.submit >= sc.duration_s) continue;
+  for (const SimJob& j : jobs_) {
+    if (j.submit >= sc_.duration_s) continue;
     started += j.first_start >= 0;
     infeasible += j.infeasible;
     SimJobRecord rec;
@@ -1211,7 +1004,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     rec.gpus = int64_t{rec.replicas} * rec.gpus_per_replica;
     rec.submit_s = j.submit;
     rec.start_s = j.first_start;
-    rec.delay_s = (j.first_start >= 0 ? j.first_start : sc.duration_s) - j.submit;
+    rec.delay_s = (j.first_start >= 0 ? j.first_start : sc_.duration_s) - j.submit;
     rec.granted = j.granted;
     rec.status = j.infeasible        ? SimJobStatus::kInfeasible
                  : j.started_at >= 0 ? SimJobStatus::kRunning
@@ -1220,7 +1013,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     rec.reason = j.reason;
     rec.domains = j.domains;
     rec.entropy = j.entropy;
-    res.jobs.push_back(rec);
+    res_.jobs.push_back(rec);
     if (j.first_start >= 0 && j.tmpl.replicas > 1) {
       if (j.domains) multinode_domains.push_back(static_cast<double>(*j.domains));
       if (j.entropy) multinode_entropy.push_back(*j.entropy);
@@ -1243,39 +1036,39 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     m[std::string("sched_delay_mean_gpus_") + b.name + "_s"] = sum / static_cast<double>(b.delays.size());
   }
   m["jobs_started_count"] = static_cast<double>(started);
-  m["node_failures_count"] = static_cast<double>(node_failures);
-  m["jobs_requeued_by_failure_count"] = static_cast<double>(requeued_by_failure);
-  m["jobs_shrunk_by_failure_count"] = static_cast<double>(shrunk_by_failure);
-  m["jobs_pending_end_count"] = static_cast<double>(pending.size());
+  m["node_failures_count"] = static_cast<double>(node_failures_);
+  m["jobs_requeued_by_failure_count"] = static_cast<double>(requeued_by_failure_);
+  m["jobs_shrunk_by_failure_count"] = static_cast<double>(shrunk_by_failure_);
+  m["jobs_pending_end_count"] = static_cast<double>(engine_->queued());
   m["jobs_infeasible_count"] = static_cast<double>(infeasible);
-  m["evictions_count"] = static_cast<double>(evictions_count);
-  m["hp_evictions_count"] = static_cast<double>(hp_evictions);
-  m["preemption_lost_gpu_hours"] = lost_gpu_hours;
-  if (config.absorb) m["absorbed_replicas_count"] = static_cast<double>(absorbed_replicas);
-  if (config.standby) {
-    m["standby_entries_count"] = static_cast<double>(standby_entries);
-    m["standby_restores_count"] = static_cast<double>(standby_restores);
-    m["restore_evictions_count"] = static_cast<double>(restore_evictions);
-    if (harvest_samples > 0) m["standby_harvest_pct"] = harvest_sum / static_cast<double>(harvest_samples);
+  m["evictions_count"] = static_cast<double>(evictions_);
+  m["hp_evictions_count"] = static_cast<double>(hp_evictions_);
+  m["preemption_lost_gpu_hours"] = lost_gpu_hours_;
+  if (config_.absorb) m["absorbed_replicas_count"] = static_cast<double>(absorbed_replicas_);
+  if (config_.standby) {
+    m["standby_entries_count"] = static_cast<double>(standby_entries_);
+    m["standby_restores_count"] = static_cast<double>(standby_restores_);
+    m["restore_evictions_count"] = static_cast<double>(restore_evictions_);
+    if (harvest_samples_ > 0) m["standby_harvest_pct"] = harvest_sum_ / static_cast<double>(harvest_samples_);
   }
   double idle_hours = 0, night_idle_hours = 0;
   for (int h = 0; h < 24; ++h) {
-    idle_hours += res.idle_gpu_hours_by_hour[h];
-    if (h < 6) night_idle_hours += res.idle_gpu_hours_by_hour[h];
+    idle_hours += res_.idle_gpu_hours_by_hour[h];
+    if (h < 6) night_idle_hours += res_.idle_gpu_hours_by_hour[h];
   }
   m["idle_gpu_hours"] = idle_hours;
   m["night_idle_gpu_hours"] = night_idle_hours;
   double lp_jct = 0;
   int64_t lp_finished = 0;
-  for (const SimJob& j : jobs) {
+  for (const SimJob& j : jobs_) {
     if (j.finish < 0 || j.tmpl.priority >= kHpPriority) continue;
     lp_jct += static_cast<double>(j.finish - j.submit);
     ++lp_finished;
   }
   if (lp_finished > 0) m["lp_jct_mean_s"] = lp_jct / static_cast<double>(lp_finished);
   m["lp_jobs_finished_count"] = static_cast<double>(lp_finished);
-  if (sc.network.enabled) m["network_slowed_runs_count"] = static_cast<double>(slowed_runs);
-  if (config.reserve.enabled) m["reservations_made_count"] = static_cast<double>(reservations_made);
+  if (sc_.network.enabled) m["network_slowed_runs_count"] = static_cast<double>(slowed_runs_);
+  if (config_.reserve.enabled) m["reservations_made_count"] = static_cast<double>(engine_->reservations_made());
   m["sched_delay_p90_s"] = Percentile(delays, 90);
   if (!large_delays.empty()) m["sched_delay_p90_large_s"] = Percentile(large_delays, 90);
   if (!delays_8gpu.empty()) m["sched_delay_p90_8gpu_s"] = Percentile(delays_8gpu, 90);
@@ -1284,32 +1077,7 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
     m["hp_sched_delay_p90_s"] = Percentile(hp_delays, 90);
     m["hp_sched_delay_p99_s"] = Percentile(hp_delays, 99);
   }
-  if (samples > 0) {
-    m["nodes_with_slack_mean"] = slack_sum / static_cast<double>(samples);
-    m["free_nodes_mean"] = free_nodes_sum / static_cast<double>(samples);
-    m["placeable_8gpu_tasks_mean"] = placeable8_sum / static_cast<double>(samples);
-    m["stranded_gpus_8g_mean"] = stranded_sum / static_cast<double>(samples);
-    m["alloc_ratio_hp_pct"] = alloc_hp_sum / static_cast<double>(samples);
-    m["alloc_ratio_hp_lp_pct"] = alloc_all_sum / static_cast<double>(samples);
-    m["modelled_util_pct"] = util_sum / static_cast<double>(samples);
-    m["hp_demand_pct"] = hp_demand_sum / static_cast<double>(samples);
-    for (size_t k = 0; k < idle_sums.size(); ++k) {
-      std::string shape = ProbeShapes()[k].name;
-      for (char& ch : shape) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      const double n = static_cast<double>(samples);
-      m["idle_fractional_gpus_" + shape + "_mean"] = idle_sums[k].fractional / n;
-      m["idle_stranded_gpus_" + shape + "_mean"] = idle_sums[k].stranded / n;
-      m["idle_insufficient_cpu_gpus_" + shape + "_mean"] = idle_sums[k].insufficient_cpu / n;
-    }
-    if (asw) {
-      m["within_asw_fulfillable_128_count"] = w128 / static_cast<double>(samples);
-      m["within_asw_fulfillable_256_count"] = w256 / static_cast<double>(samples);
-      m["across_asw_fulfillable_128_count"] = a128 / static_cast<double>(samples);
-      m["free_asws_mean"] = free_asws / static_cast<double>(samples);
-    }
-    if (pod) m["free_rdma_pods_mean"] = free_pods / static_cast<double>(samples);
-    if (config.reserve.enabled) m["held_idle_gpus_mean"] = held_idle / static_cast<double>(samples);
-  }
+  SampleMeans(m);
   auto mean = [](const std::vector<double>& v) {
     double s = 0;
     for (double x : v) s += x;
@@ -1317,12 +1085,22 @@ StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& clu
   };
   if (!multinode_domains.empty()) m["domains_per_multinode_job_mean"] = mean(multinode_domains);
   if (!multinode_entropy.empty()) m["entropy_per_multinode_job_mean"] = mean(multinode_entropy);
-  if (!asws_per_large.empty()) {
+  if (!asws_per_large_.empty()) {
     double s = 0;
-    for (double x : asws_per_large) s += x;
-    m["asws_per_large_job_mean"] = s / static_cast<double>(asws_per_large.size());
+    for (double x : asws_per_large_) s += x;
+    m["asws_per_large_job_mean"] = s / static_cast<double>(asws_per_large_.size());
   }
-  return res;
+  return std::move(res_);
+}
+
+}  // namespace
+
+StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& cluster, const SchedulerConfig& config,
+                                     uint64_t seed, bool check_invariants, bool record_events) {
+  ScenarioRun run(sc, config, seed, check_invariants, record_events);
+  ESTUARY_RETURN_IF_ERROR(run.Prepare(cluster));
+  ESTUARY_RETURN_IF_ERROR(run.Run());
+  return run.Finish();
 }
 
 }  // namespace estuary

@@ -1,20 +1,21 @@
 // `estuary simulate`: a discrete-event run of a Scenario for each scheduler configuration and
-// seed. Jobs arrive at their submit time (listed, or Poisson-generated from weighted classes) and
-// wait in a queue — arrival order, or priority order with the configuration's `queue: priority`;
-// after every event time the queue is tried in that order (a job that cannot start does not block
-// later ones) through AllocateAction with the configuration's options; with `reserve`,
-// ReserveAction re-plans holds for waiting gangs every replan_s; with `preempt`, HP jobs that
-// cannot start Reclaim (PreemptAction); with `absorb`, running elastic jobs grow (AbsorbAction);
-// with `standby`, service replicas above their demand lend their GPUs to spot jobs
-// (StandbyAction) and are restored ahead of demand. The queue is a PendingQueue: a job of a shape
-// that already had to wait in the pass is not tried (capacity only shrinks within a pass). A
-// started job progresses by the work model (JobTemplate::linear_scaling, checkpoints, restart
-// cost) and ends when its work is done; node failures — listed in the scenario or drawn from
-// its failure-rate model, through the same NodeFailureAction::NodeDown / NodeUp — shrink or
-// requeue jobs; repairs make nodes schedulable again. A job AllocateAction reports infeasible (no
-// domain or node could ever hold it) is not retried — the cluster never grows — and stays in the
-// results as an infeasible job with the reason. Time is a SimClock; same scenario and seed, same
-// results.
+// seed — a driver of the one Engine (src/engine/engine.h), which makes every scheduling decision.
+// Jobs arrive at their submit time (listed, or Poisson-generated from weighted classes) and are
+// submitted to the engine, which queues them — arrival order, or priority order with the
+// configuration's `queue: priority` — and after every event time runs its cycle: evictions and
+// Standby restores whose grace ended, migration moves, the queue's pass (a job that cannot start
+// does not block later ones; a job of a shape that already had to wait in the pass is not tried),
+// with `reserve` holds for waiting gangs renewed every replan_s, with `defrag` periodic and
+// triggered defragmentation, with `preempt` Reclaim for HP jobs that cannot start, with `absorb`
+// growth of running elastic jobs. The simulator supplies the world: a started job progresses by
+// the work model (JobTemplate::linear_scaling, checkpoints, restart cost) and ends when its work
+// is done; node failures — listed in the scenario or drawn from its failure-rate model — and
+// repairs are engine inputs (NodeFailureAction's rule: shrink to whole steps or requeue); with
+// `standby`, service replicas above their demand (and listed windows) are Standby targets, and
+// the engine lends their GPUs to spot jobs and restores them. Evicted and failed jobs wait again
+// at the front of the engine's queue. A job the engine reports infeasible (no domain or node
+// could ever hold it) is not retried — the cluster never grows — and stays in the results as an
+// infeasible job with the reason. Same scenario and seed, same results.
 //
 // Metrics (names are part of the output contract):
 //   free_nodes, allocated_unusable_gpus            at the end of the run
