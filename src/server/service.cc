@@ -607,6 +607,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   mo.seed = options.seed;
   mo.grace_s = options.grace_s;
   mo.standby_grace_s = options.grace_s;  // one grace period for Reclaim and Standby restores here
+  mo.requeue = true;                     // an evicted job waits again at the front of the queue
   mo.absorb = options.absorb;
   mo.migration.acknowledged = true;  // a move completes when its agent reports the new instance running
   ClusterState empty;
@@ -1627,11 +1628,10 @@ void Service::RunOnce() {
       s.defragged_ms = now_ms;
       (void)s.engine->Defrag(DefragOptions{}, now_s);  // the default options are valid
     }
-    // Engine events. Those of the inputs and node failures come first, so that a job evicted
-    // whole is back in the queue before the queue is tried; then the cycle up to Absorb, repeated
-    // while it returned jobs (they may start elsewhere at once); then the rest (Absorb).
+    // Engine events: those of the inputs (node failures, cancels, ...) first, then the cycle's. A
+    // job evicted whole waits again at the front of the engine's queue (EngineConfig::requeue):
+    // the cycle that follows the eviction tries it first.
     const auto handle = [&](const std::vector<EngineEvent>& events) {
-      bool readmitted = false;
       for (const EngineEvent& e : events) {
         const auto it = s.jobs.find(e.job);
         if (it == s.jobs.end()) continue;
@@ -1639,20 +1639,21 @@ void Service::RunOnce() {
         touched.insert(e.job);
         switch (e.kind) {
           case EngineEvent::Kind::kReturned: {
-            const bool evicted = !e.never;
-            if (evicted) ++s.evictions_total;
-            if (Ended(j.view.phase)) break;
-            j.in_engine = false;
+            if (!e.never) ++s.evictions_total;
+            if (Ended(j.view.phase)) {
+              if (e.requeued) s.engine->Cancel(e.job, now_s);  // it ended meanwhile: not again
+              j.in_engine = false;
+              break;
+            }
             if (j.view.phase == JobPhase::kRunning) j.view.phase = JobPhase::kPending;
-            if (!evicted) {
+            if (e.never) {
               // It can never fit the nodes there are: it waits for new nodes, with the reason.
+              j.in_engine = false;
               j.parked = true;
               j.view.reason = "fits no registered node: " + e.detail;
               break;
             }
-            s.Admit(j, now_s);
-            j.view.reason = e.detail + "; " + j.view.reason;
-            readmitted = true;
+            j.view.reason = e.detail + "; waiting for capacity";
             break;
           }
           case EngineEvent::Kind::kShrunk: ++s.evictions_total; break;
@@ -1671,17 +1672,9 @@ void Service::RunOnce() {
           case EngineEvent::Kind::kMoveCancelled: break;
         }
       }
-      return readmitted;
     };
     handle(s.engine->TakeEvents());
-    CycleOptions before_grow;
-    before_grow.part = CyclePart::kBeforeGrow;
-    for (int round = 0; round < 4; ++round) {
-      if (!handle(s.engine->RunCycle(now_s, before_grow))) break;
-    }
-    CycleOptions grow;
-    grow.part = CyclePart::kGrow;
-    handle(s.engine->RunCycle(now_s, grow));
+    handle(s.engine->RunCycle(now_s));
     // Reclaim victims hear of their stop ahead of time (its grace period: time to checkpoint).
     for (const Engine::EvictionNotice& n : s.engine->TakeEvictionNotices()) {
       const auto it = s.jobs.find(n.job);

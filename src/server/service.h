@@ -12,8 +12,9 @@
 //            (Cancel and registrations are stored by the loop before they return).
 //   Heartbeat only stamps the nodes (memory; a lost heartbeat is not a lost decision).
 //   RunOnce  (1) applies queued inputs in arrival order to the engine, (2) fails nodes whose
-//            heartbeats stopped, (3) runs the engine's cycle (Engine::RunCycle: moves, restores,
-//            ended evictions, the queue, Reclaim, headrooms, Absorb), (4) turns what changed into orders — each replica the
+//            heartbeats stopped, (3) runs the engine's cycle (Engine::RunCycle: ended evictions
+//            and restores, moves, the queue, Reclaim, headrooms, Absorb), (4) turns what changed
+//            into orders — each replica the
 //            engine bound and no agent was told of gets a start order, each replica an agent
 //            runs that the engine no longer binds gets a stop order, a replica whose Standby
 //            changed gets standby or resume, one the engine started to move gets migrate (and
@@ -22,7 +23,8 @@
 //            agents' queues and wakes waiting callers.
 // A job is `pending` until at least its min replicas report running, then `running`; it ends
 // `succeeded` when its replicas report success, `failed` when one fails, `cancelled` on DELETE.
-// A job evicted whole (Reclaim, node failure) goes back to `pending` and to the engine's queue.
+// A job evicted whole (Reclaim, node failure) goes back to `pending` and to the front of the
+// engine's queue (EngineConfig::requeue), as in the simulator.
 //
 // Durable layout (Store keys; values are JSON):
 //   job/<id, 16 digits>               {tenant, request (EncodeJobRequest), state, times, reason}
