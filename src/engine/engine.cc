@@ -87,6 +87,17 @@ Status Engine::OpenSession(const Session* order) {
   return Status::Ok();
 }
 
+Session& Engine::CurrentSession() {
+  if (nodes_joined_) {
+    // Nodes joined since the session opened: the tie-break order is drawn anew over all of them
+    // (the seeded permutation of the nodes by name), so that it does not depend on when they came.
+    nodes_joined_ = false;
+    session_.reset();
+    ESTUARY_CHECK(OpenSession().ok());  // it opened with this policy before
+  }
+  return *session_;
+}
+
 void Engine::Learn(const TaskRequest& req) {
   if (!learn_typical_ || !counting_) return;
   seen_.Add(req);
@@ -102,6 +113,7 @@ void Engine::InheritTypical(const Engine& old) {
   next_learn_ = old.next_learn_;
   typical_ = old.typical_;
   ESTUARY_CHECK(OpenSession(old.session_.get()).ok());
+  nodes_joined_ = old.nodes_joined_;
 }
 
 std::optional<size_t> Engine::Materialize(const EngineJob& job, std::string* why) {
@@ -559,13 +571,13 @@ void Engine::ReclaimQueued(int64_t now_s) {
 void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   if (!options_.absorb || elastic_running_.empty()) return;
   // A waiting HP job or gang blocks growth at its priority — unless its Reclaim is under way (its
-  // nodes are held) or was found infeasible with nothing released since (it could not use the
-  // room either). A waiting single-replica job below HP was just tried and could not use the free
+  // nodes are held). One whose Reclaim is infeasible still blocks: the room left free accumulates
+  // for it. A waiting single-replica job below HP was just tried and could not use the free
   // capacity as it is: it is not owed it.
   int32_t blocking = external_blocking;
   for (size_t li : queue_.InOrder([&](int sh) { return shape_blocks_[sh] != 0; })) {
     const Local& l = locals_[li];
-    if (l.reclaiming || l.refused_seq == state_.release_seq()) continue;
+    if (l.reclaiming) continue;
     if (l.priority < kHpPriority && l.min_replicas <= 1) continue;
     blocking = std::max(blocking, l.priority);
   }
@@ -578,7 +590,7 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   absorb_seen_blocking_ = blocking;
   std::vector<JobId> running;
   for (size_t li : elastic_running_) running.push_back(locals_[li].id);
-  const AbsorbResult r = AbsorbAction::Run(*session_, state_, running, blocking, options_.allocate);
+  const AbsorbResult r = AbsorbAction::Run(CurrentSession(), state_, running, blocking, options_.allocate);
   for (const auto& [job, added] : r.grown) {
     Log(EngineEvent::Kind::kGrown, now_s, local_of_job_[job.value()], state_.job(job).bound_tasks);
   }
@@ -586,8 +598,9 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
 
 namespace {
 constexpr EngineAction kAllActions[] = {EngineAction::kEvictions, EngineAction::kRestores, EngineAction::kMoves,
-                                        EngineAction::kAllocate,  EngineAction::kReserve,  EngineAction::kDefrag,
-                                        EngineAction::kReclaim,   EngineAction::kHeadroom, EngineAction::kAbsorb};
+                                        EngineAction::kAllocate,  EngineAction::kStandby,  EngineAction::kReserve,
+                                        EngineAction::kDefrag,    EngineAction::kReclaim,  EngineAction::kHeadroom,
+                                        EngineAction::kAbsorb};
 }  // namespace
 
 const char* EngineActionName(EngineAction a) {
@@ -596,6 +609,7 @@ const char* EngineActionName(EngineAction a) {
     case EngineAction::kRestores: return "restores";
     case EngineAction::kMoves: return "moves";
     case EngineAction::kAllocate: return "allocate";
+    case EngineAction::kStandby: return "standby";
     case EngineAction::kReserve: return "reserve";
     case EngineAction::kDefrag: return "defrag";
     case EngineAction::kReclaim: return "reclaim";
@@ -613,9 +627,11 @@ std::optional<EngineAction> EngineActionByName(const std::string& name) {
 }
 
 std::vector<EngineAction> DefaultEngineActions() {
-  return {EngineAction::kEvictions, EngineAction::kRestores, EngineAction::kMoves,    EngineAction::kAllocate,
-          EngineAction::kReserve,   EngineAction::kDefrag,   EngineAction::kReclaim,  EngineAction::kHeadroom,
-          EngineAction::kMoves,     EngineAction::kAbsorb};
+  // Standby windows before the queue's pass (lent GPUs are there for it) and after it (a job that
+  // started in a window lends at once).
+  return {EngineAction::kEvictions, EngineAction::kRestores, EngineAction::kMoves,    EngineAction::kStandby,
+          EngineAction::kAllocate,  EngineAction::kStandby,  EngineAction::kReserve,  EngineAction::kDefrag,
+          EngineAction::kReclaim,   EngineAction::kHeadroom, EngineAction::kMoves,    EngineAction::kAbsorb};
 }
 
 std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& options) {
@@ -630,6 +646,7 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
       case EngineAction::kRestores: EndRestores(now_s); break;
       case EngineAction::kMoves: StepMigrations(now_s); break;
       case EngineAction::kAllocate: TryQueue(now_s); break;
+      case EngineAction::kStandby: FollowWindows(now_s); break;
       case EngineAction::kReserve: RenewHolds(now_s); break;
       case EngineAction::kDefrag: PlanDefrag(now_s); break;
       case EngineAction::kReclaim: ReclaimQueued(now_s); break;
@@ -652,6 +669,13 @@ std::optional<int64_t> Engine::NextDue() const {
     if (at > 0) due = due ? std::min(*due, at) : at;
   }
   if (!triggers_.empty()) due = due ? std::min(*due, triggers_.front().at) : triggers_.front().at;
+  for (const auto& [job, ws] : windows_) {
+    for (const StandbyWindowSpec& w : ws) {
+      for (int64_t edge : {w.from_s, std::max(w.from_s, w.to_s - options_.standby_grace_s)}) {
+        if (edge > now_) due = due ? std::min(*due, edge) : edge;
+      }
+    }
+  }
   return due;
 }
 
@@ -680,6 +704,7 @@ void Engine::Apply(const EngineInput& in) {
         else if constexpr (std::is_same_v<X, AddPlaneInput>) (void)AddPlane(x.name, x.levels);
         else if constexpr (std::is_same_v<X, AddNodeInput>) (void)AddNode(x.spec, x.gpu_model, x.domains);
         else if constexpr (std::is_same_v<X, StandbyInput>) (void)SetStandby(x.job, x.replicas, t);
+        else if constexpr (std::is_same_v<X, StandbyWindowsInput>) SetStandbyWindows(x.job, x.windows, t);
         else if constexpr (std::is_same_v<X, DefragInput>) (void)Defrag(x.options, t);
         else if constexpr (std::is_same_v<X, AbortMovesInput>) AbortMoves(t);
         else if constexpr (std::is_same_v<X, AcknowledgeMoveInput>) (void)AcknowledgeMove(x.task, x.ready);
@@ -784,6 +809,7 @@ StatusOr<NodeId> Engine::AddNode(NodeSpec spec, const std::string& gpu_model,
   auto id = state_.AddNode(std::move(spec));
   if (!id.ok()) return id.status();
   node_evictions_.resize(state_.num_nodes(), 0);
+  nodes_joined_ = true;
   for (size_t i = 0; i < domains.size(); ++i) {
     const Status st = state_.AssignDomains(*id, planes[i], domains[i].second);
     // A node is never removed: a bad nesting leaves it outside that plane, and says so.
@@ -1057,7 +1083,7 @@ JobAttempt Engine::TryStart(size_t li) {
     const JobAttempt a = StandbyAction::PlaceOnLent(state_, id, {}, options_.allocate.align);
     if (a.started) return a;
   }
-  return AllocateAction::TryStart(*session_, state_, id, options_.allocate);
+  return AllocateAction::TryStart(CurrentSession(), state_, id, options_.allocate);
 }
 
 void Engine::ExitStandbyNow(TaskId t, int64_t now_s, bool restore) {
@@ -1109,8 +1135,34 @@ void Engine::ReturnWhole(size_t vi, int64_t now_s, uint32_t for_job, const std::
 
 bool Engine::SetStandby(uint32_t job, int32_t replicas, int64_t now_s) {
   Record(now_s, StandbyInput{job, replicas});
-  const size_t li = LocalOf(job);
+  return ApplyStandbyTarget(LocalOf(job), replicas, now_s);
+}
+
+void Engine::SetStandbyWindows(uint32_t job, std::vector<StandbyWindowSpec> windows, int64_t now_s) {
+  Record(now_s, StandbyWindowsInput{job, windows});
+  windows_[job] = std::move(windows);  // kept (empty) until its replicas are back (FollowWindows)
+}
+
+void Engine::FollowWindows(int64_t now_s) {
+  for (auto it = windows_.begin(); it != windows_.end();) {
+    const size_t li = LocalOf(it->first);
+    int32_t target = 0;
+    bool later = false;
+    for (const StandbyWindowSpec& w : it->second) {
+      const int64_t end = std::max(w.from_s, w.to_s - options_.standby_grace_s);
+      if (w.from_s <= now_s && now_s < end) target = w.replicas;
+      later |= now_s < end;
+    }
+    if (li != SIZE_MAX && locals_[li].running) ApplyStandbyTarget(li, target, now_s);
+    // Done with a job whose windows are over once none of its replicas is in Standby.
+    const bool idle = li == SIZE_MAX || !locals_[li].running || InStandbyOf(li) == 0;
+    it = !later && idle ? windows_.erase(it) : std::next(it);
+  }
+}
+
+bool Engine::ApplyStandbyTarget(size_t li, int32_t replicas, int64_t now_s) {
   if (li == SIZE_MAX || !locals_[li].running) return false;
+  const uint32_t job = locals_[li].fed;
   std::vector<TaskId> active, standby;
   for (TaskId t : state_.job(locals_[li].id).tasks) {
     const Task& task = state_.task(t);

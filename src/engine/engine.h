@@ -27,11 +27,15 @@
 //                                       EngineConfig::exit_mean_s) and it starts then;
 //                                       otherwise rejected, with nothing evicted.
 // The cycle (RunCycle) runs EngineConfig::actions in order; the actions (EngineAction):
-//   moves      the migration executor's step (moves due start, complete, abort);
-//   restores   Standby restores whose grace ended: their borrowers leave, the replica resumes;
 //   evictions  evictions whose grace ended: the victims' tasks are unbound (elastic jobs shrink,
-//              others are evicted whole and returned to the driver — kReturned);
-//   allocate   the queue is tried in priority order (jobs holding a reservation on their own);
+//              others are evicted whole: requeued at the front, EngineConfig::requeue, or
+//              returned to the driver — kReturned);
+//   restores   Standby restores whose grace ended: their borrowers leave, the replica resumes;
+//   moves      the migration executor's step (moves due start, complete, abort);
+//   standby    jobs with Standby windows (SetStandbyWindows) are brought to their target;
+//   allocate   the queue is tried in order (jobs holding a reservation on their own);
+//   reserve    holds for waiting gangs renewed every replan_s (EngineConfig::reserve);
+//   defrag     a defragmentation plan on its period or trigger (EngineConfig::defrag);
 //   reclaim    HP jobs still waiting Reclaim for themselves as in Submit;
 //   headroom   HP headrooms that HP work dented are planned anew and their nodes drained;
 //   absorb     running elastic jobs grow toward max (AbsorbAction) unless a queued HP job or
@@ -82,13 +86,13 @@ struct HeadroomSpec {
 
 // The actions a cycle may run, in EngineConfig::actions (see the header comment).
 enum class EngineAction {
-  kEvictions, kRestores, kMoves, kAllocate, kReserve, kDefrag, kReclaim, kHeadroom, kAbsorb
+  kEvictions, kRestores, kMoves, kAllocate, kStandby, kReserve, kDefrag, kReclaim, kHeadroom, kAbsorb
 };
 // The action's name in a configuration ("evictions", "restores", ...), and back (nullopt: unknown).
 const char* EngineActionName(EngineAction a);
 std::optional<EngineAction> EngineActionByName(const std::string& name);
-// The default cycle: evictions, restores, moves, allocate, reserve, defrag, reclaim, headroom,
-// moves, absorb.
+// The default cycle: evictions, restores, moves, standby, allocate, standby, reserve, defrag,
+// reclaim, headroom, moves, absorb.
 std::vector<EngineAction> DefaultEngineActions();
 
 // Holds for waiting gangs, renewed periodically (the `reserve` action: ReserveAction::Renew).
@@ -243,7 +247,10 @@ class Engine {
   // domain names from the plane's top level down (as many as the plane has levels); planes are
   // created on first use with levels named level0, level1, ... unless `plane_levels` names them
   // (plane name -> level names) before the first node. Errors: InvalidArgument (duplicate
-  // name, too many GPUs, unknown plane, wrong number of names, inconsistent nesting).
+  // name, too many GPUs, unknown plane, wrong number of names, inconsistent nesting). Before the
+  // next decision the tie-break order is drawn anew over all nodes (the seeded permutation of the
+  // nodes by name, as for a cluster given whole at Create), so that it does not depend on when
+  // each node joined.
   StatusOr<NodeId> AddNode(NodeSpec spec, const std::string& gpu_model,
                            const std::vector<std::pair<std::string, std::vector<std::string>>>& domains);
   // Declares a plane and its levels (top first). REQUIRES: before any node is added.
@@ -318,6 +325,13 @@ class Engine {
   // restore") and the replica leaves Standby. A restoring replica counts as leaving. False when
   // the job does not run here.
   bool SetStandby(uint32_t job, int32_t replicas, int64_t now_s);
+  // Replaces `job`'s Standby windows (times of this engine; empty: none): from from_s until
+  // standby_grace_s before to_s (so that a restore completes by to_s), `replicas` of it are in
+  // Standby whenever it runs — the cycle's `standby` action brings it to that target (as
+  // SetStandby would), before the queue's pass and again after it, so a job that starts in a
+  // window enters Standby in the same cycle; outside its windows the target is 0. The window
+  // edges are engine due times.
+  void SetStandbyWindows(uint32_t job, std::vector<StandbyWindowSpec> windows, int64_t now_s);
   // `job`'s replicas in Standby, restoring ones included (0 when it does not run here).
   int32_t InStandby(uint32_t job) const;
   // `job`'s Standby replicas whose restore is under way (0 when it does not run here).
@@ -440,6 +454,11 @@ class Engine {
   void EndRestores(int64_t now_s);
   // Local li's replicas in Standby now.
   int32_t InStandbyOf(size_t li) const;
+  // SetStandby without recording an input (the `standby` action).
+  bool ApplyStandbyTarget(size_t li, int32_t replicas, int64_t now_s);
+  // The cycle's `standby` action: every job with windows to its window target.
+  void FollowWindows(int64_t now_s);
+  std::map<uint32_t, std::vector<StandbyWindowSpec>> windows_;  // by driver job id
   void StepMigrations(int64_t now_s);
   // Logs an event of local li (and shows it to the observer).
   void Log(EngineEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job = UINT32_MAX,
@@ -536,6 +555,9 @@ class Engine {
   // The session over state_ with policy_ and typical_ (Create; again when typical_ changes),
   // with the tie-break order of `order` (default: the current session's, if any).
   Status OpenSession(const Session* order = nullptr);
+  // The session, opened again first when nodes joined since it opened (AddNode).
+  Session& CurrentSession();
+  bool nodes_joined_ = false;
   // Counts a materialised job's request toward the learned typical tasks (EngineConfig::typical).
   void Learn(const TaskRequest& req);
   static constexpr int64_t kLearnEvery = 1024;

@@ -64,6 +64,15 @@ struct StandbyInput {
   uint32_t job = 0;
   int32_t replicas = 0;
 };
+// A time window in which `replicas` of a job are in Standby (Engine::SetStandbyWindows).
+struct StandbyWindowSpec {
+  int64_t from_s = 0, to_s = 0;
+  int32_t replicas = 0;
+};
+struct StandbyWindowsInput {
+  uint32_t job = 0;
+  std::vector<StandbyWindowSpec> windows;
+};
 struct DefragInput {
   DefragOptions options;
 };
@@ -96,6 +105,7 @@ struct CycleInput {
 struct EngineInput {
   int64_t t = 0;  // the engine time at which it was applied
   std::variant<SubmitInput, CancelInput, ResizeInput, ProbeInput, AddPlaneInput, AddNodeInput, NodeInput, StandbyInput,
+               StandbyWindowsInput,
                DefragInput, AbortMovesInput, AcknowledgeMoveInput, HoldInput, AdoptInput, SettingInput, CycleInput>
       what;
 };

@@ -176,7 +176,7 @@ struct Service::Impl {
   int64_t compact_checked_ms = 0;
   std::map<uint64_t, StandbyWindowView> windows;     // by window id
   uint64_t next_window = 1;
-  std::set<uint64_t> standby_jobs;  // jobs with windows, or with replicas in Standby still
+  std::set<uint64_t> standby_jobs;  // jobs whose windows changed since the last pass
   int64_t defrag_interval_s = 0;
   int64_t defragged_ms = 0;
   int64_t pass_now_ms = 0;          // the loop pass's time
@@ -333,15 +333,6 @@ struct Service::Impl {
     o["to_ms"] = w.to_ms;
     o["replicas"] = w.replicas;
     return o.dump();
-  }
-  // The number of replicas of `job` its windows put in Standby at `now_ms`: a window's replicas
-  // from its start until grace_s before its end (the restore takes the grace period).
-  int32_t StandbyTarget(uint64_t job, int64_t now_ms) const {
-    const int64_t lead = engine->options().grace_s * 1000;
-    for (const auto& [id, w] : windows) {
-      if (w.job == job && w.from_ms <= now_ms && now_ms < std::max(w.from_ms, w.to_ms - lead)) return w.replicas;
-    }
-    return 0;
   }
 
   bool Visible(const Principal& who, const JobRec& j) const {
@@ -561,7 +552,9 @@ struct Service::Impl {
       }
     }
     (void)fresh->TakeEvents();
+    if (opt.on_engine_event) fresh->SetEventObserver(opt.on_engine_event);
     engine = std::move(fresh);
+    for (const auto& [wid, w] : windows) standby_jobs.insert(w.job);  // the new engine gets them next pass
     for (auto& [id, r] : held) {
       if (r.nodes.empty()) {
         batch.Delete(ResvKey(id));  // nothing could hold it any more: it ends
@@ -608,12 +601,14 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   mo.grace_s = options.grace_s;
   mo.standby_grace_s = options.grace_s;  // one grace period for Reclaim and Standby restores here
   mo.requeue = true;                     // an evicted job waits again at the front of the queue
+  mo.lend_max_priority = options.lend_max_priority;
   mo.absorb = options.absorb;
   mo.migration.acknowledged = true;  // a move completes when its agent reports the new instance running
   ClusterState empty;
   auto engine = Engine::Create(std::move(empty), mo);
   if (!engine.ok()) return engine.status();
   s.engine = std::move(*engine);
+  if (options.on_engine_event) s.engine->SetEventObserver(options.on_engine_event);
   for (const auto& [plane, levels] : options.planes) ESTUARY_RETURN_IF_ERROR(s.engine->AddPlane(plane, levels));
   // The epoch counts the service's openings on this store: agents see it change on a restart.
   {
@@ -1073,6 +1068,11 @@ namespace {
 Status AwaitLoop(const std::shared_ptr<void>& keep, std::future<Status>& f);
 }  // namespace
 
+std::optional<int64_t> Service::EngineNextDue() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->engine->NextDue();
+}
+
 Status Service::Report(const Principal& agent, std::vector<TaskReport> reports, bool durable) {
   Impl& s = *impl_;
   if (agent.role != Role::kAgent) return PermissionDenied("only agents report tasks");
@@ -1166,7 +1166,7 @@ Status Service::Impl::Ask(std::unique_lock<std::mutex>& lk, Input in, const std:
   return AwaitLoop(w, f);
 }
 
-Status Service::NodeAction(const Principal& admin, const std::string& node, const std::string& action) {
+Status Service::NodeAction(const Principal& admin, const std::string& node, const std::string& action, bool wait) {
   Impl& s = *impl_;
   if (admin.role != Role::kAdmin) return PermissionDenied("only admins act on nodes");
   static const std::set<std::string> kActions = {"cordon", "uncordon", "drain", "evacuate", "fail", "restore"};
@@ -1180,7 +1180,11 @@ Status Service::NodeAction(const Principal& admin, const std::string& node, cons
   Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kNodeAction);
   in.node = node;
   in.action = action;
-  return s.Ask(lk, std::move(in), std::make_shared<Impl::Waiter>());
+  if (wait) return s.Ask(lk, std::move(in), std::make_shared<Impl::Waiter>());
+  s.inputs.push_back(std::move(in));
+  lk.unlock();
+  s.input_cv.notify_one();
+  return Status::Ok();
 }
 
 Service::Config Service::GetConfig() const {
@@ -1444,7 +1448,7 @@ void Service::RunOnce() {
             nodes_added = true;  // new room: parked jobs may fit
           }
           batch.Put("nodestate/" + in.node, n.view.state);
-          waiters.push_back({in.waiter, Status::Ok()});
+          if (in.waiter) waiters.push_back({in.waiter, Status::Ok()});
           break;
         }
         case Impl::Input::Kind::kReserve: {
@@ -1602,27 +1606,25 @@ void Service::RunOnce() {
       ++s.node_failures_total;
     }
     }
-    // Standby windows: each job with windows (or replicas still in Standby) is brought to its
-    // target now; windows past their end, or of ended jobs, are dropped.
+    // Standby windows: windows past their end, or of ended jobs, are dropped; the engine gets the
+    // current windows of every job whose windows changed (its `standby` action keeps the job at
+    // its windows' target from then on). Engine times are whole seconds: a window's edges round up.
     for (auto it = s.windows.begin(); it != s.windows.end();) {
       const auto j = s.jobs.find(it->second.job);
-      s.standby_jobs.insert(it->second.job);
       if (now_ms < it->second.to_ms && j != s.jobs.end() && !Ended(j->second.view.phase)) {
         ++it;
         continue;
       }
+      s.standby_jobs.insert(it->second.job);
       batch.Delete(Impl::WindowKey(it->first));
       it = s.windows.erase(it);
     }
-    for (auto it = s.standby_jobs.begin(); it != s.standby_jobs.end();) {
-      const int32_t target = s.StandbyTarget(*it, now_ms);
-      const auto j = s.jobs.find(*it);
-      if (j != s.jobs.end() && j->second.in_engine) s.engine->SetStandby(static_cast<uint32_t>(*it), target, now_s);
-      if (target == 0 && s.engine->InStandby(static_cast<uint32_t>(*it)) == 0) {
-        it = s.standby_jobs.erase(it);
-      } else {
-        ++it;
+    for (uint64_t job : std::exchange(s.standby_jobs, {})) {
+      std::vector<StandbyWindowSpec> ws;
+      for (const auto& [id, w] : s.windows) {
+        if (w.job == job) ws.push_back({(w.from_ms + 999) / 1000, (w.to_ms + 999) / 1000, w.replicas});
       }
+      s.engine->SetStandbyWindows(static_cast<uint32_t>(job), std::move(ws), now_s);
     }
     if (s.defrag_interval_s > 0 && now_ms - s.defragged_ms >= s.defrag_interval_s * 1000) {
       s.defragged_ms = now_ms;

@@ -44,6 +44,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -86,6 +87,12 @@ struct ServiceOptions {
   // its domains in these terms. Default: "data" {az, spine, asw} and "param" {rdma_pod}.
   std::vector<std::pair<std::string, std::vector<std::string>>> planes = {{"data", {"az", "spine", "asw"}},
                                                                           {"param", {"rdma_pod"}}};
+  // Standby lending: queued preemptible jobs of at most this priority try lent GPUs first
+  // (EngineConfig::lend_max_priority; default: everything below HP).
+  int32_t lend_max_priority = kHpPriority - 1;
+  // Called on the loop's thread with every decision of the engine as it is made (its times are
+  // the engine's: seconds of the service's clock); none by default. For recording and tests.
+  std::function<void(const EngineEvent&)> on_engine_event;
 };
 
 enum class JobPhase : uint8_t { kPending, kRunning, kSucceeded, kFailed, kCancelled };
@@ -212,8 +219,9 @@ class Service {
   //   fail      down: every task on it stops (as when its heartbeats stop)
   //   restore   a failed or drained node is ready again
   // NotFound for an unknown node, InvalidArgument for an unknown action, Unavailable when the
-  // loop does not apply it within 10 s.
-  Status NodeAction(const Principal& admin, const std::string& node, const std::string& action);
+  // loop does not apply it within 10 s. With `wait` false it only queues the action for the next
+  // pass (callers that run the loop themselves, RunOnce).
+  Status NodeAction(const Principal& admin, const std::string& node, const std::string& action, bool wait = true);
 
   // ---- Scheduler configuration (admin) ----
   // What an admin may change while the service runs (stored; it outlives restarts and wins over
@@ -297,6 +305,10 @@ class Service {
   // or running) is bound by the engine exactly there, and no GPU is told to two replicas. OK or
   // the first violation in words (tests run it after every loop pass).
   Status CheckInvariants() const;
+  // The earliest time (seconds of the service's clock) the engine has work due that no input
+  // brings — a grace period's end, a restore, a move's deadline — if any. For callers that run
+  // the loop themselves (RunOnce); REQUIRES: not concurrently with RunOnce.
+  std::optional<int64_t> EngineNextDue() const;
 
   // The service's state over time: one sample every ServiceOptions::sample_period_ms, the last
   // ServiceOptions::samples_kept of them (oldest first).

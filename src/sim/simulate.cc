@@ -339,13 +339,14 @@ class ScenarioRun {
   void Progress(SimJob& j, SimTime t);
   void Reschedule(size_t i, SimTime t);
   void StopRun(size_t i, SimTime t);
-  // Applies the events at time t; true when something happened (a cycle is due).
-  bool ApplyEventsAt(SimTime t, bool* failed);
+  // Applies the events at time t; true when something happened (a cycle is due). `demand_step`:
+  // the services' demand is to be followed now.
+  bool ApplyEventsAt(SimTime t, bool* failed, bool* demand_step);
   void NodeDown(NodeId node, SimTime t, bool generated);
   void ScheduleFailureDraw();
-  // Brings every running lender to its Standby target: a service's replicas above its demand
-  // standby_grace_s ahead (so that a restore completes by the time the demand is there); a listed
-  // job's window replicas from from_s until standby_grace_s before to_s.
+  // Brings every running service to its Standby target: its replicas above its demand
+  // standby_grace_s ahead (so that a restore completes by the time the demand is there). (A listed
+  // job's windows are the engine's: Engine::SetStandbyWindows.)
   void FollowDemand(SimTime t);
   void SampleUntil(SimTime t);
   void Sample();
@@ -517,16 +518,8 @@ Status ScenarioRun::Prepare(const ClusterState& cluster) {
   }
   for (const NodeEvent& e : sc_.events) node_events_.push_back({node_by_name_[e.node], e.fail, false});
   for (size_t i = 0; i < node_events_.size(); ++i) events_.push({sc_.events[i].at_s, kNode, i, 0});
-  // Standby: services follow their demand every step_s; listed windows at their edges.
-  if (config_.standby) {
-    if (!services_.empty()) events_.push({0, kService, 0, 0});
-    for (const SimJob& j : jobs_) {
-      for (const StandbyWindow& w : j.tmpl.standby) {
-        events_.push({w.from_s, kService, 1, 0});
-        events_.push({std::max(w.from_s, w.to_s - config_.standby_grace_s), kService, 1, 0});
-      }
-    }
-  }
+  // Standby: services follow their demand every step_s (listed windows are the engine's).
+  if (config_.standby && !services_.empty()) events_.push({0, kService, 0, 0});
   for (SimTime at : {engine_->NextDue().value_or(kMaxSimTime)}) {
     if (at < sc_.duration_s && due_.insert(at).second) events_.push({at, kDue, 0, 0});
   }
@@ -701,26 +694,19 @@ void ScenarioRun::NodeDown(NodeId node, SimTime t, bool generated) {
 void ScenarioRun::FollowDemand(SimTime t) {
   for (size_t i : lenders_) {
     const SimJob& j = jobs_[i];
-    if (j.started_at < 0) continue;
+    if (j.started_at < 0 || j.service < 0) continue;
     const uint32_t id = static_cast<uint32_t>(i);
     const int64_t bound = engine_->Running(id) - engine_->Restoring(id);  // active and Standby, not restoring
-    int64_t target = 0;
-    if (j.service >= 0) {
-      target = bound - std::min<int64_t>(bound, ServiceDemand(services_[j.service], t + config_.standby_grace_s));
-    } else {
-      for (const StandbyWindow& w : j.tmpl.standby) {
-        if (w.from_s <= t && t < std::max(w.from_s, w.to_s - config_.standby_grace_s)) target = std::min<int64_t>(w.replicas, bound);
-      }
-    }
+    const int64_t target = bound - std::min<int64_t>(bound, ServiceDemand(services_[j.service], t + config_.standby_grace_s));
     engine_->SetStandby(id, static_cast<int32_t>(target), t);
   }
 }
 
-bool ScenarioRun::ApplyEventsAt(SimTime t, bool* failed) {
+bool ScenarioRun::ApplyEventsAt(SimTime t, bool* failed, bool* demand_step) {
   // False while the time's events are only failure-model draws that picked a down node and
   // repairs that no longer apply: nothing happened, so no cycle runs (it would see the state its
   // last cycle saw, and the run stays the same as with the listed events).
-  bool happened = false, standby_cycle = false;
+  bool happened = false;
   while (!events_.empty() && events_.top().t == t) {
     const Ev e = events_.top();
     events_.pop();
@@ -755,7 +741,7 @@ bool ScenarioRun::ApplyEventsAt(SimTime t, bool* failed) {
       }
       ScheduleFailureDraw();
     } else if (e.kind == kService) {
-      standby_cycle = true;
+      *demand_step = true;
       if (e.idx == 0 && t + sc_.tidal.step_s < sc_.duration_s) events_.push({t + sc_.tidal.step_s, kService, 0, 0});
     } else if (e.kind == kDue) {
       due_.erase(t);
@@ -764,9 +750,13 @@ bool ScenarioRun::ApplyEventsAt(SimTime t, bool* failed) {
       (void)engine_->Submit(ToEngineJob(e.idx, j), SubmitMode::kEnqueue, t);
       j.id = *engine_->JobOf(static_cast<uint32_t>(e.idx));
       j.submitted = true;
+      if (j.lender && j.service < 0) {
+        std::vector<StandbyWindowSpec> windows;
+        for (const StandbyWindow& w : j.tmpl.standby) windows.push_back({w.from_s, w.to_s, w.replicas});
+        engine_->SetStandbyWindows(static_cast<uint32_t>(e.idx), std::move(windows), t);
+      }
     }
   }
-  if (standby_cycle) FollowDemand(t);
   return happened;
 }
 
@@ -774,8 +764,9 @@ Status ScenarioRun::Run() {
   while (!events_.empty() && events_.top().t < sc_.duration_s) {
     const SimTime t = events_.top().t;
     SampleUntil(t);
-    bool failed = false;
-    const bool happened = ApplyEventsAt(t, &failed);
+    bool failed = false, demand_step = false;
+    const bool happened = ApplyEventsAt(t, &failed, &demand_step);
+    if (demand_step) FollowDemand(t);
     (void)engine_->TakeEvents();  // seen by OnEvent already
     if (!happened) continue;
     (void)engine_->RunCycle(t);
