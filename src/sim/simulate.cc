@@ -750,6 +750,8 @@ bool ScenarioRun::ApplyEventsAt(SimTime t, bool* failed, bool* demand_step) {
       (void)engine_->Submit(ToEngineJob(e.idx, j), SubmitMode::kEnqueue, t);
       j.id = *engine_->JobOf(static_cast<uint32_t>(e.idx));
       j.submitted = true;
+      if (job_index_.size() <= j.id.value()) job_index_.resize(j.id.value() + 1, SIZE_MAX);
+      job_index_[j.id.value()] = e.idx;
       if (j.lender && j.service < 0) {
         std::vector<StandbyWindowSpec> windows;
         for (const StandbyWindow& w : j.tmpl.standby) windows.push_back({w.from_s, w.to_s, w.replicas});
@@ -844,7 +846,7 @@ void ScenarioRun::Sample() {
       } else {
         lp += g;
       }
-      const SimJob& j = jobs_[*engine_->DriverIdOf(task.job)];
+      const SimJob& j = jobs_[job_index_[task.job.value()]];
       if (!task.standby && j.service < 0) {
         busy += static_cast<double>(g * j.util_pct) / 100.0;
         if (task.priority >= kHpPriority) hp_demand += static_cast<double>(g);
