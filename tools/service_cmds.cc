@@ -12,6 +12,7 @@
 #include "server/http_api.h"
 #include "server/service.h"
 #include "sim/cluster/cluster_spec.h"
+#include "sim/scenario.h"
 #include "store/etcd_election.h"
 #include "store/etcd_store.h"
 #include "store/sqlite_store.h"
@@ -67,6 +68,41 @@ StatusOr<std::pair<std::string, int>> ParseListen(const std::string& s) {
   return std::pair{s.substr(0, colon), port};
 }
 
+// The service's options for a scheduler configuration (the schema scenarios use): its policy,
+// Reclaim (on, with its grace and exit model, or off), Absorb, queue order, Align, topology,
+// Standby's grace and lending bound, holds for waiting gangs and the engine's own
+// defragmentation. `pack` and the domain objective of `defrag` name topology levels that a
+// service without nodes cannot resolve at start: they are refused, naming the file and line.
+Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, ServiceOptions* o) {
+  const std::string where = path + ":" + std::to_string(c.line) + ": configuration '" + c.name + "': ";
+  if (!c.pack_plane.empty()) return InvalidArgument(where + "pack: not supported by the service");
+  if (c.defrag.enabled && c.defrag.objective != "nodes") {
+    return InvalidArgument(where + "defrag: objective: only 'nodes' is supported by the service");
+  }
+  if (!c.federation.empty()) return InvalidArgument(where + "federation: not supported by the service");
+  EngineConfig e;
+  e.allocate.align = c.align;
+  e.allocate.topology = c.topology;
+  e.priority_queue = c.priority_queue;
+  if (!c.preempt) std::erase(e.actions, EngineAction::kReclaim);
+  e.exit_mean_s = c.exit_mean_s;
+  e.exit_p95_s = c.exit_p95_s;
+  e.standby_grace_s = c.standby ? c.standby_grace_s : c.grace_s;
+  e.reserve = {c.reserve.enabled, c.reserve.replan_s, c.reserve.after_s, c.reserve.min_gpus, c.reserve.max_gpus,
+               c.reserve.max_jobs};
+  if (c.defrag.enabled) {
+    const DefragConfig& d = c.defrag;
+    e.defrag = {true, d.interval_s, d.trigger_after_s, d.trigger_min_gpus, d.trigger_cooldown_s, d.plan};
+    e.migration = d.migration;
+  }
+  o->engine = e;
+  o->policy = c.policy;
+  o->grace_s = c.grace_s;
+  o->absorb = c.absorb;
+  if (c.standby) o->lend_max_priority = c.lend_max_priority;
+  return Status::Ok();
+}
+
 }  // namespace
 
 CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
@@ -79,8 +115,13 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   s->add_option("--advertise", f.advertise, "with --store etcd: this replica's URL as other replicas report it (default http://LISTEN)");
   s->add_option("--tokens", f.tokens, "tokens file: one 'TOKEN ROLE NAME' per line, ROLE admin|tenant|agent")->required();
   s->add_option("--sync", f.sync, "SQLite durability: full (default; survives a machine crash) or normal (survives kill -9)");
-  s->add_option("--policy", f.policy, "placement policy (default best-fit)");
-  s->add_option("--grace-s", f.grace_s, "Reclaim's eviction grace period in seconds (default 60)")->check(CLI::Range(0, 86400));
+  s->add_option("--config", f.config,
+                "a scheduler configuration (the schema of a scenario's configurations: entries, docs/simulate.md): "
+                "a scenario file (with --configuration NAME) or a file of one configuration mapping");
+  s->add_option("--configuration", f.configuration, "with --config: the entry of its configurations: list to use");
+  s->add_option("--policy", f.policy, "placement policy (default: the configuration's, else best-fit)");
+  s->add_option("--grace-s", f.grace_s, "Reclaim's eviction grace period in seconds (default: the configuration's, else 60)")
+      ->check(CLI::Range(0, 86400));
   s->add_option("--heartbeat-timeout-s", f.heartbeat_timeout_s, "a node without heartbeats this long fails (default 30)")
       ->check(CLI::Range(1, 86400));
   s->add_option("--retain-ended-s", f.retain_ended_s,
@@ -118,6 +159,14 @@ int RunServeCommand(const ServeFlags& f) {
   if (f.store == "sqlite" && f.data.empty()) return Fail(InvalidArgument("--data: required with --store sqlite"));
   if (f.store == "etcd" && f.etcd_endpoints.empty()) return Fail(InvalidArgument("--etcd-endpoints: required with --store etcd"));
   if (f.store == "sqlite" && !f.etcd_endpoints.empty()) return Fail(InvalidArgument("--etcd-endpoints: only with --store etcd"));
+  ServiceOptions o;
+  if (!f.configuration.empty() && f.config.empty()) return Fail(InvalidArgument("--configuration: only with --config"));
+  if (!f.config.empty()) {
+    auto conf = ReadSchedulerConfig(f.config, f.configuration);
+    if (!conf.ok()) return Fail(conf.status());
+    const Status st = ApplySchedulerConfig(*conf, f.config, &o);
+    if (!st.ok()) return Fail(st);
+  }
   auto tokens = TokenTable::Read(f.tokens);
   if (!tokens.ok()) return Fail(tokens.status());
   HttpOptions ho;
@@ -128,9 +177,8 @@ int RunServeCommand(const ServeFlags& f) {
   ho.burst = 2 * f.rate;
   ho.tls_cert = f.tls_cert;
   ho.tls_key = f.tls_key;
-  ServiceOptions o;
-  o.policy = f.policy;
-  o.grace_s = f.grace_s;
+  if (!f.policy.empty()) o.policy = f.policy;  // flags override single keys
+  if (f.grace_s >= 0) o.grace_s = f.grace_s;
   o.heartbeat_timeout_ms = f.heartbeat_timeout_s * 1000;
   o.retain_ended_ms = f.retain_ended_s * 1000;
 

@@ -12,13 +12,14 @@ struct ServeFlags {
   std::string data;
   std::string tokens;
   std::string sync = "full";
-  std::string policy = "best-fit";
+  std::string policy;      // empty: the configuration's (--config), else best-fit
+  std::string config, configuration;  // --config FILE, --configuration NAME
   std::string tls_cert, tls_key;
   std::string store = "sqlite";
   std::string etcd_endpoints;
   std::string etcd_prefix = "estuary/";
   std::string advertise;
-  int64_t grace_s = 60;
+  int64_t grace_s = -1;    // < 0: the configuration's preempt grace_s (--config), else 60
   int64_t heartbeat_timeout_s = 30;
   int64_t retain_ended_s = 86400;
   int64_t max_body_bytes = 1 << 20;

@@ -87,6 +87,10 @@ struct ServiceOptions {
   // its domains in these terms. Default: "data" {az, spine, asw} and "param" {rdma_pod}.
   std::vector<std::pair<std::string, std::vector<std::string>>> planes = {{"data", {"az", "spine", "asw"}},
                                                                           {"param", {"rdma_pod"}}};
+  // The engine's configuration (estuary serve --config: a scheduler configuration of the scenario
+  // schema); none: the engine's defaults. Either way policy, seed, grace_s, absorb and
+  // lend_max_priority above win, agents acknowledge moves, and evicted jobs are requeued.
+  std::optional<EngineConfig> engine;
   // Standby lending: queued preemptible jobs of at most this priority try lent GPUs first
   // (EngineConfig::lend_max_priority; default: everything below HP).
   int32_t lend_max_priority = kHpPriority - 1;

@@ -382,6 +382,129 @@ Status ParseFederationMode(const Ctx& c, const YAML::Node& m, const FederationSp
   return Status::Ok();
 }
 
+// One entry of `configurations:` (the scheduler-configuration schema, docs/simulate.md).
+StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m, const FederationSpec& fed) {
+  ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack", "queue", "preempt", "absorb",
+                                       "standby", "defrag", "federation", "blind_dispatch"}));
+  SchedulerConfig sc;
+  sc.line = m.Mark().line + 1;
+  ESTUARY_ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
+  ESTUARY_RETURN_IF_ERROR(ParseFederationMode(c, m, fed, &sc));
+  std::string policy;
+  ESTUARY_ASSIGN_OR_RETURN(policy, Str(c, m, "policy", false));
+  if (!policy.empty()) sc.policy = policy;
+  auto p = OpenbPolicy(sc.policy);
+  if (!p.ok()) return c.Err(m["policy"], "policy", p.status().message());
+  ESTUARY_ASSIGN_OR_RETURN(sc.align, Bool(c, m, "align", true));
+  ESTUARY_ASSIGN_OR_RETURN(sc.topology, Bool(c, m, "topology", true));
+  std::string queue;
+  ESTUARY_ASSIGN_OR_RETURN(queue, Str(c, m, "queue", false));
+  if (!queue.empty() && queue != "fifo" && queue != "priority") {
+    return c.Err(m["queue"], "queue", "unknown queue order '" + queue + "' (known: fifo, priority)");
+  }
+  sc.priority_queue = queue == "priority";
+  if (const YAML::Node p = m["preempt"]) {
+    if (!p.IsMap()) return c.Err(p, "preempt", "expected a mapping {grace_s, exit_mean_s, exit_p95_s}");
+    ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "exit_mean_s", "exit_p95_s"}));
+    sc.preempt = true;
+    ESTUARY_ASSIGN_OR_RETURN(sc.grace_s, Int(c, p, "grace_s", sc.grace_s, 0, 86400));
+    ESTUARY_ASSIGN_OR_RETURN(sc.exit_mean_s, Int(c, p, "exit_mean_s", 0, 0, 86400));
+    ESTUARY_ASSIGN_OR_RETURN(sc.exit_p95_s, Int(c, p, "exit_p95_s", 0, 0, 86400));
+    if ((sc.exit_mean_s > 0) != (sc.exit_p95_s > 0)) {
+      const char* missing = sc.exit_mean_s > 0 ? "exit_p95_s" : "exit_mean_s";
+      return c.Err(p, missing, "exit_mean_s and exit_p95_s go together");
+    }
+    if (sc.exit_mean_s > 0) {
+      if (auto fitted = GracefulExit::Fitted(sc.grace_s, sc.exit_mean_s, sc.exit_p95_s, 0); !fitted.ok()) {
+        const std::string& msg = fitted.status().message();
+        const std::string field = msg.substr(0, msg.find(':'));
+        return c.Err(p[field], field, msg.substr(msg.find(':') + 2));
+      }
+    }
+  }
+  ESTUARY_ASSIGN_OR_RETURN(sc.absorb, Bool(c, m, "absorb", false));
+  if (const YAML::Node p = m["standby"]) {
+    if (!p.IsMap()) return c.Err(p, "standby", "expected a mapping {grace_s, lend_max_priority}");
+    ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "lend_max_priority"}));
+    sc.standby = true;
+    ESTUARY_ASSIGN_OR_RETURN(sc.standby_grace_s, Int(c, p, "grace_s", sc.standby_grace_s, 0, 86400));
+    int64_t v = 0;
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, p, "lend_max_priority", sc.lend_max_priority, 0, kHpPriority - 1));
+    sc.lend_max_priority = static_cast<int32_t>(v);
+  }
+  if (const YAML::Node r = m["reserve"]) {
+    if (!r.IsMap()) return c.Err(r, "reserve", "expected a mapping {after_s, max_jobs, min_gpus, max_gpus, replan_s}");
+    ESTUARY_RETURN_IF_ERROR(Known(c, r, {"after_s", "max_jobs", "min_gpus", "max_gpus", "replan_s"}));
+    ReserveConfig& rc = sc.reserve;
+    rc.enabled = true;
+    ESTUARY_ASSIGN_OR_RETURN(rc.after_s, Int(c, r, "after_s", rc.after_s, 0, kMaxTime));
+    ESTUARY_ASSIGN_OR_RETURN(rc.max_jobs, Int(c, r, "max_jobs", rc.max_jobs, 1, 1'000'000));
+    ESTUARY_ASSIGN_OR_RETURN(rc.min_gpus, Int(c, r, "min_gpus", rc.min_gpus, 0, int64_t{1} << 40));
+    ESTUARY_ASSIGN_OR_RETURN(rc.max_gpus, Int(c, r, "max_gpus", rc.max_gpus, rc.min_gpus, int64_t{1} << 40));
+    ESTUARY_ASSIGN_OR_RETURN(rc.replan_s, Int(c, r, "replan_s", rc.replan_s, 1, kMaxTime));
+  }
+  if (const YAML::Node d = m["defrag"]) {
+    if (!d.IsMap()) return c.Err(d, "defrag", "expected a mapping {interval_s, max_moves, partition_nodes, ...}");
+    ESTUARY_RETURN_IF_ERROR(Known(c, d, {"interval_s", "max_moves", "partition_nodes", "chain_depth", "rounds",
+                                         "startup_s", "timeout_s", "fail_pct", "max_concurrent", "per_node",
+                                         "per_job", "drain", "trigger_after_s", "trigger_min_gpus",
+                                         "trigger_cooldown_s", "objective", "objective_plane",
+                                         "objective_level", "variants"}));
+    DefragConfig& dc = sc.defrag;
+    dc.enabled = true;
+    int64_t v = 0;
+    ESTUARY_ASSIGN_OR_RETURN(dc.interval_s, Int(c, d, "interval_s", dc.interval_s, 0, kMaxTime));
+    // The plan budget (moves per plan); absent: no limit.
+    ESTUARY_ASSIGN_OR_RETURN(dc.migration.max_moves, Int(c, d, "max_moves", 0, 1, int64_t{1} << 40));
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "partition_nodes", dc.plan.partition_nodes, 0, 1'000'000));
+    if (v == 1) return c.Err(d["partition_nodes"], "partition_nodes", "1 is not 0 (one partition) or >= 2");
+    dc.plan.partition_nodes = static_cast<int32_t>(v);
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "chain_depth", dc.plan.max_chain_depth, 0, 64));
+    dc.plan.max_chain_depth = static_cast<int32_t>(v);
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "rounds", dc.plan.max_rounds, 0, 1000));
+    dc.plan.max_rounds = static_cast<int32_t>(v);
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "variants", dc.plan.variants, 1, 64));
+    dc.plan.variants = static_cast<int32_t>(v);
+    ESTUARY_ASSIGN_OR_RETURN(dc.migration.startup_s, Int(c, d, "startup_s", dc.migration.startup_s, 0, 86400));
+    ESTUARY_ASSIGN_OR_RETURN(dc.migration.timeout_s,
+                             Int(c, d, "timeout_s", std::max(dc.migration.timeout_s, dc.migration.startup_s + 1),
+                                 dc.migration.startup_s + 1, 86401));
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "fail_pct", 0, 0, 100));
+    dc.migration.fail_permille = static_cast<int32_t>(v * 10);
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "max_concurrent", dc.migration.max_concurrent, 1, 1'000'000));
+    dc.migration.max_concurrent = static_cast<int32_t>(v);
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "per_node", dc.migration.per_node, 1, 1'000'000));
+    dc.migration.per_node = static_cast<int32_t>(v);
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "per_job", dc.migration.per_job, 1, 1'000'000));
+    dc.migration.per_job = static_cast<int32_t>(v);
+    ESTUARY_ASSIGN_OR_RETURN(dc.migration.drain, Bool(c, d, "drain", true));
+    ESTUARY_ASSIGN_OR_RETURN(dc.trigger_after_s, Int(c, d, "trigger_after_s", 0, 0, kMaxTime));
+    ESTUARY_ASSIGN_OR_RETURN(dc.trigger_min_gpus, Int(c, d, "trigger_min_gpus", dc.trigger_min_gpus, 1, int64_t{1} << 40));
+    ESTUARY_ASSIGN_OR_RETURN(dc.trigger_cooldown_s, Int(c, d, "trigger_cooldown_s", dc.trigger_cooldown_s, 1, kMaxTime));
+    std::string objective;
+    ESTUARY_ASSIGN_OR_RETURN(objective, Str(c, d, "objective", false));
+    if (!objective.empty()) dc.objective = objective;
+    if (dc.objective != "nodes" && dc.objective != "domains") {
+      return c.Err(d["objective"], "objective", "unknown objective '" + dc.objective + "' (known: nodes, domains)");
+    }
+    ESTUARY_ASSIGN_OR_RETURN(dc.objective_plane, Str(c, d, "objective_plane", dc.objective == "domains"));
+    ESTUARY_ASSIGN_OR_RETURN(dc.objective_level, Str(c, d, "objective_level", dc.objective == "domains"));
+    if (dc.objective == "nodes" && (!dc.objective_plane.empty() || !dc.objective_level.empty())) {
+      return c.Err(d, "objective", "objective_plane and objective_level need objective: domains");
+    }
+    if (dc.interval_s == 0 && dc.trigger_after_s == 0) {
+      return c.Err(d, "interval_s", "defrag runs neither periodically (interval_s 0) nor on a trigger (trigger_after_s 0)");
+    }
+  }
+  if (const YAML::Node p = m["pack"]) {
+    if (!p.IsMap()) return c.Err(p, "pack", "expected a mapping {plane, level}");
+    ESTUARY_RETURN_IF_ERROR(Known(c, p, {"plane", "level"}));
+    ESTUARY_ASSIGN_OR_RETURN(sc.pack_plane, Str(c, p, "plane", true));
+    ESTUARY_ASSIGN_OR_RETURN(sc.pack_level, Str(c, p, "level", true));
+  }
+  return sc;
+}
+
 }  // namespace
 
 StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& path) {
@@ -559,128 +682,45 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   std::set<std::string> conf_names;
   for (const YAML::Node& m : confs) {
     if (!m.IsMap()) return c.Err(m, "configurations", "expected a mapping per configuration");
-    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack", "queue", "preempt", "absorb",
-                                         "standby", "defrag", "federation", "blind_dispatch"}));
     SchedulerConfig sc;
-    sc.line = m.Mark().line + 1;
-    ESTUARY_ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
+    ESTUARY_ASSIGN_OR_RETURN(sc, ParseSchedulerConfig(c, m, s.federation));
     if (!conf_names.insert(sc.name).second) return c.Err(m["name"], "name", "duplicate configuration '" + sc.name + "'");
-    ESTUARY_RETURN_IF_ERROR(ParseFederationMode(c, m, s.federation, &sc));
-    std::string policy;
-    ESTUARY_ASSIGN_OR_RETURN(policy, Str(c, m, "policy", false));
-    if (!policy.empty()) sc.policy = policy;
-    auto p = OpenbPolicy(sc.policy);
-    if (!p.ok()) return c.Err(m["policy"], "policy", p.status().message());
-    ESTUARY_ASSIGN_OR_RETURN(sc.align, Bool(c, m, "align", true));
-    ESTUARY_ASSIGN_OR_RETURN(sc.topology, Bool(c, m, "topology", true));
-    std::string queue;
-    ESTUARY_ASSIGN_OR_RETURN(queue, Str(c, m, "queue", false));
-    if (!queue.empty() && queue != "fifo" && queue != "priority") {
-      return c.Err(m["queue"], "queue", "unknown queue order '" + queue + "' (known: fifo, priority)");
-    }
-    sc.priority_queue = queue == "priority";
-    if (const YAML::Node p = m["preempt"]) {
-      if (!p.IsMap()) return c.Err(p, "preempt", "expected a mapping {grace_s, exit_mean_s, exit_p95_s}");
-      ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "exit_mean_s", "exit_p95_s"}));
-      sc.preempt = true;
-      ESTUARY_ASSIGN_OR_RETURN(sc.grace_s, Int(c, p, "grace_s", sc.grace_s, 0, 86400));
-      ESTUARY_ASSIGN_OR_RETURN(sc.exit_mean_s, Int(c, p, "exit_mean_s", 0, 0, 86400));
-      ESTUARY_ASSIGN_OR_RETURN(sc.exit_p95_s, Int(c, p, "exit_p95_s", 0, 0, 86400));
-      if ((sc.exit_mean_s > 0) != (sc.exit_p95_s > 0)) {
-        const char* missing = sc.exit_mean_s > 0 ? "exit_p95_s" : "exit_mean_s";
-        return c.Err(p, missing, "exit_mean_s and exit_p95_s go together");
-      }
-      if (sc.exit_mean_s > 0) {
-        if (auto fitted = GracefulExit::Fitted(sc.grace_s, sc.exit_mean_s, sc.exit_p95_s, 0); !fitted.ok()) {
-          const std::string& msg = fitted.status().message();
-          const std::string field = msg.substr(0, msg.find(':'));
-          return c.Err(p[field], field, msg.substr(msg.find(':') + 2));
-        }
-      }
-    }
-    ESTUARY_ASSIGN_OR_RETURN(sc.absorb, Bool(c, m, "absorb", false));
-    if (const YAML::Node p = m["standby"]) {
-      if (!p.IsMap()) return c.Err(p, "standby", "expected a mapping {grace_s, lend_max_priority}");
-      ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "lend_max_priority"}));
-      sc.standby = true;
-      ESTUARY_ASSIGN_OR_RETURN(sc.standby_grace_s, Int(c, p, "grace_s", sc.standby_grace_s, 0, 86400));
-      int64_t v = 0;
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, p, "lend_max_priority", sc.lend_max_priority, 0, kHpPriority - 1));
-      sc.lend_max_priority = static_cast<int32_t>(v);
-    }
-    if (const YAML::Node r = m["reserve"]) {
-      if (!r.IsMap()) return c.Err(r, "reserve", "expected a mapping {after_s, max_jobs, min_gpus, max_gpus, replan_s}");
-      ESTUARY_RETURN_IF_ERROR(Known(c, r, {"after_s", "max_jobs", "min_gpus", "max_gpus", "replan_s"}));
-      ReserveConfig& rc = sc.reserve;
-      rc.enabled = true;
-      ESTUARY_ASSIGN_OR_RETURN(rc.after_s, Int(c, r, "after_s", rc.after_s, 0, kMaxTime));
-      ESTUARY_ASSIGN_OR_RETURN(rc.max_jobs, Int(c, r, "max_jobs", rc.max_jobs, 1, 1'000'000));
-      ESTUARY_ASSIGN_OR_RETURN(rc.min_gpus, Int(c, r, "min_gpus", rc.min_gpus, 0, int64_t{1} << 40));
-      ESTUARY_ASSIGN_OR_RETURN(rc.max_gpus, Int(c, r, "max_gpus", rc.max_gpus, rc.min_gpus, int64_t{1} << 40));
-      ESTUARY_ASSIGN_OR_RETURN(rc.replan_s, Int(c, r, "replan_s", rc.replan_s, 1, kMaxTime));
-    }
-    if (const YAML::Node d = m["defrag"]) {
-      if (!d.IsMap()) return c.Err(d, "defrag", "expected a mapping {interval_s, max_moves, partition_nodes, ...}");
-      ESTUARY_RETURN_IF_ERROR(Known(c, d, {"interval_s", "max_moves", "partition_nodes", "chain_depth", "rounds",
-                                           "startup_s", "timeout_s", "fail_pct", "max_concurrent", "per_node",
-                                           "per_job", "drain", "trigger_after_s", "trigger_min_gpus",
-                                           "trigger_cooldown_s", "objective", "objective_plane",
-                                           "objective_level", "variants"}));
-      DefragConfig& dc = sc.defrag;
-      dc.enabled = true;
-      int64_t v = 0;
-      ESTUARY_ASSIGN_OR_RETURN(dc.interval_s, Int(c, d, "interval_s", dc.interval_s, 0, kMaxTime));
-      // The plan budget (moves per plan); absent: no limit.
-      ESTUARY_ASSIGN_OR_RETURN(dc.migration.max_moves, Int(c, d, "max_moves", 0, 1, int64_t{1} << 40));
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "partition_nodes", dc.plan.partition_nodes, 0, 1'000'000));
-      if (v == 1) return c.Err(d["partition_nodes"], "partition_nodes", "1 is not 0 (one partition) or >= 2");
-      dc.plan.partition_nodes = static_cast<int32_t>(v);
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "chain_depth", dc.plan.max_chain_depth, 0, 64));
-      dc.plan.max_chain_depth = static_cast<int32_t>(v);
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "rounds", dc.plan.max_rounds, 0, 1000));
-      dc.plan.max_rounds = static_cast<int32_t>(v);
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "variants", dc.plan.variants, 1, 64));
-      dc.plan.variants = static_cast<int32_t>(v);
-      ESTUARY_ASSIGN_OR_RETURN(dc.migration.startup_s, Int(c, d, "startup_s", dc.migration.startup_s, 0, 86400));
-      ESTUARY_ASSIGN_OR_RETURN(dc.migration.timeout_s,
-                               Int(c, d, "timeout_s", std::max(dc.migration.timeout_s, dc.migration.startup_s + 1),
-                                   dc.migration.startup_s + 1, 86401));
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "fail_pct", 0, 0, 100));
-      dc.migration.fail_permille = static_cast<int32_t>(v * 10);
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "max_concurrent", dc.migration.max_concurrent, 1, 1'000'000));
-      dc.migration.max_concurrent = static_cast<int32_t>(v);
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "per_node", dc.migration.per_node, 1, 1'000'000));
-      dc.migration.per_node = static_cast<int32_t>(v);
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, d, "per_job", dc.migration.per_job, 1, 1'000'000));
-      dc.migration.per_job = static_cast<int32_t>(v);
-      ESTUARY_ASSIGN_OR_RETURN(dc.migration.drain, Bool(c, d, "drain", true));
-      ESTUARY_ASSIGN_OR_RETURN(dc.trigger_after_s, Int(c, d, "trigger_after_s", 0, 0, kMaxTime));
-      ESTUARY_ASSIGN_OR_RETURN(dc.trigger_min_gpus, Int(c, d, "trigger_min_gpus", dc.trigger_min_gpus, 1, int64_t{1} << 40));
-      ESTUARY_ASSIGN_OR_RETURN(dc.trigger_cooldown_s, Int(c, d, "trigger_cooldown_s", dc.trigger_cooldown_s, 1, kMaxTime));
-      std::string objective;
-      ESTUARY_ASSIGN_OR_RETURN(objective, Str(c, d, "objective", false));
-      if (!objective.empty()) dc.objective = objective;
-      if (dc.objective != "nodes" && dc.objective != "domains") {
-        return c.Err(d["objective"], "objective", "unknown objective '" + dc.objective + "' (known: nodes, domains)");
-      }
-      ESTUARY_ASSIGN_OR_RETURN(dc.objective_plane, Str(c, d, "objective_plane", dc.objective == "domains"));
-      ESTUARY_ASSIGN_OR_RETURN(dc.objective_level, Str(c, d, "objective_level", dc.objective == "domains"));
-      if (dc.objective == "nodes" && (!dc.objective_plane.empty() || !dc.objective_level.empty())) {
-        return c.Err(d, "objective", "objective_plane and objective_level need objective: domains");
-      }
-      if (dc.interval_s == 0 && dc.trigger_after_s == 0) {
-        return c.Err(d, "interval_s", "defrag runs neither periodically (interval_s 0) nor on a trigger (trigger_after_s 0)");
-      }
-    }
-    if (const YAML::Node p = m["pack"]) {
-      if (!p.IsMap()) return c.Err(p, "pack", "expected a mapping {plane, level}");
-      ESTUARY_RETURN_IF_ERROR(Known(c, p, {"plane", "level"}));
-      ESTUARY_ASSIGN_OR_RETURN(sc.pack_plane, Str(c, p, "plane", true));
-      ESTUARY_ASSIGN_OR_RETURN(sc.pack_level, Str(c, p, "level", true));
-    }
     s.configurations.push_back(sc);
   }
   return s;
+}
+
+StatusOr<SchedulerConfig> ReadSchedulerConfig(const std::string& path, const std::string& name) {
+  std::ifstream in(path);
+  if (!in) return InvalidArgument(path + ": cannot open file");
+  std::stringstream text;
+  text << in.rdbuf();
+  Ctx c{path};
+  YAML::Node root;
+  try {
+    root = YAML::Load(text.str());
+  } catch (const YAML::ParserException& e) {
+    return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML (" + e.msg + ")");
+  }
+  if (!root.IsMap()) return InvalidArgument(path + ":1: expected a mapping");
+  const FederationSpec none;
+  const YAML::Node confs = root["configurations"];
+  if (!confs) {
+    SchedulerConfig sc;
+    ESTUARY_ASSIGN_OR_RETURN(sc, ParseSchedulerConfig(c, root, none));
+    if (!name.empty() && sc.name != name) return c.Err(root["name"], "name", "is '" + sc.name + "', not '" + name + "'");
+    return sc;
+  }
+  if (!confs.IsSequence() || confs.size() == 0) return c.Err(confs, "configurations", "expected a non-empty list");
+  std::string names;
+  for (const YAML::Node& m : confs) {
+    if (!m.IsMap()) return c.Err(m, "configurations", "expected a mapping per configuration");
+    const std::string n = m["name"] && m["name"].IsScalar() ? m["name"].Scalar() : "";
+    names += (names.empty() ? "" : ", ") + n;
+    if (n == name || (name.empty() && confs.size() == 1)) return ParseSchedulerConfig(c, m, none);
+  }
+  if (name.empty()) return c.Err(KeyNode(root, "configurations"), "configurations", "lists " + names + ": name one");
+  return c.Err(KeyNode(root, "configurations"), "configurations", "has no configuration '" + name + "' (it has " + names + ")");
 }
 
 StatusOr<Scenario> ReadScenario(const std::string& path) {

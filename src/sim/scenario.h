@@ -316,5 +316,9 @@ struct Scenario {
 
 StatusOr<Scenario> ReadScenario(const std::string& path);
 StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& path);
+// Reads one scheduler configuration — the schema of a scenario's `configurations:` entries — from
+// a YAML file: a scenario (its entry named `name`; `name` may be empty when it lists exactly one)
+// or a file whose root is one configuration mapping. Errors name the file, line and field.
+StatusOr<SchedulerConfig> ReadSchedulerConfig(const std::string& path, const std::string& name);
 
 }  // namespace estuary

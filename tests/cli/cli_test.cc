@@ -1099,6 +1099,45 @@ TEST_F(ServeCli, StoreFlagsAreChecked) {
   EXPECT_TRUE(RejectedWith(RunEstuary({"serve", "--data", file + "/sub", "--tokens", tokens_}), {"not-a-dir"}));
 }
 
+TEST_F(ServeCli, ABadSchedulerConfigurationIsRejectedNamingFileLineAndField) {
+  const std::string two = WriteFile(dir_, "two.yaml",
+                                    "name: s\nconfigurations:\n  - {name: a}\n  - {name: b, queue: sideways}\n");
+  const std::string one = WriteFile(dir_, "one.yaml", "name: x\npolicy: nearest\n");
+  const std::string packed = WriteFile(dir_, "packed.yaml", "{name: p, pack: {plane: data, level: asw}}\n");
+  const std::vector<std::string> base = {"serve", "--data", Out("d"), "--tokens", tokens_};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+      {{"--config", Out("missing.yaml")}, {"missing.yaml", "cannot open"}},
+      {{"--config", two}, {two + ":2: field 'configurations'", "lists a, b: name one"}},
+      {{"--config", two, "--configuration", "c"}, {two + ":2: field 'configurations'", "no configuration 'c'"}},
+      {{"--config", two, "--configuration", "b"}, {two + ":4: field 'queue'", "'sideways'"}},
+      {{"--config", one}, {one + ":2: field 'policy'", "unknown policy 'nearest'"}},
+      {{"--config", packed}, {packed + ":1: configuration 'p': pack: not supported by the service"}},
+      {{"--configuration", "a"}, {"--configuration: only with --config"}},
+  };
+  for (const auto& [extra, words] : cases) {
+    const std::vector<std::string> args = with(extra);
+    RunResult r;
+    {
+      TempDir io;
+      const std::string out = (io.path() / "o").string(), err = (io.path() / "e").string();
+      std::string cmd = ShellQuote(kBinary);
+      for (const std::string& a : args) cmd += " " + ShellQuote(a);
+      cmd += " >" + ShellQuote(out) + " 2>" + ShellQuote(err) + " </dev/null";
+      const int status = std::system(cmd.c_str());
+      r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      r.err = ReadFile(err);
+    }
+    EXPECT_EQ(r.exit_code, 2) << extra[0] << " " << r.err;
+    for (const std::string& w : words) EXPECT_NE(r.err.find(w), std::string::npos) << "'" << w << "' not in: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+  }
+}
+
 TEST_F(ServeCli, OutOfRangeNumbersAreRejectedNamingTheFlag) {
   for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
            {"--grace-s", "-1"}, {"--heartbeat-timeout-s", "0"}, {"--max-body-bytes", "10"}, {"--rate", "0"},

@@ -92,6 +92,48 @@ TEST_F(ServiceE2E, JobsSubmittedOverHttpRunOnTheFakeAgentsAndSucceed) {
   EXPECT_EQ(inv->status, 200) << inv->body;
 }
 
+// `estuary serve` with a scheduler configuration of the scenario schema — the `tidal` entry of
+// examples/tidal-week.yaml (priority queue, Reclaim, Absorb, Standby), and a file of one
+// configuration whose values differ from the service's defaults — and with policy fgd (which
+// learns its typical tasks from the submitted jobs): the configuration is the one in use, and
+// jobs run to success.
+TEST_F(ServiceE2E, ServeRunsJobsWithAScenariosConfigurationAndWithPolicyFgd) {
+  std::ofstream(dir_ + "/conf.yaml") << "{name: packed, policy: gpu-packing, preempt: {grace_s: 45}, absorb: false}\n";
+  struct Case {
+    std::vector<std::string> flags;
+    std::string policy;
+    int grace_s;
+    bool absorb;
+  };
+  for (const Case& k : {Case{{"--config", std::string(ESTUARY_SOURCE_DIR) + "/examples/tidal-week.yaml", "--configuration",
+                              "tidal"}, "best-fit", 60, true},
+                        Case{{"--config", dir_ + "/conf.yaml"}, "gpu-packing", 45, false},
+                        Case{{"--config", dir_ + "/conf.yaml", "--grace-s", "30"}, "gpu-packing", 30, false},
+                        Case{{"--policy", "fgd"}, "fgd", 60, true}}) {
+    StartServe(k.flags);
+    StartAgent(4);
+    httplib::Client c("127.0.0.1", port_);
+    const auto conf = c.Get("/v1/config", As(kAdmin));
+    ASSERT_TRUE(conf);
+    const Json cj = Json::parse(conf->body);
+    EXPECT_EQ(cj["policy"], k.policy) << conf->body;
+    EXPECT_EQ(cj["grace_s"], k.grace_s) << conf->body;
+    EXPECT_EQ(cj["absorb"], k.absorb) << conf->body;
+    std::set<std::string> ids;
+    for (int i = 0; i < 10; ++i) {
+      auto r = c.Post("/v1/jobs", As(kTenant), JobBody(i, 1), "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 201) << r->body;
+      ids.insert(Json::parse(r->body)["id"].get<std::string>());
+    }
+    EXPECT_TRUE(WaitAll(ids, "succeeded", 30s)) << k.flags[1];
+    Stop(agent_, SIGTERM);
+    Stop(serve_, SIGTERM);
+    agent_ = serve_ = -1;
+    std::filesystem::remove_all(dir_ + "/data");
+  }
+}
+
 TEST_F(ServiceE2E, AfterAKillDashNineEveryAcceptedJobIsThereNothingIsBoundTwiceNoReservationOutlivesItsPurposeAndAllRunToSuccess) {
   StartServe();
   StartAgent(100);

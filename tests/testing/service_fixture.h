@@ -49,11 +49,12 @@ class ServiceProcessTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   // Starts the service and waits until it answers.
-  void StartServe() {
-    serve_ = Spawn(ESTUARY_BINARY,
-                   {"serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--data", dir_ + "/data", "--tokens",
-                    dir_ + "/tokens", "--heartbeat-timeout-s", "60"},
-                   dir_ + "/serve.log");
+  // `extra`: more flags (e.g. --config FILE).
+  void StartServe(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--data", dir_ + "/data",
+                                     "--tokens", dir_ + "/tokens", "--heartbeat-timeout-s", "60"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    serve_ = Spawn(ESTUARY_BINARY, args, dir_ + "/serve.log");
     ASSERT_GT(serve_, 0);
     httplib::Client c("127.0.0.1", port_);
     for (int i = 0; i < 200; ++i) {
