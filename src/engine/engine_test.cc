@@ -12,38 +12,15 @@
 #include "engine/engine.h"
 
 #include "common/rng.h"
+#include "tests/testing/engine_fixtures.h"
 #include "tests/testing/fixtures.h"
 
 namespace estuary {
 namespace {
 
-// A cluster of `nodes` 8-GPU nodes of `model`, two ASWs of plane "data".
-ClusterState EngineCluster(int nodes, const std::string& model = "H800") {
-  testing::ClusterBuilder c;
-  const PlaneId data = *c.state.topology().AddPlane("data", {"asw", "node"});
-  for (int i = 0; i < nodes; ++i) {
-    testing::NodeShape s;
-    s.model = model;
-    const NodeId n = c.AddNode("n" + std::to_string(i), s);
-    const std::vector<std::string> asw = {i < (nodes + 1) / 2 ? "asw0" : "asw1"};
-    EXPECT_TRUE(c.state.AssignDomains(n, data, asw).ok());
-  }
-  return std::move(c.state);
-}
-
-// A job of `replicas` x `gpus` whole GPUs.
+ClusterState EngineCluster(int nodes) { return testing::TwoAswCluster(nodes); }
 EngineJob Job(uint32_t id, int replicas, int gpus, int32_t priority, bool preemptible = false) {
-  EngineJob j;
-  j.id = id;
-  j.name = "j" + std::to_string(id);
-  j.min_replicas = j.max_replicas = replicas;
-  j.per_replica.gpu_count = gpus;
-  j.per_replica.gpu_milli = kMilliPerGpu;
-  j.per_replica.cpu_milli = 8000;
-  j.per_replica.mem_mib = 1024;
-  j.priority = priority;
-  j.preemptible = preemptible;
-  return j;
+  return testing::WholeGpuJob(id, replicas, gpus, priority, preemptible);
 }
 
 // ---- The cycle: its configured actions, in order ----

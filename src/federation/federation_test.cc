@@ -11,6 +11,7 @@
 #include "federation/capacity_summary.h"
 #include "federation/fed_scheduler.h"
 #include "federation/in_process_member.h"
+#include "tests/testing/engine_fixtures.h"
 #include "tests/testing/fixtures.h"
 
 namespace estuary {
@@ -18,32 +19,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A member cluster of `nodes` 8-GPU nodes of `model`, two ASWs of plane "data".
-ClusterState MemberCluster(int nodes, const std::string& model = "H800") {
-  testing::ClusterBuilder c;
-  const PlaneId data = *c.state.topology().AddPlane("data", {"asw", "node"});
-  for (int i = 0; i < nodes; ++i) {
-    testing::NodeShape s;
-    s.model = model;
-    const NodeId n = c.AddNode("n" + std::to_string(i), s);
-    const std::vector<std::string> asw = {i < (nodes + 1) / 2 ? "asw0" : "asw1"};
-    EXPECT_TRUE(c.state.AssignDomains(n, data, asw).ok());
-  }
-  return std::move(c.state);
-}
-
+ClusterState MemberCluster(int nodes, const std::string& model = "H800") { return testing::TwoAswCluster(nodes, model); }
 FedJob Job(uint32_t id, int replicas, int gpus, int32_t priority, bool preemptible = false) {
-  FedJob j;
-  j.id = id;
-  j.name = "j" + std::to_string(id);
-  j.min_replicas = j.max_replicas = replicas;
-  j.per_replica.gpu_count = gpus;
-  j.per_replica.gpu_milli = kMilliPerGpu;
-  j.per_replica.cpu_milli = 8000;
-  j.per_replica.mem_mib = 1024;
-  j.priority = priority;
-  j.preemptible = preemptible;
-  return j;
+  return testing::WholeGpuJob(id, replicas, gpus, priority, preemptible);
 }
 
 std::unique_ptr<InProcessMember> Member(const std::string& name, ClusterState cluster, int64_t period = 0) {

@@ -24,6 +24,7 @@
 #include "sim/scenario.h"
 #include "sim/simulate.h"
 #include "store/sqlite_store.h"
+#include "tests/testing/registrations.h"
 
 namespace estuary {
 namespace {
@@ -203,22 +204,7 @@ Log ServiceLog(const Recording& rec, const ClusterState& cluster, uint64_t seed,
     EXPECT_TRUE(service.ok());
     Service& sv = **service;
     const Principal agent{Role::kAgent, "agent"}, tenant{Role::kTenant, "t"}, admin{Role::kAdmin, "ops"};
-    std::vector<NodeRegistration> nodes;
-    const Topology& topo = cluster.topology();
-    for (const Node& n : cluster.nodes()) {
-      NodeRegistration r;
-      r.name = n.spec.name;
-      r.gpus = n.spec.gpu_count;
-      r.gpu_model = cluster.models().Name(n.spec.model);
-      r.cpu_milli = n.spec.cpu_milli;
-      r.memory_mib = n.spec.mem_mib;
-      for (const Plane& p : topo.planes()) {
-        std::vector<std::string> names;
-        for (size_t l = 0; l < p.levels.size(); ++l) names.push_back(topo.domain(topo.NodeDomain(n.id, p.id, static_cast<int>(l))).name);
-        r.domains.emplace_back(p.name, names);
-      }
-      nodes.push_back(std::move(r));
-    }
+    const std::vector<NodeRegistration> nodes = testing::RegistrationsOf(cluster);
     EXPECT_TRUE(sv.RegisterNodes(agent, nodes).ok());
     sv.RunOnce();
     std::map<std::string, uint64_t> id_of;
