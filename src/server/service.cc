@@ -572,6 +572,28 @@ struct Service::Impl {
   // waits for it to apply the input (Unavailable after 10 s).
   Status Ask(std::unique_lock<std::mutex>& lk, Input in, const std::shared_ptr<Waiter>& w);
 
+  // What one pass of the loop (RunOnce) has in hand: its time, the store batch and orders it
+  // builds, the callers it answers once stored, the jobs whose placement it must reconcile.
+  struct Pass {
+    int64_t now_ms = 0, now_s = 0;
+    StoreBatch& batch;
+    std::vector<std::pair<std::string, Order>>& out;
+    std::vector<std::pair<std::shared_ptr<Waiter>, Status>>& waiters;
+    std::set<uint64_t> touched;
+    bool nodes_added = false;  // new room: parked jobs may fit
+  };
+  // The steps of a pass, in RunOnce's order: one queued input applied; nodes whose heartbeats
+  // stopped failed; Standby windows handed to the engine; the engine's events turned into job
+  // states; eviction notices turned into orders; reservations that served their purpose ended.
+  void ApplyInput(Input& in, Pass& p);
+  void ApplyNodeAction(Input& in, Pass& p);  // an admin's cordon, drain, evacuate, fail, restore
+  void ApplyReports(Input& in, Pass& p);
+  void FailSilentNodes(Pass& p);
+  void HandOverWindows(Pass& p);
+  void HandleEvents(const std::vector<EngineEvent>& events, Pass& p);
+  void NoticeEvictions(Pass& p);
+  void EndReservations(Pass& p);
+
   void Admit(JobRec& j, int64_t now_s) {
     // Behind the jobs already waiting (the simulator's arrival semantics): the pass's cycle tries
     // the queue in order.
@@ -1389,6 +1411,351 @@ Status Service::DeleteStandbyWindow(const Principal& who, uint64_t id) {
   return Status::Ok();
 }
 
+// ---- One pass of the loop (RunOnce), by step ----
+
+void Service::Impl::ApplyInput(Input& in, Pass& p) {
+  Impl& s = *this;
+  StoreBatch& batch = p.batch;
+  auto& touched = p.touched;
+  auto& waiters = p.waiters;
+  auto& out = p.out;
+  const int64_t now_ms = p.now_ms, now_s = p.now_s;
+  bool& nodes_added = p.nodes_added;
+  (void)out;
+  (void)now_ms;
+  switch (in.kind) {
+    case Impl::Input::Kind::kSubmit: {
+      const auto it = s.jobs.find(in.job);
+      if (it == s.jobs.end() || Ended(it->second.view.phase)) break;
+      Impl::JobRec& j = it->second;
+      s.Admit(j, now_s);
+      touched.insert(in.job);
+      break;
+    }
+    case Impl::Input::Kind::kCancel: {
+      batch.Delete(CancelKey(in.job));
+      const auto it = s.jobs.find(in.job);
+      if (it == s.jobs.end()) break;  // ended long ago and retired
+      if (!Ended(it->second.view.phase)) s.EndJob(it->second, JobPhase::kCancelled, "cancelled", now_ms);
+      touched.insert(in.job);
+      break;
+    }
+    case Impl::Input::Kind::kNodesAdded: nodes_added = true; break;
+    case Impl::Input::Kind::kWake: break;  // a pass now (e.g. a new standby window)
+    case Impl::Input::Kind::kNodeAction:
+      s.ApplyNodeAction(in, p);
+      break;
+    case Impl::Input::Kind::kReserve: {
+      if (!s.jobs.count(in.job)) {
+        waiters.push_back({in.waiter, NotFound("no job " + std::to_string(in.job))});
+        break;
+      }
+      auto r = s.HoldNodes(in.job, now_ms, now_ms + in.ttl_s * 1000);
+      if (!r.ok()) {
+        waiters.push_back({in.waiter, r.status()});
+        break;
+      }
+      s.reservations[in.job] = *r;
+      in.waiter->reservation = *r;
+      batch.Put(Impl::ResvKey(in.job), Impl::ResvJson(*r));
+      waiters.push_back({in.waiter, Status::Ok()});
+      break;
+    }
+    case Impl::Input::Kind::kResize: {
+      const auto found = s.jobs.find(in.job);
+      if (found == s.jobs.end() || Ended(found->second.view.phase)) {
+        waiters.push_back({in.waiter, InvalidArgument("job " + std::to_string(in.job) + " has ended")});
+        break;
+      }
+      Impl::JobRec& j = found->second;
+      std::string why;
+      if (j.in_engine && !s.engine->Resize(static_cast<uint32_t>(in.job), in.min_replicas, in.max_replicas, now_s, &why)) {
+        waiters.push_back({in.waiter, InvalidArgument("field 'replicas': " + why)});
+        break;
+      }
+      j.view.request.min_replicas = in.min_replicas;
+      j.view.request.max_replicas = in.max_replicas;
+      if (j.tasks.size() < static_cast<size_t>(in.max_replicas)) j.tasks.resize(static_cast<size_t>(in.max_replicas));
+      touched.insert(in.job);
+      if (j.parked) nodes_added = true;  // new bounds: it may fit now
+      waiters.push_back({in.waiter, Status::Ok()});
+      break;
+    }
+    case Impl::Input::Kind::kConfig:
+      if (in.config.grace_s) {
+        s.engine->SetGrace(*in.config.grace_s);
+        if (!s.opt.engine) s.engine->SetStandbyGrace(*in.config.grace_s);
+      }
+      if (in.config.absorb) s.engine->SetAbsorb(*in.config.absorb);
+      if (in.config.heartbeat_timeout_s) s.opt.heartbeat_timeout_ms = *in.config.heartbeat_timeout_s * 1000;
+      if (in.config.defrag_interval_s) s.defrag_interval_s = *in.config.defrag_interval_s;
+      batch.Put("meta/config", s.ConfigJson());
+      waiters.push_back({in.waiter, Status::Ok()});
+      break;
+    case Impl::Input::Kind::kDefrag: {
+      auto moves = s.engine->Defrag(DefragOptions{}, now_s);
+      s.defragged_ms = now_ms;
+      if (moves.ok()) in.waiter->moves = *moves;
+      waiters.push_back({in.waiter, moves.status()});
+      break;
+    }
+    case Impl::Input::Kind::kUnreserve:
+      if (s.reservations.erase(in.job) > 0) {
+        s.engine->Unreserve(static_cast<uint32_t>(in.job));
+        batch.Delete(Impl::ResvKey(in.job));
+      }
+      waiters.push_back({in.waiter, Status::Ok()});
+      break;
+    case Impl::Input::Kind::kReport:
+      s.ApplyReports(in, p);
+      break;
+  }
+}
+
+void Service::Impl::ApplyNodeAction(Input& in, Pass& p) {
+  Impl& s = *this;
+  StoreBatch& batch = p.batch;
+  auto& waiters = p.waiters;
+  const int64_t now_ms = p.now_ms, now_s = p.now_s;
+  bool& nodes_added = p.nodes_added;
+  Impl::NodeRec& n = s.nodes.at(in.node);
+  const std::string& a = in.action;
+  if (a == "cordon" && n.view.state == "ready") {
+    s.engine->SetCordoned(n.id, true);
+    n.view.state = "cordoned";
+  } else if (a == "uncordon" && n.view.state == "cordoned") {
+    s.engine->SetCordoned(n.id, false);
+    n.view.state = "ready";
+  } else if (a == "evacuate" && (n.view.state == "ready" || n.view.state == "cordoned")) {
+    s.engine->Evacuate(n.id, now_s);  // its tasks migrate, make-before-break
+    n.view.state = "cordoned";
+  } else if (a == "drain" && n.view.state != "failed") {
+    s.engine->DrainNode(n.id, now_s);
+    n.view.state = "drained";
+  } else if (a == "fail" && n.view.state != "failed") {
+    s.engine->FailNode(n.id, now_s);
+    n.view.state = "failed";
+    ++s.node_failures_total;
+  } else if (a == "restore" && n.view.state != "ready") {
+    s.engine->RestoreNode(n.id);
+    n.view.state = "ready";
+    n.view.last_heartbeat_ms = now_ms;
+    nodes_added = true;  // new room: parked jobs may fit
+  }
+  batch.Put("nodestate/" + in.node, n.view.state);
+  if (in.waiter) waiters.push_back({in.waiter, Status::Ok()});
+}
+
+// Agents' reports of their instances: running, succeeded, failed, stopped.
+void Service::Impl::ApplyReports(Input& in, Pass& p) {
+  Impl& s = *this;
+  StoreBatch& batch = p.batch;
+  auto& touched = p.touched;
+  const int64_t now_ms = p.now_ms;
+  if (in.waiter) p.waiters.push_back({in.waiter, Status::Ok()});
+  for (const TaskReport& r : in.reports) {
+    uint64_t id = 0;
+    size_t replica = 0;
+    if (!ParseTaskName(r.task, &id, &replica)) continue;
+    const auto found = s.jobs.find(id);
+    if (found == s.jobs.end() || replica >= found->second.tasks.size()) continue;  // retired since
+    Impl::JobRec& j = found->second;
+    Impl::TaskRec& t = j.tasks[replica];
+    if (!r.node.empty() && r.node != t.node) {
+      if (r.node == t.mig_node) {
+        // The migration's new instance: running completes the move, anything else
+        // abandons it (at the engine's next step).
+        const std::optional<JobId> ej = s.engine->JobOf(static_cast<uint32_t>(id));
+        if (ej && replica < s.engine->state().job(*ej).tasks.size()) {
+          s.engine->AcknowledgeMove(s.engine->state().job(*ej).tasks[replica], r.state == TaskReport::State::kRunning);
+        }
+      } else if (r.node == t.retiring && r.state != TaskReport::State::kRunning) {
+        t.retiring.clear();  // the old instance is gone
+        if (t.state != Impl::TaskState::kNone) batch.Put(TaskKey(id, replica), Impl::TaskJson(t));
+      }
+      continue;
+    }
+    switch (r.state) {
+      case TaskReport::State::kRunning:
+        if (t.state != Impl::TaskState::kStarting) break;
+        t.state = Impl::TaskState::kRunning;
+        batch.Put(TaskKey(id, replica), Impl::TaskJson(t));
+        ++j.view.running_replicas;
+        if (j.view.phase == JobPhase::kPending && j.view.running_replicas >= j.view.request.min_replicas) {
+          j.view.phase = JobPhase::kRunning;
+          j.view.reason.clear();
+          if (j.view.running_ms < 0) {
+            j.view.running_ms = now_ms;
+            s.submit_to_running_seconds.Observe(static_cast<double>(now_ms - j.view.submitted_ms) / 1000.0);
+          }
+          batch.Put(JobKey(id), Impl::JobJson(j));
+        }
+        break;
+      case TaskReport::State::kSucceeded:
+      case TaskReport::State::kFailed:
+      case TaskReport::State::kStopped: {
+        const bool was_running = t.state == Impl::TaskState::kRunning;
+        if (t.state == Impl::TaskState::kNone || t.state == Impl::TaskState::kDone) break;
+        if (was_running) --j.view.running_replicas;
+        // A replica that succeeded while the engine still binds it is done: never
+        // started again (its job ends when none runs any more).
+        t.state = r.state == TaskReport::State::kSucceeded ? Impl::TaskState::kDone : Impl::TaskState::kNone;
+        t.standby = t.borrowed = false;
+        batch.Delete(TaskKey(id, replica));
+        if (r.state == TaskReport::State::kStopped) touched.insert(id);  // may start it again
+        if (Ended(j.view.phase) || r.state == TaskReport::State::kStopped) break;
+        if (r.state == TaskReport::State::kFailed) {
+          s.EndJob(j, JobPhase::kFailed, "replica " + std::to_string(replica) + " failed", now_ms);
+          touched.insert(id);
+          batch.Put(JobKey(id), Impl::JobJson(j));
+          break;
+        }
+        // Succeeded: the job is done once none of its replicas runs any more.
+        bool any = false;
+        for (const Impl::TaskRec& o : j.tasks) any |= o.state == Impl::TaskState::kStarting || o.state == Impl::TaskState::kRunning;
+        if (!any) {
+          s.EndJob(j, JobPhase::kSucceeded, "", now_ms);
+          touched.insert(id);
+          batch.Put(JobKey(id), Impl::JobJson(j));
+        }
+        break;
+      }
+    }
+  }
+}
+
+void Service::Impl::FailSilentNodes(Pass& p) {
+  Impl& s = *this;
+  StoreBatch& batch = p.batch;
+  const int64_t now_ms = p.now_ms, now_s = p.now_s;
+  // Nodes whose heartbeats stopped (looked for at most every 500 ms: a pass over every node).
+  if (now_ms - s.heartbeats_checked_ms >= 500) {
+  s.heartbeats_checked_ms = now_ms;
+  for (auto& [name, n] : s.nodes) {
+    if (!n.id.valid() || n.view.state == "failed") continue;
+    if (now_ms - n.view.last_heartbeat_ms <= s.opt.heartbeat_timeout_ms) continue;
+    n.view.state = "failed";
+    s.engine->FailNode(n.id, now_s);
+    batch.Put("nodestate/" + name, "failed");
+    ++s.node_failures_total;
+  }
+  }
+}
+
+void Service::Impl::HandOverWindows(Pass& p) {
+  Impl& s = *this;
+  StoreBatch& batch = p.batch;
+  const int64_t now_ms = p.now_ms, now_s = p.now_s;
+  // Standby windows: windows past their end, or of ended jobs, are dropped; the engine gets the
+  // current windows of every job whose windows changed (its `standby` action keeps the job at
+  // its windows' target from then on). Engine times are whole seconds: a window's edges round up.
+  for (auto it = s.windows.begin(); it != s.windows.end();) {
+    const auto j = s.jobs.find(it->second.job);
+    if (now_ms < it->second.to_ms && j != s.jobs.end() && !Ended(j->second.view.phase)) {
+      ++it;
+      continue;
+    }
+    s.standby_jobs.insert(it->second.job);
+    batch.Delete(Impl::WindowKey(it->first));
+    it = s.windows.erase(it);
+  }
+  for (uint64_t job : std::exchange(s.standby_jobs, {})) {
+    std::vector<StandbyWindowSpec> ws;
+    for (const auto& [id, w] : s.windows) {
+      if (w.job == job) ws.push_back({(w.from_ms + 999) / 1000, (w.to_ms + 999) / 1000, w.replicas});
+    }
+    s.engine->SetStandbyWindows(static_cast<uint32_t>(job), std::move(ws), now_s);
+  }
+}
+
+  // Engine events: those of the inputs (node failures, cancels, ...) first, then the cycle's. A
+  // job evicted whole waits again at the front of the engine's queue (EngineConfig::requeue):
+  // the cycle that follows the eviction tries it first.
+void Service::Impl::HandleEvents(const std::vector<EngineEvent>& events, Pass& p) {
+  Impl& s = *this;
+  auto& touched = p.touched;
+  const int64_t now_s = p.now_s;
+  for (const EngineEvent& e : events) {
+    const auto it = s.jobs.find(e.job);
+    if (it == s.jobs.end()) continue;
+    Impl::JobRec& j = it->second;
+    touched.insert(e.job);
+    switch (e.kind) {
+      case EngineEvent::Kind::kReturned: {
+        if (!e.never) ++s.evictions_total;
+        if (Ended(j.view.phase)) {
+          if (e.requeued) s.engine->Cancel(e.job, now_s);  // it ended meanwhile: not again
+          j.in_engine = false;
+          break;
+        }
+        if (j.view.phase == JobPhase::kRunning) j.view.phase = JobPhase::kPending;
+        if (e.never) {
+          // It can never fit the nodes there are: it waits for new nodes, with the reason.
+          j.in_engine = false;
+          j.parked = true;
+          j.view.reason = "fits no registered node: " + e.detail;
+          break;
+        }
+        j.view.reason = e.detail + "; waiting for capacity";
+        break;
+      }
+      case EngineEvent::Kind::kShrunk: ++s.evictions_total; break;
+      case EngineEvent::Kind::kReclaim:
+        j.view.reason = "reclaiming: " + std::to_string(e.replicas) + " victim job(s) evicted at " + std::to_string(e.at);
+        break;
+      case EngineEvent::Kind::kStarted:
+      case EngineEvent::Kind::kGrown: j.view.reason.clear(); break;
+      // Placements that change without a start or a stop: orders follow from the diff of
+      // what the engine binds (TakeTouched below).
+      case EngineEvent::Kind::kStandby:
+      case EngineEvent::Kind::kRestored:
+      case EngineEvent::Kind::kMoveStarted:
+      case EngineEvent::Kind::kMoved:
+      case EngineEvent::Kind::kMoveAborted:
+      case EngineEvent::Kind::kMoveCancelled: break;
+    }
+  }
+}
+
+void Service::Impl::NoticeEvictions(Pass& p) {
+  Impl& s = *this;
+  auto& out = p.out;
+  // Reclaim victims hear of their stop ahead of time (its grace period: time to checkpoint).
+  for (const Engine::EvictionNotice& n : s.engine->TakeEvictionNotices()) {
+    const auto it = s.jobs.find(n.job);
+    const std::optional<JobId> ej = s.engine->JobOf(n.job);
+    if (it == s.jobs.end() || !ej) continue;
+    const std::vector<TaskId>& tasks = s.engine->state().job(*ej).tasks;
+    const auto pos = std::find(tasks.begin(), tasks.end(), n.task);
+    if (pos == tasks.end()) continue;
+    const size_t replica = static_cast<size_t>(pos - tasks.begin());
+    const Impl::TaskRec& t = it->second.tasks[replica];
+    if (t.state != Impl::TaskState::kStarting && t.state != Impl::TaskState::kRunning) continue;
+    s.AddOrder(out, Order::Op::kEvict, n.job, replica, t);
+    out.back().second.deadline_ms = n.at * 1000;
+  }
+}
+
+void Service::Impl::EndReservations(Pass& p) {
+  Impl& s = *this;
+  StoreBatch& batch = p.batch;
+  const int64_t now_ms = p.now_ms;
+  // Reservations end with their purpose: the job started or ended, the hold was released, or
+  // the time is up.
+  for (auto it = s.reservations.begin(); it != s.reservations.end();) {
+    const Impl::JobRec& j = s.jobs.at(it->first);
+    const bool over = j.view.phase != JobPhase::kPending || !j.in_engine || now_ms >= it->second.expires_ms ||
+                      s.engine->HeldNodes(static_cast<uint32_t>(it->first)).empty();
+    if (!over) {
+      ++it;
+      continue;
+    }
+    s.engine->Unreserve(static_cast<uint32_t>(it->first));
+    batch.Delete(Impl::ResvKey(it->first));
+    it = s.reservations.erase(it);
+  }
+}
+
 void Service::RunOnce() {
   Impl& s = *impl_;
   std::lock_guard run(s.run_mu);
@@ -1400,194 +1767,11 @@ void Service::RunOnce() {
     const int64_t now_ms = s.clock->NowMs();
     const int64_t now_s = now_ms / 1000;
     s.pass_now_ms = now_ms;
-    std::set<uint64_t> touched;
+    Impl::Pass pass{now_ms, now_s, batch, out, waiters, {}, false};
+    std::set<uint64_t>& touched = pass.touched;
     std::deque<Impl::Input> inputs = std::exchange(s.inputs, {});
-    bool nodes_added = false;
-    for (Impl::Input& in : inputs) {
-      switch (in.kind) {
-        case Impl::Input::Kind::kSubmit: {
-          const auto it = s.jobs.find(in.job);
-          if (it == s.jobs.end() || Ended(it->second.view.phase)) break;
-          Impl::JobRec& j = it->second;
-          s.Admit(j, now_s);
-          touched.insert(in.job);
-          break;
-        }
-        case Impl::Input::Kind::kCancel: {
-          batch.Delete(CancelKey(in.job));
-          const auto it = s.jobs.find(in.job);
-          if (it == s.jobs.end()) break;  // ended long ago and retired
-          if (!Ended(it->second.view.phase)) s.EndJob(it->second, JobPhase::kCancelled, "cancelled", now_ms);
-          touched.insert(in.job);
-          break;
-        }
-        case Impl::Input::Kind::kNodesAdded: nodes_added = true; break;
-        case Impl::Input::Kind::kWake: break;  // a pass now (e.g. a new standby window)
-        case Impl::Input::Kind::kNodeAction: {
-          Impl::NodeRec& n = s.nodes.at(in.node);
-          const std::string& a = in.action;
-          if (a == "cordon" && n.view.state == "ready") {
-            s.engine->SetCordoned(n.id, true);
-            n.view.state = "cordoned";
-          } else if (a == "uncordon" && n.view.state == "cordoned") {
-            s.engine->SetCordoned(n.id, false);
-            n.view.state = "ready";
-          } else if (a == "evacuate" && (n.view.state == "ready" || n.view.state == "cordoned")) {
-            s.engine->Evacuate(n.id, now_s);  // its tasks migrate, make-before-break
-            n.view.state = "cordoned";
-          } else if (a == "drain" && n.view.state != "failed") {
-            s.engine->DrainNode(n.id, now_s);
-            n.view.state = "drained";
-          } else if (a == "fail" && n.view.state != "failed") {
-            s.engine->FailNode(n.id, now_s);
-            n.view.state = "failed";
-            ++s.node_failures_total;
-          } else if (a == "restore" && n.view.state != "ready") {
-            s.engine->RestoreNode(n.id);
-            n.view.state = "ready";
-            n.view.last_heartbeat_ms = now_ms;
-            nodes_added = true;  // new room: parked jobs may fit
-          }
-          batch.Put("nodestate/" + in.node, n.view.state);
-          if (in.waiter) waiters.push_back({in.waiter, Status::Ok()});
-          break;
-        }
-        case Impl::Input::Kind::kReserve: {
-          if (!s.jobs.count(in.job)) {
-            waiters.push_back({in.waiter, NotFound("no job " + std::to_string(in.job))});
-            break;
-          }
-          auto r = s.HoldNodes(in.job, now_ms, now_ms + in.ttl_s * 1000);
-          if (!r.ok()) {
-            waiters.push_back({in.waiter, r.status()});
-            break;
-          }
-          s.reservations[in.job] = *r;
-          in.waiter->reservation = *r;
-          batch.Put(Impl::ResvKey(in.job), Impl::ResvJson(*r));
-          waiters.push_back({in.waiter, Status::Ok()});
-          break;
-        }
-        case Impl::Input::Kind::kResize: {
-          const auto found = s.jobs.find(in.job);
-          if (found == s.jobs.end() || Ended(found->second.view.phase)) {
-            waiters.push_back({in.waiter, InvalidArgument("job " + std::to_string(in.job) + " has ended")});
-            break;
-          }
-          Impl::JobRec& j = found->second;
-          std::string why;
-          if (j.in_engine && !s.engine->Resize(static_cast<uint32_t>(in.job), in.min_replicas, in.max_replicas, now_s, &why)) {
-            waiters.push_back({in.waiter, InvalidArgument("field 'replicas': " + why)});
-            break;
-          }
-          j.view.request.min_replicas = in.min_replicas;
-          j.view.request.max_replicas = in.max_replicas;
-          if (j.tasks.size() < static_cast<size_t>(in.max_replicas)) j.tasks.resize(static_cast<size_t>(in.max_replicas));
-          touched.insert(in.job);
-          if (j.parked) nodes_added = true;  // new bounds: it may fit now
-          waiters.push_back({in.waiter, Status::Ok()});
-          break;
-        }
-        case Impl::Input::Kind::kConfig:
-          if (in.config.grace_s) {
-            s.engine->SetGrace(*in.config.grace_s);
-            if (!s.opt.engine) s.engine->SetStandbyGrace(*in.config.grace_s);
-          }
-          if (in.config.absorb) s.engine->SetAbsorb(*in.config.absorb);
-          if (in.config.heartbeat_timeout_s) s.opt.heartbeat_timeout_ms = *in.config.heartbeat_timeout_s * 1000;
-          if (in.config.defrag_interval_s) s.defrag_interval_s = *in.config.defrag_interval_s;
-          batch.Put("meta/config", s.ConfigJson());
-          waiters.push_back({in.waiter, Status::Ok()});
-          break;
-        case Impl::Input::Kind::kDefrag: {
-          auto moves = s.engine->Defrag(DefragOptions{}, now_s);
-          s.defragged_ms = now_ms;
-          if (moves.ok()) in.waiter->moves = *moves;
-          waiters.push_back({in.waiter, moves.status()});
-          break;
-        }
-        case Impl::Input::Kind::kUnreserve:
-          if (s.reservations.erase(in.job) > 0) {
-            s.engine->Unreserve(static_cast<uint32_t>(in.job));
-            batch.Delete(Impl::ResvKey(in.job));
-          }
-          waiters.push_back({in.waiter, Status::Ok()});
-          break;
-        case Impl::Input::Kind::kReport:
-          if (in.waiter) waiters.push_back({in.waiter, Status::Ok()});
-          for (const TaskReport& r : in.reports) {
-            uint64_t id = 0;
-            size_t replica = 0;
-            if (!ParseTaskName(r.task, &id, &replica)) continue;
-            const auto found = s.jobs.find(id);
-            if (found == s.jobs.end() || replica >= found->second.tasks.size()) continue;  // retired since
-            Impl::JobRec& j = found->second;
-            Impl::TaskRec& t = j.tasks[replica];
-            if (!r.node.empty() && r.node != t.node) {
-              if (r.node == t.mig_node) {
-                // The migration's new instance: running completes the move, anything else
-                // abandons it (at the engine's next step).
-                const std::optional<JobId> ej = s.engine->JobOf(static_cast<uint32_t>(id));
-                if (ej && replica < s.engine->state().job(*ej).tasks.size()) {
-                  s.engine->AcknowledgeMove(s.engine->state().job(*ej).tasks[replica], r.state == TaskReport::State::kRunning);
-                }
-              } else if (r.node == t.retiring && r.state != TaskReport::State::kRunning) {
-                t.retiring.clear();  // the old instance is gone
-                if (t.state != Impl::TaskState::kNone) batch.Put(TaskKey(id, replica), Impl::TaskJson(t));
-              }
-              continue;
-            }
-            switch (r.state) {
-              case TaskReport::State::kRunning:
-                if (t.state != Impl::TaskState::kStarting) break;
-                t.state = Impl::TaskState::kRunning;
-                batch.Put(TaskKey(id, replica), Impl::TaskJson(t));
-                ++j.view.running_replicas;
-                if (j.view.phase == JobPhase::kPending && j.view.running_replicas >= j.view.request.min_replicas) {
-                  j.view.phase = JobPhase::kRunning;
-                  j.view.reason.clear();
-                  if (j.view.running_ms < 0) {
-                    j.view.running_ms = now_ms;
-                    s.submit_to_running_seconds.Observe(static_cast<double>(now_ms - j.view.submitted_ms) / 1000.0);
-                  }
-                  batch.Put(JobKey(id), Impl::JobJson(j));
-                }
-                break;
-              case TaskReport::State::kSucceeded:
-              case TaskReport::State::kFailed:
-              case TaskReport::State::kStopped: {
-                const bool was_running = t.state == Impl::TaskState::kRunning;
-                if (t.state == Impl::TaskState::kNone || t.state == Impl::TaskState::kDone) break;
-                if (was_running) --j.view.running_replicas;
-                // A replica that succeeded while the engine still binds it is done: never
-                // started again (its job ends when none runs any more).
-                t.state = r.state == TaskReport::State::kSucceeded ? Impl::TaskState::kDone : Impl::TaskState::kNone;
-                t.standby = t.borrowed = false;
-                batch.Delete(TaskKey(id, replica));
-                if (r.state == TaskReport::State::kStopped) touched.insert(id);  // may start it again
-                if (Ended(j.view.phase) || r.state == TaskReport::State::kStopped) break;
-                if (r.state == TaskReport::State::kFailed) {
-                  s.EndJob(j, JobPhase::kFailed, "replica " + std::to_string(replica) + " failed", now_ms);
-                  touched.insert(id);
-                  batch.Put(JobKey(id), Impl::JobJson(j));
-                  break;
-                }
-                // Succeeded: the job is done once none of its replicas runs any more.
-                bool any = false;
-                for (const Impl::TaskRec& o : j.tasks) any |= o.state == Impl::TaskState::kStarting || o.state == Impl::TaskState::kRunning;
-                if (!any) {
-                  s.EndJob(j, JobPhase::kSucceeded, "", now_ms);
-                  touched.insert(id);
-                  batch.Put(JobKey(id), Impl::JobJson(j));
-                }
-                break;
-              }
-            }
-          }
-          break;
-      }
-    }
-    if (nodes_added) {
+    for (Impl::Input& in : inputs) s.ApplyInput(in, pass);
+    if (pass.nodes_added) {
       for (auto& [id, j] : s.jobs) {
         if (j.parked && !Ended(j.view.phase)) {
           s.Admit(j, now_s);
@@ -1595,121 +1779,21 @@ void Service::RunOnce() {
         }
       }
     }
-    // Nodes whose heartbeats stopped (looked for at most every 500 ms: a pass over every node).
-    if (now_ms - s.heartbeats_checked_ms >= 500) {
-    s.heartbeats_checked_ms = now_ms;
-    for (auto& [name, n] : s.nodes) {
-      if (!n.id.valid() || n.view.state == "failed") continue;
-      if (now_ms - n.view.last_heartbeat_ms <= s.opt.heartbeat_timeout_ms) continue;
-      n.view.state = "failed";
-      s.engine->FailNode(n.id, now_s);
-      batch.Put("nodestate/" + name, "failed");
-      ++s.node_failures_total;
-    }
-    }
-    // Standby windows: windows past their end, or of ended jobs, are dropped; the engine gets the
-    // current windows of every job whose windows changed (its `standby` action keeps the job at
-    // its windows' target from then on). Engine times are whole seconds: a window's edges round up.
-    for (auto it = s.windows.begin(); it != s.windows.end();) {
-      const auto j = s.jobs.find(it->second.job);
-      if (now_ms < it->second.to_ms && j != s.jobs.end() && !Ended(j->second.view.phase)) {
-        ++it;
-        continue;
-      }
-      s.standby_jobs.insert(it->second.job);
-      batch.Delete(Impl::WindowKey(it->first));
-      it = s.windows.erase(it);
-    }
-    for (uint64_t job : std::exchange(s.standby_jobs, {})) {
-      std::vector<StandbyWindowSpec> ws;
-      for (const auto& [id, w] : s.windows) {
-        if (w.job == job) ws.push_back({(w.from_ms + 999) / 1000, (w.to_ms + 999) / 1000, w.replicas});
-      }
-      s.engine->SetStandbyWindows(static_cast<uint32_t>(job), std::move(ws), now_s);
-    }
+    s.FailSilentNodes(pass);
+    s.HandOverWindows(pass);
     if (s.defrag_interval_s > 0 && now_ms - s.defragged_ms >= s.defrag_interval_s * 1000) {
       s.defragged_ms = now_ms;
       (void)s.engine->Defrag(DefragOptions{}, now_s);  // the default options are valid
     }
-    // Engine events: those of the inputs (node failures, cancels, ...) first, then the cycle's. A
-    // job evicted whole waits again at the front of the engine's queue (EngineConfig::requeue):
-    // the cycle that follows the eviction tries it first.
-    const auto handle = [&](const std::vector<EngineEvent>& events) {
-      for (const EngineEvent& e : events) {
-        const auto it = s.jobs.find(e.job);
-        if (it == s.jobs.end()) continue;
-        Impl::JobRec& j = it->second;
-        touched.insert(e.job);
-        switch (e.kind) {
-          case EngineEvent::Kind::kReturned: {
-            if (!e.never) ++s.evictions_total;
-            if (Ended(j.view.phase)) {
-              if (e.requeued) s.engine->Cancel(e.job, now_s);  // it ended meanwhile: not again
-              j.in_engine = false;
-              break;
-            }
-            if (j.view.phase == JobPhase::kRunning) j.view.phase = JobPhase::kPending;
-            if (e.never) {
-              // It can never fit the nodes there are: it waits for new nodes, with the reason.
-              j.in_engine = false;
-              j.parked = true;
-              j.view.reason = "fits no registered node: " + e.detail;
-              break;
-            }
-            j.view.reason = e.detail + "; waiting for capacity";
-            break;
-          }
-          case EngineEvent::Kind::kShrunk: ++s.evictions_total; break;
-          case EngineEvent::Kind::kReclaim:
-            j.view.reason = "reclaiming: " + std::to_string(e.replicas) + " victim job(s) evicted at " + std::to_string(e.at);
-            break;
-          case EngineEvent::Kind::kStarted:
-          case EngineEvent::Kind::kGrown: j.view.reason.clear(); break;
-          // Placements that change without a start or a stop: orders follow from the diff of
-          // what the engine binds (TakeTouched below).
-          case EngineEvent::Kind::kStandby:
-          case EngineEvent::Kind::kRestored:
-          case EngineEvent::Kind::kMoveStarted:
-          case EngineEvent::Kind::kMoved:
-          case EngineEvent::Kind::kMoveAborted:
-          case EngineEvent::Kind::kMoveCancelled: break;
-        }
-      }
-    };
-    handle(s.engine->TakeEvents());
-    handle(s.engine->RunCycle(now_s));
-    // Reclaim victims hear of their stop ahead of time (its grace period: time to checkpoint).
-    for (const Engine::EvictionNotice& n : s.engine->TakeEvictionNotices()) {
-      const auto it = s.jobs.find(n.job);
-      const std::optional<JobId> ej = s.engine->JobOf(n.job);
-      if (it == s.jobs.end() || !ej) continue;
-      const std::vector<TaskId>& tasks = s.engine->state().job(*ej).tasks;
-      const auto pos = std::find(tasks.begin(), tasks.end(), n.task);
-      if (pos == tasks.end()) continue;
-      const size_t replica = static_cast<size_t>(pos - tasks.begin());
-      const Impl::TaskRec& t = it->second.tasks[replica];
-      if (t.state != Impl::TaskState::kStarting && t.state != Impl::TaskState::kRunning) continue;
-      s.AddOrder(out, Order::Op::kEvict, n.job, replica, t);
-      out.back().second.deadline_ms = n.at * 1000;
-    }
+    // The inputs' events (node failures, cancels, ...) first, then the cycle's.
+    s.HandleEvents(s.engine->TakeEvents(), pass);
+    s.HandleEvents(s.engine->RunCycle(now_s), pass);
+    s.NoticeEvictions(pass);
     // Placements that changed without an event (moves, Standby), and the moves under way.
     for (uint32_t id : s.engine->TakeTouched()) touched.insert(id);
     s.moving.clear();
     for (const Engine::StartingMove& m : s.engine->StartingMoves()) s.moving.emplace(m.task.value(), m);
-    // Reservations end with their purpose: the job started or ended, the hold was released, or
-    // the time is up.
-    for (auto it = s.reservations.begin(); it != s.reservations.end();) {
-      const Impl::JobRec& j = s.jobs.at(it->first);
-      const bool over = j.view.phase != JobPhase::kPending || !j.in_engine || now_ms >= it->second.expires_ms ||
-                        s.engine->HeldNodes(static_cast<uint32_t>(it->first)).empty();
-      if (!over) {
-        ++it;
-        continue;
-      }
-      s.engine->Unreserve(static_cast<uint32_t>(it->first));
-      batch.Delete(Impl::ResvKey(it->first));
-      it = s.reservations.erase(it);
-    }
+    s.EndReservations(pass);
     for (uint64_t id : touched) {
       s.Reconcile(id, batch, out);
       batch.Put(JobKey(id), Impl::JobJson(s.jobs.at(id)));

@@ -273,7 +273,9 @@ TEST(FederationSim, AnEvictionLosesTheGpusTheVictimHeldTimesTheTimeSinceItsLastC
       EXPECT_EQ(e.replicas, 4);
       EXPECT_EQ(e.time, 1);
     }
-    if (e.job == "lp" && e.kind == "evict") EXPECT_EQ(e.time, 460);
+    if (e.job == "lp" && e.kind == "evict") {
+      EXPECT_EQ(e.time, 460);
+    }
   }
   EXPECT_EQ(lp_starts, 1);  // it waits behind the HP job afterwards
   EXPECT_EQ(res.metrics.at("evictions_count"), 1);
