@@ -585,6 +585,11 @@ struct Service::Impl {
   // The steps of a pass, in RunOnce's order: one queued input applied; nodes whose heartbeats
   // stopped failed; Standby windows handed to the engine; the engine's events turned into job
   // states; eviction notices turned into orders; reservations that served their purpose ended.
+  // Recovery (Open), in order: nodes; jobs, task records, cancellations and windows; the jobs
+  // re-admitted (running ones adopted where they ran), their reservations held again.
+  Status RecoverNodes(int64_t now_ms);
+  Status RecoverJobs(int64_t now_ms, StoreBatch& batch);
+  Status Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std::pair<std::string, Order>>& out);
   void ApplyInput(Input& in, Pass& p);
   void ApplyNodeAction(Input& in, Pass& p);  // an admin's cordon, drain, evacuate, fail, restore
   void ApplyReports(Input& in, Pass& p);
@@ -609,58 +614,12 @@ Service::Service(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Service::~Service() { Stop(); }
 
-StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* clock, ServiceOptions options) {
-  auto impl = std::make_unique<Impl>();
-  Impl& s = *impl;
-  s.store = store;
-  s.clock = clock;
-  s.opt = options;
-  s.committer = std::make_unique<GroupCommitter>(store, options.store_max_ops);
-  EngineConfig mo = options.engine.value_or(EngineConfig{});
-  mo.name = "service";
-  mo.policy = options.policy;
-  mo.seed = options.seed;
-  mo.grace_s = options.grace_s;
-  // One grace period for Reclaim and Standby restores, unless a configuration gave Standby its own.
-  if (!options.engine) mo.standby_grace_s = options.grace_s;
-  mo.requeue = true;                     // an evicted job waits again at the front of the queue
-  mo.lend_max_priority = options.lend_max_priority;
-  mo.absorb = options.absorb;
-  mo.migration.acknowledged = true;  // a move completes when its agent reports the new instance running
-  ClusterState empty;
-  auto engine = Engine::Create(std::move(empty), mo);
-  if (!engine.ok()) return engine.status();
-  s.engine = std::move(*engine);
-  if (options.on_engine_event) s.engine->SetEventObserver(options.on_engine_event);
-  for (const auto& [plane, levels] : options.planes) ESTUARY_RETURN_IF_ERROR(s.engine->AddPlane(plane, levels));
-  // The epoch counts the service's openings on this store: agents see it change on a restart.
-  {
-    auto e = store->Get("meta/epoch");
-    if (!e.ok()) return e.status();
-    s.epoch = (*e ? std::strtoull((*e)->c_str(), nullptr, 10) : 0) + 1;
-    StoreBatch b;
-    b.Put("meta/epoch", std::to_string(s.epoch));
-    ESTUARY_RETURN_IF_ERROR(store->Apply(b));
-  }
-  const int64_t now_ms = clock->NowMs();
-  const int64_t now_s = now_ms / 1000;
+// ---- Recovery (Open), by step ----
 
-  // The stored configuration (an admin's changes) wins over the options.
-  {
-    auto c = store->Get("meta/config");
-    if (!c.ok()) return c.status();
-    if (*c) {
-      const Json j = Json::parse(**c, nullptr, false);
-      if (!j.is_discarded()) {
-        s.engine->SetGrace(j.value("grace_s", options.grace_s));
-        if (!options.engine) s.engine->SetStandbyGrace(s.engine->options().grace_s);
-        s.engine->SetAbsorb(j.value("absorb", options.absorb));
-        s.opt.heartbeat_timeout_ms = j.value("heartbeat_timeout_s", options.heartbeat_timeout_ms / 1000) * 1000;
-        s.defrag_interval_s = j.value("defrag_interval_s", int64_t{0});
-      }
-    }
-  }
-  // Nodes, in name order.
+// Nodes, in name order, as stored (a failed node is down again at once).
+Status Service::Impl::RecoverNodes(int64_t now_ms) {
+  Impl& s = *this;
+  const int64_t now_s = now_ms / 1000;
   std::map<std::string, std::string> node_state;
   ESTUARY_RETURN_IF_ERROR(store->Scan("nodestate/", [&](std::string_view k, std::string_view v) {
     node_state[std::string(k.substr(10))] = std::string(v);
@@ -696,8 +655,13 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
     return true;
   }));
   ESTUARY_RETURN_IF_ERROR(bad);
+  return Status::Ok();
+}
 
-  // Jobs, cancellations and task records.
+// Jobs, their task records, cancellations not yet applied, ended jobs' order, Standby windows.
+Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
+  Impl& s = *this;
+  Status bad = Status::Ok();
   ESTUARY_RETURN_IF_ERROR(store->Scan("job/", [&](std::string_view k, std::string_view v) {
     const Json j = Json::parse(v, nullptr, false);
     if (j.is_discarded() || !j.contains("request")) {
@@ -752,7 +716,6 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
     return true;
   }));
   ESTUARY_RETURN_IF_ERROR(bad);
-  StoreBatch batch;
   ESTUARY_RETURN_IF_ERROR(store->Scan("cancel/", [&](std::string_view k, std::string_view) {
     const uint64_t id = std::stoull(std::string(k.substr(7)));
     const auto it = s.jobs.find(id);
@@ -792,11 +755,15 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
     return true;
   }));
   ESTUARY_RETURN_IF_ERROR(bad);
+  return Status::Ok();
+}
 
+Status Service::Impl::Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std::pair<std::string, Order>>& out) {
+  Impl& s = *this;
+  const int64_t now_s = now_ms / 1000;
   // Re-admit: running jobs first (their placements as stored; those running on lent GPUs after
   // the lenders), then the waiting ones. A migration under way is rolled back (its new instance
   // stops; the old one runs on); an old instance not yet reported stopped is told again.
-  std::vector<std::pair<std::string, Order>> out;
   std::vector<uint64_t> waiting;
   std::vector<uint64_t> order;
   for (int borrowers = 0; borrowers < 2; ++borrowers) {
@@ -905,6 +872,64 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   for (uint64_t id : waiting) {
     if (!s.jobs.at(id).in_engine && !s.jobs.at(id).parked) s.Admit(s.jobs.at(id), now_s);
   }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* clock, ServiceOptions options) {
+  auto impl = std::make_unique<Impl>();
+  Impl& s = *impl;
+  s.store = store;
+  s.clock = clock;
+  s.opt = options;
+  s.committer = std::make_unique<GroupCommitter>(store, options.store_max_ops);
+  EngineConfig mo = options.engine.value_or(EngineConfig{});
+  mo.name = "service";
+  mo.policy = options.policy;
+  mo.seed = options.seed;
+  mo.grace_s = options.grace_s;
+  // One grace period for Reclaim and Standby restores, unless a configuration gave Standby its own.
+  if (!options.engine) mo.standby_grace_s = options.grace_s;
+  mo.requeue = true;                     // an evicted job waits again at the front of the queue
+  mo.lend_max_priority = options.lend_max_priority;
+  mo.absorb = options.absorb;
+  mo.migration.acknowledged = true;  // a move completes when its agent reports the new instance running
+  ClusterState empty;
+  auto engine = Engine::Create(std::move(empty), mo);
+  if (!engine.ok()) return engine.status();
+  s.engine = std::move(*engine);
+  if (options.on_engine_event) s.engine->SetEventObserver(options.on_engine_event);
+  for (const auto& [plane, levels] : options.planes) ESTUARY_RETURN_IF_ERROR(s.engine->AddPlane(plane, levels));
+  // The epoch counts the service's openings on this store: agents see it change on a restart.
+  {
+    auto e = store->Get("meta/epoch");
+    if (!e.ok()) return e.status();
+    s.epoch = (*e ? std::strtoull((*e)->c_str(), nullptr, 10) : 0) + 1;
+    StoreBatch b;
+    b.Put("meta/epoch", std::to_string(s.epoch));
+    ESTUARY_RETURN_IF_ERROR(store->Apply(b));
+  }
+  const int64_t now_ms = clock->NowMs();
+
+  // The stored configuration (an admin's changes) wins over the options.
+  {
+    auto c = store->Get("meta/config");
+    if (!c.ok()) return c.status();
+    if (*c) {
+      const Json j = Json::parse(**c, nullptr, false);
+      if (!j.is_discarded()) {
+        s.engine->SetGrace(j.value("grace_s", options.grace_s));
+        if (!options.engine) s.engine->SetStandbyGrace(s.engine->options().grace_s);
+        s.engine->SetAbsorb(j.value("absorb", options.absorb));
+        s.opt.heartbeat_timeout_ms = j.value("heartbeat_timeout_s", options.heartbeat_timeout_ms / 1000) * 1000;
+        s.defrag_interval_s = j.value("defrag_interval_s", int64_t{0});
+      }
+    }
+  }
+  ESTUARY_RETURN_IF_ERROR(s.RecoverNodes(now_ms));
+  StoreBatch batch;
+  ESTUARY_RETURN_IF_ERROR(s.RecoverJobs(now_ms, batch));
+  std::vector<std::pair<std::string, Order>> out;
+  ESTUARY_RETURN_IF_ERROR(s.Readmit(now_ms, batch, out));
   if (!batch.empty()) ESTUARY_RETURN_IF_ERROR(s.committer->Commit(std::move(batch)));
   for (auto& [agent, o] : out) {
     Impl::AgentRec& a = s.agents[agent];
