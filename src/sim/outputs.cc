@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <optional>
 #include <sstream>
 
 #include "sim/report/report.h"
@@ -446,6 +447,28 @@ StatusOr<std::string> WriteReplayOutputs(const std::string& dir, const std::stri
   return html;
 }
 
+namespace {
+// job_events.csv of every run (nullopt when no run recorded events).
+std::optional<std::string> JobEventsCsv(const std::vector<std::vector<SimulateResult>>& results) {
+  bool any_events = false;
+  for (const auto& per_seed : results) {
+    for (const SimulateResult& r : per_seed) any_events |= !r.job_events.empty();
+  }
+  if (!any_events) return std::nullopt;
+  std::ostringstream ev;
+  ev << "configuration,seed,time_s,job,kind,replicas,detail\n";
+  for (const auto& per_seed : results) {
+    for (const SimulateResult& r : per_seed) {
+      for (const SimJobEvent& e : r.job_events) {
+        ev << CsvField(r.configuration) << ',' << r.seed << ',' << e.time << ',' << CsvField(e.job) << ',' << e.kind << ','
+           << e.replicas << ',' << CsvField(e.detail) << '\n';
+      }
+    }
+  }
+  return ev.str();
+}
+}  // namespace
+
 StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::string& scenario,
                                            const std::vector<std::vector<SimulateResult>>& results,
                                            double wall_seconds) {
@@ -577,22 +600,8 @@ StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::st
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/timeseries.csv", ts.str()));
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/jobs.csv", JobsCsv(results)));
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/idle_by_hour.csv", ih.str()));
-  bool any_events = false;
-  for (const auto& per_seed : results) {
-    for (const SimulateResult& r : per_seed) any_events |= !r.job_events.empty();
-  }
-  if (any_events) {
-    std::ostringstream ev;
-    ev << "configuration,seed,time_s,job,kind,replicas,detail\n";
-    for (const auto& per_seed : results) {
-      for (const SimulateResult& r : per_seed) {
-        for (const SimJobEvent& e : r.job_events) {
-          ev << CsvField(r.configuration) << ',' << r.seed << ',' << e.time << ',' << CsvField(e.job) << ',' << e.kind << ','
-             << e.replicas << ',' << CsvField(e.detail) << '\n';
-        }
-      }
-    }
-    ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/job_events.csv", ev.str()));
+  if (const std::optional<std::string> ev = JobEventsCsv(results)) {
+    ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/job_events.csv", *ev));
   }
   const std::string html = dir + "/report.html";
   ESTUARY_RETURN_IF_ERROR(report::WriteHtmlReport(rep, html));

@@ -505,6 +505,44 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
   return sc;
 }
 
+// The `tidal:` mapping `t` of the scenario at `path` into `w` (its curve file read).
+Status ParseTidal(const Ctx& c, const YAML::Node& t, const std::string& path, bool federation, TidalWorkload& w) {
+  if (!t.IsMap()) return c.Err(t, "tidal", "expected a mapping {curve, start_hour, weekend_pct, services, ...}");
+  ESTUARY_RETURN_IF_ERROR(Known(c, t, {"curve", "start_hour", "weekend_pct", "services"}));
+  w.enabled = true;
+  w.line = t.Mark().line + 1;
+  ESTUARY_ASSIGN_OR_RETURN(w.curve_path, Str(c, t, "curve", true));
+  if (std::filesystem::path(w.curve_path).is_relative()) {
+    w.curve_path = (std::filesystem::path(path).parent_path() / w.curve_path).string();
+  }
+  ESTUARY_ASSIGN_OR_RETURN(w.curve, ReadDemandCurve(w.curve_path));
+  ESTUARY_ASSIGN_OR_RETURN(w.start_hour, Int(c, t, "start_hour", 0, 0, 23));
+  ESTUARY_ASSIGN_OR_RETURN(w.weekend_pct, Int(c, t, "weekend_pct", 100, 0, 1000));
+  if (const YAML::Node sv = t["services"]) {
+    if (federation) return c.Err(KeyNode(t, "services"), "services", "not supported in a federation scenario");
+    if (!sv.IsMap()) return c.Err(sv, "services", "expected a mapping {count, replicas_min, replicas_max, gpus, ...}");
+    ESTUARY_RETURN_IF_ERROR(Known(c, sv, {"count", "replicas_min", "replicas_max", "gpus", "cpu_cores", "memory_gib",
+                                          "phase_jitter_s", "step_s"}));
+    ESTUARY_ASSIGN_OR_RETURN(w.services, Int(c, sv, "count", 0, 0, 100000));
+    int64_t v = 0;
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "replicas_min", 1, 1, 100000));
+    w.replicas_min = static_cast<int32_t>(v);
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "replicas_max", w.replicas_min, 1, 100000));
+    if (v < w.replicas_min) return c.Err(sv["replicas_max"], "replicas_max", "below replicas_min");
+    w.replicas_max = static_cast<int32_t>(v);
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "gpus", 1, 1, kMaxGpusPerNode));
+    w.per_replica.gpu_count = static_cast<int32_t>(v);
+    w.per_replica.gpu_milli = kMilliPerGpu;
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "cpu_cores", 1, 0, 1'000'000));
+    w.per_replica.cpu_milli = v * 1000;
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "memory_gib", 1, 0, 1'000'000));
+    w.per_replica.mem_mib = v * 1024;
+    ESTUARY_ASSIGN_OR_RETURN(w.phase_jitter_s, Int(c, sv, "phase_jitter_s", w.phase_jitter_s, 0, 43200));
+    ESTUARY_ASSIGN_OR_RETURN(w.step_s, Int(c, sv, "step_s", w.step_s, 1, 86400));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& path) {
@@ -579,42 +617,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       s.stream.classes.push_back(gc);
     }
   }
-  if (const YAML::Node t = root["tidal"]) {
-    if (!t.IsMap()) return c.Err(t, "tidal", "expected a mapping {curve, start_hour, weekend_pct, services, ...}");
-    ESTUARY_RETURN_IF_ERROR(Known(c, t, {"curve", "start_hour", "weekend_pct", "services"}));
-    TidalWorkload& w = s.tidal;
-    w.enabled = true;
-    w.line = t.Mark().line + 1;
-    ESTUARY_ASSIGN_OR_RETURN(w.curve_path, Str(c, t, "curve", true));
-    if (std::filesystem::path(w.curve_path).is_relative()) {
-      w.curve_path = (std::filesystem::path(path).parent_path() / w.curve_path).string();
-    }
-    ESTUARY_ASSIGN_OR_RETURN(w.curve, ReadDemandCurve(w.curve_path));
-    ESTUARY_ASSIGN_OR_RETURN(w.start_hour, Int(c, t, "start_hour", 0, 0, 23));
-    ESTUARY_ASSIGN_OR_RETURN(w.weekend_pct, Int(c, t, "weekend_pct", 100, 0, 1000));
-    if (const YAML::Node sv = t["services"]) {
-      if (s.federation.enabled) return c.Err(KeyNode(t, "services"), "services", "not supported in a federation scenario");
-      if (!sv.IsMap()) return c.Err(sv, "services", "expected a mapping {count, replicas_min, replicas_max, gpus, ...}");
-      ESTUARY_RETURN_IF_ERROR(Known(c, sv, {"count", "replicas_min", "replicas_max", "gpus", "cpu_cores", "memory_gib",
-                                            "phase_jitter_s", "step_s"}));
-      ESTUARY_ASSIGN_OR_RETURN(w.services, Int(c, sv, "count", 0, 0, 100000));
-      int64_t v = 0;
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "replicas_min", 1, 1, 100000));
-      w.replicas_min = static_cast<int32_t>(v);
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "replicas_max", w.replicas_min, 1, 100000));
-      if (v < w.replicas_min) return c.Err(sv["replicas_max"], "replicas_max", "below replicas_min");
-      w.replicas_max = static_cast<int32_t>(v);
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "gpus", 1, 1, kMaxGpusPerNode));
-      w.per_replica.gpu_count = static_cast<int32_t>(v);
-      w.per_replica.gpu_milli = kMilliPerGpu;
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "cpu_cores", 1, 0, 1'000'000));
-      w.per_replica.cpu_milli = v * 1000;
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "memory_gib", 1, 0, 1'000'000));
-      w.per_replica.mem_mib = v * 1024;
-      ESTUARY_ASSIGN_OR_RETURN(w.phase_jitter_s, Int(c, sv, "phase_jitter_s", w.phase_jitter_s, 0, 43200));
-      ESTUARY_ASSIGN_OR_RETURN(w.step_s, Int(c, sv, "step_s", w.step_s, 1, 86400));
-    }
-  }
+  if (const YAML::Node t = root["tidal"]) ESTUARY_RETURN_IF_ERROR(ParseTidal(c, t, path, s.federation.enabled, s.tidal));
   for (const GeneratedClass& gc : s.stream.classes) {
     if (gc.diurnal && !s.tidal.enabled) return c.Err(root, "tidal", "a generator class is diurnal but there is no tidal curve");
   }
