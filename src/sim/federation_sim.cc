@@ -71,24 +71,95 @@ FedJob ToFedJob(const JobTemplate& t, uint32_t id) {
 
 }  // namespace
 
-StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<ClusterState>& clusters,
-                                       const ClusterState* merged, const SchedulerConfig& config, uint64_t seed,
-                                       bool check_invariants, bool record_events, FederationMeter* meter) {
+namespace {
+
+// One federation run (a configuration and a seed): the members' engines, the federation's
+// scheduler and the world around them — arrivals, the work model's job ends, wake-ups at the
+// members' and the federation's due times — and the measurements. Its fields are the run's state;
+// its methods the steps RunFederation takes in order (Prepare, Run, Finish).
+struct FederationRun {
+  FederationRun(const Scenario& sc, const std::vector<ClusterState>& clusters, const ClusterState* merged,
+                const SchedulerConfig& config, uint64_t seed, bool check_invariants, bool record_events,
+                FederationMeter* meter)
+      : sc(sc), clusters(clusters), merged(merged), config(config), seed(seed), check_invariants(check_invariants),
+        record_events(record_events), meter(meter), fs(sc.federation), regions(sc.federation.members.size()),
+        is_merged(config.federation == "merged"), warmup(sc.warmup_s) {}
+
+  // The workload, the members and the federation's scheduler. Errors: a member that cannot be made.
+  Status Prepare();
+  // The events up to the scenario's duration. Errors: a broken invariant (check_invariants).
+  Status Run();
+  // The metrics over [warmup_s, duration_s) and the job records.
+  SimulateResult Finish();
+
+  // Makes the member of `cluster` (its headrooms `headroom`).
+  Status MakeMember(const ClusterState& cluster, const std::string& name, size_t index, int line,
+                    const std::vector<FederationMember::Headroom>& headroom);
+  void Log(SimTime t, size_t i, const char* kind, int64_t replicas, std::string detail = {});
+  // The work model: progress up to t; after a job's replicas changed, its rate and end event.
+  void Progress(FJob& j, SimTime t);
+  void Reschedule(size_t i, SimTime t);
+  // A victim was evicted for job `for_job` on member m.
+  void Victim(uint32_t for_job, int m);
+  // The members' events at t: starts, growth, shrinks, evictions and rejections, Reclaims.
+  void HandleEvents(SimTime t);
+  void TakeDispatches();
+  void SampleUntil(SimTime t);
+  struct Counters {
+    int64_t evictions = 0, headroom_evictions = 0, needless = 0, reclaims = 0, cancelled = 0, dispatches = 0,
+            rejections = 0, retries = 0;
+    double lost_gpu_hours = 0;
+  };
+  Counters Count() const;
+
+  const Scenario& sc;
+  const std::vector<ClusterState>& clusters;
+  const ClusterState* merged;
+  const SchedulerConfig& config;
+  uint64_t seed;
+  bool check_invariants, record_events;
+  FederationMeter* meter;
+  const FederationSpec& fs;
+  const size_t regions;
+  const bool is_merged;
+  const SimTime warmup;
   SimulateResult res;
+  std::vector<FJob> jobs;
+  std::map<std::string, int> member_index;
+  SummaryOptions summary;
+  std::vector<std::unique_ptr<InProcessMember>> members;
+  std::vector<std::vector<int>> region_of;  // per member, per node: the region it stands for
+  std::unique_ptr<FedScheduler> fed_;
+  FedScheduler& fed() { return *fed_; }
+  const FedScheduler& fed() const { return *fed_; }
+  // Events: (time, kind, job, gen). Kinds: end, arrival, wake (a member's or a backoff's due time).
+  enum Kind : int { kEnd = 0, kArrival = 1, kWake = 2 };
+  using Ev = std::tuple<SimTime, int, size_t, uint64_t>;
+  std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> events;
+  std::set<SimTime> wakes;
+  int64_t evictions = 0, needless = 0, reclaims = 0, late_rejections = 0, dispatches = 0, headroom_evictions = 0;
+  double lost_gpu_hours = 0;
+  // Samples.
+  size_t nm = 0;
+  double alloc_area = 0, hp_sum = 0, all_sum = 0, imbalance_sum = 0;
+  std::vector<double> region_sum;
+  int64_t samples = 0;
+  SimTime last_t = 0, next_sample = 0;
+  double capacity = 1;
+  // The event counters as the warm-up ends (at the first event time >= warmup), subtracted from
+  // their totals.
+  std::optional<Counters> at_warmup;
+};
+
+Status FederationRun::Prepare() {
   res.configuration = config.name;
   res.seed = seed;
-  const FederationSpec& fs = sc.federation;
-  const size_t regions = fs.members.size();
-  const bool is_merged = config.federation == "merged";
   if (is_merged && merged == nullptr) return Internal("a merged configuration needs the merged cluster");
   if (sc.warmup_s < 0 || sc.warmup_s >= sc.duration_s) {
     return InvalidArgument(sc.path + ": warmup_s " + std::to_string(sc.warmup_s) + " is not in [0, duration_s)");
   }
-
   // The workload: listed jobs, then the generated stream (home drawn by arrivals_share; diurnal
   // classes thinned by the curve at the home member's local time).
-  std::vector<FJob> jobs;
-  std::map<std::string, int> member_index;
   for (size_t m = 0; m < regions; ++m) member_index[fs.members[m].name] = static_cast<int>(m);
   for (const JobTemplate& t : sc.jobs) {
     FJob j;
@@ -129,52 +200,15 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     if (j.tmpl.home_only && !is_merged) j.allowed = {j.home};
     if (j.tmpl.priority > 0) priorities.insert(j.tmpl.priority);
   }
-  SummaryOptions summary;
   for (int32_t p : priorities) {
     if (summary.thresholds.size() < SummaryOptions::kMaxThresholds) summary.thresholds.push_back(p);
   }
 
   // The members: one per cluster, or one of all nodes (merged).
-  std::vector<std::unique_ptr<InProcessMember>> members;
-  std::vector<std::vector<int>> region_of;  // per member, per node: the region it stands for
-  auto make_member = [&](const ClusterState& cluster, const std::string& name, size_t index, int line,
-                         const std::vector<FederationMember::Headroom>& headroom) -> Status {
-    MemberOptions mo;
-    for (const FederationMember::Headroom& h : headroom) {
-      FedJob j;
-      j.max_replicas = h.replicas;
-      j.per_replica.gpu_count = h.gpus;
-      j.per_replica.gpu_milli = kMilliPerGpu;
-      j.models = h.models;
-      j.plane = h.plane;
-      j.required_level = h.level;
-      mo.headroom.push_back({std::move(j), h.min_job_gpus});
-    }
-    mo.name = name;
-    mo.policy = config.policy;
-    mo.seed = seed ^ (0x6d656d626572ULL * (index + 1));
-    mo.allocate.align = config.align;
-    mo.allocate.topology = config.topology;
-    mo.grace_s = config.grace_s;
-    mo.exit_mean_s = config.exit_mean_s;
-    mo.exit_p95_s = config.exit_p95_s;
-    mo.absorb = config.absorb;
-    mo.summary = summary;
-    mo.summary_period_s = fs.summary_period_s;
-    mo.headroom_retry_s = fs.headroom_retry_s;
-    mo.headroom_max_loss_s = fs.headroom_max_loss_s;
-    if (meter != nullptr) mo.stopwatch = meter->stopwatch;
-    auto m = InProcessMember::Create(cluster, mo);
-    if (!m.ok()) {
-      return InvalidArgument(sc.path + ":" + std::to_string(line) + ": federation: member '" + name + "': " + m.status().message());
-    }
-    members.push_back(std::move(*m));
-    return Status::Ok();
-  };
   if (is_merged) {
     std::vector<FederationMember::Headroom> all;
     for (const FederationMember& fm : fs.members) all.insert(all.end(), fm.headroom.begin(), fm.headroom.end());
-    ESTUARY_RETURN_IF_ERROR(make_member(*merged, "merged", 0, fs.line, all));
+    ESTUARY_RETURN_IF_ERROR(MakeMember(*merged, "merged", 0, fs.line, all));
     std::vector<int> r;
     for (const Node& n : merged->nodes()) {
       const std::string prefix = n.spec.name.substr(0, n.spec.name.find('/'));
@@ -184,7 +218,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     region_of.push_back(std::move(r));
   } else {
     for (size_t m = 0; m < regions; ++m) {
-      ESTUARY_RETURN_IF_ERROR(make_member(clusters[m], fs.members[m].name, m, fs.members[m].line, fs.members[m].headroom));
+      ESTUARY_RETURN_IF_ERROR(MakeMember(clusters[m], fs.members[m].name, m, fs.members[m].line, fs.members[m].headroom));
       region_of.emplace_back(clusters[m].num_nodes(), static_cast<int>(m));
     }
   }
@@ -198,7 +232,7 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
   fo.spread = fs.spread;
   fo.backoff_s = fs.retry_backoff_s;
   fo.backoff_max_s = fs.retry_backoff_max_s;
-  FedScheduler fed(member_ptrs, fo);
+  fed_ = std::make_unique<FedScheduler>(member_ptrs, fo);
   // As a member decides a Reclaim for job J, the other members J may use are checked exactly:
   // could one have started J on idle capacity right then?
   for (size_t m = 0; m < members.size(); ++m) {
@@ -213,227 +247,248 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     });
   }
 
-  auto log = [&](SimTime t, size_t i, const char* kind, int64_t replicas, std::string detail = {}) {
-    if (record_events) res.job_events.push_back({t, jobs[i].tmpl.name, kind, static_cast<int32_t>(replicas), std::move(detail)});
-  };
-
-  // Events: (time, kind, job, gen). Kinds: end, arrival, wake (a member's or a backoff's due time).
-  enum Kind : int { kEnd = 0, kArrival = 1, kWake = 2 };
-  using Ev = std::tuple<SimTime, int, size_t, uint64_t>;
-  std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> events;
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (jobs[i].submit < sc.duration_s) events.push({jobs[i].submit, kArrival, i, 0});
   }
-  std::set<SimTime> wakes;
 
-  // The work model.
-  auto progress = [&](FJob& j, SimTime t) {
-    if (j.started_at < 0 || t <= j.progress_t || j.rate == 0) return;
-    auto done = [&](SimTime e) { return static_cast<int64_t>(static_cast<__int128>(e) * j.rate * kWorkScale); };
-    const int64_t interval = j.tmpl.checkpoint_interval_s;
-    if (interval > 0) {
-      const SimTime last = j.started_at + (t - j.started_at) / interval * interval;
-      if (last > j.progress_t) j.work_at_checkpoint = std::max<int64_t>(0, j.work_left - done(last - j.progress_t));
-    }
-    j.work_left = std::max<int64_t>(0, j.work_left - done(t - j.progress_t));
-    j.progress_t = t;
-  };
-  auto reschedule = [&](size_t i, SimTime t) {
-    FJob& j = jobs[i];
-    if (j.started_at < 0) return;
-    progress(j, t);
-    const int64_t bound = members[static_cast<size_t>(j.member)]->Running(j.fed.id);
-    j.bound = bound;
-    const int64_t usable = j.tmpl.usable_step > 0 ? j.tmpl.usable_step : std::max<int32_t>(1, j.tmpl.step);
-    const int64_t rate = j.tmpl.linear_scaling ? bound / usable * usable : (bound > 0 ? j.tmpl.replicas : 0);
-    if (rate == j.rate && j.gen > 0) return;
-    j.rate = rate;
-    ++j.gen;
-    if (rate == 0) return;
-    const __int128 denom = static_cast<__int128>(rate) * kWorkScale;
-    const SimTime need = static_cast<SimTime>((static_cast<__int128>(j.work_left) + denom - 1) / denom);
-    events.push({std::max(t, j.progress_t) + need, kEnd, i, j.gen});
-  };
-
-  int64_t evictions = 0, needless = 0, reclaims = 0, late_rejections = 0, dispatches = 0, headroom_evictions = 0;
-  double lost_gpu_hours = 0;
-  // A victim was evicted for job `for_job` on member m.
-  auto victim = [&](uint32_t for_job, int m) {
-    ++evictions;
-    if (for_job == kHeadroomJob) {  // evicted to restore the member's HP headroom, for no job
-      ++headroom_evictions;
-      return;
-    }
-    FJob& j = jobs[for_job];
-    if (j.reclaim_needless) {
-      ++needless;
-    } else {
-      j.reclaim_member = m;
-      ++j.pending_victims;
-    }
-  };
-  auto handle_events = [&](SimTime t) {
-    for (size_t m = 0; m < members.size(); ++m) {
-      for (const MemberEvent& e : members[m]->TakeEvents()) {
-        const size_t i = e.job;
-        FJob& j = jobs[i];
-        switch (e.kind) {
-          case MemberEvent::Kind::kStarted: {
-            j.started_at = t;
-            j.member = static_cast<int>(m);
-            if (j.first_start < 0) {
-              j.first_start = t;
-              j.work_left = j.duration * j.tmpl.replicas * kWorkScale;
-            }
-            j.work_at_checkpoint = j.work_left;
-            j.progress_t = t + (j.restarted ? j.tmpl.restart_cost_s : 0);
-            j.rate = 0;
-            reschedule(i, t);
-            if (j.pending_victims > 0 && j.reclaim_member != static_cast<int>(m)) needless += j.pending_victims;
-            j.pending_victims = 0;
-            j.reclaim_needless = false;
-            j.reclaim_member = -1;
-            log(t, i, "start", e.replicas, members[m]->name());
-            break;
-          }
-          case MemberEvent::Kind::kGrown:
-            reschedule(i, t);
-            log(t, i, "grow", e.replicas);
-            break;
-          case MemberEvent::Kind::kShrunk:
-            reschedule(i, t);
-            log(t, i, "shrink", e.replicas, "reclaim");
-            if (e.for_job != UINT32_MAX) victim(e.for_job, static_cast<int>(m));
-            break;
-          case MemberEvent::Kind::kReturned: {
-            if (e.for_job != UINT32_MAX) {
-              victim(e.for_job, static_cast<int>(m));
-              progress(j, t);
-              const int64_t ran = t - j.started_at, interval = j.tmpl.checkpoint_interval_s;
-              // metrics.md §6: the GPUs it held as it was evicted x the time since its last checkpoint.
-              lost_gpu_hours += static_cast<double>(j.bound * j.tmpl.per_replica.TotalGpuMilli()) / kMilliPerGpu *
-                                static_cast<double>(interval > 0 ? ran % interval : ran) / 3600.0;
-              j.work_left = j.work_at_checkpoint;
-              j.restarted = true;
-              log(t, i, "evict", 0, "reclaim");
-            } else {
-              ++late_rejections;
-              log(t, i, "reject", 0, members[m]->name() + ": " + e.detail);
-            }
-            j.started_at = -1;
-            j.member = -1;
-            j.rate = 0;
-            j.bound = 0;
-            ++j.gen;
-            fed.Left(j.fed.id);
-            fed.Enqueue(j.fed, j.allowed, true, t);
-            break;
-          }
-          case MemberEvent::Kind::kReclaim:
-            ++reclaims;  // whether it was needed was measured as it was decided (observer below)
-            log(t, i, "reclaim", e.replicas, members[m]->name());
-            break;
-          case MemberEvent::Kind::kStandby:  // members get no Standby windows or moves here
-          case MemberEvent::Kind::kRestored:
-          case MemberEvent::Kind::kMoveStarted:
-          case MemberEvent::Kind::kMoved:
-          case MemberEvent::Kind::kMoveAborted:
-          case MemberEvent::Kind::kMoveCancelled: break;
-        }
-      }
-    }
-  };
-  auto take_dispatches = [&]() {
-    for (const FedDispatch& d : fed.TakeDispatches()) {
-      ++dispatches;
-      if (!d.admission.accepted) log(d.t, d.job, "reject", 0, members[static_cast<size_t>(d.member)]->name() + ": " + d.admission.reason);
-    }
-  };
-
-  // Samples.
-  const size_t nm = members.size();
-  double alloc_area = 0, hp_sum = 0, all_sum = 0, imbalance_sum = 0;
-  std::vector<double> region_sum(regions, 0.0);
-  int64_t samples = 0;
-  SimTime last_t = 0, next_sample = 0;
+  nm = members.size();
+  region_sum.assign(regions, 0.0);
   int64_t total_gpu_milli = 0;
   for (const auto& m : members) total_gpu_milli += m->state().total_gpu_milli();
-  const double capacity = static_cast<double>(std::max<int64_t>(1, total_gpu_milli));
-  const SimTime warmup = sc.warmup_s;
-  auto sample_until = [&](SimTime t) {
-    int64_t allocated = 0;
-    for (const auto& m : members) allocated += m->state().allocated_gpu_milli();
-    const double alloc = 100.0 * static_cast<double>(allocated) / capacity;
-    if (t > warmup) alloc_area += alloc * static_cast<double>(t - std::max(last_t, warmup));
-    last_t = t;
-    while (next_sample < t) {
-      SimSample s;
-      s.time = next_sample;
-      s.gpu_alloc_pct = alloc;
-      s.pending_jobs = static_cast<int64_t>(fed.waiting());
-      double hp_share = 0, any_share = 0;
-      int64_t gpu_nodes = 0;
-      std::vector<double> rs(regions, 0.0);
-      std::vector<int64_t> rn(regions, 0);
-      for (size_t m = 0; m < nm; ++m) {
-        const ClusterState& st = members[m]->state();
-        s.pending_jobs += static_cast<int64_t>(members[m]->engine().queued());
-        for (const Node& n : st.nodes()) {
-          if (n.spec.gpu_count == 0) continue;
-          s.free_nodes += n.Schedulable() && n.full_free_gpus == n.spec.gpu_count;
-          int64_t hp = 0, lp = 0;
-          for (TaskId tid : n.tasks) {
-            const Task& task = st.task(tid);
-            const int64_t g = int64_t{task.gpus.size} * task.req.gpu_milli;
-            (task.priority >= kHpPriority ? hp : lp) += g;
-          }
-          const double cap = static_cast<double>(int64_t{n.spec.gpu_count} * kMilliPerGpu);
-          const double any = static_cast<double>(std::min<int64_t>(hp + lp, int64_t{n.spec.gpu_count} * kMilliPerGpu)) / cap;
-          hp_share += static_cast<double>(hp) / cap;
-          any_share += any;
-          ++gpu_nodes;
-          const size_t r = static_cast<size_t>(region_of[m][n.id.value()]);
-          rs[r] += any;
-          ++rn[r];
-        }
-      }
-      if (gpu_nodes > 0) {
-        s.alloc_ratio_hp_pct = 100.0 * hp_share / static_cast<double>(gpu_nodes);
-        s.alloc_ratio_hp_lp_pct = 100.0 * any_share / static_cast<double>(gpu_nodes);
-      }
-      res.samples.push_back(s);
-      next_sample += sc.sample_interval_s;
-      if (s.time < warmup) continue;  // shown in the time series, left out of the metrics
-      hp_sum += s.alloc_ratio_hp_pct;
-      all_sum += s.alloc_ratio_hp_lp_pct;
-      double lo = 1e300, hi = -1e300;
-      for (size_t r = 0; r < regions; ++r) {
-        const double v = rn[r] > 0 ? 100.0 * rs[r] / static_cast<double>(rn[r]) : 0.0;
-        region_sum[r] += v;
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-      }
-      imbalance_sum += regions > 0 ? hi - lo : 0.0;
-      ++samples;
-    }
-  };
+  capacity = static_cast<double>(std::max<int64_t>(1, total_gpu_milli));
+  return Status::Ok();
+}
 
-  // The event counters as the warm-up ends (at the first event time >= warmup), subtracted from
-  // their totals.
-  struct Counters {
-    int64_t evictions = 0, headroom_evictions = 0, needless = 0, reclaims = 0, cancelled = 0, dispatches = 0,
-            rejections = 0, retries = 0;
-    double lost_gpu_hours = 0;
-  };
-  const auto count = [&]() {
-    return Counters{evictions, headroom_evictions, needless, reclaims, fed.reclaims_cancelled(), dispatches,
-                    fed.rejections() + late_rejections, fed.retries(), lost_gpu_hours};
-  };
-  std::optional<Counters> at_warmup;
+Status FederationRun::MakeMember(const ClusterState& cluster, const std::string& name, size_t index, int line,
+                                 const std::vector<FederationMember::Headroom>& headroom) {
+  MemberOptions mo;
+  for (const FederationMember::Headroom& h : headroom) {
+    FedJob j;
+    j.max_replicas = h.replicas;
+    j.per_replica.gpu_count = h.gpus;
+    j.per_replica.gpu_milli = kMilliPerGpu;
+    j.models = h.models;
+    j.plane = h.plane;
+    j.required_level = h.level;
+    mo.headroom.push_back({std::move(j), h.min_job_gpus});
+  }
+  mo.name = name;
+  mo.policy = config.policy;
+  mo.seed = seed ^ (0x6d656d626572ULL * (index + 1));
+  mo.allocate.align = config.align;
+  mo.allocate.topology = config.topology;
+  mo.grace_s = config.grace_s;
+  mo.exit_mean_s = config.exit_mean_s;
+  mo.exit_p95_s = config.exit_p95_s;
+  mo.absorb = config.absorb;
+  mo.summary = summary;
+  mo.summary_period_s = fs.summary_period_s;
+  mo.headroom_retry_s = fs.headroom_retry_s;
+  mo.headroom_max_loss_s = fs.headroom_max_loss_s;
+  if (meter != nullptr) mo.stopwatch = meter->stopwatch;
+  auto m = InProcessMember::Create(cluster, mo);
+  if (!m.ok()) {
+    return InvalidArgument(sc.path + ":" + std::to_string(line) + ": federation: member '" + name + "': " + m.status().message());
+  }
+  members.push_back(std::move(*m));
+  return Status::Ok();
+}
+
+void FederationRun::Log(SimTime t, size_t i, const char* kind, int64_t replicas, std::string detail) {
+  if (record_events) res.job_events.push_back({t, jobs[i].tmpl.name, kind, static_cast<int32_t>(replicas), std::move(detail)});
+}
+
+void FederationRun::Progress(FJob& j, SimTime t) {
+  if (j.started_at < 0 || t <= j.progress_t || j.rate == 0) return;
+  auto done = [&](SimTime e) { return static_cast<int64_t>(static_cast<__int128>(e) * j.rate * kWorkScale); };
+  const int64_t interval = j.tmpl.checkpoint_interval_s;
+  if (interval > 0) {
+    const SimTime last = j.started_at + (t - j.started_at) / interval * interval;
+    if (last > j.progress_t) j.work_at_checkpoint = std::max<int64_t>(0, j.work_left - done(last - j.progress_t));
+  }
+  j.work_left = std::max<int64_t>(0, j.work_left - done(t - j.progress_t));
+  j.progress_t = t;
+}
+
+void FederationRun::Reschedule(size_t i, SimTime t) {
+  FJob& j = jobs[i];
+  if (j.started_at < 0) return;
+  Progress(j, t);
+  const int64_t bound = members[static_cast<size_t>(j.member)]->Running(j.fed.id);
+  j.bound = bound;
+  const int64_t usable = j.tmpl.usable_step > 0 ? j.tmpl.usable_step : std::max<int32_t>(1, j.tmpl.step);
+  const int64_t rate = j.tmpl.linear_scaling ? bound / usable * usable : (bound > 0 ? j.tmpl.replicas : 0);
+  if (rate == j.rate && j.gen > 0) return;
+  j.rate = rate;
+  ++j.gen;
+  if (rate == 0) return;
+  const __int128 denom = static_cast<__int128>(rate) * kWorkScale;
+  const SimTime need = static_cast<SimTime>((static_cast<__int128>(j.work_left) + denom - 1) / denom);
+  events.push({std::max(t, j.progress_t) + need, kEnd, i, j.gen});
+}
+
+void FederationRun::Victim(uint32_t for_job, int m) {
+  ++evictions;
+  if (for_job == kHeadroomJob) {  // evicted to restore the member's HP headroom, for no job
+    ++headroom_evictions;
+    return;
+  }
+  FJob& j = jobs[for_job];
+  if (j.reclaim_needless) {
+    ++needless;
+  } else {
+    j.reclaim_member = m;
+    ++j.pending_victims;
+  }
+}
+
+void FederationRun::HandleEvents(SimTime t) {
+  for (size_t m = 0; m < members.size(); ++m) {
+    for (const MemberEvent& e : members[m]->TakeEvents()) {
+      const size_t i = e.job;
+      FJob& j = jobs[i];
+      switch (e.kind) {
+        case MemberEvent::Kind::kStarted: {
+          j.started_at = t;
+          j.member = static_cast<int>(m);
+          if (j.first_start < 0) {
+            j.first_start = t;
+            j.work_left = j.duration * j.tmpl.replicas * kWorkScale;
+          }
+          j.work_at_checkpoint = j.work_left;
+          j.progress_t = t + (j.restarted ? j.tmpl.restart_cost_s : 0);
+          j.rate = 0;
+          Reschedule(i, t);
+          if (j.pending_victims > 0 && j.reclaim_member != static_cast<int>(m)) needless += j.pending_victims;
+          j.pending_victims = 0;
+          j.reclaim_needless = false;
+          j.reclaim_member = -1;
+          Log(t, i, "start", e.replicas, members[m]->name());
+          break;
+        }
+        case MemberEvent::Kind::kGrown:
+          Reschedule(i, t);
+          Log(t, i, "grow", e.replicas);
+          break;
+        case MemberEvent::Kind::kShrunk:
+          Reschedule(i, t);
+          Log(t, i, "shrink", e.replicas, "reclaim");
+          if (e.for_job != UINT32_MAX) Victim(e.for_job, static_cast<int>(m));
+          break;
+        case MemberEvent::Kind::kReturned: {
+          if (e.for_job != UINT32_MAX) {
+            Victim(e.for_job, static_cast<int>(m));
+            Progress(j, t);
+            const int64_t ran = t - j.started_at, interval = j.tmpl.checkpoint_interval_s;
+            // metrics.md §6: the GPUs it held as it was evicted x the time since its last checkpoint.
+            lost_gpu_hours += static_cast<double>(j.bound * j.tmpl.per_replica.TotalGpuMilli()) / kMilliPerGpu *
+                              static_cast<double>(interval > 0 ? ran % interval : ran) / 3600.0;
+            j.work_left = j.work_at_checkpoint;
+            j.restarted = true;
+            Log(t, i, "evict", 0, "reclaim");
+          } else {
+            ++late_rejections;
+            Log(t, i, "reject", 0, members[m]->name() + ": " + e.detail);
+          }
+          j.started_at = -1;
+          j.member = -1;
+          j.rate = 0;
+          j.bound = 0;
+          ++j.gen;
+          fed().Left(j.fed.id);
+          fed().Enqueue(j.fed, j.allowed, true, t);
+          break;
+        }
+        case MemberEvent::Kind::kReclaim:
+          ++reclaims;  // whether it was needed was measured as it was decided (observer below)
+          Log(t, i, "reclaim", e.replicas, members[m]->name());
+          break;
+        case MemberEvent::Kind::kStandby:  // members get no Standby windows or moves here
+        case MemberEvent::Kind::kRestored:
+        case MemberEvent::Kind::kMoveStarted:
+        case MemberEvent::Kind::kMoved:
+        case MemberEvent::Kind::kMoveAborted:
+        case MemberEvent::Kind::kMoveCancelled: break;
+      }
+    }
+  }
+}
+
+void FederationRun::TakeDispatches() {
+  for (const FedDispatch& d : fed().TakeDispatches()) {
+    ++dispatches;
+    if (!d.admission.accepted) Log(d.t, d.job, "reject", 0, members[static_cast<size_t>(d.member)]->name() + ": " + d.admission.reason);
+  }
+}
+
+void FederationRun::SampleUntil(SimTime t) {
+  int64_t allocated = 0;
+  for (const auto& m : members) allocated += m->state().allocated_gpu_milli();
+  const double alloc = 100.0 * static_cast<double>(allocated) / capacity;
+  if (t > warmup) alloc_area += alloc * static_cast<double>(t - std::max(last_t, warmup));
+  last_t = t;
+  while (next_sample < t) {
+    SimSample s;
+    s.time = next_sample;
+    s.gpu_alloc_pct = alloc;
+    s.pending_jobs = static_cast<int64_t>(fed().waiting());
+    double hp_share = 0, any_share = 0;
+    int64_t gpu_nodes = 0;
+    std::vector<double> rs(regions, 0.0);
+    std::vector<int64_t> rn(regions, 0);
+    for (size_t m = 0; m < nm; ++m) {
+      const ClusterState& st = members[m]->state();
+      s.pending_jobs += static_cast<int64_t>(members[m]->engine().queued());
+      for (const Node& n : st.nodes()) {
+        if (n.spec.gpu_count == 0) continue;
+        s.free_nodes += n.Schedulable() && n.full_free_gpus == n.spec.gpu_count;
+        int64_t hp = 0, lp = 0;
+        for (TaskId tid : n.tasks) {
+          const Task& task = st.task(tid);
+          const int64_t g = int64_t{task.gpus.size} * task.req.gpu_milli;
+          (task.priority >= kHpPriority ? hp : lp) += g;
+        }
+        const double cap = static_cast<double>(int64_t{n.spec.gpu_count} * kMilliPerGpu);
+        const double any = static_cast<double>(std::min<int64_t>(hp + lp, int64_t{n.spec.gpu_count} * kMilliPerGpu)) / cap;
+        hp_share += static_cast<double>(hp) / cap;
+        any_share += any;
+        ++gpu_nodes;
+        const size_t r = static_cast<size_t>(region_of[m][n.id.value()]);
+        rs[r] += any;
+        ++rn[r];
+      }
+    }
+    if (gpu_nodes > 0) {
+      s.alloc_ratio_hp_pct = 100.0 * hp_share / static_cast<double>(gpu_nodes);
+      s.alloc_ratio_hp_lp_pct = 100.0 * any_share / static_cast<double>(gpu_nodes);
+    }
+    res.samples.push_back(s);
+    next_sample += sc.sample_interval_s;
+    if (s.time < warmup) continue;  // shown in the time series, left out of the metrics
+    hp_sum += s.alloc_ratio_hp_pct;
+    all_sum += s.alloc_ratio_hp_lp_pct;
+    double lo = 1e300, hi = -1e300;
+    for (size_t r = 0; r < regions; ++r) {
+      const double v = rn[r] > 0 ? 100.0 * rs[r] / static_cast<double>(rn[r]) : 0.0;
+      region_sum[r] += v;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    imbalance_sum += regions > 0 ? hi - lo : 0.0;
+    ++samples;
+  }
+}
+
+FederationRun::Counters FederationRun::Count() const {
+  return Counters{evictions, headroom_evictions, needless, reclaims, fed().reclaims_cancelled(), dispatches,
+                  fed().rejections() + late_rejections, fed().retries(), lost_gpu_hours};
+}
+
+Status FederationRun::Run() {
   while (!events.empty() && std::get<0>(events.top()) < sc.duration_s) {
     const SimTime t = std::get<0>(events.top());
-    if (!at_warmup && t >= warmup) at_warmup = count();
-    sample_until(t);
+    if (!at_warmup && t >= warmup) at_warmup = Count();
+    SampleUntil(t);
     wakes.erase(t);
     while (!events.empty() && std::get<0>(events.top()) == t) {
       const auto [et, kind, i, gen] = events.top();
@@ -441,36 +496,36 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
       FJob& j = jobs[i];
       if (kind == kEnd) {
         if (j.started_at < 0 || j.gen != gen) continue;  // rescheduled or evicted since
-        progress(j, t);
+        Progress(j, t);
         members[static_cast<size_t>(j.member)]->Cancel(j.fed.id, t);
-        fed.Left(j.fed.id);
+        fed().Left(j.fed.id);
         j.started_at = -1;
         j.member = -1;
         j.finished = true;
         j.finish = t;
-        log(t, i, "finish", 0);
+        Log(t, i, "finish", 0);
       } else if (kind == kArrival) {
-        fed.Enqueue(j.fed, j.allowed, false, t);
+        fed().Enqueue(j.fed, j.allowed, false, t);
       }
     }
     for (auto& m : members) m->Step(t);
-    handle_events(t);
+    HandleEvents(t);
     // Dispatch; jobs evicted by the dispatches' Reclaims come back only after their grace period,
     // but a member's queue may return a job at once (never fits there): one more pass for those.
     for (int round = 0; round < 2; ++round) {
       const size_t before = late_rejections;
-      fed.Pass(t);
-      take_dispatches();
-      handle_events(t);
+      fed().Pass(t);
+      TakeDispatches();
+      HandleEvents(t);
       if (static_cast<size_t>(late_rejections) == before) break;
     }
-    for (auto& m : members) m->Grow(t, fed.BlockingPriority());
-    handle_events(t);
+    for (auto& m : members) m->Grow(t, fed().BlockingPriority());
+    HandleEvents(t);
     auto wake = [&](std::optional<int64_t> at) {
       if (at && *at > t && *at < sc.duration_s && wakes.insert(*at).second) events.push({*at, kWake, 0, 0});
     };
     for (auto& m : members) wake(m->NextDue());
-    wake(fed.NextRetry());
+    wake(fed().NextRetry());
     if (check_invariants) {
       for (auto& m : members) {
         Status st = m->state().CheckInvariants();
@@ -478,11 +533,14 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
       }
     }
   }
-  if (!at_warmup) at_warmup = count();
-  sample_until(sc.duration_s);
+  if (!at_warmup) at_warmup = Count();
+  SampleUntil(sc.duration_s);
+  return Status::Ok();
+}
 
+SimulateResult FederationRun::Finish() {
   // Results: over [warmup, duration).
-  const Counters total = count();
+  const Counters total = Count();
   const Counters& base = *at_warmup;
   auto& mt = res.metrics;
   std::vector<double> hp_delays, lp_delays, delays;
@@ -498,12 +556,12 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
     rec.submit_s = j.submit;
     rec.start_s = j.first_start;
     rec.delay_s = (j.first_start >= 0 ? j.first_start : sc.duration_s) - j.submit;
-    const bool inf = fed.Infeasible(j.fed.id);
+    const bool inf = fed().Infeasible(j.fed.id);
     rec.status = inf                ? SimJobStatus::kInfeasible
                  : j.started_at >= 0 ? SimJobStatus::kRunning
                  : j.finished        ? SimJobStatus::kFinished
                                      : SimJobStatus::kPending;
-    if (inf) rec.reason = fed.Reason(j.fed.id);
+    if (inf) rec.reason = fed().Reason(j.fed.id);
     res.jobs.push_back(rec);
     started += j.first_start >= 0;
     infeasible += inf;
@@ -553,7 +611,18 @@ StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<Clu
       meter->total.publishes += m->timing().publishes;
     }
   }
-  return res;
+  return std::move(res);
+}
+
+}  // namespace
+
+StatusOr<SimulateResult> RunFederation(const Scenario& sc, const std::vector<ClusterState>& clusters,
+                                       const ClusterState* merged, const SchedulerConfig& config, uint64_t seed,
+                                       bool check_invariants, bool record_events, FederationMeter* meter) {
+  FederationRun run(sc, clusters, merged, config, seed, check_invariants, record_events, meter);
+  ESTUARY_RETURN_IF_ERROR(run.Prepare());
+  ESTUARY_RETURN_IF_ERROR(run.Run());
+  return run.Finish();
 }
 
 }  // namespace estuary
