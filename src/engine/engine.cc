@@ -196,8 +196,8 @@ int Engine::ShapeOf(JobId id) {
                           "/" + std::to_string(js.priority) + "/" + std::to_string(js.preemptible);
   const auto [it, added] = shapes_.emplace(key, static_cast<int>(shapes_.size()));
   if (added) {
-    shape_blocks_.push_back(js.priority >= kHpPriority || js.min_replicas > 1);
-    shape_hp_.push_back(js.priority >= kHpPriority);
+    shape_info_.push_back({js.priority >= kHpPriority || js.min_replicas > 1, js.priority >= kHpPriority, js.priority,
+                           int64_t{js.max_replicas} * req.gpu_count});
   }
   return it->second;
 }
@@ -266,7 +266,7 @@ void Engine::OnStart(size_t li, int64_t now_s, int32_t granted) {
   l.refused_seq = UINT64_MAX;
   state_.SetJobStart(l.id, now_s);
   if (l.min_replicas < l.max_replicas) {
-    elastic_running_.insert(li);
+    SetElastic(li, true);
     ++elastic_starts_;
   }
   const bool lent = state_.task(state_.job(l.id).tasks.front()).borrowed;
@@ -557,14 +557,42 @@ void Engine::TryQueue(int64_t now_s) {
 }
 
 void Engine::ReclaimQueued(int64_t now_s) {
-  // Only shapes of HP jobs (a long LP queue costs nothing here).
-  for (size_t li : queue_.InOrder([&](int sh) { return shape_hp_[sh] != 0; })) {
-    Local& l = locals_[li];
-    if (l.priority < kHpPriority || l.reclaiming || l.running) continue;
-    // Idle plus reclaimable room only shrinks while nothing is released.
-    if (l.refused_seq == state_.release_seq()) continue;
-    std::string why;
-    if (!StartReclaim(li, now_s, &why)) l.refused_seq = state_.release_seq();
+  // Idle plus reclaimable room only shrinks while nothing is released, and a job's Reclaim plan
+  // depends on its shape and on a reservation of its own: once a job of a shape without one is
+  // refused, the later ones are too, until a release. Only HP shapes are looked at, so a long LP
+  // queue costs nothing here, nor a long queue of refused HP jobs.
+  const uint64_t seq = state_.release_seq();
+  queue_.Pass(
+      [&](size_t li) {
+        Local& l = locals_[li];
+        if (l.reclaiming || l.running || l.priority < kHpPriority) return PendingQueue::Outcome::kStays;
+        const bool own = state_.job(l.id).reservation.valid();
+        if (own && l.refused_seq == seq) return PendingQueue::Outcome::kStays;
+        // The plan (O(cluster)) only where its GPUs could be found at all.
+        std::string why;
+        if (!PreemptAction::CannotFit(state_, l.id, options_.allocate) && StartReclaim(li, now_s, &why)) {
+          return PendingQueue::Outcome::kStays;
+        }
+        if (own) {
+          l.refused_seq = seq;
+          return PendingQueue::Outcome::kStays;
+        }
+        shape_info_[static_cast<size_t>(l.shape)].refused_seq = seq;
+        return PendingQueue::Outcome::kWaits;
+      },
+      holders_,
+      [&](int sh) {
+        const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
+        return i.hp && i.refused_seq != seq;
+      });
+}
+
+void Engine::SetElastic(size_t li, bool elastic) {
+  const bool gpuless = locals_[li].gpus == 0;
+  if (elastic) {
+    if (elastic_running_.insert(li).second) elastic_gpuless_ += gpuless;
+  } else if (elastic_running_.erase(li) != 0) {
+    elastic_gpuless_ -= gpuless;
   }
 }
 
@@ -575,11 +603,11 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   // for it. A waiting single-replica job below HP was just tried and could not use the free
   // capacity as it is: it is not owed it.
   int32_t blocking = external_blocking;
-  for (size_t li : queue_.InOrder([&](int sh) { return shape_blocks_[sh] != 0; })) {
-    const Local& l = locals_[li];
-    if (l.reclaiming) continue;
-    if (l.priority < kHpPriority && l.min_replicas <= 1) continue;
-    blocking = std::max(blocking, l.priority);
+  for (size_t sh = 0; sh < shape_info_.size(); ++sh) {
+    const ShapeInfo& i = shape_info_[sh];
+    if (!i.blocks || i.priority <= blocking) continue;
+    const int shape = static_cast<int>(sh);
+    if (queue_.FirstOf(shape, [&](size_t li) { return !locals_[li].reclaiming; }) != SIZE_MAX) blocking = i.priority;
   }
   if (state_.release_seq() == absorb_seen_release_ && elastic_starts_ == absorb_seen_starts_ &&
       blocking == absorb_seen_blocking_) {
@@ -588,6 +616,9 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   absorb_seen_release_ = state_.release_seq();
   absorb_seen_starts_ = elastic_starts_;
   absorb_seen_blocking_ = blocking;
+  // With no GPU unallocated anywhere only jobs without GPUs could grow (a full cluster: the usual
+  // case, at no cost however many elastic jobs run).
+  if (elastic_gpuless_ == 0 && state_.allocated_gpu_milli() >= state_.total_gpu_milli()) return;
   std::vector<JobId> running;
   for (size_t li : elastic_running_) running.push_back(locals_[li].id);
   const AbsorbResult r = AbsorbAction::Run(CurrentSession(), state_, running, blocking, options_.allocate);
@@ -769,7 +800,7 @@ void Engine::Leave(uint32_t job, int64_t now_s, bool finished) {
   }
   if (l.running) state_.SetJobStart(l.id, -1);
   l.running = l.reclaiming = false;
-  elastic_running_.erase(li);
+  SetElastic(li, false);
 }
 
 Status Engine::AddPlane(const std::string& name, const std::vector<std::string>& levels) {
@@ -905,8 +936,7 @@ bool Engine::Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, in
       }
       Log(EngineEvent::Kind::kShrunk, now_s, li, state_.job(id).bound_tasks, UINT32_MAX, 0, "resized");
     }
-    if (min_replicas < max_replicas) elastic_running_.insert(li);
-    else elastic_running_.erase(li);
+    SetElastic(li, min_replicas < max_replicas);
     absorb_seen_release_ = UINT64_MAX;  // Absorb looks again
   } else if (queue_.Contains(li)) {
     queue_.Remove(li);
@@ -1005,7 +1035,7 @@ bool Engine::Adopt(const EngineJob& job, const std::vector<Placement>& placement
   Local& l = locals_[*li];
   l.running = true;
   state_.SetJobStart(l.id, started_s);
-  if (l.min_replicas < l.max_replicas) elastic_running_.insert(*li);
+  if (l.min_replicas < l.max_replicas) SetElastic(*li, true);
   return true;
 }
 
@@ -1127,7 +1157,7 @@ void Engine::ReturnWhole(size_t vi, int64_t now_s, uint32_t for_job, const std::
   }
   v.running = false;
   state_.SetJobStart(v.id, -1);
-  elastic_running_.erase(vi);
+  SetElastic(vi, false);
   // With requeue it waits again at the front (it ran before the jobs waiting now).
   if (options_.requeue && !queue_.Contains(vi)) Enqueue(vi, true, now_s);
   Log(EngineEvent::Kind::kReturned, now_s, vi, 0, for_job, 0, detail, false, options_.requeue);
@@ -1299,9 +1329,13 @@ void Engine::RenewHolds(int64_t now_s) {
   while (next_replan_ <= now_s) next_replan_ += r.replan_s;
   // Hold nodes for the oldest large jobs that waited too long (queue order: requeued jobs first).
   std::vector<JobId> waiting;
-  for (size_t li : queue_.InOrder()) {
+  const auto sized = [&](int sh) {
+    const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
+    return i.gpus >= r.min_gpus && i.gpus <= r.max_gpus;
+  };
+  for (size_t li : queue_.InOrder(sized)) {
     const Local& l = locals_[li];
-    if (l.gpus < r.min_gpus || l.gpus > r.max_gpus || l.reclaiming || now_s - l.submitted < r.after_s) continue;
+    if (l.reclaiming || now_s - l.submitted < r.after_s) continue;
     waiting.push_back(l.id);
   }
   const int made = ReserveAction::Renew(state_, waiting, static_cast<int>(r.max_jobs), options_.allocate);

@@ -507,13 +507,24 @@ class Engine {
   }
   std::vector<size_t> local_of_job_;  // state JobId -> local index
   std::map<std::string, int> shapes_;
-  std::vector<char> shape_blocks_;  // per shape: an HP job or a gang (it may block Absorb)
-  std::vector<char> shape_hp_;      // per shape: an HP job (it may Reclaim)
+  struct ShapeInfo {
+    bool blocks = false;  // an HP job or a gang (it may block Absorb)
+    bool hp = false;      // an HP job (it may Reclaim)
+    int32_t priority = 0;
+    int64_t gpus = 0;     // max replicas x GPUs per replica
+    // release_seq when a Reclaim for a job of this shape without a reservation of its own was
+    // found infeasible: until something is released, every such job of the shape would be too.
+    uint64_t refused_seq = UINT64_MAX;
+  };
+  std::vector<ShapeInfo> shape_info_;  // per shape
   PendingQueue queue_;
   std::vector<size_t> holders_;  // queued local jobs that hold a reservation
   std::vector<Eviction> evictions_;
   std::vector<char> being_evicted_;  // per TaskId
   std::set<size_t> elastic_running_;
+  int64_t elastic_gpuless_ = 0;  // of elastic_running_, the jobs without GPUs (Local::gpus 0)
+  // Adds local li to elastic_running_ or takes it out.
+  void SetElastic(size_t li, bool elastic);
   std::vector<EngineEvent> events_;
   std::function<void(uint32_t, int64_t)> reclaim_observer_;
   uint64_t absorb_seen_release_ = UINT64_MAX;

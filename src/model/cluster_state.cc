@@ -182,6 +182,7 @@ void ClusterState::Bind(TaskId task, NodeId node, const GpuIndices& gpus) {
   t.node = node;
   t.gpus = gpus;
   allocated_gpu_milli_ += int64_t{gpus.size} * t.req.gpu_milli;
+  CountPreemptible(t, int64_t{gpus.size} * t.req.gpu_milli, 1);
   allocated_cpu_milli_ += t.req.cpu_milli;
   ++num_bound_;
   ++jobs_[t.job.value()].bound_tasks;
@@ -223,6 +224,7 @@ void ClusterState::Release(Task& t) {
   ++n.version;
   SyncFit(n);
   allocated_gpu_milli_ -= int64_t{t.gpus.size} * t.req.gpu_milli;
+  CountPreemptible(t, int64_t{t.gpus.size} * t.req.gpu_milli, -1);
   allocated_cpu_milli_ -= t.req.cpu_milli;
   --num_bound_;
   --jobs_[t.job.value()].bound_tasks;
@@ -493,6 +495,7 @@ void ClusterState::BindReserved(TaskId task, ReservationId rid) {
   t.gpus = r.gpus;
   const int64_t gpu = int64_t{r.gpus.size} * r.req.gpu_milli;
   allocated_gpu_milli_ += gpu;
+  CountPreemptible(t, gpu, 1);
   allocated_cpu_milli_ += r.req.cpu_milli;
   reserved_gpu_milli_ -= gpu;
   reserved_cpu_milli_ -= r.req.cpu_milli;
@@ -533,9 +536,26 @@ std::vector<ReservationId> ClusterState::ExpireReservations(int64_t now_s) {
   return due;
 }
 
+void ClusterState::CountPreemptible(const Task& t, int64_t gpu_milli, int sign) {
+  const Job& j = jobs_[t.job.value()];
+  if (!j.spec.preemptible || gpu_milli == 0) return;
+  const auto it = preemptible_gpu_milli_.emplace(j.spec.priority, 0).first;
+  it->second += sign * gpu_milli;
+  if (it->second == 0) preemptible_gpu_milli_.erase(it);
+}
+
+int64_t ClusterState::PreemptibleGpuMilliBelow(int32_t priority) const {
+  int64_t sum = 0;
+  for (auto it = preemptible_gpu_milli_.begin(); it != preemptible_gpu_milli_.end() && it->first < priority; ++it) {
+    sum += it->second;
+  }
+  return sum;
+}
+
 Status ClusterState::CheckInvariants() const {
   auto fail = [](const std::string& what) { return Internal("invariant broken: " + what); };
   int64_t alloc_gpu = 0, alloc_cpu = 0, bound = 0;
+  std::map<int32_t, int64_t> preemptible;  // preemptible_gpu_milli_ recounted
   std::vector<MilliCpu> cpu_used(nodes_.size(), 0);
   std::vector<MemMiB> mem_used(nodes_.size(), 0);
   std::vector<std::array<int32_t, kMaxGpusPerNode>> gpu_used(nodes_.size());
@@ -581,6 +601,8 @@ Status ClusterState::CheckInvariants() const {
     cpu_used[n.id.value()] += t.req.cpu_milli;
     alloc_gpu += int64_t{t.gpus.size} * t.req.gpu_milli;
     alloc_cpu += t.req.cpu_milli;
+    const Job& j = jobs_[t.job.value()];
+    if (j.spec.preemptible && t.gpus.size != 0) preemptible[j.spec.priority] += int64_t{t.gpus.size} * t.req.gpu_milli;
   }
   // Available capacity reservations take from their node's free amounts like bound tasks.
   int64_t reserved_gpu = 0, reserved_cpu = 0;
@@ -733,6 +755,8 @@ Status ClusterState::CheckInvariants() const {
   if (alloc_gpu != allocated_gpu_milli_ || alloc_cpu != allocated_cpu_milli_ || bound != num_bound_) {
     return fail("cluster allocation totals");
   }
+  std::erase_if(preemptible, [](const auto& e) { return e.second == 0; });
+  if (preemptible != preemptible_gpu_milli_) return fail("preemptible GPUs by priority");
   for (const Job& j : jobs_) {
     int32_t b = 0;
     bool uniform = true;

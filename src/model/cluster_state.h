@@ -37,6 +37,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <unordered_set>
@@ -339,6 +340,9 @@ class ClusterState {
   MilliCpu total_cpu_milli() const { return total_cpu_milli_; }
   MilliCpu allocated_cpu_milli() const { return allocated_cpu_milli_; }
   int64_t num_bound_tasks() const { return num_bound_; }  // borrowed tasks included
+  // GPU milli held by the bound tasks (not borrowed ones) of preemptible jobs below `priority`:
+  // what a Reclaim at that priority could free at most. O(distinct priorities).
+  int64_t PreemptibleGpuMilliBelow(int32_t priority) const;
   // Free-capacity index: the nodes with exactly k wholly free GPUs (k in [0, kMaxGpusPerNode]),
   // in no particular order. A task needing k whole GPUs only looks at buckets k and above.
   const std::vector<NodeId>& nodes_with_full_free(int k) const { return by_full_free_[k]; }
@@ -394,6 +398,9 @@ class ClusterState {
   MilliCpu total_cpu_milli_ = 0;
   MilliCpu allocated_cpu_milli_ = 0;
   int64_t num_bound_ = 0;
+  std::map<int32_t, int64_t> preemptible_gpu_milli_;  // by job priority (PreemptibleGpuMilliBelow)
+  // Adds (sign 1) or takes back (-1) what bound task `t` holds to preemptible_gpu_milli_.
+  void CountPreemptible(const Task& t, int64_t gpu_milli, int sign);
   int64_t reserved_gpu_milli_ = 0;
   MilliCpu reserved_cpu_milli_ = 0;
   std::vector<ReservationId> available_capacity_;  // available capacity reservations, id order

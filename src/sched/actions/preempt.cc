@@ -589,19 +589,46 @@ std::string Describe(const TaskRequest& r) {
 
 }  // namespace
 
+namespace {
+
+// What a preemptor asks for: the request of its pending tasks, how many it has pending, and how
+// many replicas a plan must place (min, rounded up to a step multiple under Align).
+struct Need {
+  TaskRequest req;
+  int64_t pending = 0;
+  int64_t need = 0;
+};
+
+Need PreemptorNeed(const ClusterState& state, const Job& job, const AllocateOptions& options) {
+  Need n;
+  for (TaskId t : job.tasks) {
+    if (state.task(t).state != TaskState::kPending) continue;
+    if (n.pending++ == 0) n.req = state.task(t).req;
+  }
+  const int64_t step = options.align ? std::max<int32_t>(1, job.spec.step) : 1;
+  n.need = (std::max<int64_t>(1, job.spec.min_replicas) + step - 1) / step * step;
+  return n;
+}
+
+}  // namespace
+
+bool PreemptAction::CannotFit(const ClusterState& state, JobId preemptor, const AllocateOptions& options) {
+  ESTUARY_CHECK(preemptor.valid() && preemptor.value() < state.jobs().size());
+  const Job& job = state.job(preemptor);
+  const auto [req, pending, need] = PreemptorNeed(state, job, options);
+  if (pending < need) return true;
+  // A borrowed task's GPUs are its lender's (allocated, and no victim's): they never count.
+  const int64_t most = state.total_gpu_milli() - state.allocated_gpu_milli() +
+                       state.PreemptibleGpuMilliBelow(job.spec.priority);
+  return need * req.TotalGpuMilli() > most;
+}
+
 PreemptionPlan PreemptAction::Plan(const ClusterState& state, JobId preemptor, int64_t now_s,
                                    const AllocateOptions& options, std::span<const char> being_evicted) {
   ESTUARY_CHECK(preemptor.valid() && preemptor.value() < state.jobs().size());
   const Job& job = state.job(preemptor);
   PreemptionPlan out;
-  TaskRequest req;
-  int64_t pending = 0;
-  for (TaskId t : job.tasks) {
-    if (state.task(t).state != TaskState::kPending) continue;
-    if (pending++ == 0) req = state.task(t).req;
-  }
-  const int64_t step = options.align ? std::max<int32_t>(1, job.spec.step) : 1;
-  const int64_t need = (std::max<int64_t>(1, job.spec.min_replicas) + step - 1) / step * step;
+  const auto [req, pending, need] = PreemptorNeed(state, job, options);
   if (pending < need) {
     out.reason = "job " + job.spec.name + " needs " + std::to_string(need) + " replicas but has " +
                  std::to_string(pending) + " pending tasks";

@@ -105,6 +105,11 @@ class PreemptAction {
   // counted as it is now), so two plans never share a victim.
   static PreemptionPlan Plan(const ClusterState& state, JobId preemptor, int64_t now_s,
                              const AllocateOptions& options = {}, std::span<const char> being_evicted = {});
+  // True only when Plan (same state, preemptor and options) would be infeasible, found in
+  // O(tasks of the preemptor + distinct priorities): its `need` replicas hold more GPU than the
+  // cluster's unallocated GPUs and all preemptible work below its priority together. False says
+  // nothing (only Plan decides). Lets a driver of many refused Reclaims skip the plans.
+  static bool CannotFit(const ClusterState& state, JobId preemptor, const AllocateOptions& options = {});
 };
 
 }  // namespace estuary

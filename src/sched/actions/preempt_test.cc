@@ -307,6 +307,54 @@ TEST(PreemptPlan, AVictimMadeRedundantByALaterChoiceIsDroppedFromThePlan) {
   EXPECT_EQ(p.nodes, (std::vector<NodeId>{g.N(1), g.N(2)}));
 }
 
+TEST(PreemptPlan, CannotFitOnlyWhenEvenAllUnallocatedAndReclaimableGpusAreTooFew) {
+  // The cluster of the test above: n0 preemptible LP, n1 LP not preemptible, n2 preemptible at
+  // HP, n3 preemptible above HP; 8 GPUs of 32 could be freed for an HP job.
+  Cluster g = Cluster::Flat(4);
+  const JobId lp0 = g.Fill(0, 100);
+  Running pinned;
+  pinned.preemptible = false;
+  g.Run("pinned", {1}, 8, pinned);
+  g.Fill(2, 100, kHp);
+  g.Fill(3, 100, kHp + 1);
+  EXPECT_EQ(g.c.state.PreemptibleGpuMilliBelow(kHp), 8000);
+  EXPECT_EQ(g.c.state.PreemptibleGpuMilliBelow(kHp + 1), 16000);
+  EXPECT_EQ(g.c.state.PreemptibleGpuMilliBelow(kLp), 0);
+  const JobId two = g.Gang("two", 2, kWholeNode);
+  EXPECT_TRUE(PreemptAction::CannotFit(g.c.state, two));
+  EXPECT_FALSE(g.Plan(two).feasible);
+  const JobId one = g.Gang("one", 1, kWholeNode);
+  EXPECT_FALSE(PreemptAction::CannotFit(g.c.state, one));
+  EXPECT_TRUE(g.Plan(one).feasible);
+  // Above n2's priority its 8 GPUs count too: two whole nodes are not ruled out (and do fit).
+  const JobId above = g.Gang("above", 2, kWholeNode, kHp + 1);
+  EXPECT_FALSE(PreemptAction::CannotFit(g.c.state, above));
+  EXPECT_TRUE(g.Plan(above).feasible);
+  // When the job ends, its GPUs no longer count; a freed node counts as unallocated.
+  for (TaskId t : g.c.state.job(lp0).tasks) g.c.state.Unbind(t);
+  EXPECT_EQ(g.c.state.PreemptibleGpuMilliBelow(kHp), 0);
+  EXPECT_FALSE(PreemptAction::CannotFit(g.c.state, one));
+  EXPECT_TRUE(PreemptAction::CannotFit(g.c.state, two));
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
+}
+
+TEST(PreemptPlan, CannotFitSaysNothingWhereOnlyPlacementRefuses) {
+  // Two ASWs of two nodes, each with one node of preemptible LP: 16 GPUs could be freed, enough
+  // for two whole nodes in all but not in one ASW. CannotFit does not rule it out; the plan does.
+  Cluster g({"a", "a", "b", "b"});
+  g.Fill(0, 100);
+  g.Fill(2, 100);
+  Running pinned;
+  pinned.preemptible = false;
+  g.Run("pinned1", {1}, 8, pinned);
+  g.Run("pinned3", {3}, 8, pinned);
+  const JobId gang = g.GangInOneAsw("gang", 2, kWholeNode);
+  EXPECT_FALSE(PreemptAction::CannotFit(g.c.state, gang));
+  AllocateOptions topo;
+  topo.topology = true;
+  EXPECT_FALSE(g.Plan(gang, topo).feasible);
+}
+
 TEST(PreemptPlan, NeverPreemptsEqualOrHigherPriorityOrNonPreemptibleWorkHoweverCheap) {
   // n0: equal priority, n1: higher, n2: not preemptible — all started now (C = 0); n3: priority
   // 500, 10000 s unsaved. Only n3's job may go.

@@ -34,7 +34,16 @@ std::vector<size_t> PendingQueue::InOrder(const std::function<bool(int)>& shape_
   return out;
 }
 
-void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std::vector<size_t>& own_jobs) {
+size_t PendingQueue::FirstOf(int shape, const std::function<bool(size_t)>& accept) const {
+  if (shape < 0 || static_cast<size_t>(shape) >= shapes_.size()) return SIZE_MAX;
+  for (const auto& [key, i] : shapes_[static_cast<size_t>(shape)]) {
+    if (accept(i)) return i;
+  }
+  return SIZE_MAX;
+}
+
+void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std::vector<size_t>& own_jobs,
+                        const std::function<bool(int)>& shape_filter) {
   // Heap entries: (key of the job to try next, job, shape or -1 for a job tried on its own).
   using Entry = std::pair<std::pair<Key, size_t>, int>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
@@ -51,7 +60,9 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
     own.push_back(i);
     heap.push({{slots_[i].key, i}, -1});
   }
-  for (size_t s = 0; s < shapes_.size(); ++s) push_next(static_cast<int>(s), shapes_[s].begin());
+  for (size_t s = 0; s < shapes_.size(); ++s) {
+    if (!shape_filter || shape_filter(static_cast<int>(s))) push_next(static_cast<int>(s), shapes_[s].begin());
+  }
   std::vector<int> skipped;  // shapes whose job had to wait
   while (!heap.empty()) {
     const auto [entry, shape] = heap.top();
@@ -60,7 +71,7 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
     const Outcome o = attempt(i);
     const int my_shape = slots_[i].shape;
     auto next = std::next(shapes_[static_cast<size_t>(my_shape)].find(entry));
-    if (o != Outcome::kWaits) {
+    if (o == Outcome::kStarted || o == Outcome::kInfeasible) {
       Remove(i);
       next = shapes_[static_cast<size_t>(my_shape)].upper_bound(entry);
     }

@@ -27,7 +27,10 @@ namespace estuary {
 
 class PendingQueue {
  public:
-  enum class Outcome { kStarted, kInfeasible, kWaits };
+  // What became of a job a pass tried: it started or is infeasible (it leaves the queue); it waits
+  // (it stays, and the later jobs of its shape are skipped); it stays but does not stand for its
+  // shape (the next job of its shape is tried).
+  enum class Outcome { kStarted, kInfeasible, kWaits, kStays };
 
   explicit PendingQueue(bool by_priority) : by_priority_(by_priority) {}
 
@@ -42,11 +45,18 @@ class PendingQueue {
   // O(P log P) over those jobs.
   std::vector<size_t> InOrder(const std::function<bool(int)>& shape_filter = nullptr) const;
 
+  // The first job of `shape` in queue order that `accept` accepts (looked at in that order, up to
+  // the first accepted), or SIZE_MAX.
+  size_t FirstOf(int shape, const std::function<bool(size_t)>& accept) const;
+  size_t shapes() const { return shapes_.size(); }
+
   // One pass. `attempt(i)` tries job i and says what became of it: started or infeasible jobs
   // leave the queue; a job that waits stays, and (unless it is one of `own`) its shape is skipped
   // for the rest of the pass. `own`: the jobs tried on their own (see above); ones not queued are
-  // ignored. O((tried + shapes + own) log(shapes + own)) plus the attempts.
-  void Pass(const std::function<Outcome(size_t)>& attempt, const std::vector<size_t>& own);
+  // ignored. With `shape_filter`, only the shapes it accepts are tried (the jobs of `own`
+  // always are). O((tried + shapes + own) log(shapes + own)) plus the attempts.
+  void Pass(const std::function<Outcome(size_t)>& attempt, const std::vector<size_t>& own,
+            const std::function<bool(int)>& shape_filter = nullptr);
 
  private:
   using Key = std::pair<int64_t, int64_t>;  // (-priority or 0, position)

@@ -54,6 +54,38 @@ TEST(PendingQueue, APassTriesInOrderAndSkipsAShapeAfterItsFirstWait) {
   EXPECT_EQ(q.InOrder(), (std::vector<size_t>{1, 2, 3, 4}));  // started and infeasible jobs left
 }
 
+TEST(PendingQueue, AJobThatStaysLetsTheNextOfItsShapeBeTriedAndAFilterSkipsWholeShapes) {
+  PendingQueue q(false);
+  // Shapes: jobs 0, 1, 2 are shape 0; 3, 4 shape 1 (filtered out); 5 shape 2.
+  const int shape[] = {0, 0, 0, 1, 1, 2};
+  for (size_t i = 0; i < 6; ++i) q.Push(i, 0, shape[i], false);
+  std::vector<size_t> tried;
+  // Job 0 stays without standing for its shape (e.g. it reclaims): job 1 is tried and waits, so
+  // job 2 is skipped; job 5 stays.
+  q.Pass(
+      [&](size_t i) {
+        tried.push_back(i);
+        return i == 1 ? Outcome::kWaits : Outcome::kStays;
+      },
+      {}, [](int sh) { return sh != 1; });
+  EXPECT_EQ(tried, (std::vector<size_t>{0, 1, 5}));
+  EXPECT_EQ(q.InOrder(), (std::vector<size_t>{0, 1, 2, 3, 4, 5}));  // nothing left the queue
+}
+
+TEST(PendingQueue, FirstOfLooksAtAShapesJobsInQueueOrderUpToTheFirstAccepted) {
+  PendingQueue q(true);
+  q.Push(0, 300, 0, false);
+  q.Push(1, 900, 1, false);
+  q.Push(2, 300, 0, true);  // before job 0
+  q.Push(3, 300, 0, false);
+  std::vector<size_t> looked;
+  EXPECT_EQ(q.FirstOf(0, [&](size_t i) { looked.push_back(i); return i != 2; }), 0u);
+  EXPECT_EQ(looked, (std::vector<size_t>{2, 0}));
+  EXPECT_EQ(q.FirstOf(1, [](size_t) { return false; }), SIZE_MAX);
+  EXPECT_EQ(q.FirstOf(7, [](size_t) { return true; }), SIZE_MAX);  // no such shape
+  EXPECT_EQ(q.shapes(), 2u);
+}
+
 TEST(PendingQueue, OwnJobsAreTriedOnTheirOwnAndTheirStartRetriesSkippedShapes) {
   PendingQueue q(false);
   for (size_t i = 0; i < 4; ++i) q.Push(i, 0, 0, false);  // one shape
