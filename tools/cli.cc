@@ -1,4 +1,5 @@
 #include "tools/cli.h"
+#include "tools/history_cmds.h"
 #include "tools/service_cmds.h"
 
 #include <unistd.h>
@@ -353,6 +354,8 @@ int RunSimulateCommand(const SimulateFlags& f) {
     Status st = MakeOutputDir(f.out);
     if (!st.ok()) return Fail(InvalidArgument("--out: " + st.message()));
   }
+  // A service's exported history (docs/history.md): replayed exactly.
+  if (IsHistoryFile(f.scenario)) return RunHistoryReplay(f.scenario, f.out);
   auto sc = ReadScenario(f.scenario);
   if (!sc.ok()) return Fail(sc.status());
   // A federation scenario: the members' clusters (and their union for `merged`).
@@ -895,12 +898,16 @@ int RunCli(int argc, char** argv) {
   CLI::App* serve = AddServeCommand(app, vf);
   AgentFlags af;
   CLI::App* agent = AddAgentCommand(app, af);
+  HistoryFlags hf;
+  CLI::App* history_export = nullptr;
+  AddHistoryCommand(app, hf, &history_export);
 
   if (argc >= 2 && argv[1][0] != '-' && std::string(argv[1]) != "openb" && std::string(argv[1]) != "replay" &&
       std::string(argv[1]) != "cluster" && std::string(argv[1]) != "simulate" && std::string(argv[1]) != "curve" &&
-      std::string(argv[1]) != "defrag" && std::string(argv[1]) != "serve" && std::string(argv[1]) != "agent") {
+      std::string(argv[1]) != "defrag" && std::string(argv[1]) != "serve" && std::string(argv[1]) != "agent" &&
+      std::string(argv[1]) != "history") {
     std::fprintf(stderr,
-                 "estuary: unknown command '%s' (known: openb, replay, simulate, cluster, curve, defrag, serve, agent; "
+                 "estuary: unknown command '%s' (known: openb, replay, simulate, cluster, curve, defrag, serve, agent, history; "
                  "see --help)\n",
                  argv[1]);
     return 2;
@@ -924,6 +931,7 @@ int RunCli(int argc, char** argv) {
   if (curve->parsed()) return RunCurveCommand(uf);
   if (serve->parsed()) return RunServeCommand(vf);
   if (agent->parsed()) return RunAgentCommand(af);
+  if (history_export->parsed()) return RunHistoryExport(hf);
   if (defrag->parsed()) {
     df.has_budget = budget->count() > 0;
     return RunDefragCommand(df);

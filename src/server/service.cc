@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/check.h"
+#include "engine/history.h"
 
 namespace estuary {
 namespace {
@@ -188,6 +189,38 @@ struct Service::Impl {
   std::unique_ptr<GroupCommitter> committer;
   std::unique_ptr<Engine> engine;
   uint64_t epoch = 0;
+
+  // The history (engine/history.h, docs/history.md): the engine's inputs as it records them, and
+  // the records not stored yet. They are stored with the next pass that stores anything (a pass
+  // that changed nothing keeps its cycle here), under hist/<seq>; meta/hist_next is the next seq.
+  std::vector<EngineInput> recorded;
+  std::vector<HistoryRecord> history;
+  uint64_t history_next = 0;
+  void FlushRecorded() {
+    for (EngineInput& in : recorded) AppendInput(history, std::move(in));
+    recorded.clear();
+  }
+  // Records the engine's inputs and events from now on (its events also go to on_engine_event).
+  void Attach(Engine& e) {
+    e.RecordInputs(&recorded);
+    e.SetEventObserver([this](const EngineEvent& ev) {
+      FlushRecorded();
+      history.push_back({ev});
+      if (opt.on_engine_event) opt.on_engine_event(ev);
+    });
+  }
+  void StoreHistory(StoreBatch& batch) {
+    FlushRecorded();
+    if (history.empty()) return;
+    for (const HistoryRecord& r : history) batch.Put(HistKey(history_next++), HistoryRecordJson(r).dump());
+    batch.Put("meta/hist_next", std::to_string(history_next));
+    history.clear();
+  }
+  static std::string HistKey(uint64_t seq) {
+    char b[32];
+    std::snprintf(b, sizeof b, "hist/%020" PRIu64, seq);
+    return b;
+  }
 
   mutable std::mutex mu;  // everything below
   std::condition_variable input_cv, orders_cv;
@@ -502,6 +535,18 @@ struct Service::Impl {
     auto made = Engine::Create(ClusterState(), engine->options());
     if (!made.ok()) return false;
     std::unique_ptr<Engine> fresh = std::move(*made);
+    // The new engine's segment of the history, kept aside until the rebuild succeeds.
+    std::vector<HistoryRecord> segment = {{HistorySegment{engine->options()}}};
+    std::vector<EngineInput> rec;
+    fresh->RecordInputs(&rec);
+    const auto take_inputs = [&] {
+      for (EngineInput& in : rec) AppendInput(segment, std::move(in));
+      rec.clear();
+    };
+    fresh->SetEventObserver([&](const EngineEvent& ev) {
+      take_inputs();
+      segment.push_back({ev});
+    });
     for (const Plane& p : old.topology().planes()) {
       if (!fresh->AddPlane(p.name, p.levels).ok()) return false;
     }
@@ -542,6 +587,8 @@ struct Service::Impl {
         return false;
       }
     }
+    take_inputs();
+    segment.push_back({HistoryInherit{}});
     fresh->InheritTypical(*engine);  // FGD's learned typical tasks count the ended jobs too
     std::map<uint64_t, ReservationView> held = reservations;
     for (auto& [id, r] : held) {
@@ -552,7 +599,10 @@ struct Service::Impl {
       }
     }
     (void)fresh->TakeEvents();
-    if (opt.on_engine_event) fresh->SetEventObserver(opt.on_engine_event);
+    take_inputs();
+    FlushRecorded();  // the old engine's last inputs end its segment
+    history.insert(history.end(), std::make_move_iterator(segment.begin()), std::make_move_iterator(segment.end()));
+    Attach(*fresh);
     engine = std::move(fresh);
     for (const auto& [wid, w] : windows) standby_jobs.insert(w.job);  // the new engine gets them next pass
     for (auto& [id, r] : held) {
@@ -897,7 +947,13 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   auto engine = Engine::Create(std::move(empty), mo);
   if (!engine.ok()) return engine.status();
   s.engine = std::move(*engine);
-  if (options.on_engine_event) s.engine->SetEventObserver(options.on_engine_event);
+  {
+    auto next = store->Get("meta/hist_next");
+    if (!next.ok()) return next.status();
+    s.history_next = *next ? std::strtoull((*next)->c_str(), nullptr, 10) : 0;
+  }
+  s.history.push_back({HistorySegment{mo}});  // a new segment: this engine's
+  s.Attach(*s.engine);
   for (const auto& [plane, levels] : options.planes) ESTUARY_RETURN_IF_ERROR(s.engine->AddPlane(plane, levels));
   // The epoch counts the service's openings on this store: agents see it change on a restart.
   {
@@ -930,6 +986,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   ESTUARY_RETURN_IF_ERROR(s.RecoverJobs(now_ms, batch));
   std::vector<std::pair<std::string, Order>> out;
   ESTUARY_RETURN_IF_ERROR(s.Readmit(now_ms, batch, out));
+  s.StoreHistory(batch);
   if (!batch.empty()) ESTUARY_RETURN_IF_ERROR(s.committer->Commit(std::move(batch)));
   for (auto& [agent, o] : out) {
     Impl::AgentRec& a = s.agents[agent];
@@ -1862,6 +1919,9 @@ void Service::RunOnce() {
       s.samples.push_back(smp);
       while (s.samples.size() > s.opt.samples_kept) s.samples.pop_front();
     }
+    // The pass's history goes with what it stores; a pass that stores nothing changed nothing, and
+    // its cycle waits here for the next one (a bounded number of them).
+    if (!batch.empty() || s.history.size() + s.recorded.size() > 4096) s.StoreHistory(batch);
     ++s.cycles_total;
     s.cycle_seconds.Observe(static_cast<double>(s.clock->NowMs() - now_ms) / 1000.0);
   }

@@ -1163,3 +1163,35 @@ TEST_F(ServeCli, AgentFlagsAreChecked) {
 
 }  // namespace
 }  // namespace estuary
+
+namespace estuary {
+namespace {
+
+// `estuary history export` and `estuary simulate HISTORY` (issue 18, docs/history.md): bad flags,
+// a directory without a store, and a bad history file are refused on one line naming them.
+TEST_F(Cli, HistoryExportAndReplayRejectBadInputNamingTheFileLineAndField) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"history", "export", "--out", Out("h.jsonl")}), {"--data"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"history", "export", "--data", Out("nothing")}), {"--out"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"history", "export", "--data", Out("nothing"), "--out", Out("h.jsonl")}),
+                           {"--data", "nothing", "no estuary.db"}));
+  EXPECT_FALSE(fs::exists(Out("nothing"))) << "export created a store";
+  EXPECT_TRUE(RejectedWith(RunEstuary({"history"}), {"subcommand"}));
+  const std::string bad = WriteFile(dir_, "bad.jsonl",
+                                    "{\"estuary_history\":1}\n{\"config\":{}}\n{\"t\":1,\"input\":{\"kind\":\"resize\","
+                                    "\"job\":1,\"min_replicas\":\"x\"}}\n");
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", bad}), {bad + ":3: input.min_replicas: expected an integer"}));
+  // A history with an engine's inputs and one decision it did not make: replayed, found different.
+  const std::string wrong = WriteFile(
+      dir_, "wrong.jsonl",
+      "{\"estuary_history\":1}\n{\"config\":{}}\n{\"t\":5,\"input\":{\"kind\":\"cycle\"}}\n"
+      "{\"t\":5,\"event\":{\"kind\":\"started\",\"job\":1,\"replicas\":1}}\n");
+  const RunResult r = RunEstuary({"simulate", wrong, "--out", Out("replay")});
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_THAT(r.out, HasSubstr("DIFFERENT"));
+  EXPECT_THAT(r.out, HasSubstr("0 events replayed, 1 recorded"));
+  const nlohmann::json s = nlohmann::json::parse(ReadFile(Out("replay") + "/summary.json"));
+  EXPECT_FALSE(s["identical"].get<bool>());
+}
+
+}  // namespace
+}  // namespace estuary

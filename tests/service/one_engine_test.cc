@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "common/rng.h"
+#include "engine/history.h"
 #include "server/service.h"
 #include "sim/scenario.h"
 #include "sim/simulate.h"
@@ -163,9 +164,30 @@ Log SimulatorLog(const Scenario& sc, const ClusterState& cluster, std::multimap<
   return log;
 }
 
+// How the service runs (the history tests vary it; the same-decision tests take the defaults).
+struct LiveRun {
+  std::string policy = "best-fit";
+  int64_t compact_min_jobs = -1;  // ServiceOptions::compact_min_jobs (checked every second)
+  int64_t restart_at_s = -1;      // the service is closed and opened again on its store then
+  std::vector<std::string>* observed = nullptr;    // EventLine of every event it reported
+  std::vector<HistoryRecord>* history = nullptr;   // its stored history, read after the run
+};
+
+// The history records stored under hist/ in `store`, in order.
+std::vector<HistoryRecord> StoredHistory(Store& store) {
+  std::vector<HistoryRecord> out;
+  EXPECT_TRUE(store.Scan("hist/", [&](std::string_view, std::string_view v) {
+                 auto r = HistoryRecordFromJson(nlohmann::json::parse(v));
+                 EXPECT_TRUE(r.ok()) << r.status().message();
+                 if (r.ok()) out.push_back(*std::move(r));
+                 return true;
+               }).ok());
+  return out;
+}
+
 // The service's decisions under the same inputs at the same seconds.
 Log ServiceLog(const Recording& rec, const ClusterState& cluster, uint64_t seed,
-               const std::multimap<int64_t, std::string>& ends, std::set<int64_t> times) {
+               const std::multimap<int64_t, std::string>& ends, std::set<int64_t> times, const LiveRun& run = {}) {
   char tmpl[] = "/tmp/estuary-one-engine-XXXXXX";
   EXPECT_NE(mkdtemp(tmpl), nullptr);
   Log log;
@@ -175,13 +197,15 @@ Log ServiceLog(const Recording& rec, const ClusterState& cluster, uint64_t seed,
     SecondsClock clock;
     std::map<uint64_t, std::string> name_of;  // service job id -> recorded name
     ServiceOptions o;
-    o.policy = "best-fit";
+    o.policy = run.policy;
     o.seed = seed;
     o.grace_s = 60;
     o.absorb = true;
     o.heartbeat_timeout_ms = int64_t{1} << 50;
-    o.compact_min_jobs = -1;
+    o.compact_min_jobs = run.compact_min_jobs;
+    o.compact_check_ms = 1000;
     o.on_engine_event = [&](const EngineEvent& e) {
+      if (run.observed) run.observed->push_back(EventLine(e));
       const std::string& job = name_of.at(e.job);
       switch (e.kind) {
         case EngineEvent::Kind::kStarted: log.push_back(Line(e.t, job, "start", e.replicas, e.detail)); break;
@@ -200,13 +224,13 @@ Log ServiceLog(const Recording& rec, const ClusterState& cluster, uint64_t seed,
         default: log.push_back(Line(e.t, job, EngineEventKindName(e.kind), e.replicas, e.detail)); break;
       }
     };
-    auto service = Service::Open(store->get(), &clock, o);
-    EXPECT_TRUE(service.ok());
-    Service& sv = **service;
+    auto opened = Service::Open(store->get(), &clock, o);
+    EXPECT_TRUE(opened.ok());
+    std::unique_ptr<Service> service = std::move(*opened);
     const Principal agent{Role::kAgent, "agent"}, tenant{Role::kTenant, "t"}, admin{Role::kAdmin, "ops"};
     const std::vector<NodeRegistration> nodes = testing::RegistrationsOf(cluster);
-    EXPECT_TRUE(sv.RegisterNodes(agent, nodes).ok());
-    sv.RunOnce();
+    EXPECT_TRUE(service->RegisterNodes(agent, nodes).ok());
+    service->RunOnce();
     std::map<std::string, uint64_t> id_of;
     std::map<uint64_t, std::set<std::string>> running;  // job -> tasks the agent runs
     for (const RecordedJob& j : rec.jobs) times.insert(j.submit_s);
@@ -218,10 +242,19 @@ Log ServiceLog(const Recording& rec, const ClusterState& cluster, uint64_t seed,
     }
     size_t next_job = 0, next_node = 0;
     uint64_t epoch = 0, after = 0;
+    if (run.restart_at_s >= 0) times.insert(run.restart_at_s);
     while (!times.empty() && *times.begin() < kHorizon) {
       const int64_t t = *times.begin();
       times.erase(times.begin());
       clock.s = t;
+      if (t == run.restart_at_s) {  // closed and opened again: a new engine, a new history segment
+        service.reset();
+        auto again = Service::Open(store->get(), &clock, o);
+        EXPECT_TRUE(again.ok()) << again.status().message();
+        if (!again.ok()) return log;
+        service = std::move(*again);
+      }
+      Service& sv = *service;
       // In the simulator's order: the jobs' ends, node events, arrivals.
       std::vector<TaskReport> done;
       for (auto [it, last] = ends.equal_range(t); it != last; ++it) {
@@ -285,7 +318,11 @@ Log ServiceLog(const Recording& rec, const ClusterState& cluster, uint64_t seed,
         if (!reports.empty()) EXPECT_TRUE(sv.Report(agent, reports, false).ok());
       }
       if (const std::optional<int64_t> due = sv.EngineNextDue(); due && *due > t) times.insert(*due);
+      // Compaction is looked at every second of the service's clock: one more pass a second on.
+      if (run.compact_min_jobs >= 0 && !times.empty() && *times.begin() > t + 1) times.insert(t + 1);
     }
+    service.reset();
+    if (run.history) *run.history = StoredHistory(**store);
   }
   std::filesystem::remove_all(tmpl);
   return log;
@@ -330,6 +367,79 @@ void ExpectSameDecisions(uint64_t seed) {
 TEST(OneEngine, ARandomSequenceGivesTheSameDecisionsInTheSimulatorAndTheServiceSeed1) { ExpectSameDecisions(1); }
 TEST(OneEngine, ARandomSequenceGivesTheSameDecisionsInTheSimulatorAndTheServiceSeed2) { ExpectSameDecisions(2); }
 TEST(OneEngine, ARandomSequenceGivesTheSameDecisionsInTheSimulatorAndTheServiceSeed3) { ExpectSameDecisions(3); }
+
+}  // namespace
+}  // namespace estuary
+
+namespace estuary {
+namespace {
+
+// History replay (issue 18): the service's own record of its inputs and decisions — stored with
+// each pass, one segment per engine — replayed by a new engine gives the recorded decisions
+// exactly; and every decision the service reported is among the recorded ones, in order.
+void ExpectExactReplay(uint64_t seed, const LiveRun& base, int64_t min_segments) {
+  const Recording rec = Record(seed);
+  auto sc = ParseScenario(ScenarioYaml(rec, seed), "one-engine.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  auto cluster = LoadScenarioCluster(*sc);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
+  std::multimap<int64_t, std::string> ends;
+  std::set<int64_t> times;
+  (void)SimulatorLog(*sc, *cluster, &ends, &times);  // the jobs' ends, as the agent reports them
+  std::vector<std::string> observed;
+  std::vector<HistoryRecord> history;
+  LiveRun run = base;
+  run.observed = &observed;
+  run.history = &history;
+  (void)ServiceLog(rec, *cluster, seed, ends, times, run);
+  ASSERT_FALSE(history.empty());
+  auto replay = ReplayHistory(history);
+  ASSERT_TRUE(replay.ok()) << replay.status().message();
+  EXPECT_GE(replay->segments, min_segments);
+  EXPECT_GT(replay->inputs, 2000);
+  EXPECT_EQ(replay->first_difference, -1) << replay->difference;
+  EXPECT_EQ(static_cast<int64_t>(replay->events.size()), replay->recorded_events);
+  // What the service reported is what it recorded (a rebuilt engine's adoptions aside).
+  size_t k = 0;
+  for (const EngineEvent& e : replay->events) {
+    if (k < observed.size() && EventLine(e) == observed[k]) ++k;
+  }
+  EXPECT_EQ(k, observed.size()) << "reported decision " << k << " is not recorded: " << (k < observed.size() ? observed[k] : "");
+  EXPECT_GT(observed.size(), 1000u);
+  // The comparison has teeth: one submission changed (an LP job made an HP gang) and the replay
+  // tells where its decisions part from the recorded ones.
+  std::vector<HistoryRecord> tampered = history;
+  int submits = 0;
+  for (HistoryRecord& r : tampered) {
+    auto* in = std::get_if<EngineInput>(&r.what);
+    auto* sub = in ? std::get_if<SubmitInput>(&in->what) : nullptr;
+    if (sub && sub->job.priority < 700 && ++submits >= 300) {
+      sub->job.priority = 950;
+      sub->job.min_replicas = sub->job.max_replicas = 3;
+      sub->job.per_replica.gpu_count = 8;
+      break;
+    }
+  }
+  auto differs = ReplayHistory(tampered);
+  ASSERT_TRUE(differs.ok()) << differs.status().message();
+  EXPECT_GE(differs->first_difference, 0);
+  // A history text round trip changes nothing.
+  for (const HistoryRecord& r : history) {
+    auto back = HistoryRecordFromJson(HistoryRecordJson(r));
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    ASSERT_EQ(HistoryRecordJson(*back), HistoryRecordJson(r));
+  }
+}
+
+TEST(History, TheServicesHistoryReplaysToTheSameDecisions) { ExpectExactReplay(1, LiveRun{}, 1); }
+
+TEST(History, AReopenedAndACompactedServiceWithFgdReplayToTheSameDecisions) {
+  LiveRun run;
+  run.policy = "fgd";
+  run.restart_at_s = 100000;
+  run.compact_min_jobs = 100;
+  ExpectExactReplay(2, run, 3);
+}
 
 }  // namespace
 }  // namespace estuary

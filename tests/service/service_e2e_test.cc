@@ -4,6 +4,7 @@
 //  - Crash safety: the service is killed (SIGKILL) while clients submit and agents report, then
 //    restarted on the same data: every job that got a 201 is there, the recovered state's
 //    invariants hold (no GPU bound twice), and every job still runs to success.
+//    Its recorded history, exported, replays to the same decisions in `estuary simulate`.
 //  - Migrations and standby windows over HTTP, carried out by the fake agent's processes.
 #include <unistd.h>
 
@@ -213,6 +214,23 @@ TEST_F(ServiceE2E, AfterAKillDashNineEveryAcceptedJobIsThereNothingIsBoundTwiceN
   const Json listed = Json::parse(nodes->body);
   for (const Json& n : listed["nodes"]) used += n["gpu_milli_used"].get<int64_t>();
   EXPECT_EQ(used, 0);
+
+  // The recorded history (issue 18) of both lives of the service, exported and replayed by
+  // `estuary simulate`, gives exactly the decisions the service recorded.
+  Stop(serve_, SIGTERM);
+  serve_ = -1;
+  const std::string history = dir_ + "/history.jsonl", log = dir_ + "/history.log";
+  ASSERT_EQ(testing::WaitExit(testing::Spawn(ESTUARY_BINARY, {"history", "export", "--data", dir_ + "/data", "--out", history}, log),
+                              60s),
+            0);
+  ASSERT_EQ(testing::WaitExit(testing::Spawn(ESTUARY_BINARY, {"simulate", history, "--out", dir_ + "/replay"}, log), 120s),
+            0)
+      << std::ifstream(log).rdbuf();
+  const Json summary = Json::parse(std::ifstream(dir_ + "/replay/summary.json"));
+  EXPECT_TRUE(summary["identical"].get<bool>()) << summary.dump();
+  EXPECT_GE(summary["segments"].get<int>(), 2);  // one engine per life of the service
+  EXPECT_GT(summary["decisions"].get<int64_t>(), static_cast<int64_t>(accepted.size()));  // a start each, at least
+  EXPECT_EQ(summary["decisions"], summary["recorded_decisions"]);
 }
 
 

@@ -1,0 +1,213 @@
+// The history's text form (engine/history.h): every kind of record survives a round trip, an
+// engine's recorded inputs replay to its decisions, a changed input is found, and a bad history
+// file is refused naming the file, the line and the field.
+#include "engine/history.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/testing/bad_input.h"
+#include "tests/testing/engine_fixtures.h"
+
+namespace estuary {
+namespace {
+
+using testing::WholeGpuJob;
+
+std::vector<HistoryRecord> OneOfEachKind() {
+  EngineConfig config;
+  config.policy = "fgd";
+  config.reserve.enabled = true;
+  config.headroom.push_back({WholeGpuJob(7, 2, 8, 900), 16});
+  config.actions = {EngineAction::kAllocate, EngineAction::kAbsorb};
+  EngineJob job = WholeGpuJob(3, 2, 4, 800, true);
+  job.models = {"H800"};
+  job.plane = "data";
+  job.required_level = "asw";
+  job.locked = {1, 0};
+  AddNodeInput node;
+  node.spec.name = "n9";
+  node.spec.cpu_milli = 64000;
+  node.spec.mem_mib = 1 << 20;
+  node.spec.gpu_count = 8;
+  node.spec.labels = {{"zone", "a"}};
+  node.gpu_model = "H800";
+  node.domains = {{"data", {"asw1"}}};
+  DefragOptions defrag;
+  defrag.evacuate = {NodeId(2)};
+  defrag.objective = DefragOptions::Objective::kPlaceableShape;
+  defrag.shape.gpu_count = 8;
+  defrag.shape.gpu_milli = 1000;
+  ReplicaPlacement p;
+  p.replica = 1;
+  p.node = NodeId(4);
+  p.gpus.Push(0);
+  p.gpus.Push(5);
+  p.borrowed = true;
+  EngineEvent ev;
+  ev.kind = EngineEvent::Kind::kReturned;
+  ev.t = 50;
+  ev.job = 3;
+  ev.for_job = 9;
+  ev.detail = "reclaimed, \"quoted\"";
+  ev.requeued = true;
+  std::vector<HistoryRecord> r = {{HistorySegment{config}}};
+  const std::vector<EngineInput> inputs = {
+      {1, SubmitInput{job, SubmitMode::kStartOrReclaim}},
+      {2, CancelInput{3, true}},
+      {3, ResizeInput{3, 1, 4}},
+      {4, ProbeInput{job, false}},
+      {5, AddPlaneInput{"data", {"asw", "node"}}},
+      {6, node},
+      {7, NodeInput{NodeInput::Op::kEvacuate, NodeId(1)}},
+      {8, StandbyInput{3, 1}},
+      {9, StandbyWindowsInput{3, {{10, 20, 1}, {30, 40, 2}}}},
+      {10, DefragInput{defrag}},
+      {11, AbortMovesInput{}},
+      {12, AcknowledgeMoveInput{TaskId(6), true}},
+      {13, HoldInput{3, false}},
+      {14, AdoptInput{job, {p}, 12}},
+      {15, SettingInput{SettingInput::Key::kStandbyGrace, 30}},
+  };
+  for (const EngineInput& in : inputs) r.push_back({in});
+  r.push_back({ev});
+  r.push_back({HistoryInherit{}});
+  r.push_back({EngineInput{16, CycleInput{{CyclePart::kGrow, 800}}}, 3});
+  return r;
+}
+
+TEST(HistoryText, EveryKindOfRecordSurvivesARoundTrip) {
+  for (const HistoryRecord& r : OneOfEachKind()) {
+    const nlohmann::json j = HistoryRecordJson(r);
+    auto back = HistoryRecordFromJson(j);
+    ASSERT_TRUE(back.ok()) << back.status().message() << " in " << j.dump();
+    EXPECT_EQ(HistoryRecordJson(*back), j);
+    EXPECT_EQ(back->repeat, r.repeat);
+  }
+  // Spot checks on what the text says (not only that it reads back).
+  const std::vector<HistoryRecord> all = OneOfEachKind();
+  EXPECT_EQ(HistoryRecordJson(all[1])["input"]["mode"], "start-or-reclaim");
+  EXPECT_EQ(HistoryRecordJson(all[7])["input"]["op"], "evacuate");
+  EXPECT_EQ(HistoryRecordJson(all.back())["n"], 3);
+  EXPECT_EQ(HistoryRecordJson(all.front())["config"]["policy"], "fgd");
+}
+
+TEST(HistoryText, ConsecutiveIdenticalCyclesFoldIntoOneRecord) {
+  std::vector<HistoryRecord> r;
+  AppendInput(r, {5, CycleInput{}});
+  AppendInput(r, {5, CycleInput{}});
+  AppendInput(r, {6, CycleInput{}});
+  AppendInput(r, {6, CancelInput{1, true}});
+  AppendInput(r, {6, CycleInput{}});
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0].repeat, 2);
+  EXPECT_EQ(r[1].repeat, 1);
+  EXPECT_EQ(std::get<EngineInput>(r[1].what).t, 6);
+}
+
+// An engine driven by hand, recording its history as the service does; the replay makes the same
+// decisions, and a changed input makes others.
+TEST(HistoryReplay, AnEnginesRecordedInputsReplayToItsDecisions) {
+  EngineConfig config;
+  config.requeue = true;
+  std::vector<HistoryRecord> history = {{HistorySegment{config}}};
+  auto made = Engine::Create(ClusterState(), config);
+  ASSERT_TRUE(made.ok());
+  Engine& e = **made;
+  std::vector<EngineInput> rec;
+  e.RecordInputs(&rec);
+  const auto flush = [&] {
+    for (EngineInput& in : rec) AppendInput(history, std::move(in));
+    rec.clear();
+  };
+  int64_t events = 0;
+  e.SetEventObserver([&](const EngineEvent& ev) {
+    flush();
+    history.push_back({ev});
+    ++events;
+  });
+  ASSERT_TRUE(e.AddPlane("data", {"asw"}).ok());  // the engine adds the node level
+  for (int i = 0; i < 4; ++i) {
+    NodeSpec s;
+    s.name = "n" + std::to_string(i);
+    s.cpu_milli = 128000;
+    s.mem_mib = 1 << 20;
+    s.gpu_count = 8;
+    ASSERT_TRUE(e.AddNode(s, "H800", {{"data", {i < 2 ? "asw0" : "asw1"}}}).ok());
+  }
+  for (uint32_t id = 1; id <= 6; ++id) e.Submit(WholeGpuJob(id, 2, 4, 300, true), SubmitMode::kEnqueue, 10);
+  e.RunCycle(10);
+  e.Submit(WholeGpuJob(7, 2, 8, 900), SubmitMode::kQueue, 20);  // an HP gang: a Reclaim
+  e.RunCycle(20);
+  e.RunCycle(20);
+  for (int64_t t = 21; t <= 100; t += 10) e.RunCycle(t);
+  e.Finish(7, 120);
+  e.RunCycle(120);
+  flush();
+  ASSERT_GE(events, 8);
+  auto r = ReplayHistory(history);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->first_difference, -1) << r->difference;
+  EXPECT_EQ(static_cast<int64_t>(r->events.size()), events);
+  EXPECT_EQ(r->segments, 1);
+  // The HP gang submitted at another time: the replay says where it parts.
+  for (HistoryRecord& h : history) {
+    auto* in = std::get_if<EngineInput>(&h.what);
+    if (in && std::holds_alternative<SubmitInput>(in->what) && std::get<SubmitInput>(in->what).job.id == 7) in->t = 15;
+  }
+  auto changed = ReplayHistory(history);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_GE(changed->first_difference, 0);
+  EXPECT_NE(changed->difference.find("replayed"), std::string::npos) << changed->difference;
+}
+
+class HistoryFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("estuary-history-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& text) {
+    const std::string p = (dir_ / "h.jsonl").string();
+    std::ofstream(p) << text;
+    return p;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(HistoryFile, ABadFileIsRefusedNamingTheFileTheLineAndTheField) {
+  const std::string header = HistoryHeaderLine() + "\n";
+  const std::string segment = HistoryRecordJson({HistorySegment{EngineConfig{}}}).dump() + "\n";
+  std::string p = Write("{\"something\": 1}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":1: estuary_history: missing"));
+  p = Write("");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":1: estuary_history"));
+  p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"submit\", \"job\": {\"min_replicas\": \"two\"}}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.job.min_replicas: expected an integer"));
+  p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"launch\"}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.kind: unknown input kind 'launch'"));
+  p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"node\", \"op\": \"explode\", \"node\": 1}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.op: unknown value 'explode'"));
+  p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"cancel\", \"job\": 1}, \"n\": 4}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: n: only a cycle repeats"));
+  p = Write(header + segment + "not json\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: not a JSON object"));
+  p = Write(header + "{\"t\": 1, \"input\": {\"kind\": \"cycle\"}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":2: config: the first record must start a segment"));
+  p = Write(header + segment + "{\"t\": 1, \"event\": {\"kind\": \"teleported\"}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: event.kind: unknown event kind 'teleported'"));
+  p = Write(header + "{\"config\": {\"actions\": [\"allocate\", \"dance\"]}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":2: config.actions[1]: unknown action"));
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile((dir_ / "absent.jsonl").string()), (dir_ / "absent.jsonl").string() + ": cannot open"));
+  // A good one reads.
+  p = Write(header + segment + "{\"t\": 1, \"input\": {\"kind\": \"cycle\"}, \"n\": 2}\n");
+  auto good = ReadHistoryFile(p);
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  EXPECT_EQ(good->size(), 2u);
+}
+
+}  // namespace
+}  // namespace estuary
