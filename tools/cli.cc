@@ -900,7 +900,8 @@ int RunCli(int argc, char** argv) {
   CLI::App* agent = AddAgentCommand(app, af);
   HistoryFlags hf;
   CLI::App* history_export = nullptr;
-  AddHistoryCommand(app, hf, &history_export);
+  CLI::App* history_scenario = nullptr;
+  AddHistoryCommand(app, hf, &history_export, &history_scenario);
 
   if (argc >= 2 && argv[1][0] != '-' && std::string(argv[1]) != "openb" && std::string(argv[1]) != "replay" &&
       std::string(argv[1]) != "cluster" && std::string(argv[1]) != "simulate" && std::string(argv[1]) != "curve" &&
@@ -932,6 +933,7 @@ int RunCli(int argc, char** argv) {
   if (serve->parsed()) return RunServeCommand(vf);
   if (agent->parsed()) return RunAgentCommand(af);
   if (history_export->parsed()) return RunHistoryExport(hf);
+  if (history_scenario->parsed()) return RunHistoryScenario(hf);
   if (defrag->parsed()) {
     df.has_budget = budget->count() > 0;
     return RunDefragCommand(df);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/history.h"
+#include "sim/history_scenario.h"
 #include "sim/trace/csv_fields.h"
 #include "store/sqlite_store.h"
 
@@ -20,7 +21,7 @@ int Fail(const Status& st) {
 
 }  // namespace
 
-CLI::App* AddHistoryCommand(CLI::App& app, HistoryFlags& f, CLI::App** export_cmd) {
+CLI::App* AddHistoryCommand(CLI::App& app, HistoryFlags& f, CLI::App** export_cmd, CLI::App** scenario_cmd) {
   CLI::App* h = app.add_subcommand("history", "the live service's recorded history (docs/history.md)");
   h->require_subcommand(1);
   CLI::App* e = h->add_subcommand("export", "write the service's recorded inputs and decisions as a history file "
@@ -28,6 +29,11 @@ CLI::App* AddHistoryCommand(CLI::App& app, HistoryFlags& f, CLI::App** export_cm
   e->add_option("--data", f.data, "the service's --data directory (SQLite: DIR/estuary.db)")->required();
   e->add_option("--out", f.out, "the history file to write (JSON lines)")->required();
   *export_cmd = e;
+  CLI::App* w = h->add_subcommand("scenario", "write a history file's workload (cluster, jobs with their observed run "
+                                              "times, node failures, configuration) as a what-if scenario");
+  w->add_option("history", f.history, "the history file (from history export)")->required();
+  w->add_option("--out", f.out, "the scenario file to write (its cluster spec goes beside it: STEM.cluster.yaml)")->required();
+  *scenario_cmd = w;
   return h;
 }
 
@@ -57,6 +63,23 @@ int RunHistoryExport(const HistoryFlags& f) {
   return 0;
 }
 
+int RunHistoryScenario(const HistoryFlags& f) {
+  auto records = ReadHistoryFile(f.history);
+  if (!records.ok()) return Fail(records.status());
+  const std::filesystem::path out(f.out);
+  const std::string cluster_name = out.stem().string() + ".cluster.yaml";
+  auto sc = HistoryToScenario(*records, "what-if of " + f.history, cluster_name);
+  if (!sc.ok()) return Fail(InvalidArgument(f.history + ": " + sc.status().message()));
+  const std::filesystem::path cluster = out.parent_path() / cluster_name;
+  std::ofstream(out) << sc->scenario_yaml;
+  std::ofstream(cluster) << sc->cluster_yaml;
+  if (!std::ifstream(out) || !std::ifstream(cluster)) return Fail(InvalidArgument("--out " + f.out + ": cannot write"));
+  std::printf("scenario: %lld jobs (%lld ended in the history, %lld cancelled before they ran left out) -> %s, %s\n",
+              static_cast<long long>(sc->jobs), static_cast<long long>(sc->finished),
+              static_cast<long long>(sc->left_out), f.out.c_str(), cluster.string().c_str());
+  return 0;
+}
+
 bool IsHistoryFile(const std::string& path) {
   std::ifstream in(path);
   std::string first;
@@ -73,6 +96,7 @@ int RunHistoryReplay(const std::string& path, const std::string& out) {
   std::printf("replay %s: %lld segments, %lld inputs, %zu decisions replayed, %lld recorded: %s\n", path.c_str(),
               static_cast<long long>(r->segments), static_cast<long long>(r->inputs), r->events.size(),
               static_cast<long long>(r->recorded_events), same ? "identical" : "DIFFERENT");
+  std::printf("gpu_alloc_pct_mean=%.4f jobs_finished=%lld\n", r->gpu_alloc_pct_mean, static_cast<long long>(r->jobs_finished));
   if (!same) std::printf("first difference at decision %lld: %s\n", static_cast<long long>(r->first_difference), r->difference.c_str());
   if (!out.empty()) {
     std::ofstream csv(out + "/job_events.csv");
@@ -87,7 +111,9 @@ int RunHistoryReplay(const std::string& path, const std::string& out) {
                         {"inputs", r->inputs},
                         {"decisions", r->events.size()},
                         {"recorded_decisions", r->recorded_events},
-                        {"identical", same}};
+                        {"identical", same},
+                        {"gpu_alloc_pct_mean", r->gpu_alloc_pct_mean},
+                        {"jobs_finished", r->jobs_finished}};
     if (!same) s["first_difference"] = {{"index", r->first_difference}, {"what", r->difference}};
     std::ofstream(out + "/summary.json") << s.dump(2) << "\n";
     if (!csv) return Fail(Internal(out + "/job_events.csv: write failed"));

@@ -8,14 +8,20 @@
 namespace estuary {
 
 struct HistoryFlags {
-  std::string data;  // the service's --data directory (SQLite)
-  std::string out;   // the history file to write
+  std::string data;  // export: the service's --data directory (SQLite)
+  std::string out;   // export: the history file to write; scenario: the scenario file to write
+  std::string history;  // scenario: the history file to read
 };
 
-CLI::App* AddHistoryCommand(CLI::App& app, HistoryFlags& f, CLI::App** export_cmd);
+// `history export` and `history scenario` (their App objects through the pointers).
+CLI::App* AddHistoryCommand(CLI::App& app, HistoryFlags& f, CLI::App** export_cmd, CLI::App** scenario_cmd);
 // Writes the service's recorded history (hist/ records of DIR/estuary.db) as a history file.
 // Exit codes: 0; 2 a bad flag or an unreadable store (one line naming it).
 int RunHistoryExport(const HistoryFlags& f);
+
+// Writes a history file's workload as a what-if scenario (sim/history_scenario.h): OUT and, beside
+// it, OUT's stem + ".cluster.yaml". Exit codes: 0; 2 a bad file or flag (one line naming it).
+int RunHistoryScenario(const HistoryFlags& f);
 
 // Whether `path` is a history file (its first line is the history header).
 bool IsHistoryFile(const std::string& path);

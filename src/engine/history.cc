@@ -615,6 +615,8 @@ StatusOr<ReplayResult> ReplayHistory(const std::vector<HistoryRecord>& records,
                                      const std::function<void(int64_t, const EngineEvent&)>& on_event) {
   ReplayResult res;
   std::unique_ptr<Engine> engine, previous;
+  int64_t first_submit = -1, last_t = -1;
+  double ratio = 0, alloc_sum = 0;
   std::vector<const EngineEvent*> recorded;
   for (const HistoryRecord& r : records) {
     if (const auto* s = std::get_if<HistorySegment>(&r.what)) {
@@ -634,13 +636,24 @@ StatusOr<ReplayResult> ReplayHistory(const std::vector<HistoryRecord>& records,
     } else if (const auto* e = std::get_if<EngineEvent>(&r.what)) {
       recorded.push_back(e);
     } else {
+      const EngineInput& in = std::get<EngineInput>(r.what);
+      if (const auto* sub = std::get_if<SubmitInput>(&in.what); sub && first_submit < 0) first_submit = in.t;
+      if (const auto* c = std::get_if<CancelInput>(&in.what); c && c->finished) ++res.jobs_finished;
+      if (first_submit >= 0 && in.t > last_t) {
+        if (last_t >= first_submit) alloc_sum += ratio * static_cast<double>(in.t - last_t);
+        last_t = in.t;
+      }
       for (int64_t k = 0; k < r.repeat; ++k) {
-        engine->Apply(std::get<EngineInput>(r.what));
+        engine->Apply(in);
         (void)engine->TakeEvents();  // the observer has them
         ++res.inputs;
       }
+      const ClusterState& st = engine->state();
+      ratio = st.total_gpu_milli() > 0 ? static_cast<double>(st.allocated_gpu_milli()) / static_cast<double>(st.total_gpu_milli()) : 0;
+      if (first_submit >= 0 && last_t < first_submit) last_t = first_submit;
     }
   }
+  if (first_submit >= 0 && last_t > first_submit) res.gpu_alloc_pct_mean = 100.0 * alloc_sum / static_cast<double>(last_t - first_submit);
   res.recorded_events = static_cast<int64_t>(recorded.size());
   const size_t n = std::min(recorded.size(), res.events.size());
   for (size_t i = 0; i < n && res.first_difference < 0; ++i) {

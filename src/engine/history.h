@@ -68,6 +68,11 @@ struct ReplayResult {
   // the replay made exactly the recorded decisions).
   int64_t first_difference = -1;
   std::string difference;  // what differs there, in words
+  // The replayed cluster over time, from the first submission to the last input: the
+  // time-weighted mean of allocated / all GPUs in percent (each input's state holding until the
+  // next input's time), and the jobs that ended on their own (Finish).
+  double gpu_alloc_pct_mean = 0;
+  int64_t jobs_finished = 0;
 };
 
 // Applies every segment's inputs, at their recorded engine times, to a new engine made with the

@@ -517,7 +517,12 @@ struct Service::Impl {
     j.view.ended_ms = now_ms;
     ended.emplace_back(now_ms, j.view.id);
     j.view.reason = reason;
-    if (j.in_engine) engine->Cancel(static_cast<uint32_t>(j.view.id), now_ms / 1000);
+    if (j.in_engine) {
+      // A job that ended on its own (its replicas succeeded or one failed) finishes in the engine;
+      // a cancelled one is cancelled (the history tells them apart: docs/history.md).
+      if (phase == JobPhase::kCancelled) engine->Cancel(static_cast<uint32_t>(j.view.id), now_ms / 1000);
+      else engine->Finish(static_cast<uint32_t>(j.view.id), now_ms / 1000);
+    }
     j.in_engine = false;
     j.parked = false;
     ++jobs_ended_total;

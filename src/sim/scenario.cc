@@ -132,7 +132,7 @@ StatusOr<std::vector<std::string>> Models(const Ctx& c, const YAML::Node& m) {
 StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated, const FederationSpec& fed) {
   if (!m.IsMap()) return c.Err(m, "jobs", "expected a mapping per job");
   std::set<std::string> keys = {"name", "replicas", "min", "step", "usable_step", "gpus", "gpu_milli", "cpu_cores",
-                                "memory_gib", "plane", "required_level", "preferred_level", "class", "priority",
+                                "cpu_milli", "memory_gib", "memory_mib", "plane", "required_level", "preferred_level", "class", "priority",
                                 "preemptible", "checkpoint_interval_s", "restart_cost_s", "scaling", "locked_pct",
                                 "models", "home_only"};
   keys.insert(generated ? "duration_mean_s" : "duration_s");
@@ -163,10 +163,22 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
       (j.per_replica.gpu_milli < kMilliPerGpu && j.per_replica.gpu_count > 1)) {
     return c.Err(m, "gpu_milli", "a shared GPU (gpu_milli < 1000) needs gpus 1; no GPUs needs gpu_milli 0");
   }
-  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "cpu_cores", 1, 0, 1'000'000));
-  j.per_replica.cpu_milli = v * 1000;
-  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "memory_gib", 1, 0, 1'000'000));
-  j.per_replica.mem_mib = v * 1024;
+  // CPU as cpu_cores or cpu_milli, memory as memory_gib or memory_mib (at most one of each; the
+  // service's units are the milli and MiB ones).
+  if (m["cpu_cores"] && m["cpu_milli"]) return c.Err(m["cpu_milli"], "cpu_milli", "give cpu_cores or cpu_milli, not both");
+  if (m["memory_gib"] && m["memory_mib"]) return c.Err(m["memory_mib"], "memory_mib", "give memory_gib or memory_mib, not both");
+  if (m["cpu_milli"]) {
+    ESTUARY_ASSIGN_OR_RETURN(j.per_replica.cpu_milli, Int(c, m, "cpu_milli", 1000, 0, 1'000'000'000));
+  } else {
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "cpu_cores", 1, 0, 1'000'000));
+    j.per_replica.cpu_milli = v * 1000;
+  }
+  if (m["memory_mib"]) {
+    ESTUARY_ASSIGN_OR_RETURN(j.per_replica.mem_mib, Int(c, m, "memory_mib", 1024, 0, int64_t{1} << 40));
+  } else {
+    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "memory_gib", 1, 0, 1'000'000));
+    j.per_replica.mem_mib = v * 1024;
+  }
   ESTUARY_ASSIGN_OR_RETURN(j.plane, Str(c, m, "plane", false));
   ESTUARY_ASSIGN_OR_RETURN(j.required_level, Str(c, m, "required_level", false));
   ESTUARY_ASSIGN_OR_RETURN(j.preferred_level, Str(c, m, "preferred_level", false));

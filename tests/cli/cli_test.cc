@@ -1191,6 +1191,14 @@ TEST_F(Cli, HistoryExportAndReplayRejectBadInputNamingTheFileLineAndField) {
   EXPECT_THAT(r.out, HasSubstr("0 events replayed, 1 recorded"));
   const nlohmann::json s = nlohmann::json::parse(ReadFile(Out("replay") + "/summary.json"));
   EXPECT_FALSE(s["identical"].get<bool>());
+  // history scenario: the file's errors, and a history without nodes or jobs.
+  EXPECT_TRUE(RejectedWith(RunEstuary({"history", "scenario", bad, "--out", Out("w.yaml")}),
+                           {bad + ":3: input.min_replicas: expected an integer"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"history", "scenario", wrong, "--out", Out("w.yaml")}),
+                           {wrong + ": the history adds no node"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"history", "scenario", Out("absent.jsonl"), "--out", Out("w.yaml")}),
+                           {"absent.jsonl", "cannot open"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"history", "scenario", wrong}), {"--out"}));
 }
 
 }  // namespace

@@ -231,6 +231,17 @@ TEST_F(ServiceE2E, AfterAKillDashNineEveryAcceptedJobIsThereNothingIsBoundTwiceN
   EXPECT_GE(summary["segments"].get<int>(), 2);  // one engine per life of the service
   EXPECT_GT(summary["decisions"].get<int64_t>(), static_cast<int64_t>(accepted.size()));  // a start each, at least
   EXPECT_EQ(summary["decisions"], summary["recorded_decisions"]);
+  // Its workload as a what-if scenario, which the simulator runs.
+  ASSERT_EQ(testing::WaitExit(testing::Spawn(ESTUARY_BINARY, {"history", "scenario", history, "--out", dir_ + "/what-if.yaml"}, log),
+                              60s),
+            0)
+      << std::ifstream(log).rdbuf();
+  EXPECT_EQ(testing::WaitExit(testing::Spawn(ESTUARY_BINARY, {"simulate", dir_ + "/what-if.yaml", "--out", dir_ + "/what-if"}, log),
+                              120s),
+            0)
+      << std::ifstream(log).rdbuf();
+  const Json what_if = Json::parse(std::ifstream(dir_ + "/what-if/summary.json"));
+  EXPECT_TRUE(what_if["configurations"].contains("recorded")) << what_if.dump().substr(0, 300);
 }
 
 

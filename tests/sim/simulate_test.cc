@@ -103,6 +103,23 @@ TEST(Simulate, TheHyperscaleScenarioGeneratesAlibabasScale) {
   EXPECT_EQ(sc->duration_s, 7 * 24 * 3600);
 }
 
+TEST(Simulate, AJobsCpuAndMemoryMayBeGivenInTheServicesUnits) {
+  const std::string dir = std::filesystem::path(kExamples).string();
+  auto sc = ParseScenario("name: t\ncluster:\n  spec: " + dir +
+                              "clusters/two-asw.yaml\njobs:\n  - {name: a, gpus: 1, cpu_milli: 2500, memory_mib: 500}\n"
+                              "  - {name: b, gpus: 1, cpu_cores: 3, memory_gib: 2}\n  - {name: c, gpus: 1}\n"
+                              "configurations:\n  - {name: a}\n",
+                          dir + "t.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  ASSERT_EQ(sc->jobs.size(), 3u);
+  EXPECT_EQ(sc->jobs[0].per_replica.cpu_milli, 2500);
+  EXPECT_EQ(sc->jobs[0].per_replica.mem_mib, 500);
+  EXPECT_EQ(sc->jobs[1].per_replica.cpu_milli, 3000);
+  EXPECT_EQ(sc->jobs[1].per_replica.mem_mib, 2048);
+  EXPECT_EQ(sc->jobs[2].per_replica.cpu_milli, 1000);  // the defaults: one core, 1 GiB
+  EXPECT_EQ(sc->jobs[2].per_replica.mem_mib, 1024);
+}
+
 TEST(Simulate, TheSameSeedGivesTheSameResultsAndTopologyAwarenessKeepsGangsInOneAsw) {
   const SimulateResult a = RunExample("topology-small.yaml", 0, 1), b = RunExample("topology-small.yaml", 0, 1);
   EXPECT_EQ(a.metrics, b.metrics);
@@ -213,6 +230,11 @@ std::vector<BadScenario> Cases() {
       {"UnknownPolicy", kHead + "jobs:\n  - {name: j, gpus: 8}\nconfigurations:\n  - {name: a, policy: tetris}\n",
        "s.yaml:7: field 'policy': unknown policy 'tetris'"},
       {"UnknownField", kHead + "jobs:\n  - {name: j, gpus: 8, colour: red}\n" + kConf, "s.yaml:5: field 'colour': unknown field"},
+      {"CpuInCoresAndMilli", kHead + "jobs:\n  - {name: j, gpus: 8, cpu_cores: 2, cpu_milli: 2000}\n" + kConf,
+       "s.yaml:5: field 'cpu_milli': give cpu_cores or cpu_milli, not both"},
+      {"MemoryInGibAndMib", kHead + "jobs:\n  - {name: j, gpus: 8, memory_gib: 2, memory_mib: 500}\n" + kConf,
+       "s.yaml:5: field 'memory_mib': give memory_gib or memory_mib, not both"},
+      {"NegativeCpuMilli", kHead + "jobs:\n  - {name: j, gpus: 8, cpu_milli: -5}\n" + kConf, "s.yaml:5: field 'cpu_milli'"},
       {"NoConfigurations", kHead + "jobs:\n  - {name: j, gpus: 8}\n", "s.yaml:1: field 'configurations'"},
       {"NoCluster", "name: t\njobs:\n  - {name: j, gpus: 8}\n" + kConf, "s.yaml:1: field 'cluster': missing"},
       {"ZeroMtbf", kHead + kJob + "failures: {node_mtbf_h: 0, repair_s: 600}\n" + kConf,
