@@ -3,7 +3,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: demo test test-sanitize build setup clean bench
+.PHONY: demo test test-long test-sanitize build setup clean bench
 
 setup:
 	@bash scripts/setup.sh
@@ -23,7 +23,12 @@ demo: build
 	  --reference $(SHARED)/reference/openb_expected_alloc.csv --out out/demo
 
 test: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long
+
+# The longer checks left out of `make test` (label long): the one-engine comparison and history
+# replay over 20 more seeds.
+test-long: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L long
 
 # The whole suite under AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer, in its own
 # build folder (slow on 2 cores: not part of CI). Any sanitizer report fails the test it occurs in.

@@ -74,9 +74,9 @@ int RunHistoryScenario(const HistoryFlags& f) {
   std::ofstream(out) << sc->scenario_yaml;
   std::ofstream(cluster) << sc->cluster_yaml;
   if (!std::ifstream(out) || !std::ifstream(cluster)) return Fail(InvalidArgument("--out " + f.out + ": cannot write"));
-  std::printf("scenario: %lld jobs (%lld ended in the history, %lld cancelled before they ran left out) -> %s, %s\n",
+  std::printf("scenario: %lld jobs (%lld ended on their own in the history, %lld cancelled) -> %s, %s\n",
               static_cast<long long>(sc->jobs), static_cast<long long>(sc->finished),
-              static_cast<long long>(sc->left_out), f.out.c_str(), cluster.string().c_str());
+              static_cast<long long>(sc->cancelled), f.out.c_str(), cluster.string().c_str());
   return 0;
 }
 

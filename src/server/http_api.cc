@@ -306,7 +306,18 @@ struct HttpApi::Impl {
     return false;
   }
 
+  // Every route, by resource (FollowerRoutes: a replica that does not lead).
   void Routes() {
+    JobRoutes();
+    AgentRoutes();
+    ExplainAndNodeActionRoutes();
+    ReservationRoutes();
+    ConfigRoutes();
+    StandbyRoutes();
+    ViewRoutes();
+  }
+  // Jobs: submit, list, get, cancel, resize.
+  void JobRoutes() {
     httplib::Server& s = *server;
     s.Post("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
       const Principal* p = Auth(req, res);
@@ -363,6 +374,10 @@ struct HttpApi::Impl {
       if (!v.ok()) return Fail(res, v.status());
       Reply(res, 200, JobJson(*v));
     });
+  }
+  // Node agents: registration, heartbeats, the node list, orders and reports.
+  void AgentRoutes() {
+    httplib::Server& s = *server;
     s.Post("/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) {
       const Principal* p = Auth(req, res);
       if (p == nullptr || !Allowed(*p, res, {Role::kAgent})) return;
@@ -434,6 +449,10 @@ struct HttpApi::Impl {
       if (!st.ok()) return Fail(res, st);
       Reply(res, 200, Json::object());
     });
+  }
+  // Why a job waits; an admin's node actions.
+  void ExplainAndNodeActionRoutes() {
+    httplib::Server& s = *server;
     s.Get(R"(/v1/jobs/(\d{1,19})/explain)", [this](const httplib::Request& req, httplib::Response& res) {
       const Principal* p = Auth(req, res);
       if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
@@ -473,6 +492,10 @@ struct HttpApi::Impl {
              }
              Fail(res, 404, "no node");
            });
+  }
+  // Reservations.
+  void ReservationRoutes() {
+    httplib::Server& s = *server;
     s.Post("/v1/reservations", [this](const httplib::Request& req, httplib::Response& res) {
       const Principal* p = Auth(req, res);
       if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
@@ -506,6 +529,10 @@ struct HttpApi::Impl {
       if (!st.ok()) return Fail(res, st);
       Reply(res, 200, Json::object());
     });
+  }
+  // The scheduler configuration and defragmentation (admin).
+  void ConfigRoutes() {
+    httplib::Server& s = *server;
     const auto config_json = [](const Service::Config& c) {
       return Json{{"policy", c.policy}, {"grace_s", c.grace_s}, {"absorb", c.absorb},
                   {"heartbeat_timeout_s", c.heartbeat_timeout_s}, {"defrag_interval_s", c.defrag_interval_s}};
@@ -547,6 +574,10 @@ struct HttpApi::Impl {
       if (!moves.ok()) return Fail(res, moves.status());
       Reply(res, 200, Json{{"moves", *moves}});
     });
+  }
+  // Standby windows (SpotGPU).
+  void StandbyRoutes() {
+    httplib::Server& s = *server;
     s.Post("/v1/standby", [this](const httplib::Request& req, httplib::Response& res) {
       const Principal* p = Auth(req, res);
       if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
@@ -594,6 +625,10 @@ struct HttpApi::Impl {
       if (!st.ok()) return Fail(res, st);
       Reply(res, 200, Json::object());
     });
+  }
+  // Stats, the dashboard, invariants, metrics, the OpenAPI document, and 404s.
+  void ViewRoutes() {
+    httplib::Server& s = *server;
     s.Get("/v1/stats", [this](const httplib::Request& req, httplib::Response& res) {
       const Principal* p = Auth(req, res);
       if (p == nullptr || !Allowed(*p, res, {Role::kAdmin})) return;

@@ -1328,7 +1328,7 @@ StatusOr<Service::Config> Service::SetConfig(const Principal& admin, const Confi
 }
 
 StatusOr<JobView> Service::Resize(const Principal& who, uint64_t id, std::optional<int32_t> min_replicas,
-                                  std::optional<int32_t> max_replicas) {
+                                  std::optional<int32_t> max_replicas, bool wait) {
   Impl& s = *impl_;
   std::unique_lock lk(s.mu);
   const auto it = s.jobs.find(id);
@@ -1343,6 +1343,13 @@ StatusOr<JobView> Service::Resize(const Principal& who, uint64_t id, std::option
   Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kResize, id);
   in.min_replicas = lo;
   in.max_replicas = hi;
+  if (!wait) {
+    const JobView v = it->second.view;
+    s.inputs.push_back(std::move(in));
+    lk.unlock();
+    s.input_cv.notify_one();
+    return v;
+  }
   ESTUARY_RETURN_IF_ERROR(s.Ask(lk, std::move(in), std::make_shared<Impl::Waiter>()));
   return GetJob(who, id);
 }
@@ -1935,11 +1942,15 @@ void Service::RunOnce() {
     // A store that fails is not trusted again: orders are not sent (agents would act on
     // decisions that a restart would not know of).
     if (!st.ok()) {
-      for (auto& [w, ws] : waiters) w->done.set_value(st);
+      for (auto& [w, ws] : waiters) {
+        if (w) w->done.set_value(st);  // inputs queued without a waiter (wait = false) have none
+      }
       return;
     }
   }
-  for (auto& [w, ws] : waiters) w->done.set_value(ws);
+  for (auto& [w, ws] : waiters) {
+    if (w) w->done.set_value(ws);
+  }
   if (out.empty()) return;
   // Within a pass, what frees GPUs goes first: stops, then eviction notices, Standby, resumes,
   // and last the starts (which may use GPUs just freed).

@@ -196,9 +196,11 @@ class Service {
   // before this returns: a waiting job waits with the new bounds; a running one above the new max
   // shrinks (its surplus replicas get stop orders), and an elastic one may grow toward the new
   // max. InvalidArgument for bounds outside 1 <= min <= max <= 100000 or a min above the replicas
-  // a running job holds; NotFound as GetJob; an ended job cannot change.
+  // a running job holds; NotFound as GetJob; an ended job cannot change. With `wait` false the
+  // change is queued for the loop and the job's view before it is returned (a test driving the
+  // loop itself; the min-above-running check is then the engine's, and a refusal is not reported).
   StatusOr<JobView> Resize(const Principal& who, uint64_t id, std::optional<int32_t> min_replicas,
-                           std::optional<int32_t> max_replicas);
+                           std::optional<int32_t> max_replicas, bool wait = true);
 
   // ---- Nodes (agents; an agent acts only for the nodes it registered) ----
   // Registers (or, for the same agent, re-registers unchanged) nodes. InvalidArgument for a bad

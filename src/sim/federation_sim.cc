@@ -155,6 +155,9 @@ Status FederationRun::Prepare() {
   res.configuration = config.name;
   res.seed = seed;
   if (is_merged && merged == nullptr) return Internal("a merged configuration needs the merged cluster");
+  if (!sc.job_actions.empty()) {
+    return InvalidArgument(sc.path + ": events: cancel_job and resize_job are not supported in a federation scenario");
+  }
   if (sc.warmup_s < 0 || sc.warmup_s >= sc.duration_s) {
     return InvalidArgument(sc.path + ": warmup_s " + std::to_string(sc.warmup_s) + " is not in [0, duration_s)");
   }

@@ -29,6 +29,14 @@ struct NodeEvent {
   bool fail = true;
 };
 
+// A tenant's cancel or resize (ResizeInput), at history time t.
+struct Change {
+  int64_t t = 0;
+  uint32_t job = 0;
+  bool cancel = true;
+  int32_t min = 0, max = 0;
+};
+
 // What the history holds, gathered in one pass.
 struct Gathered {
   const EngineConfig* config = nullptr;
@@ -37,6 +45,7 @@ struct Gathered {
   std::map<uint32_t, JobSeen> jobs;
   std::vector<uint32_t> job_order;  // by first submission
   std::vector<NodeEvent> node_events;
+  std::vector<Change> changes;
   int64_t first_submit = -1, last_t = 0;
 };
 
@@ -79,15 +88,20 @@ Gathered Gather(const std::vector<HistoryRecord>& records) {
       }
     } else if (const auto* x = std::get_if<SubmitInput>(&in->what)) {
       if (g.jobs.count(x->job.id) == 0) {
-        g.jobs[x->job.id] = JobSeen{x->job, in->t};
+        JobSeen& seen = g.jobs[x->job.id];
+        seen.job = x->job;
+        seen.submit_t = in->t;
         g.job_order.push_back(x->job.id);
         if (g.first_submit < 0) g.first_submit = in->t;
       }
     } else if (const auto* x = std::get_if<CancelInput>(&in->what)) {
-      if (const auto it = g.jobs.find(x->job); it != g.jobs.end() && it->second.end_t < 0) {
-        it->second.end_t = in->t;
-        it->second.finished = x->finished;
-      }
+      const auto it = g.jobs.find(x->job);
+      if (it == g.jobs.end() || it->second.end_t >= 0) continue;
+      it->second.end_t = in->t;
+      it->second.finished = x->finished;
+      if (!x->finished) g.changes.push_back({in->t, x->job, true, 0, 0});
+    } else if (const auto* x = std::get_if<ResizeInput>(&in->what)) {
+      if (g.jobs.count(x->job)) g.changes.push_back({in->t, x->job, false, x->min_replicas, x->max_replicas});
     } else if (const auto* x = std::get_if<StandbyWindowsInput>(&in->what)) {
       if (const auto it = g.jobs.find(x->job); it != g.jobs.end()) it->second.windows = x->windows;
     } else if (const auto* x = std::get_if<NodeInput>(&in->what)) {
@@ -182,12 +196,11 @@ StatusOr<HistoryScenario> HistoryToScenario(const std::vector<HistoryRecord>& re
     << "\nseeds: [" << g.config->seed << "]\ncluster: {spec: " << Q(cluster_file) << "}\njobs:\n";
   for (uint32_t id : g.job_order) {
     const JobSeen& s = g.jobs.at(id);
-    if (s.last_start < 0 && s.end_t >= 0) {  // cancelled (or ended) before it ever ran
-      ++out.left_out;
-      continue;
-    }
     const EngineJob& j = s.job;
-    const bool ended = s.end_t >= 0 && s.last_start >= 0;
+    // A job that ended on its own has its observed work; a cancelled one, or one still under way
+    // at the end, runs past the horizon (its cancel is an event).
+    const bool ended = s.finished && s.last_start >= 0;
+    out.cancelled += s.end_t >= 0 && !s.finished;
     const int64_t submit = s.submit_t - out.t0;
     const int64_t duration = ended ? std::max<int64_t>(1, s.saved + s.end_t - s.last_start) : horizon - submit + 1;
     ++out.jobs;
@@ -218,12 +231,16 @@ StatusOr<HistoryScenario> HistoryToScenario(const std::vector<HistoryRecord>& re
     }
     y << "}\n";
   }
-  if (!g.node_events.empty()) {
-    y << "events:\n";
-    for (const NodeEvent& e : g.node_events) {
-      y << "  - {at_s: " << std::max<int64_t>(0, e.t - out.t0) << ", " << (e.fail ? "fail_node: " : "repair_node: ")
-        << Q(e.node) << "}\n";
-    }
+  if (!g.node_events.empty() || !g.changes.empty()) y << "events:\n";
+  for (const NodeEvent& e : g.node_events) {
+    y << "  - {at_s: " << std::max<int64_t>(0, e.t - out.t0) << ", " << (e.fail ? "fail_node: " : "repair_node: ")
+      << Q(e.node) << "}\n";
+  }
+  for (const Change& c : g.changes) {
+    y << "  - {at_s: " << std::max<int64_t>(0, c.t - out.t0) << ", " << (c.cancel ? "cancel_job: " : "resize_job: ")
+      << Q("job" + std::to_string(c.job));
+    if (!c.cancel) y << ", min: " << c.min << ", max: " << c.max;
+    y << "}\n";
   }
   y << "configurations:\n" << ConfigurationYaml(*g.config);
   out.scenario_yaml = y.str();

@@ -8,9 +8,9 @@
 // duration is its observed work: its last run (from its last start to its end) plus, of every
 // earlier run that an eviction ended, the part up to its last checkpoint (the simulator keeps
 // that much of an evicted job's work; fixed scaling: elastic jobs' replicas do not change it).
-// A job that never ended in
-// the history runs past the horizon; a job cancelled before it ever started is left out (it
-// leaves nothing to run) and one cancelled while it ran counts as ending then. The scenario's
+// A job that did not end on
+// its own within the history runs past the horizon; tenants' cancels and resizes are `events:`
+// (cancel_job, resize_job) at their times, as are node failures and repairs. The scenario's
 // only configuration, `recorded`, is the history's (its first segment's) in the scenario schema;
 // add others to compare.
 #pragma once
@@ -27,7 +27,7 @@ struct HistoryScenario {
   std::string scenario_yaml;  // names the cluster spec file `cluster_file` (relative to it)
   std::string cluster_yaml;   // a cluster spec (docs/cluster-spec.md)
   int64_t t0 = 0;             // the history time of scenario time 0
-  int64_t jobs = 0, finished = 0, left_out = 0;
+  int64_t jobs = 0, finished = 0, cancelled = 0;
 };
 
 // REQUIRES: records as ReadHistoryFile gives them (the first starts a segment).

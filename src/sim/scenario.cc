@@ -557,6 +557,57 @@ Status ParseTidal(const Ctx& c, const YAML::Node& t, const std::string& path, bo
 
 }  // namespace
 
+// A cancel_job or resize_job event at `at` (jobs: the scenario's listed jobs).
+StatusOr<JobAction> ParseJobAction(const Ctx& c, const YAML::Node& m, const std::vector<JobTemplate>& jobs, SimTime at) {
+  JobAction a;
+  a.at_s = at;
+  a.cancel = static_cast<bool>(m["cancel_job"]);
+  const char* key = a.cancel ? "cancel_job" : "resize_job";
+  ESTUARY_ASSIGN_OR_RETURN(a.job, Str(c, m, key, true));
+  if (std::none_of(jobs.begin(), jobs.end(), [&](const JobTemplate& j) { return j.name == a.job; })) {
+    return c.Err(m[key], key, "no listed job '" + a.job + "'");
+  }
+  if (a.cancel) {
+    if (m["min"] || m["max"]) return c.Err(m["min"] ? m["min"] : m["max"], m["min"] ? "min" : "max", "only with resize_job");
+    return a;
+  }
+  if (!m["min"]) return c.Err(m, "min", "missing (resize_job needs min and max)");
+  if (!m["max"]) return c.Err(m, "max", "missing (resize_job needs min and max)");
+  int64_t v = 0;
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "min", 1, 1, 100000));
+  a.min = static_cast<int32_t>(v);
+  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "max", 1, 1, 100000));
+  a.max = static_cast<int32_t>(v);
+  if (a.min > a.max) return c.Err(m["min"], "min", "min exceeds max");
+  return a;
+}
+
+// The `events:` list: node failures and repairs, and actions on listed jobs (parsed before).
+Status ParseEvents(const Ctx& c, const YAML::Node& root, Scenario& s) {
+  if (const YAML::Node ev = root["events"]) {
+    if (!ev.IsSequence()) return c.Err(ev, "events", "expected a list");
+    for (const YAML::Node& m : ev) {
+      ESTUARY_RETURN_IF_ERROR(Known(c, m, {"at_s", "fail_node", "repair_node", "cancel_job", "resize_job", "min", "max"}));
+      const int kinds = static_cast<int>(static_cast<bool>(m["fail_node"])) + static_cast<bool>(m["repair_node"]) +
+                        static_cast<bool>(m["cancel_job"]) + static_cast<bool>(m["resize_job"]);
+      if (kinds != 1) return c.Err(m, "fail_node", "one of fail_node, repair_node, cancel_job or resize_job");
+      SimTime at = 0;
+      ESTUARY_ASSIGN_OR_RETURN(at, Int(c, m, "at_s", 0, 0, kMaxTime));
+      if (m["cancel_job"] || m["resize_job"]) {
+        ESTUARY_ASSIGN_OR_RETURN(s.job_actions.emplace_back(), ParseJobAction(c, m, s.jobs, at));
+        continue;
+      }
+      if (m["min"] || m["max"]) return c.Err(m["min"] ? m["min"] : m["max"], m["min"] ? "min" : "max", "only with resize_job");
+      NodeEvent e;
+      e.at_s = at;
+      e.fail = static_cast<bool>(m["fail_node"]);
+      ESTUARY_ASSIGN_OR_RETURN(e.node, Str(c, m, e.fail ? "fail_node" : "repair_node", true));
+      s.events.push_back(e);
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& path) {
   Ctx c{path};
   YAML::Node loaded;
@@ -646,19 +697,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   if (s.jobs.empty() && s.stream.arrivals_per_hour == 0 && s.tidal.services == 0) {
     return c.Err(root, "jobs", "no jobs, no generator and no services");
   }
-  // Events.
-  if (const YAML::Node ev = root["events"]) {
-    if (!ev.IsSequence()) return c.Err(ev, "events", "expected a list");
-    for (const YAML::Node& m : ev) {
-      ESTUARY_RETURN_IF_ERROR(Known(c, m, {"at_s", "fail_node", "repair_node"}));
-      NodeEvent e;
-      ESTUARY_ASSIGN_OR_RETURN(e.at_s, Int(c, m, "at_s", 0, 0, kMaxTime));
-      if (m["fail_node"] && m["repair_node"]) return c.Err(m, "fail_node", "one of fail_node or repair_node");
-      e.fail = static_cast<bool>(m["fail_node"]);
-      ESTUARY_ASSIGN_OR_RETURN(e.node, Str(c, m, e.fail ? "fail_node" : "repair_node", true));
-      s.events.push_back(e);
-    }
-  }
+  ESTUARY_RETURN_IF_ERROR(ParseEvents(c, root, s));
   if (const YAML::Node m = root["network"]) {
     if (!m.IsMap()) return c.Err(m, "network", "expected a mapping {plane, level, cross_domain_slowdown_pct, comm_share_pct}");
     ESTUARY_RETURN_IF_ERROR(Known(c, m, {"plane", "level", "cross_domain_slowdown_pct", "comm_share_pct"}));

@@ -102,6 +102,18 @@ struct NodeEvent {
   bool fail = true;  // false: repair
 };
 
+// A user's action on a listed job (`events: [{at_s, cancel_job: NAME}]` or `[{at_s, resize_job:
+// NAME, min, max}]`), as the service's DELETE and PATCH /v1/jobs/ID: a cancel ends the job (a
+// waiting one leaves the queue, a running one stops at once); a resize sets its min and max
+// replicas (a running job above the new max shrinks, an elastic one may grow toward it). An
+// action on a job not yet submitted, or already ended, does nothing.
+struct JobAction {
+  SimTime at_s = 0;
+  std::string job;
+  bool cancel = true;  // false: resize to [min, max]
+  int32_t min = 1, max = 1;
+};
+
 // Head-of-line protection (ReserveAction): nodes are held for up to `max_jobs` jobs of
 // `min_gpus` to `max_gpus` GPUs (at max replicas) that have waited at least `after_s`, oldest
 // first; holds are re-planned every `replan_s` of simulated time.
@@ -306,6 +318,7 @@ struct Scenario {
   std::vector<JobTemplate> jobs;
   JobStream stream;
   std::vector<NodeEvent> events;
+  std::vector<JobAction> job_actions;  // in the order listed (`events:`)
   NetworkModel network;
   std::optional<FailureModel> failures;  // none: only the listed events
   TidalWorkload tidal;

@@ -38,6 +38,8 @@ std::string SimJobStatusText(const SimJobRecord& r) {
       return "pending";
     case SimJobStatus::kInfeasible:
       return "infeasible: " + r.reason;
+    case SimJobStatus::kCancelled:
+      return "cancelled";
   }
   return "pending";
 }
@@ -56,6 +58,7 @@ struct SimJob {
   bool large = false;
   bool finished = false;    // its last run ended and it is not waiting again
   bool infeasible = false;  // never retried
+  bool cancelled = false;   // a cancel_job event ended it
   std::string reason;       // when infeasible
   int32_t granted = 0;      // replicas at first start
   std::optional<std::pair<PlaneId, int>> spread_level;  // SimJobRecord's spread level
@@ -304,11 +307,11 @@ class ScenarioRun {
   // Events, ordered by (time, kind, index): job ends, node events (listed, then generated repairs
   // in creation order), the failure model's next draw, arrivals, service demand and Standby
   // window edges, and the engine's own due times.
-  enum EvKind : int { kEnd = 0, kNode = 1, kFailureDraw = 2, kArrival = 3, kService = 4, kDue = 5 };
+  enum EvKind : int { kEnd = 0, kNode = 1, kJobAction = 2, kFailureDraw = 3, kArrival = 4, kService = 5, kDue = 6 };
   struct Ev {
     SimTime t;
     int kind;
-    size_t idx;     // kEnd, kArrival: job; kNode: node event
+    size_t idx;     // kEnd, kArrival: job; kNode: node event; kJobAction: Scenario::job_actions
     SimTime start;  // kEnd: the job's gen when scheduled; generated repairs: the failure they repair
     bool operator>(const Ev& o) const { return std::tie(t, kind, idx) > std::tie(o.t, o.kind, o.idx); }
   };
@@ -343,6 +346,8 @@ class ScenarioRun {
   // the services' demand is to be followed now.
   bool ApplyEventsAt(SimTime t, bool* failed, bool* demand_step);
   void NodeDown(NodeId node, SimTime t, bool generated);
+  // A cancel_job or resize_job event (nothing for a job not submitted yet or ended).
+  void ApplyJobAction(const JobAction& a, SimTime t);
   void ScheduleFailureDraw();
   // Brings every running service to its Standby target: its replicas above its demand
   // standby_grace_s ahead (so that a restore completes by the time the demand is there). (A listed
@@ -368,6 +373,7 @@ class ScenarioRun {
   std::set<SimTime> due_;  // times of pushed kDue events not yet reached
   std::vector<NodeEv> node_events_;
   std::map<std::string, NodeId> node_by_name_;
+  std::map<std::string, size_t> job_by_name_;  // listed jobs
   std::vector<SimTime> last_failure_;  // per node: when it last went down
   std::optional<Rng> failure_rng_;
   double failure_clock_ = 0;  // time of the next draw, in seconds (exact, before truncation)
@@ -518,6 +524,10 @@ Status ScenarioRun::Prepare(const ClusterState& cluster) {
   }
   for (const NodeEvent& e : sc_.events) node_events_.push_back({node_by_name_[e.node], e.fail, false});
   for (size_t i = 0; i < node_events_.size(); ++i) events_.push({sc_.events[i].at_s, kNode, i, 0});
+  for (size_t i = 0; i < jobs_.size(); ++i) job_by_name_.emplace(jobs_[i].tmpl.name, i);
+  for (size_t i = 0; i < sc_.job_actions.size(); ++i) {
+    if (sc_.job_actions[i].at_s < sc_.duration_s) events_.push({sc_.job_actions[i].at_s, kJobAction, i, 0});
+  }
   // Standby: services follow their demand every step_s (listed windows are the engine's).
   if (config_.standby && !services_.empty()) events_.push({0, kService, 0, 0});
   for (SimTime at : {engine_->NextDue().value_or(kMaxSimTime)}) {
@@ -664,7 +674,7 @@ void ScenarioRun::OnEvent(const EngineEvent& e) {
       }
       j.bound = e.replicas;
       Reschedule(i, e.t);
-      Log(e.t, i, "shrink", e.replicas, failure ? "failure" : "reclaim");
+      Log(e.t, i, "shrink", e.replicas, failure ? "failure" : e.detail == "resized" ? "resized" : "reclaim");
       break;
     }
     case EngineEvent::Kind::kReturned: OnReturned(i, e); break;
@@ -702,6 +712,23 @@ void ScenarioRun::FollowDemand(SimTime t) {
   }
 }
 
+void ScenarioRun::ApplyJobAction(const JobAction& a, SimTime t) {
+  const size_t i = job_by_name_.at(a.job);  // the parser checked the name
+  SimJob& j = jobs_[i];
+  if (!j.submitted || j.finished || j.cancelled || j.infeasible) return;
+  if (a.cancel) {
+    engine_->Cancel(static_cast<uint32_t>(i), t);
+    j.started_at = -1;  // its end event no longer applies
+    j.bound = 0;
+    j.cancelled = true;
+    Log(t, i, "cancel", 0);
+    return;
+  }
+  // The job's work stays what it was submitted with; the engine reports a shrink.
+  std::string why;
+  (void)engine_->Resize(static_cast<uint32_t>(i), a.min, a.max, t, &why);
+}
+
 bool ScenarioRun::ApplyEventsAt(SimTime t, bool* failed, bool* demand_step) {
   // False while the time's events are only failure-model draws that picked a down node and
   // repairs that no longer apply: nothing happened, so no cycle runs (it would see the state its
@@ -731,6 +758,8 @@ bool ScenarioRun::ApplyEventsAt(SimTime t, bool* failed, bool* demand_step) {
         res_.node_events.push_back({t, state().node(ne.node).spec.name, false, ne.generated});
         engine_->RestoreNode(ne.node);
       }
+    } else if (e.kind == kJobAction) {
+      ApplyJobAction(sc_.job_actions[e.idx], t);
     } else if (e.kind == kFailureDraw) {
       const NodeId node(static_cast<uint32_t>(failure_rng_->Uniform(state().num_nodes())));
       if (state().node(node).state != NodeState::kDown) {
@@ -1000,6 +1029,7 @@ SimulateResult ScenarioRun::Finish() {
     rec.delay_s = (j.first_start >= 0 ? j.first_start : sc_.duration_s) - j.submit;
     rec.granted = j.granted;
     rec.status = j.infeasible        ? SimJobStatus::kInfeasible
+                 : j.cancelled       ? SimJobStatus::kCancelled
                  : j.started_at >= 0 ? SimJobStatus::kRunning
                  : j.finished        ? SimJobStatus::kFinished
                                      : SimJobStatus::kPending;

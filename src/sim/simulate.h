@@ -128,6 +128,7 @@ enum class SimJobStatus {
   kRunning,     // it holds replicas at the end
   kPending,     // it waits at the end (never started, or requeued by a failure)
   kInfeasible,  // AllocateAction found it could never fit; not retried
+  kCancelled,   // a cancel_job event ended it (scenario.h JobAction)
 };
 
 // One job of the workload that arrived before the end of the run (a row of jobs.csv). Fields

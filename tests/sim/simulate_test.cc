@@ -120,6 +120,40 @@ TEST(Simulate, AJobsCpuAndMemoryMayBeGivenInTheServicesUnits) {
   EXPECT_EQ(sc->jobs[2].per_replica.mem_mib, 1024);
 }
 
+// Tenants' cancels and resizes (scenario `cancel_job` / `resize_job` events): a cancelled job
+// frees its GPUs at once for the queue, a resized elastic job shrinks, and an action on a job
+// that ended, or is not submitted yet, does nothing.
+TEST(Simulate, ACancelFreesTheJobsGpusAndAResizeShrinksItAndLateOrEarlyActionsDoNothing) {
+  auto sc = ParseScenario(
+      "name: t\nduration_s: 10000\nsample_interval_s: 1000\n"
+      "cluster: {generate: {total_gpus: 16, models: \"H800:1:128:2048\"}}\njobs:\n"
+      "  - {name: a, submit_s: 0, duration_s: 5000, gpus: 8}\n"
+      "  - {name: c, submit_s: 0, duration_s: 5000, replicas: 2, min: 1, gpus: 4}\n"
+      "  - {name: b, submit_s: 10, duration_s: 100, gpus: 8}\n"
+      "  - {name: d, submit_s: 500, duration_s: 100, gpus: 4}\n"
+      "events:\n  - {at_s: 100, cancel_job: a}\n  - {at_s: 300, resize_job: c, min: 1, max: 1}\n"
+      "  - {at_s: 400, cancel_job: b}\n  - {at_s: 450, cancel_job: d}\n"
+      "configurations:\n  - {name: x}\n",
+      "t.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  ASSERT_EQ(sc->job_actions.size(), 4u);
+  auto cluster = LoadScenarioCluster(*sc);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
+  auto r = RunScenario(*sc, *cluster, sc->configurations[0], 1, /*check_invariants=*/true, /*record_events=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  std::vector<std::string> log;
+  for (const SimJobEvent& e : r->job_events) {
+    log.push_back(std::to_string(e.time) + " " + e.job + " " + e.kind + " " + std::to_string(e.replicas) + " " + e.detail);
+  }
+  EXPECT_EQ(log, (std::vector<std::string>{"0 a start 1 ", "0 c start 2 ", "100 a cancel 0 ", "100 b start 1 ",
+                                           "200 b finish 0 ", "300 c shrink 1 resized", "500 d start 1 ",
+                                           "600 d finish 0 ", "5000 c finish 0 "}));
+  std::map<std::string, std::string> status;
+  for (const SimJobRecord& j : r->jobs) status[j.name] = SimJobStatusText(j);
+  EXPECT_EQ(status, (std::map<std::string, std::string>{
+                        {"a", "cancelled"}, {"b", "finished"}, {"c", "finished"}, {"d", "finished"}}));
+}
+
 TEST(Simulate, TheSameSeedGivesTheSameResultsAndTopologyAwarenessKeepsGangsInOneAsw) {
   const SimulateResult a = RunExample("topology-small.yaml", 0, 1), b = RunExample("topology-small.yaml", 0, 1);
   EXPECT_EQ(a.metrics, b.metrics);
@@ -234,6 +268,18 @@ std::vector<BadScenario> Cases() {
        "s.yaml:5: field 'cpu_milli': give cpu_cores or cpu_milli, not both"},
       {"MemoryInGibAndMib", kHead + "jobs:\n  - {name: j, gpus: 8, memory_gib: 2, memory_mib: 500}\n" + kConf,
        "s.yaml:5: field 'memory_mib': give memory_gib or memory_mib, not both"},
+      {"CancelOfAnUnknownJob", kHead + "jobs:\n  - {name: j, gpus: 8}\nevents:\n  - {at_s: 5, cancel_job: k}\n" + kConf,
+       "s.yaml:7: field 'cancel_job': no listed job 'k'"},
+      {"ResizeWithoutMax", kHead + "jobs:\n  - {name: j, gpus: 8}\nevents:\n  - {at_s: 5, resize_job: j, min: 1}\n" + kConf,
+       "s.yaml:7: field 'max': missing (resize_job needs min and max)"},
+      {"ResizeMinAboveMax",
+       kHead + "jobs:\n  - {name: j, gpus: 8}\nevents:\n  - {at_s: 5, resize_job: j, min: 3, max: 2}\n" + kConf,
+       "s.yaml:7: field 'min': min exceeds max"},
+      {"MinOnANodeEvent", kHead + "jobs:\n  - {name: j, gpus: 8}\nevents:\n  - {at_s: 5, fail_node: n, min: 2}\n" + kConf,
+       "s.yaml:7: field 'min': only with resize_job"},
+      {"TwoKindsInOneEvent",
+       kHead + "jobs:\n  - {name: j, gpus: 8}\nevents:\n  - {at_s: 5, fail_node: n, cancel_job: j}\n" + kConf,
+       "s.yaml:7: field 'fail_node': one of fail_node, repair_node, cancel_job or resize_job"},
       {"NegativeCpuMilli", kHead + "jobs:\n  - {name: j, gpus: 8, cpu_milli: -5}\n" + kConf, "s.yaml:5: field 'cpu_milli'"},
       {"NoConfigurations", kHead + "jobs:\n  - {name: j, gpus: 8}\n", "s.yaml:1: field 'configurations'"},
       {"NoCluster", "name: t\njobs:\n  - {name: j, gpus: 8}\n" + kConf, "s.yaml:1: field 'cluster': missing"},
