@@ -1413,10 +1413,16 @@ Status Service::DeleteReservation(const Principal& who, uint64_t job) {
 
 int64_t Service::NowMs() const { return impl_->clock->NowMs(); }
 
-StatusOr<int64_t> Service::Defrag(const Principal& admin) {
+StatusOr<int64_t> Service::Defrag(const Principal& admin, bool wait) {
   Impl& s = *impl_;
   if (admin.role != Role::kAdmin) return PermissionDenied("only admins start a defragmentation");
   std::unique_lock lk(s.mu);
+  if (!wait) {
+    s.inputs.push_back(Impl::Input::Of(Impl::Input::Kind::kDefrag));
+    lk.unlock();
+    s.input_cv.notify_one();
+    return int64_t{0};
+  }
   auto w = std::make_shared<Impl::Waiter>();
   ESTUARY_RETURN_IF_ERROR(s.Ask(lk, Impl::Input::Of(Impl::Input::Kind::kDefrag), w));
   return w->moves;
@@ -1589,7 +1595,7 @@ void Service::Impl::ApplyInput(Input& in, Pass& p) {
     case Impl::Input::Kind::kDefrag: {
       auto moves = s.engine->Defrag(DefragOptions{}, now_s);
       s.defragged_ms = now_ms;
-      if (moves.ok()) in.waiter->moves = *moves;
+      if (moves.ok() && in.waiter) in.waiter->moves = *moves;
       waiters.push_back({in.waiter, moves.status()});
       break;
     }

@@ -256,8 +256,10 @@ class Service {
   // moving tasks) and starts its moves, make-before-break: each moved replica gets a kMigrate
   // order on its target; when the agent reports the new instance running, the old one gets its
   // kStop; a new instance that fails or is not reported running within 10 minutes is stopped and
-  // the old one keeps running. Returns the moves planned (0 while earlier moves still run).
-  StatusOr<int64_t> Defrag(const Principal& admin);
+  // the old one keeps running. Returns the moves planned (0 while earlier moves still run). With
+  // `wait` false the request is only queued for the next pass (callers that run the loop
+  // themselves, RunOnce) and 0 is returned.
+  StatusOr<int64_t> Defrag(const Principal& admin, bool wait = true);
 
   // ---- Standby windows (SpotGPU): a running job lends the GPUs of some replicas for a while ----
   // From from_ms until to_ms, `replicas` of the job's replicas are in Standby (kStandby orders):

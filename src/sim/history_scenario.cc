@@ -29,12 +29,14 @@ struct NodeEvent {
   bool fail = true;
 };
 
-// A tenant's cancel or resize (ResizeInput), at history time t.
+// A tenant's cancel or resize (ResizeInput), or an admin's defragmentation request (DefragInput),
+// at history time t.
 struct Change {
   int64_t t = 0;
   uint32_t job = 0;
   bool cancel = true;
   int32_t min = 0, max = 0;
+  bool defrag = false;
 };
 
 // What the history holds, gathered in one pass.
@@ -102,6 +104,8 @@ Gathered Gather(const std::vector<HistoryRecord>& records) {
       if (!x->finished) g.changes.push_back({in->t, x->job, true, 0, 0});
     } else if (const auto* x = std::get_if<ResizeInput>(&in->what)) {
       if (g.jobs.count(x->job)) g.changes.push_back({in->t, x->job, false, x->min_replicas, x->max_replicas});
+    } else if (std::holds_alternative<DefragInput>(in->what)) {
+      g.changes.push_back({in->t, 0, false, 0, 0, true});
     } else if (const auto* x = std::get_if<StandbyWindowsInput>(&in->what)) {
       if (const auto it = g.jobs.find(x->job); it != g.jobs.end()) it->second.windows = x->windows;
     } else if (const auto* x = std::get_if<NodeInput>(&in->what)) {
@@ -237,6 +241,10 @@ StatusOr<HistoryScenario> HistoryToScenario(const std::vector<HistoryRecord>& re
       << Q(e.node) << "}\n";
   }
   for (const Change& c : g.changes) {
+    if (c.defrag) {
+      y << "  - {at_s: " << std::max<int64_t>(0, c.t - out.t0) << ", defrag: true}\n";
+      continue;
+    }
     y << "  - {at_s: " << std::max<int64_t>(0, c.t - out.t0) << ", " << (c.cancel ? "cancel_job: " : "resize_job: ")
       << Q("job" + std::to_string(c.job));
     if (!c.cancel) y << ", min: " << c.min << ", max: " << c.max;

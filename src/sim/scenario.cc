@@ -561,13 +561,22 @@ Status ParseTidal(const Ctx& c, const YAML::Node& t, const std::string& path, bo
 StatusOr<JobAction> ParseJobAction(const Ctx& c, const YAML::Node& m, const std::vector<JobTemplate>& jobs, SimTime at) {
   JobAction a;
   a.at_s = at;
-  a.cancel = static_cast<bool>(m["cancel_job"]);
-  const char* key = a.cancel ? "cancel_job" : "resize_job";
+  if (m["defrag"]) {
+    a.kind = JobAction::Kind::kDefrag;
+    bool on = false;
+    ESTUARY_ASSIGN_OR_RETURN(on, Bool(c, m, "defrag", false));
+    if (!on) return c.Err(m["defrag"], "defrag", "only defrag: true");
+    if (m["min"] || m["max"]) return c.Err(m["min"] ? m["min"] : m["max"], m["min"] ? "min" : "max", "only with resize_job");
+    return a;
+  }
+  const bool cancel = static_cast<bool>(m["cancel_job"]);
+  a.kind = cancel ? JobAction::Kind::kCancel : JobAction::Kind::kResize;
+  const char* key = cancel ? "cancel_job" : "resize_job";
   ESTUARY_ASSIGN_OR_RETURN(a.job, Str(c, m, key, true));
   if (std::none_of(jobs.begin(), jobs.end(), [&](const JobTemplate& j) { return j.name == a.job; })) {
     return c.Err(m[key], key, "no listed job '" + a.job + "'");
   }
-  if (a.cancel) {
+  if (cancel) {
     if (m["min"] || m["max"]) return c.Err(m["min"] ? m["min"] : m["max"], m["min"] ? "min" : "max", "only with resize_job");
     return a;
   }
@@ -587,13 +596,15 @@ Status ParseEvents(const Ctx& c, const YAML::Node& root, Scenario& s) {
   if (const YAML::Node ev = root["events"]) {
     if (!ev.IsSequence()) return c.Err(ev, "events", "expected a list");
     for (const YAML::Node& m : ev) {
-      ESTUARY_RETURN_IF_ERROR(Known(c, m, {"at_s", "fail_node", "repair_node", "cancel_job", "resize_job", "min", "max"}));
+      ESTUARY_RETURN_IF_ERROR(
+          Known(c, m, {"at_s", "fail_node", "repair_node", "cancel_job", "resize_job", "min", "max", "defrag"}));
       const int kinds = static_cast<int>(static_cast<bool>(m["fail_node"])) + static_cast<bool>(m["repair_node"]) +
-                        static_cast<bool>(m["cancel_job"]) + static_cast<bool>(m["resize_job"]);
-      if (kinds != 1) return c.Err(m, "fail_node", "one of fail_node, repair_node, cancel_job or resize_job");
+                        static_cast<bool>(m["cancel_job"]) + static_cast<bool>(m["resize_job"]) +
+                        static_cast<bool>(m["defrag"]);
+      if (kinds != 1) return c.Err(m, "fail_node", "one of fail_node, repair_node, cancel_job, resize_job or defrag");
       SimTime at = 0;
       ESTUARY_ASSIGN_OR_RETURN(at, Int(c, m, "at_s", 0, 0, kMaxTime));
-      if (m["cancel_job"] || m["resize_job"]) {
+      if (m["cancel_job"] || m["resize_job"] || m["defrag"]) {
         ESTUARY_ASSIGN_OR_RETURN(s.job_actions.emplace_back(), ParseJobAction(c, m, s.jobs, at));
         continue;
       }

@@ -102,16 +102,19 @@ struct NodeEvent {
   bool fail = true;  // false: repair
 };
 
-// A user's action on a listed job (`events: [{at_s, cancel_job: NAME}]` or `[{at_s, resize_job:
-// NAME, min, max}]`), as the service's DELETE and PATCH /v1/jobs/ID: a cancel ends the job (a
-// waiting one leaves the queue, a running one stops at once); a resize sets its min and max
-// replicas (a running job above the new max shrinks, an elastic one may grow toward it). An
-// action on a job not yet submitted, or already ended, does nothing.
+// A user's action, as the service's API takes it: on a listed job (`events: [{at_s, cancel_job:
+// NAME}]` or `[{at_s, resize_job: NAME, min, max}]`, DELETE and PATCH /v1/jobs/ID) — a cancel ends
+// the job (a waiting one leaves the queue, a running one stops at once), a resize sets its min and
+// max replicas (a running job above the new max shrinks, an elastic one may grow toward it); an
+// action on a job not yet submitted, or already ended, does nothing — or an admin's request for a
+// defragmentation (`[{at_s, defrag: true}]`, POST /v1/defrag: the engine's plan with the default
+// planner options, carried out by make-before-break moves).
 struct JobAction {
+  enum class Kind { kCancel, kResize, kDefrag };
   SimTime at_s = 0;
-  std::string job;
-  bool cancel = true;  // false: resize to [min, max]
-  int32_t min = 1, max = 1;
+  Kind kind = Kind::kCancel;
+  std::string job;  // kCancel, kResize
+  int32_t min = 1, max = 1;  // kResize
 };
 
 // Head-of-line protection (ReserveAction): nodes are held for up to `max_jobs` jobs of

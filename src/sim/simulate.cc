@@ -346,7 +346,7 @@ class ScenarioRun {
   // the services' demand is to be followed now.
   bool ApplyEventsAt(SimTime t, bool* failed, bool* demand_step);
   void NodeDown(NodeId node, SimTime t, bool generated);
-  // A cancel_job or resize_job event (nothing for a job not submitted yet or ended).
+  // A cancel_job, resize_job or defrag event (nothing for a job not submitted yet or ended).
   void ApplyJobAction(const JobAction& a, SimTime t);
   void ScheduleFailureDraw();
   // Brings every running service to its Standby target: its replicas above its demand
@@ -713,10 +713,14 @@ void ScenarioRun::FollowDemand(SimTime t) {
 }
 
 void ScenarioRun::ApplyJobAction(const JobAction& a, SimTime t) {
+  if (a.kind == JobAction::Kind::kDefrag) {
+    (void)engine_->Defrag(DefragOptions{}, t);  // the default options are valid on any cluster
+    return;
+  }
   const size_t i = job_by_name_.at(a.job);  // the parser checked the name
   SimJob& j = jobs_[i];
   if (!j.submitted || j.finished || j.cancelled || j.infeasible) return;
-  if (a.cancel) {
+  if (a.kind == JobAction::Kind::kCancel) {
     engine_->Cancel(static_cast<uint32_t>(i), t);
     j.started_at = -1;  // its end event no longer applies
     j.bound = 0;
