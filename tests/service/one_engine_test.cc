@@ -422,16 +422,42 @@ Log ServiceLog(const Recording& rec, const ClusterState& cluster, uint64_t seed,
   return log;
 }
 
-// `expect_moves`: the defragmentation requests of this seed find replicas worth moving.
-void ExpectSameDecisions(uint64_t seed, bool expect_moves = false) {
-  const Recording rec = Record(seed);
-  auto sc = ParseScenario(ScenarioYaml(rec, seed), "one-engine.yaml");
-  ASSERT_TRUE(sc.ok()) << sc.status().message();
-  auto cluster = LoadScenarioCluster(*sc);
-  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
+// A seed's sequence, run through the simulator: the recording, its scenario and cluster, the
+// simulator's decision log, and the jobs' ends and times the service is driven at. False (after a
+// test failure) when the scenario does not load.
+struct Simulated {
+  Recording rec;
+  Scenario sc;
+  ClusterState cluster;
   std::multimap<int64_t, std::string> ends;
   std::set<int64_t> times;
-  const Log sim = SimulatorLog(*sc, *cluster, &ends, &times);
+  Log sim;
+};
+bool Simulate(uint64_t seed, Simulated& s) {
+  s.rec = Record(seed);
+  auto sc = ParseScenario(ScenarioYaml(s.rec, seed), "one-engine.yaml");
+  if (!sc.ok()) {
+    ADD_FAILURE() << sc.status().message();
+    return false;
+  }
+  s.sc = *std::move(sc);
+  auto cluster = LoadScenarioCluster(s.sc);
+  if (!cluster.ok()) {
+    ADD_FAILURE() << cluster.status().message();
+    return false;
+  }
+  s.cluster = *std::move(cluster);
+  s.sim = SimulatorLog(s.sc, s.cluster, &s.ends, &s.times);
+  return true;
+}
+
+// `expect_moves`: the defragmentation requests of this seed find replicas worth moving.
+void ExpectSameDecisions(uint64_t seed, bool expect_moves = false) {
+  Simulated s;
+  if (!Simulate(seed, s)) return;
+  const Recording& rec = s.rec;
+  const std::multimap<int64_t, std::string>& ends = s.ends;
+  const Log& sim = s.sim;
   // The sequence exercises what it claims to: every kind of decision happens.
   std::map<std::string, int> kinds;
   for (const std::string& line : sim) {
@@ -451,7 +477,7 @@ void ExpectSameDecisions(uint64_t seed, bool expect_moves = false) {
   }
   EXPECT_TRUE(std::any_of(sim.begin(), sim.end(), [](const std::string& l) { return l.ends_with(" resized"); }))
       << "no resize shrank a running job with seed " << seed;
-  const Log live = ServiceLog(rec, *cluster, seed, ends, times);
+  const Log live = ServiceLog(rec, s.cluster, seed, ends, s.times);
   if (std::getenv("ONE_ENGINE_DUMP") != nullptr) {
     std::ofstream a("/tmp/one_sim_" + std::to_string(seed) + ".txt"), b("/tmp/one_svc_" + std::to_string(seed) + ".txt");
     for (const std::string& l : sim) a << l << "\n";
@@ -500,20 +526,14 @@ void ExpectExactReplay(uint64_t seed, const LiveRun& base, int64_t min_segments,
 // each pass, one segment per engine — replayed by a new engine gives the recorded decisions
 // exactly; and every decision the service reported is among the recorded ones, in order.
 void ExpectExactReplay(uint64_t seed, const LiveRun& base, int64_t min_segments, const std::string& what_if_policy) {
-  const Recording rec = Record(seed);
-  auto sc = ParseScenario(ScenarioYaml(rec, seed), "one-engine.yaml");
-  ASSERT_TRUE(sc.ok()) << sc.status().message();
-  auto cluster = LoadScenarioCluster(*sc);
-  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
-  std::multimap<int64_t, std::string> ends;
-  std::set<int64_t> times;
-  (void)SimulatorLog(*sc, *cluster, &ends, &times);  // the jobs' ends, as the agent reports them
+  Simulated s;  // the jobs' ends, as the agent reports them
+  if (!Simulate(seed, s)) return;
   std::vector<std::string> observed;
   std::vector<HistoryRecord> history;
   LiveRun run = base;
   run.observed = &observed;
   run.history = &history;
-  (void)ServiceLog(rec, *cluster, seed, ends, times, run);
+  (void)ServiceLog(s.rec, s.cluster, seed, s.ends, s.times, run);
   ASSERT_FALSE(history.empty());
   auto replay = ReplayHistory(history);
   ASSERT_TRUE(replay.ok()) << replay.status().message();
