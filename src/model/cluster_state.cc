@@ -695,6 +695,18 @@ Status ClusterState::CheckInvariants() const {
     if (lending != lending_.size()) return fail("lending index size");
   }
   if (total_gpu != total_gpu_milli_ || total_cpu != total_cpu_milli_) return fail("cluster capacity totals");
+  ESTUARY_RETURN_IF_ERROR(CheckHolds());
+  ESTUARY_RETURN_IF_ERROR(CheckIndexes());
+  if (alloc_gpu != allocated_gpu_milli_ || alloc_cpu != allocated_cpu_milli_ || bound != num_bound_) {
+    return fail("cluster allocation totals");
+  }
+  std::erase_if(preemptible, [](const auto& e) { return e.second == 0; });
+  if (preemptible != preemptible_gpu_milli_) return fail("preemptible GPUs by priority");
+  return CheckJobCounts();
+}
+
+Status ClusterState::CheckHolds() const {
+  auto fail = [](const std::string& what) { return Internal("invariant broken: " + what); };
   size_t held = 0;
   for (const Reservation& r : reservations_) {
     if (r.kind != Reservation::Kind::kNodeHold) continue;  // checked above
@@ -721,6 +733,11 @@ Status ClusterState::CheckInvariants() const {
       return fail("job '" + j.spec.name + "' records a reservation it does not own");
     }
   }
+  return Status::Ok();
+}
+
+Status ClusterState::CheckIndexes() const {
+  auto fail = [](const std::string& what) { return Internal("invariant broken: " + what); };
   size_t indexed = 0;
   for (int k = 0; k <= kMaxGpusPerNode; ++k) {
     for (size_t p = 0; p < by_full_free_[k].size(); ++p) {
@@ -752,11 +769,11 @@ Status ClusterState::CheckInvariants() const {
       return fail("free-capacity aggregate of domain '" + topology_.domains()[i].name + "'");
     }
   }
-  if (alloc_gpu != allocated_gpu_milli_ || alloc_cpu != allocated_cpu_milli_ || bound != num_bound_) {
-    return fail("cluster allocation totals");
-  }
-  std::erase_if(preemptible, [](const auto& e) { return e.second == 0; });
-  if (preemptible != preemptible_gpu_milli_) return fail("preemptible GPUs by priority");
+  return Status::Ok();
+}
+
+Status ClusterState::CheckJobCounts() const {
+  auto fail = [](const std::string& what) { return Internal("invariant broken: " + what); };
   for (const Job& j : jobs_) {
     int32_t b = 0;
     bool uniform = true;

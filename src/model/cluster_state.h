@@ -371,6 +371,11 @@ class ClusterState {
 
   // Returns OK, or the first broken invariant in words.
   Status CheckInvariants() const;
+  // Parts of CheckInvariants: node holds and the reservations that list them; the free-GPU index
+  // and the per-domain aggregates; each job's bound-task count and uniform-request flag.
+  Status CheckHolds() const;
+  Status CheckIndexes() const;
+  Status CheckJobCounts() const;
 
  private:
   void RefreshGpuSummary(Node& n);
