@@ -2,8 +2,8 @@
 //   1. Parse: a scan of the raw bytes rejects nesting deeper than kMaxDepth and NUL bytes, then
 //      nlohmann's SAX parser (iterative, UTF-8-validating) drives TreeBuilder, which builds the
 //      value and rejects duplicate keys; syntax errors become "malformed JSON at byte N: ...".
-//   2. Validate: the fixed schema of job_json.h, field by field in the order the header lists
-//      them (unknown keys first), stopping at the first error.
+//   2. Validate (DecodeJob): the schema of job_json.h, field by field (unknown keys first),
+//      stopping at the first error. A scenario's YAML comes here as the same JSON value.
 // Nothing here throws: every nlohmann accessor used is guarded by a type check, and the parser
 // reports errors through TreeBuilder::parse_error instead of exceptions.
 #include "api/job_json.h"
@@ -35,7 +35,9 @@ constexpr size_t kMaxShownBytes = 40;
 constexpr int64_t kMaxReplicas = 100'000;
 constexpr int64_t kMaxCpuOrMemory = 1'000'000'000;
 constexpr int64_t kMaxPriority = 1000;
-constexpr int64_t kMaxSeconds = 100'000'000;
+constexpr int64_t kMaxSeconds = 1'000'000'000'000;
+constexpr int64_t kMaxCoresOrGib = 1'000'000;
+constexpr int64_t kMaxLockedPct = 100;
 constexpr size_t kMaxModels = 16;
 constexpr size_t kMaxShortString = 64;   // models, plane, required_level
 constexpr size_t kMaxNameLength = 128;
@@ -356,22 +358,29 @@ Status ReadName(const ObjectReader& in, JobRequest& r) {
   return Status::Ok();
 }
 
+// `replicas`: an integer N or {min, max, step}; default 1.
 Status ReadReplicas(const ObjectReader& in, JobRequest& r) {
-  const Json* v;
-  ESTUARY_ASSIGN_OR_RETURN(v, in.Require("replicas"));
-  if (!v->is_object()) return InvalidArgument(Field("replicas") + "expected an object");
-  const ObjectReader replicas(*v, "replicas");
-  ESTUARY_RETURN_IF_ERROR(replicas.RejectUnknown({"min", "max", "step"}));
+  const Json* v = in.Find("replicas");
+  if (v == nullptr) return Status::Ok();
   int64_t min, max, step;
-  ESTUARY_ASSIGN_OR_RETURN(min, replicas.Integer("min", 1, kMaxReplicas));
-  ESTUARY_ASSIGN_OR_RETURN(max, replicas.Integer("max", 1, kMaxReplicas, min));
-  if (max < min) {
-    return InvalidArgument(Field("replicas.max") + std::to_string(max) + " is below 'replicas.min' " + std::to_string(min));
-  }
-  ESTUARY_ASSIGN_OR_RETURN(step, replicas.Integer("step", 1, kMaxReplicas, 1));
-  if (step > max) {
-    return InvalidArgument(Field("replicas.step") + std::to_string(step) + " is above 'replicas.max' " +
-                           std::to_string(max));
+  if (v->is_number()) {
+    ESTUARY_ASSIGN_OR_RETURN(min, IntegerIn(*v, "replicas", 1, kMaxReplicas));
+    max = min;
+    step = 1;
+  } else {
+    if (!v->is_object()) return InvalidArgument(Field("replicas") + "expected an integer or an object {min, max, step}");
+    const ObjectReader replicas(*v, "replicas");
+    ESTUARY_RETURN_IF_ERROR(replicas.RejectUnknown({"min", "max", "step"}));
+    ESTUARY_ASSIGN_OR_RETURN(min, replicas.Integer("min", 1, kMaxReplicas));
+    ESTUARY_ASSIGN_OR_RETURN(max, replicas.Integer("max", 1, kMaxReplicas, min));
+    if (max < min) {
+      return InvalidArgument(Field("replicas.max") + std::to_string(max) + " is below 'replicas.min' " + std::to_string(min));
+    }
+    ESTUARY_ASSIGN_OR_RETURN(step, replicas.Integer("step", 1, kMaxReplicas, 1));
+    if (step > max) {
+      return InvalidArgument(Field("replicas.step") + std::to_string(step) + " is above 'replicas.max' " +
+                             std::to_string(max));
+    }
   }
   r.min_replicas = static_cast<int32_t>(min);
   r.max_replicas = static_cast<int32_t>(max);
@@ -381,7 +390,7 @@ Status ReadReplicas(const ObjectReader& in, JobRequest& r) {
 
 Status ReadGpus(const ObjectReader& in, JobRequest& r) {
   int64_t gpus, milli;
-  ESTUARY_ASSIGN_OR_RETURN(gpus, in.Integer("gpus", 0, kMaxGpusPerNode));
+  ESTUARY_ASSIGN_OR_RETURN(gpus, in.Integer("gpus", 0, kMaxGpusPerNode, 0));
   ESTUARY_ASSIGN_OR_RETURN(milli, in.Integer("gpu_milli", 1, kMilliPerGpu, kMilliPerGpu));
   if (milli < kMilliPerGpu && gpus != 1) {
     return InvalidArgument(Field("gpu_milli") + std::to_string(milli) + " needs 'gpus': 1 (one shared GPU), not " +
@@ -392,10 +401,63 @@ Status ReadGpus(const ObjectReader& in, JobRequest& r) {
   return Status::Ok();
 }
 
+// An amount given in a fine unit (`fine`, e.g. cpu_milli) or a coarse one (`coarse`, e.g.
+// cpu_cores, worth `factor` fine units); at most one of the two; `fallback` (fine) when neither.
+StatusOr<int64_t> FineOrCoarse(const ObjectReader& in, std::string_view fine, std::string_view coarse, int64_t factor,
+                               int64_t fallback) {
+  if (in.Find(fine) != nullptr && in.Find(coarse) != nullptr) {
+    return InvalidArgument(Field(fine) + "give '" + std::string(coarse) + "' or '" + std::string(fine) + "', not both");
+  }
+  if (in.Find(coarse) != nullptr) {
+    int64_t v;
+    ESTUARY_ASSIGN_OR_RETURN(v, in.Integer(coarse, 0, kMaxCoresOrGib));
+    return v * factor;
+  }
+  return in.Integer(fine, 0, kMaxCpuOrMemory, fallback);
+}
+
+StatusOr<bool> BoolOr(const ObjectReader& in, std::string_view key, bool fallback) {
+  const Json* v = in.Find(key);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) return InvalidArgument(Field(key) + "expected a boolean");
+  return v->get<bool>();
+}
+
+// `class`: it sets the defaults of `priority` and `preemptible`, read later by ReadPriority.
+Status ReadClass(const ObjectReader& in, JobRequest& r) {
+  ESTUARY_ASSIGN_OR_RETURN(r.job_class, in.String("class", 1, kMaxShortString, ""));
+  if (r.job_class.empty()) return Status::Ok();
+  std::string known;
+  for (const JobClassInfo& k : kJobClasses) {
+    if (r.job_class == k.name) {
+      r.priority = k.priority;
+      r.preemptible = k.preemptible;
+      return Status::Ok();
+    }
+    known += std::string(known.empty() ? "" : ", ") + k.name;
+  }
+  return InvalidArgument(Field("class") + "unknown class " + Quoted(r.job_class) + " (known: " + known + ")");
+}
+
+// `priority` and `preemptible`, whose defaults are ReadClass's.
+Status ReadPriority(const ObjectReader& in, JobRequest& r) {
+  int64_t priority;
+  ESTUARY_ASSIGN_OR_RETURN(priority, in.Integer("priority", 0, kMaxPriority, r.priority));
+  r.priority = static_cast<int32_t>(priority);
+  ESTUARY_ASSIGN_OR_RETURN(r.preemptible, BoolOr(in, "preemptible", r.preemptible));
+  return Status::Ok();
+}
+
 Status ReadModels(const ObjectReader& in, JobRequest& r) {
   const Json* v = in.Find("models");
   if (v == nullptr) return Status::Ok();
-  if (!v->is_array()) return InvalidArgument(Field("models") + "expected an array");
+  if (v->is_string()) {
+    std::string model;
+    ESTUARY_ASSIGN_OR_RETURN(model, StringIn(*v, "models", 1, kMaxShortString));
+    r.models.push_back(std::move(model));
+    return Status::Ok();
+  }
+  if (!v->is_array()) return InvalidArgument(Field("models") + "expected a string or an array");
   if (v->empty()) return InvalidArgument(Field("models") + "empty (leave it out for any model)");
   if (v->size() > kMaxModels) {
     return InvalidArgument(Field("models") + std::to_string(v->size()) + " entries, more than " +
@@ -418,11 +480,11 @@ Status ReadModels(const ObjectReader& in, JobRequest& r) {
 Status ReadPlacement(const ObjectReader& in, JobRequest& r) {
   ESTUARY_ASSIGN_OR_RETURN(r.plane, in.String("plane", 1, kMaxShortString, ""));
   ESTUARY_ASSIGN_OR_RETURN(r.required_level, in.String("required_level", 1, kMaxShortString, ""));
-  if (!r.plane.empty() && r.required_level.empty()) {
-    return InvalidArgument(Field("required_level") + "missing (required with 'plane')");
-  }
-  if (r.plane.empty() && !r.required_level.empty()) {
-    return InvalidArgument(Field("plane") + "missing (required with 'required_level')");
+  ESTUARY_ASSIGN_OR_RETURN(r.preferred_level, in.String("preferred_level", 1, kMaxShortString, ""));
+  if (r.plane.empty()) {
+    for (const char* level : {"required_level", "preferred_level"}) {
+      if (in.Find(level) != nullptr) return InvalidArgument(Field("plane") + "missing (required with '" + level + "')");
+    }
   }
   return Status::Ok();
 }
@@ -446,44 +508,140 @@ Status ReadLabels(const ObjectReader& in, JobRequest& r) {
   return Status::Ok();
 }
 
+// `standby`: ascending, disjoint windows of at most `max_replicas` replicas.
+Status ReadStandby(const ObjectReader& in, int32_t max_replicas, ScenarioJobFields& s) {
+  const Json* v = in.Find("standby");
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_array()) return InvalidArgument(Field("standby") + "expected an array of {from_s, to_s, replicas}");
+  for (size_t i = 0; i < v->size(); ++i) {
+    const std::string path = "standby[" + std::to_string(i) + "]";
+    if (!(*v)[i].is_object()) return InvalidArgument(Field(path) + "expected an object {from_s, to_s, replicas}");
+    const ObjectReader w((*v)[i], path);
+    ESTUARY_RETURN_IF_ERROR(w.RejectUnknown({"from_s", "to_s", "replicas"}));
+    JobStandbyWindow sw;
+    ESTUARY_ASSIGN_OR_RETURN(sw.from_s, w.Integer("from_s", 0, kMaxSeconds));
+    ESTUARY_ASSIGN_OR_RETURN(sw.to_s, w.Integer("to_s", 0, kMaxSeconds));
+    if (sw.to_s <= sw.from_s) {
+      return InvalidArgument(Field(w.PathOf("to_s")) + std::to_string(sw.to_s) + " is not after 'from_s' " +
+                             std::to_string(sw.from_s));
+    }
+    int64_t replicas;
+    ESTUARY_ASSIGN_OR_RETURN(replicas, w.Integer("replicas", 1, max_replicas, 1));
+    sw.replicas = static_cast<int32_t>(replicas);
+    if (!s.standby.empty() && sw.from_s < s.standby.back().to_s) {
+      return InvalidArgument(Field(w.PathOf("from_s")) + std::to_string(sw.from_s) + " is before the end of standby[" +
+                             std::to_string(i - 1) + "] " + std::to_string(s.standby.back().to_s));
+    }
+    s.standby.push_back(sw);
+  }
+  return Status::Ok();
+}
+
+// The scenario-only fields (docs in the header).
+Status ReadScenarioFields(const ObjectReader& in, JobUse use, const JobRequest& r, ScenarioJobFields& s) {
+  if (use == JobUse::kScenarioJob) {
+    ESTUARY_ASSIGN_OR_RETURN(s.submit_s, in.Integer("submit_s", 0, kMaxSeconds, 0));
+  } else {
+    ESTUARY_ASSIGN_OR_RETURN(s.duration_mean_s, in.Integer("duration_mean_s", 1, kMaxSeconds, 3600));
+  }
+  std::string scaling;
+  ESTUARY_ASSIGN_OR_RETURN(scaling, in.String("scaling", 1, kMaxShortString, "fixed"));
+  if (scaling != "fixed" && scaling != "linear") {
+    return InvalidArgument(Field("scaling") + "unknown scaling " + Quoted(scaling) + " (known: fixed, linear)");
+  }
+  s.linear_scaling = scaling == "linear";
+  int64_t locked;
+  ESTUARY_ASSIGN_OR_RETURN(locked, in.Integer("locked_pct", 0, kMaxLockedPct, 0));
+  s.locked_pct = static_cast<int32_t>(locked);
+  if (use == JobUse::kScenarioJob) {
+    ESTUARY_RETURN_IF_ERROR(ReadStandby(in, r.max_replicas, s));
+    ESTUARY_ASSIGN_OR_RETURN(s.home, in.String("home", 1, kMaxNameLength, ""));
+  }
+  ESTUARY_ASSIGN_OR_RETURN(s.home_only, BoolOr(in, "home_only", false));
+  return Status::Ok();
+}
+
+constexpr std::string_view kCommonKeys[] = {
+    "name", "class", "replicas", "gpus", "gpu_milli", "cpu_milli", "cpu_cores", "memory_mib", "memory_gib",
+    "priority", "preemptible", "models", "plane", "required_level", "preferred_level", "checkpoint_interval_s",
+    "restart_cost_s", "usable_step", "labels"};
+constexpr std::string_view kScenarioKeys[] = {"submit_s", "duration_mean_s", "scaling", "locked_pct",
+                                              "standby", "home", "home_only"};
+
+// The first key of `in` that a job read for `use` may not have.
+Status RejectUnknownJobKeys(const Json& doc, JobUse use, const std::vector<std::string>& caller_keys) {
+  auto listed = [](const auto& keys, std::string_view k) { return std::find(std::begin(keys), std::end(keys), k) != std::end(keys); };
+  for (const auto& [key, value] : doc.items()) {
+    if (listed(kCommonKeys, key) || listed(caller_keys, key)) continue;
+    const bool generated = use == JobUse::kGeneratedClass;
+    if (key == "duration_s") {
+      if (!generated) continue;
+      return InvalidArgument(Field(key) + "not in a generator class (give duration_mean_s)");
+    }
+    if (listed(kScenarioKeys, key)) {
+      if (use == JobUse::kService) return InvalidArgument(Field(key) + "only in a scenario (the simulated workload)");
+      if (key == "duration_mean_s" && !generated) return InvalidArgument(Field(key) + "only in a generator class (give duration_s)");
+      if (generated && (key == "submit_s" || key == "standby" || key == "home")) {
+        return InvalidArgument(Field(key) + "not in a generator class");
+      }
+      continue;
+    }
+    return InvalidArgument(Field(MemberPath("", key)) + "unknown field");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+StatusOr<DecodedJob> DecodeJob(const Json& doc, JobUse use, const std::vector<std::string>& caller_keys) {
+  if (!doc.is_object()) {
+    return InvalidArgument(std::string("expected a JSON object at the top level, not ") + TypeName(doc));
+  }
+  ESTUARY_RETURN_IF_ERROR(RejectUnknownJobKeys(doc, use, caller_keys));
+  const ObjectReader in(doc, "");
+  DecodedJob out;
+  JobRequest& r = out.request;
+  if (use != JobUse::kGeneratedClass || in.Find("name") != nullptr) ESTUARY_RETURN_IF_ERROR(ReadName(in, r));
+  ESTUARY_RETURN_IF_ERROR(ReadClass(in, r));
+  ESTUARY_RETURN_IF_ERROR(ReadReplicas(in, r));
+  ESTUARY_RETURN_IF_ERROR(ReadGpus(in, r));
+  ESTUARY_ASSIGN_OR_RETURN(r.cpu_milli, FineOrCoarse(in, "cpu_milli", "cpu_cores", 1000, 1000));
+  ESTUARY_ASSIGN_OR_RETURN(r.memory_mib, FineOrCoarse(in, "memory_mib", "memory_gib", 1024, 1024));
+  ESTUARY_RETURN_IF_ERROR(ReadPriority(in, r));
+  ESTUARY_RETURN_IF_ERROR(ReadModels(in, r));
+  ESTUARY_RETURN_IF_ERROR(ReadPlacement(in, r));
+  if (use != JobUse::kGeneratedClass) ESTUARY_ASSIGN_OR_RETURN(r.duration_s, in.Integer("duration_s", 0, kMaxSeconds, 3600));
+  ESTUARY_ASSIGN_OR_RETURN(r.checkpoint_interval_s, in.Integer("checkpoint_interval_s", 0, kMaxSeconds, 0));
+  ESTUARY_ASSIGN_OR_RETURN(r.restart_cost_s, in.Integer("restart_cost_s", 0, kMaxSeconds, 0));
+  int64_t usable;
+  ESTUARY_ASSIGN_OR_RETURN(usable, in.Integer("usable_step", 0, kMaxReplicas, 0));
+  r.usable_step = static_cast<int32_t>(usable);
+  ESTUARY_RETURN_IF_ERROR(ReadLabels(in, r));
+  if (use != JobUse::kService) ESTUARY_RETURN_IF_ERROR(ReadScenarioFields(in, use, r, out.scenario));
+  return out;
+}
+
+std::string JobErrorPath(std::string_view message) {
+  constexpr std::string_view kStart = "field '";
+  if (message.substr(0, kStart.size()) != kStart) return "";
+  const size_t end = message.find("': ", kStart.size());
+  if (end == std::string_view::npos) return "";
+  return std::string(message.substr(kStart.size(), end - kStart.size()));
+}
 
 StatusOr<JobRequest> DecodeJobRequest(std::string_view body) {
   StatusOr<Json> parsed = ParseDocument(body);
   if (!parsed.ok()) return parsed.status();
-  const Json& doc = *parsed;
-  if (!doc.is_object()) {
-    return InvalidArgument(std::string("expected a JSON object at the top level, not ") + TypeName(doc));
-  }
-  const ObjectReader in(doc, "");
-  ESTUARY_RETURN_IF_ERROR(in.RejectUnknown({"name", "replicas", "gpus", "gpu_milli", "cpu_milli", "memory_mib",
-                                            "priority", "preemptible", "models", "plane", "required_level",
-                                            "duration_s", "checkpoint_interval_s", "labels"}));
-  JobRequest r;
-  ESTUARY_RETURN_IF_ERROR(ReadName(in, r));
-  ESTUARY_RETURN_IF_ERROR(ReadReplicas(in, r));
-  ESTUARY_RETURN_IF_ERROR(ReadGpus(in, r));
-  ESTUARY_ASSIGN_OR_RETURN(r.cpu_milli, in.Integer("cpu_milli", 0, kMaxCpuOrMemory));
-  ESTUARY_ASSIGN_OR_RETURN(r.memory_mib, in.Integer("memory_mib", 0, kMaxCpuOrMemory));
-  int64_t priority;
-  ESTUARY_ASSIGN_OR_RETURN(priority, in.Integer("priority", 0, kMaxPriority));
-  r.priority = static_cast<int32_t>(priority);
-  if (const Json* v = in.Find("preemptible")) {
-    if (!v->is_boolean()) return InvalidArgument(Field("preemptible") + "expected a boolean");
-    r.preemptible = v->get<bool>();
-  }
-  ESTUARY_RETURN_IF_ERROR(ReadModels(in, r));
-  ESTUARY_RETURN_IF_ERROR(ReadPlacement(in, r));
-  ESTUARY_ASSIGN_OR_RETURN(r.duration_s, in.Integer("duration_s", 0, kMaxSeconds, 0));
-  ESTUARY_ASSIGN_OR_RETURN(r.checkpoint_interval_s, in.Integer("checkpoint_interval_s", 0, kMaxSeconds, 0));
-  ESTUARY_RETURN_IF_ERROR(ReadLabels(in, r));
-  return r;
+  StatusOr<DecodedJob> job = DecodeJob(*parsed, JobUse::kService);
+  if (!job.ok()) return job.status();
+  return std::move(job->request);
 }
 
 std::string EncodeJobRequest(const JobRequest& r) {
   using Ordered = nlohmann::ordered_json;
   Ordered j = Ordered::object();
   j["name"] = r.name;
+  if (!r.job_class.empty()) j["class"] = r.job_class;
   Ordered replicas = Ordered::object();
   replicas["min"] = r.min_replicas;
   replicas["max"] = r.max_replicas;
@@ -498,8 +656,11 @@ std::string EncodeJobRequest(const JobRequest& r) {
   if (!r.models.empty()) j["models"] = r.models;
   if (!r.plane.empty()) j["plane"] = r.plane;
   if (!r.required_level.empty()) j["required_level"] = r.required_level;
+  if (!r.preferred_level.empty()) j["preferred_level"] = r.preferred_level;
   j["duration_s"] = r.duration_s;
   j["checkpoint_interval_s"] = r.checkpoint_interval_s;
+  j["restart_cost_s"] = r.restart_cost_s;
+  j["usable_step"] = r.usable_step;
   Ordered labels = Ordered::object();
   for (const auto& [k, v] : r.labels) labels[k] = v;
   j["labels"] = std::move(labels);

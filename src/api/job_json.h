@@ -1,38 +1,62 @@
-// The service's job wire format (issue 7, `POST /v1/jobs`): the JSON a user submits, decoded and
-// validated into a JobRequest, and the JSON a job is shown as.
+// The one job schema (issue 18; docs/schema.md): a job as the service's `POST /v1/jobs` JSON, a
+// job file, and a scenario's `jobs:` entry or generator class (YAML, converted to the same JSON
+// value first) are decoded and validated here, with the same names, units, defaults and error
+// text. The service stores and shows a job as the JSON EncodeJobRequest writes.
 //
-// A submitted job is one JSON object:
-//   name           string, required: 1 to 128 characters of [A-Za-z0-9._-]
-//   replicas       object, required: {"min": m, "max": M, "step": s} — integers, 1 <= m <= M <=
-//                  100000, 1 <= s <= M; "step" defaults to 1, "max" to "min"; m and M need not
-//                  be multiples of s (the engine grants multiples of s when it aligns)
-//   gpus           integer 0..16 (kMaxGpusPerNode), required: whole GPUs per replica
+// A job is one object:
+//   name           string of 1 to 128 characters of [A-Za-z0-9._-]; required (optional in a
+//                  generator class)
+//   class          one of kJobClasses' names; sets the defaults of priority and preemptible
+//   replicas       an integer N (= {"min": N, "max": N}) or {"min": m, "max": M, "step": s}:
+//                  integers, 1 <= m <= M <= 100000, 1 <= s <= M; "step" defaults to 1, "max" to
+//                  "min"; m and M need not be multiples of s (the engine grants multiples of s
+//                  when it aligns). Default 1
+//   gpus           integer 0..16 (kMaxGpusPerNode): whole GPUs per replica, default 0
 //   gpu_milli      integer 1..1000: a shared GPU's share per replica (below 1000 only with
 //                  gpus = 1; default 1000 = the whole GPU, which any gpus may state)
-//   cpu_milli      integer 0..10^9, required: CPU per replica in milli-cores
-//   memory_mib     integer 0..10^9, required: memory per replica in MiB
-//   priority       integer 0..1000, required (>= 700 is high priority)
-//   preemptible    boolean, default false
-//   models         array of 1..16 distinct GPU model names (strings of 1..64 characters),
-//                  default: any (leave it out; an empty array is rejected)
-//   plane, required_level   strings (1..64 characters) naming a topology plane and a level of it
-//                  that all replicas must share; both or neither
-//   duration_s     integer 0..10^8, default 0: how long each replica runs for a fake agent
-//                  (0: until stopped); real agents ignore it
-//   checkpoint_interval_s   integer 0..10^8, default 0
+//   cpu_milli | cpu_cores      CPU per replica (integers 0..10^9 milli-cores | 0..10^6 cores; at
+//                  most one of the two), default 1000 milli-cores
+//   memory_mib | memory_gib    memory per replica (integers 0..10^9 MiB | 0..10^6 GiB; at most
+//                  one of the two), default 1024 MiB
+//   priority       integer 0..1000 (>= 700 is high priority), default the class's or 0
+//   preemptible    boolean, default the class's or false
+//   models         a GPU model name or an array of 1..16 distinct ones (strings of 1..64
+//                  characters), default: any (leave it out; an empty array is rejected)
+//   plane          string (1..64 characters): a topology plane
+//   required_level, preferred_level   strings (1..64 characters): a level of `plane` that all
+//                  replicas must share / should share; either needs `plane`
+//   duration_s     integer 0..10^12, default 3600: how long each replica runs — in a simulation
+//                  and for a fake agent (real agents ignore it); 0: until stopped (in a
+//                  simulation: beyond the end of the run). Not in a generator class
+//   checkpoint_interval_s   integer 0..10^12, default 0 (no checkpoints)
+//   restart_cost_s integer 0..10^12, default 0: what restarting a replica costs (victim choice)
+//   usable_step    integer 0..100000, default 0 (= step): the job can use only multiples of it
 //   labels         object of string -> string (at most 32 entries, keys of 1..128 and values of
 //                  0..128 characters), default none: kept and shown, not used for scheduling
+// Only in a scenario (the simulated workload, JobUse::kScenarioJob / kGeneratedClass; the
+// service answers "only in a scenario"):
+//   submit_s       integer 0..10^12, default 0 (jobs only)
+//   duration_mean_s   integer 1..10^12, default 3600 (generator classes only, instead of
+//                  duration_s): the mean of the exponential run time
+//   scaling        "fixed" (default) or "linear": duration_s is the run time at max replicas
+//   locked_pct     integer 0..100, default 0: per cent of the replicas that may not be migrated
+//   standby        (jobs only) array of {"from_s", "to_s", "replicas"}: windows, ascending and
+//                  disjoint, in which `replicas` (1..max, default 1) of the job's bound replicas
+//                  are in Standby
+//   home, home_only   (federation scenarios) the member a job is submitted to (jobs only) and
+//                  whether it may run elsewhere; the scenario checks them
 // Unknown keys are rejected (a misspelt field must not be silently dropped), and so are duplicate
 // keys at any depth. An optional field is given a value or left out: null is not "default".
-// Integers are JSON integer literals: a number with a fraction or an exponent is "expected an
+// Integers are integer literals: a number with a fraction or an exponent is "expected an
 // integer" even when its value is whole (8.0, 1e3), and one beyond 64 bits is out of range. -0 is
 // 0. Characters are Unicode code points; no string may hold a control character (U+0000..U+001F,
-// U+007F). The body must be UTF-8 without NUL bytes, nested at most 32 levels deep.
-// Errors are one line of printable ASCII naming the field (user text in it is escaped and cut),
-// e.g. "field 'replicas.min': 0 is below 1", "field 'gpus': expected an integer", "field
-// 'colour': unknown field", "field 'labels.a': duplicate key", "expected a JSON object at the top
-// level, not an array", "malformed JSON at byte 17: ..." (byte offsets are 1-based; one past the
-// end for a truncated body).
+// U+007F). A JSON body must be UTF-8 without NUL bytes, nested at most 32 levels deep.
+// Errors are one line of printable ASCII that starts with the field's path (user text in it is
+// escaped and cut), e.g. "field 'replicas.min': 0 is below 1", "field 'gpus': expected an
+// integer", "field 'colour': unknown field", "field 'labels.a': duplicate key"; a body that is not
+// an object gives "expected a JSON object at the top level, not an array", and malformed JSON
+// "malformed JSON at byte 17: ..." (byte offsets are 1-based; one past the end for a truncated
+// body). A scenario prefixes "FILE:LINE: " (the line of the field, or of the job).
 // Thread-safety: free functions without shared state.
 #pragma once
 
@@ -42,12 +66,30 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "common/status.h"
 
 namespace estuary {
 
+// The job classes of `class`: names and their default priority and preemptibility.
+struct JobClassInfo {
+  const char* name;
+  int32_t priority;
+  bool preemptible;
+};
+inline constexpr JobClassInfo kJobClasses[] = {
+    {"hp-inference", 900, false},  // online inference services (HP)
+    {"hp-training", 800, false},   // HP training
+    {"dev", 500, false},           // development / interactive
+    {"lp", 300, true},             // LP consumer jobs: offline inference, data refresh
+    {"spot", 100, true},           // spot jobs on harvested capacity
+};
+
+// The fields every driver takes.
 struct JobRequest {
   std::string name;
+  std::string job_class;  // empty: none
   int32_t min_replicas = 1;
   int32_t max_replicas = 1;
   int32_t step = 1;
@@ -58,22 +100,62 @@ struct JobRequest {
   int32_t priority = 0;
   bool preemptible = false;
   std::vector<std::string> models;
-  std::string plane, required_level;
-  int64_t duration_s = 0;
+  std::string plane, required_level, preferred_level;
+  int64_t duration_s = 3600;
   int64_t checkpoint_interval_s = 0;
+  int64_t restart_cost_s = 0;
+  int32_t usable_step = 0;
   std::map<std::string, std::string> labels;
 
   bool operator==(const JobRequest&) const = default;
 };
 
-// Decodes and validates a request body. InvalidArgument with the reason on any error; never
+// A Standby window of a scenario job (`standby:`).
+struct JobStandbyWindow {
+  int64_t from_s = 0, to_s = 0;
+  int32_t replicas = 1;
+  bool operator==(const JobStandbyWindow&) const = default;
+};
+
+// The fields only a scenario takes: the simulated workload's model of the job.
+struct ScenarioJobFields {
+  int64_t submit_s = 0;
+  int64_t duration_mean_s = 3600;  // generator classes (their duration_s)
+  bool linear_scaling = false;
+  int32_t locked_pct = 0;
+  std::vector<JobStandbyWindow> standby;
+  std::string home;  // empty: not given
+  bool home_only = false;
+  bool operator==(const ScenarioJobFields&) const = default;
+};
+
+// Where a job is read: which fields it may have.
+enum class JobUse { kService, kScenarioJob, kGeneratedClass };
+
+struct DecodedJob {
+  JobRequest request;
+  ScenarioJobFields scenario;  // defaults for kService
+};
+
+// Decodes and validates one job object. `caller_keys` are further keys the caller reads itself
+// (a generator class's `share`, `diurnal`); they are not rejected as unknown. InvalidArgument
+// whose message starts with "field '<path>': " on any error, except a `doc` that is not an
+// object ("expected a JSON object at the top level, not ..."). Never throws.
+StatusOr<DecodedJob> DecodeJob(const nlohmann::json& doc, JobUse use,
+                               const std::vector<std::string>& caller_keys = {});
+
+// The path named by an error of DecodeJob ("replicas.min" of "field 'replicas.min': ..."), or ""
+// when the message names none.
+std::string JobErrorPath(std::string_view message);
+
+// Decodes and validates a request body as JobUse::kService. InvalidArgument with the reason on any error; never
 // crashes or hangs on any input (bodies are bounded by the server before this is called).
 StatusOr<JobRequest> DecodeJobRequest(std::string_view body);
 
-// The canonical JSON of a request: compact, every field in the order listed above, so that
+// The canonical JSON of a request: compact, every JobRequest field in the order listed above, so that
 // DecodeJobRequest(EncodeJobRequest(r)) == r for any r that DecodeJobRequest returned. `models`
 // and `plane`/`required_level` are left out when empty (an empty value is not valid input);
-// defaults are written out. Never throws (invalid UTF-8 in a hand-built r is replaced).
+// `class` when empty; the other defaults are written out. Never throws (invalid UTF-8 in a hand-built r is replaced).
 // Used to store accepted jobs.
 std::string EncodeJobRequest(const JobRequest& r);
 

@@ -36,6 +36,7 @@ class Body {
   static Body Full() {
     Body b;
     b.Set("name", R"("train-llm.v2_a")")
+        .Set("class", R"("lp")")
         .Set("replicas", R"({"min": 4, "max": 16, "step": 4})")
         .Set("gpus", "1")
         .Set("gpu_milli", "500")
@@ -46,8 +47,11 @@ class Body {
         .Set("models", R"(["A100-SXM4-80GB", "H100"])")
         .Set("plane", R"("data")")
         .Set("required_level", R"("asw")")
-        .Set("duration_s", "3600")
+        .Set("preferred_level", R"("pod")")
+        .Set("duration_s", "7200")
         .Set("checkpoint_interval_s", "600")
+        .Set("restart_cost_s", "90")
+        .Set("usable_step", "8")
         .Set("labels", R"({"team": "nlp", "ticket": "ML-42"})");
     return b;
   }
@@ -103,6 +107,7 @@ std::string ErrorOf(std::string_view body) {
 TEST(DecodeJobRequest, AFullRequestSetsEveryField) {
   const JobRequest r = DecodeOk(Body::Full().str());
   EXPECT_EQ(r.name, "train-llm.v2_a");
+  EXPECT_EQ(r.job_class, "lp");
   EXPECT_EQ(r.min_replicas, 4);
   EXPECT_EQ(r.max_replicas, 16);
   EXPECT_EQ(r.step, 4);
@@ -115,8 +120,11 @@ TEST(DecodeJobRequest, AFullRequestSetsEveryField) {
   EXPECT_EQ(r.models, (std::vector<std::string>{"A100-SXM4-80GB", "H100"}));
   EXPECT_EQ(r.plane, "data");
   EXPECT_EQ(r.required_level, "asw");
-  EXPECT_EQ(r.duration_s, 3600);
+  EXPECT_EQ(r.preferred_level, "pod");
+  EXPECT_EQ(r.duration_s, 7200);
   EXPECT_EQ(r.checkpoint_interval_s, 600);
+  EXPECT_EQ(r.restart_cost_s, 90);
+  EXPECT_EQ(r.usable_step, 8);
   EXPECT_EQ(r.labels, (std::map<std::string, std::string>{{"team", "nlp"}, {"ticket", "ML-42"}}));
 }
 
@@ -135,9 +143,70 @@ TEST(DecodeJobRequest, OptionalFieldsTakeTheDocumentedDefaults) {
   EXPECT_TRUE(r.models.empty());
   EXPECT_TRUE(r.plane.empty());
   EXPECT_TRUE(r.required_level.empty());
-  EXPECT_EQ(r.duration_s, 0);
+  EXPECT_TRUE(r.preferred_level.empty());
+  EXPECT_EQ(r.duration_s, 3600);
   EXPECT_EQ(r.checkpoint_interval_s, 0);
+  EXPECT_EQ(r.restart_cost_s, 0);
+  EXPECT_EQ(r.usable_step, 0);
   EXPECT_TRUE(r.labels.empty());
+}
+
+TEST(DecodeJobRequest, AJobOfOnlyANameTakesEveryDefault) {
+  const JobRequest r = DecodeOk(R"({"name": "n"})");
+  EXPECT_TRUE(r.job_class.empty());
+  EXPECT_EQ(r.min_replicas, 1);
+  EXPECT_EQ(r.max_replicas, 1);
+  EXPECT_EQ(r.step, 1);
+  EXPECT_EQ(r.gpus, 0);
+  EXPECT_EQ(r.gpu_milli, 1000);
+  EXPECT_EQ(r.cpu_milli, 1000);
+  EXPECT_EQ(r.memory_mib, 1024);
+  EXPECT_EQ(r.priority, 0);
+  EXPECT_FALSE(r.preemptible);
+  EXPECT_EQ(r.duration_s, 3600);
+}
+
+TEST(DecodeJobRequest, ReplicasMayBeOneIntegerForARigidJob) {
+  const JobRequest r = DecodeOk(Body::Minimal().Set("replicas", "6").str());
+  EXPECT_EQ(r.min_replicas, 6);
+  EXPECT_EQ(r.max_replicas, 6);
+  EXPECT_EQ(r.step, 1);
+}
+
+TEST(DecodeJobRequest, CpuAndMemoryMayBeGivenInCoresAndGib) {
+  const JobRequest r = DecodeOk(Body::Minimal().Drop("cpu_milli").Drop("memory_mib").Set("cpu_cores", "6").Set("memory_gib", "48").str());
+  EXPECT_EQ(r.cpu_milli, 6000);
+  EXPECT_EQ(r.memory_mib, 48 * 1024);
+}
+
+TEST(DecodeJobRequest, AClassSetsTheDefaultPriorityAndPreemptibilityAndExplicitFieldsWin) {
+  for (const JobClassInfo& k : kJobClasses) {
+    const JobRequest r = DecodeOk(Body::Minimal().Drop("priority").Set("class", "\"" + std::string(k.name) + "\"").str());
+    EXPECT_EQ(r.priority, k.priority) << k.name;
+    EXPECT_EQ(r.preemptible, k.preemptible) << k.name;
+  }
+  const JobRequest r = DecodeOk(Body::Minimal().Set("class", R"("spot")").Set("priority", "50").Set("preemptible", "false").str());
+  EXPECT_EQ(r.priority, 50);
+  EXPECT_FALSE(r.preemptible);
+  EXPECT_EQ(ErrorOf(Body::Minimal().Set("class", R"("gold")").str()),
+            "field 'class': unknown class 'gold' (known: hp-inference, hp-training, dev, lp, spot)");
+}
+
+TEST(DecodeJobRequest, ModelsMayBeOneName) {
+  EXPECT_EQ(DecodeOk(Body::Minimal().Set("models", R"("A100")").str()).models, std::vector<std::string>{"A100"});
+}
+
+TEST(DecodeJobRequest, APlaneMayComeAloneAndEitherLevelNeedsIt) {
+  EXPECT_EQ(DecodeOk(Body::Minimal().Set("plane", R"("data")").str()).plane, "data");
+  EXPECT_EQ(ErrorOf(Body::Minimal().Set("preferred_level", R"("asw")").str()),
+            "field 'plane': missing (required with 'preferred_level')");
+}
+
+TEST(DecodeJobRequest, TheScenarioOnlyFieldsAreRejectedByTheServiceNamingWhereTheyBelong) {
+  for (const char* key : {"submit_s", "duration_mean_s", "scaling", "locked_pct", "standby", "home", "home_only"}) {
+    EXPECT_EQ(ErrorOf(Body::Minimal().Set(key, "1").str()),
+              "field '" + std::string(key) + "': only in a scenario (the simulated workload)");
+  }
 }
 
 TEST(DecodeJobRequest, TheBoundsOfEveryRangeAreAccepted) {
@@ -164,13 +233,15 @@ TEST(DecodeJobRequest, TheBoundsOfEveryRangeAreAccepted) {
                                        .Set("models", "[\"" + std::string(64, 'm') + "\"]")
                                        .Set("plane", "\"" + std::string(64, 'p') + "\"")
                                        .Set("required_level", "\"" + std::string(64, 'l') + "\"")
-                                       .Set("duration_s", "100000000")
-                                       .Set("checkpoint_interval_s", "100000000")
+                                       .Set("duration_s", "1000000000000")
+                                       .Set("checkpoint_interval_s", "1000000000000")
+                                       .Set("restart_cost_s", "1000000000000")
+                                       .Set("usable_step", "100000")
                                        .str());
   EXPECT_EQ(high.name, name128);
   EXPECT_EQ(high.max_replicas, 100000);
   EXPECT_EQ(high.cpu_milli, 1'000'000'000);
-  EXPECT_EQ(high.duration_s, 100'000'000);
+  EXPECT_EQ(high.duration_s, 1'000'000'000'000);
   EXPECT_EQ(DecodeOk(Body::Minimal().Set("gpus", "1").Set("gpu_milli", "1").str()).gpu_milli, 1);
 }
 
@@ -212,18 +283,20 @@ TEST(DecodeJobRequest, WhitespaceAroundAndInsideTheDocumentIsIgnored) {
 
 TEST(EncodeJobRequest, WritesEveryFieldInTheHeadersOrderCompactly) {
   EXPECT_EQ(EncodeJobRequest(DecodeOk(Body::Full().str())),
-            R"({"name":"train-llm.v2_a","replicas":{"min":4,"max":16,"step":4},"gpus":1,"gpu_milli":500,)"
+            R"({"name":"train-llm.v2_a","class":"lp","replicas":{"min":4,"max":16,"step":4},"gpus":1,"gpu_milli":500,)"
             R"("cpu_milli":8000,"memory_mib":65536,"priority":700,"preemptible":true,)"
-            R"("models":["A100-SXM4-80GB","H100"],"plane":"data","required_level":"asw",)"
-            R"("duration_s":3600,"checkpoint_interval_s":600,"labels":{"team":"nlp","ticket":"ML-42"}})");
+            R"("models":["A100-SXM4-80GB","H100"],"plane":"data","required_level":"asw","preferred_level":"pod",)"
+            R"("duration_s":7200,"checkpoint_interval_s":600,"restart_cost_s":90,"usable_step":8,)"
+            R"("labels":{"team":"nlp","ticket":"ML-42"}})");
 }
 
-TEST(EncodeJobRequest, LeavesOutOnlyModelsAndPlacementWhenTheyAreUnset) {
-  // An empty models list or placement is not valid input (it means "left out"), so it is left out.
+TEST(EncodeJobRequest, LeavesOutOnlyClassModelsAndPlacementWhenTheyAreUnset) {
+  // An empty class, models list or placement is not valid input (it means "left out"), so it is
+  // left out.
   EXPECT_EQ(EncodeJobRequest(DecodeOk(Body::Minimal().str())),
             R"({"name":"train-llm","replicas":{"min":2,"max":2,"step":1},"gpus":8,"gpu_milli":1000,)"
             R"("cpu_milli":32000,"memory_mib":262144,"priority":100,"preemptible":false,)"
-            R"("duration_s":0,"checkpoint_interval_s":0,"labels":{}})");
+            R"("duration_s":3600,"checkpoint_interval_s":0,"restart_cost_s":0,"usable_step":0,"labels":{}})");
 }
 
 TEST(EncodeJobRequest, DecodingTheEncodingGivesTheRequestBack) {
@@ -359,15 +432,10 @@ TEST(DecodeJobRequest, UnknownFieldsAreRejectedSoThatAMisspeltFieldIsNeverDroppe
   });
 }
 
-TEST(DecodeJobRequest, EachRequiredFieldMissingIsNamed) {
+TEST(DecodeJobRequest, OnlyTheNameAndAReplicasObjectsMinAreRequired) {
   ExpectRejections({
       {"no name", Body::Minimal().Drop("name").str(), "field 'name': missing"},
-      {"no replicas", Body::Minimal().Drop("replicas").str(), "field 'replicas': missing"},
       {"no replicas.min", Body::Minimal().Set("replicas", R"({"max": 2})").str(), "field 'replicas.min': missing"},
-      {"no gpus", Body::Minimal().Drop("gpus").str(), "field 'gpus': missing"},
-      {"no cpu_milli", Body::Minimal().Drop("cpu_milli").str(), "field 'cpu_milli': missing"},
-      {"no memory_mib", Body::Minimal().Drop("memory_mib").str(), "field 'memory_mib': missing"},
-      {"no priority", Body::Minimal().Drop("priority").str(), "field 'priority': missing"},
       {"an empty object", "{}", "field 'name': missing"},
   });
 }
@@ -392,7 +460,8 @@ TEST(DecodeJobRequest, ANameIs1To128CharactersOfLettersDigitsDotUnderscoreAndDas
 TEST(DecodeJobRequest, ReplicasAreMinMaxAndStepWithinTheirRanges) {
   auto with = [](const std::string& replicas) { return Body::Minimal().Set("replicas", replicas).str(); };
   ExpectRejections({
-      {"replicas as a number", with("4"), "field 'replicas': expected an object"},
+      {"replicas as a string", with(R"("4")"), "field 'replicas': expected an integer or an object {min, max, step}"},
+      {"replicas as a zero", with("0"), "field 'replicas': 0 is below 1"},
       {"min below 1", with(R"({"min": 0})"), "field 'replicas.min': 0 is below 1"},
       {"min above 100000", with(R"({"min": 100001})"), "field 'replicas.min': 100001 is above 100000"},
       {"max below min", with(R"({"min": 5, "max": 3})"), "field 'replicas.max': 3 is below 'replicas.min' 5"},
@@ -470,11 +539,20 @@ TEST(DecodeJobRequest, CpuMemoryPriorityAndTimesAreWithinTheirRanges) {
        "field 'preemptible': expected a boolean"},
       {"preemptible as a number", Body::Minimal().Set("preemptible", "1").str(),
        "field 'preemptible': expected a boolean"},
-      {"a duration above 10^8", Body::Minimal().Set("duration_s", "100000001").str(),
-       "field 'duration_s': 100000001 is above 100000000"},
+      {"a duration above 10^12", Body::Minimal().Set("duration_s", "1000000000001").str(),
+       "field 'duration_s': 1000000000001 is above 1000000000000"},
       {"a negative duration", Body::Minimal().Set("duration_s", "-1").str(), "field 'duration_s': -1 is below 0"},
-      {"a checkpoint interval above 10^8", Body::Minimal().Set("checkpoint_interval_s", "100000001").str(),
-       "field 'checkpoint_interval_s': 100000001 is above 100000000"},
+      {"a checkpoint interval above 10^12", Body::Minimal().Set("checkpoint_interval_s", "1000000000001").str(),
+       "field 'checkpoint_interval_s': 1000000000001 is above 1000000000000"},
+      {"a negative restart cost", Body::Minimal().Set("restart_cost_s", "-1").str(), "field 'restart_cost_s': -1 is below 0"},
+      {"a usable step above 100000", Body::Minimal().Set("usable_step", "100001").str(),
+       "field 'usable_step': 100001 is above 100000"},
+      {"cores above 10^6", Body::Minimal().Drop("cpu_milli").Set("cpu_cores", "1000001").str(),
+       "field 'cpu_cores': 1000001 is above 1000000"},
+      {"CPU in cores and milli-cores", Body::Minimal().Set("cpu_cores", "2").str(),
+       "field 'cpu_milli': give 'cpu_cores' or 'cpu_milli', not both"},
+      {"memory in GiB and MiB", Body::Minimal().Set("memory_gib", "2").str(),
+       "field 'memory_mib': give 'memory_gib' or 'memory_mib', not both"},
       {"a negative checkpoint interval", Body::Minimal().Set("checkpoint_interval_s", "-3").str(),
        "field 'checkpoint_interval_s': -3 is below 0"},
   });
@@ -485,7 +563,8 @@ TEST(DecodeJobRequest, ModelsAre1To16DistinctNamesOf1To64Characters) {
   for (int i = 0; i < 17; ++i) seventeen += (i ? ", \"m" : "\"m") + std::to_string(i) + "\"";
   seventeen += "]";
   ExpectRejections({
-      {"models as a string", Body::Minimal().Set("models", R"("A100")").str(), "field 'models': expected an array"},
+      {"models as a number", Body::Minimal().Set("models", "7").str(), "field 'models': expected a string or an array"},
+      {"an empty model name alone", Body::Minimal().Set("models", R"("")").str(), "field 'models': empty"},
       {"an empty list", Body::Minimal().Set("models", "[]").str(),
        "field 'models': empty (leave it out for any model)"},
       {"17 models", Body::Minimal().Set("models", seventeen).str(), "field 'models': 17 entries, more than 16"},
@@ -499,10 +578,8 @@ TEST(DecodeJobRequest, ModelsAre1To16DistinctNamesOf1To64Characters) {
   });
 }
 
-TEST(DecodeJobRequest, PlaneAndRequiredLevelComeTogetherOrNotAtAll) {
+TEST(DecodeJobRequest, PlaneAndLevelsAreShortStringsAndALevelNeedsItsPlane) {
   ExpectRejections({
-      {"a plane alone", Body::Minimal().Set("plane", R"("data")").str(),
-       "field 'required_level': missing (required with 'plane')"},
       {"a level alone", Body::Minimal().Set("required_level", R"("asw")").str(),
        "field 'plane': missing (required with 'required_level')"},
       {"an empty plane", Body::Minimal().Set("plane", R"("")").Set("required_level", R"("asw")").str(),

@@ -40,6 +40,7 @@ Json JobJson(const JobView& v) {
   Json j;
   j["id"] = std::to_string(v.id);
   j["name"] = v.request.name;
+  if (!v.request.job_class.empty()) j["class"] = v.request.job_class;
   j["tenant"] = v.tenant;
   j["state"] = std::string(JobPhaseName(v.phase));
   j["replicas"] = {{"min", v.request.min_replicas}, {"max", v.request.max_replicas}, {"step", v.request.step}};
@@ -50,6 +51,13 @@ Json JobJson(const JobView& v) {
   j["priority"] = v.request.priority;
   j["preemptible"] = v.request.preemptible;
   if (!v.request.models.empty()) j["models"] = v.request.models;
+  if (!v.request.plane.empty()) j["plane"] = v.request.plane;
+  if (!v.request.required_level.empty()) j["required_level"] = v.request.required_level;
+  if (!v.request.preferred_level.empty()) j["preferred_level"] = v.request.preferred_level;
+  j["duration_s"] = v.request.duration_s;
+  j["checkpoint_interval_s"] = v.request.checkpoint_interval_s;
+  j["restart_cost_s"] = v.request.restart_cost_s;
+  j["usable_step"] = v.request.usable_step;
   if (!v.request.labels.empty()) j["labels"] = v.request.labels;
   j["bound_replicas"] = v.bound_replicas;
   j["running_replicas"] = v.running_replicas;

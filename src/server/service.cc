@@ -257,9 +257,12 @@ struct Service::Impl {
     f.models = r.models;
     f.plane = r.plane;
     f.required_level = r.required_level;
+    f.preferred_level = r.preferred_level;
+    f.usable_step = r.usable_step;
     f.priority = r.priority;
     f.preemptible = r.preemptible;
     f.checkpoint_interval_s = r.checkpoint_interval_s;
+    f.restart_cost_s = r.restart_cost_s;
     return f;
   }
 

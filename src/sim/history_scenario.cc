@@ -210,10 +210,11 @@ StatusOr<HistoryScenario> HistoryToScenario(const std::vector<HistoryRecord>& re
     ++out.jobs;
     out.finished += ended;
     y << "  - {name: " << Q("job" + std::to_string(id)) << ", submit_s: " << submit << ", duration_s: " << duration
-      << ", replicas: " << j.max_replicas << ", min: " << j.min_replicas << ", step: " << std::max(1, j.step);
+      << ", replicas: {min: " << j.min_replicas << ", max: " << j.max_replicas << ", step: " << std::max(1, j.step) << "}";
     if (j.usable_step > 0) y << ", usable_step: " << j.usable_step;
-    y << ", gpus: " << j.per_replica.gpu_count << ", gpu_milli: " << j.per_replica.gpu_milli
-      << ", cpu_milli: " << j.per_replica.cpu_milli << ", memory_mib: " << j.per_replica.mem_mib
+    y << ", gpus: " << j.per_replica.gpu_count;
+    if (j.per_replica.gpu_count > 0) y << ", gpu_milli: " << j.per_replica.gpu_milli;
+    y << ", cpu_milli: " << j.per_replica.cpu_milli << ", memory_mib: " << j.per_replica.mem_mib
       << ", priority: " << j.priority << ", preemptible: " << (j.preemptible ? "true" : "false")
       << ", checkpoint_interval_s: " << j.checkpoint_interval_s << ", restart_cost_s: " << j.restart_cost_s;
     if (!j.plane.empty()) y << ", plane: " << Q(j.plane);

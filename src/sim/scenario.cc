@@ -12,7 +12,9 @@
 #include "sched/actions/graceful_exit.h"
 #include "sched/plugins/register.h"
 
+#include "api/job_json.h"
 #include "sim/cluster/yaml_context.h"
+#include "sim/cluster/yaml_json.h"
 
 namespace estuary {
 namespace {
@@ -127,120 +129,125 @@ StatusOr<std::vector<std::string>> Models(const Ctx& c, const YAML::Node& m) {
   return out;
 }
 
-// A job (`generated`: a generator class). `fed` decides whether `home` and `home_only` are allowed
-// and resolves `home`; it is parsed before the jobs.
+// The JSON of a job entry and where its fields are written: the entry itself, or, with
+// `file: PATH`, the job in that file (JSON or YAML, relative to the scenario; the very file a
+// user submits to the service) plus the entry's other keys (scenario-only ones such as
+// submit_s; a key in both is an error).
+class JobSource {
+ public:
+  // REQUIRES: m is a mapping.
+  static StatusOr<JobSource> Read(const Ctx& c, const YAML::Node& m, bool generated) {
+    JobSource src;
+    src.scenario_ = c.file;
+    ESTUARY_ASSIGN_OR_RETURN(src.entry_, src.Convert(m, c.file, m.Mark().line + 1));
+    if (!src.entry_.value.contains("file")) return src;
+    if (generated) return src.Error(InvalidArgument("field 'file': not in a generator class"));
+    const nlohmann::json& f = src.entry_.value["file"];
+    if (!f.is_string() || f.get<std::string>().empty()) return src.Error(InvalidArgument("field 'file': expected a path"));
+    std::filesystem::path p = f.get<std::string>();
+    if (p.is_relative()) p = std::filesystem::path(c.file).parent_path() / p;
+    src.file_path_ = p.string();
+    std::ifstream in(p);
+    if (!in) return src.Error(InvalidArgument("field 'file': cannot open '" + src.file_path_ + "'"));
+    std::stringstream text;
+    text << in.rdbuf();
+    YAML::Node loaded;
+    try {
+      loaded = YAML::Load(text.str());
+    } catch (const YAML::ParserException& e) {
+      return InvalidArgument(src.file_path_ + ":" + std::to_string(e.mark.line + 1) + ": malformed JSON or YAML (" + e.msg + ")");
+    }
+    if (!loaded.IsMap()) return InvalidArgument(src.file_path_ + ":1: expected a JSON object (one job)");
+    YamlJson job;
+    ESTUARY_ASSIGN_OR_RETURN(job, src.Convert(loaded, src.file_path_, 1));
+    src.entry_.value.erase("file");
+    for (const auto& [key, value] : src.entry_.value.items()) {
+      if (job.value.contains(key)) {
+        return src.Error(InvalidArgument("field '" + key + "': also in " + src.file_path_ + " (give it in one place)"));
+      }
+      job.value[key] = value;
+    }
+    src.file_ = std::move(job);
+    return src;
+  }
+
+  const nlohmann::json& value() const { return file_ ? file_->value : entry_.value; }
+
+  // `st` (a message of the job schema) prefixed with the file and line of the field it names.
+  Status Error(const Status& st) const {
+    const std::string path = JobErrorPath(st.message());
+    const std::string top = path.substr(0, path.find_first_of(".["));
+    const bool in_file = file_ && !entry_.value.contains(top);
+    return InvalidArgument((in_file ? file_path_ : scenario_) + ":" +
+                           std::to_string(in_file ? file_->LineOf(path) : entry_.LineOf(path)) + ": " + st.message());
+  }
+
+ private:
+  // `n` as JSON; a conversion error is placed at the line of `n` (`line`) in `file`.
+  StatusOr<YamlJson> Convert(const YAML::Node& n, const std::string& file, int line) const {
+    StatusOr<YamlJson> out = YamlToJson(n);
+    if (!out.ok()) return InvalidArgument(file + ":" + std::to_string(line) + ": " + out.status().message());
+    return out;
+  }
+
+  std::string scenario_, file_path_;
+  YamlJson entry_;
+  std::optional<YamlJson> file_;
+};
+
+// A job (`generated`: a generator class, whose `share` and `diurnal` the caller reads), decoded
+// by the one job schema (api/job_json.h) from its YAML converted to JSON; messages are the
+// schema's, prefixed with the file and the field's line. `fed` decides whether `home` and
+// `home_only` are allowed and resolves `home`; it is parsed before the jobs.
 StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated, const FederationSpec& fed) {
-  if (!m.IsMap()) return c.Err(m, "jobs", "expected a mapping per job");
-  std::set<std::string> keys = {"name", "replicas", "min", "step", "usable_step", "gpus", "gpu_milli", "cpu_cores",
-                                "cpu_milli", "memory_gib", "memory_mib", "plane", "required_level", "preferred_level", "class", "priority",
-                                "preemptible", "checkpoint_interval_s", "restart_cost_s", "scaling", "locked_pct",
-                                "models", "home_only"};
-  keys.insert(generated ? "duration_mean_s" : "duration_s");
-  if (generated) keys.insert({"share", "diurnal"});
-  if (!generated) keys.insert({"submit_s", "standby", "home"});
-  ESTUARY_RETURN_IF_ERROR(Known(c, m, keys));
+  if (!m.IsMap()) return c.Err(m, generated ? "classes" : "jobs", "expected a mapping per job");
+  JobSource src;
+  ESTUARY_ASSIGN_OR_RETURN(src, JobSource::Read(c, m, generated));
+  StatusOr<DecodedJob> decoded = DecodeJob(src.value(), generated ? JobUse::kGeneratedClass : JobUse::kScenarioJob,
+                                           generated ? std::vector<std::string>{"share", "diurnal"}
+                                                     : std::vector<std::string>{});
+  if (!decoded.ok()) return src.Error(decoded.status());
+  auto where = [&](const Status& st) { return src.Error(st); };
+  const JobRequest& r = decoded->request;
+  const ScenarioJobFields& f = decoded->scenario;
+  for (const char* key : {"home", "home_only"}) {
+    if (src.value().contains(key) && !fed.enabled) {
+      return where(InvalidArgument(std::string("field '") + key + "': only in a federation scenario (root key federation:)"));
+    }
+  }
   JobTemplate j;
   j.line = m.Mark().line + 1;
-  ESTUARY_ASSIGN_OR_RETURN(j.name, Str(c, m, "name", !generated));
-  if (!generated) ESTUARY_ASSIGN_OR_RETURN(j.submit_s, Int(c, m, "submit_s", 0, 0, kMaxTime));
-  ESTUARY_ASSIGN_OR_RETURN(j.duration_s, Int(c, m, generated ? "duration_mean_s" : "duration_s", 3600, 1, kMaxTime));
-  int64_t v = 0;
-  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "replicas", 1, 1, 100000));
-  j.replicas = static_cast<int32_t>(v);
-  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "min", j.replicas, 1, 100000));
-  j.min_replicas = static_cast<int32_t>(v);
-  if (j.min_replicas > j.replicas) return c.Err(m["min"], "min", "min exceeds replicas (max)");
-  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "step", 1, 1, 100000));
-  j.step = static_cast<int32_t>(v);
-  if (j.replicas % j.step != 0) return c.Err(m["step"], "step", "step does not divide replicas (max)");
-  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "usable_step", 0, 0, 100000));
-  j.usable_step = static_cast<int32_t>(v);
-  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "gpus", 0, 0, kMaxGpusPerNode));
-  j.per_replica.gpu_count = static_cast<int32_t>(v);
-  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "gpu_milli", j.per_replica.gpu_count > 0 ? kMilliPerGpu : 0, 0, kMilliPerGpu));
-  j.per_replica.gpu_milli = static_cast<MilliGpu>(v);
-  if ((j.per_replica.gpu_count == 0) != (j.per_replica.gpu_milli == 0) ||
-      (j.per_replica.gpu_milli < kMilliPerGpu && j.per_replica.gpu_count > 1)) {
-    return c.Err(m, "gpu_milli", "a shared GPU (gpu_milli < 1000) needs gpus 1; no GPUs needs gpu_milli 0");
-  }
-  // CPU as cpu_cores or cpu_milli, memory as memory_gib or memory_mib (at most one of each; the
-  // service's units are the milli and MiB ones).
-  if (m["cpu_cores"] && m["cpu_milli"]) return c.Err(m["cpu_milli"], "cpu_milli", "give cpu_cores or cpu_milli, not both");
-  if (m["memory_gib"] && m["memory_mib"]) return c.Err(m["memory_mib"], "memory_mib", "give memory_gib or memory_mib, not both");
-  if (m["cpu_milli"]) {
-    ESTUARY_ASSIGN_OR_RETURN(j.per_replica.cpu_milli, Int(c, m, "cpu_milli", 1000, 0, 1'000'000'000));
-  } else {
-    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "cpu_cores", 1, 0, 1'000'000));
-    j.per_replica.cpu_milli = v * 1000;
-  }
-  if (m["memory_mib"]) {
-    ESTUARY_ASSIGN_OR_RETURN(j.per_replica.mem_mib, Int(c, m, "memory_mib", 1024, 0, int64_t{1} << 40));
-  } else {
-    ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "memory_gib", 1, 0, 1'000'000));
-    j.per_replica.mem_mib = v * 1024;
-  }
-  ESTUARY_ASSIGN_OR_RETURN(j.plane, Str(c, m, "plane", false));
-  ESTUARY_ASSIGN_OR_RETURN(j.required_level, Str(c, m, "required_level", false));
-  ESTUARY_ASSIGN_OR_RETURN(j.preferred_level, Str(c, m, "preferred_level", false));
-  if (j.plane.empty() && (!j.required_level.empty() || !j.preferred_level.empty())) {
-    return c.Err(m, "plane", "a topology level needs its plane");
-  }
-  ESTUARY_ASSIGN_OR_RETURN(j.job_class, Str(c, m, "class", false));
-  if (!j.job_class.empty()) {
-    const JobClassInfo* info = nullptr;
-    std::string known;
-    for (const JobClassInfo& k : kJobClasses) {
-      if (j.job_class == k.name) info = &k;
-      known += std::string(known.empty() ? "" : ", ") + k.name;
-    }
-    if (info == nullptr) return c.Err(m["class"], "class", "unknown class '" + j.job_class + "' (known: " + known + ")");
-    j.priority = info->priority;
-    j.preemptible = info->preemptible;
-  }
-  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "priority", j.priority, 0, kMaxPriority));
-  j.priority = static_cast<int32_t>(v);
-  ESTUARY_ASSIGN_OR_RETURN(j.preemptible, Bool(c, m, "preemptible", j.preemptible));
-  ESTUARY_ASSIGN_OR_RETURN(j.checkpoint_interval_s, Int(c, m, "checkpoint_interval_s", 0, 0, kMaxTime));
-  ESTUARY_ASSIGN_OR_RETURN(j.restart_cost_s, Int(c, m, "restart_cost_s", 0, 0, kMaxTime));
-  std::string scaling;
-  ESTUARY_ASSIGN_OR_RETURN(scaling, Str(c, m, "scaling", false));
-  if (!scaling.empty() && scaling != "fixed" && scaling != "linear") {
-    return c.Err(m["scaling"], "scaling", "unknown scaling '" + scaling + "' (known: fixed, linear)");
-  }
-  j.linear_scaling = scaling == "linear";
-  ESTUARY_ASSIGN_OR_RETURN(v, Int(c, m, "locked_pct", 0, 0, 100));
-  j.locked_permille = static_cast<int32_t>(v * 10);
-  if (const YAML::Node w = m["standby"]; w && !generated) {
-    if (!w.IsSequence()) return c.Err(w, "standby", "expected a list of {from_s, to_s, replicas}");
-    for (const YAML::Node& e : w) {
-      if (!e.IsMap()) return c.Err(e, "standby", "expected a mapping {from_s, to_s, replicas}");
-      ESTUARY_RETURN_IF_ERROR(Known(c, e, {"from_s", "to_s", "replicas"}));
-      if (!e["from_s"]) return c.Err(e, "from_s", "missing");
-      if (!e["to_s"]) return c.Err(e, "to_s", "missing");
-      StandbyWindow sw;
-      ESTUARY_ASSIGN_OR_RETURN(sw.from_s, Int(c, e, "from_s", 0, 0, kMaxTime));
-      ESTUARY_ASSIGN_OR_RETURN(sw.to_s, Int(c, e, "to_s", 0, 0, kMaxTime));
-      if (sw.to_s <= sw.from_s) return c.Err(e["to_s"], "to_s", "the window ends before it starts (to_s <= from_s)");
-      ESTUARY_ASSIGN_OR_RETURN(v, Int(c, e, "replicas", 1, 1, j.replicas));
-      sw.replicas = static_cast<int32_t>(v);
-      if (!j.standby.empty() && sw.from_s < j.standby.back().to_s) {
-        return c.Err(e["from_s"], "from_s", "the window overlaps the previous one (or is not in time order)");
-      }
-      j.standby.push_back(sw);
-    }
-  }
-  ESTUARY_ASSIGN_OR_RETURN(j.models, Models(c, m));
-  for (const char* key : {"home", "home_only"}) {
-    if (m[key] && !fed.enabled) return c.Err(m[key], key, "only in a federation scenario (root key federation:)");
-  }
-  ESTUARY_ASSIGN_OR_RETURN(j.home_only, Bool(c, m, "home_only", false));
+  j.name = r.name;
+  j.job_class = r.job_class;
+  j.submit_s = f.submit_s;
+  j.duration_s = generated ? f.duration_mean_s : r.duration_s;
+  j.replicas = r.max_replicas;
+  j.min_replicas = r.min_replicas;
+  j.step = r.step;
+  j.usable_step = r.usable_step;
+  j.per_replica.gpu_count = r.gpus;
+  j.per_replica.gpu_milli = r.gpus > 0 ? r.gpu_milli : 0;
+  j.per_replica.cpu_milli = r.cpu_milli;
+  j.per_replica.mem_mib = r.memory_mib;
+  j.plane = r.plane;
+  j.required_level = r.required_level;
+  j.preferred_level = r.preferred_level;
+  j.priority = r.priority;
+  j.preemptible = r.preemptible;
+  j.checkpoint_interval_s = r.checkpoint_interval_s;
+  j.restart_cost_s = r.restart_cost_s;
+  j.linear_scaling = f.linear_scaling;
+  j.locked_permille = f.locked_pct * 10;
+  for (const JobStandbyWindow& w : f.standby) j.standby.push_back({w.from_s, w.to_s, w.replicas});
+  j.models = r.models;
+  j.home_only = f.home_only;
   if (!generated && fed.enabled) {
-    ESTUARY_ASSIGN_OR_RETURN(j.home, Str(c, m, "home", false));
+    j.home = f.home;
     if (j.home.empty()) {
       j.home = fed.members.front().name;
     } else if (std::none_of(fed.members.begin(), fed.members.end(),
                             [&](const FederationMember& x) { return x.name == j.home; })) {
-      return c.Err(m["home"], "home", "unknown member '" + j.home + "' (members: " + MemberNames(fed) + ")");
+      return where(InvalidArgument("field 'home': unknown member '" + j.home + "' (members: " + MemberNames(fed) + ")"));
     }
   }
   return j;
@@ -673,7 +680,8 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
     for (const YAML::Node& m : jobs) {
       JobTemplate j;
       ESTUARY_ASSIGN_OR_RETURN(j, ParseJob(c, m, false, s.federation));
-      if (!names.insert(j.name).second) return c.Err(m["name"], "name", "duplicate job name '" + j.name + "'");
+      if (!names.insert(j.name).second) return c.Err(m["name"] ? m["name"] : m, "name", "duplicate job name '" + j.name + "'");
+      if (j.duration_s == 0) j.duration_s = s.duration_s + 1;  // until stopped: beyond the end of the run
       s.jobs.push_back(j);
     }
   }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/job_json.h"  // the one job schema; kJobClasses
 #include "common/clock.h"
 #include "common/status.h"
 #include "model/cluster_state.h"
@@ -40,7 +41,7 @@ struct JobTemplate {
   int32_t usable_step = 0;   // 0: = step
   TaskRequest per_replica;
   std::string plane, required_level, preferred_level;  // topology constraint by name (empty: none)
-  // Class and priority (docs/simulate.md, "Job classes"): the class sets defaults for priority
+  // Class and priority (docs/schema.md, "Job classes"): the class sets defaults for priority
   // and preemptible; explicit fields override them.
   std::string job_class;  // empty: unclassified (priority 0, not preemptible)
   int32_t priority = 0;
@@ -66,20 +67,6 @@ struct JobTemplate {
   // In the `merged` configuration both are ignored (one cluster).
   std::string home;
   bool home_only = false;
-};
-
-// The job classes of issue 4: name, default priority, default preemptible.
-struct JobClassInfo {
-  const char* name;
-  int32_t priority;
-  bool preemptible;
-};
-inline constexpr JobClassInfo kJobClasses[] = {
-    {"hp-inference", 900, false},  // online inference services (HP)
-    {"hp-training", 800, false},   // HP training
-    {"dev", 500, false},           // development / interactive
-    {"lp", 300, true},             // LP consumer jobs: offline inference, data refresh
-    {"spot", 100, true},           // spot jobs on harvested capacity
 };
 
 struct GeneratedClass {

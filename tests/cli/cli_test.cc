@@ -463,9 +463,9 @@ TEST_F(Cli, ClusterCheckRejectsABadSpecNamingFileLineAndField) {
 
 TEST_F(Cli, SimulateRejectsABadScenarioNamingFileLineAndField) {
   const std::string sc = WriteFile(dir_, "s.yaml",
-                                   "name: t\ncluster:\n  spec: c.yaml\njobs:\n  - {name: j, replicas: 10, step: 4, gpus: 8}\n"
+                                   "name: t\ncluster:\n  spec: c.yaml\njobs:\n  - {name: j, replicas: {min: 2, max: 4, step: 8}, gpus: 8}\n"
                                    "configurations:\n  - {name: a}\n");
-  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc}), {sc + ":5: field 'step'"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc}), {sc + ":5: field 'replicas.step': 8 is above 'replicas.max' 4"}));
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", (dir_.path() / "none.yaml").string()}), {"cannot open file"}));
   EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--out", nodes_ + "/x"}), {"--out"}));
   const std::string failures = WriteFile(dir_, "f.yaml",
@@ -476,7 +476,7 @@ TEST_F(Cli, SimulateRejectsABadScenarioNamingFileLineAndField) {
                                         "name: t\ncluster:\n  spec: c.yaml\njobs:\n"
                                         "  - {name: j, gpus: 8, standby: [{from_s: 0, to_s: 600}, {from_s: 500, to_s: 900}]}\n"
                                         "configurations:\n  - {name: a, standby: {grace_s: 60}}\n");
-  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", windows}), {windows + ":5: field 'from_s'", "overlaps"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", windows}), {windows + ":5: field 'standby[1].from_s': 500 is before the end of standby[0] 600"}));
   const std::string curve = WriteFile(dir_, "curve.csv", "hour,demand_pct\n0,50\n1,x\n");
   const std::string tidal = WriteFile(dir_, "t.yaml",
                                       "name: t\ncluster:\n  spec: c.yaml\ntidal: {curve: curve.csv}\n"
@@ -512,7 +512,7 @@ TEST_F(Cli, AFederationScenarioWritesTheFourConfigurationsToTheSummary) {
       "    - {name: b, cluster: {generate: {total_gpus: 256, seed: 2, models: 'A100:1:96:1024'}}}\n"
       "generator:\n  arrivals_per_hour: 200\n  classes:\n"
       "    - {share: 1, class: hp-training, replicas: 2, gpus: 8, cpu_cores: 32, memory_gib: 256, duration_mean_s: 1800}\n"
-      "    - {share: 2, class: lp, replicas: 16, min: 4, step: 4, gpus: 1, cpu_cores: 4, memory_gib: 32, duration_mean_s: 3600}\n"
+      "    - {share: 2, class: lp, replicas: {min: 4, max: 16, step: 4}, gpus: 1, cpu_cores: 4, memory_gib: 32, duration_mean_s: 3600}\n"
       "configurations:\n  - {name: blind, federation: blind, absorb: true}\n  - {name: idle-only, federation: idle-only, absorb: true}\n"
       "  - {name: reclaim-aware, federation: reclaim-aware, absorb: true}\n  - {name: merged, federation: merged, absorb: true}\n");
   const std::string out = (dir_.path() / "out").string();

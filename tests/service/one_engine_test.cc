@@ -155,7 +155,7 @@ std::string ScenarioYaml(const Recording& r, uint64_t seed) {
        "jobs:\n";
   for (const RecordedJob& j : r.jobs) {
     y << "  - {name: " << j.name << ", submit_s: " << j.submit_s << ", duration_s: " << j.duration_s
-      << ", replicas: " << j.max << ", min: " << j.min << ", step: " << j.step << ", gpus: " << j.gpus
+      << ", replicas: {min: " << j.min << ", max: " << j.max << ", step: " << j.step << "}, gpus: " << j.gpus
       << ", cpu_cores: 4, memory_gib: 16, priority: " << j.priority << ", preemptible: " << (j.preemptible ? "true" : "false")
       << ", checkpoint_interval_s: " << j.checkpoint_s;
     if (j.in_one_asw) y << ", plane: data, required_level: asw";

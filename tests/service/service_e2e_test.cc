@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -132,6 +133,81 @@ TEST_F(ServiceE2E, ServeRunsJobsWithAScenariosConfigurationAndWithPolicyFgd) {
     Stop(serve_, SIGTERM);
     agent_ = serve_ = -1;
     std::filesystem::remove_all(dir_ + "/data");
+  }
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The one job schema (issue 18): the same job file is the service's request body and a
+// scenario's job (`jobs: [{file: job.json, submit_s: 10}]`), unchanged; both read it alike (class
+// defaults, replicas object, CPU in cores and memory in GiB), and each bad file is rejected by
+// both with the same text: HTTP 400 {"error": TEXT} and exit 2 with "FILE:LINE: TEXT".
+TEST_F(ServiceE2E, AJobFileIsAcceptedUnchangedByTheServiceAndByAScenarioAndBadInputGivesTheSameError) {
+  StartServe();
+  StartAgent(2);
+  httplib::Client c("127.0.0.1", port_);
+  const std::string job = dir_ + "/job.json";
+  std::ofstream(job) << "{\"name\": \"train-a\", \"class\": \"lp\",\n"
+                        " \"replicas\": {\"min\": 2, \"max\": 4, \"step\": 2}, \"gpus\": 1,\n"
+                        " \"cpu_cores\": 4, \"memory_gib\": 16, \"duration_s\": 2, \"labels\": {\"team\": \"nlp\"}}\n";
+  auto posted = c.Post("/v1/jobs", As(kTenant), Slurp(job), "application/json");
+  ASSERT_TRUE(posted);
+  ASSERT_EQ(posted->status, 201) << posted->body;
+  const std::string id = Json::parse(posted->body)["id"].get<std::string>();
+  auto shown = c.Get("/v1/jobs/" + id, As(kTenant));
+  ASSERT_TRUE(shown);
+  const Json v = Json::parse(shown->body);
+  EXPECT_EQ(v["class"], "lp");
+  EXPECT_EQ(v["priority"], 300);  // the class's
+  EXPECT_EQ(v["preemptible"], true);
+  EXPECT_EQ(v["replicas"], (Json{{"min", 2}, {"max", 4}, {"step", 2}}));
+  EXPECT_EQ(v["cpu_milli"], 4000);
+  EXPECT_EQ(v["memory_mib"], 16384);
+  EXPECT_TRUE(WaitAll({id}, "succeeded", 30s));
+
+  const std::string scenario = dir_ + "/s.yaml";
+  auto write_scenario = [&](const std::string& job_file) {
+    std::ofstream(scenario) << "name: t\nduration_s: 3600\n"
+                               "cluster:\n  generate: {total_gpus: 16, gpus_per_node: 8, nodes_per_asw_min: 2, "
+                               "nodes_per_asw_max: 2, seed: 1}\n"
+                               "jobs:\n  - {file: " << job_file << ", submit_s: 10}\nconfigurations:\n  - {name: a}\n";
+  };
+  write_scenario("job.json");
+  const std::string log = dir_ + "/simulate.log";
+  ASSERT_EQ(testing::WaitExit(testing::Spawn(ESTUARY_BINARY, {"simulate", scenario, "--out", dir_ + "/sim"}, log), 60s), 0)
+      << Slurp(log);
+  EXPECT_NE(Slurp(dir_ + "/sim/jobs.csv").find("a,42,train-a,4,1,4,10,10,0,4,finished,"), std::string::npos)
+      << Slurp(dir_ + "/sim/jobs.csv");
+
+  struct Bad {
+    std::string text;
+    int line;  // of the field named, in the file
+  };
+  for (const Bad& b : {Bad{"{\"name\": \"bad\",\n \"replicas\": 2,\n \"gpus\": 17}\n", 3},
+                       Bad{"{\"name\": \"bad\",\n \"replicas\": {\"min\": 0}}\n", 2},
+                       Bad{"{\"name\": \"bad\", \"colour\": \"blue\"}\n", 1},
+                       Bad{"{\"name\": \"bad\",\n \"class\": \"gold\"}\n", 2},
+                       Bad{"{\"name\": \"bad\",\n \"gpus\": 2, \"gpu_milli\": 500}\n", 2},
+                       Bad{"{\"name\": \"bad job\"}\n", 1},
+                       Bad{"{\"name\": \"bad\",\n \"models\": [\"A100\", \"A100\"]}\n", 2},
+                       Bad{"{\"name\": \"bad\",\n \"required_level\": \"asw\"}\n", 1},
+                       Bad{"{\"gpus\": 1}\n", 1}}) {
+    SCOPED_TRACE(b.text);
+    const std::string bad = dir_ + "/bad.json";
+    std::ofstream(bad) << b.text;
+    auto r = c.Post("/v1/jobs", As(kTenant), Slurp(bad), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 400) << r->body;
+    const std::string error = Json::parse(r->body)["error"].get<std::string>();
+    write_scenario("bad.json");
+    std::filesystem::remove(log);
+    EXPECT_EQ(testing::WaitExit(testing::Spawn(ESTUARY_BINARY, {"simulate", scenario, "--out", dir_ + "/bad"}, log), 60s), 2);
+    EXPECT_EQ(Slurp(log), "estuary: " + bad + ":" + std::to_string(b.line) + ": " + error + "\n");
   }
 }
 

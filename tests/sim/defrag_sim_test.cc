@@ -222,7 +222,7 @@ TEST(DefragSimBadInput, EveryFieldIsNamed) {
   EXPECT_EQ(err(", defrag: {drain: maybe}"), "d.yaml:13: field 'drain': expected true or false");
   EXPECT_EQ(err(", defrag: {budget: 3}"), "d.yaml:13: field 'budget': unknown field");
   EXPECT_EQ(err(", defrag: 5"), "d.yaml:13: field 'defrag': expected a mapping {interval_s, max_moves, partition_nodes, ...}");
-  EXPECT_EQ(err("", ", locked_pct: 101"), "d.yaml:6: field 'locked_pct': 101 is outside [0, 100]");
+  EXPECT_EQ(err("", ", locked_pct: 101"), "d.yaml:6: field 'locked_pct': 101 is above 100");
   EXPECT_EQ(err(", defrag: {objective: shapes}"), "d.yaml:13: field 'objective': unknown objective 'shapes' (known: nodes, domains)");
   EXPECT_EQ(err(", defrag: {objective: domains, objective_level: rdma_pod}"), "d.yaml:13: field 'objective_plane': missing");
   EXPECT_EQ(err(", defrag: {objective_plane: param}"),

@@ -256,7 +256,7 @@ federation:
     - {name: a, cluster: {generate: {total_gpus: 8, seed: 1, models: "H800:1:128:2048"}}}
 jobs:
   - {name: dev, class: dev, gpus: 4, cpu_cores: 1, memory_gib: 1, duration_s: 100000}
-  - {name: lp, class: lp, submit_s: 1, replicas: 8, min: 4, step: 4, gpus: 1, cpu_cores: 1, memory_gib: 1,
+  - {name: lp, class: lp, submit_s: 1, replicas: {min: 4, max: 8, step: 4}, gpus: 1, cpu_cores: 1, memory_gib: 1,
      duration_s: 100000, checkpoint_interval_s: 1000}
   - {name: hp, class: hp-training, submit_s: 400, gpus: 4, cpu_cores: 1, memory_gib: 1, duration_s: 100000}
 configurations:

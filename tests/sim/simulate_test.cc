@@ -120,6 +120,64 @@ TEST(Simulate, AJobsCpuAndMemoryMayBeGivenInTheServicesUnits) {
   EXPECT_EQ(sc->jobs[2].per_replica.mem_mib, 1024);
 }
 
+// A job entry `{file: F, ...}` reads the job from F — the very JSON (or YAML) file a user submits
+// to the service — plus the entry's scenario-only keys; it reads exactly as the same job written
+// inline, and the file's errors name the file and its line.
+TEST(Simulate, AJobMayBeReadFromAJobFileAsTheServiceTakesIt) {
+  estuary::testing::TempDir tmp;
+  const std::string dir = std::filesystem::path(kExamples).string();
+  const std::string head = "name: t\ncluster:\n  spec: " + dir + "clusters/two-asw.yaml\njobs:\n";
+  const std::string conf = "configurations:\n  - {name: a}\n";
+  const std::string job = R"({"name": "train", "class": "lp", "replicas": {"min": 2, "max": 8, "step": 2},)"
+                          "\n" R"( "gpus": 1, "gpu_milli": 500, "cpu_cores": 4, "memory_gib": 16, "models": "H800",)"
+                          "\n" R"( "plane": "data", "preferred_level": "asw", "duration_s": 900, "restart_cost_s": 30})";
+  estuary::testing::WriteFile(tmp, "job.json", job + "\n");
+  const std::string path = (tmp.path() / "s.yaml").string();
+  auto from_file = ParseScenario(head + "  - {file: job.json, submit_s: 60, locked_pct: 50}\n" + conf, path);
+  ASSERT_TRUE(from_file.ok()) << from_file.status().message();
+  std::string inline_job = job;
+  inline_job.insert(1, R"("submit_s": 60, "locked_pct": 50, )");
+  auto inline_sc = ParseScenario(head + "  - " + inline_job + "\n" + conf, path);
+  ASSERT_TRUE(inline_sc.ok()) << inline_sc.status().message();
+  const JobTemplate& f = from_file->jobs.at(0);
+  const JobTemplate& i = inline_sc->jobs.at(0);
+  EXPECT_EQ(f.name, "train");
+  EXPECT_EQ(f.priority, 300);  // lp's
+  EXPECT_TRUE(f.preemptible);
+  EXPECT_EQ(f.submit_s, 60);
+  EXPECT_EQ(f.locked_permille, 500);
+  for (const JobTemplate* t : {&f, &i}) {
+    EXPECT_EQ(std::tie(t->name, t->job_class, t->priority, t->preemptible, t->submit_s, t->duration_s, t->replicas,
+                       t->min_replicas, t->step, t->plane, t->preferred_level, t->restart_cost_s, t->locked_permille),
+              std::tie(f.name, f.job_class, f.priority, f.preemptible, f.submit_s, f.duration_s, f.replicas, f.min_replicas,
+                       f.step, f.plane, f.preferred_level, f.restart_cost_s, f.locked_permille));
+    EXPECT_EQ(t->per_replica, f.per_replica);
+    EXPECT_EQ(t->models, std::vector<std::string>{"H800"});
+  }
+  EXPECT_EQ(f.per_replica.gpu_milli, 500);
+  EXPECT_EQ(f.per_replica.cpu_milli, 4000);
+  EXPECT_EQ(f.per_replica.mem_mib, 16384);
+
+  const std::string file = (tmp.path() / "job.json").string();
+  auto err = [&](const std::string& entry) {
+    auto r = ParseScenario(head + "  - " + entry + "\n" + conf, path);
+    return r.ok() ? std::string("accepted") : r.status().message();
+  };
+  EXPECT_EQ(err("{file: job.json, gpus: 2}"), path + ":5: field 'gpus': also in " + file + " (give it in one place)");
+  EXPECT_EQ(err("{file: none.json}"), path + ":5: field 'file': cannot open '" + (tmp.path() / "none.json").string() + "'");
+  EXPECT_EQ(err("{file: 7}"), path + ":5: field 'file': expected a path");
+  estuary::testing::WriteFile(tmp, "bad.json", "{\"name\": \"b\",\n \"gpus\": 17}\n");
+  EXPECT_EQ(err("{file: bad.json}"), (tmp.path() / "bad.json").string() + ":2: field 'gpus': 17 is above 16");
+  estuary::testing::WriteFile(tmp, "broken.json", "{\"name\": \"b\",\n \"gpus\": [1}\n");
+  EXPECT_EQ(err("{file: broken.json}").rfind((tmp.path() / "broken.json").string() + ":2: malformed JSON or YAML (", 0), 0u)
+      << err("{file: broken.json}");
+  estuary::testing::WriteFile(tmp, "list.json", "[1, 2]\n");
+  EXPECT_EQ(err("{file: list.json}"), (tmp.path() / "list.json").string() + ":1: expected a JSON object (one job)");
+  auto generated = ParseScenario(head.substr(0, head.size() - 6) + conf + "generator:\n  arrivals_per_hour: 1\n  classes:\n    - {file: job.json}\n", path);
+  ASSERT_FALSE(generated.ok());
+  EXPECT_EQ(generated.status().message(), path + ":9: field 'file': not in a generator class");
+}
+
 // Tenants' cancels and resizes (scenario `cancel_job` / `resize_job` events): a cancelled job
 // frees its GPUs at once for the queue, a resized elastic job shrinks, and an action on a job
 // that ended, or is not submitted yet, does nothing.
@@ -128,7 +186,7 @@ TEST(Simulate, ACancelFreesTheJobsGpusAndAResizeShrinksItAndLateOrEarlyActionsDo
       "name: t\nduration_s: 10000\nsample_interval_s: 1000\n"
       "cluster: {generate: {total_gpus: 16, models: \"H800:1:128:2048\"}}\njobs:\n"
       "  - {name: a, submit_s: 0, duration_s: 5000, gpus: 8}\n"
-      "  - {name: c, submit_s: 0, duration_s: 5000, replicas: 2, min: 1, gpus: 4}\n"
+      "  - {name: c, submit_s: 0, duration_s: 5000, replicas: {min: 1, max: 2}, gpus: 4}\n"
       "  - {name: b, submit_s: 10, duration_s: 100, gpus: 8}\n"
       "  - {name: d, submit_s: 500, duration_s: 100, gpus: 4}\n"
       "events:\n  - {at_s: 100, cancel_job: a}\n  - {at_s: 300, resize_job: c, min: 1, max: 1}\n"
@@ -249,25 +307,25 @@ const std::string kJob = "jobs:\n  - {name: j, gpus: 8}\n";  // lines 4-5
 
 std::vector<BadScenario> Cases() {
   return {
-      {"StepNotDividingMax", kHead + "jobs:\n  - {name: j, replicas: 10, step: 4, gpus: 8}\n" + kConf,
-       "s.yaml:5: field 'step': step does not divide replicas"},
-      {"MinAboveMax", kHead + "jobs:\n  - {name: j, replicas: 4, min: 8, gpus: 8}\n" + kConf,
-       "s.yaml:5: field 'min': min exceeds replicas"},
+      {"StepAboveMax", kHead + "jobs:\n  - {name: j, replicas: {min: 2, max: 4, step: 8}, gpus: 8}\n" + kConf,
+       "s.yaml:5: field 'replicas.step': 8 is above 'replicas.max' 4"},
+      {"MinAboveMax", kHead + "jobs:\n  - {name: j, replicas: {min: 8, max: 4}, gpus: 8}\n" + kConf,
+       "s.yaml:5: field 'replicas.max': 4 is below 'replicas.min' 8"},
       {"ZeroReplicas", kHead + "jobs:\n  - {name: j, replicas: 0, gpus: 8}\n" + kConf,
-       "s.yaml:5: field 'replicas': 0 is outside [1, 100000]"},
+       "s.yaml:5: field 'replicas': 0 is below 1"},
       {"NegativeGpus", kHead + "jobs:\n  - {name: j, replicas: 1, gpus: -1}\n" + kConf,
-       "s.yaml:5: field 'gpus': -1 is outside [0, 16]"},
+       "s.yaml:5: field 'gpus': -1 is below 0"},
       {"LevelWithoutPlane", kHead + "jobs:\n  - {name: j, gpus: 8, required_level: asw}\n" + kConf,
-       "s.yaml:5: field 'plane': a topology level needs its plane"},
+       "s.yaml:5: field 'plane': missing (required with 'required_level')"},
       {"DuplicateJobNames", kHead + "jobs:\n  - {name: j, gpus: 8}\n  - {name: j, gpus: 8}\n" + kConf,
        "s.yaml:6: field 'name': duplicate job name 'j'"},
       {"UnknownPolicy", kHead + "jobs:\n  - {name: j, gpus: 8}\nconfigurations:\n  - {name: a, policy: tetris}\n",
        "s.yaml:7: field 'policy': unknown policy 'tetris'"},
       {"UnknownField", kHead + "jobs:\n  - {name: j, gpus: 8, colour: red}\n" + kConf, "s.yaml:5: field 'colour': unknown field"},
       {"CpuInCoresAndMilli", kHead + "jobs:\n  - {name: j, gpus: 8, cpu_cores: 2, cpu_milli: 2000}\n" + kConf,
-       "s.yaml:5: field 'cpu_milli': give cpu_cores or cpu_milli, not both"},
+       "s.yaml:5: field 'cpu_milli': give 'cpu_cores' or 'cpu_milli', not both"},
       {"MemoryInGibAndMib", kHead + "jobs:\n  - {name: j, gpus: 8, memory_gib: 2, memory_mib: 500}\n" + kConf,
-       "s.yaml:5: field 'memory_mib': give memory_gib or memory_mib, not both"},
+       "s.yaml:5: field 'memory_mib': give 'memory_gib' or 'memory_mib', not both"},
       {"CancelOfAnUnknownJob", kHead + "jobs:\n  - {name: j, gpus: 8}\nevents:\n  - {at_s: 5, cancel_job: k}\n" + kConf,
        "s.yaml:7: field 'cancel_job': no listed job 'k'"},
       {"ResizeWithoutMax", kHead + "jobs:\n  - {name: j, gpus: 8}\nevents:\n  - {at_s: 5, resize_job: j, min: 1}\n" + kConf,
@@ -431,7 +489,7 @@ TEST(SimulateFailures, GeneratedFailuresActExactlyAsTheSameEventsListedInTheScen
   auto sc = ParseScenario("name: t\nduration_s: 86400\nsample_interval_s: 600\ncluster:\n"
                           "  generate: {total_gpus: 48}\njobs:\n"
                           "  - {name: rigid, replicas: 2, gpus: 8, duration_s: 30000}\n"
-                          "  - {name: elastic, replicas: 4, min: 2, step: 2, gpus: 8, duration_s: 30000}\n"
+                          "  - {name: elastic, replicas: {min: 2, max: 4, step: 2}, gpus: 8, duration_s: 30000}\n"
                           "generator:\n  arrivals_per_hour: 2\n  classes:\n"
                           "    - {replicas: 1, gpus: 1, duration_mean_s: 3600}\n"
                           "failures: {node_mtbf_h: 3, repair_s: 1200}\n" + kConf, "s.yaml");

@@ -45,7 +45,7 @@ std::string ElasticDay(const std::string& conf, const std::string& extra_conf = 
   return std::string("name: t\nduration_s: 20000\n") + kFourNodes +
          "jobs:\n"
          "  - {name: day, class: dev, replicas: 3, gpus: 8, cpu_cores: 1, memory_gib: 1, duration_s: 3600}\n"
-         "  - {name: lp, class: lp, submit_s: 10, replicas: 32, min: 8, step: 8, scaling: linear, gpus: 1,\n"
+         "  - {name: lp, class: lp, submit_s: 10, replicas: {min: 8, max: 32, step: 8}, scaling: linear, gpus: 1,\n"
          "     cpu_cores: 1, memory_gib: 1, duration_s: 7200}\n"
          "  - {name: hp, class: hp-training, submit_s: " + std::to_string(hp_at) + ", replicas: " + std::to_string(hp_nodes) +
          ", gpus: 8, cpu_cores: 1, memory_gib: 1,\n"
@@ -241,22 +241,22 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadTidal{"StandbyWindowEndsBeforeItStarts",
                  "jobs:\n  - {name: j, gpus: 1, standby: [{from_s: 500, to_s: 400}]}\n" + std::string(kConf),
-                 "s.yaml:5: field 'to_s': ", "ends before it starts"},
+                 "s.yaml:5: field 'standby[0].to_s': ", "400 is not after 'from_s' 500"},
         BadTidal{"StandbyWindowOfNoLength",
                  "jobs:\n  - {name: j, gpus: 1, standby: [{from_s: 500, to_s: 500}]}\n" + std::string(kConf),
-                 "s.yaml:5: field 'to_s': ", "ends before it starts"},
+                 "s.yaml:5: field 'standby[0].to_s': ", "500 is not after 'from_s' 500"},
         BadTidal{"StandbyWindowsOverlap",
                  "jobs:\n  - {name: j, gpus: 1, standby: [{from_s: 0, to_s: 400}, {from_s: 300, to_s: 900}]}\n" +
                      std::string(kConf),
-                 "s.yaml:5: field 'from_s': ", "overlaps"},
+                 "s.yaml:5: field 'standby[1].from_s': ", "300 is before the end of standby[0] 400"},
         BadTidal{"StandbyWindowMoreReplicasThanTheJob",
                  "jobs:\n  - {name: j, gpus: 1, replicas: 2, standby: [{from_s: 0, to_s: 400, replicas: 3}]}\n" +
                      std::string(kConf),
-                 "s.yaml:5: field 'replicas': ", "3 is outside [1, 2]"},
+                 "s.yaml:5: field 'standby[0].replicas': ", "3 is above 2"},
         BadTidal{"StandbyWindowWithoutTo", "jobs:\n  - {name: j, gpus: 1, standby: [{from_s: 0}]}\n" + std::string(kConf),
-                 "s.yaml:5: field 'to_s': ", "missing"},
+                 "s.yaml:5: field 'standby[0].to_s': ", "missing"},
         BadTidal{"StandbyNotAList", "jobs:\n  - {name: j, gpus: 1, standby: {from_s: 0}}\n" + std::string(kConf),
-                 "s.yaml:5: field 'standby': ", "expected a list"},
+                 "s.yaml:5: field 'standby': ", "expected an array of {from_s, to_s, replicas}"},
         BadTidal{"UnknownScaling", "jobs:\n  - {name: j, gpus: 1, scaling: quadratic}\n" + std::string(kConf),
                  "s.yaml:5: field 'scaling': ", "unknown scaling 'quadratic' (known: fixed, linear)"},
         BadTidal{"StandbyGraceOutOfRange", std::string(kJob) + "configurations:\n  - {name: a, standby: {grace_s: -5}}\n",
