@@ -68,6 +68,12 @@ StatusOr<std::pair<std::string, int>> ParseListen(const std::string& s) {
   return std::pair{s.substr(0, colon), port};
 }
 
+// The configuration `estuary serve` runs without --config (docs/schema.md): the scheduler
+// configuration schema's own defaults, plus the mechanisms a live cluster wants on — priority
+// queue, Reclaim, Absorb and Standby lending to everything below HP.
+constexpr const char* kServiceConfiguration =
+    "{name: service, queue: priority, preempt: {grace_s: 60}, absorb: true, standby: {lend_max_priority: 699}}\n";
+
 // The service's options for a scheduler configuration (the schema scenarios use): its policy,
 // Reclaim (on, with its grace and exit model, or off), Absorb, queue order, Align, topology,
 // Standby's grace and lending bound, holds for waiting gangs and the engine's own
@@ -100,6 +106,7 @@ Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, S
   o->grace_s = c.grace_s;
   o->absorb = c.absorb;
   if (c.standby) o->lend_max_priority = c.lend_max_priority;
+  o->standby_grace_own = c.standby && c.standby_grace_given;
   return Status::Ok();
 }
 
@@ -161,10 +168,12 @@ int RunServeCommand(const ServeFlags& f) {
   if (f.store == "sqlite" && !f.etcd_endpoints.empty()) return Fail(InvalidArgument("--etcd-endpoints: only with --store etcd"));
   ServiceOptions o;
   if (!f.configuration.empty() && f.config.empty()) return Fail(InvalidArgument("--configuration: only with --config"));
-  if (!f.config.empty()) {
-    auto conf = ReadSchedulerConfig(f.config, f.configuration);
+  {
+    const std::string path = f.config.empty() ? "(the built-in service configuration)" : f.config;
+    auto conf = f.config.empty() ? ParseSchedulerConfigText(kServiceConfiguration, path, "")
+                                 : ReadSchedulerConfig(f.config, f.configuration);
     if (!conf.ok()) return Fail(conf.status());
-    const Status st = ApplySchedulerConfig(*conf, f.config, &o);
+    const Status st = ApplySchedulerConfig(*conf, path, &o);
     if (!st.ok()) return Fail(st);
   }
   auto tokens = TokenTable::Read(f.tokens);

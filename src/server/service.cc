@@ -946,7 +946,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   mo.seed = options.seed;
   mo.grace_s = options.grace_s;
   // One grace period for Reclaim and Standby restores, unless a configuration gave Standby its own.
-  if (!options.engine) mo.standby_grace_s = options.grace_s;
+  if (!options.standby_grace_own) mo.standby_grace_s = options.grace_s;
   mo.requeue = true;                     // an evicted job waits again at the front of the queue
   mo.lend_max_priority = options.lend_max_priority;
   mo.absorb = options.absorb;
@@ -982,7 +982,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
       const Json j = Json::parse(**c, nullptr, false);
       if (!j.is_discarded()) {
         s.engine->SetGrace(j.value("grace_s", options.grace_s));
-        if (!options.engine) s.engine->SetStandbyGrace(s.engine->options().grace_s);
+        if (!options.standby_grace_own) s.engine->SetStandbyGrace(s.engine->options().grace_s);
         s.engine->SetAbsorb(j.value("absorb", options.absorb));
         s.opt.heartbeat_timeout_ms = j.value("heartbeat_timeout_s", options.heartbeat_timeout_ms / 1000) * 1000;
         s.defrag_interval_s = j.value("defrag_interval_s", int64_t{0});
@@ -1587,7 +1587,7 @@ void Service::Impl::ApplyInput(Input& in, Pass& p) {
     case Impl::Input::Kind::kConfig:
       if (in.config.grace_s) {
         s.engine->SetGrace(*in.config.grace_s);
-        if (!s.opt.engine) s.engine->SetStandbyGrace(*in.config.grace_s);
+        if (!s.opt.standby_grace_own) s.engine->SetStandbyGrace(*in.config.grace_s);
       }
       if (in.config.absorb) s.engine->SetAbsorb(*in.config.absorb);
       if (in.config.heartbeat_timeout_s) s.opt.heartbeat_timeout_ms = *in.config.heartbeat_timeout_s * 1000;

@@ -94,6 +94,10 @@ struct ServiceOptions {
   // Standby lending: queued preemptible jobs of at most this priority try lent GPUs first
   // (EngineConfig::lend_max_priority; default: everything below HP).
   int32_t lend_max_priority = kHpPriority - 1;
+  // false: Standby restores give borrowers Reclaim's grace_s, also when PUT /v1/config changes
+  // it; true: the engine configuration's own standby_grace_s (a configuration's
+  // `standby: {grace_s}`).
+  bool standby_grace_own = false;
   // Called on the loop's thread with every decision of the engine as it is made (its times are
   // the engine's: seconds of the service's clock); none by default. For recording and tests.
   std::function<void(const EngineEvent&)> on_engine_event;

@@ -446,7 +446,8 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
     if (!p.IsMap()) return c.Err(p, "standby", "expected a mapping {grace_s, lend_max_priority}");
     ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "lend_max_priority"}));
     sc.standby = true;
-    ESTUARY_ASSIGN_OR_RETURN(sc.standby_grace_s, Int(c, p, "grace_s", sc.standby_grace_s, 0, 86400));
+    sc.standby_grace_given = static_cast<bool>(p["grace_s"]);
+    ESTUARY_ASSIGN_OR_RETURN(sc.standby_grace_s, Int(c, p, "grace_s", sc.grace_s, 0, 86400));
     int64_t v = 0;
     ESTUARY_ASSIGN_OR_RETURN(v, Int(c, p, "lend_max_priority", sc.lend_max_priority, 0, kHpPriority - 1));
     sc.lend_max_priority = static_cast<int32_t>(v);
@@ -768,10 +769,15 @@ StatusOr<SchedulerConfig> ReadSchedulerConfig(const std::string& path, const std
   if (!in) return InvalidArgument(path + ": cannot open file");
   std::stringstream text;
   text << in.rdbuf();
+  return ParseSchedulerConfigText(text.str(), path, name);
+}
+
+StatusOr<SchedulerConfig> ParseSchedulerConfigText(const std::string& text, const std::string& path,
+                                                   const std::string& name) {
   Ctx c{path};
   YAML::Node root;
   try {
-    root = YAML::Load(text.str());
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML (" + e.msg + ")");
   }

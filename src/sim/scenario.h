@@ -215,7 +215,8 @@ struct SchedulerConfig {
   // rises again, the borrowers on a replica are evicted with `grace_s` and it resumes on the same
   // GPUs. Restores start grace_s ahead of the demand. `standby: {grace_s, lend_max_priority}`.
   bool standby = false;
-  int64_t standby_grace_s = 60;
+  int64_t standby_grace_s = 60;   // default: the preempt grace_s (one grace period for both)
+  bool standby_grace_given = false;  // `standby: {grace_s}` was written
   int32_t lend_max_priority = 100;
   DefragConfig defrag;
   // Domain packing (AllocateOptions::pack_*): `pack: {plane, level}`; empty: off.
@@ -323,5 +324,8 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
 // a YAML file: a scenario (its entry named `name`; `name` may be empty when it lists exactly one)
 // or a file whose root is one configuration mapping. Errors name the file, line and field.
 StatusOr<SchedulerConfig> ReadSchedulerConfig(const std::string& path, const std::string& name);
+// The same from the text of such a file (`path` names it in messages).
+StatusOr<SchedulerConfig> ParseSchedulerConfigText(const std::string& text, const std::string& path,
+                                                   const std::string& name);
 
 }  // namespace estuary
