@@ -1700,13 +1700,18 @@ void Service::Impl::ApplyReports(Input& in, Pass& p) {
         const bool was_running = t.state == Impl::TaskState::kRunning;
         if (t.state == Impl::TaskState::kNone || t.state == Impl::TaskState::kDone) break;
         if (was_running) --j.view.running_replicas;
-        // A replica that succeeded while the engine still binds it is done: never
-        // started again (its job ends when none runs any more).
-        t.state = r.state == TaskReport::State::kSucceeded ? Impl::TaskState::kDone : Impl::TaskState::kNone;
+        // An instance told to stop that ended otherwise (its work ran out, or it exited with an
+        // error, before the stop reached it) has stopped: its replica was taken from it (an
+        // eviction, a shrink) and starts again wherever the engine binds it now. Any other
+        // replica that succeeded while the engine still binds it is done: never started again
+        // (its job ends when none runs any more).
+        const bool stopped = r.state == TaskReport::State::kStopped || t.state == Impl::TaskState::kStopping;
+        t.state = stopped ? Impl::TaskState::kNone
+                          : r.state == TaskReport::State::kSucceeded ? Impl::TaskState::kDone : Impl::TaskState::kNone;
         t.standby = t.borrowed = false;
         batch.Delete(TaskKey(id, replica));
-        if (r.state == TaskReport::State::kStopped) touched.insert(id);  // may start it again
-        if (Ended(j.view.phase) || r.state == TaskReport::State::kStopped) break;
+        if (stopped) touched.insert(id);  // may start it again
+        if (Ended(j.view.phase) || stopped) break;
         if (r.state == TaskReport::State::kFailed) {
           s.EndJob(j, JobPhase::kFailed, "replica " + std::to_string(replica) + " failed", now_ms);
           touched.insert(id);

@@ -302,6 +302,40 @@ TEST_F(ServiceTest, AnHpJobReclaimsFromPreemptibleWorkAfterTheGracePeriodAndFurt
   EXPECT_EQ(Get(lp).phase, JobPhase::kPending);
 }
 
+// A victim's instance that ends on its own (its work ran out) while its stop is on the way has
+// stopped, not finished the job: when the job is bound again it starts again and runs (found by
+// tests/service/http_one_engine_test, where such a job stayed pending, bound and never started).
+TEST_F(ServiceTest, AnEvictedReplicaThatSucceededBeforeItsStopArrivedStartsAgainWhenItsJobIsBoundAgain) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  const uint64_t lp = RunJob(kAlice, Job("lp", 1, 8, 300, true));
+  auto hp = service_->Submit(kBob, Job("hp", 1, 8, 900));
+  ASSERT_TRUE(hp.ok());
+  Pass();
+  ASSERT_EQ(Orders(kAgentA).size(), 1u);  // the eviction notice
+  clock_.ms += 60000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  const std::vector<Order> o = Orders(kAgentA);
+  ASSERT_EQ(o.size(), 2u);
+  ASSERT_EQ(o[0].op, Order::Op::kStop);
+  ASSERT_EQ(o[1].op, Order::Op::kStart);
+  ASSERT_TRUE(service_->Report(kAgentA, {{o[0].task, TaskReport::State::kSucceeded}, {o[1].task, TaskReport::State::kRunning}},
+                               /*durable=*/false).ok());
+  Pass();
+  EXPECT_EQ(Get(lp).phase, JobPhase::kPending);  // evicted: it waits, its work not done
+  ASSERT_TRUE(service_->Report(kAgentA, {{o[1].task, TaskReport::State::kSucceeded}}, /*durable=*/false).ok());
+  Pass();
+  EXPECT_EQ(Get(*hp, kBob).phase, JobPhase::kSucceeded);
+  const std::vector<Order> again = Orders(kAgentA);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].op, Order::Op::kStart);
+  EXPECT_EQ(again[0].job, lp);
+  ReportAll(kAgentA, again, TaskReport::State::kRunning);
+  Pass();
+  EXPECT_EQ(Get(lp).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(lp).running_replicas, 1);
+}
+
 TEST_F(ServiceTest, AfterARestartRunningJobsKeepTheirGpusAndNothingIsBoundTwice) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
   auto running = service_->Submit(kAlice, Job("running", 1, 8));
