@@ -478,6 +478,9 @@ struct Service::Impl {
           batch.Put(TaskKey(id, i), TaskJson(t));
         }
       }
+      // A replica that succeeded is done while the engine binds it; once the engine lets it go
+      // (its job shrank or was evicted), binding it again is a new run of it.
+      if (!is_bound && t.state == TaskState::kDone) t.state = TaskState::kNone;
       // A replica still stopping starts again once its agent reports it stopped (Reconcile runs
       // again then), so one replica never runs twice.
       if (is_bound && t.state == TaskState::kNone) {

@@ -302,10 +302,10 @@ TEST_F(ServiceTest, AnHpJobReclaimsFromPreemptibleWorkAfterTheGracePeriodAndFurt
   EXPECT_EQ(Get(lp).phase, JobPhase::kPending);
 }
 
-// A victim's instance that ends on its own (its work ran out) while its stop is on the way has
-// stopped, not finished the job: when the job is bound again it starts again and runs (found by
-// tests/service/http_one_engine_test, where such a job stayed pending, bound and never started).
-TEST_F(ServiceTest, AnEvictedReplicaThatSucceededBeforeItsStopArrivedStartsAgainWhenItsJobIsBoundAgain) {
+// A victim's instance that exits with an error while its stop is on the way (a real process
+// killed by its stop signal may) has stopped; it neither fails its job nor keeps the replica from
+// starting again when the job is bound again.
+TEST_F(ServiceTest, AnEvictedReplicaThatFailedBeforeItsStopArrivedNeitherFailsItsJobNorStaysStopped) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
   const uint64_t lp = RunJob(kAlice, Job("lp", 1, 8, 300, true));
   auto hp = service_->Submit(kBob, Job("hp", 1, 8, 900));
@@ -319,10 +319,10 @@ TEST_F(ServiceTest, AnEvictedReplicaThatSucceededBeforeItsStopArrivedStartsAgain
   ASSERT_EQ(o.size(), 2u);
   ASSERT_EQ(o[0].op, Order::Op::kStop);
   ASSERT_EQ(o[1].op, Order::Op::kStart);
-  ASSERT_TRUE(service_->Report(kAgentA, {{o[0].task, TaskReport::State::kSucceeded}, {o[1].task, TaskReport::State::kRunning}},
+  ASSERT_TRUE(service_->Report(kAgentA, {{o[0].task, TaskReport::State::kFailed}, {o[1].task, TaskReport::State::kRunning}},
                                /*durable=*/false).ok());
   Pass();
-  EXPECT_EQ(Get(lp).phase, JobPhase::kPending);  // evicted: it waits, its work not done
+  EXPECT_EQ(Get(lp).phase, JobPhase::kPending);  // evicted: it waits, not failed
   ASSERT_TRUE(service_->Report(kAgentA, {{o[1].task, TaskReport::State::kSucceeded}}, /*durable=*/false).ok());
   Pass();
   EXPECT_EQ(Get(*hp, kBob).phase, JobPhase::kSucceeded);
@@ -334,6 +334,41 @@ TEST_F(ServiceTest, AnEvictedReplicaThatSucceededBeforeItsStopArrivedStartsAgain
   Pass();
   EXPECT_EQ(Get(lp).phase, JobPhase::kRunning);
   EXPECT_EQ(Get(lp).running_replicas, 1);
+}
+
+// A replica that succeeded while its job runs on is done while the engine binds it; once the
+// engine lets it go (here a Reclaim evicts the job), binding it again is a new run: a gang whose
+// first replica had succeeded starts whole again (found by tests/service/http_one_engine_test,
+// where such a job stayed pending, bound and short of its min, for ever).
+TEST_F(ServiceTest, AReplicaThatSucceededRunsAgainWhenItsEvictedJobIsBoundAgain) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  const uint64_t lp = RunJob(kAlice, Job("lp", 2, 4, 300, true));
+  // Its first replica's work is done (a task is named JOB-REPLICA); the second runs on.
+  ASSERT_TRUE(service_->Report(kAgentA, {{std::to_string(lp) + "-0", TaskReport::State::kSucceeded}}, /*durable=*/false).ok());
+  Pass();
+  EXPECT_EQ(Get(lp).phase, JobPhase::kRunning);
+  auto hp = service_->Submit(kBob, Job("hp", 1, 8, 900));
+  ASSERT_TRUE(hp.ok());
+  Pass();
+  ASSERT_EQ(Orders(kAgentA).size(), 1u);  // the eviction notice of the running replica
+  clock_.ms += 60000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);  // lp's replica stops, hp runs
+  Pass();
+  EXPECT_EQ(Get(lp).phase, JobPhase::kPending);
+  ASSERT_TRUE(service_->Report(kAgentA, {{std::to_string(*hp) + "-0", TaskReport::State::kSucceeded}}, /*durable=*/false).ok());
+  Pass();
+  const std::vector<Order> again = Orders(kAgentA);
+  ASSERT_EQ(again.size(), 2u);  // both replicas start
+  for (const Order& o : again) {
+    EXPECT_EQ(o.op, Order::Op::kStart);
+    EXPECT_EQ(o.job, lp);
+  }
+  ReportAll(kAgentA, again, TaskReport::State::kRunning);
+  Pass();
+  EXPECT_EQ(Get(lp).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(lp).running_replicas, 2);
 }
 
 TEST_F(ServiceTest, AfterARestartRunningJobsKeepTheirGpusAndNothingIsBoundTwice) {

@@ -11,6 +11,8 @@
 // growths, shrinks, evictions, Reclaims, Standby entries and restores, moves.
 //
 // Seed 1 runs in `make test`; seeds 2-4 in `make test-long` (ESTUARY_HTTP_ONE_ENGINE_LONG).
+// ONE_ENGINE_DUMP=1 prints the counts of inputs and decisions; ONE_ENGINE_KEEP=DIR copies the
+// service's data there when jobs never end (for `estuary history export --data DIR`).
 #include <unistd.h>
 
 #include <algorithm>
@@ -159,23 +161,24 @@ class HttpOneEngine : public testing::ServiceProcessTest, public ::testing::With
     }
   }
 
-  // True once no job is pending or running, within `limit`.
-  bool WaitAllEnded(std::chrono::seconds limit) {
+  // "" once no job is pending or running, within `limit`; else the jobs still open.
+  std::string WaitAllEnded(std::chrono::seconds limit) {
     httplib::Client c("127.0.0.1", port_);
     const auto until = std::chrono::steady_clock::now() + limit;
+    std::string open;
     while (std::chrono::steady_clock::now() < until) {
       auto r = c.Get("/v1/jobs", As(testing::kAdminToken));
       if (r && r->status == 200) {
-        bool open = false;
+        open.clear();
         const Json body = Json::parse(r->body);
         for (const Json& j : body["jobs"]) {
-          open = open || j["state"] == "pending" || j["state"] == "running";
+          if (j["state"] == "pending" || j["state"] == "running") open += j.dump() + "\n";
         }
-        if (!open) return true;
+        if (open.empty()) return "";
       }
       std::this_thread::sleep_for(500ms);
     }
-    return false;
+    return open.empty() ? "no answer" : open;
   }
 };
 
@@ -204,7 +207,11 @@ TEST_P(HttpOneEngine, TheServicesDecisionsOverHttpAreTheSimulatorsReplayOfItsApp
   }
   Play(Sequence(GetParam()));
   if (HasFatalFailure()) return;
-  EXPECT_TRUE(WaitAllEnded(120s));
+  const std::string open = WaitAllEnded(120s);
+  EXPECT_EQ(open, "");
+  if (!open.empty() && std::getenv("ONE_ENGINE_KEEP") != nullptr) {
+    std::filesystem::copy(dir_ + "/data", std::getenv("ONE_ENGINE_KEEP"), std::filesystem::copy_options::recursive);
+  }
   testing::StopProcess(agent_, SIGTERM);
   testing::StopProcess(serve_, SIGTERM);
   agent_ = serve_ = -1;
