@@ -63,25 +63,8 @@ StatusOr<int64_t> OneOf(const Ctx& c, const YAML::Node& m, const char* a, int64_
   return Int(c, nb, b, 0, kMaxCapacity);
 }
 
-}  // namespace
-
-StatusOr<ClusterState> ParseClusterSpec(const std::string& text, const std::string& file) {
-  Ctx c{file};
-  YAML::Node loaded;
-  try {
-    loaded = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    return InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML (" + e.msg + ")");
-  }
-  const YAML::Node root = loaded;
-  if (!root.IsMap()) return InvalidArgument(file + ":1: expected a mapping with pools, topology and nodes");
-  for (auto it = root.begin(); it != root.end(); ++it) {
-    const std::string k = it->first.Scalar();
-    if (k != "pools" && k != "topology" && k != "nodes" && k != "name") return c.Err(it->first, k, "unknown field");
-  }
-  ClusterState state;
-
-  // Pools.
+// The `pools:` list of `root` by name (their GPU models interned in `state`).
+StatusOr<std::map<std::string, Pool>> ParsePools(const Ctx& c, const YAML::Node& root, ClusterState& state) {
   REQUIRE_FIELD(pools, root, "pools");
   if (!pools.IsSequence() || pools.size() == 0) return c.Err(pools, "pools", "expected a non-empty list");
   std::map<std::string, Pool> pool_by_name;
@@ -117,8 +100,13 @@ StatusOr<ClusterState> ParseClusterSpec(const std::string& text, const std::stri
     pool_by_name[name] = pool;
   }
 
-  // Topology.
-  std::map<std::string, std::pair<PlaneId, int>> level_of;  // level name -> (plane, index)
+  return pool_by_name;
+}
+
+// The `topology:` planes of `root`, added to `state`; `level_of` maps each level name to its
+// plane and index.
+Status ParseTopology(const Ctx& c, const YAML::Node& root, ClusterState& state,
+                     std::map<std::string, std::pair<PlaneId, int>>& level_of) {
   if (const YAML::Node topo = root["topology"]) {
     REQUIRE_FIELD(planes, topo, "planes");
     if (!planes.IsSequence()) return c.Err(planes, "planes", "expected a list");
@@ -146,6 +134,32 @@ StatusOr<ClusterState> ParseClusterSpec(const std::string& text, const std::stri
       }
     }
   }
+
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ClusterState> ParseClusterSpec(const std::string& text, const std::string& file) {
+  Ctx c{file};
+  YAML::Node loaded;
+  try {
+    loaded = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    return InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML (" + e.msg + ")");
+  }
+  const YAML::Node root = loaded;
+  if (!root.IsMap()) return InvalidArgument(file + ":1: expected a mapping with pools, topology and nodes");
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const std::string k = it->first.Scalar();
+    if (k != "pools" && k != "topology" && k != "nodes" && k != "name") return c.Err(it->first, k, "unknown field");
+  }
+  ClusterState state;
+
+  std::map<std::string, Pool> pool_by_name;
+  ESTUARY_ASSIGN_OR_RETURN(pool_by_name, ParsePools(c, root, state));
+  std::map<std::string, std::pair<PlaneId, int>> level_of;  // level name -> (plane, index)
+  ESTUARY_RETURN_IF_ERROR(ParseTopology(c, root, state, level_of));
 
   // Nodes.
   REQUIRE_FIELD(nodes, root, "nodes");
