@@ -526,10 +526,26 @@ void Engine::EndEvictions(int64_t now_s) {
     }
     const char* why = headroom ? "headroom" : "reclaim";
     const uint32_t for_job = headroom ? kHeadroomJob : hp.fed;
+    std::vector<JobId> whole = ev.whole;
     for (uint32_t j : shrunk) {
+      // The plan kept a whole number of steps at or above min, but the job may have lost other
+      // replicas during the grace period (a node failure): it keeps the largest whole number of
+      // steps of what is left, or is evicted whole when that is below min — never left running
+      // with fewer.
+      const Job& v = state_.job(JobId(j));
+      const int32_t step = options_.allocate.align ? std::max<int32_t>(1, v.spec.step) : 1;
+      const int32_t keep = v.bound_tasks / step * step;
+      if (keep == 0 || keep < v.spec.min_replicas) {
+        whole.push_back(JobId(j));
+        continue;
+      }
+      const std::vector<TaskId> tasks = v.tasks;
+      for (auto it = tasks.rbegin(); it != tasks.rend() && state_.job(JobId(j)).bound_tasks > keep; ++it) {
+        if (state_.task(*it).state == TaskState::kBound) Free(*it, now_s);
+      }
       Log(EngineEvent::Kind::kShrunk, now_s, local_of_job_[j], state_.job(JobId(j)).bound_tasks, for_job, 0, why);
     }
-    for (JobId victim : ev.whole) {
+    for (JobId victim : whole) {
       const size_t vi = local_of_job_[victim.value()];
       if (locals_[vi].running) ReturnWhole(vi, now_s, for_job, why);
     }

@@ -392,6 +392,57 @@ std::vector<EngineEvent> StepAndTake(Engine& m, int64_t t) {
   return events;
 }
 
+TEST(Engine, AJobShrunkByAReclaimAfterANodeFailureTookItsOtherReplicasIsEvictedWholeAndRunsAgain) {
+  // An elastic LP job (4 x 4 GPUs, min 2, step 2) fills both nodes; an HP job of 8 GPUs Reclaims
+  // the two replicas on one node (keeping min). During the grace period the other node fails:
+  // the two replicas being evicted are all the job has left. When the grace period ends, the job
+  // is evicted whole and waits again (before the fix it stayed "running" with nothing bound, and
+  // never ran again); once the node is back it starts there.
+  EngineConfig o;
+  o.name = "reclaim-and-failure";
+  o.requeue = true;  // as the service runs it: an evicted job waits again in the engine
+  o.grace_s = 30;
+  o.absorb = false;
+  auto made = Engine::Create(EngineCluster(2), o);
+  ASSERT_TRUE(made.ok());
+  Engine& m = **made;
+  EngineJob lp = Job(1, 4, 4, 100, true);
+  lp.min_replicas = 2;
+  lp.step = 2;
+  ASSERT_TRUE(m.Submit(lp, SubmitMode::kStartNow, 0).started);
+  ASSERT_EQ(m.Running(1), 4);
+  ASSERT_TRUE(m.Submit(Job(2, 1, 8, kHpPriority), SubmitMode::kQueue, 1).reclaiming);
+  const std::vector<Engine::EvictionNotice> notices = m.TakeEvictionNotices();
+  ASSERT_EQ(notices.size(), 2u);
+  const NodeId reclaimed = m.state().task(notices[0].task).node;
+  const NodeId other(1 - reclaimed.value());
+  m.TakeEvents();
+  m.FailNode(other, 5);
+  std::vector<EngineEvent> ev = m.TakeEvents();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kShrunk);
+  EXPECT_EQ(ev[0].replicas, 2);
+  EXPECT_TRUE(StepAndTake(m, 30).empty());
+  ev = StepAndTake(m, 31);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kReturned);
+  EXPECT_EQ(ev[0].job, 1u);
+  EXPECT_EQ(ev[0].for_job, 2u);
+  EXPECT_EQ(ev[1].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(ev[1].job, 2u);
+  EXPECT_EQ(m.Running(1), 0);
+  EXPECT_EQ(m.QueuedInOrder(), std::vector<uint32_t>{1});
+  // Stable while there is no room; runs again on the repaired node.
+  EXPECT_TRUE(StepAndTake(m, 40).empty());
+  m.RestoreNode(other);
+  ev = StepAndTake(m, 41);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(ev[0].job, 1u);
+  EXPECT_EQ(m.Running(1), 2);
+  EXPECT_TRUE(StepAndTake(m, 42).empty());
+}
+
 TEST(Engine, StandbyLendsToSpotJobsOnlyAndItsRestoreEvictsTheBorrowersAfterTheGracePeriod) {
   auto m = LiveEngine(2, 30);
   ASSERT_TRUE(m->Submit(Job(1, 2, 8, kHpPriority), SubmitMode::kStartNow, 0).started);  // fills both nodes
