@@ -91,23 +91,6 @@ std::string FindExecutable(const std::string& name, const std::string& path) {
   return "";
 }
 
-std::optional<int> SignalByName(const std::string& name) {
-  if (name.empty()) return std::nullopt;
-  if (name.find_first_not_of("0123456789") == std::string::npos) {
-    if (name.size() > 2) return std::nullopt;
-    const int n = std::stoi(name);
-    return n >= 1 && n < SIGRTMIN ? std::optional<int>(n) : std::nullopt;
-  }
-  std::string upper;
-  for (char c : name) upper += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
-  if (upper.rfind("SIG", 0) == 0) upper = upper.substr(3);
-  for (int s = 1; s < SIGRTMIN; ++s) {
-    const char* abbrev = sigabbrev_np(s);
-    if (abbrev != nullptr && upper == abbrev) return s;
-  }
-  return std::nullopt;
-}
-
 std::string DescribeExit(const ProcessExit& e) {
   if (e.signal != 0) {
     const char* d = sigdescr_np(e.signal);

@@ -82,7 +82,4 @@ bool ReapShim(pid_t shim);
 // Looks `name` up in `path` (colon-separated) as execvp would; "" when not found.
 std::string FindExecutable(const std::string& name, const std::string& path);
 
-// Signal numbers by name: "SIGTERM", "TERM", "sigusr1" or "15"; nullopt for anything else.
-std::optional<int> SignalByName(const std::string& name);
-
 }  // namespace estuary

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/cgroups.h"
+#include "common/signals.h"
 
 namespace estuary {
 namespace {
@@ -169,6 +170,8 @@ TEST(Signals, AreNamedAsUsersWriteThem) {
   EXPECT_EQ(SignalByName("0"), std::nullopt);
   EXPECT_EQ(SignalByName("99"), std::nullopt);
   EXPECT_EQ(SignalByName(""), std::nullopt);
+  EXPECT_EQ(SignalName(SIGUSR2), "SIGUSR2");
+  EXPECT_EQ(SignalName(0), "");
   EXPECT_EQ(FindExecutable("sh", "/nonexistent:/bin"), "/bin/sh");
   EXPECT_EQ(FindExecutable("sh", "/nonexistent"), "");
 }

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/signals.h"
 #include "model/resources.h"
 
 namespace estuary {
@@ -43,6 +44,11 @@ constexpr size_t kMaxShortString = 64;   // models, plane, required_level
 constexpr size_t kMaxNameLength = 128;
 constexpr size_t kMaxLabels = 32;
 constexpr size_t kMaxLabelLength = 128;
+constexpr size_t kMaxArgs = 4096;
+constexpr size_t kMaxCommandBytes = 65'536;  // one argument, a shell string, an env value
+constexpr size_t kMaxEnv = 256;
+constexpr size_t kMaxEnvName = 256;
+constexpr size_t kMaxPath = 4096;
 
 // `s` made safe for a one-line message: printable ASCII is kept, any other byte becomes \xNN, and
 // with `escape_quotes` ' and \ are escaped too (for text shown between quotes); cut to
@@ -508,6 +514,118 @@ Status ReadLabels(const ObjectReader& in, JobRequest& r) {
   return Status::Ok();
 }
 
+// `v` as a string of 0 (or 1, `nonempty`) to kMaxCommandBytes bytes without NUL: a command, an
+// argument or an environment value (any other character is the workload's business).
+StatusOr<std::string> Text(const Json& v, const std::string& path, bool nonempty) {
+  if (!v.is_string()) return InvalidArgument(Field(path) + "expected a string");
+  const std::string& s = v.get_ref<const std::string&>();
+  if (nonempty && s.empty()) return InvalidArgument(Field(path) + "empty");
+  if (s.size() > kMaxCommandBytes) {
+    return InvalidArgument(Field(path) + std::to_string(s.size()) + " bytes, more than " + std::to_string(kMaxCommandBytes));
+  }
+  if (s.find('\0') != std::string::npos) return InvalidArgument(Field(path) + "holds a NUL character");
+  return s;
+}
+
+// A command at `path`: an argv array or a shell string (docs in the header).
+StatusOr<JobCommand> ReadCommand(const Json& v, const std::string& path) {
+  JobCommand c;
+  if (v.is_string()) {
+    std::string script;
+    ESTUARY_ASSIGN_OR_RETURN(script, Text(v, path, true));
+    c.argv.push_back(std::move(script));
+    c.shell = true;
+    return c;
+  }
+  if (!v.is_array()) return InvalidArgument(Field(path) + "expected an array of strings (argv) or a string (a shell command)");
+  if (v.empty()) return InvalidArgument(Field(path) + "empty");
+  if (v.size() > kMaxArgs) {
+    return InvalidArgument(Field(path) + std::to_string(v.size()) + " arguments, more than " + std::to_string(kMaxArgs));
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::string arg;
+    ESTUARY_ASSIGN_OR_RETURN(arg, Text(v[i], path + "[" + std::to_string(i) + "]", i == 0));
+    c.argv.push_back(std::move(arg));
+  }
+  return c;
+}
+
+// Why `name` may not be a job's environment variable, or "".
+std::string EnvNameProblem(std::string_view name) {
+  if (name.empty()) return "an empty name";
+  if (name.size() > kMaxEnvName) return "a name of more than " + std::to_string(kMaxEnvName) + " characters";
+  const bool first_ok = (name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z') || name[0] == '_';
+  const bool rest_ok = std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+  if (!first_ok || !rest_ok) return "name " + Quoted(name) + " is not [A-Za-z_][A-Za-z0-9_]*";
+  if (name.rfind("ESTUARY_", 0) == 0 || name.rfind("CUDA_", 0) == 0 || name == "NVIDIA_VISIBLE_DEVICES") {
+    return "name " + Quoted(name) + " is set by the agent";
+  }
+  return "";
+}
+
+// `env`: an object NAME -> value, or an array of "NAME=VALUE" strings.
+Status ReadEnv(const ObjectReader& in, JobRequest& r) {
+  const Json* v = in.Find("env");
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_object() && !v->is_array()) {
+    return InvalidArgument(Field("env") + "expected an object NAME -> value or an array of \"NAME=VALUE\" strings");
+  }
+  if (v->size() > kMaxEnv) {
+    return InvalidArgument(Field("env") + std::to_string(v->size()) + " entries, more than " + std::to_string(kMaxEnv));
+  }
+  auto add = [&](const std::string& path, const std::string& name, std::string value) -> Status {
+    if (std::string why = EnvNameProblem(name); !why.empty()) return InvalidArgument(Field(path) + why);
+    if (!r.env.emplace(name, std::move(value)).second) return InvalidArgument(Field(path) + Quoted(name) + " given twice");
+    return Status::Ok();
+  };
+  if (v->is_object()) {
+    for (const auto& [name, value] : v->items()) {
+      std::string text;
+      ESTUARY_ASSIGN_OR_RETURN(text, Text(value, MemberPath("env", name), false));
+      ESTUARY_RETURN_IF_ERROR(add("env", name, std::move(text)));
+    }
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const std::string path = "env[" + std::to_string(i) + "]";
+    std::string entry;
+    ESTUARY_ASSIGN_OR_RETURN(entry, Text((*v)[i], path, true));
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos) return InvalidArgument(Field(path) + "expected NAME=VALUE, not " + Quoted(entry));
+    ESTUARY_RETURN_IF_ERROR(add(path, entry.substr(0, eq), entry.substr(eq + 1)));
+  }
+  return Status::Ok();
+}
+
+// command, env, workdir, checkpoint_signal and hooks.
+Status ReadWorkload(const ObjectReader& in, JobRequest& r) {
+  if (const Json* v = in.Find("command")) ESTUARY_ASSIGN_OR_RETURN(r.command, ReadCommand(*v, "command"));
+  ESTUARY_RETURN_IF_ERROR(ReadEnv(in, r));
+  ESTUARY_ASSIGN_OR_RETURN(r.workdir, in.String("workdir", 1, kMaxPath, ""));
+  if (!r.workdir.empty() && r.workdir[0] != '/') {
+    return InvalidArgument(Field("workdir") + Quoted(r.workdir) + " is not an absolute path");
+  }
+  std::string signal;
+  ESTUARY_ASSIGN_OR_RETURN(signal, in.String("checkpoint_signal", 1, kMaxShortString, "SIGTERM"));
+  const std::optional<int> number = SignalByName(signal);
+  if (!number || SignalName(*number).empty()) {
+    return InvalidArgument(Field("checkpoint_signal") + "unknown signal " + Quoted(signal));
+  }
+  r.checkpoint_signal = SignalName(*number);
+  const Json* hooks = in.Find("hooks");
+  if (hooks == nullptr) return Status::Ok();
+  if (!hooks->is_object()) return InvalidArgument(Field("hooks") + "expected an object {standby_enter, standby_leave, ready}");
+  const ObjectReader h(*hooks, "hooks");
+  ESTUARY_RETURN_IF_ERROR(h.RejectUnknown({"standby_enter", "standby_leave", "ready"}));
+  for (auto [key, command] : {std::pair{"standby_enter", &r.hook_standby_enter}, std::pair{"standby_leave", &r.hook_standby_leave},
+                              std::pair{"ready", &r.hook_ready}}) {
+    if (const Json* v = h.Find(key)) ESTUARY_ASSIGN_OR_RETURN(*command, ReadCommand(*v, h.PathOf(key)));
+  }
+  return Status::Ok();
+}
+
 // `standby`: ascending, disjoint windows of at most `max_replicas` replicas.
 Status ReadStandby(const ObjectReader& in, int32_t max_replicas, ScenarioJobFields& s) {
   const Json* v = in.Find("standby");
@@ -564,7 +682,7 @@ Status ReadScenarioFields(const ObjectReader& in, JobUse use, const JobRequest& 
 constexpr std::string_view kCommonKeys[] = {
     "name", "class", "replicas", "gpus", "gpu_milli", "cpu_milli", "cpu_cores", "memory_mib", "memory_gib",
     "priority", "preemptible", "models", "plane", "required_level", "preferred_level", "checkpoint_interval_s",
-    "restart_cost_s", "usable_step", "labels"};
+    "restart_cost_s", "usable_step", "labels", "command", "env", "workdir", "checkpoint_signal", "hooks"};
 constexpr std::string_view kScenarioKeys[] = {"submit_s", "duration_mean_s", "scaling", "locked_pct",
                                               "standby", "home", "home_only"};
 
@@ -617,8 +735,14 @@ StatusOr<DecodedJob> DecodeJob(const Json& doc, JobUse use, const std::vector<st
   ESTUARY_ASSIGN_OR_RETURN(usable, in.Integer("usable_step", 0, kMaxReplicas, 0));
   r.usable_step = static_cast<int32_t>(usable);
   ESTUARY_RETURN_IF_ERROR(ReadLabels(in, r));
+  ESTUARY_RETURN_IF_ERROR(ReadWorkload(in, r));
   if (use != JobUse::kService) ESTUARY_RETURN_IF_ERROR(ReadScenarioFields(in, use, r, out.scenario));
   return out;
+}
+
+std::vector<std::string> JobCommand::Exec() const {
+  if (!shell) return argv;
+  return {"/bin/sh", "-c", argv.empty() ? "" : argv.front()};
 }
 
 std::string JobErrorPath(std::string_view message) {
@@ -664,6 +788,20 @@ std::string EncodeJobRequest(const JobRequest& r) {
   Ordered labels = Ordered::object();
   for (const auto& [k, v] : r.labels) labels[k] = v;
   j["labels"] = std::move(labels);
+  auto command = [](const JobCommand& c) { return c.shell ? Ordered(c.argv.front()) : Ordered(c.argv); };
+  if (!r.command.empty()) j["command"] = command(r.command);
+  if (!r.env.empty()) {
+    Ordered env = Ordered::object();
+    for (const auto& [k, v] : r.env) env[k] = v;
+    j["env"] = std::move(env);
+  }
+  if (!r.workdir.empty()) j["workdir"] = r.workdir;
+  j["checkpoint_signal"] = r.checkpoint_signal;
+  Ordered hooks = Ordered::object();
+  if (!r.hook_standby_enter.empty()) hooks["standby_enter"] = command(r.hook_standby_enter);
+  if (!r.hook_standby_leave.empty()) hooks["standby_leave"] = command(r.hook_standby_leave);
+  if (!r.hook_ready.empty()) hooks["ready"] = command(r.hook_ready);
+  if (!hooks.empty()) j["hooks"] = std::move(hooks);
   // `replace` keeps this from throwing on a request that was never decoded and holds invalid
   // UTF-8; such a request does not round-trip (it would not decode in the first place).
   return j.dump(-1, ' ', false, Ordered::error_handler_t::replace);

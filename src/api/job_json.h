@@ -33,6 +33,23 @@
 //   usable_step    integer 0..100000, default 0 (= step): the job can use only multiples of it
 //   labels         object of string -> string (at most 32 entries, keys of 1..128 and values of
 //                  0..128 characters), default none: kept and shown, not used for scheduling
+// The workload, which a real agent runs (docs/agent.md) and simulations and fake agents ignore:
+//   command        what each replica runs: an array of 1..4096 strings (argv; the first not
+//                  empty: a path, or a name looked up in the PATH of `env`) or one non-empty string
+//                  run by /bin/sh -c; default none (a job without one runs only on fake agents)
+//   env            environment variables beside the agent's own ESTUARY_* and
+//                  CUDA_VISIBLE_DEVICES: an object NAME -> value or an array of "NAME=VALUE"
+//                  strings; at most 256, names [A-Za-z_][A-Za-z0-9_]* of 1..256 characters, none
+//                  starting with ESTUARY_ nor CUDA_ or NVIDIA_VISIBLE_DEVICES (the agent sets those)
+//   workdir        an absolute path (1..4096 characters) the command starts in, default the
+//                  run-as user's home directory
+//   checkpoint_signal   the signal an eviction notice sends (a name, "SIGUSR1" or "USR1", or a
+//                  number), default SIGTERM; SIGKILL follows at the deadline
+//   hooks          object of commands (each as `command`) the agent runs at a mechanism's
+//                  edges: standby_enter (before its GPUs are lent; failing, nothing is lent),
+//                  standby_leave (when they are back), ready (a migration's new instance is
+//                  running once it succeeds)
+// Commands, arguments and environment values may hold any character but NUL, up to 65,536 bytes.
 // Only in a scenario (the simulated workload, JobUse::kScenarioJob / kGeneratedClass; the
 // service answers "only in a scenario"):
 //   submit_s       integer 0..10^12, default 0 (jobs only)
@@ -86,6 +103,16 @@ inline constexpr JobClassInfo kJobClasses[] = {
     {"spot", 100, true},           // spot jobs on harvested capacity
 };
 
+// A command: argv, or (`shell`) one string for /bin/sh -c. Empty: none.
+struct JobCommand {
+  std::vector<std::string> argv;
+  bool shell = false;  // argv holds exactly one string
+  bool empty() const { return argv.empty(); }
+  // What to exec: argv, or {"/bin/sh", "-c", script}.
+  std::vector<std::string> Exec() const;
+  bool operator==(const JobCommand&) const = default;
+};
+
 // The fields every driver takes.
 struct JobRequest {
   std::string name;
@@ -106,6 +133,12 @@ struct JobRequest {
   int64_t restart_cost_s = 0;
   int32_t usable_step = 0;
   std::map<std::string, std::string> labels;
+  // The workload (a real agent's).
+  JobCommand command;
+  std::map<std::string, std::string> env;
+  std::string workdir;
+  std::string checkpoint_signal = "SIGTERM";  // canonical name
+  JobCommand hook_standby_enter, hook_standby_leave, hook_ready;
 
   bool operator==(const JobRequest&) const = default;
 };
@@ -155,7 +188,8 @@ StatusOr<JobRequest> DecodeJobRequest(std::string_view body);
 // The canonical JSON of a request: compact, every JobRequest field in the order listed above, so that
 // DecodeJobRequest(EncodeJobRequest(r)) == r for any r that DecodeJobRequest returned. `models`
 // and `plane`/`required_level` are left out when empty (an empty value is not valid input);
-// `class` when empty; the other defaults are written out. Never throws (invalid UTF-8 in a hand-built r is replaced).
+// `class` when empty, and so are an empty command, env, workdir or hook; the other defaults are
+// written out. Never throws (invalid UTF-8 in a hand-built r is replaced).
 // Used to store accepted jobs.
 std::string EncodeJobRequest(const JobRequest& r);
 

@@ -52,7 +52,12 @@ class Body {
         .Set("checkpoint_interval_s", "600")
         .Set("restart_cost_s", "90")
         .Set("usable_step", "8")
-        .Set("labels", R"({"team": "nlp", "ticket": "ML-42"})");
+        .Set("labels", R"({"team": "nlp", "ticket": "ML-42"})")
+        .Set("command", R"(["python3", "train.py", "--steps", "100"])")
+        .Set("env", R"({"NCCL_DEBUG": "INFO", "LR": "0.1"})")
+        .Set("workdir", R"("/srv/train")")
+        .Set("checkpoint_signal", R"("usr1")")
+        .Set("hooks", R"({"standby_enter": "curl -X POST localhost:8000/sleep", "ready": ["test", "-f", "/tmp/up"]})");
     return b;
   }
 
@@ -126,6 +131,33 @@ TEST(DecodeJobRequest, AFullRequestSetsEveryField) {
   EXPECT_EQ(r.restart_cost_s, 90);
   EXPECT_EQ(r.usable_step, 8);
   EXPECT_EQ(r.labels, (std::map<std::string, std::string>{{"team", "nlp"}, {"ticket", "ML-42"}}));
+  EXPECT_EQ(r.command.Exec(), (std::vector<std::string>{"python3", "train.py", "--steps", "100"}));
+  EXPECT_EQ(r.env, (std::map<std::string, std::string>{{"NCCL_DEBUG", "INFO"}, {"LR", "0.1"}}));
+  EXPECT_EQ(r.workdir, "/srv/train");
+  EXPECT_EQ(r.checkpoint_signal, "SIGUSR1");
+  EXPECT_EQ(r.hook_standby_enter.Exec(), (std::vector<std::string>{"/bin/sh", "-c", "curl -X POST localhost:8000/sleep"}));
+  EXPECT_TRUE(r.hook_standby_leave.empty());
+  EXPECT_EQ(r.hook_ready.Exec(), (std::vector<std::string>{"test", "-f", "/tmp/up"}));
+}
+
+TEST(DecodeJobRequest, AWorkloadIsOptionalAndItsTwoFormsOfCommandAndEnvMeanTheSame) {
+  const JobRequest none = DecodeOk(Body::Minimal().str());
+  EXPECT_TRUE(none.command.empty());
+  EXPECT_TRUE(none.env.empty());
+  EXPECT_EQ(none.workdir, "");
+  EXPECT_EQ(none.checkpoint_signal, "SIGTERM");
+  // A shell string runs through /bin/sh -c, with newlines and tabs kept.
+  const JobRequest shell = DecodeOk(Body::Minimal().Set("command", R"("for i in 1 2; do\n\techo $i; done")").str());
+  EXPECT_EQ(shell.command.Exec(), (std::vector<std::string>{"/bin/sh", "-c", "for i in 1 2; do\n\techo $i; done"}));
+  // env as "NAME=VALUE" strings is the object form; a value may hold '=' and be empty.
+  const JobRequest listed = DecodeOk(Body::Minimal().Set("env", R"(["A=1", "B=x=y", "C="])").str());
+  const JobRequest object = DecodeOk(Body::Minimal().Set("env", R"({"A": "1", "B": "x=y", "C": ""})").str());
+  EXPECT_EQ(listed.env, (std::map<std::string, std::string>{{"A", "1"}, {"B", "x=y"}, {"C", ""}}));
+  EXPECT_EQ(listed, object);
+  EXPECT_EQ(EncodeJobRequest(listed), EncodeJobRequest(object));
+  // Signals by number or short name take their canonical name.
+  EXPECT_EQ(DecodeOk(Body::Minimal().Set("checkpoint_signal", R"("2")").str()).checkpoint_signal, "SIGINT");
+  EXPECT_EQ(DecodeOk(Body::Minimal().Set("checkpoint_signal", R"("HUP")").str()).checkpoint_signal, "SIGHUP");
 }
 
 TEST(DecodeJobRequest, OptionalFieldsTakeTheDocumentedDefaults) {
@@ -287,7 +319,9 @@ TEST(EncodeJobRequest, WritesEveryFieldInTheHeadersOrderCompactly) {
             R"("cpu_milli":8000,"memory_mib":65536,"priority":700,"preemptible":true,)"
             R"("models":["A100-SXM4-80GB","H100"],"plane":"data","required_level":"asw","preferred_level":"pod",)"
             R"("duration_s":7200,"checkpoint_interval_s":600,"restart_cost_s":90,"usable_step":8,)"
-            R"("labels":{"team":"nlp","ticket":"ML-42"}})");
+            R"("labels":{"team":"nlp","ticket":"ML-42"},"command":["python3","train.py","--steps","100"],)"
+            R"("env":{"LR":"0.1","NCCL_DEBUG":"INFO"},"workdir":"/srv/train","checkpoint_signal":"SIGUSR1",)"
+            R"("hooks":{"standby_enter":"curl -X POST localhost:8000/sleep","ready":["test","-f","/tmp/up"]}})");
 }
 
 TEST(EncodeJobRequest, LeavesOutOnlyClassModelsAndPlacementWhenTheyAreUnset) {
@@ -296,7 +330,8 @@ TEST(EncodeJobRequest, LeavesOutOnlyClassModelsAndPlacementWhenTheyAreUnset) {
   EXPECT_EQ(EncodeJobRequest(DecodeOk(Body::Minimal().str())),
             R"({"name":"train-llm","replicas":{"min":2,"max":2,"step":1},"gpus":8,"gpu_milli":1000,)"
             R"("cpu_milli":32000,"memory_mib":262144,"priority":100,"preemptible":false,)"
-            R"("duration_s":3600,"checkpoint_interval_s":0,"restart_cost_s":0,"usable_step":0,"labels":{}})");
+            R"("duration_s":3600,"checkpoint_interval_s":0,"restart_cost_s":0,"usable_step":0,"labels":{},)"
+            R"("checkpoint_signal":"SIGTERM"})");
 }
 
 TEST(EncodeJobRequest, DecodingTheEncodingGivesTheRequestBack) {
@@ -744,6 +779,47 @@ TEST(DecodeJobRequest, SeededRandomInputsNeverCrashAndAlwaysGiveAOneLineReasonOr
   // Both outcomes are exercised in earnest.
   EXPECT_GT(accepted, kInputs / 40);
   EXPECT_GT(rejected, kInputs / 2);
+}
+
+TEST(DecodeJobRequest, AWorkloadThatCannotRunIsRejectedNamingItsField) {
+  const std::string big(65'537, 'x');
+  ExpectRejections({
+      {"an empty command", Body::Minimal().Set("command", R"("")").str(), "field 'command': empty"},
+      {"an empty argv", Body::Minimal().Set("command", "[]").str(), "field 'command': empty"},
+      {"an empty program", Body::Minimal().Set("command", R"(["", "x"])").str(), "field 'command[0]': empty"},
+      {"a command that is a number", Body::Minimal().Set("command", "7").str(),
+       "field 'command': expected an array of strings (argv) or a string (a shell command)"},
+      {"an argument that is not a string", Body::Minimal().Set("command", R"(["echo", 1])").str(),
+       "field 'command[1]': expected a string"},
+      {"a NUL in an argument", Body::Minimal().Set("command", R"(["echo", "a\u0000b"])").str(),
+       "field 'command[1]': holds a NUL character"},
+      {"a command over 64 KiB", Body::Minimal().Set("command", "\"" + big + "\"").str(),
+       "field 'command': 65537 bytes, more than 65536"},
+      {"an env entry that is not NAME=VALUE", Body::Minimal().Set("env", R"(["A=1", "JUSTNAME"])").str(),
+       "field 'env[1]': expected NAME=VALUE, not 'JUSTNAME'"},
+      {"an env name that is not an identifier", Body::Minimal().Set("env", R"(["1A=x"])").str(),
+       "field 'env[0]': name '1A' is not [A-Za-z_][A-Za-z0-9_]*"},
+      {"an env name the agent sets", Body::Minimal().Set("env", R"({"ESTUARY_REPLICA": "3"})").str(),
+       "field 'env': name 'ESTUARY_REPLICA' is set by the agent"},
+      {"the GPUs the agent grants", Body::Minimal().Set("env", R"({"CUDA_VISIBLE_DEVICES": "0"})").str(),
+       "field 'env': name 'CUDA_VISIBLE_DEVICES' is set by the agent"},
+      {"an env name given twice", Body::Minimal().Set("env", R"(["A=1", "A=2"])").str(), "field 'env[1]': 'A' given twice"},
+      {"an env value that is not a string", Body::Minimal().Set("env", R"({"A": 1})").str(),
+       "field 'env.A': expected a string"},
+      {"env as a string", Body::Minimal().Set("env", R"("A=1")").str(),
+       "field 'env': expected an object NAME -> value or an array of \"NAME=VALUE\" strings"},
+      {"a relative workdir", Body::Minimal().Set("workdir", R"("data/run")").str(),
+       "field 'workdir': 'data/run' is not an absolute path"},
+      {"an empty workdir", Body::Minimal().Set("workdir", R"("")").str(), "field 'workdir': empty"},
+      {"an unknown signal", Body::Minimal().Set("checkpoint_signal", R"("SIGNOPE")").str(),
+       "field 'checkpoint_signal': unknown signal 'SIGNOPE'"},
+      {"a signal number out of range", Body::Minimal().Set("checkpoint_signal", R"("99")").str(),
+       "field 'checkpoint_signal': unknown signal '99'"},
+      {"an unknown hook", Body::Minimal().Set("hooks", R"({"on_start": "x"})").str(), "field 'hooks.on_start': unknown field"},
+      {"an empty hook", Body::Minimal().Set("hooks", R"({"ready": []})").str(), "field 'hooks.ready': empty"},
+      {"hooks as a list", Body::Minimal().Set("hooks", R"(["x"])").str(),
+       "field 'hooks': expected an object {standby_enter, standby_leave, ready}"},
+  });
 }
 
 }  // namespace

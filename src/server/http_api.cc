@@ -59,6 +59,11 @@ Json JobJson(const JobView& v) {
   j["restart_cost_s"] = v.request.restart_cost_s;
   j["usable_step"] = v.request.usable_step;
   if (!v.request.labels.empty()) j["labels"] = v.request.labels;
+  // The workload, as the job schema writes it (EncodeJobRequest: a shell command as a string).
+  const Json request = Json::parse(EncodeJobRequest(v.request));
+  for (const char* k : {"command", "env", "workdir", "checkpoint_signal", "hooks"}) {
+    if (request.contains(k)) j[k] = request[k];
+  }
   j["bound_replicas"] = v.bound_replicas;
   j["running_replicas"] = v.running_replicas;
   j["standby_replicas"] = v.standby_replicas;
