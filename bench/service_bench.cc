@@ -71,7 +71,7 @@ void BM_EngineRebuild(benchmark::State& st) {
       const Principal agent{Role::kAgent, "rack"}, tenant{Role::kTenant, "team"}, admin{Role::kAdmin, "ops"};
       std::vector<NodeRegistration> regs;
       for (const AgentNode& n : FakeNodes("rack", nodes, 8, "H800")) {
-        regs.push_back({n.name, n.gpus, n.gpu_model, n.cpu_milli, n.memory_mib, n.domains});
+        regs.push_back({n.name, n.gpus, n.gpu_model, n.cpu_milli, n.memory_mib, n.domains, ""});
       }
       if (!s.RegisterNodes(agent, regs).ok()) {
         st.SkipWithError("registration failed");

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/fake_agent.h"
+#include "agent/node_agent.h"
+#include "agent/nvml.h"
 #include "common/clock.h"
 #include "common/text.h"
 #include "server/http_api.h"
@@ -139,16 +141,32 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   s->add_option("--rate", f.rate, "requests per second per caller before 429 (default 20000)")->check(CLI::Range(0.001, 1e9));
   s->add_option("--tls-cert", f.tls_cert, "PEM certificate: serve HTTPS (with --tls-key)");
   s->add_option("--tls-key", f.tls_key, "PEM private key of --tls-cert");
+  s->add_option("--logs", f.logs, "directory of replicas' logs (default DATA/logs with --store sqlite; none with etcd)");
   return s;
 }
 
 CLI::App* AddAgentCommand(CLI::App& app, AgentFlags& f) {
-  CLI::App* a = app.add_subcommand("agent", "run a fake node agent: registers nodes and runs tasks as timed fake processes");
+  CLI::App* a = app.add_subcommand("agent",
+                                   "run a node agent: --node NAME runs replicas as real processes on this machine "
+                                   "(docs/agent.md); --fake-nodes N registers N nodes and runs timed fake processes");
   a->add_option("--server", f.server, "the service's URL, e.g. http://127.0.0.1:8080, or its replicas' URL,URL,...")->required();
   a->add_option("--token", f.token, "an agent token of the service's tokens file")->required();
-  a->add_option("--fake-nodes", f.fake_nodes, "nodes to register (with --cluster: its first N nodes)")
-      ->required()
-      ->check(CLI::Range(1, 1000000));
+  auto* fake = a->add_option("--fake-nodes", f.fake_nodes, "nodes to register (with --cluster: its first N nodes)")
+                   ->check(CLI::Range(1, 1000000));
+  auto* node = a->add_option("--node", f.node, "the name this machine registers as (a real node)");
+  fake->excludes(node);
+  a->add_option("--gpus", f.gpus, "a real node's GPUs (default: what NVML finds; 0 without NVML)")->check(CLI::Range(0, 16));
+  a->add_option("--domains", f.domains, "a real node's topology: PLANE=TOP/.../BOTTOM,... e.g. data=az1/spine3/asw12,param=pod7");
+  a->add_option("--address", f.address, "where a real node's replicas are reached (default: its name)");
+  a->add_option("--state", f.state_dir, "a real node's state: instances, checkpoints (default /var/lib/estuary/agent)");
+  a->add_option("--run-as", f.run_as, "Unix users of tenants: TENANT=USER,...");
+  a->add_option("--default-user", f.default_user, "the Unix user of tenants --run-as does not name (default: refuse them)");
+  a->add_flag("--allow-root", f.allow_root, "a tenant may map to root (default: refused)");
+  a->add_option("--cpu-milli", f.cpu_milli, "a real node's CPU to offer (default: its CPUs)")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  a->add_option("--memory-mib", f.memory_mib, "a real node's memory to offer (default: its memory)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  a->add_option("--kill-wait-s", f.kill_wait_s, "a stop without a notice: SIGKILL this long after the checkpoint signal (default 10)")
+      ->check(CLI::Range(0, 3600));
   a->add_option("--gpus-per-node", f.gpus_per_node, "GPUs per fake node (default 8)")->check(CLI::Range(0, 16));
   a->add_option("--gpu-model", f.gpu_model, "GPU model of the fake nodes (default H800)");
   a->add_option("--prefix", f.prefix, "node names are PREFIX-nNNNNNN (default fake)");
@@ -190,6 +208,7 @@ int RunServeCommand(const ServeFlags& f) {
   if (f.grace_s >= 0) o.grace_s = f.grace_s;
   o.heartbeat_timeout_ms = f.heartbeat_timeout_s * 1000;
   o.retain_ended_ms = f.retain_ended_s * 1000;
+  o.logs_dir = !f.logs.empty() ? f.logs : f.store == "sqlite" ? f.data + "/logs" : "";
 
   BlockStopSignals();
   std::atomic<bool> stop{false}, lost{false};
@@ -292,17 +311,21 @@ int RunServeCommand(const ServeFlags& f) {
   return finish(lost || !served.ok() ? 1 : 0);
 }
 
+int RunRealAgent(const AgentFlags& f, const RealClock& clock);
+
 int RunAgentCommand(const AgentFlags& f) {
   const RealClock clock;
-  FakeAgentOptions o;
-  o.server = f.server;
-  o.token = f.token;
-  o.heartbeat_interval_ms = f.heartbeat_s * 1000;
+  if (f.fake_nodes == 0 && f.node.empty()) return Fail(InvalidArgument("agent: give --node NAME (a real node) or --fake-nodes N"));
   for (const std::string& url : SplitList(f.server, ',', /*keep_empty=*/true)) {
     if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
       return Fail(InvalidArgument("--server: '" + url + "' is not an http:// or https:// URL"));
     }
   }
+  if (!f.node.empty()) return RunRealAgent(f, clock);
+  FakeAgentOptions o;
+  o.server = f.server;
+  o.token = f.token;
+  o.heartbeat_interval_ms = f.heartbeat_s * 1000;
   if (!f.cluster.empty()) {
     auto spec = ReadClusterSpec(f.cluster);
     if (!spec.ok()) return Fail(spec.status());
@@ -351,6 +374,82 @@ int RunAgentCommand(const AgentFlags& f) {
       {{"starts", agent.starts()}, {"stops", agent.stops()}, {"finished", agent.finished()},
        {"migrations", agent.migrations()}, {"standby_orders", agent.standby_orders()},
        {"resume_orders", agent.resume_orders()}});
+  return 0;
+}
+
+// `estuary agent --node NAME`: this machine as one node (docs/agent.md).
+int RunRealAgent(const AgentFlags& f, const RealClock& clock) {
+  NodeAgentOptions o;
+  o.server = f.server;
+  o.token = f.token;
+  o.heartbeat_interval_ms = f.heartbeat_s * 1000;
+  o.kill_wait_ms = f.kill_wait_s * 1000;
+  o.address = f.address;
+  o.allow_root = f.allow_root;
+  o.default_user = f.default_user;
+  o.node.name = f.node;
+  if (f.node.size() > 128 || f.node.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != std::string::npos) {
+    return Fail(InvalidArgument("--node: '" + f.node + "' is not 1 to 128 characters of [A-Za-z0-9._-]"));
+  }
+  for (const std::string& pair : SplitList(f.run_as, ',')) {
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size()) {
+      return Fail(InvalidArgument("--run-as: '" + pair + "' is not TENANT=USER"));
+    }
+    o.users[pair.substr(0, eq)] = pair.substr(eq + 1);
+  }
+  for (const std::string& entry : SplitList(f.domains, ',')) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) {
+      return Fail(InvalidArgument("--domains: '" + entry + "' is not PLANE=TOP/.../BOTTOM"));
+    }
+    const std::vector<std::string> names = SplitList(entry.substr(eq + 1), '/');
+    o.node.domains.emplace_back(entry.substr(0, eq), names);
+  }
+  // What the machine has: CPUs, memory (its cgroup's limit when lower), GPUs (NVML, or --gpus).
+  const NodeResources found = DiscoverNode();
+  o.node.cpu_milli = f.cpu_milli > 0 ? f.cpu_milli : found.cpu_milli;
+  o.node.memory_mib = f.memory_mib > 0 ? f.memory_mib : found.memory_mib;
+  StatusOr<std::vector<NvmlGpu>> nvml = DiscoverGpus();
+  if (nvml.ok()) {
+    for (const NvmlGpu& g : *nvml) o.gpus.push_back({g.index, g.minor, g.uuid});
+    if (!nvml->empty()) o.node.gpu_model = nvml->front().model;
+  }
+  if (f.gpus >= 0) {
+    if (f.gpus > static_cast<int>(o.gpus.size()) && !o.gpus.empty()) {
+      return Fail(InvalidArgument("--gpus: " + std::to_string(f.gpus) + " exceeds the " + std::to_string(o.gpus.size()) +
+                                  " GPUs NVML found"));
+    }
+    o.gpus.resize(std::min<size_t>(o.gpus.size(), static_cast<size_t>(f.gpus)));
+    o.node.gpus = f.gpus;
+  } else {
+    o.node.gpus = static_cast<int32_t>(o.gpus.size());
+  }
+  if (o.node.gpus > 0 && o.node.gpu_model.empty()) o.node.gpu_model = f.gpu_model;
+  Log(clock, "info", "agent node", {{"node", f.node}, {"gpus", o.node.gpus}, {"gpu_model", o.node.gpu_model},
+                                    {"nvml", nvml.ok() ? std::string("ok") : nvml.status().message()},
+                                    {"cpu_milli", o.node.cpu_milli}, {"memory_mib", o.node.memory_mib}});
+  std::error_code ec;
+  std::filesystem::create_directories(f.state_dir, ec);
+  if (ec) return Fail(InvalidArgument("--state: " + f.state_dir + ": " + ec.message()));
+  o.state_dir = f.state_dir;
+  o.cgroups = Cgroups::Detect();
+  Log(clock, "info", "agent cgroups", {{"mode", o.cgroups.mode()}});
+  BlockStopSignals();
+  std::atomic<bool> stop{false};
+  std::thread waiter([&] {
+    WaitForSignal();
+    stop = true;
+  });
+  NodeAgent agent(std::move(o), &clock);
+  const Status st = agent.Run(stop);
+  if (!stop) {
+    stop = true;
+    pthread_kill(waiter.native_handle(), SIGTERM);
+  }
+  waiter.join();
+  if (!st.ok()) return Fail(st);
+  Log(clock, "info", "agent stopped", {{"starts", agent.starts()}, {"adopted", agent.adopted()}, {"ended", agent.ended()}});
   return 0;
 }
 

@@ -10,6 +10,7 @@ namespace estuary {
 struct ServeFlags {
   std::string listen = "127.0.0.1:8080";
   std::string data;
+  std::string logs;  // replicas' logs; default DATA/logs (sqlite), none (etcd)
   std::string tokens;
   std::string sync = "full";
   std::string policy;      // empty: the configuration's (--config), else best-fit
@@ -35,6 +36,17 @@ struct AgentFlags {
   std::string prefix = "fake";
   std::string cluster;
   int64_t heartbeat_s = 5;
+  // A real node (--node): what it registers and how it runs replicas (docs/agent.md).
+  std::string node;
+  int gpus = -1;              // -1: discover through NVML
+  std::string domains;        // "data=az1/spine3/asw12,param=pod7"
+  std::string address;
+  std::string state_dir = "/var/lib/estuary/agent";
+  std::string run_as;         // "tenant=user,tenant=user"
+  std::string default_user;
+  bool allow_root = false;
+  int64_t cpu_milli = 0, memory_mib = 0;  // 0: discovered
+  int64_t kill_wait_s = 10;
 };
 
 CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f);

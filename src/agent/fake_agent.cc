@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/service_client.h"
 #include "common/text.h"
 
 namespace estuary {
@@ -23,65 +24,6 @@ std::string Padded(const char* fmt, int64_t v) {
   std::snprintf(buf, sizeof buf, fmt, static_cast<long long>(v));
   return buf;
 }
-
-httplib::Headers Auth(const std::string& token) { return {{"Authorization", "Bearer " + token}}; }
-
-// The error of a failed call, in one line.
-std::string Why(const httplib::Result& r) {
-  if (!r) return "cannot reach the service (" + httplib::to_string(r.error()) + ")";
-  const Json j = Json::parse(r->body, nullptr, false);
-  if (!j.is_discarded() && j.contains("error") && j["error"].is_string()) {
-    return "HTTP " + std::to_string(r->status) + ": " + j["error"].get<std::string>();
-  }
-  return "HTTP " + std::to_string(r->status);
-}
-
-// Whether a request reached the leading replica: an answer that is not a follower's (307 to the
-// leader, or 503 while none leads).
-bool FromLeader(const httplib::Result& r) { return r && r->status != 307 && r->status != 503; }
-
-// The service's replicas (FakeAgentOptions::server, comma-separated) and which one leads: a
-// thread's connection moves on to the next replica when its request gets no answer, or a
-// follower's.
-class Replicas {
- public:
-  explicit Replicas(const std::string& list) : urls_(SplitList(list, ',')) {
-    if (urls_.empty()) urls_.push_back(list);
-  }
-  // One thread's connection.
-  class Conn {
-   public:
-    Conn(Replicas& r, int read_timeout_s) : r_(r), read_timeout_s_(read_timeout_s) {}
-    httplib::Client& get() {
-      const size_t now = r_.current_.load();
-      if (!c_ || index_ != now) {
-        index_ = now;
-        c_ = std::make_unique<httplib::Client>(r_.urls_[now % r_.urls_.size()]);
-        c_->set_connection_timeout(2, 0);
-        c_->set_tcp_nodelay(true);
-        c_->set_read_timeout(read_timeout_s_, 0);
-      }
-      return *c_;
-    }
-    // No answer from this replica: the next one is tried (once per failure, by whichever thread
-    // sees it first).
-    void Fail() {
-      size_t expected = index_;
-      r_.current_.compare_exchange_strong(expected, index_ + 1);
-      c_.reset();
-    }
-
-   private:
-    Replicas& r_;
-    int read_timeout_s_;
-    size_t index_ = 0;
-    std::unique_ptr<httplib::Client> c_;
-  };
-
- private:
-  std::vector<std::string> urls_;
-  std::atomic<size_t> current_{0};
-};
 
 }  // namespace
 

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "server/dashboard.h"
@@ -71,6 +73,7 @@ Json JobJson(const JobView& v) {
   j["submitted_ms"] = v.submitted_ms;
   j["running_ms"] = v.running_ms;
   j["ended_ms"] = v.ended_ms;
+  j["restarts"] = v.restarts;
   j["reason"] = v.reason;
   return j;
 }
@@ -81,6 +84,7 @@ Json NodeJson(const NodeView& n) {
   j["agent"] = n.agent;
   j["gpus"] = n.gpus;
   j["gpu_model"] = n.gpu_model;
+  if (!n.address.empty()) j["address"] = n.address;
   j["cpu_milli"] = n.cpu_milli;
   j["memory_mib"] = n.memory_mib;
   Json d = Json::object();
@@ -133,6 +137,41 @@ std::optional<Json> Body(const httplib::Request& req, httplib::Response& res) {
   return j;
 }
 
+constexpr int64_t kLogReadBytes = 1 << 20;  // one answer (or streamed part) of GET .../logs
+
+std::optional<std::string> DecodeBase64(const std::string& in) {
+  if (in.size() % 4 != 0) return std::nullopt;
+  std::string out;
+  out.reserve(in.size() / 4 * 3);
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  for (size_t i = 0; i < in.size(); i += 4) {
+    const bool last = i + 4 == in.size();
+    const int pad = last ? (in[i + 3] == '=') + (in[i + 2] == '=') : 0;
+    uint32_t v = 0;
+    for (size_t k = 0; k < 4; ++k) {
+      const int d = k >= 4 - static_cast<size_t>(pad) ? 0 : value(in[i + k]);
+      if (d < 0) return std::nullopt;
+      v = v << 6 | static_cast<uint32_t>(d);
+    }
+    out += static_cast<char>(v >> 16);
+    if (pad < 2) out += static_cast<char>((v >> 8) & 0xff);
+    if (pad < 1) out += static_cast<char>(v & 0xff);
+  }
+  return out;
+}
+
+bool GoodAddress(const std::string& a) {
+  return !a.empty() && a.size() <= 253 &&
+         a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.:-") == std::string::npos;
+}
+
 StatusOr<std::vector<NodeRegistration>> DecodeNodes(const Json& body) {
   if (!body.contains("nodes") || !body["nodes"].is_array()) return InvalidArgument("field 'nodes': expected an array");
   if (body["nodes"].size() > 5000) return InvalidArgument("field 'nodes': at most 5000 nodes per request");
@@ -142,7 +181,7 @@ StatusOr<std::vector<NodeRegistration>> DecodeNodes(const Json& body) {
     const std::string at = "field 'nodes[" + std::to_string(i++) + "].";
     if (!n.is_object()) return InvalidArgument(at.substr(0, at.size() - 1) + "': expected an object");
     for (auto it = n.begin(); it != n.end(); ++it) {
-      static const std::set<std::string> kKeys = {"name", "gpus", "gpu_model", "cpu_milli", "memory_mib", "domains"};
+      static const std::set<std::string> kKeys = {"name", "gpus", "gpu_model", "cpu_milli", "memory_mib", "domains", "address"};
       if (!kKeys.count(it.key())) return InvalidArgument(at + it.key() + "': unknown field");
     }
     NodeRegistration r;
@@ -170,6 +209,12 @@ StatusOr<std::vector<NodeRegistration>> DecodeNodes(const Json& body) {
       r.gpu_model = n["gpu_model"].get<std::string>();
     }
     if (r.gpus > 0 && r.gpu_model.empty()) return InvalidArgument(at + "gpu_model': required with gpus > 0");
+    if (n.contains("address")) {
+      if (!n["address"].is_string() || !GoodAddress(n["address"].get<std::string>())) {
+        return InvalidArgument(at + "address': expected a host name or IP address (1 to 253 characters of [A-Za-z0-9.:-])");
+      }
+      r.address = n["address"].get<std::string>();
+    }
     if (n.contains("domains")) {
       if (!n["domains"].is_object()) return InvalidArgument(at + "domains': expected an object");
       for (auto it = n["domains"].begin(); it != n["domains"].end(); ++it) {
@@ -206,6 +251,12 @@ StatusOr<std::vector<TaskReport>> DecodeReports(const Json& body) {
         return InvalidArgument(at + "node': expected a node name");
       }
       t.node = r["node"].get<std::string>();
+    }
+    if (r.contains("reason")) {
+      if (!r["reason"].is_string() || r["reason"].get<std::string>().size() > 512) {
+        return InvalidArgument(at + "reason': expected a string of at most 512 bytes");
+      }
+      t.reason = r["reason"].get<std::string>();
     }
     const std::string s = r["state"].get<std::string>();
     if (s == "running") t.state = TaskReport::State::kRunning;
@@ -328,6 +379,70 @@ struct HttpApi::Impl {
     ConfigRoutes();
     StandbyRoutes();
     ViewRoutes();
+    LogRoutes();
+  }
+  // Replicas' logs: agents send them, tenants read their own jobs'.
+  void LogRoutes() {
+    httplib::Server& s = *server;
+    s.Post("/v1/agent/logs", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kAgent})) return;
+      const auto body = Body(req, res);
+      if (!body) return;
+      const Json& b = *body;
+      for (const char* key : {"task", "node", "data"}) {
+        if (!b.contains(key) || !b[key].is_string()) return Fail(res, 400, std::string("field '") + key + "': expected a string");
+      }
+      for (const char* key : {"run", "offset"}) {
+        if (!b.contains(key) || !b[key].is_number_integer() || b[key].get<int64_t>() < 0) {
+          return Fail(res, 400, std::string("field '") + key + "': expected a non-negative integer");
+        }
+      }
+      const std::optional<std::string> data = DecodeBase64(b["data"].get_ref<const std::string&>());
+      if (!data) return Fail(res, 400, "field 'data': expected base64");
+      const Status st = service->AppendLog(*p, b["task"].get<std::string>(), b["node"].get<std::string>(), b["run"].get<int64_t>(),
+                                           b["offset"].get<int64_t>(), *data);
+      if (!st.ok()) return Fail(res, st);
+      Reply(res, 200, Json::object());
+    });
+    // ?replica=R (default 0) &from=BYTE (default 0) &follow=1: the log as text/plain; with follow
+    // the answer streams until the job has ended and everything it wrote was sent.
+    s.Get(R"(/v1/jobs/(\d{1,19})/logs)", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      const auto replica = QueryInt(req, "replica", 0), from = QueryInt(req, "from", 0), follow = QueryInt(req, "follow", 0);
+      if (!replica || *replica > 100000) return Fail(res, 400, "query 'replica': expected a replica number");
+      if (!from || *from > (uint64_t{1} << 62)) return Fail(res, 400, "query 'from': expected a byte offset");
+      if (!follow || *follow > 1) return Fail(res, 400, "query 'follow': expected 0 or 1");
+      const uint64_t id = std::stoull(req.matches[1]);
+      const auto r = static_cast<int32_t>(*replica);
+      auto first = service->ReadLog(*p, id, r, static_cast<int64_t>(*from), kLogReadBytes);
+      if (!first.ok()) return Fail(res, first.status());
+      if (*follow == 0) {
+        res.set_header("X-Estuary-Next-Offset", std::to_string(first->next));
+        res.set_content(first->data, "text/plain; charset=utf-8");
+        return;
+      }
+      const Principal who = *p;
+      auto at = std::make_shared<int64_t>(static_cast<int64_t>(*from));
+      res.set_chunked_content_provider("text/plain; charset=utf-8", [this, who, id, r, at](size_t, httplib::DataSink& sink) {
+        for (int idle = 0; sink.is_writable();) {
+          const auto got = service->ReadLog(who, id, r, *at, kLogReadBytes);
+          if (!got.ok()) break;
+          if (!got->data.empty()) {
+            if (!sink.write(got->data.data(), got->data.size())) return false;
+            *at = got->next;
+            continue;
+          }
+          // Nothing new: done once the job has ended and two more looks found nothing (its last
+          // output may still be on its way from the agent).
+          if (got->ended && ++idle > 10) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+        sink.done();
+        return true;
+      });
+    });
   }
   // Jobs: submit, list, get, cancel, resize.
   void JobRoutes() {
@@ -446,7 +561,20 @@ struct HttpApi::Impl {
         j["node"] = o.node;
         j["gpus"] = o.gpus;
         if (o.op == Order::Op::kMigrate) j["from"] = o.from;
-        if (o.op == Order::Op::kStart || o.op == Order::Op::kMigrate) j["duration_s"] = o.duration_s;
+        if (o.op == Order::Op::kStart || o.op == Order::Op::kMigrate) {
+          j["duration_s"] = o.duration_s;
+          j["tenant"] = o.tenant;
+          j["replica"] = o.replica;
+          j["replicas"] = o.replicas;
+          j["master_addr"] = o.master_addr;
+          j["master_port"] = o.master_port;
+          j["restart_count"] = o.restart_count;
+          j["workload"] = Json::parse(o.workload.empty() ? "{}" : o.workload);
+          j["cpu_milli"] = o.cpu_milli;
+          j["memory_mib"] = o.memory_mib;
+          j["gpu_milli"] = o.gpu_milli;
+        }
+        if (!o.checkpoint_signal.empty()) j["checkpoint_signal"] = o.checkpoint_signal;
         list.push_back(std::move(j));
       }
       Reply(res, 200, Json{{"epoch", b.epoch}, {"last_seq", b.last_seq}, {"orders", list}});

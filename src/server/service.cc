@@ -1,5 +1,7 @@
 #include "server/service.h"
 
+#include "server/log_store.h"
+
 #include <algorithm>
 #include <array>
 #include <cinttypes>
@@ -186,6 +188,7 @@ struct Service::Impl {
   Store* store = nullptr;
   const Clock* clock = nullptr;
   ServiceOptions opt;
+  std::unique_ptr<LogStore> logs;  // none when opt.logs_dir is empty
   std::unique_ptr<GroupCommitter> committer;
   std::unique_ptr<Engine> engine;
   uint64_t epoch = 0;
@@ -274,6 +277,7 @@ struct Service::Impl {
     o["submitted_ms"] = j.view.submitted_ms;
     o["running_ms"] = j.view.running_ms;
     o["ended_ms"] = j.view.ended_ms;
+    o["restarts"] = j.view.restarts;
     o["reason"] = j.view.reason;
     return o.dump();
   }
@@ -389,9 +393,16 @@ struct Service::Impl {
     o.node = node;
     o.gpus = gpus;
     switch (op) {
-      case Order::Op::kStart: o.duration_s = jobs.at(job).view.request.duration_s; ++orders_start_total; break;
+      case Order::Op::kStart:
+        o.duration_s = jobs.at(job).view.request.duration_s;
+        FillLaunch(o, job, replica);
+        ++orders_start_total;
+        break;
       case Order::Op::kStop: ++orders_stop_total; break;
-      case Order::Op::kEvict: ++orders_evict_total; break;
+      case Order::Op::kEvict:
+        o.checkpoint_signal = jobs.at(job).view.request.checkpoint_signal;
+        ++orders_evict_total;
+        break;
       case Order::Op::kStandby: ++orders_standby_total; break;
       case Order::Op::kResume: ++orders_resume_total; break;
       case Order::Op::kMigrate: {
@@ -399,12 +410,45 @@ struct Service::Impl {
         const JobView& v = jobs.at(job).view;
         o.duration_s = v.request.duration_s;
         if (o.duration_s > 0 && v.running_ms >= 0) o.duration_s = std::max<int64_t>(1, o.duration_s - (pass_now_ms - v.running_ms) / 1000);
+        FillLaunch(o, job, replica);
         ++orders_migrate_total;
         break;
       }
     }
     const auto it = nodes.find(node);
     out.emplace_back(it == nodes.end() ? std::string() : it->second.view.agent, std::move(o));
+  }
+
+  // What a real agent needs to start replica `replica` of `job` (Order's launch fields): the
+  // engine's binding decides the world size and the node of the lowest bound rank.
+  void FillLaunch(Order& o, uint64_t job, size_t replica) {
+    const JobRec& j = jobs.at(job);
+    o.tenant = j.view.tenant;
+    o.replica = static_cast<int32_t>(replica);
+    o.restart_count = j.view.restarts;
+    o.checkpoint_signal = j.view.request.checkpoint_signal;
+    o.cpu_milli = j.view.request.cpu_milli;
+    o.memory_mib = j.view.request.memory_mib;
+    o.gpu_milli = j.view.request.gpu_milli;
+    o.master_port = kMasterPortBase + static_cast<int32_t>(job % kMasterPorts);
+    o.replicas = 0;
+    if (const std::optional<JobId> ej = engine->JobOf(static_cast<uint32_t>(job))) {
+      for (TaskId t : engine->state().job(*ej).tasks) {
+        const Task& task = engine->state().task(t);
+        if (task.state != estuary::TaskState::kBound) continue;
+        if (o.replicas++ == 0) {
+          const std::string& name = node_names[task.node.value()];
+          const auto n = nodes.find(name);
+          o.master_addr = n == nodes.end() || n->second.view.address.empty() ? name : n->second.view.address;
+        }
+      }
+    }
+    const Json request = Json::parse(EncodeJobRequest(j.view.request));
+    Json w = Json::object();
+    for (const char* k : {"command", "env", "workdir", "hooks"}) {
+      if (request.contains(k)) w[k] = request[k];
+    }
+    o.workload = w.dump();
   }
 
   // Compares what the engine binds for job `id` with what agents were told; orders the
@@ -698,6 +742,7 @@ Status Service::Impl::RecoverNodes(int64_t now_ms) {
     r.view.agent = j.value("agent", "");
     r.view.gpus = j.value("gpus", 0);
     r.view.gpu_model = j.value("gpu_model", "");
+    r.view.address = j.value("address", "");
     r.view.cpu_milli = j.value("cpu_milli", int64_t{0});
     r.view.memory_mib = j.value("memory_mib", int64_t{0});
     r.view.domains = DomainsFrom(j.value("domains", Json::object()));
@@ -742,6 +787,7 @@ Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
     r.view.phase = *phase;
     r.view.submitted_ms = j.value("submitted_ms", int64_t{0});
     r.view.running_ms = j.value("running_ms", int64_t{-1});
+    r.view.restarts = j.value("restarts", int32_t{0});
     r.view.ended_ms = j.value("ended_ms", int64_t{-1});
     r.view.reason = j.value("reason", "");
     r.tasks.resize(static_cast<size_t>(r.view.request.max_replicas));
@@ -943,6 +989,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   s.clock = clock;
   s.opt = options;
   s.committer = std::make_unique<GroupCommitter>(store, options.store_max_ops);
+  if (!options.logs_dir.empty()) s.logs = std::make_unique<LogStore>(options.logs_dir, options.logs_max_bytes);
   EngineConfig mo = options.engine.value_or(EngineConfig{});
   mo.name = "service";
   mo.policy = options.policy;
@@ -1121,6 +1168,7 @@ Status Service::RegisterNodes(const Principal& agent, std::vector<NodeRegistrati
       r.view.cpu_milli = n.cpu_milli;
       r.view.memory_mib = n.memory_mib;
       r.view.domains = n.domains;
+      r.view.address = n.address;
       r.view.state = "registering";
       r.view.last_heartbeat_ms = s.clock->NowMs();
       Json j;
@@ -1130,6 +1178,7 @@ Status Service::RegisterNodes(const Principal& agent, std::vector<NodeRegistrati
       j["cpu_milli"] = n.cpu_milli;
       j["memory_mib"] = n.memory_mib;
       j["domains"] = DomainsJson(n.domains);
+      if (!n.address.empty()) j["address"] = n.address;
       b.Put("node/" + n.name, j.dump());
       s.nodes.emplace(n.name, std::move(r));  // reserves the name
     }
@@ -1225,6 +1274,46 @@ Status Service::Report(const Principal& agent, std::vector<TaskReport> reports, 
   }
   s.input_cv.notify_one();
   return w ? AwaitLoop(w, f) : Status::Ok();
+}
+
+Status Service::AppendLog(const Principal& agent, const std::string& task, const std::string& node, int64_t run,
+                          int64_t offset, std::string_view data) {
+  Impl& s = *impl_;
+  if (agent.role != Role::kAgent) return PermissionDenied("only agents send logs");
+  uint64_t job = 0;
+  size_t replica = 0;
+  if (!ParseTaskName(task, &job, &replica)) return InvalidArgument("field 'task': '" + task + "' is not a task name");
+  {
+    std::lock_guard lk(s.mu);
+    const auto n = s.nodes.find(node);
+    if (n == s.nodes.end()) return NotFound("no node '" + node + "'");
+    if (n->second.view.agent != agent.name) return PermissionDenied("node '" + node + "' belongs to another agent");
+    const auto j = s.jobs.find(job);
+    if (j == s.jobs.end() || replica >= j->second.tasks.size()) return NotFound("no task '" + task + "'");
+  }
+  if (!s.logs) return NotFound("this service keeps no logs");
+  return s.logs->Append(job, static_cast<int32_t>(replica), node, run, offset, data);
+}
+
+StatusOr<Service::LogRead> Service::ReadLog(const Principal& who, uint64_t id, int32_t replica, int64_t from,
+                                            int64_t max) const {
+  const Impl& s = *impl_;
+  LogRead r;
+  {
+    std::lock_guard lk(s.mu);
+    const auto it = s.jobs.find(id);
+    if (it == s.jobs.end() || !s.Visible(who, it->second)) return NotFound("no job " + std::to_string(id));
+    if (replica < 0 || static_cast<size_t>(replica) >= it->second.tasks.size()) {
+      return InvalidArgument("replica " + std::to_string(replica) + ": job " + std::to_string(id) + " has replicas 0.." +
+                             std::to_string(it->second.tasks.size() - 1));
+    }
+    r.ended = Ended(it->second.view.phase);
+  }
+  if (!s.logs) return NotFound("this service keeps no logs");
+  LogStore::Chunk c = s.logs->Read(id, replica, from, max);
+  r.data = std::move(c.data);
+  r.next = c.next;
+  return r;
 }
 
 OrderBatch Service::WaitOrders(const Principal& agent, uint64_t epoch, uint64_t after, int64_t wait_ms) {
@@ -1716,7 +1805,8 @@ void Service::Impl::ApplyReports(Input& in, Pass& p) {
         if (stopped) touched.insert(id);  // may start it again
         if (Ended(j.view.phase) || stopped) break;
         if (r.state == TaskReport::State::kFailed) {
-          s.EndJob(j, JobPhase::kFailed, "replica " + std::to_string(replica) + " failed", now_ms);
+          s.EndJob(j, JobPhase::kFailed, "replica " + std::to_string(replica) + " failed" + (r.reason.empty() ? "" : ": " + r.reason),
+                   now_ms);
           touched.insert(id);
           batch.Put(JobKey(id), Impl::JobJson(j));
           break;
@@ -1793,7 +1883,10 @@ void Service::Impl::HandleEvents(const std::vector<EngineEvent>& events, Pass& p
     touched.insert(e.job);
     switch (e.kind) {
       case EngineEvent::Kind::kReturned: {
-        if (!e.never) ++s.evictions_total;
+        if (!e.never) {
+          ++s.evictions_total;
+          ++j.view.restarts;  // stored with the job when its records change (Reconcile)
+        }
         if (Ended(j.view.phase)) {
           if (e.requeued) s.engine->Cancel(e.job, now_s);  // it ended meanwhile: not again
           j.in_engine = false;
@@ -1922,6 +2015,7 @@ void Service::RunOnce() {
       }
       batch.Delete(JobKey(id));
       s.jobs.erase(it);
+      if (s.logs) s.logs->RemoveJob(id);
       ++s.jobs_retired_total;
     }
     // The engine forgets ended jobs only by being rebuilt without them.

@@ -101,6 +101,10 @@ struct ServiceOptions {
   // Called on the loop's thread with every decision of the engine as it is made (its times are
   // the engine's: seconds of the service's clock); none by default. For recording and tests.
   std::function<void(const EngineEvent&)> on_engine_event;
+  // Where replicas' logs are kept (LogStore; `estuary serve`: DATA/logs); empty: not kept (GET
+  // .../logs answers 404). logs_max_bytes: a replica's file is rotated at this size.
+  std::string logs_dir;
+  int64_t logs_max_bytes = 8 << 20;
 };
 
 enum class JobPhase : uint8_t { kPending, kRunning, kSucceeded, kFailed, kCancelled };
@@ -117,6 +121,7 @@ struct JobView {
   int32_t standby_replicas = 0;  // replicas in Standby (lending their GPUs)
   int32_t migrating_replicas = 0;  // replicas whose new instance is starting elsewhere
   int64_t submitted_ms = 0, running_ms = -1, ended_ms = -1;
+  int32_t restarts = 0;          // times it was evicted whole after it had run
   std::string reason;            // why it waits (pending) or how it ended
 };
 
@@ -129,10 +134,11 @@ struct NodeRegistration {
   int64_t memory_mib = 0;
   // Per plane: domain names from the top level down (e.g. {"data", {"az0", "spine0", "asw0"}}).
   std::vector<std::pair<std::string, std::vector<std::string>>> domains;
+  std::string address;  // where its replicas are reached (host name or IP); empty: its name
 };
 
 struct NodeView {
-  std::string name, agent, gpu_model;
+  std::string name, agent, gpu_model, address;
   int32_t gpus = 0;
   int64_t cpu_milli = 0, memory_mib = 0;
   std::vector<std::pair<std::string, std::vector<std::string>>> domains;
@@ -160,7 +166,21 @@ struct Order {
   std::string from;        // migrate: where the old instance runs
   int64_t duration_s = 0;  // start, migrate: how long a fake process runs (0: until stopped)
   int64_t deadline_ms = 0; // evict: when the stop comes
+  // start, migrate: what a real agent needs to run the replica (docs/agent.md).
+  std::string tenant;
+  int32_t replica = 0;        // its rank
+  int32_t replicas = 0;       // the job's replicas bound when ordered (its world size)
+  std::string master_addr;    // the address of the node of its lowest bound rank
+  int32_t master_port = 0;    // kMasterPortBase + job id % kMasterPorts
+  int32_t restart_count = 0;  // JobView::restarts
+  std::string workload;       // the job's command, env, workdir and hooks (JSON; "{}": none)
+  int64_t cpu_milli = 0, memory_mib = 0;  // the replica's limits
+  int32_t gpu_milli = 1000;               // a shared GPU's share (1000: whole GPUs)
+  std::string checkpoint_signal;  // start, migrate, evict: the job's (e.g. "SIGTERM")
 };
+// The rendezvous port of a job's rank 0: kMasterPortBase + job id % kMasterPorts.
+inline constexpr int32_t kMasterPortBase = 29500;
+inline constexpr int32_t kMasterPorts = 10000;
 
 struct OrderBatch {
   uint64_t epoch = 0;  // changes when the service restarts: an agent then starts again from 0
@@ -179,6 +199,7 @@ struct TaskReport {
   std::string task;
   State state = State::kRunning;
   std::string node;
+  std::string reason;  // failed: how ("exit code 3", "signal 9 (Killed)", "out of memory", an OS error)
 };
 
 class Service {
@@ -218,6 +239,19 @@ class Service {
   // may forget a report once it is acknowledged; without, once they are queued (tests that run
   // the loop themselves).
   Status Report(const Principal& agent, std::vector<TaskReport> reports, bool durable = true);
+  // Output of a replica's instance on `node` (one of the agent's), `data` at byte `offset` of run
+  // `run` (LogStore::Append); NotFound when the job is not known (any more) or logs are not kept.
+  Status AppendLog(const Principal& agent, const std::string& task, const std::string& node, int64_t run, int64_t offset,
+                   std::string_view data);
+  // Up to `max` bytes of the log of `replica` of job `id` from `from`; NotFound for a job the
+  // caller may not see (a tenant sees its own) or when logs are not kept; InvalidArgument for a
+  // replica beyond the job's. `ended`: the job has ended (nothing more will come).
+  struct LogRead {
+    std::string data;
+    int64_t next = 0;
+    bool ended = false;
+  };
+  StatusOr<LogRead> ReadLog(const Principal& who, uint64_t id, int32_t replica, int64_t from, int64_t max) const;
   // Orders for the agent with seq > after, waiting up to wait_ms for the first one.
   OrderBatch WaitOrders(const Principal& agent, uint64_t epoch, uint64_t after, int64_t wait_ms);
   std::vector<NodeView> ListNodes() const;

@@ -1,0 +1,506 @@
+#include "agent/node_agent.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/process.h"
+#include "agent/service_client.h"
+#include "common/signals.h"
+
+namespace estuary {
+
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Writes `text` to `path` through a temporary file and a rename.
+void WriteFile(const std::string& path, const std::string& text) {
+  {
+    std::ofstream out(path + ".tmp", std::ios::trunc);
+    out << text;
+  }
+  fs::rename(path + ".tmp", path);
+}
+
+struct User {
+  std::string name, home;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+};
+
+StatusOr<User> LookUpUser(const std::string& name) {
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  if (getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return InvalidArgument("no Unix user '" + name + "' on this node");
+  }
+  User u;
+  u.name = name;
+  u.uid = pw.pw_uid;
+  u.gid = pw.pw_gid;
+  u.home = pw.pw_dir != nullptr && pw.pw_dir[0] == '/' ? pw.pw_dir : "/";
+  int n = 64;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  if (getgrouplist(name.c_str(), u.gid, groups.data(), &n) < 0) {
+    groups.resize(static_cast<size_t>(n));
+    getgrouplist(name.c_str(), u.gid, groups.data(), &n);
+  }
+  groups.resize(static_cast<size_t>(std::max(0, n)));
+  u.groups = std::move(groups);
+  return u;
+}
+
+}  // namespace
+
+// One process the agent runs (or adopted): a replica's instance on this node.
+struct Instance {
+  std::string key;  // "<task>@<node>"
+  std::string task, job, dir, cgroup;
+  pid_t shim = 0;   // 0 when adopted (not our child)
+  bool stopping = false;      // told to stop: its end is reported "stopped"
+  bool noticed = false;       // an eviction notice was sent
+  int signal = SIGTERM;       // its checkpoint signal
+  int64_t kill_at_ms = 0;     // SIGKILL then (0: not planned)
+  int64_t log_sent = 0;       // bytes of its log the service has
+  int64_t run = 0;            // which run of the instance (its launch time, ms)
+  std::string failed;         // it could not be started: why
+};
+
+struct NodeAgent::Impl {
+  NodeAgent& a;
+  const NodeAgentOptions& opt;
+  std::mutex mu;
+  std::map<std::string, Instance> instances;                     // by key
+  std::vector<std::pair<std::string, Json>> outbox;              // reports not yet sent
+  explicit Impl(NodeAgent& agent) : a(agent), opt(agent.opt_) {}
+
+  std::string InstancesDir() const { return opt.state_dir + "/instances"; }
+
+  void Report(const Instance& in, const char* state, const std::string& reason = "") {
+    Json r = {{"task", in.task}, {"node", opt.node.name}, {"state", state}};
+    if (!reason.empty()) r["reason"] = reason.substr(0, 500);
+    outbox.emplace_back(in.key, std::move(r));
+  }
+
+  void SaveMeta(const Instance& in) {
+    WriteFile(in.dir + "/meta.json", Json{{"task", in.task}, {"job", in.job}, {"cgroup", in.cgroup}, {"stopping", in.stopping},
+                                          {"noticed", in.noticed}, {"signal", in.signal}, {"log_sent", in.log_sent},
+                                          {"run", in.run}}
+                                         .dump());
+  }
+
+  // Re-adopts what STATE holds from an earlier run of the agent.
+  void Adopt() {
+    std::error_code ec;
+    fs::create_directories(InstancesDir(), ec);
+    for (const auto& entry : fs::directory_iterator(InstancesDir(), ec)) {
+      if (!entry.is_directory()) continue;
+      const Json m = Json::parse(Slurp(entry.path().string() + "/meta.json"), nullptr, false);
+      if (m.is_discarded() || !m.contains("task")) {
+        fs::remove_all(entry.path(), ec);
+        continue;
+      }
+      Instance in;
+      in.key = entry.path().filename().string();
+      in.dir = entry.path().string();
+      in.task = m.value("task", "");
+      in.job = m.value("job", "");
+      in.cgroup = m.value("cgroup", "");
+      in.stopping = m.value("stopping", false);
+      in.noticed = m.value("noticed", false);
+      in.signal = m.value("signal", SIGTERM);
+      in.log_sent = m.value("log_sent", int64_t{0});
+      in.run = m.value("run", int64_t{0});
+      if (!ReadExit(in.dir) && !InstanceAlive(in.dir)) {
+        in.failed = "lost: its process ended while the agent was down, and how is not known";
+      }
+      if (in.stopping) in.kill_at_ms = a.clock_->NowMs();  // its stop was under way: finish it
+      ++a.adopted_;
+      instances.emplace(in.key, std::move(in));
+    }
+  }
+
+  // Carries out a start (or a migration's new instance).
+  void Start(const Json& o, const std::string& key) {
+    Instance in;
+    in.key = key;
+    in.task = o.value("task", "");
+    in.job = o.value("job", "");
+    in.dir = InstancesDir() + "/" + key;
+    in.run = a.clock_->NowMs();
+    in.cgroup = key;
+    for (char& c : in.cgroup) {
+      if (c == '@') c = '_';
+    }
+    in.signal = SignalByName(o.value("checkpoint_signal", "SIGTERM")).value_or(SIGTERM);
+    std::error_code ec;
+    fs::remove_all(in.dir, ec);
+    fs::create_directories(in.dir, ec);
+    fs::permissions(in.dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                                fs::perms::others_exec, ec);
+    const Status st = Launch(o, in);
+    if (!st.ok()) in.failed = st.message();
+    SaveMeta(in);
+    ++a.starts_;
+    if (in.failed.empty()) Report(in, "running");
+    instances[key] = std::move(in);
+  }
+
+  Status Launch(const Json& o, Instance& in) {
+    const Json w = o.value("workload", Json::object());
+    if (!w.contains("command")) return InvalidArgument("the job has no command (it can run only on fake agents)");
+    const std::string tenant = o.value("tenant", "");
+    const auto mapped = opt.users.find(tenant);
+    const std::string user_name = mapped != opt.users.end() ? mapped->second : opt.default_user;
+    if (user_name.empty()) return PermissionDenied("tenant '" + tenant + "' maps to no Unix user on this node");
+    StatusOr<User> user = LookUpUser(user_name);
+    if (!user.ok()) return user.status();
+    if (user->uid == 0 && !opt.allow_root) {
+      return PermissionDenied("tenant '" + tenant + "' maps to root, and the agent does not allow root (--allow-root)");
+    }
+    LaunchSpec spec;
+    if (w["command"].is_string()) spec.argv = {"/bin/sh", "-c", w["command"].get<std::string>()};
+    else spec.argv = w["command"].get<std::vector<std::string>>();
+    spec.uid = user->uid;
+    spec.gid = user->gid;
+    spec.groups = user->groups;
+    spec.workdir = w.value("workdir", user->home);
+    spec.log_path = in.dir + "/log";
+    spec.state_dir = in.dir;
+    // The environment: the user's, the job's, then the agent's (which the job may not set).
+    std::map<std::string, std::string> env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
+                                              {"HOME", user->home},
+                                              {"USER", user->name},
+                                              {"LOGNAME", user->name}};
+    for (const auto& [k, v] : w.value("env", Json::object()).items()) env[k] = v.get<std::string>();
+    const std::string ckpt = opt.state_dir + "/checkpoints/" + in.job;
+    std::error_code ec;
+    fs::create_directories(ckpt, ec);
+    if (chown(ckpt.c_str(), user->uid, user->gid) != 0 && geteuid() == 0) {
+      return Internal("checkpoint directory " + ckpt + ": cannot give it to " + user->name);
+    }
+    chmod(ckpt.c_str(), 0700);
+    std::string visible;
+    std::vector<int> granted;
+    for (const Json& g : o.value("gpus", Json::array())) {
+      const int index = g.get<int>();
+      granted.push_back(index);
+      std::string name = std::to_string(index);
+      for (const GpuDevice& d : opt.gpus) {
+        if (d.index == index && !d.uuid.empty()) name = d.uuid;
+      }
+      visible += (visible.empty() ? "" : ",") + name;
+    }
+    env["ESTUARY_JOB_ID"] = in.job;
+    env["ESTUARY_REPLICA"] = std::to_string(o.value("replica", 0));
+    env["ESTUARY_REPLICAS"] = std::to_string(o.value("replicas", 0));
+    env["ESTUARY_MASTER_ADDR"] = o.value("master_addr", "");
+    env["ESTUARY_MASTER_PORT"] = std::to_string(o.value("master_port", 0));
+    env["ESTUARY_RESTART_COUNT"] = std::to_string(o.value("restart_count", 0));
+    env["ESTUARY_CHECKPOINT_DIR"] = ckpt;
+    env["ESTUARY_NOTICE_FILE"] = in.dir + "/notice";
+    env["ESTUARY_NODE"] = opt.node.name;
+    if (o.contains("from")) env["ESTUARY_MIGRATED_FROM"] = o.value("from", "");
+    env["CUDA_VISIBLE_DEVICES"] = visible;
+    env["NVIDIA_VISIBLE_DEVICES"] = visible.empty() ? "none" : visible;
+    if (o.value("gpu_milli", 1000) < 1000) env["ESTUARY_GPU_MILLI"] = std::to_string(o.value("gpu_milli", 1000));
+    for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
+    // Its cgroup: CPU and memory as requested; the GPUs it was not granted are denied.
+    CgroupLimits limits;
+    limits.cpu_milli = o.value("cpu_milli", int64_t{0});
+    limits.memory_mib = o.value("memory_mib", int64_t{0});
+    for (int g = 0; g < opt.node.gpus; ++g) {
+      if (std::find(granted.begin(), granted.end(), g) != granted.end()) continue;
+      int minor = g;
+      for (const GpuDevice& d : opt.gpus) {
+        if (d.index == g) minor = d.minor;
+      }
+      limits.deny_gpu_minors.push_back(minor);
+    }
+    StatusOr<std::vector<std::string>> procs = opt.cgroups.Create(in.cgroup, limits);
+    if (!procs.ok()) return procs.status();
+    spec.cgroup_procs = *procs;
+    StatusOr<Launched> l = estuary::Launch(spec);
+    if (!l.ok()) {
+      (void)opt.cgroups.Remove(in.cgroup);
+      return l.status();
+    }
+    in.shim = l->shim;
+    return Status::Ok();
+  }
+
+  // Sends the checkpoint signal (a notice) to a running instance.
+  void Notice(Instance& in, int64_t deadline_ms) {
+    if (!in.failed.empty()) return;
+    WriteFile(in.dir + "/notice", "deadline_ms " + std::to_string(deadline_ms) + "\n");
+    chmod((in.dir + "/notice").c_str(), 0644);
+    (void)SignalGroup(RecordedPid(in.dir), in.signal);
+    in.noticed = true;
+    SaveMeta(in);
+  }
+
+  void Stop(Instance& in, int64_t now_ms) {
+    if (in.stopping) return;
+    in.stopping = true;
+    if (in.failed.empty()) {
+      if (in.noticed) {
+        in.kill_at_ms = now_ms;  // its grace period is over
+      } else {
+        (void)SignalGroup(RecordedPid(in.dir), in.signal);
+        in.kill_at_ms = now_ms + opt.kill_wait_ms;
+      }
+    }
+    SaveMeta(in);
+  }
+
+  void Carry(const Json& o) {
+    const std::string op = o.value("op", "");
+    const std::string key = o.value("task", "") + "@" + o.value("node", "");
+    const int64_t now = a.clock_->NowMs();
+    auto it = instances.find(key);
+    if (op == "start" || op == "migrate") {
+      if (it != instances.end() && !it->second.stopping) {
+        if (it->second.failed.empty()) Report(it->second, "running");  // a repeated start
+        return;
+      }
+      if (it != instances.end()) return;  // still stopping: the service orders it again once it reports stopped
+      Start(o, key);
+    } else if (op == "evict") {
+      if (it != instances.end()) Notice(it->second, o.value("deadline_ms", now));
+    } else if (op == "stop") {
+      if (it == instances.end()) {
+        Instance gone;
+        gone.key = key;
+        gone.task = o.value("task", "");
+        Report(gone, "stopped");
+        return;
+      }
+      Stop(it->second, now);
+    }
+    // standby / resume: the hooks come with the Standby work of issue 19 (docs/agent.md).
+  }
+
+  // Sends the next part of an instance's log; false when the service could not take it.
+  bool SendLog(Instance& in, Replicas::Conn& conn) {
+    std::ifstream f(in.dir + "/log", std::ios::binary);
+    if (!f) return true;
+    f.seekg(0, std::ios::end);
+    const int64_t size = f.tellg();
+    if (size <= in.log_sent) return true;
+    const int64_t n = std::min<int64_t>(size - in.log_sent, opt.log_chunk_bytes);
+    std::string data(static_cast<size_t>(n), '\0');
+    f.seekg(in.log_sent);
+    f.read(data.data(), n);
+    // Bytes go as base64 (a log need not be UTF-8).
+    const Json wire = {{"task", in.task}, {"node", opt.node.name}, {"run", in.run}, {"offset", in.log_sent},
+                       {"data", Base64(data)}};
+    const auto r = conn.get().Post("/v1/agent/logs", Auth(opt.token), wire.dump(), "application/json");
+    if (!FromLeader(r)) {
+      conn.Fail();
+      return false;
+    }
+    if (r->status >= 500) return false;
+    in.log_sent += n;  // taken, or refused for good (a job the service forgot): not again
+    return true;
+  }
+
+  static std::string Base64(const std::string& in) {
+    static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    out.reserve((in.size() + 2) / 3 * 4);
+    size_t i = 0;
+    for (; i + 2 < in.size(); i += 3) {
+      const uint32_t v = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) | static_cast<uint8_t>(in[i + 2]);
+      for (int k = 18; k >= 0; k -= 6) out += kChars[(v >> k) & 63];
+    }
+    if (i < in.size()) {
+      uint32_t v = static_cast<uint8_t>(in[i]) << 16;
+      if (i + 1 < in.size()) v |= static_cast<uint8_t>(in[i + 1]) << 8;
+      out += kChars[(v >> 18) & 63];
+      out += kChars[(v >> 12) & 63];
+      out += i + 1 < in.size() ? kChars[(v >> 6) & 63] : '=';
+      out += '=';
+    }
+    return out;
+  }
+
+  // One round of the reporter: kills due, ends seen, logs sent, reports sent.
+  void Round(Replicas::Conn& conn) {
+    std::vector<std::string> keys;
+    {
+      std::lock_guard lk(mu);
+      const int64_t now = a.clock_->NowMs();
+      for (auto& [key, in] : instances) {
+        if (in.shim > 0 && ReapShim(in.shim)) in.shim = 0;
+        if (in.kill_at_ms > 0 && now >= in.kill_at_ms && in.failed.empty()) {
+          (void)SignalGroup(RecordedPid(in.dir), SIGKILL);
+          in.kill_at_ms = 0;
+        }
+        keys.push_back(key);
+      }
+    }
+    for (const std::string& key : keys) {
+      Instance copy;
+      {
+        std::lock_guard lk(mu);
+        const auto it = instances.find(key);
+        if (it == instances.end()) continue;
+        copy = it->second;
+      }
+      const bool ended = !copy.failed.empty() || ReadExit(copy.dir).has_value();
+      // Its log first (all of it once it ended), then its end.
+      while (SendLog(copy, conn)) {
+        std::ifstream f(copy.dir + "/log", std::ios::binary | std::ios::ate);
+        if (!f || static_cast<int64_t>(f.tellg()) <= copy.log_sent || !ended) break;
+      }
+      std::lock_guard lk(mu);
+      const auto it = instances.find(key);
+      if (it == instances.end()) continue;
+      it->second.log_sent = copy.log_sent;
+      if (!ended) continue;
+      std::ifstream f(copy.dir + "/log", std::ios::binary | std::ios::ate);
+      if (f && static_cast<int64_t>(f.tellg()) > copy.log_sent) continue;  // more to send first
+      Instance& in = it->second;
+      if (in.stopping) {
+        Report(in, "stopped");
+      } else if (!in.failed.empty()) {
+        Report(in, "failed", in.failed);
+      } else {
+        const ProcessExit e = *ReadExit(in.dir);
+        if (e.signal == 0 && e.code == 0) Report(in, "succeeded");
+        else Report(in, "failed", opt.cgroups.OomKills(in.cgroup) > 0 ? "out of memory" : DescribeExit(e));
+      }
+      (void)opt.cgroups.Remove(in.cgroup);
+      std::error_code ec;
+      fs::remove_all(in.dir, ec);
+      ++a.ended_;
+      instances.erase(it);
+    }
+    std::vector<std::pair<std::string, Json>> send;
+    {
+      std::lock_guard lk(mu);
+      send = std::exchange(outbox, {});
+    }
+    if (send.empty()) return;
+    Json list = Json::array();
+    for (const auto& [key, r] : send) list.push_back(r);
+    const auto r = conn.get().Post("/v1/agent/reports", Auth(opt.token), Json{{"reports", list}}.dump(), "application/json");
+    if (!FromLeader(r)) conn.Fail();
+    if (!FromLeader(r) || r->status >= 500) {
+      std::lock_guard lk(mu);
+      outbox.insert(outbox.begin(), send.begin(), send.end());
+    }
+  }
+};
+
+NodeAgent::NodeAgent(NodeAgentOptions options, const Clock* clock) : opt_(std::move(options)), clock_(clock) {}
+NodeAgent::~NodeAgent() = default;
+
+Status NodeAgent::Run(const std::atomic<bool>& stop) {
+  Impl s(*this);
+  Replicas service(opt_.server);
+  {
+    Replicas::Conn conn(service, 30);
+    Json d = Json::object();
+    for (const auto& [plane, names] : opt_.node.domains) d[plane] = names;
+    Json node = {{"name", opt_.node.name}, {"gpus", opt_.node.gpus}, {"gpu_model", opt_.node.gpu_model},
+                 {"cpu_milli", opt_.node.cpu_milli}, {"memory_mib", opt_.node.memory_mib}, {"domains", d}};
+    if (!opt_.address.empty()) node["address"] = opt_.address;
+    const std::string body = Json{{"nodes", Json::array({node})}}.dump();
+    bool sent = false;
+    std::string why = "stopped";
+    for (int attempt = 0; attempt < 60 && !stop && !sent; ++attempt) {
+      const httplib::Result r = conn.get().Post("/v1/nodes", Auth(opt_.token), body, "application/json");
+      if (FromLeader(r) && r->status != 200) return InvalidArgument("agent: registering node " + opt_.node.name + ": " + Why(r));
+      sent = FromLeader(r);
+      if (!sent) {
+        why = Why(r);
+        conn.Fail();
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      }
+    }
+    if (!sent) return Unavailable("agent: " + why);
+  }
+  s.Adopt();
+  // Where the orders carried out end: a restarted agent goes on after them.
+  uint64_t epoch = 0, after = 0;
+  {
+    std::istringstream cursor(Slurp(opt_.state_dir + "/cursor"));
+    cursor >> epoch >> after;
+  }
+
+  std::thread heartbeats([&] {
+    Replicas::Conn conn(service, 30);
+    while (!stop) {
+      if (!FromLeader(conn.get().Post("/v1/nodes/heartbeat", Auth(opt_.token), "{}", "application/json"))) conn.Fail();
+      for (int64_t waited = 0; waited < opt_.heartbeat_interval_ms && !stop; waited += 50) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  });
+  std::thread reporter([&] {
+    Replicas::Conn conn(service, 30);
+    while (!stop) {
+      s.Round(conn);
+      std::this_thread::sleep_for(std::chrono::milliseconds(opt_.report_interval_ms));
+    }
+  });
+
+  Replicas::Conn conn(service, static_cast<int>(opt_.poll_wait_ms / 1000 + 30));
+  while (!stop) {
+    const std::string path = "/v1/agent/orders?epoch=" + std::to_string(epoch) + "&after=" + std::to_string(after) +
+                             "&wait_ms=" + std::to_string(opt_.poll_wait_ms);
+    const auto r = conn.get().Get(path.c_str(), Auth(opt_.token));
+    if (!FromLeader(r)) conn.Fail();
+    if (!r || r->status != 200) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    const Json j = Json::parse(r->body, nullptr, false);
+    if (j.is_discarded() || !j.contains("orders")) continue;
+    const uint64_t e = j.value("epoch", uint64_t{0});
+    if (e != epoch) {
+      epoch = e;  // the service restarted: its orders are numbered anew
+      after = 0;
+    }
+    {
+      std::lock_guard lk(s.mu);
+      for (const Json& o : j["orders"]) {
+        const uint64_t seq = o.value("seq", uint64_t{0});
+        if (seq <= after) continue;
+        after = seq;
+        if (o.value("node", "") != opt_.node.name) continue;
+        s.Carry(o);
+      }
+      after = std::max(after, j.value("last_seq", after));
+    }
+    WriteFile(opt_.state_dir + "/cursor", std::to_string(epoch) + " " + std::to_string(after) + "\n");
+  }
+  heartbeats.join();
+  reporter.join();
+  return Status::Ok();
+}
+
+}  // namespace estuary
