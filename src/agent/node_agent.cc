@@ -43,7 +43,7 @@ void WriteFile(const std::string& path, const std::string& text) {
 }
 
 struct User {
-  std::string name, home;
+  std::string name, home, workdir;
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;
@@ -61,6 +61,8 @@ StatusOr<User> LookUpUser(const std::string& name) {
   u.uid = pw.pw_uid;
   u.gid = pw.pw_gid;
   u.home = pw.pw_dir != nullptr && pw.pw_dir[0] == '/' ? pw.pw_dir : "/";
+  std::error_code ec;
+  u.workdir = fs::is_directory(u.home, ec) ? u.home : "/";  // nobody's home does not exist
   int n = 64;
   std::vector<gid_t> groups(static_cast<size_t>(n));
   if (getgrouplist(name.c_str(), u.gid, groups.data(), &n) < 0) {
@@ -186,7 +188,7 @@ struct NodeAgent::Impl {
     spec.uid = user->uid;
     spec.gid = user->gid;
     spec.groups = user->groups;
-    spec.workdir = w.value("workdir", user->home);
+    spec.workdir = w.value("workdir", user->workdir);
     spec.log_path = in.dir + "/log";
     spec.state_dir = in.dir;
     // The environment: the user's, the job's, then the agent's (which the job may not set).

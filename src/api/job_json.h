@@ -42,7 +42,7 @@
 //                  strings; at most 256, names [A-Za-z_][A-Za-z0-9_]* of 1..256 characters, none
 //                  starting with ESTUARY_ nor CUDA_ or NVIDIA_VISIBLE_DEVICES (the agent sets those)
 //   workdir        an absolute path (1..4096 characters) the command starts in, default the
-//                  run-as user's home directory
+//                  run-as user's home directory (/ when it does not exist)
 //   checkpoint_signal   the signal an eviction notice sends (a name, "SIGUSR1" or "USR1", or a
 //                  number), default SIGTERM; SIGKILL follows at the deadline
 //   hooks          object of commands (each as `command`) the agent runs at a mechanism's
