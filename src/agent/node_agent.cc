@@ -76,6 +76,9 @@ StatusOr<User> LookUpUser(const std::string& name) {
 
 }  // namespace
 
+// How long after a notice's deadline an instance that left waits for its stop order.
+constexpr int64_t kNoticeSlackMs = 5000;
+
 // One process the agent runs (or adopted): a replica's instance on this node.
 struct Instance {
   std::string key;  // "<task>@<node>"
@@ -85,6 +88,7 @@ struct Instance {
   bool noticed = false;       // an eviction notice was sent
   int signal = SIGTERM;       // its checkpoint signal
   int64_t kill_at_ms = 0;     // SIGKILL then (0: not planned)
+  int64_t deadline_ms = 0;    // the notice's deadline (0: none)
   int64_t log_sent = 0;       // bytes of its log the service has
   int64_t run = 0;            // which run of the instance (its launch time, ms)
   std::string failed;         // it could not be started: why
@@ -108,7 +112,7 @@ struct NodeAgent::Impl {
 
   void SaveMeta(const Instance& in) {
     WriteFile(in.dir + "/meta.json", Json{{"task", in.task}, {"job", in.job}, {"cgroup", in.cgroup}, {"stopping", in.stopping},
-                                          {"noticed", in.noticed}, {"signal", in.signal}, {"log_sent", in.log_sent},
+                                          {"noticed", in.noticed}, {"deadline_ms", in.deadline_ms}, {"signal", in.signal}, {"log_sent", in.log_sent},
                                           {"run", in.run}}
                                          .dump());
   }
@@ -132,6 +136,7 @@ struct NodeAgent::Impl {
       in.cgroup = m.value("cgroup", "");
       in.stopping = m.value("stopping", false);
       in.noticed = m.value("noticed", false);
+      in.deadline_ms = m.value("deadline_ms", int64_t{0});
       in.signal = m.value("signal", SIGTERM);
       in.log_sent = m.value("log_sent", int64_t{0});
       in.run = m.value("run", int64_t{0});
@@ -260,6 +265,7 @@ struct NodeAgent::Impl {
     chmod((in.dir + "/notice").c_str(), 0644);
     (void)SignalGroup(RecordedPid(in.dir), in.signal);
     in.noticed = true;
+    in.deadline_ms = deadline_ms;
     SaveMeta(in);
   }
 
@@ -385,7 +391,11 @@ struct NodeAgent::Impl {
       std::ifstream f(copy.dir + "/log", std::ios::binary | std::ios::ate);
       if (f && static_cast<int64_t>(f.tellg()) > copy.log_sent) continue;  // more to send first
       Instance& in = it->second;
-      if (in.stopping) {
+      // A process that left after its eviction notice (it checkpointed) has been stopped: its
+      // end is reported with the stop that follows — or, when none comes (the eviction was
+      // called off), a little after the deadline, and the service starts it again.
+      if (in.noticed && !in.stopping && in.failed.empty() && a.clock_->NowMs() < in.deadline_ms + kNoticeSlackMs) continue;
+      if (in.stopping || (in.noticed && in.failed.empty())) {
         Report(in, "stopped");
       } else if (!in.failed.empty()) {
         Report(in, "failed", in.failed);

@@ -9,14 +9,19 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <string>
 #include <thread>
+#include <set>
+#include <sstream>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "agent/cgroups.h"
 #include "tests/testing/service_fixture.h"
 
 namespace estuary {
@@ -44,14 +49,15 @@ class RealAgentTest : public testing::ServiceProcessTest {
   }
 
   // A real agent for node `name` (8 GPUs declared: no NVML here) on loopback.
-  void StartRealAgent(const std::string& name, const std::string& token) {
-    const pid_t pid = testing::Spawn(ESTUARY_BINARY,
-                                     {"agent", "--server", "http://127.0.0.1:" + std::to_string(port_), "--token", token,
-                                      "--node", name, "--gpus", "8", "--gpu-model", "H800", "--address", "127.0.0.1",
-                                      "--domains", "data=az0/spine0/asw0,param=pod0", "--state", dir_ + "/state-" + name,
-                                      "--run-as", "team-a=" + user_ + ",team-b=" + user_, "--heartbeat-s", "1",
-                                      "--kill-wait-s", "2"},
-                                     dir_ + "/agent-" + name + ".log");
+  // `gpus`: its GPU flags (default: 8 H800 declared).
+  void StartRealAgent(const std::string& name, const std::string& token,
+                      const std::vector<std::string>& gpus = {"--gpus", "8", "--gpu-model", "H800"}) {
+    std::vector<std::string> args = {"agent", "--server", "http://127.0.0.1:" + std::to_string(port_), "--token", token,
+                                     "--node", name, "--address", "127.0.0.1", "--domains", "data=az0/spine0/asw0,param=pod0",
+                                     "--state", dir_ + "/state-" + name, "--run-as", "team-a=" + user_ + ",team-b=" + user_,
+                                     "--heartbeat-s", "1", "--kill-wait-s", "2"};
+    args.insert(args.end(), gpus.begin(), gpus.end());
+    const pid_t pid = testing::Spawn(ESTUARY_BINARY, args, dir_ + "/agent-" + name + ".log");
     ASSERT_GT(pid, 0);
     agents_.push_back(pid);
   }
@@ -172,6 +178,136 @@ TEST_F(RealAgentTest, ACommandThatExitsWithThreeFailsItsJobWithThatExitCodeAndOn
   done = WaitEnded(none);
   EXPECT_EQ(done["state"], "failed");
   EXPECT_EQ(done["reason"], "replica 0 failed: the job has no command (it can run only on fake agents)");
+}
+
+
+// The GPUs a replica may use, from its log line "gpus=0,1,2,3".
+std::set<int> GpusIn(const std::string& log) {
+  std::set<int> out;
+  const size_t at = log.find("gpus=");
+  if (at == std::string::npos) return out;
+  std::istringstream in(log.substr(at + 5, log.find('\n', at) - at - 5));
+  for (std::string g; std::getline(in, g, ',');) out.insert(std::stoi(g));
+  return out;
+}
+
+TEST_F(RealAgentTest, TwoJobsOnOneNodeSeeDisjointGpusAndOneOverItsMemoryIsKilledAsOutOfMemory) {
+  StartServe();
+  StartRealAgent("node-a", testing::kAgentToken);
+  WaitNodes(1);
+  const Json half = {{"gpus", 4}, {"memory_mib", 256}, {"command", "echo gpus=$CUDA_VISIBLE_DEVICES; sleep 2"}};
+  Json a = half, b = half;
+  a["name"] = "half-a";
+  b["name"] = "half-b";
+  const std::string ia = Submit(a), ib = Submit(b);
+  EXPECT_EQ(WaitEnded(ia)["state"], "succeeded");
+  EXPECT_EQ(WaitEnded(ib)["state"], "succeeded");
+  const std::set<int> ga = GpusIn(Logs(ia, 0)), gb = GpusIn(Logs(ib, 0));
+  EXPECT_EQ(ga.size(), 4u);
+  EXPECT_EQ(gb.size(), 4u);
+  std::set<int> both = ga;
+  both.insert(gb.begin(), gb.end());
+  EXPECT_EQ(both, (std::set<int>{0, 1, 2, 3, 4, 5, 6, 7}));  // disjoint, and together the node's
+
+  if (!Cgroups::Detect().limits_memory()) GTEST_SKIP() << "no writable memory controller here";
+  const std::string greedy = Submit({{"name", "greedy"}, {"memory_mib", 32},
+                                     {"command", "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived"}});
+  const Json done = WaitEnded(greedy);
+  EXPECT_EQ(done["state"], "failed");
+  EXPECT_EQ(done["reason"], "replica 0 failed: out of memory");
+}
+
+TEST_F(RealAgentTest, AnAgentKilledWithSigkillAndRestartedAdoptsItsReplicasStartsNoneTwiceAndAllFinish) {
+  StartServe();
+  StartRealAgent("node-a", testing::kAgentToken);
+  WaitNodes(1);
+  // Each start appends its rank to a file in the job's checkpoint directory (kept on the node).
+  const std::string id = Submit({{"name", "three"}, {"replicas", 3}, {"gpus", 1}, {"cpu_milli", 100}, {"memory_mib", 256},
+                                 {"command", "echo $ESTUARY_REPLICA >> $ESTUARY_CHECKPOINT_DIR/starts; sleep 4; echo done"}});
+  httplib::Client c("127.0.0.1", port_);
+  for (int i = 0; i < 100; ++i) {
+    auto r = c.Get("/v1/jobs/" + id, testing::Bearer(testing::kAdminToken));
+    if (r && r->status == 200 && Json::parse(r->body)["running_replicas"] == 3) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  std::this_thread::sleep_for(500ms);
+  testing::StopProcess(agents_[0], SIGKILL);
+  agents_.clear();
+  std::this_thread::sleep_for(1s);
+  StartRealAgent("node-a", testing::kAgentToken);  // the same node and state
+  const Json done = WaitEnded(id, 30s);
+  EXPECT_EQ(done["state"], "succeeded") << done.dump();
+  std::ifstream starts(dir_ + "/state-node-a/checkpoints/" + id + "/starts");
+  std::multiset<std::string> ranks;
+  for (std::string line; std::getline(starts, line);) ranks.insert(line);
+  EXPECT_EQ(ranks, (std::multiset<std::string>{"0", "1", "2"}));  // none started twice
+  for (int r = 0; r < 3; ++r) EXPECT_NE(Logs(id, r).find("done"), std::string::npos) << "replica " << r;
+}
+
+TEST_F(RealAgentTest, AnLpJobReclaimedByAnHpJobCheckpointsOnItsSignalAndResumesAfterItsRestart) {
+  std::ofstream(dir_ + "/conf.yaml") << "{name: reclaim, queue: priority, preempt: {grace_s: 3}, absorb: false}\n";
+  StartServe({"--config", dir_ + "/conf.yaml"});
+  StartRealAgent("node-a", testing::kAgentToken);
+  WaitNodes(1);
+  // It counts steps; at the checkpoint signal it saves its step and leaves.
+  const std::string lp = Submit({{"name", "lp"}, {"class", "lp"}, {"gpus", 8}, {"memory_mib", 256},
+                                 {"checkpoint_signal", "SIGUSR1"},
+                                 {"command", R"sh(step=0; f=$ESTUARY_CHECKPOINT_DIR/step
+[ -f $f ] && step=$(cat $f)
+echo "restart=$ESTUARY_RESTART_COUNT from=$step"
+trap 'echo $step > $f; echo "checkpointed at $step, deadline $(cat $ESTUARY_NOTICE_FILE)"; exit 0' USR1
+while [ $step -lt 30 ]; do step=$((step+1)); sleep 0.1; done
+echo finished at $step)sh"}});
+  httplib::Client c("127.0.0.1", port_);
+  for (int i = 0; i < 100; ++i) {
+    auto r = c.Get("/v1/jobs/" + lp, testing::Bearer(testing::kAdminToken));
+    if (r && r->status == 200 && Json::parse(r->body)["running_replicas"] == 1) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  std::this_thread::sleep_for(1s);
+  const std::string hp = Submit({{"name", "hp"}, {"class", "hp-training"}, {"gpus", 8}, {"memory_mib", 256},
+                                 {"command", "sleep 1; echo hp done"}});
+  EXPECT_EQ(WaitEnded(hp)["state"], "succeeded");
+  const Json done = WaitEnded(lp, 60s);
+  EXPECT_EQ(done["state"], "succeeded") << done.dump();
+  EXPECT_EQ(done["restarts"], 1);
+  const std::string log = Logs(lp, 0);
+  EXPECT_NE(log.find("restart=0 from=0"), std::string::npos) << log;
+  EXPECT_NE(log.find("checkpointed at "), std::string::npos) << log;
+  EXPECT_NE(log.find("deadline deadline_ms "), std::string::npos) << log;
+  // The second run resumed where the first one checkpointed (not at 0).
+  const size_t at = log.find("checkpointed at ");
+  const std::string saved = log.substr(at + 16, log.find(',', at) - at - 16);
+  EXPECT_NE(saved, "0");
+  EXPECT_NE(log.find("restart=1 from=" + saved), std::string::npos) << log;
+  EXPECT_NE(log.find("finished at 30"), std::string::npos) << log;
+}
+
+
+TEST_F(RealAgentTest, TheAgentFindsItsGpusThroughNvmlAndGrantsThemByUuidAndWithoutNvmlRegistersNoneAndSaysWhy) {
+  StartServe();
+  // The test double of libnvidia-ml.so.1 (tests/agent/test_nvml.cc) reports 4 H800s.
+  setenv("LD_LIBRARY_PATH", ESTUARY_TEST_NVML_DIR, 1);
+  setenv("ESTUARY_TEST_NVML_GPUS", "4", 1);
+  StartRealAgent("gpu-node", testing::kAgentToken, {});
+  unsetenv("LD_LIBRARY_PATH");
+  StartRealAgent("cpu-node", "agent-b-token-0123456789", {});
+  WaitNodes(2);
+  httplib::Client c("127.0.0.1", port_);
+  const Json nodes = Json::parse(c.Get("/v1/nodes", testing::Bearer(testing::kAdminToken))->body)["nodes"];
+  std::map<std::string, Json> by_name;
+  for (const Json& n : nodes) by_name[n["name"]] = n;
+  EXPECT_EQ(by_name["gpu-node"]["gpus"], 4);
+  EXPECT_EQ(by_name["gpu-node"]["gpu_model"], "H800");
+  EXPECT_EQ(by_name["cpu-node"]["gpus"], 0);
+  std::ifstream log(dir_ + "/agent-cpu-node.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("libnvidia-ml.so.1: cannot open shared object file"), std::string::npos) << text;
+
+  const std::string id = Submit({{"name", "two-gpus"}, {"gpus", 2}, {"memory_mib", 256}, {"command", "echo gpus=$CUDA_VISIBLE_DEVICES"}});
+  EXPECT_EQ(WaitEnded(id)["state"], "succeeded");
+  const std::string out = Logs(id, 0);
+  EXPECT_NE(out.find("gpus=GPU-00000000-0000-0000-0000-00000000000"), std::string::npos) << out;
 }
 
 }  // namespace
