@@ -1,4 +1,5 @@
 #include "tools/cli.h"
+#include "tools/client_cmds.h"
 #include "tools/history_cmds.h"
 #include "tools/service_cmds.h"
 
@@ -12,6 +13,7 @@
 #include <iomanip>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -898,18 +900,19 @@ int RunCli(int argc, char** argv) {
   CLI::App* serve = AddServeCommand(app, vf);
   AgentFlags af;
   CLI::App* agent = AddAgentCommand(app, af);
+  ClientFlags client;
+  const ClientCommands client_cmds = AddClientCommands(app, client);
   HistoryFlags hf;
   CLI::App* history_export = nullptr;
   CLI::App* history_scenario = nullptr;
   AddHistoryCommand(app, hf, &history_export, &history_scenario);
 
-  if (argc >= 2 && argv[1][0] != '-' && std::string(argv[1]) != "openb" && std::string(argv[1]) != "replay" &&
-      std::string(argv[1]) != "cluster" && std::string(argv[1]) != "simulate" && std::string(argv[1]) != "curve" &&
-      std::string(argv[1]) != "defrag" && std::string(argv[1]) != "serve" && std::string(argv[1]) != "agent" &&
-      std::string(argv[1]) != "history") {
+  static const std::set<std::string> kCommands = {"openb", "replay", "simulate", "cluster", "curve", "defrag", "serve",
+                                                   "agent", "history", "submit", "jobs", "job", "cancel", "logs", "nodes"};
+  if (argc >= 2 && argv[1][0] != '-' && !kCommands.count(argv[1])) {
     std::fprintf(stderr,
-                 "estuary: unknown command '%s' (known: openb, replay, simulate, cluster, curve, defrag, serve, agent, history; "
-                 "see --help)\n",
+                 "estuary: unknown command '%s' (known: openb, replay, simulate, cluster, curve, defrag, serve, agent, history, "
+                 "submit, jobs, job, cancel, logs, nodes; see --help)\n",
                  argv[1]);
     return 2;
   }
@@ -932,6 +935,7 @@ int RunCli(int argc, char** argv) {
   if (curve->parsed()) return RunCurveCommand(uf);
   if (serve->parsed()) return RunServeCommand(vf);
   if (agent->parsed()) return RunAgentCommand(af);
+  if (client_cmds.Parsed()) return RunClientCommand(client_cmds, client);
   if (history_export->parsed()) return RunHistoryExport(hf);
   if (history_scenario->parsed()) return RunHistoryScenario(hf);
   if (defrag->parsed()) {

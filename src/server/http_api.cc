@@ -75,6 +75,13 @@ Json JobJson(const JobView& v) {
   j["ended_ms"] = v.ended_ms;
   j["restarts"] = v.restarts;
   j["reason"] = v.reason;
+  if (!v.where.empty()) {
+    Json where = Json::array();
+    for (const JobView::Where& w : v.where) {
+      where.push_back({{"replica", w.replica}, {"node", w.node}, {"gpus", w.gpus}, {"state", w.state}});
+    }
+    j["where"] = std::move(where);
+  }
   return j;
 }
 

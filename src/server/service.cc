@@ -1090,7 +1090,14 @@ StatusOr<JobView> Service::GetJob(const Principal& who, uint64_t id) const {
   std::lock_guard lk(s.mu);
   const auto it = s.jobs.find(id);
   if (it == s.jobs.end() || !s.Visible(who, it->second)) return NotFound("no job " + std::to_string(id));
-  return it->second.view;
+  JobView v = it->second.view;
+  for (size_t i = 0; i < it->second.tasks.size(); ++i) {
+    const Impl::TaskRec& t = it->second.tasks[i];
+    static constexpr const char* kStates[] = {"", "starting", "running", "stopping", "done"};
+    if (t.state == Impl::TaskState::kNone) continue;
+    v.where.push_back({static_cast<int32_t>(i), t.node, t.gpus, kStates[static_cast<int>(t.state)]});
+  }
+  return v;
 }
 
 std::vector<JobView> Service::ListJobs(const Principal& who) const {

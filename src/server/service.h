@@ -123,6 +123,15 @@ struct JobView {
   int64_t submitted_ms = 0, running_ms = -1, ended_ms = -1;
   int32_t restarts = 0;          // times it was evicted whole after it had run
   std::string reason;            // why it waits (pending) or how it ended
+  // Where its replicas are (GetJob only; ListJobs leaves it empty): each replica an agent was
+  // told to run, its node, GPUs and state (starting, running, stopping, done).
+  struct Where {
+    int32_t replica = 0;
+    std::string node;
+    std::vector<int> gpus;
+    std::string state;
+  };
+  std::vector<Where> where;
 };
 
 // A node as an agent registers it.

@@ -195,6 +195,28 @@ class JobSource {
   std::optional<YamlJson> file_;
 };
 
+}  // namespace
+
+StatusOr<nlohmann::json> ParseJobFileText(const std::string& text, const std::string& path) {
+  YAML::Node loaded;
+  try {
+    loaded = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ": malformed JSON or YAML (" + e.msg + ")");
+  }
+  if (!loaded.IsMap()) return InvalidArgument(path + ":1: expected a JSON object (one job)");
+  StatusOr<YamlJson> job = YamlToJson(loaded);
+  if (!job.ok()) return InvalidArgument(path + ":1: " + job.status().message());
+  const StatusOr<DecodedJob> decoded = DecodeJob(job->value, JobUse::kService);
+  if (!decoded.ok()) {
+    return InvalidArgument(path + ":" + std::to_string(job->LineOf(JobErrorPath(decoded.status().message()))) + ": " +
+                           decoded.status().message());
+  }
+  return job->value;
+}
+
+namespace {
+
 // A job (`generated`: a generator class, whose `share` and `diurnal` the caller reads), decoded
 // by the one job schema (api/job_json.h) from its YAML converted to JSON; messages are the
 // schema's, prefixed with the file and the field's line. `fed` decides whether `home` and

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "api/job_json.h"  // the one job schema; kJobClasses
 #include "common/clock.h"
 #include "common/status.h"
@@ -327,5 +329,10 @@ StatusOr<SchedulerConfig> ReadSchedulerConfig(const std::string& path, const std
 // The same from the text of such a file (`path` names it in messages).
 StatusOr<SchedulerConfig> ParseSchedulerConfigText(const std::string& text, const std::string& path,
                                                    const std::string& name);
+
+// A job file as a user submits it (`estuary submit FILE`): one job of the job schema in JSON or
+// YAML, checked as the service checks a job (DecodeJob, JobUse::kService), as JSON ready to send.
+// `text` is the file's content; `path` names it in messages ("FILE:LINE: field 'gpus': ...").
+StatusOr<nlohmann::json> ParseJobFileText(const std::string& text, const std::string& path);
 
 }  // namespace estuary

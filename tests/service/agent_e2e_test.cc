@@ -3,9 +3,11 @@
 // commands are small scripts run as real processes, as the tenant's Unix user, and what they
 // print is read back through the service.
 #include <pwd.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -308,6 +310,83 @@ TEST_F(RealAgentTest, TheAgentFindsItsGpusThroughNvmlAndGrantsThemByUuidAndWitho
   EXPECT_EQ(WaitEnded(id)["state"], "succeeded");
   const std::string out = Logs(id, 0);
   EXPECT_NE(out.find("gpus=GPU-00000000-0000-0000-0000-00000000000"), std::string::npos) << out;
+}
+
+
+// Runs `estuary ARGS` (a shell command line), its stdout and stderr together; the exit code in `rc`.
+std::string Cli(const std::string& args, int* rc) {
+  FILE* p = popen((std::string(ESTUARY_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+TEST_F(RealAgentTest, TheCommandLineClientSubmitsListsShowsFollowsLogsCancelsAndListsNodes) {
+  StartServe();
+  StartRealAgent("node-a", testing::kAgentToken);
+  WaitNodes(1);
+  const std::string server = "--server http://127.0.0.1:" + std::to_string(port_);
+  const std::string as_tenant = server + " --token " + testing::kTenantToken;
+  std::ofstream(dir_ + "/job.yaml") << "name: counter\ngpus: 1\nmemory_mib: 256\n"
+                                       "command: \"for i in 1 2 3; do echo tick $i; sleep 0.3; done\"\n";
+  int rc = 0;
+  std::string out = Cli("submit " + dir_ + "/job.yaml " + as_tenant + " -o json", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string id = Json::parse(out)["id"];
+  // Logs followed to the end of the job (the command returns when the job has ended).
+  out = Cli("logs " + id + " --follow " + as_tenant, &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("tick 1\ntick 2\ntick 3\n"), std::string::npos) << out;
+  out = Cli("job " + id + " " + as_tenant, &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("job " + id + "  counter  succeeded  (tenant team-a)"), std::string::npos) << out;
+  out = Cli("jobs --all " + as_tenant, &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("ID"), std::string::npos);
+  EXPECT_NE(out.find("\n" + id + "   counter  succeeded  0/1      1     0"), std::string::npos) << out;
+  out = Cli("jobs " + as_tenant + " -o json", &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_TRUE(Json::parse(out)["jobs"].empty()) << out;  // nothing pending or running
+
+  // A job read from standard input, cancelled while it runs; its table row, then its end.
+  out = Cli("submit - " + as_tenant + " <<'EOF'\n{\"name\": \"sleeper\", \"command\": \"sleep 60\", \"memory_mib\": 64}\nEOF", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string sleeper = out.substr(out.find("job ") + 4, out.find(' ', out.find("job ") + 4) - out.find("job ") - 4);
+  EXPECT_EQ(out, "submitted job " + sleeper + " (sleeper)\n");
+  out = Cli("cancel " + sleeper + " " + as_tenant, &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(out, "cancelled job " + sleeper + "\n");
+  EXPECT_EQ(WaitEnded(sleeper)["state"], "cancelled");
+
+  out = Cli("nodes " + server + " --token " + testing::kAdminToken, &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("node-a"), std::string::npos) << out;
+  EXPECT_NE(out.find("127.0.0.1"), std::string::npos) << out;
+
+  // Bad input, a wrong token, a server that is not there: exit 2 and one line.
+  std::ofstream(dir_ + "/bad.yaml") << "name: bad\ngpus: 1\nenv: [\"NOEQUALS\"]\n";
+  out = Cli("submit " + dir_ + "/bad.yaml " + as_tenant, &rc);
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(out, "estuary: " + dir_ + "/bad.yaml:3: field 'env[0]': expected NAME=VALUE, not 'NOEQUALS'\n");
+  out = Cli("jobs " + server + " --token wrong-token-0123456789", &rc);
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_EQ(out.rfind("estuary: HTTP 401", 0), 0u) << out;
+  out = Cli("jobs --server http://127.0.0.1:1 --token x", &rc);
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(out.rfind("estuary: cannot reach http://127.0.0.1:1", 0), 0u) << out;
+  out = Cli("job 999999 " + as_tenant, &rc);
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(out, "estuary: HTTP 404: no job 999999\n");
+  unsetenv("ESTUARY_SERVER");
+  unsetenv("ESTUARY_TOKEN");
+  setenv("ESTUARY_CLIENT_CONFIG", "/nonexistent-estuary-client", 1);
+  out = Cli("jobs", &rc);  // no server anywhere
+  EXPECT_EQ(out, "estuary: no server: give --server URL, ESTUARY_SERVER or server= in the client file\n");
+  EXPECT_EQ(rc, 2);
 }
 
 }  // namespace
