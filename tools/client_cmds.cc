@@ -159,7 +159,18 @@ int OneJob(const ClientFlags& f) {
               Str(j["running_replicas"]).c_str(), Str(j["bound_replicas"]).c_str(), Str(j["replicas"]["min"]).c_str(),
               Str(j["replicas"]["max"]).c_str(), Str(j["replicas"]["step"]).c_str(), Str(j["gpus"]).c_str(),
               Str(j["priority"]).c_str(), Str(j["restarts"]).c_str());
-  if (j.contains("command")) std::printf("command: %s\n", j["command"].dump().c_str());
+  if (j.contains("command")) {
+    // One line of it: a shell command's first line, or argv joined.
+    std::string shown;
+    if (j["command"].is_string()) {
+      shown = j["command"].get<std::string>();
+      if (const size_t nl = shown.find('\n'); nl != std::string::npos && nl + 1 < shown.size()) shown = shown.substr(0, nl) + " ...";
+      else if (nl != std::string::npos) shown = shown.substr(0, nl);
+    } else {
+      for (const Json& a : j["command"]) shown += (shown.empty() ? "" : " ") + Str(a);
+    }
+    std::printf("command: %s\n", shown.c_str());
+  }
   for (const Json& w : j.value("where", Json::array())) {
     std::printf("  replica %s on %s, GPUs %s: %s\n", Str(w["replica"]).c_str(), Str(w["node"]).c_str(), w["gpus"].dump().c_str(),
                 Str(w["state"]).c_str());
