@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -313,6 +314,23 @@ int RunServeCommand(const ServeFlags& f) {
 
 int RunRealAgent(const AgentFlags& f, const RealClock& clock);
 
+// Runs `run` until it returns, telling it to stop (its flag) on SIGINT or SIGTERM.
+Status RunUntilStopped(const std::function<Status(const std::atomic<bool>&)>& run) {
+  BlockStopSignals();
+  std::atomic<bool> stop{false};
+  std::thread waiter([&] {
+    WaitForSignal();
+    stop = true;
+  });
+  const Status st = run(stop);
+  if (!stop) {
+    stop = true;
+    pthread_kill(waiter.native_handle(), SIGTERM);
+  }
+  waiter.join();
+  return st;
+}
+
 int RunAgentCommand(const AgentFlags& f) {
   const RealClock clock;
   if (f.fake_nodes == 0 && f.node.empty()) return Fail(InvalidArgument("agent: give --node NAME (a real node) or --fake-nodes N"));
@@ -355,20 +373,9 @@ int RunAgentCommand(const AgentFlags& f) {
   } else {
     o.nodes = FakeNodes(f.prefix, f.fake_nodes, f.gpus_per_node, f.gpu_model);
   }
-  BlockStopSignals();
-  std::atomic<bool> stop{false};
-  std::thread waiter([&] {
-    WaitForSignal();
-    stop = true;
-  });
   FakeAgent agent(std::move(o), &clock);
   Log(clock, "info", "agent starting", {{"server", f.server}, {"nodes", f.fake_nodes}});
-  const Status st = agent.Run(stop);
-  if (!stop) {
-    stop = true;
-    pthread_kill(waiter.native_handle(), SIGTERM);
-  }
-  waiter.join();
+  const Status st = RunUntilStopped([&](const std::atomic<bool>& stop) { return agent.Run(stop); });
   if (!st.ok()) return Fail(st);
   Log(clock, "info", "agent stopped",
       {{"starts", agent.starts()}, {"stops", agent.stops()}, {"finished", agent.finished()},
@@ -435,19 +442,8 @@ int RunRealAgent(const AgentFlags& f, const RealClock& clock) {
   o.state_dir = f.state_dir;
   o.cgroups = Cgroups::Detect();
   Log(clock, "info", "agent cgroups", {{"mode", o.cgroups.mode()}});
-  BlockStopSignals();
-  std::atomic<bool> stop{false};
-  std::thread waiter([&] {
-    WaitForSignal();
-    stop = true;
-  });
   NodeAgent agent(std::move(o), &clock);
-  const Status st = agent.Run(stop);
-  if (!stop) {
-    stop = true;
-    pthread_kill(waiter.native_handle(), SIGTERM);
-  }
-  waiter.join();
+  const Status st = RunUntilStopped([&](const std::atomic<bool>& stop) { return agent.Run(stop); });
   if (!st.ok()) return Fail(st);
   Log(clock, "info", "agent stopped", {{"starts", agent.starts()}, {"adopted", agent.adopted()}, {"ended", agent.ended()}});
   return 0;

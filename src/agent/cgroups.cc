@@ -12,15 +12,10 @@
 #include <sstream>
 #include <thread>
 
+#include "common/text.h"
+
 namespace estuary {
 namespace {
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 bool IsDir(const std::string& path) {
   struct stat st {};
@@ -56,7 +51,7 @@ Cgroups Cgroups::Detect(const std::string& root, const std::string& parent) {
   Cgroups c;
   // cgroup v2: the unified hierarchy with the memory controller available.
   for (const std::string& unified : {root, root + "/unified"}) {
-    const std::string controllers = Read(unified + "/cgroup.controllers");
+    const std::string controllers = FileText(unified + "/cgroup.controllers");
     std::istringstream in(controllers);
     std::vector<std::string> names;
     for (std::string n; in >> n;) names.push_back(n);
@@ -142,13 +137,13 @@ StatusOr<std::vector<std::string>> Cgroups::Create(const std::string& name, cons
 int64_t Cgroups::OomKills(const std::string& name) const {
   if (memory_.empty()) return 0;
   const std::string dir = memory_ + "/" + name;
-  return Keyed(Read(dir + (v2_ ? "/memory.events" : "/memory.oom_control")), "oom_kill");
+  return Keyed(FileText(dir + (v2_ ? "/memory.events" : "/memory.oom_control")), "oom_kill");
 }
 
 std::vector<int> Cgroups::Processes(const std::string& name) const {
   std::vector<int> pids;
   for (const std::string& base : bases_) {
-    std::istringstream in(Read(base + "/" + name + "/cgroup.procs"));
+    std::istringstream in(FileText(base + "/" + name + "/cgroup.procs"));
     for (int pid = 0; in >> pid;) {
       if (std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
     }
@@ -162,7 +157,7 @@ Status Cgroups::Remove(const std::string& name) const {
     if (!IsDir(dir)) continue;
     // A group can be removed once it is empty; its processes may take a moment to die.
     for (int attempt = 0; attempt < 200; ++attempt) {
-      std::istringstream in(Read(dir + "/cgroup.procs"));
+      std::istringstream in(FileText(dir + "/cgroup.procs"));
       for (int pid = 0; in >> pid;) kill(pid, SIGKILL);
       if (rmdir(dir.c_str()) == 0 || errno == ENOENT) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -62,20 +62,7 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
         nodes.push_back({{"name", n.name}, {"gpus", n.gpus}, {"gpu_model", n.gpu_model}, {"cpu_milli", n.cpu_milli},
                          {"memory_mib", n.memory_mib}, {"domains", d}});
       }
-      bool sent = false;
-      std::string why = "stopped";
-      const std::string body = Json{{"nodes", nodes}}.dump();
-      for (int attempt = 0; attempt < 60 && !stop && !sent; ++attempt) {
-        const httplib::Result r = conn.get().Post("/v1/nodes", Auth(opt_.token), body, "application/json");
-        if (FromLeader(r) && r->status != 200) return InvalidArgument("agent: registering nodes: " + Why(r));
-        sent = FromLeader(r);
-        if (!sent) {
-          why = Why(r);
-          conn.Fail();
-          std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        }
-      }
-      if (!sent) return Unavailable("agent: " + why);
+      ESTUARY_RETURN_IF_ERROR(PostNodes(conn, opt_.token, Json{{"nodes", nodes}}.dump(), stop));
       at += static_cast<size_t>(nodes.size());
     }
   }
@@ -86,15 +73,7 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
   std::multimap<int64_t, std::string> ends;        // end (ms) -> instance, for timed ones
   std::vector<std::pair<std::string, const char*>> outbox;  // reports not yet sent, by instance
 
-  std::thread heartbeats([&] {
-    Replicas::Conn conn(replicas_of_service, 30);
-    while (!stop) {
-      if (!FromLeader(conn.get().Post("/v1/nodes/heartbeat", Auth(opt_.token), "{}", "application/json"))) conn.Fail();
-      for (int64_t waited = 0; waited < opt_.heartbeat_interval_ms && !stop; waited += 50) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    }
-  });
+  std::thread heartbeats([&] { SendHeartbeats(replicas_of_service, opt_.token, opt_.heartbeat_interval_ms, stop); });
   std::thread reporter([&] {
     Replicas::Conn conn(replicas_of_service, 30);
     std::vector<std::pair<std::string, const char*>> failed;
@@ -136,21 +115,9 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
   Replicas::Conn conn(replicas_of_service, static_cast<int>(opt_.poll_wait_ms / 1000 + 30));
   uint64_t epoch = 0, after = 0;
   while (!stop) {
-    const std::string path = "/v1/agent/orders?epoch=" + std::to_string(epoch) + "&after=" + std::to_string(after) +
-                             "&wait_ms=" + std::to_string(opt_.poll_wait_ms);
-    const auto r = conn.get().Get(path.c_str(), Auth(opt_.token));
-    if (!FromLeader(r)) conn.Fail();
-    if (!r || r->status != 200) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      continue;
-    }
-    const Json j = Json::parse(r->body, nullptr, false);
-    if (j.is_discarded() || !j.contains("orders")) continue;
-    const uint64_t e = j.value("epoch", uint64_t{0});
-    if (e != epoch) {
-      epoch = e;
-      after = 0;
-    }
+    const std::optional<Json> polled = PollOrders(conn, opt_.token, opt_.poll_wait_ms, &epoch, &after);
+    if (!polled) continue;
+    const Json& j = *polled;
     std::lock_guard lk(mu);
     const int64_t now = clock_->NowMs();
     for (const Json& o : j["orders"]) {

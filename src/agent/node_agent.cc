@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -18,6 +20,7 @@
 #include "agent/process.h"
 #include "agent/service_client.h"
 #include "common/signals.h"
+#include "common/text.h"
 
 namespace estuary {
 
@@ -25,13 +28,6 @@ using Json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Writes `text` to `path` through a temporary file and a rename.
 void WriteFile(const std::string& path, const std::string& text) {
@@ -123,7 +119,7 @@ struct NodeAgent::Impl {
     fs::create_directories(InstancesDir(), ec);
     for (const auto& entry : fs::directory_iterator(InstancesDir(), ec)) {
       if (!entry.is_directory()) continue;
-      const Json m = Json::parse(Slurp(entry.path().string() + "/meta.json"), nullptr, false);
+      const Json m = Json::parse(FileText(entry.path().string() + "/meta.json"), nullptr, false);
       if (m.is_discarded() || !m.contains("task")) {
         fs::remove_all(entry.path(), ec);
         continue;
@@ -157,7 +153,10 @@ struct NodeAgent::Impl {
     in.job = o.value("job", "");
     in.dir = InstancesDir() + "/" + key;
     in.run = a.clock_->NowMs();
-    in.cgroup = key;
+    // Unique on the machine, also with several agents on it: the instance and its agent's state.
+    char tag[16];
+    std::snprintf(tag, sizeof tag, "%08x", static_cast<unsigned>(std::hash<std::string>{}(opt.state_dir)));
+    in.cgroup = key + "." + tag;
     for (char& c : in.cgroup) {
       if (c == '@') c = '_';
     }
@@ -441,37 +440,17 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
                  {"cpu_milli", opt_.node.cpu_milli}, {"memory_mib", opt_.node.memory_mib}, {"domains", d}};
     if (!opt_.address.empty()) node["address"] = opt_.address;
     const std::string body = Json{{"nodes", Json::array({node})}}.dump();
-    bool sent = false;
-    std::string why = "stopped";
-    for (int attempt = 0; attempt < 60 && !stop && !sent; ++attempt) {
-      const httplib::Result r = conn.get().Post("/v1/nodes", Auth(opt_.token), body, "application/json");
-      if (FromLeader(r) && r->status != 200) return InvalidArgument("agent: registering node " + opt_.node.name + ": " + Why(r));
-      sent = FromLeader(r);
-      if (!sent) {
-        why = Why(r);
-        conn.Fail();
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      }
-    }
-    if (!sent) return Unavailable("agent: " + why);
+    ESTUARY_RETURN_IF_ERROR(PostNodes(conn, opt_.token, body, stop));
   }
   s.Adopt();
   // Where the orders carried out end: a restarted agent goes on after them.
   uint64_t epoch = 0, after = 0;
   {
-    std::istringstream cursor(Slurp(opt_.state_dir + "/cursor"));
+    std::istringstream cursor(FileText(opt_.state_dir + "/cursor"));
     cursor >> epoch >> after;
   }
 
-  std::thread heartbeats([&] {
-    Replicas::Conn conn(service, 30);
-    while (!stop) {
-      if (!FromLeader(conn.get().Post("/v1/nodes/heartbeat", Auth(opt_.token), "{}", "application/json"))) conn.Fail();
-      for (int64_t waited = 0; waited < opt_.heartbeat_interval_ms && !stop; waited += 50) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    }
-  });
+  std::thread heartbeats([&] { SendHeartbeats(service, opt_.token, opt_.heartbeat_interval_ms, stop); });
   std::thread reporter([&] {
     Replicas::Conn conn(service, 30);
     while (!stop) {
@@ -482,21 +461,9 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
 
   Replicas::Conn conn(service, static_cast<int>(opt_.poll_wait_ms / 1000 + 30));
   while (!stop) {
-    const std::string path = "/v1/agent/orders?epoch=" + std::to_string(epoch) + "&after=" + std::to_string(after) +
-                             "&wait_ms=" + std::to_string(opt_.poll_wait_ms);
-    const auto r = conn.get().Get(path.c_str(), Auth(opt_.token));
-    if (!FromLeader(r)) conn.Fail();
-    if (!r || r->status != 200) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      continue;
-    }
-    const Json j = Json::parse(r->body, nullptr, false);
-    if (j.is_discarded() || !j.contains("orders")) continue;
-    const uint64_t e = j.value("epoch", uint64_t{0});
-    if (e != epoch) {
-      epoch = e;  // the service restarted: its orders are numbered anew
-      after = 0;
-    }
+    const std::optional<Json> polled = PollOrders(conn, opt_.token, opt_.poll_wait_ms, &epoch, &after);
+    if (!polled) continue;
+    const Json& j = *polled;
     {
       std::lock_guard lk(s.mu);
       for (const Json& o : j["orders"]) {

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/text.h"
+
 namespace estuary {
 namespace {
 
@@ -24,16 +26,9 @@ using MinorFn = int (*)(NvmlDevice, unsigned int*);
 using MemoryFn = int (*)(NvmlDevice, NvmlMemory*);
 using ErrorFn = const char* (*)(int);
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The path of this process's cgroup in hierarchy `controller` (v1), or "".
 std::string OwnCgroup(const std::string& controller) {
-  std::istringstream in(Read("/proc/self/cgroup"));
+  std::istringstream in(FileText("/proc/self/cgroup"));
   for (std::string line; std::getline(in, line);) {
     const size_t a = line.find(':'), b = line.find(':', a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
@@ -110,12 +105,12 @@ NodeResources DiscoverNode() {
   int64_t cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
   int64_t milli = cpus * 1000;
   const std::string cpu = "/sys/fs/cgroup/cpu" + OwnCgroup("cpu");
-  std::istringstream quota(Read(cpu + "/cpu.cfs_quota_us")), period(Read(cpu + "/cpu.cfs_period_us"));
+  std::istringstream quota(FileText(cpu + "/cpu.cfs_quota_us")), period(FileText(cpu + "/cpu.cfs_period_us"));
   int64_t q = -1, p = 0;
   if ((quota >> q) && (period >> p) && q > 0 && p > 0) milli = std::min(milli, q * 1000 / p);
   r.cpu_milli = milli;
   int64_t bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  std::istringstream limit(Read("/sys/fs/cgroup/memory" + OwnCgroup("memory") + "/memory.limit_in_bytes"));
+  std::istringstream limit(FileText("/sys/fs/cgroup/memory" + OwnCgroup("memory") + "/memory.limit_in_bytes"));
   int64_t l = 0;
   if ((limit >> l) && l > 0) bytes = std::min(bytes, l);
   r.memory_mib = bytes / (1024 * 1024);

@@ -69,13 +69,6 @@ void CloseFrom(int lowest, int keep, int max_fd) {
   }
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string OsError(const std::string& what, int error) { return what + ": " + std::strerror(error); }
 
 }  // namespace
@@ -237,7 +230,7 @@ StatusOr<Launched> Launch(const LaunchSpec& spec) {
 }
 
 std::optional<ProcessExit> ReadExit(const std::string& state_dir) {
-  const std::string s = ReadFile(state_dir + "/exit");
+  const std::string s = FileText(state_dir + "/exit");
   std::istringstream in(s);
   std::string word;
   int value = 0;
@@ -249,7 +242,7 @@ std::optional<ProcessExit> ReadExit(const std::string& state_dir) {
 }
 
 pid_t RecordedPid(const std::string& state_dir) {
-  std::istringstream in(ReadFile(state_dir + "/pid"));
+  std::istringstream in(FileText(state_dir + "/pid"));
   std::string word;
   pid_t pid = 0;
   if (!(in >> word >> pid) || word != "pid") return 0;

@@ -20,18 +20,12 @@
 
 #include "agent/cgroups.h"
 #include "common/signals.h"
+#include "common/text.h"
 
 namespace estuary {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 class ProcessTest : public ::testing::Test {
  protected:
@@ -88,7 +82,7 @@ TEST_F(ProcessTest, RunsTheCommandWithExactlyItsEnvironmentInItsWorkdirAndRecord
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(*e, (ProcessExit{3, 0}));
   EXPECT_EQ(DescribeExit(*e), "exit code 3");
-  EXPECT_EQ(Slurp(dir_ + "/log"), "x=7 home=\n" + dir_ + "\noops\n");  // nothing inherited: no HOME
+  EXPECT_EQ(FileText(dir_ + "/log"), "x=7 home=\n" + dir_ + "\noops\n");  // nothing inherited: no HOME
   EXPECT_FALSE(InstanceAlive(state_));
 }
 
@@ -110,7 +104,7 @@ TEST_F(ProcessTest, AWorkdirOrCommandThatCannotBeUsedFailsTheLaunchWithTheOsErro
   ASSERT_FALSE(l.ok());
   EXPECT_EQ(l.status().message(), "exec " + dir_ + "/script: Permission denied");
   EXPECT_FALSE(ReadExit(state_).has_value());
-  EXPECT_EQ(Slurp(dir_ + "/log"), "");
+  EXPECT_EQ(FileText(dir_ + "/log"), "");
 
   EXPECT_FALSE(Launch(Spec({})).ok());
 }
@@ -123,7 +117,7 @@ TEST_F(ProcessTest, RunsAsTheUserItIsGivenNeverAsTheLauncher) {
   const auto l = Launch(s);
   ASSERT_TRUE(l.ok()) << l.status().message();
   ASSERT_EQ(WaitExit(*l), (ProcessExit{0, 0}));
-  EXPECT_EQ(Slurp(dir_ + "/log"), "65534\n65534\n65534\n");
+  EXPECT_EQ(FileText(dir_ + "/log"), "65534\n65534\n65534\n");
 
   // A workdir the user may not enter is refused as that user would be.
   std::filesystem::create_directory(dir_ + "/private");
@@ -139,7 +133,7 @@ TEST_F(ProcessTest, ASignalReachesTheWholeProcessGroupAndTheEndNamesIt) {
   ASSERT_TRUE(l.ok()) << l.status().message();
   std::string child;
   for (int i = 0; i < 500 && child.empty(); ++i) {
-    std::istringstream(Slurp(dir_ + "/log")) >> child;
+    std::istringstream(FileText(dir_ + "/log")) >> child;
     std::this_thread::sleep_for(10ms);
   }
   ASSERT_FALSE(child.empty());
@@ -153,7 +147,7 @@ TEST_F(ProcessTest, ASignalReachesTheWholeProcessGroupAndTheEndNamesIt) {
   // The background sleep got the signal too (gone, or a zombie awaiting its reaper).
   bool gone = false;
   for (int i = 0; i < 500 && !gone; ++i) {
-    const std::string stat = Slurp("/proc/" + child + "/stat");
+    const std::string stat = FileText("/proc/" + child + "/stat");
     gone = stat.empty() || stat.find(") Z ") != std::string::npos;
     std::this_thread::sleep_for(10ms);
   }
@@ -188,7 +182,7 @@ TEST_F(ProcessTest, AProcessOverItsMemoryLimitIsKilledAndCountedAsOutOfMemory) {
   ASSERT_TRUE(l.ok()) << l.status().message();
   const auto e = WaitExit(*l);
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(Slurp(dir_ + "/log").find("survived"), std::string::npos);
+  EXPECT_EQ(FileText(dir_ + "/log").find("survived"), std::string::npos);
   EXPECT_GE(cgroups_.OomKills(group_), 1);
   EXPECT_TRUE(cgroups_.Remove(group_).ok());
 
@@ -210,7 +204,7 @@ TEST_F(ProcessTest, AGroupLimitsCpuAndRemovingItKillsWhatIsLeftInIt) {
   ASSERT_TRUE(procs.ok()) << procs.status().message();
   const std::filesystem::path cpu_v1 = "/sys/fs/cgroup/cpu/estuary/" + group_ + "/cpu.cfs_quota_us";
   if (std::filesystem::exists(cpu_v1)) {
-    EXPECT_EQ(Slurp(cpu_v1), "50000\n");  // half of a 100 ms period
+    EXPECT_EQ(FileText(cpu_v1), "50000\n");  // half of a 100 ms period
   }
   LaunchSpec s = Spec({"sh", "-c", "sleep 100 & sleep 100"});
   s.cgroup_procs = *procs;
@@ -238,7 +232,7 @@ TEST_F(ProcessTest, TheDevicesOfGpusNotGrantedCannotBeOpened) {
   const auto l = Launch(s);
   ASSERT_TRUE(l.ok()) << l.status().message();
   ASSERT_EQ(WaitExit(*l), (ProcessExit{0, 0}));
-  const std::string log = Slurp(dir_ + "/log");
+  const std::string log = FileText(dir_ + "/log");
   EXPECT_NE(log.find("nvidia0: Operation not permitted"), std::string::npos) << log;
   EXPECT_NE(log.find("nvidia1: No such device or address"), std::string::npos) << log;
 }

@@ -7,10 +7,15 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstdint>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
 #include "common/text.h"
 
 namespace estuary {
@@ -66,5 +71,19 @@ class Replicas {
   std::vector<std::string> urls_;
   std::atomic<size_t> current_{0};
 };
+
+// Registers nodes (`body`: {"nodes": [...]}), retrying for ~30 s while the service cannot be
+// reached or no replica leads; InvalidArgument with the service's reason when it refuses them,
+// Unavailable when it never answered.
+Status PostNodes(Replicas::Conn& conn, const std::string& token, const std::string& body, const std::atomic<bool>& stop);
+
+// Sends the agent's heartbeat every `interval_ms` until `stop` (run it on a thread of its own).
+void SendHeartbeats(Replicas& service, const std::string& token, int64_t interval_ms, const std::atomic<bool>& stop);
+
+// One long poll of the agent's orders after `after` (GET /v1/agent/orders). When the service's
+// epoch changed (it restarted) `*epoch` takes the new one and `*after` becomes 0: its orders are
+// numbered anew. nullopt (after a short wait) when the poll failed.
+std::optional<nlohmann::json> PollOrders(Replicas::Conn& conn, const std::string& token, int64_t wait_ms, uint64_t* epoch,
+                                         uint64_t* after);
 
 }  // namespace estuary

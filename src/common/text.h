@@ -1,7 +1,9 @@
-// Small text helpers shared by the command line and the service's clients.
+// Small text helpers shared by the command line, the service's clients and the agents.
 #pragma once
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +20,14 @@ inline std::vector<std::string> SplitList(std::string_view text, char sep, bool 
     at = end + 1;
   }
   return parts;
+}
+
+// The whole content of the file at `path`; "" when it cannot be read (a missing file is empty).
+inline std::string FileText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 }  // namespace estuary
