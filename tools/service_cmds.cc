@@ -413,6 +413,10 @@ int RunRealAgent(const AgentFlags& f, const RealClock& clock) {
     const std::vector<std::string> names = SplitList(entry.substr(eq + 1), '/');
     o.node.domains.emplace_back(entry.substr(0, eq), names);
   }
+  std::error_code ec;
+  std::filesystem::create_directories(f.state_dir, ec);
+  if (ec) return Fail(InvalidArgument("--state: " + f.state_dir + ": " + ec.message()));
+  o.state_dir = f.state_dir;
   // What the machine has: CPUs, memory (its cgroup's limit when lower), GPUs (NVML, or --gpus).
   const NodeResources found = DiscoverNode();
   o.node.cpu_milli = f.cpu_milli > 0 ? f.cpu_milli : found.cpu_milli;
@@ -436,10 +440,6 @@ int RunRealAgent(const AgentFlags& f, const RealClock& clock) {
   Log(clock, "info", "agent node", {{"node", f.node}, {"gpus", o.node.gpus}, {"gpu_model", o.node.gpu_model},
                                     {"nvml", nvml.ok() ? std::string("ok") : nvml.status().message()},
                                     {"cpu_milli", o.node.cpu_milli}, {"memory_mib", o.node.memory_mib}});
-  std::error_code ec;
-  std::filesystem::create_directories(f.state_dir, ec);
-  if (ec) return Fail(InvalidArgument("--state: " + f.state_dir + ": " + ec.message()));
-  o.state_dir = f.state_dir;
   o.cgroups = Cgroups::Detect();
   Log(clock, "info", "agent cgroups", {{"mode", o.cgroups.mode()}});
   NodeAgent agent(std::move(o), &clock);

@@ -389,5 +389,30 @@ TEST_F(RealAgentTest, TheCommandLineClientSubmitsListsShowsFollowsLogsCancelsAnd
   EXPECT_EQ(rc, 2);
 }
 
+
+TEST(AgentFlags, BadFlagsOfARealAgentGiveOneLineAndExitTwo) {
+  const std::string base = "agent --server http://127.0.0.1:1 --token t ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "estuary: agent: give --node NAME (a real node) or --fake-nodes N\n"},
+      {"--node 'bad name'", "estuary: --node: 'bad name' is not 1 to 128 characters of [A-Za-z0-9._-]\n"},
+      {"--node n --run-as alice", "estuary: --run-as: 'alice' is not TENANT=USER\n"},
+      {"--node n --domains data", "estuary: --domains: 'data' is not PLANE=TOP/.../BOTTOM\n"},
+      {"--node n --gpus 17", ""},  // CLI11's range message
+      {"--node n --fake-nodes 2", ""},
+      {"--node n --state /proc/estuary-no", "estuary: --state: /proc/estuary-no: "},
+  };
+  for (const auto& [flags, message] : cases) {
+    int rc = 0;
+    const std::string out = Cli(base + flags, &rc);
+    EXPECT_EQ(rc, 2) << flags << ": " << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << flags << ": " << out;
+    if (!message.empty()) EXPECT_EQ(out.substr(0, message.size()), message) << flags;
+  }
+  int rc = 0;
+  const std::string out = Cli("agent --server ftp://x --token t --node n", &rc);
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(out, "estuary: --server: 'ftp://x' is not an http:// or https:// URL\n");
+}
+
 }  // namespace
 }  // namespace estuary
