@@ -687,19 +687,31 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
   const auto grow = std::find(actions.begin(), actions.end(), EngineAction::kAbsorb);
   const auto first = options.part == CyclePart::kGrow ? grow : actions.begin();
   const auto last = options.part == CyclePart::kBeforeGrow ? grow : actions.end();
-  for (auto it = first; it != last; ++it) {
-    switch (*it) {
-      case EngineAction::kEvictions: EndEvictions(now_s); break;
-      case EngineAction::kRestores: EndRestores(now_s); break;
-      case EngineAction::kMoves: StepMigrations(now_s); break;
-      case EngineAction::kAllocate: TryQueue(now_s); break;
-      case EngineAction::kStandby: FollowWindows(now_s); break;
-      case EngineAction::kReserve: RenewHolds(now_s); break;
-      case EngineAction::kDefrag: PlanDefrag(now_s); break;
-      case EngineAction::kReclaim: ReclaimQueued(now_s); break;
-      case EngineAction::kHeadroom: RestoreHeadroom(now_s); break;
-      case EngineAction::kAbsorb: Absorb(now_s, options.external_blocking); break;
+  // A replica that entered Standby after the list's last `allocate` lent GPUs no pass of this
+  // cycle offered to the queue: the actions run again until none did, so that the cycle ends at a
+  // fixed point (another cycle at the same time changes nothing), whatever the driver's rhythm.
+  // It ends: a window's target is fixed at one time, so each pass lends only replicas that were
+  // not lending before.
+  for (bool again = true; again;) {
+    again = false;
+    for (auto it = first; it != last; ++it) {
+      const size_t lent_before = standby_entries_;
+      switch (*it) {
+        case EngineAction::kEvictions: EndEvictions(now_s); break;
+        case EngineAction::kRestores: EndRestores(now_s); break;
+        case EngineAction::kMoves: StepMigrations(now_s); break;
+        case EngineAction::kAllocate: TryQueue(now_s); break;
+        case EngineAction::kStandby: FollowWindows(now_s); break;
+        case EngineAction::kReserve: RenewHolds(now_s); break;
+        case EngineAction::kDefrag: PlanDefrag(now_s); break;
+        case EngineAction::kReclaim: ReclaimQueued(now_s); break;
+        case EngineAction::kHeadroom: RestoreHeadroom(now_s); break;
+        case EngineAction::kAbsorb: Absorb(now_s, options.external_blocking); break;
+      }
+      if (*it == EngineAction::kAllocate) again = false;
+      else if (standby_entries_ != lent_before) again = true;
     }
+    if (std::find(first, last, EngineAction::kAllocate) == last) break;
   }
   return TakeEvents();
 }
@@ -1221,6 +1233,7 @@ bool Engine::ApplyStandbyTarget(size_t li, int32_t replicas, int64_t now_s) {
   for (auto it = active.rbegin(); it != active.rend() && have < target; ++it) {
     if (!state_.CanEnterStandby(*it)) continue;
     state_.EnterStandby(*it);
+    ++standby_entries_;
     touched_.insert(job);
     Log(EngineEvent::Kind::kStandby, now_s, li, InStandbyOf(li), UINT32_MAX, 0, Where(*it));
     ++have;

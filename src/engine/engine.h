@@ -41,6 +41,9 @@
 //   absorb     running elastic jobs grow toward max (AbsorbAction) unless a queued HP job or
 //              gang (or one the driver says waits elsewhere: CycleOptions::external_blocking)
 //              could use the room.
+// A cycle ends at a fixed point: when a replica entered Standby after the list's last `allocate`
+// (a job that started in its window), the actions run again, so the lent GPUs reach the queue in
+// the same cycle and another cycle at the same time changes nothing, whatever the driver's rhythm.
 // A federation driver runs a cycle in two parts (CyclePart): every member up to its first
 // `absorb`, then the federation's dispatch, then the rest, so that jobs waiting at the federation
 // see released capacity before elastic jobs take it. Every decision is logged as an EngineEvent.
@@ -579,6 +582,7 @@ class Engine {
   TypicalTaskCounter seen_;
   int64_t next_learn_ = 1;
   std::set<uint32_t> touched_;
+  size_t standby_entries_ = 0;  // replicas that ever entered Standby (RunCycle counts them around each action)
 };
 
 }  // namespace estuary

@@ -443,6 +443,27 @@ TEST(Engine, AJobShrunkByAReclaimAfterANodeFailureTookItsOtherReplicasIsEvictedW
   EXPECT_TRUE(StepAndTake(m, 42).empty());
 }
 
+TEST(Engine, AJobThatStartsInItsStandbyWindowLendsAtOnceAndTheSameCycleRunsSpotWorkOnTheLentGpus) {
+  // The cycle's `standby` after `allocate` puts the HP service's replica into Standby; the lent
+  // GPUs go to the waiting spot job in the same cycle (the actions run again), so another cycle
+  // at the same time, as a driver with another rhythm would run, changes nothing.
+  auto m = LiveEngine(2, 30);
+  ASSERT_TRUE(m->Submit(Job(1, 2, 8, kHpPriority), SubmitMode::kEnqueue, 0).accepted);
+  m->SetStandbyWindows(1, {StandbyWindowSpec{0, 1000, 1}}, 0);
+  ASSERT_TRUE(m->Submit(Job(2, 1, 4, 100, true), SubmitMode::kEnqueue, 0).accepted);
+  const std::vector<EngineEvent> ev = StepAndTake(*m, 1);
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(ev[0].job, 1u);
+  EXPECT_EQ(ev[1].kind, EngineEvent::Kind::kStandby);
+  EXPECT_EQ(ev[1].job, 1u);
+  EXPECT_EQ(ev[2].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(ev[2].job, 2u);
+  EXPECT_TRUE(m->state().task(m->state().job(*m->JobOf(2)).tasks[0]).borrowed);
+  EXPECT_TRUE(StepAndTake(*m, 1).empty());
+  EXPECT_TRUE(StepAndTake(*m, 2).empty());
+}
+
 TEST(Engine, StandbyLendsToSpotJobsOnlyAndItsRestoreEvictsTheBorrowersAfterTheGracePeriod) {
   auto m = LiveEngine(2, 30);
   ASSERT_TRUE(m->Submit(Job(1, 2, 8, kHpPriority), SubmitMode::kStartNow, 0).started);  // fills both nodes
