@@ -131,7 +131,10 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
         continue;
       }
       if (op == "standby" || op == "resume") {
-        ++(op == "standby" ? standby_orders_ : resume_orders_);  // a fake process holds no GPU memory
+        // A fake process holds no GPU memory: it leaves its GPUs at once (the service lends them
+        // once it hears so) and takes them back as told.
+        ++(op == "standby" ? standby_orders_ : resume_orders_);
+        if (op == "standby") outbox.emplace_back(task, "standby");
         continue;
       }
       if (op == "migrate") ++migrations_;  // the new instance, started like any other

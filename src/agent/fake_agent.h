@@ -3,7 +3,8 @@
 // orders with timed fake processes: a start order makes the replica "run" (reported `running`
 // at once) for the job's duration_s (then `succeeded`; 0: until stopped); a stop order ends it
 // (reported `stopped`); an evict order (a warning ahead of a stop) and standby and resume orders
-// (a fake process holds no GPU memory to release) are counted; a migrate order starts a second
+// are counted, a standby order answered `standby` at once (a fake process holds no GPU memory to
+// release); a migrate order starts a second
 // instance of the replica on the order's node, for what is left of its run, beside the old one
 // (which its stop order ends). Every report names the instance's node. It speaks only the
 // service's HTTP API (server/http_api.h) with its agent token.

@@ -19,6 +19,7 @@
 
 #include "agent/process.h"
 #include "agent/service_client.h"
+#include "common/base64.h"
 #include "common/signals.h"
 #include "common/text.h"
 
@@ -74,6 +75,8 @@ StatusOr<User> LookUpUser(const std::string& name) {
 
 // How long after a notice's deadline an instance that left waits for its stop order.
 constexpr int64_t kNoticeSlackMs = 5000;
+// How often a migration's new instance tries its `ready` hook.
+constexpr int64_t kReadyRetryMs = 1000;
 
 // One process the agent runs (or adopted): a replica's instance on this node.
 struct Instance {
@@ -81,6 +84,7 @@ struct Instance {
   std::string task, job, dir, cgroup;
   pid_t shim = 0;   // 0 when adopted (not our child)
   bool stopping = false;      // told to stop: its end is reported "stopped"
+  bool end_sent = false;      // its end is reported; it is forgotten once the service took that
   bool noticed = false;       // an eviction notice was sent
   int signal = SIGTERM;       // its checkpoint signal
   int64_t kill_at_ms = 0;     // SIGKILL then (0: not planned)
@@ -88,6 +92,14 @@ struct Instance {
   int64_t log_sent = 0;       // bytes of its log the service has
   int64_t run = 0;            // which run of the instance (its launch time, ms)
   std::string failed;         // it could not be started: why
+  std::vector<std::string> procs;  // its cgroup's join files (its hooks join it too)
+  bool standby = false;       // in Standby: its standby_enter hook succeeded (or it has none)
+  bool resume_pending = false;  // told to resume while its standby_enter hook ran
+  bool ready_pending = false;   // a migration's new instance whose `ready` hook has not succeeded
+  int64_t ready_next_ms = 0;    // when its `ready` hook runs next
+  std::string hook;           // the hook running now ("" none): standby_enter, standby_leave, ready
+  pid_t hook_shim = 0;        // its shim (0 when adopted)
+  int64_t hook_deadline_ms = 0;  // it is killed then (and counts as failed)
 };
 
 struct NodeAgent::Impl {
@@ -95,7 +107,15 @@ struct NodeAgent::Impl {
   const NodeAgentOptions& opt;
   std::mutex mu;
   std::map<std::string, Instance> instances;                     // by key
-  std::vector<std::pair<std::string, Json>> outbox;              // reports not yet sent
+  // A report not yet taken by the service; an instance's end (`end`) lets the agent forget the
+  // instance once taken (until then a restarted agent finds it and reports its end again).
+  struct Outgoing {
+    std::string key;
+    int64_t run = 0;
+    bool end = false;
+    Json report;
+  };
+  std::vector<Outgoing> outbox;
   explicit Impl(NodeAgent& agent) : a(agent), opt(agent.opt_) {}
 
   std::string InstancesDir() const { return opt.state_dir + "/instances"; }
@@ -103,14 +123,30 @@ struct NodeAgent::Impl {
   void Report(const Instance& in, const char* state, const std::string& reason = "") {
     Json r = {{"task", in.task}, {"node", opt.node.name}, {"state", state}};
     if (!reason.empty()) r["reason"] = reason.substr(0, 500);
-    outbox.emplace_back(in.key, std::move(r));
+    const std::string s = state;
+    outbox.push_back({in.key, in.run, s == "succeeded" || s == "failed" || s == "stopped", std::move(r)});
+  }
+
+  // Forgets an instance whose end the service has (its cgroup and state go).
+  void Forget(std::map<std::string, Instance>::iterator it) {
+    (void)opt.cgroups.Remove(it->second.cgroup);
+    std::error_code ec;
+    fs::remove_all(it->second.dir, ec);
+    ++a.ended_;
+    instances.erase(it);
   }
 
   void SaveMeta(const Instance& in) {
-    WriteFile(in.dir + "/meta.json", Json{{"task", in.task}, {"job", in.job}, {"cgroup", in.cgroup}, {"stopping", in.stopping},
-                                          {"noticed", in.noticed}, {"deadline_ms", in.deadline_ms}, {"signal", in.signal}, {"log_sent", in.log_sent},
-                                          {"run", in.run}}
-                                         .dump());
+    WriteFile(in.dir + "/meta.json",
+              Json{{"task", in.task},         {"job", in.job},
+                   {"cgroup", in.cgroup},     {"stopping", in.stopping},
+                   {"noticed", in.noticed},   {"deadline_ms", in.deadline_ms},
+                   {"signal", in.signal},     {"log_sent", in.log_sent},
+                   {"run", in.run},           {"procs", in.procs},
+                   {"standby", in.standby},   {"resume_pending", in.resume_pending},
+                   {"ready_pending", in.ready_pending}, {"hook", in.hook},
+                   {"hook_deadline_ms", in.hook_deadline_ms}}
+                  .dump());
   }
 
   // Re-adopts what STATE holds from an earlier run of the agent.
@@ -136,6 +172,12 @@ struct NodeAgent::Impl {
       in.signal = m.value("signal", SIGTERM);
       in.log_sent = m.value("log_sent", int64_t{0});
       in.run = m.value("run", int64_t{0});
+      in.procs = m.value("procs", std::vector<std::string>{});
+      in.standby = m.value("standby", false);
+      in.resume_pending = m.value("resume_pending", false);
+      in.ready_pending = m.value("ready_pending", false);
+      in.hook = m.value("hook", "");
+      in.hook_deadline_ms = m.value("hook_deadline_ms", int64_t{0});
       if (!ReadExit(in.dir) && !InstanceAlive(in.dir)) {
         in.failed = "lost: its process ended while the agent was down, and how is not known";
       }
@@ -166,15 +208,56 @@ struct NodeAgent::Impl {
     fs::create_directories(in.dir, ec);
     fs::permissions(in.dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
                                 fs::perms::others_exec, ec);
+    WriteFile(in.dir + "/order.json", o.dump());  // its hooks run from it
     const Status st = Launch(o, in);
     if (!st.ok()) in.failed = st.message();
+    // A migration's new instance counts as running once its `ready` hook succeeds (if it has one).
+    in.ready_pending = o.value("op", "") == "migrate" && HookOf(o, "ready") != nullptr;
     SaveMeta(in);
     ++a.starts_;
-    if (in.failed.empty()) Report(in, "running");
+    if (in.failed.empty() && !in.ready_pending) Report(in, "running");
     instances[key] = std::move(in);
   }
 
+  // The job's hook `name` in its order, or null.
+  static const Json* HookOf(const Json& o, const char* name) {
+    if (!o.contains("workload") || !o["workload"].contains("hooks")) return nullptr;
+    const Json& h = o["workload"]["hooks"];
+    return h.contains(name) ? &h[name] : nullptr;
+  }
+
   Status Launch(const Json& o, Instance& in) {
+    StatusOr<LaunchSpec> spec = SpecOf(o, in, nullptr);
+    if (!spec.ok()) return spec.status();
+    // Its cgroup: CPU and memory as requested; the GPUs it was not granted are denied.
+    CgroupLimits limits;
+    limits.cpu_milli = o.value("cpu_milli", int64_t{0});
+    limits.memory_mib = o.value("memory_mib", int64_t{0});
+    std::vector<int> granted = o.value("gpus", std::vector<int>{});
+    for (int g = 0; g < opt.node.gpus; ++g) {
+      if (std::find(granted.begin(), granted.end(), g) != granted.end()) continue;
+      int minor = g;
+      for (const GpuDevice& d : opt.gpus) {
+        if (d.index == g) minor = d.minor;
+      }
+      limits.deny_gpu_minors.push_back(minor);
+    }
+    StatusOr<std::vector<std::string>> procs = opt.cgroups.Create(in.cgroup, limits);
+    if (!procs.ok()) return procs.status();
+    spec->cgroup_procs = *procs;
+    in.procs = *procs;
+    StatusOr<Launched> l = estuary::Launch(*spec);
+    if (!l.ok()) {
+      (void)opt.cgroups.Remove(in.cgroup);
+      return l.status();
+    }
+    in.shim = l->shim;
+    return Status::Ok();
+  }
+
+  // How the instance's command (or, with `hook`, that hook of its job) runs: as the user its
+  // tenant maps to, in its workdir, with its environment; no cgroup yet.
+  StatusOr<LaunchSpec> SpecOf(const Json& o, const Instance& in, const char* hook) {
     const Json w = o.value("workload", Json::object());
     if (!w.contains("command")) return InvalidArgument("the job has no command (it can run only on fake agents)");
     const std::string tenant = o.value("tenant", "");
@@ -187,8 +270,9 @@ struct NodeAgent::Impl {
       return PermissionDenied("tenant '" + tenant + "' maps to root, and the agent does not allow root (--allow-root)");
     }
     LaunchSpec spec;
-    if (w["command"].is_string()) spec.argv = {"/bin/sh", "-c", w["command"].get<std::string>()};
-    else spec.argv = w["command"].get<std::vector<std::string>>();
+    const Json& command = hook != nullptr ? *HookOf(o, hook) : w["command"];
+    if (command.is_string()) spec.argv = {"/bin/sh", "-c", command.get<std::string>()};
+    else spec.argv = command.get<std::vector<std::string>>();
     spec.uid = user->uid;
     spec.gid = user->gid;
     spec.groups = user->groups;
@@ -209,10 +293,8 @@ struct NodeAgent::Impl {
     }
     chmod(ckpt.c_str(), 0700);
     std::string visible;
-    std::vector<int> granted;
     for (const Json& g : o.value("gpus", Json::array())) {
       const int index = g.get<int>();
-      granted.push_back(index);
       std::string name = std::to_string(index);
       for (const GpuDevice& d : opt.gpus) {
         if (d.index == index && !d.uuid.empty()) name = d.uuid;
@@ -233,28 +315,7 @@ struct NodeAgent::Impl {
     env["NVIDIA_VISIBLE_DEVICES"] = visible.empty() ? "none" : visible;
     if (o.value("gpu_milli", 1000) < 1000) env["ESTUARY_GPU_MILLI"] = std::to_string(o.value("gpu_milli", 1000));
     for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
-    // Its cgroup: CPU and memory as requested; the GPUs it was not granted are denied.
-    CgroupLimits limits;
-    limits.cpu_milli = o.value("cpu_milli", int64_t{0});
-    limits.memory_mib = o.value("memory_mib", int64_t{0});
-    for (int g = 0; g < opt.node.gpus; ++g) {
-      if (std::find(granted.begin(), granted.end(), g) != granted.end()) continue;
-      int minor = g;
-      for (const GpuDevice& d : opt.gpus) {
-        if (d.index == g) minor = d.minor;
-      }
-      limits.deny_gpu_minors.push_back(minor);
-    }
-    StatusOr<std::vector<std::string>> procs = opt.cgroups.Create(in.cgroup, limits);
-    if (!procs.ok()) return procs.status();
-    spec.cgroup_procs = *procs;
-    StatusOr<Launched> l = estuary::Launch(spec);
-    if (!l.ok()) {
-      (void)opt.cgroups.Remove(in.cgroup);
-      return l.status();
-    }
-    in.shim = l->shim;
-    return Status::Ok();
+    return spec;
   }
 
   // Sends the checkpoint signal (a notice) to a running instance.
@@ -287,9 +348,13 @@ struct NodeAgent::Impl {
     const std::string key = o.value("task", "") + "@" + o.value("node", "");
     const int64_t now = a.clock_->NowMs();
     auto it = instances.find(key);
+    if (it != instances.end() && it->second.end_sent && (op == "start" || op == "migrate")) {
+      Forget(it);  // the service took its end (it orders a new run only after that)
+      it = instances.end();
+    }
     if (op == "start" || op == "migrate") {
       if (it != instances.end() && !it->second.stopping) {
-        if (it->second.failed.empty()) Report(it->second, "running");  // a repeated start
+        if (it->second.failed.empty() && !it->second.ready_pending) Report(it->second, "running");  // a repeated start
         return;
       }
       if (it != instances.end()) return;  // still stopping: the service orders it again once it reports stopped
@@ -305,8 +370,100 @@ struct NodeAgent::Impl {
         return;
       }
       Stop(it->second, now);
+    } else if (op == "standby" && it != instances.end()) {
+      EnterStandby(it->second, now);
+    } else if (op == "resume" && it != instances.end()) {
+      Resume(it->second, now);
     }
-    // standby / resume: the hooks come with the Standby work of issue 19 (docs/agent.md).
+  }
+
+  // A standby order: its standby_enter hook runs (when the job has one); its outcome is reported
+  // (standby, or standby-failed and the GPUs stay with it).
+  void EnterStandby(Instance& in, int64_t now) {
+    if (in.stopping || !in.failed.empty() || in.standby || in.hook == "standby_enter") return;
+    in.resume_pending = false;
+    if (!StartHook(in, "standby_enter", now)) HookEnded(in, true, "", now);
+    SaveMeta(in);
+  }
+
+  // A resume order: its standby_leave hook runs (when it entered Standby and the job has one).
+  void Resume(Instance& in, int64_t now) {
+    if (in.hook == "standby_enter") {
+      in.resume_pending = true;  // after the enter hook
+    } else if (in.standby) {
+      in.standby = false;
+      (void)StartHook(in, "standby_leave", now);
+    }
+    SaveMeta(in);
+  }
+
+  // Starts the job's hook `name` for the instance (as its user, in its cgroup, its output in its
+  // log); false when the job has no such hook. A hook that cannot start ends at once, failed.
+  bool StartHook(Instance& in, const char* name, int64_t now) {
+    const Json o = Json::parse(FileText(in.dir + "/order.json"), nullptr, false);
+    if (o.is_discarded() || HookOf(o, name) == nullptr) return false;
+    in.hook = name;
+    in.hook_shim = 0;
+    in.hook_deadline_ms = now + opt.hook_timeout_ms;
+    StatusOr<LaunchSpec> spec = SpecOf(o, in, name);
+    const std::string dir = in.dir + "/hook";
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir, ec);
+    if (spec.ok()) {
+      spec->state_dir = dir;
+      spec->cgroup_procs = in.procs;
+      StatusOr<Launched> l = estuary::Launch(*spec);
+      if (l.ok()) in.hook_shim = l->shim;
+      else spec = l.status();
+    }
+    if (!spec.ok()) HookEnded(in, false, spec.status().message(), now);
+    return true;
+  }
+
+  // The running hook ended (`ok`: exit 0; else `why`): what it was for follows.
+  void HookEnded(Instance& in, bool ok, const std::string& why, int64_t now) {
+    const std::string name = std::exchange(in.hook, "");
+    if (name.empty() || name == "standby_enter") {
+      if (ok) {
+        in.standby = true;
+        Report(in, "standby");
+      } else {
+        Report(in, "standby-failed", "standby_enter hook: " + why);
+      }
+      if (std::exchange(in.resume_pending, false)) Resume(in, now);
+    } else if (name == "standby_leave") {
+      if (!ok) {  // it cannot take its GPUs back: the replica fails
+        (void)SignalGroup(RecordedPid(in.dir), SIGKILL);
+        in.failed = "standby_leave hook: " + why;
+      }
+    } else if (ok) {  // ready
+      in.ready_pending = false;
+      Report(in, "running");
+    } else {
+      in.ready_next_ms = now + kReadyRetryMs;
+    }
+    SaveMeta(in);
+  }
+
+  // Hooks under way: ended, or killed at their deadline; `ready` hooks due are started.
+  void StepHooks(Instance& in, int64_t now) {
+    if (in.stopping || !in.failed.empty()) return;
+    if (in.hook.empty()) {
+      if (in.ready_pending && now >= in.ready_next_ms) (void)StartHook(in, "ready", now);
+      return;
+    }
+    const std::string dir = in.dir + "/hook";
+    if (in.hook_shim > 0 && ReapShim(in.hook_shim)) in.hook_shim = 0;
+    if (const std::optional<ProcessExit> e = ReadExit(dir)) {
+      const bool late = now > in.hook_deadline_ms;
+      HookEnded(in, e->code == 0 && e->signal == 0 && !late,
+                late ? "timed out after " + std::to_string(opt.hook_timeout_ms / 1000) + " s" : DescribeExit(*e), now);
+    } else if (now > in.hook_deadline_ms) {
+      (void)SignalGroup(RecordedPid(dir), SIGKILL);  // its exit is seen next round
+    } else if (in.hook_shim == 0 && !InstanceAlive(dir)) {
+      HookEnded(in, false, "lost while the agent was down", now);
+    }
   }
 
   // Sends the next part of an instance's log; false when the service could not take it.
@@ -322,7 +479,7 @@ struct NodeAgent::Impl {
     f.read(data.data(), n);
     // Bytes go as base64 (a log need not be UTF-8).
     const Json wire = {{"task", in.task}, {"node", opt.node.name}, {"run", in.run}, {"offset", in.log_sent},
-                       {"data", Base64(data)}};
+                       {"data", EncodeBase64(data)}};
     const auto r = conn.get().Post("/v1/agent/logs", Auth(opt.token), wire.dump(), "application/json");
     if (!FromLeader(r)) {
       conn.Fail();
@@ -333,26 +490,6 @@ struct NodeAgent::Impl {
     return true;
   }
 
-  static std::string Base64(const std::string& in) {
-    static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    out.reserve((in.size() + 2) / 3 * 4);
-    size_t i = 0;
-    for (; i + 2 < in.size(); i += 3) {
-      const uint32_t v = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) | static_cast<uint8_t>(in[i + 2]);
-      for (int k = 18; k >= 0; k -= 6) out += kChars[(v >> k) & 63];
-    }
-    if (i < in.size()) {
-      uint32_t v = static_cast<uint8_t>(in[i]) << 16;
-      if (i + 1 < in.size()) v |= static_cast<uint8_t>(in[i + 1]) << 8;
-      out += kChars[(v >> 18) & 63];
-      out += kChars[(v >> 12) & 63];
-      out += i + 1 < in.size() ? kChars[(v >> 6) & 63] : '=';
-      out += '=';
-    }
-    return out;
-  }
-
   // One round of the reporter: kills due, ends seen, logs sent, reports sent.
   void Round(Replicas::Conn& conn) {
     std::vector<std::string> keys;
@@ -361,6 +498,8 @@ struct NodeAgent::Impl {
       const int64_t now = a.clock_->NowMs();
       for (auto& [key, in] : instances) {
         if (in.shim > 0 && ReapShim(in.shim)) in.shim = 0;
+        if (in.end_sent) continue;
+        StepHooks(in, now);
         if (in.kill_at_ms > 0 && now >= in.kill_at_ms && in.failed.empty()) {
           (void)SignalGroup(RecordedPid(in.dir), SIGKILL);
           in.kill_at_ms = 0;
@@ -390,6 +529,7 @@ struct NodeAgent::Impl {
       std::ifstream f(copy.dir + "/log", std::ios::binary | std::ios::ate);
       if (f && static_cast<int64_t>(f.tellg()) > copy.log_sent) continue;  // more to send first
       Instance& in = it->second;
+      if (in.end_sent) continue;
       // A process that left after its eviction notice (it checkpointed) has been stopped: its
       // end is reported with the stop that follows — or, when none comes (the eviction was
       // called off), a little after the deadline, and the service starts it again.
@@ -403,25 +543,28 @@ struct NodeAgent::Impl {
         if (e.signal == 0 && e.code == 0) Report(in, "succeeded");
         else Report(in, "failed", opt.cgroups.OomKills(in.cgroup) > 0 ? "out of memory" : DescribeExit(e));
       }
-      (void)opt.cgroups.Remove(in.cgroup);
-      std::error_code ec;
-      fs::remove_all(in.dir, ec);
-      ++a.ended_;
-      instances.erase(it);
+      in.end_sent = true;
+      (void)opt.cgroups.Remove(in.cgroup);  // whatever it left running goes now; its record stays
     }
-    std::vector<std::pair<std::string, Json>> send;
+    std::vector<Outgoing> send;
     {
       std::lock_guard lk(mu);
       send = std::exchange(outbox, {});
     }
     if (send.empty()) return;
     Json list = Json::array();
-    for (const auto& [key, r] : send) list.push_back(r);
+    for (const Outgoing& o : send) list.push_back(o.report);
     const auto r = conn.get().Post("/v1/agent/reports", Auth(opt.token), Json{{"reports", list}}.dump(), "application/json");
     if (!FromLeader(r)) conn.Fail();
+    std::lock_guard lk(mu);
     if (!FromLeader(r) || r->status >= 500) {
-      std::lock_guard lk(mu);
       outbox.insert(outbox.begin(), send.begin(), send.end());
+      return;
+    }
+    // Taken: ended instances are forgotten (a new run of the same replica may have begun since).
+    for (const Outgoing& o : send) {
+      const auto it = instances.find(o.key);
+      if (o.end && it != instances.end() && it->second.end_sent && it->second.run == o.run) Forget(it);
     }
   }
 };

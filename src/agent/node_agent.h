@@ -12,15 +12,21 @@
 // NVIDIA_VISIBLE_DEVICES naming exactly the GPUs granted (UUIDs when known, else indices).
 // An evict order sends the job's checkpoint signal and writes "deadline_ms <ms>" to the notice
 // file; the stop that follows kills the group. A stop without a notice sends the checkpoint
-// signal, then SIGKILL kill_wait_ms later. Reports: running once started; succeeded (exit 0);
+// signal, then SIGKILL kill_wait_ms later. Reports: running once started (a migration's new
+// instance: once the job's `ready` hook exits 0, tried every second); succeeded (exit 0);
 // failed with the reason ("exit code 3", "signal 9 (Killed)", "out of memory" when the kernel
 // killed it in its memory cgroup, or the OS error that kept it from starting); stopped when it
-// ended after a stop order.
+// ended after a stop order; standby / standby-failed after a standby order, once the job's
+// `standby_enter` hook ran (the service lends the GPUs only on `standby`). A resume order runs
+// `standby_leave`; if that fails the replica is killed and fails. Hooks run as the replica's
+// user, in its cgroup, with its environment, their output in its log, killed after
+// hook_timeout_ms.
 //
 // Restart: everything lives in STATE (instances/<task>@<node>/, the order cursor), so an agent
 // that restarts — even after kill -9 — re-adopts the processes that still run, reports those that
 // ended meanwhile (the shim recorded how), and takes orders after the last one it carried out:
-// no replica starts twice.
+// no replica starts twice. An instance is forgotten only once the service took the report of its
+// end, so no end is lost to a kill between the two.
 // Logs: each instance's stdout and stderr go to its log file, which is sent to the service in
 // order (POST /v1/agent/logs) and kept there per replica (GET /v1/jobs/ID/logs).
 // Thread-safety: Run blocks until `stop`; counters may be read from any thread.
@@ -63,6 +69,7 @@ struct NodeAgentOptions {
   int64_t report_interval_ms = 100;               // reports, exits and logs are looked at this often
   int64_t poll_wait_ms = 1000;                    // long-poll of orders
   int64_t kill_wait_ms = 10000;                   // a stop without a notice: SIGKILL this long after the signal
+  int64_t hook_timeout_ms = 60000;                // a job's hook is killed (and failed) after this long
   int64_t log_chunk_bytes = 256 * 1024;           // at most this much log per instance per report round
 };
 

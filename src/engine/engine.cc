@@ -172,6 +172,7 @@ std::optional<size_t> Engine::Materialize(const EngineJob& job, std::string* why
   l.fed = job.id;
   l.id = id;
   l.priority = job.priority;
+  l.acknowledge_standby = job.acknowledge_standby;
   l.min_replicas = job.min_replicas;
   l.max_replicas = job.max_replicas;
   l.shape = ShapeOf(id);
@@ -231,6 +232,7 @@ const char* EngineEventKindName(EngineEvent::Kind kind) {
     case EngineEvent::Kind::kMoved: return "moved";
     case EngineEvent::Kind::kMoveAborted: return "move-aborted";
     case EngineEvent::Kind::kMoveCancelled: return "move-cancelled";
+    case EngineEvent::Kind::kStandbyRefused: return "standby-refused";
   }
   return "?";
 }
@@ -767,6 +769,7 @@ void Engine::Apply(const EngineInput& in) {
         else if constexpr (std::is_same_v<X, DefragInput>) (void)Defrag(x.options, t);
         else if constexpr (std::is_same_v<X, AbortMovesInput>) AbortMoves(t);
         else if constexpr (std::is_same_v<X, AcknowledgeMoveInput>) (void)AcknowledgeMove(x.task, x.ready);
+        else if constexpr (std::is_same_v<X, AcknowledgeStandbyInput>) (void)AcknowledgeStandby(x.task, x.ok, x.why);
         else if constexpr (std::is_same_v<X, HoldInput>) x.hold ? (void)Reserve(x.job, &held) : Unreserve(x.job);
         else if constexpr (std::is_same_v<X, AdoptInput>) (void)Adopt(x.job, x.placements, x.started_s);
         else if constexpr (std::is_same_v<X, SettingInput>) {
@@ -1164,7 +1167,9 @@ void Engine::ExitStandbyNow(TaskId t, int64_t now_s, bool restore) {
 
 int32_t Engine::InStandbyOf(size_t li) const {
   int32_t n = 0;
-  for (TaskId t : state_.job(locals_[li].id).tasks) n += state_.task(t).state == TaskState::kBound && state_.task(t).standby;
+  for (TaskId t : state_.job(locals_[li].id).tasks) {
+    n += state_.task(t).state == TaskState::kBound && (state_.task(t).standby || entering_.count(t) > 0);
+  }
   return n;
 }
 
@@ -1202,6 +1207,7 @@ void Engine::SetStandbyWindows(uint32_t job, std::vector<StandbyWindowSpec> wind
 }
 
 void Engine::FollowWindows(int64_t now_s) {
+  SweepStandbyEntries();
   for (auto it = windows_.begin(); it != windows_.end();) {
     const size_t li = LocalOf(it->first);
     int32_t target = 0;
@@ -1221,22 +1227,36 @@ void Engine::FollowWindows(int64_t now_s) {
 bool Engine::ApplyStandbyTarget(size_t li, int32_t replicas, int64_t now_s) {
   if (li == SIZE_MAX || !locals_[li].running) return false;
   const uint32_t job = locals_[li].fed;
-  std::vector<TaskId> active, standby;
+  std::vector<TaskId> active, entering, standby;
   for (TaskId t : state_.job(locals_[li].id).tasks) {
     const Task& task = state_.task(t);
     if (task.state != TaskState::kBound || task.borrowed) continue;
-    if (!task.standby) active.push_back(t);
+    if (!task.standby) (entering_.count(t) ? entering : active).push_back(t);
     else if (!restoring_[t.value()]) standby.push_back(t);
   }
-  const int64_t target = std::clamp<int64_t>(replicas, 0, static_cast<int64_t>(active.size() + standby.size()));
-  int64_t have = static_cast<int64_t>(standby.size());
+  const int64_t target =
+      std::clamp<int64_t>(replicas, 0, static_cast<int64_t>(active.size() + entering.size() + standby.size()));
+  if (target == 0) {
+    for (TaskId t : active) refused_.erase(t);  // asked again in the job's next window
+  }
+  int64_t have = static_cast<int64_t>(entering.size() + standby.size());
   for (auto it = active.rbegin(); it != active.rend() && have < target; ++it) {
-    if (!state_.CanEnterStandby(*it)) continue;
-    state_.EnterStandby(*it);
-    ++standby_entries_;
+    if (!state_.CanEnterStandby(*it) || refused_.count(*it)) continue;
     touched_.insert(job);
-    Log(EngineEvent::Kind::kStandby, now_s, li, InStandbyOf(li), UINT32_MAX, 0, Where(*it));
     ++have;
+    if (locals_[li].acknowledge_standby) {
+      entering_.emplace(*it, state_.task(*it).node);  // lent once its driver acknowledges
+    } else {
+      state_.EnterStandby(*it);
+      ++standby_entries_;
+    }
+    Log(EngineEvent::Kind::kStandby, now_s, li, InStandbyOf(li), UINT32_MAX, 0, Where(*it));
+  }
+  // Fewer wanted: replicas still entering are called back first (they lent nothing yet).
+  for (auto it = entering.rbegin(); it != entering.rend() && have > target; ++it, --have) {
+    entering_.erase(*it);
+    touched_.insert(job);
+    Log(EngineEvent::Kind::kRestored, now_s, li, InStandbyOf(li), UINT32_MAX, 0, Where(*it));
   }
   for (auto it = standby.begin(); it != standby.end() && have > target; ++it, --have) {
     const std::vector<TaskId> victims = StandbyAction::RestoreVictims(state_, *it);
@@ -1264,6 +1284,37 @@ bool Engine::ApplyStandbyTarget(size_t li, int32_t replicas, int64_t now_s) {
   return true;
 }
 
+bool Engine::AcknowledgeStandby(TaskId task, bool ok, const std::string& why) {
+  Record(now_, AcknowledgeStandbyInput{task, ok, why});
+  SweepStandbyEntries();
+  const auto it = entering_.find(task);
+  if (it == entering_.end()) return false;
+  entering_.erase(it);
+  const size_t li = local_of_job_[state_.task(task).job.value()];
+  if (li == SIZE_MAX) return false;
+  touched_.insert(locals_[li].fed);
+  if (!ok) {
+    refused_.emplace(task, state_.task(task).node);
+    Log(EngineEvent::Kind::kStandbyRefused, now_, li, InStandbyOf(li), UINT32_MAX, 0, Where(task) + ": " + why);
+    return true;
+  }
+  state_.EnterStandby(task);  // the sweep kept it: bound where it was chosen, active, whole GPUs
+  ++standby_entries_;         // (its kStandby was logged when it was chosen)
+  return true;
+}
+
+bool Engine::EnteringStandby(TaskId task) const { return entering_.count(task) > 0; }
+
+void Engine::SweepStandbyEntries() {
+  for (auto* entries : {&entering_, &refused_}) {
+    for (auto it = entries->begin(); it != entries->end();) {
+      const Task& t = state_.task(it->first);
+      const bool kept = t.state == TaskState::kBound && t.node == it->second && state_.CanEnterStandby(it->first);
+      it = kept ? std::next(it) : entries->erase(it);
+    }
+  }
+}
+
 int32_t Engine::Restoring(uint32_t job) const {
   const size_t li = LocalOf(job);
   if (li == SIZE_MAX || !locals_[li].running) return 0;
@@ -1276,7 +1327,9 @@ int32_t Engine::InStandby(uint32_t job) const {
   const size_t li = LocalOf(job);
   if (li == SIZE_MAX || !locals_[li].running) return 0;
   int32_t n = 0;
-  for (TaskId t : state_.job(locals_[li].id).tasks) n += state_.task(t).state == TaskState::kBound && state_.task(t).standby;
+  for (TaskId t : state_.job(locals_[li].id).tasks) {
+    n += state_.task(t).state == TaskState::kBound && (state_.task(t).standby || entering_.count(t) > 0);
+  }
   return n;
 }
 
@@ -1349,6 +1402,9 @@ void Engine::AbortMoves(int64_t now_s) {
 std::vector<char> Engine::Locked() const {
   std::vector<char> locked = being_evicted_;
   for (size_t i = 0; i < locked.size() && i < pinned_.size(); ++i) locked[i] |= pinned_[i];
+  for (const auto& [t, node] : entering_) {  // held where they are, as Standby replicas are
+    if (t.value() < locked.size()) locked[t.value()] = 1;
+  }
   return locked;
 }
 
@@ -1447,7 +1503,7 @@ std::vector<uint32_t> Engine::QueuedInOrder() const {
 }
 
 bool Engine::Quiescent() const {
-  if (!evictions_.empty() || !restores_.empty() || migrations_.Busy()) return false;
+  if (!evictions_.empty() || !restores_.empty() || !entering_.empty() || migrations_.Busy()) return false;
   return std::none_of(locals_.begin(), locals_.end(), [](const Local& l) { return l.reclaiming; });
 }
 

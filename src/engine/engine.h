@@ -335,6 +335,14 @@ class Engine {
   // window enters Standby in the same cycle; outside its windows the target is 0. The window
   // edges are engine due times.
   void SetStandbyWindows(uint32_t job, std::vector<StandbyWindowSpec> windows, int64_t now_s);
+  // A job with EngineJob::acknowledge_standby: `task`, entering Standby (its kStandby
+  // logged when it was chosen), left its GPUs (`ok`: they are lent from now on) or could not (its standby_enter hook failed:
+  // kStandbyRefused with `why`; the replica keeps its GPUs and is not asked again until its job's
+  // Standby target drops to 0 — another replica of the job may be asked in its place). False when `task` is not entering Standby (it ended, moved or
+  // was called back meanwhile): nothing changes.
+  bool AcknowledgeStandby(TaskId task, bool ok, const std::string& why);
+  // Whether `task` was chosen for Standby and its acknowledgement is awaited.
+  bool EnteringStandby(TaskId task) const;
   // `job`'s replicas in Standby, restoring ones included (0 when it does not run here).
   int32_t InStandby(uint32_t job) const;
   // `job`'s Standby replicas whose restore is under way (0 when it does not run here).
@@ -396,9 +404,10 @@ class Engine {
   // Jobs the engine has materialised (running, waiting, or ended: it never forgets one).
   size_t jobs_known() const { return locals_.size(); }
   // Whether nothing is under way that a rebuilt engine would not know of: no Reclaim in its grace
-  // period, no Standby restore, no move. An engine rebuilt then (its nodes added in id order, its
-  // running jobs adopted where they run — lenders before borrowers —, its queue submitted again in
-  // order, its holds reserved again) decides as this one would, without the ended jobs.
+  // period, no Standby restore, no Standby entry awaiting its acknowledgement, no move. An engine
+  // rebuilt then (its nodes added in id order, its running jobs adopted where they run — lenders
+  // before borrowers —, its queue submitted again in order, its holds reserved again) decides as
+  // this one would, without the ended jobs (a refused Standby entry is asked for again).
   bool Quiescent() const;
 
  private:
@@ -410,6 +419,7 @@ class Engine {
     int shape = 0;
     bool running = false;
     bool reclaiming = false;
+    bool acknowledge_standby = false;  // EngineJob::acknowledge_standby
     uint64_t refused_seq = UINT64_MAX;  // release_seq when its Reclaim was last found infeasible
     int64_t submitted = -1;  // when it was first submitted
     int64_t queued_at = -1;  // when it last joined the queue
@@ -582,7 +592,12 @@ class Engine {
   TypicalTaskCounter seen_;
   int64_t next_learn_ = 1;
   std::set<uint32_t> touched_;
-  size_t standby_entries_ = 0;  // replicas that ever entered Standby (RunCycle counts them around each action)
+  size_t standby_entries_ = 0;
+  // Acknowledged Standby (EngineJob::acknowledge_standby): replicas entering (awaiting AcknowledgeStandby) and replicas whose
+  // entry was refused, each with the node it was bound on then (a task unbound or moved since is
+  // dropped: SweepStandbyEntries).
+  std::map<TaskId, NodeId> entering_, refused_;
+  void SweepStandbyEntries();  // replicas that ever entered Standby (RunCycle counts them around each action)
 };
 
 }  // namespace estuary

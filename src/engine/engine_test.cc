@@ -464,6 +464,73 @@ TEST(Engine, AJobThatStartsInItsStandbyWindowLendsAtOnceAndTheSameCycleRunsSpotW
   EXPECT_TRUE(StepAndTake(*m, 2).empty());
 }
 
+TEST(Engine, AcknowledgedStandbyLendsOnlyOnceTheReplicaLeftItsGpusAndARefusalIsNotAskedAgainInThatWindow) {
+  // A job whose replicas enter Standby through a hook: a replica chosen for Standby keeps its GPUs
+  // until its agent says its standby_enter hook succeeded; a failed hook is a refusal, kept until
+  // the job's target is 0.
+  EngineConfig o;
+  o.name = "acknowledged";
+  o.absorb = false;
+  auto made = Engine::Create(EngineCluster(2), o);
+  ASSERT_TRUE(made.ok());
+  Engine& m = **made;
+  EngineJob service = Job(1, 2, 8, kHpPriority);
+  service.acknowledge_standby = true;  // it has a standby_enter hook
+  ASSERT_TRUE(m.Submit(service, SubmitMode::kStartNow, 0).started);
+  m.SetStandbyWindows(1, {StandbyWindowSpec{10, 100, 1}, StandbyWindowSpec{200, 300, 1}}, 0);
+  ASSERT_TRUE(m.Submit(Job(2, 1, 4, 100, true), SubmitMode::kEnqueue, 0).accepted);
+  m.TakeEvents();
+  std::vector<EngineEvent> ev = StepAndTake(m, 10);  // chosen (the decision), not lent
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kStandby);
+  const JobId hp = *m.JobOf(1);
+  const TaskId chosen = m.state().job(hp).tasks[1];  // the newest replica
+  EXPECT_TRUE(m.EnteringStandby(chosen));
+  EXPECT_FALSE(m.state().task(chosen).standby);
+  EXPECT_EQ(m.InStandby(1), 1);
+  EXPECT_EQ(m.Running(2), 0);
+  EXPECT_FALSE(m.Quiescent());
+  EXPECT_TRUE(StepAndTake(m, 10).empty());  // not asked twice
+  EXPECT_FALSE(m.AcknowledgeStandby(m.state().job(hp).tasks[0], true, ""));  // not chosen
+  ASSERT_TRUE(m.AcknowledgeStandby(chosen, true, ""));
+  EXPECT_TRUE(m.TakeEvents().empty());
+  EXPECT_TRUE(m.state().task(chosen).standby);
+  ev = StepAndTake(m, 11);  // the spot job runs on the lent GPUs
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(ev[0].job, 2u);
+  EXPECT_TRUE(StepAndTake(m, 12).empty());
+
+  // Past the window (and the borrower's eviction) the replica is back; in the next window its
+  // hook fails: nothing is lent and it is not asked again (the evicted spot job is back with
+  // its driver).
+  for (int64_t t = 90; t <= 160; t += 10) StepAndTake(m, t);
+  EXPECT_FALSE(m.state().task(chosen).standby);
+  EXPECT_EQ(m.Running(2), 0);
+  ASSERT_EQ(StepAndTake(m, 200).size(), 1u);
+  ASSERT_TRUE(m.EnteringStandby(chosen));
+  ASSERT_TRUE(m.AcknowledgeStandby(chosen, false, "standby_enter hook: exit code 4"));
+  ev = m.TakeEvents();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kStandbyRefused);
+  EXPECT_NE(ev[0].detail.find(": standby_enter hook: exit code 4"), std::string::npos) << ev[0].detail;
+  // Its other replica is asked in its place; once that one refuses too, none is asked again.
+  const TaskId other = m.state().job(hp).tasks[0];
+  ev = StepAndTake(m, 201);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kStandby);
+  EXPECT_FALSE(m.EnteringStandby(chosen));
+  ASSERT_TRUE(m.EnteringStandby(other));
+  ASSERT_TRUE(m.AcknowledgeStandby(other, false, "standby_enter hook: exit code 4"));
+  m.TakeEvents();
+  EXPECT_TRUE(StepAndTake(m, 202).empty());
+  EXPECT_TRUE(StepAndTake(m, 210).empty());
+  EXPECT_FALSE(m.EnteringStandby(chosen) || m.EnteringStandby(other));
+  EXPECT_EQ(m.InStandby(1), 0);
+  EXPECT_EQ(m.Running(2), 0);
+  EXPECT_TRUE(m.Quiescent());
+}
+
 TEST(Engine, StandbyLendsToSpotJobsOnlyAndItsRestoreEvictsTheBorrowersAfterTheGracePeriod) {
   auto m = LiveEngine(2, 30);
   ASSERT_TRUE(m->Submit(Job(1, 2, 8, kHpPriority), SubmitMode::kStartNow, 0).started);  // fills both nodes

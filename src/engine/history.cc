@@ -129,7 +129,8 @@ Json JobJson(const EngineJob& j) {
           {"preemptible", j.preemptible},
           {"checkpoint_interval_s", j.checkpoint_interval_s},
           {"restart_cost_s", j.restart_cost_s},
-          {"locked", locked}};
+          {"locked", locked},
+          {"acknowledge_standby", j.acknowledge_standby}};
 }
 EngineJob JobFrom(const Fields& f) {
   EngineJob j;
@@ -152,6 +153,7 @@ EngineJob JobFrom(const Fields& f) {
   j.checkpoint_interval_s = f.Int("checkpoint_interval_s", 0);
   j.restart_cost_s = f.Int("restart_cost_s", 0);
   f.Each("locked", [&](const Json& b, const std::string&) { j.locked.push_back(b.is_boolean() && b.get<bool>()); });
+  j.acknowledge_standby = f.Bool("acknowledge_standby", false);
   return j;
 }
 
@@ -255,6 +257,9 @@ struct InputJson {
   Json operator()(const AcknowledgeMoveInput& x) const {
     return {{"kind", "acknowledge-move"}, {"task", IdJson(x.task)}, {"ready", x.ready}};
   }
+  Json operator()(const AcknowledgeStandbyInput& x) const {
+    return {{"kind", "acknowledge-standby"}, {"task", IdJson(x.task)}, {"ok", x.ok}, {"why", x.why}};
+  }
   Json operator()(const HoldInput& x) const { return {{"kind", "hold"}, {"job", x.job}, {"hold", x.hold}}; }
   Json operator()(const AdoptInput& x) const {
     Json p = Json::array();
@@ -280,8 +285,8 @@ struct InputJson {
 };
 
 std::variant<SubmitInput, CancelInput, ResizeInput, ProbeInput, AddPlaneInput, AddNodeInput, NodeInput, StandbyInput,
-             StandbyWindowsInput, DefragInput, AbortMovesInput, AcknowledgeMoveInput, HoldInput, AdoptInput,
-             SettingInput, CycleInput>
+             StandbyWindowsInput, DefragInput, AbortMovesInput, AcknowledgeMoveInput, AcknowledgeStandbyInput, HoldInput,
+             AdoptInput, SettingInput, CycleInput>
 InputFrom(const Fields& f) {
   const std::string kind = f.Str("kind");
   if (kind == "submit") {
@@ -342,6 +347,9 @@ InputFrom(const Fields& f) {
   if (kind == "defrag") return DefragInput{DefragFrom(f.At("options"))};
   if (kind == "abort-moves") return AbortMovesInput{};
   if (kind == "acknowledge-move") return AcknowledgeMoveInput{IdFrom<TaskId>(f, "task"), f.Bool("ready", false)};
+  if (kind == "acknowledge-standby") {
+    return AcknowledgeStandbyInput{IdFrom<TaskId>(f, "task"), f.Bool("ok", false), f.Str("why", "")};
+  }
   if (kind == "hold") return HoldInput{static_cast<uint32_t>(f.U64("job", 0)), f.Bool("hold", true)};
   if (kind == "adopt") {
     AdoptInput x;
@@ -380,7 +388,7 @@ constexpr EngineEvent::Kind kEventKinds[] = {
     EngineEvent::Kind::kStarted,     EngineEvent::Kind::kGrown,       EngineEvent::Kind::kShrunk,
     EngineEvent::Kind::kReturned,    EngineEvent::Kind::kReclaim,     EngineEvent::Kind::kStandby,
     EngineEvent::Kind::kRestored,    EngineEvent::Kind::kMoveStarted, EngineEvent::Kind::kMoved,
-    EngineEvent::Kind::kMoveAborted, EngineEvent::Kind::kMoveCancelled};
+    EngineEvent::Kind::kMoveAborted, EngineEvent::Kind::kMoveCancelled, EngineEvent::Kind::kStandbyRefused};
 
 Json EventJson(const EngineEvent& e) {
   return {{"kind", EngineEventKindName(e.kind)}, {"job", e.job},     {"replicas", e.replicas}, {"for_job", e.for_job},

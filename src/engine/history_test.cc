@@ -70,6 +70,7 @@ std::vector<HistoryRecord> OneOfEachKind() {
       {13, HoldInput{3, false}},
       {14, AdoptInput{job, {p}, 12}},
       {15, SettingInput{SettingInput::Key::kStandbyGrace, 30}},
+      {15, AcknowledgeStandbyInput{TaskId(4), false, "standby_enter hook: exit code 4"}},
   };
   for (const EngineInput& in : inputs) r.push_back({in});
   r.push_back({ev});

@@ -82,6 +82,11 @@ struct AcknowledgeMoveInput {
   TaskId task;
   bool ready = false;
 };
+struct AcknowledgeStandbyInput {
+  TaskId task;
+  bool ok = false;
+  std::string why;
+};
 struct HoldInput {
   uint32_t job = 0;
   bool hold = true;  // Reserve; false: Unreserve
@@ -106,7 +111,8 @@ struct EngineInput {
   int64_t t = 0;  // the engine time at which it was applied
   std::variant<SubmitInput, CancelInput, ResizeInput, ProbeInput, AddPlaneInput, AddNodeInput, NodeInput, StandbyInput,
                StandbyWindowsInput,
-               DefragInput, AbortMovesInput, AcknowledgeMoveInput, HoldInput, AdoptInput, SettingInput, CycleInput>
+               DefragInput, AbortMovesInput, AcknowledgeMoveInput, AcknowledgeStandbyInput, HoldInput, AdoptInput,
+               SettingInput, CycleInput>
       what;
 };
 

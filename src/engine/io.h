@@ -30,6 +30,10 @@ struct EngineJob {
   int64_t restart_cost_s = 0;
   // Per replica: non-zero = never moved by defragmentation (empty: every replica may move).
   std::vector<char> locked;
+  // Its replicas leave their GPUs for Standby through a hook their agent runs (the job's
+  // standby_enter): a replica chosen for Standby lends its GPUs only once its driver acknowledges
+  // (Engine::AcknowledgeStandby). False (a job without the hook; every simulated job): at once.
+  bool acknowledge_standby = false;
 };
 
 // How a submitted job is to be admitted.
@@ -69,14 +73,18 @@ struct EngineEvent {
                 // invalid, `detail` the reason, `never` set) and is back with the driver
     kReclaim,   // a Reclaim for `job` was decided: `replicas` victims (jobs evicted whole or
                 // shrunk) will be evicted at time `at`
-    kStandby,   // one of its replicas entered Standby (`detail`: "TASK@NODE:GPUS"); `replicas`:
-                // its replicas in Standby now
+    kStandby,   // one of its replicas entered Standby (`detail`: "TASK@NODE:GPUS"; for a job with
+                // EngineJob::acknowledge_standby its GPUs are lent once its driver acknowledges,
+                // or it is refused: kStandbyRefused); `replicas`: its replicas in Standby now
     kRestored,  // one of its replicas left Standby on the GPUs it kept (`detail` as kStandby);
                 // `replicas`: its replicas in Standby now
     kMoveStarted,    // a migration's new instance is starting (`detail`: "TASK FROM->TO:GPUS")
     kMoved,          // a migration completed: the replica runs on its new node
     kMoveAborted,    // a started migration was given up (the replica stays where it ran)
     kMoveCancelled,  // a planned migration was dropped before it started
+    kStandbyRefused,  // a replica could not enter Standby after all (EngineJob::
+                      // acknowledge_standby: its standby_enter hook failed); `detail`: "TASK@NODE:GPUS: why"; nothing
+                      // was lent and it is active again
   };
   Kind kind = Kind::kStarted;
   int64_t t = 0;
@@ -91,7 +99,7 @@ struct EngineEvent {
 };
 
 // The name of an event kind: "started", "grown", "shrunk", "returned", "reclaim", "standby",
-// "restored", "move-started", "moved", "move-aborted", "move-cancelled".
+// "restored", "move-started", "moved", "move-aborted", "move-cancelled", "standby-refused".
 const char* EngineEventKindName(EngineEvent::Kind kind);
 
 // The price of evicting work for a job now (Engine::QuoteReclaim): the engine's own victim choice.

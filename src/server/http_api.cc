@@ -9,6 +9,7 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
+#include "common/base64.h"
 #include "server/dashboard.h"
 #include "server/openapi.h"
 
@@ -146,34 +147,6 @@ std::optional<Json> Body(const httplib::Request& req, httplib::Response& res) {
 
 constexpr int64_t kLogReadBytes = 1 << 20;  // one answer (or streamed part) of GET .../logs
 
-std::optional<std::string> DecodeBase64(const std::string& in) {
-  if (in.size() % 4 != 0) return std::nullopt;
-  std::string out;
-  out.reserve(in.size() / 4 * 3);
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  for (size_t i = 0; i < in.size(); i += 4) {
-    const bool last = i + 4 == in.size();
-    const int pad = last ? (in[i + 3] == '=') + (in[i + 2] == '=') : 0;
-    uint32_t v = 0;
-    for (size_t k = 0; k < 4; ++k) {
-      const int d = k >= 4 - static_cast<size_t>(pad) ? 0 : value(in[i + k]);
-      if (d < 0) return std::nullopt;
-      v = v << 6 | static_cast<uint32_t>(d);
-    }
-    out += static_cast<char>(v >> 16);
-    if (pad < 2) out += static_cast<char>((v >> 8) & 0xff);
-    if (pad < 1) out += static_cast<char>(v & 0xff);
-  }
-  return out;
-}
-
 bool GoodAddress(const std::string& a) {
   return !a.empty() && a.size() <= 253 &&
          a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.:-") == std::string::npos;
@@ -270,7 +243,12 @@ StatusOr<std::vector<TaskReport>> DecodeReports(const Json& body) {
     else if (s == "succeeded") t.state = TaskReport::State::kSucceeded;
     else if (s == "failed") t.state = TaskReport::State::kFailed;
     else if (s == "stopped") t.state = TaskReport::State::kStopped;
-    else return InvalidArgument(at + "state': '" + s.substr(0, 32) + "' is not one of running, succeeded, failed, stopped");
+    else if (s == "standby") t.state = TaskReport::State::kStandby;
+    else if (s == "standby-failed") t.state = TaskReport::State::kStandbyFailed;
+    else {
+      return InvalidArgument(at + "state': '" + s.substr(0, 32) +
+                             "' is not one of running, succeeded, failed, stopped, standby, standby-failed");
+    }
     out.push_back(std::move(t));
   }
   return out;

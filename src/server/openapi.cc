@@ -123,7 +123,7 @@ std::string_view OpenApiDocument() {
         "responses": {"200": {"description": "orders with seq > after", "content": {"application/json": {"schema": {"type": "object", "properties": {"epoch": {"type": "integer"}, "last_seq": {"type": "integer"}, "orders": {"type": "array", "items": {"$ref": "#/components/schemas/Order"}}}}}}}}}
     },
     "/v1/agent/reports": {
-      "post": {"summary": "Task states (agent)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {"reports": {"type": "array", "items": {"type": "object", "properties": {"task": {"type": "string"}, "node": {"type": "string", "description": "the instance's node (a migrating replica has two)"}, "state": {"type": "string", "enum": ["running", "succeeded", "failed", "stopped"]}}}}}}}}},
+      "post": {"summary": "Task states (agent)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {"reports": {"type": "array", "items": {"type": "object", "properties": {"task": {"type": "string"}, "node": {"type": "string", "description": "the instance's node (a migrating replica has two)"}, "state": {"type": "string", "enum": ["running", "succeeded", "failed", "stopped", "standby", "standby-failed"]}, "reason": {"type": "string", "description": "failed, standby-failed: why"}}}}}}}}},
         "responses": {"200": {"description": "queued"}, "403": {"description": "a task on a node of another agent"}}}
     },
     "/v1/debug/invariants": {"get": {"summary": "The service's invariants (admin)", "responses": {"200": {"description": "they hold"}, "500": {"description": "the first broken one"}}}},

@@ -130,6 +130,7 @@ struct Service::Impl {
     std::string node;
     std::vector<int> gpus;
     bool standby = false;    // told to leave its GPUs (kStandby)
+    bool lent = false;       // ... and the engine lends them (at once, or once its agent said it left them)
     bool borrowed = false;   // runs on GPUs lent by a Standby replica
     std::string mig_node;    // a migration's new instance starts there (kMigrate) ...
     std::vector<int> mig_gpus;  // ... on these GPUs
@@ -266,6 +267,8 @@ struct Service::Impl {
     f.preemptible = r.preemptible;
     f.checkpoint_interval_s = r.checkpoint_interval_s;
     f.restart_cost_s = r.restart_cost_s;
+    // Its agent runs the hook before the GPUs are free: they are lent once it reports so.
+    f.acknowledge_standby = !r.hook_standby_enter.empty();
     return f;
   }
 
@@ -352,6 +355,7 @@ struct Service::Impl {
     o["gpus"] = t.gpus;
     o["state"] = t.state == TaskState::kStarting ? "starting" : t.state == TaskState::kRunning ? "running" : "stopping";
     if (t.standby) o["standby"] = true;
+    if (t.lent) o["lent"] = true;
     if (t.borrowed) o["borrowed"] = true;
     if (!t.mig_node.empty()) {
       o["mig_node"] = t.mig_node;
@@ -469,7 +473,7 @@ struct Service::Impl {
         const Task& task = st.task(tid);
         if (task.state == estuary::TaskState::kBound) {
           is_bound = true;
-          in_standby = task.standby;
+          in_standby = task.standby || engine->EnteringStandby(tid);  // told once chosen, lent once it said so
           borrowed = task.borrowed;
           node = node_names[task.node.value()];
           for (uint8_t g : task.gpus) gpus.push_back(g);
@@ -508,7 +512,7 @@ struct Service::Impl {
       migrating += !t.mig_node.empty();
       if (told && (!is_bound || t.node != node || t.gpus != gpus)) {
         AddOrder(out, Order::Op::kStop, id, i, t);
-        t.standby = t.borrowed = false;
+        t.standby = t.lent = t.borrowed = false;
         told = false;
         if (t.state == TaskState::kRunning) --j.view.running_replicas;
         const auto n = nodes.find(t.node);
@@ -532,7 +536,7 @@ struct Service::Impl {
         t.node = node;
         t.gpus = gpus;
         t.borrowed = borrowed;
-        t.standby = false;
+        t.standby = t.lent = false;
         told = true;
         AddOrder(out, Order::Op::kStart, id, i, t);
         batch.Put(TaskKey(id, i), TaskJson(t));
@@ -545,6 +549,7 @@ struct Service::Impl {
       // Standby: the replica leaves its GPUs (lent), or takes them back.
       if (told && is_bound && t.node == node && t.standby != in_standby) {
         t.standby = in_standby;
+        t.lent = in_standby && st.task(tid).standby;  // lent at once unless its agent must answer first
         AddOrder(out, in_standby ? Order::Op::kStandby : Order::Op::kResume, id, i, t);
         batch.Put(TaskKey(id, i), TaskJson(t));
       }
@@ -812,6 +817,7 @@ Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
     t.node = j.value("node", "");
     t.gpus = j.value("gpus", std::vector<int>{});
     t.standby = j.value("standby", false);
+    t.lent = j.value("lent", false);
     t.borrowed = j.value("borrowed", false);
     t.mig_node = j.value("mig_node", "");
     t.mig_gpus = j.value("mig_gpus", std::vector<int>{});
@@ -905,7 +911,7 @@ Status Service::Impl::Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std
       p.replica = i;
       p.node = n->second.id;
       for (int x : t.gpus) p.gpus.Push(x);
-      p.standby = t.standby;
+      p.standby = t.standby && t.lent;  // one still entering is asked again
       p.borrowed = t.borrowed;
       placements.push_back(p);
     }
@@ -921,7 +927,7 @@ Status Service::Impl::Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std
         Impl::TaskRec& t = j.tasks[i];
         // Standby is the engine's to say (Adopt enters it again when it still can).
         if (t.standby && !s.engine->state().task(s.engine->state().job(ej).tasks[i]).standby) {
-          t.standby = false;
+          t.standby = t.lent = false;
           s.AddOrder(out, Order::Op::kResume, id, i, t);
           batch.Put(TaskKey(id, i), Impl::TaskJson(t));
         }
@@ -1778,6 +1784,23 @@ void Service::Impl::ApplyReports(Input& in, Pass& p) {
       continue;
     }
     switch (r.state) {
+      case TaskReport::State::kStandby:
+      case TaskReport::State::kStandbyFailed: {
+        // Its answer to a Standby order: the engine lends its GPUs, or keeps it active.
+        const std::optional<JobId> ej = s.engine->JobOf(static_cast<uint32_t>(id));
+        if (!t.standby || t.lent || !ej || replica >= s.engine->state().job(*ej).tasks.size()) break;  // called back since
+        const bool ok = r.state == TaskReport::State::kStandby;
+        if (!s.engine->AcknowledgeStandby(s.engine->state().job(*ej).tasks[replica], ok, r.reason)) break;
+        touched.insert(id);
+        if (ok) {
+          t.lent = true;
+          batch.Put(TaskKey(id, replica), Impl::TaskJson(t));
+        } else {
+          j.view.reason = "replica " + std::to_string(replica) + " did not enter Standby (its GPUs are not lent): " + r.reason;
+          batch.Put(JobKey(id), Impl::JobJson(j));
+        }
+        break;
+      }
       case TaskReport::State::kRunning:
         if (t.state != Impl::TaskState::kStarting) break;
         t.state = Impl::TaskState::kRunning;
@@ -1807,7 +1830,7 @@ void Service::Impl::ApplyReports(Input& in, Pass& p) {
         const bool stopped = r.state == TaskReport::State::kStopped || t.state == Impl::TaskState::kStopping;
         t.state = stopped ? Impl::TaskState::kNone
                           : r.state == TaskReport::State::kSucceeded ? Impl::TaskState::kDone : Impl::TaskState::kNone;
-        t.standby = t.borrowed = false;
+        t.standby = t.lent = t.borrowed = false;
         batch.Delete(TaskKey(id, replica));
         if (stopped) touched.insert(id);  // may start it again
         if (Ended(j.view.phase) || stopped) break;

@@ -201,14 +201,17 @@ struct OrderBatch {
 // What an agent reports of a task. `node` names the instance when a replica has two (during a
 // migration); empty: the node the replica is told to run on.
 struct TaskReport {
-  enum class State : uint8_t { kRunning, kSucceeded, kFailed, kStopped };
+  // kStandby: told to enter Standby, it left its GPUs (its standby_enter hook succeeded);
+  // kStandbyFailed: it could not (`reason`), and keeps them.
+  enum class State : uint8_t { kRunning, kSucceeded, kFailed, kStopped, kStandby, kStandbyFailed };
   TaskReport() = default;
   TaskReport(std::string task_name, State s, std::string instance_node = {})
       : task(std::move(task_name)), state(s), node(std::move(instance_node)) {}
   std::string task;
   State state = State::kRunning;
   std::string node;
-  std::string reason;  // failed: how ("exit code 3", "signal 9 (Killed)", "out of memory", an OS error)
+  std::string reason;  // failed: how ("exit code 3", "signal 9 (Killed)", "out of memory", an OS error);
+                       // standby-failed: why
 };
 
 class Service {

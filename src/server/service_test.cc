@@ -96,10 +96,14 @@ class ServiceTest : public ::testing::Test {
     after_[agent.name] = b.last_seq;
     return b.orders;
   }
+  // Answers `orders`: starts with `start_state`, standby orders with `standby` (the replica left
+  // its GPUs), others with `stopped`.
   void ReportAll(const Principal& agent, const std::vector<Order>& orders, TaskReport::State start_state) {
     std::vector<TaskReport> r;
     for (const Order& o : orders) {
-      r.push_back({o.task, o.op == Order::Op::kStart ? start_state : TaskReport::State::kStopped});
+      r.push_back({o.task, o.op == Order::Op::kStart     ? start_state
+                           : o.op == Order::Op::kStandby ? TaskReport::State::kStandby
+                                                         : TaskReport::State::kStopped});
     }
     ASSERT_TRUE(service_->Report(agent, r, /*durable=*/false).ok());
   }
@@ -668,9 +672,16 @@ std::vector<Order::Op> Ops(const std::vector<Order>& orders) {
   return v;
 }
 
+// A service whose replicas leave their GPUs through a standby_enter hook (their agent answers).
+JobRequest HookedService(const char* name, int replicas, int gpus) {
+  JobRequest r = Job(name, replicas, gpus, 900);
+  r.hook_standby_enter = JobCommand{{"curl -sf localhost:8000/sleep"}, true};
+  return r;
+}
+
 TEST_F(ServiceTest, AStandbyWindowLendsAReplicasGpusToSpotWorkAndTakesThemBackByItsEndAcrossARestart) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
-  const uint64_t svc = RunJob(kAlice, Job("svc", 2, 8, 900));
+  const uint64_t svc = RunJob(kAlice, HookedService("svc", 2, 8));
   const int64_t from = clock_.ms, to = clock_.ms + 600'000;
   // Bad windows are refused, with the field named.
   EXPECT_EQ(service_->AddStandbyWindow(kBob, svc, from, to, 1).status().code(), StatusCode::kNotFound);
@@ -691,10 +702,15 @@ TEST_F(ServiceTest, AStandbyWindowLendsAReplicasGpusToSpotWorkAndTakesThemBackBy
   EXPECT_EQ(Get(svc).standby_replicas, 1);
   EXPECT_EQ(Get(svc).phase, JobPhase::kRunning);
 
-  // Spot work runs there; work that is not preemptible does not borrow.
+  // Spot work runs there once the replica left its GPUs (its agent says so); work that is not
+  // preemptible does not borrow.
   auto spot = service_->Submit(kBob, Job("spot", 1, 4, 100, true));
   auto batch = service_->Submit(kBob, Job("batch", 1, 4, 100, false));
   ASSERT_TRUE(spot.ok() && batch.ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty()) << "nothing is lent before the agent's answer";
+  EXPECT_EQ(Get(*spot, kBob).phase, JobPhase::kPending);
+  ReportAll(kAgentA, standby, TaskReport::State::kRunning);
   Pass();
   const std::vector<Order> starts = Orders(kAgentA);
   ASSERT_EQ(starts.size(), 1u);
@@ -743,13 +759,40 @@ TEST_F(ServiceTest, AStandbyWindowLendsAReplicasGpusToSpotWorkAndTakesThemBackBy
   EXPECT_TRUE(Orders(kAgentA).empty());
 }
 
+TEST_F(ServiceTest, AReplicaThatCouldNotEnterStandbyLendsNothingIsNotAskedAgainAndItsJobSaysWhy) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  const uint64_t svc = RunJob(kAlice, HookedService("svc", 1, 8));
+  ASSERT_TRUE(service_->AddStandbyWindow(kAlice, svc, clock_.ms, clock_.ms + 3'600'000, 1).ok());
+  const uint64_t spot = *service_->Submit(kBob, Job("spot", 1, 8, 100, true));
+  Pass();
+  const std::vector<Order> standby = Orders(kAgentA);
+  ASSERT_EQ(Ops(standby), std::vector<Order::Op>{Order::Op::kStandby});
+  TaskReport refused{standby[0].task, TaskReport::State::kStandbyFailed};
+  refused.reason = "standby_enter hook: exit code 4";
+  ASSERT_TRUE(service_->Report(kAgentA, {refused}, false).ok());
+  Pass();
+  // Told to take its GPUs back (it kept them), and nothing else: the spot job waits.
+  EXPECT_EQ(Ops(Orders(kAgentA)), std::vector<Order::Op>{Order::Op::kResume});
+  EXPECT_THAT(Get(svc).reason, HasSubstr("replica 0 did not enter Standby (its GPUs are not lent): standby_enter hook: exit code 4"));
+  EXPECT_EQ(Get(svc).standby_replicas, 0);
+  EXPECT_EQ(Get(spot, kBob).phase, JobPhase::kPending);
+  clock_.ms += 10'000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty()) << "asked only once per window";
+  EXPECT_EQ(Get(spot, kBob).phase, JobPhase::kPending);
+}
+
 TEST_F(ServiceTest, DeletingAStandbyWindowResumesItsReplicasAndEndingTheLenderStopsItsBorrowers) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
   const uint64_t svc = RunJob(kAlice, Job("svc", 1, 8, 900));
   auto w = service_->AddStandbyWindow(kAlice, svc, clock_.ms, clock_.ms + 3'600'000, 1);
   ASSERT_TRUE(w.ok());
   Pass();
-  ASSERT_EQ(Ops(Orders(kAgentA)), std::vector<Order::Op>{Order::Op::kStandby});
+  const std::vector<Order> standby = Orders(kAgentA);
+  ASSERT_EQ(Ops(standby), std::vector<Order::Op>{Order::Op::kStandby});
+  ReportAll(kAgentA, standby, TaskReport::State::kRunning);
   EXPECT_EQ(service_->DeleteStandbyWindow(kBob, w->id).code(), StatusCode::kNotFound);
   ASSERT_TRUE(service_->DeleteStandbyWindow(kAlice, w->id).ok());
   Pass();
@@ -760,7 +803,8 @@ TEST_F(ServiceTest, DeletingAStandbyWindowResumesItsReplicasAndEndingTheLenderSt
   // which are free now — it is placed again at once, where it runs, so nothing restarts.
   ASSERT_TRUE(service_->AddStandbyWindow(kAlice, svc, clock_.ms, clock_.ms + 3'600'000, 1).ok());
   Pass();
-  Orders(kAgentA);
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
+  Pass();
   const uint64_t spot = RunJob(kBob, Job("spot", 1, 8, 100, true));
   ASSERT_TRUE(service_->Cancel(kAlice, svc).ok());
   Pass();
@@ -978,7 +1022,8 @@ TEST_F(ServiceTest, TheEngineIsRebuiltWithoutItsEndedJobsAndNothingItRunsOrQueue
   const uint64_t svc = RunJob(kAlice, Job("svc", 2, 4, 900));
   ASSERT_TRUE(service_->AddStandbyWindow(kAlice, svc, clock_.ms, clock_.ms + 3'600'000, 1).ok());
   Pass();
-  Orders(kAgentA);
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);  // the replica left its GPUs
+  Pass();
   const uint64_t spot = RunJob(kBob, Job("spot", 1, 4, 100, true));
   auto gang = service_->Submit(kBob, Job("gang", 2, 8));
   ASSERT_TRUE(gang.ok());
@@ -1077,7 +1122,10 @@ TEST_F(ServiceTest, ARandomRunOfEveryActionKeepsTheInvariantsAcrossRestartsAndDr
           r.push_back({o.task, rng.Uniform(4) == 0 ? TaskReport::State::kFailed : TaskReport::State::kRunning, o.node});
           break;
         case Order::Op::kStop: r.push_back({o.task, TaskReport::State::kStopped, o.node}); break;
-        case Order::Op::kStandby: ++standby_orders; break;
+        case Order::Op::kStandby:
+          ++standby_orders;
+          r.push_back({o.task, TaskReport::State::kStandby, o.node});
+          break;
         default: break;
       }
     }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <string>
@@ -104,6 +105,26 @@ class RealAgentTest : public testing::ServiceProcessTest {
     auto r = c.Get("/v1/jobs/" + id + "/logs?replica=" + std::to_string(replica), testing::Bearer(token));
     if (status != nullptr) *status = r ? r->status : 0;
     return r && r->status == 200 ? r->body : "";
+  }
+
+  // The job as the admin sees it (null when it cannot be read).
+  Json JobNow(const std::string& id) {
+    httplib::Client c("127.0.0.1", port_);
+    auto r = c.Get("/v1/jobs/" + id, testing::Bearer(testing::kAdminToken));
+    return r && r->status == 200 ? Json::parse(r->body) : Json();
+  }
+
+  // Polls `done` every 100 ms until it holds; false after `limit`.
+  static bool WaitFor(const std::function<bool()>& done, std::chrono::seconds limit = 30s) {
+    for (auto until = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < until;) {
+      if (done()) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return done();
+  }
+
+  bool WaitRunning(const std::string& id, int replicas = 1) {
+    return WaitFor([&] { return JobNow(id).value("running_replicas", 0) == replicas; });
   }
 
   std::string Script(const std::string& name, const std::string& text) {
@@ -285,6 +306,167 @@ echo finished at $step)sh"}});
   EXPECT_NE(log.find("finished at 30"), std::string::npos) << log;
 }
 
+
+TEST_F(RealAgentTest, AnLpJobThatIgnoresItsCheckpointSignalIsKilledAtTheDeadlineAndRunsAgainLater) {
+  std::ofstream(dir_ + "/conf.yaml") << "{name: reclaim, queue: priority, preempt: {grace_s: 3}, absorb: false}\n";
+  StartServe({"--config", dir_ + "/conf.yaml"});
+  StartRealAgent("node-a", testing::kAgentToken);
+  WaitNodes(1);
+  // Its first run ignores the signal and ticks until it is killed; its second run just finishes.
+  const std::string lp = Submit({{"name", "stubborn"}, {"class", "lp"}, {"gpus", 8}, {"memory_mib", 256},
+                                 {"command", R"sh(echo "restart=$ESTUARY_RESTART_COUNT"
+[ "$ESTUARY_RESTART_COUNT" = 1 ] && exit 0
+trap 'echo "ignoring the signal, $(cat $ESTUARY_NOTICE_FILE)"' TERM
+while true; do echo "tick $(date +%s%3N)"; sleep 0.1; done)sh"}});
+  ASSERT_TRUE(WaitRunning(lp));
+  std::this_thread::sleep_for(1s);
+  const std::string hp = Submit({{"name", "hp"}, {"class", "hp-training"}, {"gpus", 8}, {"memory_mib", 256},
+                                 {"command", "echo hp started at $(date +%s%3N)"}});
+  EXPECT_EQ(WaitEnded(hp)["state"], "succeeded");
+  const Json done = WaitEnded(lp, 60s);
+  EXPECT_EQ(done["state"], "succeeded") << done.dump();
+  EXPECT_EQ(done["restarts"], 1);
+  const std::string log = Logs(lp, 0);
+  const std::string notice = "ignoring the signal, deadline_ms ";
+  const size_t noticed = log.find(notice);
+  ASSERT_NE(noticed, std::string::npos) << log;
+  const int64_t deadline = std::stoll(log.substr(noticed + notice.size()));
+  // It kept ticking after the signal until the deadline, and not for long after it: SIGKILL.
+  const size_t second = log.find("restart=1");
+  ASSERT_NE(second, std::string::npos) << log;
+  const size_t last = log.rfind("tick ", second);
+  ASSERT_NE(last, std::string::npos) << log;
+  const int64_t last_tick = std::stoll(log.substr(last + 5));
+  EXPECT_GE(last_tick, deadline - 500) << log;
+  EXPECT_LE(last_tick, deadline + 2000) << log;
+  const std::string hp_log = Logs(hp, 0);
+  const size_t started = hp_log.find("hp started at ");
+  ASSERT_NE(started, std::string::npos) << hp_log;
+  EXPECT_GE(std::stoll(hp_log.substr(started + 14)), last_tick) << "the HP job ran only once the LP job was gone";
+}
+
+TEST_F(RealAgentTest, AServiceInStandbyRunsItsHooksLendsItsGpusToASpotJobAndTakesThemBackAtItsWindowsEnd) {
+  std::ofstream(dir_ + "/conf.yaml") << "{name: standby, queue: priority, preempt: {grace_s: 2}, absorb: false}\n";
+  StartServe({"--config", dir_ + "/conf.yaml"});
+  StartRealAgent("node-a", testing::kAgentToken);
+  WaitNodes(1);
+  const std::string marks = dir_ + "/marks";  // the run-as user writes its markers here
+  mkdir(marks.c_str(), 0777);
+  chmod(marks.c_str(), 0777);
+  const std::string svc = Submit({{"name", "svc"}, {"class", "hp-inference"}, {"gpus", 8}, {"memory_mib", 256},
+                                  {"command", "echo serving; while true; do sleep 0.1; done"},
+                                  {"hooks", {{"standby_enter", "echo asleep; date +%s%3N > " + marks + "/entered"},
+                                             {"standby_leave", "echo awake; date +%s%3N > " + marks + "/left"}}}});
+  ASSERT_TRUE(WaitRunning(svc));
+  // A spot job waits: the service holds every GPU.
+  const std::string spot = Submit({{"name", "spot"}, {"class", "spot"}, {"gpus", 8}, {"memory_mib", 256},
+                                   {"command", "echo spot on $CUDA_VISIBLE_DEVICES at $(date +%s%3N); while true; do sleep 0.1; done"}});
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(JobNow(spot)["state"], "pending");
+  // A window of 12 s: the service sleeps (its enter hook), the spot job runs on its GPUs.
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  httplib::Client c("127.0.0.1", port_);
+  auto w = c.Post("/v1/standby", testing::Bearer(testing::kTenantToken),
+                  Json{{"job", svc}, {"to_ms", now_ms + 12000}, {"replicas", 1}}.dump(), "application/json");
+  ASSERT_TRUE(w);
+  ASSERT_EQ(w->status, 201) << w->body;
+  ASSERT_TRUE(WaitRunning(spot));
+  EXPECT_EQ(JobNow(svc)["standby_replicas"], 1);
+  std::ifstream entered_file(marks + "/entered");
+  int64_t entered = 0;
+  ASSERT_TRUE(entered_file >> entered) << "the enter hook ran before the lend";
+  const std::string spot_log = Logs(spot, 0);
+  const size_t on = spot_log.find("spot on 0,1,2,3,4,5,6,7 at ");
+  ASSERT_NE(on, std::string::npos) << spot_log;
+  EXPECT_GE(std::stoll(spot_log.substr(on + 27)), entered) << "the spot job started after the service left its GPUs";
+  // At the window's end the spot job is evicted and the service wakes (its leave hook).
+  ASSERT_TRUE(WaitFor([&] { return std::ifstream(marks + "/left").good(); }, 30s));
+  EXPECT_TRUE(WaitFor([&] { return JobNow(spot).value("running_replicas", -1) == 0; }));
+  const Json s = JobNow(svc);
+  EXPECT_EQ(s["state"], "running") << s.dump();
+  EXPECT_EQ(s["standby_replicas"], 0) << s.dump();
+  const std::string svc_log = Logs(svc, 0);
+  EXPECT_NE(svc_log.find("asleep"), std::string::npos) << svc_log;  // hooks write to the replica's log
+  EXPECT_NE(svc_log.find("awake"), std::string::npos) << svc_log;
+}
+
+TEST_F(RealAgentTest, AFailingStandbyEnterHookKeepsTheGpusWithTheServiceAndTheJobSaysWhy) {
+  StartServe();
+  StartRealAgent("node-a", testing::kAgentToken);
+  WaitNodes(1);
+  const std::string svc = Submit({{"name", "svc"}, {"class", "hp-inference"}, {"gpus", 8}, {"memory_mib", 256},
+                                  {"command", "while true; do sleep 0.1; done"},
+                                  {"hooks", {{"standby_enter", "echo cannot sleep; exit 4"}}}});
+  ASSERT_TRUE(WaitRunning(svc));
+  const std::string spot = Submit({{"name", "spot"}, {"class", "spot"}, {"gpus", 8}, {"memory_mib", 256},
+                                   {"command", "while true; do sleep 0.1; done"}});
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  httplib::Client c("127.0.0.1", port_);
+  auto w = c.Post("/v1/standby", testing::Bearer(testing::kTenantToken),
+                  Json{{"job", svc}, {"to_ms", now_ms + 600000}, {"replicas", 1}}.dump(), "application/json");
+  ASSERT_TRUE(w);
+  ASSERT_EQ(w->status, 201) << w->body;
+  ASSERT_TRUE(WaitFor([&] { return JobNow(svc).value("reason", "").find("did not enter Standby") != std::string::npos; }))
+      << JobNow(svc).dump();
+  EXPECT_NE(JobNow(svc).value("reason", "").find("standby_enter hook: exit code 4"), std::string::npos) << JobNow(svc).dump();
+  std::this_thread::sleep_for(2s);  // nothing was lent, and it is not asked again
+  EXPECT_EQ(JobNow(spot)["state"], "pending") << JobNow(spot).dump();
+  EXPECT_EQ(JobNow(svc)["running_replicas"], 1);
+  const std::string log = Logs(svc, 0);
+  size_t tries = 0;
+  for (size_t at = log.find("cannot sleep"); at != std::string::npos; at = log.find("cannot sleep", at + 1)) ++tries;
+  EXPECT_EQ(tries, 1u) << log;
+}
+
+TEST_F(RealAgentTest, AnEvacuatedNodesReplicaIsReadyOnAnotherNodeBeforeItsOldInstanceStops) {
+  StartServe();
+  StartRealAgent("node-a", testing::kAgentToken);
+  StartRealAgent("node-b", "agent-b-token-0123456789");
+  WaitNodes(2);
+  const std::string id = Submit(
+      {{"name", "moving"}, {"gpus", 4}, {"memory_mib", 256},
+       {"command", R"sh(echo "start $(date +%s%3N) on $ESTUARY_NODE from=$ESTUARY_MIGRATED_FROM"
+trap 'echo "stop $(date +%s%3N) on $ESTUARY_NODE"; exit 0' TERM
+while true; do sleep 0.1; done)sh"},
+       {"hooks", {{"ready", "sleep 1; echo ready $(date +%s%3N) on $ESTUARY_NODE"}}}});
+  ASSERT_TRUE(WaitRunning(id));
+  std::string first;
+  ASSERT_TRUE(WaitFor([&] {
+    const std::string log = Logs(id, 0);
+    const size_t at = log.find(" on node-");
+    if (log.find("start ") == std::string::npos || at == std::string::npos) return false;
+    first = log.substr(at + 4, 6);
+    return true;
+  }));
+  const std::string second = first == "node-a" ? "node-b" : "node-a";
+  httplib::Client c("127.0.0.1", port_);
+  auto r = c.Post("/v1/nodes/" + first + "/evacuate", testing::Bearer(testing::kAdminToken), "", "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status / 100, 2) << r->body;
+  std::string log;
+  ASSERT_TRUE(WaitFor([&] {
+    log = Logs(id, 0);
+    return log.find("stop ") != std::string::npos;
+  })) << log;
+  auto stamp = [&](const std::string& prefix) -> int64_t {
+    const size_t at = log.find(prefix);
+    return at == std::string::npos ? -1 : std::stoll(log.substr(at + prefix.size()));
+  };
+  const int64_t started = stamp("start ");
+  const size_t again = log.find("from=" + first);
+  ASSERT_NE(again, std::string::npos) << "the new instance knows where it came from\n" << log;
+  const size_t new_start = log.rfind("start ", again);
+  const int64_t new_started = std::stoll(log.substr(new_start + 6));
+  const int64_t ready = stamp("ready ");
+  const int64_t stopped = stamp("stop ");
+  EXPECT_LT(started, new_started) << log;
+  EXPECT_NE(log.find("on " + second + " from=" + first), std::string::npos) << log;
+  EXPECT_NE(log.find("ready " + std::to_string(ready) + " on " + second), std::string::npos) << log;
+  EXPECT_NE(log.find("stop " + std::to_string(stopped) + " on " + first), std::string::npos) << log;
+  EXPECT_LE(new_started, ready) << log;
+  EXPECT_LE(ready, stopped) << "make before break: the old instance stops only once the new one is ready\n" << log;
+  EXPECT_TRUE(WaitRunning(id));
+}
 
 TEST_F(RealAgentTest, TheAgentFindsItsGpusThroughNvmlAndGrantsThemByUuidAndWithoutNvmlRegistersNoneAndSaysWhy) {
   StartServe();

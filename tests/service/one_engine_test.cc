@@ -374,9 +374,10 @@ Log ServiceLog(const Recording& rec, const ClusterState& cluster, uint64_t seed,
           EXPECT_TRUE(sv.AddStandbyWindow(tenant, *id, j.window_from_s * 1000, j.window_to_s * 1000, 1).ok());
         }
       }
-      // The agent answers at once: new instances run, stopped ones are gone — and a replica the
-      // engine placed again is started once its old instance stopped (another pass at t: extra
-      // cycles with no new input change nothing).
+      // The agent answers at once: new instances run, stopped ones are gone, a replica told to
+      // enter Standby left its GPUs — and a replica the engine placed again is started once its
+      // old instance stopped, lent GPUs are used (another pass at t: extra cycles with no new
+      // input change nothing).
       for (bool again = true; again;) {
         sv.RunOnce();
         const Status inv = sv.CheckInvariants();
@@ -391,6 +392,9 @@ Log ServiceLog(const Recording& rec, const ClusterState& cluster, uint64_t seed,
           if (ord.op == Order::Op::kStart) {
             running[ord.job][ord.task] = ord.node;
             reports.push_back({ord.task, TaskReport::State::kRunning});
+          } else if (ord.op == Order::Op::kStandby) {  // it left its GPUs: the engine lends them
+            reports.push_back({ord.task, TaskReport::State::kStandby});
+            again = true;
           } else if (ord.op == Order::Op::kMigrate) {
             ready.emplace(t + 120, Ready{ord.job, ord.task, ord.node});
             times.insert(t + 120);
