@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <tuple>
 
@@ -118,6 +120,20 @@ TEST(Simulate, AJobsCpuAndMemoryMayBeGivenInTheServicesUnits) {
   EXPECT_EQ(sc->jobs[1].per_replica.mem_mib, 2048);
   EXPECT_EQ(sc->jobs[2].per_replica.cpu_milli, 1000);  // the defaults: one core, 1 GiB
   EXPECT_EQ(sc->jobs[2].per_replica.mem_mib, 1024);
+}
+
+// The example job files of the README and docs/agent.md are jobs a user can submit as they are.
+TEST(Simulate, EveryExampleJobFileIsAValidJob) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kExamples + "jobs")) {
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    auto job = ParseJobFileText(text.str(), entry.path().string());
+    EXPECT_TRUE(job.ok()) << entry.path() << ": " << job.status().message();
+    ++files;
+  }
+  EXPECT_GE(files, 4);
 }
 
 // A job entry `{file: F, ...}` reads the job from F — the very JSON (or YAML) file a user submits
