@@ -284,7 +284,8 @@ struct NodeAgent::Impl {
                                               {"HOME", user->home},
                                               {"USER", user->name},
                                               {"LOGNAME", user->name}};
-    for (const auto& [k, v] : w.value("env", Json::object()).items()) env[k] = v.get<std::string>();
+    const Json job_env = w.value("env", Json::object());  // items() must not outlive it
+    for (const auto& [k, v] : job_env.items()) env[k] = v.get<std::string>();
     const std::string ckpt = opt.state_dir + "/checkpoints/" + in.job;
     std::error_code ec;
     fs::create_directories(ckpt, ec);

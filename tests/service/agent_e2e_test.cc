@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/cgroups.h"
+#include "agent/process.h"
 #include "tests/testing/service_fixture.h"
 
 namespace estuary {
@@ -48,6 +49,16 @@ class RealAgentTest : public testing::ServiceProcessTest {
   }
   void TearDown() override {
     for (pid_t& a : agents_) testing::StopProcess(a, SIGTERM);
+    // A stopped agent leaves its replicas running (a restarted one adopts them): the replicas of
+    // jobs a test left running are killed here.
+    std::error_code ec;
+    for (const auto& state : std::filesystem::directory_iterator(dir_, ec)) {
+      if (state.path().filename().string().rfind("state-", 0) != 0) continue;
+      for (const auto& in : std::filesystem::directory_iterator(state.path() / "instances", ec)) {
+        (void)SignalGroup(RecordedPid(in.path().string()), SIGKILL);
+        (void)SignalGroup(RecordedPid((in.path() / "hook").string()), SIGKILL);
+      }
+    }
     ServiceProcessTest::TearDown();
   }
 
