@@ -100,6 +100,10 @@ struct Instance {
   std::string hook;           // the hook running now ("" none): standby_enter, standby_leave, ready
   pid_t hook_shim = 0;        // its shim (0 when adopted)
   int64_t hook_deadline_ms = 0;  // it is killed then (and counts as failed)
+  std::vector<int> gpus;        // the node's GPUs it was granted
+  // Ordered, not yet launched: an instance on its way out (stopping or noticed) still holds one
+  // of its GPUs. It launches once every such instance has ended.
+  bool waiting = false;
 };
 
 struct NodeAgent::Impl {
@@ -145,7 +149,8 @@ struct NodeAgent::Impl {
                    {"run", in.run},           {"procs", in.procs},
                    {"standby", in.standby},   {"resume_pending", in.resume_pending},
                    {"ready_pending", in.ready_pending}, {"hook", in.hook},
-                   {"hook_deadline_ms", in.hook_deadline_ms}}
+                   {"hook_deadline_ms", in.hook_deadline_ms}, {"gpus", in.gpus},
+                   {"waiting", in.waiting}}
                   .dump());
   }
 
@@ -178,7 +183,9 @@ struct NodeAgent::Impl {
       in.ready_pending = m.value("ready_pending", false);
       in.hook = m.value("hook", "");
       in.hook_deadline_ms = m.value("hook_deadline_ms", int64_t{0});
-      if (!ReadExit(in.dir) && !InstanceAlive(in.dir)) {
+      in.gpus = m.value("gpus", std::vector<int>{});
+      in.waiting = m.value("waiting", false);
+      if (!in.waiting && !ReadExit(in.dir) && !InstanceAlive(in.dir)) {
         in.failed = "lost: its process ended while the agent was down, and how is not known";
       }
       if (in.stopping) in.kill_at_ms = a.clock_->NowMs();  // its stop was under way: finish it
@@ -209,14 +216,37 @@ struct NodeAgent::Impl {
     fs::permissions(in.dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
                                 fs::perms::others_exec, ec);
     WriteFile(in.dir + "/order.json", o.dump());  // its hooks run from it
+    in.gpus = o.value("gpus", std::vector<int>{});
+    in.waiting = HeldByALeavingInstance(in);
+    if (!in.waiting) Begin(o, in);
+    SaveMeta(in);
+    instances[key] = std::move(in);
+  }
+
+  // True when an instance on its way out (told to stop, or noticed) has not ended yet and holds
+  // one of `in`'s GPUs: its process may still use them, so `in` may not start yet.
+  bool HeldByALeavingInstance(const Instance& in) const {
+    for (const auto& [key, other] : instances) {
+      if (key == in.key || other.waiting || other.end_sent || !other.failed.empty()) continue;
+      if (!other.stopping && !other.noticed) continue;  // shared fractional GPUs stay shared
+      if (ReadExit(other.dir).has_value()) continue;
+      for (const int g : in.gpus) {
+        if (std::find(other.gpus.begin(), other.gpus.end(), g) != other.gpus.end()) return true;
+      }
+    }
+    return false;
+  }
+
+  // Launches the instance of order `o` and reports it running (a migration's new instance once
+  // its `ready` hook succeeds, if its job has one).
+  void Begin(const Json& o, Instance& in) {
+    in.waiting = false;
+    in.run = a.clock_->NowMs();
     const Status st = Launch(o, in);
     if (!st.ok()) in.failed = st.message();
-    // A migration's new instance counts as running once its `ready` hook succeeds (if it has one).
     in.ready_pending = o.value("op", "") == "migrate" && HookOf(o, "ready") != nullptr;
-    SaveMeta(in);
     ++a.starts_;
     if (in.failed.empty() && !in.ready_pending) Report(in, "running");
-    instances[key] = std::move(in);
   }
 
   // The job's hook `name` in its order, or null.
@@ -321,7 +351,7 @@ struct NodeAgent::Impl {
 
   // Sends the checkpoint signal (a notice) to a running instance.
   void Notice(Instance& in, int64_t deadline_ms) {
-    if (!in.failed.empty()) return;
+    if (!in.failed.empty() || in.waiting) return;
     WriteFile(in.dir + "/notice", "deadline_ms " + std::to_string(deadline_ms) + "\n");
     chmod((in.dir + "/notice").c_str(), 0644);
     (void)SignalGroup(RecordedPid(in.dir), in.signal);
@@ -333,9 +363,10 @@ struct NodeAgent::Impl {
   void Stop(Instance& in, int64_t now_ms) {
     if (in.stopping) return;
     in.stopping = true;
-    if (in.failed.empty()) {
-      if (in.noticed) {
-        in.kill_at_ms = now_ms;  // its grace period is over
+    if (in.failed.empty() && !in.waiting) {
+      if (in.noticed) {  // its grace period is over: killed now (its GPUs may be ordered to another)
+        (void)SignalGroup(RecordedPid(in.dir), SIGKILL);
+        in.kill_at_ms = now_ms;
       } else {
         (void)SignalGroup(RecordedPid(in.dir), in.signal);
         in.kill_at_ms = now_ms + opt.kill_wait_ms;
@@ -355,7 +386,8 @@ struct NodeAgent::Impl {
     }
     if (op == "start" || op == "migrate") {
       if (it != instances.end() && !it->second.stopping) {
-        if (it->second.failed.empty() && !it->second.ready_pending) Report(it->second, "running");  // a repeated start
+        const Instance& in = it->second;
+        if (in.failed.empty() && !in.ready_pending && !in.waiting) Report(in, "running");  // a repeated start
         return;
       }
       if (it != instances.end()) return;  // still stopping: the service orders it again once it reports stopped
@@ -382,6 +414,10 @@ struct NodeAgent::Impl {
   // (standby, or standby-failed and the GPUs stay with it).
   void EnterStandby(Instance& in, int64_t now) {
     if (in.stopping || !in.failed.empty() || in.standby || in.hook == "standby_enter") return;
+    if (in.waiting) {
+      Report(in, "standby-failed", "it has not started yet (its GPUs' previous holder is still stopping)");
+      return;
+    }
     in.resume_pending = false;
     if (!StartHook(in, "standby_enter", now)) HookEnded(in, true, "", now);
     SaveMeta(in);
@@ -500,6 +536,12 @@ struct NodeAgent::Impl {
       for (auto& [key, in] : instances) {
         if (in.shim > 0 && ReapShim(in.shim)) in.shim = 0;
         if (in.end_sent) continue;
+        if (in.waiting && !in.stopping && !HeldByALeavingInstance(in)) {
+          const Json o = Json::parse(FileText(in.dir + "/order.json"), nullptr, false);
+          if (o.is_discarded()) in.failed = "its order was lost while it waited for its GPUs";
+          else Begin(o, in);
+          SaveMeta(in);
+        }
         StepHooks(in, now);
         if (in.kill_at_ms > 0 && now >= in.kill_at_ms && in.failed.empty()) {
           (void)SignalGroup(RecordedPid(in.dir), SIGKILL);
@@ -516,7 +558,7 @@ struct NodeAgent::Impl {
         if (it == instances.end()) continue;
         copy = it->second;
       }
-      const bool ended = !copy.failed.empty() || ReadExit(copy.dir).has_value();
+      const bool ended = !copy.failed.empty() || (copy.waiting && copy.stopping) || ReadExit(copy.dir).has_value();
       // Its log first (all of it once it ended), then its end.
       while (SendLog(copy, conn)) {
         std::ifstream f(copy.dir + "/log", std::ios::binary | std::ios::ate);

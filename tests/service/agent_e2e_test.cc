@@ -386,7 +386,8 @@ TEST_F(RealAgentTest, AServiceInStandbyRunsItsHooksLendsItsGpusToASpotJobAndTake
   std::ifstream entered_file(marks + "/entered");
   int64_t entered = 0;
   ASSERT_TRUE(entered_file >> entered) << "the enter hook ran before the lend";
-  const std::string spot_log = Logs(spot, 0);
+  std::string spot_log;
+  EXPECT_TRUE(WaitFor([&] { return (spot_log = Logs(spot, 0)).find("spot on ") != std::string::npos; }));
   const size_t on = spot_log.find("spot on 0,1,2,3,4,5,6,7 at ");
   ASSERT_NE(on, std::string::npos) << spot_log;
   EXPECT_GE(std::stoll(spot_log.substr(on + 27)), entered) << "the spot job started after the service left its GPUs";
@@ -396,9 +397,11 @@ TEST_F(RealAgentTest, AServiceInStandbyRunsItsHooksLendsItsGpusToASpotJobAndTake
   const Json s = JobNow(svc);
   EXPECT_EQ(s["state"], "running") << s.dump();
   EXPECT_EQ(s["standby_replicas"], 0) << s.dump();
-  const std::string svc_log = Logs(svc, 0);
-  EXPECT_NE(svc_log.find("asleep"), std::string::npos) << svc_log;  // hooks write to the replica's log
-  EXPECT_NE(svc_log.find("awake"), std::string::npos) << svc_log;
+  // Hooks write to the replica's log (which its agent sends on a little after the hook wrote it).
+  std::string svc_log;
+  EXPECT_TRUE(WaitFor([&] { return (svc_log = Logs(svc, 0)).find("awake") != std::string::npos; })) << svc_log;
+  EXPECT_NE(svc_log.find("asleep"), std::string::npos) << svc_log;
+  EXPECT_LT(svc_log.find("asleep"), svc_log.find("awake")) << svc_log;
 }
 
 TEST_F(RealAgentTest, AFailingStandbyEnterHookKeepsTheGpusWithTheServiceAndTheJobSaysWhy) {
@@ -599,7 +602,9 @@ TEST(AgentFlags, BadFlagsOfARealAgentGiveOneLineAndExitTwo) {
     const std::string out = Cli(base + flags, &rc);
     EXPECT_EQ(rc, 2) << flags << ": " << out;
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << flags << ": " << out;
-    if (!message.empty()) EXPECT_EQ(out.substr(0, message.size()), message) << flags;
+    if (!message.empty()) {
+      EXPECT_EQ(out.substr(0, message.size()), message) << flags;
+    }
   }
   int rc = 0;
   const std::string out = Cli("agent --server ftp://x --token t --node n", &rc);
