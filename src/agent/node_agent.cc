@@ -1,5 +1,6 @@
 #include "agent/node_agent.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
@@ -503,6 +504,20 @@ struct NodeAgent::Impl {
     }
   }
 
+  // The node's disk keeps only the part of an instance's log the service does not have yet:
+  // what was sent is punched out of the file in whole MiB (its offsets stay, its blocks go), so a
+  // replica that prints for weeks does not fill the node. `before`: what was sent until now.
+  // Where the file system cannot punch holes, the file stays whole.
+  static void ReleaseSentLog(const Instance& in, int64_t before) {
+    constexpr int64_t kMiB = 1 << 20;
+    const int64_t upto = in.log_sent / kMiB * kMiB;
+    if (upto <= before / kMiB * kMiB) return;  // no new whole MiB
+    const int fd = open((in.dir + "/log").c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, upto);
+    close(fd);
+  }
+
   // Sends the next part of an instance's log; false when the service could not take it.
   bool SendLog(Instance& in, Replicas::Conn& conn) {
     std::ifstream f(in.dir + "/log", std::ios::binary);
@@ -524,6 +539,7 @@ struct NodeAgent::Impl {
     }
     if (r->status >= 500) return false;
     in.log_sent += n;  // taken, or refused for good (a job the service forgot): not again
+    ReleaseSentLog(in, in.log_sent - n);
     return true;
   }
 

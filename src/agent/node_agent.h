@@ -28,7 +28,9 @@
 // no replica starts twice. An instance is forgotten only once the service took the report of its
 // end, so no end is lost to a kill between the two.
 // Logs: each instance's stdout and stderr go to its log file, which is sent to the service in
-// order (POST /v1/agent/logs) and kept there per replica (GET /v1/jobs/ID/logs).
+// order (POST /v1/agent/logs) and kept there per replica (GET /v1/jobs/ID/logs); what was sent
+// is punched out of the node's file in whole MiB, so a node keeps at most what the service does
+// not have yet plus 1 MiB of each instance's log.
 // Thread-safety: Run blocks until `stop`; counters may be read from any thread.
 #pragma once
 

@@ -432,6 +432,41 @@ TEST_F(RealAgentTest, AFailingStandbyEnterHookKeepsTheGpusWithTheServiceAndTheJo
   EXPECT_EQ(tries, 1u) << log;
 }
 
+TEST_F(RealAgentTest, ALoudReplicasLogOnItsNodeKeepsOnlyWhatTheServiceDoesNotHaveYet) {
+  StartServe();
+  StartRealAgent("node-a", testing::kAgentToken);
+  WaitNodes(1);
+  // 6 MB of output, then it waits (its instance, and so its log file on the node, stays).
+  const std::string id = Submit({{"name", "loud"}, {"memory_mib", 256},
+                                 {"command", "head -c 6000000 /dev/zero | tr '\\0' x; echo; echo the end; sleep 60"}});
+  ASSERT_TRUE(WaitRunning(id));
+  // All of it, a part (1 MiB) per request.
+  auto all_of_it = [&] {
+    httplib::Client c("127.0.0.1", port_);
+    std::string out;
+    for (int64_t from = 0;;) {
+      auto r = c.Get("/v1/jobs/" + id + "/logs?replica=0&from=" + std::to_string(from), testing::Bearer(testing::kTenantToken));
+      if (!r || r->status != 200 || r->body.empty()) return out;
+      out += r->body;
+      from = std::stoll(r->get_header_value("X-Estuary-Next-Offset"));
+    }
+  };
+  std::string file;
+  struct stat st {};
+  const bool shipped = WaitFor([&] {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir_ + "/state-node-a/instances", ec)) file = e.path().string() + "/log";
+    return !file.empty() && stat(file.c_str(), &st) == 0 && st.st_size >= 6000000 &&
+           all_of_it().find("the end") != std::string::npos;
+  });
+  ASSERT_TRUE(shipped) << file;
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  EXPECT_GE(st.st_size, 6000000);                     // its offsets stay
+  EXPECT_LE(st.st_blocks * 512, int64_t{2} << 20);     // its sent MiB left the disk
+  const std::string log = all_of_it();
+  EXPECT_EQ(std::count(log.begin(), log.end(), 'x'), 6000000);  // the service has all of it
+}
+
 TEST_F(RealAgentTest, AnEvacuatedNodesReplicaIsReadyOnAnotherNodeBeforeItsOldInstanceStops) {
   StartServe();
   StartRealAgent("node-a", testing::kAgentToken);
