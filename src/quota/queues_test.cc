@@ -1,0 +1,196 @@
+// Queue trees: their checks, water-filling and the shares they imply, against hand-computed
+// figures (in whole GPUs, 1000 milli each).
+#include "quota/queues.h"
+
+#include <gtest/gtest.h>
+
+namespace estuary {
+namespace {
+
+constexpr int64_t G = 1000;  // one GPU in milli-GPU
+
+GpuModels TwoModels() {
+  GpuModels m;
+  (void)m.Intern("H800");
+  (void)m.Intern("A100");
+  return m;
+}
+
+QueueSpec Queue(const std::string& name, const std::string& parent, int64_t guarantee_gpus, int64_t weight = 1) {
+  QueueSpec s;
+  s.name = name;
+  s.parent = parent;
+  if (guarantee_gpus > 0) s.guarantee.gpu_milli = guarantee_gpus * G;
+  s.weight = weight;
+  return s;
+}
+
+// The shares of a tree on a cluster of `gpus` GPUs (CPU and memory plentiful), each queue
+// asking for `want[q]` GPUs (pending, nothing running).
+QueueShares Shares(const QueueTree& t, int64_t gpus, const std::vector<int64_t>& want, bool fair_reclaim = false,
+                   const std::vector<int64_t>& usage_gpus = {}) {
+  const size_t D = t.dims().size();
+  std::vector<int64_t> capacity(D, int64_t{1} << 40);
+  capacity[QuotaDims::kGpu] = gpus * G;
+  std::vector<int64_t> usage(t.size() * D, 0), pending(t.size() * D, 0);
+  for (size_t q = 0; q < t.size(); ++q) {
+    pending[q * D + QuotaDims::kGpu] = want[q] * G;
+    if (!usage_gpus.empty()) usage[q * D + QuotaDims::kGpu] = usage_gpus[q] * G;
+  }
+  return ComputeShares(t, capacity, usage, pending, {}, true, fair_reclaim);
+}
+
+int64_t Gpus(const QueueShares& s, const std::vector<int64_t>& v, size_t q) { return s.at(v, q, QuotaDims::kGpu) / G; }
+
+TEST(WaterFill, SharesInProportionToWeightsUpToEachCap) {
+  EXPECT_EQ(WaterFill(90, {1000, 1000}, {2, 1}), (std::vector<int64_t>{60, 30}));
+  // The first is capped at 10; the other two share the other 80 by 1:3.
+  EXPECT_EQ(WaterFill(90, {10, 1000, 1000}, {5, 1, 3}), (std::vector<int64_t>{10, 20, 60}));
+  // Less wanted than there is: everyone gets its cap.
+  EXPECT_EQ(WaterFill(90, {10, 20}, {1, 1}), (std::vector<int64_t>{10, 20}));
+  // 10 by 1:1:1 is 3 each and one left over: the first by index.
+  EXPECT_EQ(WaterFill(10, {100, 100, 100}, {1, 1, 1}), (std::vector<int64_t>{4, 3, 3}));
+  EXPECT_EQ(WaterFill(0, {100}, {1}), (std::vector<int64_t>{0}));
+}
+
+TEST(QueueTree, WeightsTwoToOneSplitIdleCapacityTwoToOne) {
+  const auto t = QueueTree::Build({Queue("a", "", 0, 2), Queue("b", "", 0, 1)}, TwoModels());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const QueueShares s = Shares(*t, 300, {1000, 1000});
+  EXPECT_EQ(Gpus(s, s.fair, 0), 200);
+  EXPECT_EQ(Gpus(s, s.fair, 1), 100);
+  // No guarantee: nothing to take back.
+  EXPECT_EQ(Gpus(s, s.entitled, 0), 0);
+  EXPECT_EQ(Gpus(s, s.entitled, 1), 0);
+}
+
+TEST(QueueTree, AGuaranteeComesFirstAndWhatOneQueueDoesNotWantGoesToTheOthers) {
+  // 100 GPUs; a is guaranteed 60 and wants 80, b wants 100, c wants 5 (equal weights).
+  const auto t = QueueTree::Build({Queue("a", "", 60), Queue("b", "", 0), Queue("c", "", 0)}, TwoModels());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const QueueShares s = Shares(*t, 100, {80, 100, 5});
+  // a: 60 first; the other 40 water-filled: c takes its 5, a and b 17.5 each.
+  EXPECT_EQ(s.at(s.fair, 2, QuotaDims::kGpu), 5 * G);
+  EXPECT_EQ(s.at(s.fair, 0, QuotaDims::kGpu), 60 * G + 17500);
+  EXPECT_EQ(s.at(s.fair, 1, QuotaDims::kGpu), 17500);
+  EXPECT_EQ(Gpus(s, s.entitled, 0), 60);
+}
+
+TEST(QueueTree, AChildBorrowsItsParentsUnusedGuaranteeBeforeAnotherOrgs) {
+  // Orgs A and B are guaranteed 100 each of 200 GPUs; A's teams 50 each. Team a2 is idle.
+  const auto t = QueueTree::Build({Queue("A", "", 100), Queue("B", "", 100), Queue("a1", "A", 50), Queue("a2", "A", 50)},
+                                  TwoModels());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const QueueShares s = Shares(*t, 200, {0, 200, 100, 0});
+  EXPECT_EQ(Gpus(s, s.fair, 2), 100);  // a1: its 50 and a2's unused 50 — A's
+  EXPECT_EQ(Gpus(s, s.fair, 3), 0);
+  EXPECT_EQ(Gpus(s, s.fair, 1), 100);  // B keeps its own 100
+  EXPECT_EQ(Gpus(s, s.entitled, 2), 100);  // and may take it back from B
+  EXPECT_EQ(Gpus(s, s.demand, 0), 100);    // A wants what its teams want
+}
+
+TEST(QueueTree, ReclaimToGuaranteeEntitlesNothingBeyondGuaranteesAtTheRoot) {
+  const auto t = QueueTree::Build({Queue("a", "", 30), Queue("b", "", 30)}, TwoModels());
+  ASSERT_TRUE(t.ok());
+  const QueueShares s = Shares(*t, 100, {100, 100});
+  EXPECT_EQ(Gpus(s, s.fair, 0), 50);
+  EXPECT_EQ(Gpus(s, s.entitled, 0), 30);
+  const QueueShares f = Shares(*t, 100, {100, 100}, true);
+  EXPECT_EQ(Gpus(f, f.entitled, 0), 50);
+}
+
+TEST(QueueTree, ALimitCapsDemandAndSoTheShare) {
+  QueueSpec a = Queue("a", "", 0);
+  a.limit.gpu_milli = 20 * G;
+  const auto t = QueueTree::Build({a, Queue("b", "", 0)}, TwoModels());
+  ASSERT_TRUE(t.ok());
+  const QueueShares s = Shares(*t, 100, {100, 100});
+  EXPECT_EQ(Gpus(s, s.fair, 0), 20);
+  EXPECT_EQ(Gpus(s, s.fair, 1), 80);
+}
+
+TEST(QueueTree, AnUnlentGuaranteeIsKeptForItsQueueWithoutDemand) {
+  QueueSpec a = Queue("a", "", 40);
+  a.lend_limit.gpu_milli = 10 * G;  // lends at most 10 of its 40
+  const auto t = QueueTree::Build({a, Queue("b", "", 0)}, TwoModels());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const QueueShares s = Shares(*t, 100, {0, 100});
+  EXPECT_EQ(Gpus(s, s.fair, 0), 30);
+  EXPECT_EQ(Gpus(s, s.fair, 1), 70);
+}
+
+TEST(QueueTree, GuaranteesAboveTheCapacityShrinkInProportion) {
+  const auto t = QueueTree::Build({Queue("a", "", 60), Queue("b", "", 30)}, TwoModels());
+  ASSERT_TRUE(t.ok());
+  const QueueShares s = Shares(*t, 60, {100, 100});  // nodes down: 60 of the 90 guaranteed
+  EXPECT_EQ(Gpus(s, s.fair, 0), 40);
+  EXPECT_EQ(Gpus(s, s.fair, 1), 20);
+}
+
+TEST(QueueTree, PerModelQuotasAddUpToTheTotalGpuGuarantee) {
+  QueueSpec a = Queue("a", "", 0);
+  a.guarantee.model_milli = {{"H800", 16 * G}, {"A100", 8 * G}};
+  const auto t = QueueTree::Build({a}, TwoModels());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const QuotaDims& d = t->dims();
+  EXPECT_EQ(t->guarantee(0)[QuotaDims::kGpu], 24 * G);
+  EXPECT_EQ(t->guarantee(0)[d.model(0)], 16 * G);  // H800 was interned first
+  EXPECT_EQ(t->guarantee(0)[d.model(1)], 8 * G);
+  EXPECT_EQ(t->limit(0)[d.model(0)], kNoLimit);
+}
+
+TEST(QueueTree, UsageAndDemandAddUpTheTree) {
+  const auto t = QueueTree::Build({Queue("A", "", 0), Queue("a1", "A", 0), Queue("a2", "A", 0)}, TwoModels());
+  ASSERT_TRUE(t.ok());
+  const QueueShares s = Shares(*t, 100, {0, 10, 5}, false, {0, 20, 30});
+  EXPECT_EQ(Gpus(s, s.usage, 0), 50);
+  EXPECT_EQ(Gpus(s, s.demand, 0), 65);
+  EXPECT_EQ(Gpus(s, s.fair, 1), 30);  // its demand: 20 held + 10 waiting
+  EXPECT_EQ(Gpus(s, s.fair, 2), 35);
+}
+
+// Each bad tree gives one message naming the queue and the field, and the line of that field.
+TEST(QueueTree, BadTreesNameTheQueueAndTheField) {
+  auto build = [](std::vector<QueueSpec> specs, int* line) { return QueueTree::Build(std::move(specs), TwoModels(), line); };
+  int line = 0;
+  QueueSpec child = Queue("a1", "A", 80);
+  child.lines.guarantee = 7;
+  auto r = build({Queue("A", "", 50), child}, &line);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "queue 'a1': field 'guarantee': the children of 'A' are guaranteed 80 GPUs, above its own 50");
+  EXPECT_EQ(line, 7);
+
+  QueueSpec x = Queue("x", "y", 0), y = Queue("y", "x", 0);
+  x.lines.parent = 3;
+  r = build({x, y}, &line);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "queue 'x': field 'parent': the queues form a cycle through 'x'");
+  EXPECT_EQ(line, 3);
+
+  r = build({Queue("a", "nowhere", 0)}, &line);
+  EXPECT_EQ(r.status().message(), "queue 'a': field 'parent': no queue named 'nowhere'");
+  r = build({Queue("a", "", 0), Queue("a", "", 0)}, &line);
+  EXPECT_EQ(r.status().message(), "queue 'a': field 'name': a second queue named 'a'");
+
+  QueueSpec m = Queue("m", "", 0);
+  m.guarantee.model_milli = {{"H900", 8 * G}};
+  r = build({m}, &line);
+  EXPECT_EQ(r.status().message(), "queue 'm': field 'guarantee.gpus.H900': unknown GPU model 'H900' (the cluster has: H800, A100)");
+
+  QueueSpec l = Queue("l", "", 10);
+  l.limit.gpu_milli = 5 * G;
+  r = build({l}, &line);
+  EXPECT_EQ(r.status().message(), "queue 'l': field 'limit': 5 GPUs is below its guarantee of 10");
+
+  QueueSpec w = Queue("w", "", 0, 0);
+  r = build({w}, &line);
+  EXPECT_EQ(r.status().message(), "queue 'w': field 'weight': 0 is outside 1..1000000");
+
+  QueueSpec lend = Queue("n", "", 10);
+  lend.lend_limit.gpu_milli = 11 * G;
+  r = build({lend}, &line);
+  EXPECT_EQ(r.status().message(), "queue 'n': field 'lend_limit': 11 GPUs is above its guarantee of 10");
+}
+
+}  // namespace
+}  // namespace estuary
