@@ -48,6 +48,7 @@ void ClusterState::SetJobBounds(JobId job, int32_t min_replicas, int32_t max_rep
 }
 
 JobId ClusterState::AddJob(JobSpec spec) {
+  ESTUARY_CHECK(spec.queue < 0 || static_cast<size_t>(spec.queue) < queue_usage_.size());
   Job j;
   j.id = JobId(static_cast<uint32_t>(jobs_.size()));
   j.spec = std::move(spec);
@@ -183,6 +184,7 @@ void ClusterState::Bind(TaskId task, NodeId node, const GpuIndices& gpus) {
   t.gpus = gpus;
   allocated_gpu_milli_ += int64_t{gpus.size} * t.req.gpu_milli;
   CountPreemptible(t, int64_t{gpus.size} * t.req.gpu_milli, 1);
+  CountQueue(t, 1);
   allocated_cpu_milli_ += t.req.cpu_milli;
   ++num_bound_;
   ++jobs_[t.job.value()].bound_tasks;
@@ -194,6 +196,7 @@ void ClusterState::Release(Task& t) {
   Node& n = nodes_[t.node.value()];
   if (t.borrowed) {
     // Its GPUs and CPU go back to the lent pool; only its memory was the node's own.
+    CountQueue(t, -1);
     for (uint8_t g : t.gpus) n.lent_free |= 1u << g;
     n.lent_cpu_free += t.req.cpu_milli;
     n.mem_free += t.req.mem_mib;
@@ -214,6 +217,7 @@ void ClusterState::Release(Task& t) {
     Unlend(t, n);
     SyncLending(n);
   }
+  CountQueue(t, -1);
   n.cpu_free += t.req.cpu_milli;
   n.mem_free += t.req.mem_mib;
   for (uint8_t g : t.gpus) n.gpu_free[g] += t.req.gpu_milli;
@@ -281,7 +285,9 @@ void ClusterState::Unlend(Task& t, Node& n) {
   n.lent_free &= ~bits;
   n.lent_cpu -= t.req.cpu_milli;
   n.lent_cpu_free -= t.req.cpu_milli;
+  CountQueue(t, -1);  // as a standby task: its memory
   t.standby = false;
+  CountQueue(t, 1);   // as a running one
 }
 
 bool ClusterState::CanEnterStandby(TaskId task) const {
@@ -299,7 +305,9 @@ void ClusterState::EnterStandby(TaskId task) {
   n.lent_free |= bits;
   n.lent_cpu += t.req.cpu_milli;
   n.lent_cpu_free += t.req.cpu_milli;
+  CountQueue(t, -1);
   t.standby = true;
+  CountQueue(t, 1);  // its memory only now
   NodeChanged(n);
   ++epoch_;
 }
@@ -352,6 +360,7 @@ void ClusterState::BindBorrowed(TaskId task, NodeId node, const GpuIndices& gpus
   t.node = node;
   t.gpus = gpus;
   t.borrowed = true;
+  CountQueue(t, 1);
   ++num_bound_;
   ++jobs_[t.job.value()].bound_tasks;
   ++epoch_;
@@ -496,6 +505,7 @@ void ClusterState::BindReserved(TaskId task, ReservationId rid) {
   const int64_t gpu = int64_t{r.gpus.size} * r.req.gpu_milli;
   allocated_gpu_milli_ += gpu;
   CountPreemptible(t, gpu, 1);
+  CountQueue(t, 1);
   allocated_cpu_milli_ += r.req.cpu_milli;
   reserved_gpu_milli_ -= gpu;
   reserved_cpu_milli_ -= r.req.cpu_milli;
@@ -544,6 +554,19 @@ void ClusterState::CountPreemptible(const Task& t, int64_t gpu_milli, int sign) 
   if (it->second == 0) preemptible_gpu_milli_.erase(it);
 }
 
+void ClusterState::CountQueue(const Task& t, int sign) {
+  const int32_t q = jobs_[t.job.value()].spec.queue;
+  if (q < 0) return;
+  QueueUsage& u = queue_usage_[static_cast<size_t>(q)];
+  u[kQueueMemory] += sign * t.req.mem_mib;
+  if (t.standby) return;
+  const int64_t gpu = int64_t{t.gpus.size} * t.req.gpu_milli;
+  u[kQueueGpu] += sign * gpu;
+  const GpuModelId m = nodes_[t.node.value()].spec.model;
+  if (gpu != 0 && m.valid()) u[kQueueModel + m.value()] += sign * gpu;
+  u[kQueueCpu] += sign * t.req.cpu_milli;
+}
+
 int64_t ClusterState::PreemptibleGpuMilliBelow(int32_t priority) const {
   int64_t sum = 0;
   for (auto it = preemptible_gpu_milli_.begin(); it != preemptible_gpu_milli_.end() && it->first < priority; ++it) {
@@ -556,6 +579,7 @@ Status ClusterState::CheckInvariants() const {
   auto fail = [](const std::string& what) { return Internal("invariant broken: " + what); };
   int64_t alloc_gpu = 0, alloc_cpu = 0, bound = 0;
   std::map<int32_t, int64_t> preemptible;  // preemptible_gpu_milli_ recounted
+  std::vector<QueueUsage> queues(queue_usage_.size(), QueueUsage{});  // queue_usage_ recounted
   std::vector<MilliCpu> cpu_used(nodes_.size(), 0);
   std::vector<MemMiB> mem_used(nodes_.size(), 0);
   std::vector<std::array<int32_t, kMaxGpusPerNode>> gpu_used(nodes_.size());
@@ -581,6 +605,18 @@ Status ClusterState::CheckInvariants() const {
       if (g >= n.spec.gpu_count) return fail("task '" + t.name + "' on GPU index beyond node '" + n.spec.name + "'");
       if (seen >> g & 1) return fail("task '" + t.name + "' bound twice to one GPU");
       seen |= 1u << g;
+    }
+    if (const JobSpec& js = jobs_[t.job.value()].spec; js.queue >= 0) {  // borrowed tasks too
+      if (static_cast<size_t>(js.queue) >= queues.size()) return fail("job " + js.name + " names an unknown queue");
+      QueueUsage& u = queues[static_cast<size_t>(js.queue)];
+      u[kQueueMemory] += t.req.mem_mib;
+      if (!t.standby) {
+        const int64_t gpu = int64_t{t.gpus.size} * t.req.gpu_milli;
+        u[kQueueGpu] += gpu;
+        const GpuModelId m = nodes_[t.node.value()].spec.model;
+        if (gpu != 0 && m.valid()) u[kQueueModel + m.value()] += gpu;
+        u[kQueueCpu] += t.req.cpu_milli;
+      }
     }
     mem_used[n.id.value()] += t.req.mem_mib;
     if ((t.standby || t.borrowed) && !WholeGpuRequest(t.req)) {
@@ -702,6 +738,9 @@ Status ClusterState::CheckInvariants() const {
   }
   std::erase_if(preemptible, [](const auto& e) { return e.second == 0; });
   if (preemptible != preemptible_gpu_milli_) return fail("preemptible GPUs by priority");
+  for (size_t q = 0; q < queues.size(); ++q) {
+    if (queues[q] != queue_usage_[q]) return fail("the usage of queue " + std::to_string(q));
+  }
   return CheckJobCounts();
 }
 

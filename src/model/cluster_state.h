@@ -186,7 +186,21 @@ struct JobSpec {
   int64_t checkpoint_interval_s = 0;  // an eviction loses the work since the last checkpoint; 0: none
   int64_t restart_cost_s = 0;         // time a restarted job spends before it makes progress again
   TopologyConstraint topology;
+  // Its queue (issue 20; ClusterState::queue_usage): an index below queue_count(), -1: none.
+  int32_t queue = -1;
 };
+
+// What a queue's bound tasks hold (ClusterState::queue_usage), by dimension: GPU milli in total
+// (kQueueGpu), GPU milli per model (kQueueModel + GpuModelId value), CPU milli (kQueueCpu) and
+// memory MiB (kQueueMemory). A task in Standby holds only its memory (its GPUs and CPU are lent);
+// a borrowed task holds what it uses of its lender's (counted for the borrower's queue), so the
+// queues' GPUs sum to allocated_gpu_milli().
+inline constexpr size_t kQueueGpu = 0;
+inline constexpr size_t kQueueModel = 1;
+inline constexpr size_t kQueueCpu = 1 + GpuModelSet::kMaxModels;
+inline constexpr size_t kQueueMemory = kQueueCpu + 1;
+inline constexpr size_t kQueueDims = kQueueMemory + 1;
+using QueueUsage = std::array<int64_t, kQueueDims>;
 
 // Priorities at or above this are high priority (HP); below, low priority (LP).
 inline constexpr int32_t kHpPriority = 700;
@@ -340,6 +354,11 @@ class ClusterState {
   MilliCpu total_cpu_milli() const { return total_cpu_milli_; }
   MilliCpu allocated_cpu_milli() const { return allocated_cpu_milli_; }
   int64_t num_bound_tasks() const { return num_bound_; }  // borrowed tasks included
+  // Queues (issue 20): jobs name one by JobSpec::queue; what each one's bound tasks hold is kept
+  // current. SetQueueCount grows the table (REQUIRES: not below a queue a job names).
+  void SetQueueCount(size_t n) { queue_usage_.resize(std::max(n, queue_usage_.size())); }
+  size_t queue_count() const { return queue_usage_.size(); }
+  const QueueUsage& queue_usage(size_t q) const { return queue_usage_[q]; }
   // GPU milli held by the bound tasks (not borrowed ones) of preemptible jobs below `priority`:
   // what a Reclaim at that priority could free at most. O(distinct priorities).
   int64_t PreemptibleGpuMilliBelow(int32_t priority) const;
@@ -406,6 +425,9 @@ class ClusterState {
   std::map<int32_t, int64_t> preemptible_gpu_milli_;  // by job priority (PreemptibleGpuMilliBelow)
   // Adds (sign 1) or takes back (-1) what bound task `t` holds to preemptible_gpu_milli_.
   void CountPreemptible(const Task& t, int64_t gpu_milli, int sign);
+  // Adds (sign 1) or takes back (-1) what bound task `t` holds to its job's queue's usage.
+  void CountQueue(const Task& t, int sign);
+  std::vector<QueueUsage> queue_usage_;
   int64_t reserved_gpu_milli_ = 0;
   MilliCpu reserved_cpu_milli_ = 0;
   std::vector<ReservationId> available_capacity_;  // available capacity reservations, id order

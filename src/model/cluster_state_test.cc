@@ -352,6 +352,52 @@ TEST(ClusterStateStandby, ABorrowerTakesLentGpusAndCpuAndRealMemory) {
   l.ExpectInvariants();
 }
 
+// Queues (issue 20): what a queue's bound tasks hold, per dimension, as tasks bind, lend, borrow
+// and end.
+TEST(ClusterStateQueues, AQueueHoldsWhatItsBoundTasksHoldAndAStandbyTasksGpusGoToItsBorrowersQueue) {
+  Lending l;  // svc (no queue) holds 4 GPUs on n0
+  ClusterState& s = l.c.state;
+  s.SetQueueCount(2);
+  auto in_queue = [&](const std::string& name, int32_t q, TaskRequest req) {
+    JobSpec js;
+    js.name = name;
+    js.queue = q;
+    return s.AddTask(s.AddJob(js), name, req);
+  };
+  const TaskId a = in_queue("a", 0, Req().Cpu(2000).Mem(100).Gpus(2));
+  const TaskId b = in_queue("b", 1, Req().Cpu(1000).Mem(50).Gpus(2));
+  s.Bind(a, l.n1, Idx({0, 1}));
+  const GpuModelId model = s.node(l.n1).spec.model;
+  EXPECT_EQ(s.queue_usage(0)[kQueueGpu], 2000);
+  EXPECT_EQ(s.queue_usage(0)[kQueueModel + model.value()], 2000);
+  EXPECT_EQ(s.queue_usage(0)[kQueueCpu], 2000);
+  EXPECT_EQ(s.queue_usage(0)[kQueueMemory], 100);
+  EXPECT_EQ(s.queue_usage(1)[kQueueGpu], 0);
+  l.ExpectInvariants();
+  // A task of queue 0 in Standby keeps only its memory; queue 1 borrows its GPUs.
+  const TaskId lender = in_queue("lender", 0, Req().Cpu(1000).Mem(10).Gpus(2));
+  s.Bind(lender, l.n1, Idx({2, 3}));
+  s.EnterStandby(lender);
+  EXPECT_EQ(s.queue_usage(0)[kQueueGpu], 2000);
+  EXPECT_EQ(s.queue_usage(0)[kQueueCpu], 2000);
+  EXPECT_EQ(s.queue_usage(0)[kQueueMemory], 110);
+  s.BindBorrowed(b, l.n1, Idx({2, 3}));
+  EXPECT_EQ(s.queue_usage(1)[kQueueGpu], 2000);
+  EXPECT_EQ(s.queue_usage(1)[kQueueCpu], 1000);
+  EXPECT_EQ(s.queue_usage(0)[kQueueGpu] + s.queue_usage(1)[kQueueGpu] + 4000, s.allocated_gpu_milli());
+  l.ExpectInvariants();
+  s.Unbind(b);
+  s.ExitStandby(lender);
+  EXPECT_EQ(s.queue_usage(0)[kQueueGpu], 4000);
+  EXPECT_EQ(s.queue_usage(0)[kQueueCpu], 3000);
+  EXPECT_EQ(s.queue_usage(1), QueueUsage{});
+  l.ExpectInvariants();
+  s.Finish(a);
+  s.Unbind(lender);
+  EXPECT_EQ(s.queue_usage(0), QueueUsage{});
+  l.ExpectInvariants();
+}
+
 TEST(ClusterStateStandby, CanBindBorrowedRefusesWhatTheLentPoolOrTheNodeCannotGive) {
   Lending l;
   l.c.state.EnterStandby(l.svc);
