@@ -67,6 +67,8 @@ constexpr int32_t kNoPriority = INT32_MIN;  // "no whole job evicted": below eve
 // A running job that may be evicted for the preemptor.
 struct VJob {
   JobId id;
+  int64_t rank = 0;  // VictimFilter::rank
+  bool whole_ok = true;  // it may be evicted whole (else only its chunks)
   int32_t priority = 0;
   int64_t cost = 0;     // C, milli-GPU x s
   int64_t runtime = 0;  // now - start, s
@@ -104,7 +106,7 @@ struct Spend {
 class Solver {
  public:
   Solver(const ClusterState& state, JobId preemptor, const TaskRequest& req, int64_t need, int64_t now,
-         const AllocateOptions& options, std::span<const char> being_evicted)
+         const AllocateOptions& options, std::span<const char> being_evicted, const VictimFilter& filter)
       : state_(state), req_(req), need_(need) {
     const int32_t prio = state.job(preemptor).spec.priority;
     // The candidate jobs: those with a bound task (found from the nodes, so that jobs that ended
@@ -125,9 +127,11 @@ class Solver {
     }
     for (uint32_t jid : running) {
       const Job& j = state.job(JobId(jid));
-      if (j.id == preemptor || !j.spec.preemptible || j.spec.priority >= prio) continue;
+      if (j.id == preemptor || !j.spec.preemptible) continue;
+      if (filter.allowed ? !filter.allowed(j) : j.spec.priority >= prio) continue;
       VJob v;
       v.id = j.id;
+      if (filter.rank) v.rank = filter.rank(j);
       v.priority = j.spec.priority;
       int64_t gpu = 0;
       bool standby = false;
@@ -158,20 +162,25 @@ class Solver {
       }
       jobs_.push_back(std::move(v));
     }
-    // The victim order: elastic chunks (priority, id, chunk), then whole jobs (priority, C,
-    // runtime, id). VJobs are in id order already.
+    // The victim order: elastic chunks (rank, priority, id, chunk), then whole jobs (rank,
+    // priority, C, runtime, id). VJobs are in id order already.
     std::vector<uint32_t> order(jobs_.size());
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](uint32_t a, uint32_t b) { return jobs_[a].priority < jobs_[b].priority; });
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return std::tie(jobs_[a].rank, jobs_[a].priority) < std::tie(jobs_[b].rank, jobs_[b].priority);
+    });
+    std::vector<uint32_t> whole_order = order;
+    std::sort(whole_order.begin(), whole_order.end(), [&](uint32_t a, uint32_t b) {
+      const VJob &x = jobs_[a], &y = jobs_[b];
+      return std::tie(x.rank, x.priority, x.cost, x.runtime, a) < std::tie(y.rank, y.priority, y.cost, y.runtime, b);
+    });
+    if (filter.take) Budget(filter, order, whole_order);
     for (uint32_t j : order) {
       for (int32_t c = 0; c < static_cast<int32_t>(jobs_[j].shrink_to.size()); ++c) units_.push_back({j, c});
     }
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      const VJob &x = jobs_[a], &y = jobs_[b];
-      return std::tie(x.priority, x.cost, x.runtime, a) < std::tie(y.priority, y.cost, y.runtime, b);
-    });
-    for (uint32_t j : order) units_.push_back({j, -1});
+    for (uint32_t j : whole_order) {
+      if (jobs_[j].whole_ok) units_.push_back({j, -1});
+    }
     // Units touching each node, in victim order (CSR over node ids), and the nodes each unit
     // touches (CSR over units, for invalidating cached candidates). The (node, unit) pairs come
     // out in unit order, so a stable counting sort by node keeps victim order within a node.
@@ -233,6 +242,45 @@ class Solver {
     scratch_slot_.assign(n_nodes, -1);
     in_set_.assign(n_nodes, 0);
     stale_.assign(n_nodes, 1);
+  }
+
+  // VictimFilter::take over the candidates (see there): chunks in `order`, then whole jobs in
+  // `whole_order`. A job keeps the chunks taken and, when its whole is refused, only the tasks of
+  // those chunks (the rest of it is not evictable).
+  void Budget(const VictimFilter& filter, const std::vector<uint32_t>& order, const std::vector<uint32_t>& whole_order) {
+    std::vector<int32_t> chunks(jobs_.size(), 0);
+    std::vector<int64_t> taken(jobs_.size(), 0);
+    for (uint32_t j : order) {
+      VJob& v = jobs_[j];
+      const Job& job = state_.job(v.id);
+      for (int32_t c = 0; c < static_cast<int32_t>(v.shrink_to.size()); ++c) {
+        int64_t gpu = 0;
+        for (size_t i = 0; i < v.bound.size(); ++i) {
+          if (v.chunk_of[i] == c) gpu += state_.task(v.bound[i]).req.TotalGpuMilli();
+        }
+        if (!filter.take(job, gpu)) break;
+        ++chunks[j];
+        taken[j] += gpu;
+      }
+    }
+    for (uint32_t j : whole_order) {
+      VJob& v = jobs_[j];
+      int64_t gpu = 0;
+      for (TaskId t : v.bound) gpu += state_.task(t).req.TotalGpuMilli();
+      v.whole_ok = filter.take(state_.job(v.id), gpu - taken[j]);
+      if (v.whole_ok) continue;
+      // Only its chunks taken: the tasks of the others are not evictable.
+      std::vector<TaskId> bound;
+      std::vector<int32_t> chunk_of;
+      for (size_t i = 0; i < v.bound.size(); ++i) {
+        if (v.chunk_of[i] == kNotSurplus || v.chunk_of[i] >= chunks[j]) continue;
+        bound.push_back(v.bound[i]);
+        chunk_of.push_back(v.chunk_of[i]);
+      }
+      v.bound = std::move(bound);
+      v.chunk_of = std::move(chunk_of);
+      v.shrink_to.resize(static_cast<size_t>(chunks[j]));
+    }
   }
 
   // Replicas the nodes of `set` could hold with all their evictable work gone.
@@ -624,7 +672,8 @@ bool PreemptAction::CannotFit(const ClusterState& state, JobId preemptor, const 
 }
 
 PreemptionPlan PreemptAction::Plan(const ClusterState& state, JobId preemptor, int64_t now_s,
-                                   const AllocateOptions& options, std::span<const char> being_evicted) {
+                                   const AllocateOptions& options, std::span<const char> being_evicted,
+                                   const VictimFilter& filter) {
   ESTUARY_CHECK(preemptor.valid() && preemptor.value() < state.jobs().size());
   const Job& job = state.job(preemptor);
   PreemptionPlan out;
@@ -634,9 +683,10 @@ PreemptionPlan PreemptAction::Plan(const ClusterState& state, JobId preemptor, i
                  std::to_string(pending) + " pending tasks";
     return out;
   }
-  Solver solver(state, preemptor, req, need, now_s, options, being_evicted);
+  Solver solver(state, preemptor, req, need, now_s, options, being_evicted, filter);
   const std::string what = std::to_string(need) + " replicas of (" + Describe(req) + ")";
-  const std::string whose = " evicting all preemptible work of priority below " + std::to_string(job.spec.priority);
+  const std::string whose = filter.allowed ? " evicting all the work it may take back"
+                                           : " evicting all preemptible work of priority below " + std::to_string(job.spec.priority);
   const Topology& topo = state.topology();
   const TopologyConstraint& tc = job.spec.topology;
   if (!(options.topology && tc.plane.valid() && tc.required_level >= 0)) {

@@ -63,6 +63,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -77,6 +78,24 @@ namespace estuary {
 // the C of a victim above, divided by its GPU milli): now - start when it does not checkpoint.
 // A job not started yet, or started after now, counts as started at now (0).
 int64_t SecondsSinceCheckpoint(const Job& job, int64_t now);
+
+// Which running jobs may be victims of a plan, when the priority rule alone does not decide (the
+// queues of issue 20: a queue below its entitlement reclaims from queues above theirs, whatever
+// their priorities, but only what they hold above their entitlements). Every function is
+// optional; with none, the filter changes nothing.
+struct VictimFilter {
+  // Replaces "priority strictly below the preemptor's": a preemptible job is a candidate when
+  // this says so.
+  std::function<bool(const Job&)> allowed;
+  // Victims of a lower rank come first in both victim orders (before priority).
+  std::function<int64_t(const Job&)> rank;
+  // Budgets: called for each unit the candidates offer, in victim order — every elastic chunk
+  // first (GPU milli of the chunk), then each whole job (GPU milli beyond its chunks already
+  // taken) — it says whether the unit may be evicted and, if so, counts it against the budgets
+  // it keeps. A unit refused is no victim (a job whose whole is refused keeps only the chunks
+  // taken), so no plan evicts more than the budgets allow, whichever units it chooses.
+  std::function<bool(const Job&, int64_t gpu_milli)> take;
+};
 
 struct PreemptionPlan {
   // Step (a): idle plus reclaimable capacity could hold the job (also true, with nothing to
@@ -103,12 +122,15 @@ class PreemptAction {
   // `being_evicted` (indexed by TaskId; ids past its end count as unmarked): tasks already on
   // their way out for another preemptor. A job with such a task is no victim again (its work is
   // counted as it is now), so two plans never share a victim.
+  // `filter`: see VictimFilter (default: the priority rule alone).
   static PreemptionPlan Plan(const ClusterState& state, JobId preemptor, int64_t now_s,
-                             const AllocateOptions& options = {}, std::span<const char> being_evicted = {});
+                             const AllocateOptions& options = {}, std::span<const char> being_evicted = {},
+                             const VictimFilter& filter = {});
   // True only when Plan (same state, preemptor and options) would be infeasible, found in
   // O(tasks of the preemptor + distinct priorities): its `need` replicas hold more GPU than the
   // cluster's unallocated GPUs and all preemptible work below its priority together. False says
-  // nothing (only Plan decides). Lets a driver of many refused Reclaims skip the plans.
+  // nothing (only Plan decides). Lets a driver of many refused Reclaims skip the plans. (Not
+  // for plans with a VictimFilter::allowed, whose victims may be of any priority.)
   static bool CannotFit(const ClusterState& state, JobId preemptor, const AllocateOptions& options = {});
 };
 

@@ -433,5 +433,76 @@ TEST(PreemptPlan, PlansAreDeterministicApplyCleanlyAndASecondGangTakesOnlyTheNex
   for (TaskId t : q.evict) EXPECT_EQ(g.c.state.task(t).state, TaskState::kBound);
 }
 
+// ---- VictimFilter (the queues of issue 20) ----
+
+// Node 0 holds `a` (priority 500, elastic 1..4, four 2-GPU replicas); node 1 holds `b`
+// (priority 100, one 8-GPU replica). An LP gang of one 8-GPU replica (priority 300) preempts.
+struct Filtered : Cluster {
+  JobId a, b, p;
+  Filtered() : Cluster(Cluster::Flat(2)) {
+    Running elastic;
+    elastic.priority = 500;
+    elastic.min = 1;
+    a = Run("a", {0, 0, 0, 0}, 2, elastic);
+    b = Run("b", {1}, 8);
+    p = Gang("p", 1, kWholeNode, 300);
+  }
+  // Only `a` may be a victim, with `budget` GPU milli to take from it.
+  VictimFilter OnlyA(int64_t* budget) const {
+    VictimFilter f;
+    f.allowed = [this](const Job& j) { return j.id == a; };
+    f.take = [budget](const Job&, int64_t gpu) {
+      if (gpu > *budget) return false;
+      *budget -= gpu;
+      return true;
+    };
+    return f;
+  }
+};
+
+TEST(PreemptPlanFilter, WithoutAFilterOnlyLowerPriorityWorkIsAVictim) {
+  Filtered f;
+  const PreemptionPlan plan = f.Plan(f.p);
+  ASSERT_TRUE(plan.feasible) << plan.reason;
+  EXPECT_EQ(f.JobNames(plan.evicted_jobs), Names{"b"});
+}
+
+TEST(PreemptPlanFilter, AnAllowedJobOfHigherPriorityIsAVictimWithinItsBudgetAndNoFurther) {
+  Filtered f;
+  int64_t budget = 8000;  // all of a
+  PreemptionPlan plan = PreemptAction::Plan(f.c.state, f.p, kNow, {}, {}, f.OnlyA(&budget));
+  ASSERT_TRUE(plan.feasible) << plan.reason;
+  EXPECT_EQ(f.JobNames(plan.evicted_jobs), Names{"a"});
+  EXPECT_EQ(f.NodeNames(plan.nodes), (std::multiset<std::string>{"n0"}));
+  // A budget of 6 GPUs takes a's three surplus replicas (it keeps its min of 1), not all of it:
+  // node 0 cannot be emptied, and b is not allowed.
+  budget = 6000;
+  plan = PreemptAction::Plan(f.c.state, f.p, kNow, {}, {}, f.OnlyA(&budget));
+  EXPECT_FALSE(plan.feasible);
+  EXPECT_TRUE(plan.evict.empty());
+  EXPECT_EQ(plan.reason, "needs 1 replicas of (8 GPUs, 8000 milli-CPU, 0 MiB); even evicting all the work it may take back "
+                         "the cluster holds 0");
+}
+
+TEST(PreemptPlanFilter, ABudgetTakesElasticSurplusFirstAndARankOrdersTheVictims) {
+  // A 2-GPU preemptor: a's newest surplus replica is enough, and the budget lets it go first.
+  Filtered f;
+  const JobId small = f.Gang("small", 1, Req().Cpu(1000).Gpus(2), 300);
+  int64_t budget = 2000;
+  PreemptionPlan plan = PreemptAction::Plan(f.c.state, small, kNow, {}, {}, f.OnlyA(&budget));
+  ASSERT_TRUE(plan.feasible) << plan.reason;
+  EXPECT_TRUE(plan.evicted_jobs.empty());
+  ASSERT_EQ(plan.shrunk.size(), 1u);
+  EXPECT_EQ(plan.shrunk[0], (std::pair<JobId, int32_t>{f.a, 3}));
+  EXPECT_EQ(f.TaskNames(plan.evict), Names{"a-3"});
+  // Both allowed, b ranked first: b goes whole although a's surplus is free of cost.
+  VictimFilter both;
+  both.allowed = [](const Job&) { return true; };
+  both.rank = [&](const Job& j) { return j.id == f.b ? 0 : 1; };
+  plan = PreemptAction::Plan(f.c.state, f.p, kNow, {}, {}, both);
+  ASSERT_TRUE(plan.feasible) << plan.reason;
+  EXPECT_EQ(f.JobNames(plan.evicted_jobs), Names{"b"});
+}
+
 }  // namespace
 }  // namespace estuary
