@@ -554,17 +554,29 @@ void ClusterState::CountPreemptible(const Task& t, int64_t gpu_milli, int sign) 
   if (it->second == 0) preemptible_gpu_milli_.erase(it);
 }
 
-void ClusterState::CountQueue(const Task& t, int sign) {
-  const int32_t q = jobs_[t.job.value()].spec.queue;
-  if (q < 0) return;
-  QueueUsage& u = queue_usage_[static_cast<size_t>(q)];
+void ClusterState::SetQueues(std::vector<int32_t> parent) {
+  ESTUARY_CHECK(std::none_of(jobs_.begin(), jobs_.end(), [](const Job& j) { return j.spec.queue >= 0; }));
+  queue_parent_ = std::move(parent);
+  queue_usage_.assign(queue_parent_.size(), QueueUsage{});
+}
+
+namespace {
+// Adds (sign 1) or takes back (-1) what bound task `t` on a node of model `m` holds to `u`.
+void AddHeld(QueueUsage& u, const Task& t, GpuModelId m, int sign) {
   u[kQueueMemory] += sign * t.req.mem_mib;
   if (t.standby) return;
   const int64_t gpu = int64_t{t.gpus.size} * t.req.gpu_milli;
   u[kQueueGpu] += sign * gpu;
-  const GpuModelId m = nodes_[t.node.value()].spec.model;
   if (gpu != 0 && m.valid()) u[kQueueModel + m.value()] += sign * gpu;
   u[kQueueCpu] += sign * t.req.cpu_milli;
+}
+}  // namespace
+
+void ClusterState::CountQueue(const Task& t, int sign) {
+  const GpuModelId m = nodes_[t.node.value()].spec.model;
+  for (int32_t q = jobs_[t.job.value()].spec.queue; q >= 0; q = queue_parent_[static_cast<size_t>(q)]) {
+    AddHeld(queue_usage_[static_cast<size_t>(q)], t, m, sign);
+  }
 }
 
 int64_t ClusterState::PreemptibleGpuMilliBelow(int32_t priority) const {
@@ -608,14 +620,8 @@ Status ClusterState::CheckInvariants() const {
     }
     if (const JobSpec& js = jobs_[t.job.value()].spec; js.queue >= 0) {  // borrowed tasks too
       if (static_cast<size_t>(js.queue) >= queues.size()) return fail("job " + js.name + " names an unknown queue");
-      QueueUsage& u = queues[static_cast<size_t>(js.queue)];
-      u[kQueueMemory] += t.req.mem_mib;
-      if (!t.standby) {
-        const int64_t gpu = int64_t{t.gpus.size} * t.req.gpu_milli;
-        u[kQueueGpu] += gpu;
-        const GpuModelId m = nodes_[t.node.value()].spec.model;
-        if (gpu != 0 && m.valid()) u[kQueueModel + m.value()] += gpu;
-        u[kQueueCpu] += t.req.cpu_milli;
+      for (int32_t q = js.queue; q >= 0; q = queue_parent_[static_cast<size_t>(q)]) {
+        AddHeld(queues[static_cast<size_t>(q)], t, n.spec.model, 1);
       }
     }
     mem_used[n.id.value()] += t.req.mem_mib;

@@ -354,10 +354,12 @@ class ClusterState {
   MilliCpu total_cpu_milli() const { return total_cpu_milli_; }
   MilliCpu allocated_cpu_milli() const { return allocated_cpu_milli_; }
   int64_t num_bound_tasks() const { return num_bound_; }  // borrowed tasks included
-  // Queues (issue 20): jobs name one by JobSpec::queue; what each one's bound tasks hold is kept
-  // current. SetQueueCount grows the table (REQUIRES: not below a queue a job names).
-  void SetQueueCount(size_t n) { queue_usage_.resize(std::max(n, queue_usage_.size())); }
+  // Queues (issue 20): jobs name one by JobSpec::queue; what each queue's bound tasks hold — its
+  // own jobs' and its descendants' — is kept current. SetQueues gives the tree: each queue's
+  // parent (-1: none; parents form no cycle). REQUIRES: before any job names a queue.
+  void SetQueues(std::vector<int32_t> parent);
   size_t queue_count() const { return queue_usage_.size(); }
+  int32_t queue_parent(size_t q) const { return queue_parent_[q]; }
   const QueueUsage& queue_usage(size_t q) const { return queue_usage_[q]; }
   // GPU milli held by the bound tasks (not borrowed ones) of preemptible jobs below `priority`:
   // what a Reclaim at that priority could free at most. O(distinct priorities).
@@ -428,6 +430,7 @@ class ClusterState {
   // Adds (sign 1) or takes back (-1) what bound task `t` holds to its job's queue's usage.
   void CountQueue(const Task& t, int sign);
   std::vector<QueueUsage> queue_usage_;
+  std::vector<int32_t> queue_parent_;
   int64_t reserved_gpu_milli_ = 0;
   MilliCpu reserved_cpu_milli_ = 0;
   std::vector<ReservationId> available_capacity_;  // available capacity reservations, id order

@@ -357,7 +357,7 @@ TEST(ClusterStateStandby, ABorrowerTakesLentGpusAndCpuAndRealMemory) {
 TEST(ClusterStateQueues, AQueueHoldsWhatItsBoundTasksHoldAndAStandbyTasksGpusGoToItsBorrowersQueue) {
   Lending l;  // svc (no queue) holds 4 GPUs on n0
   ClusterState& s = l.c.state;
-  s.SetQueueCount(2);
+  s.SetQueues({2, 2, -1});  // queues 0 and 1 are children of 2
   auto in_queue = [&](const std::string& name, int32_t q, TaskRequest req) {
     JobSpec js;
     js.name = name;
@@ -385,6 +385,8 @@ TEST(ClusterStateQueues, AQueueHoldsWhatItsBoundTasksHoldAndAStandbyTasksGpusGoT
   EXPECT_EQ(s.queue_usage(1)[kQueueGpu], 2000);
   EXPECT_EQ(s.queue_usage(1)[kQueueCpu], 1000);
   EXPECT_EQ(s.queue_usage(0)[kQueueGpu] + s.queue_usage(1)[kQueueGpu] + 4000, s.allocated_gpu_milli());
+  EXPECT_EQ(s.queue_usage(2)[kQueueGpu], 4000);  // the parent holds what its children hold
+  EXPECT_EQ(s.queue_usage(2)[kQueueMemory], 160);
   l.ExpectInvariants();
   s.Unbind(b);
   s.ExitStandby(lender);
@@ -395,6 +397,7 @@ TEST(ClusterStateQueues, AQueueHoldsWhatItsBoundTasksHoldAndAStandbyTasksGpusGoT
   s.Finish(a);
   s.Unbind(lender);
   EXPECT_EQ(s.queue_usage(0), QueueUsage{});
+  EXPECT_EQ(s.queue_usage(2), QueueUsage{});
   l.ExpectInvariants();
 }
 
