@@ -39,6 +39,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(ClusterState cluster, EngineCon
   auto exit = ExitModel(options);
   if (!exit.ok()) return exit.status();
   std::unique_ptr<Engine> m(new Engine(std::move(cluster), std::move(options)));
+  auto book = QueueBook::Create(m->options_.queues, m->options_.sharing, m->state_, m->options_.intern_queue_models);
+  if (!book.ok()) return book.status();
+  m->book_ = std::move(*book);
   m->exit_ = *exit;
   m->policy_ = *policy;
   const bool fgd = m->policy_.gpu_select == "fgd" ||
@@ -128,6 +131,11 @@ std::optional<size_t> Engine::Materialize(const EngineJob& job, std::string* why
   js.preemptible = job.preemptible;
   js.checkpoint_interval_s = job.checkpoint_interval_s;
   js.restart_cost_s = job.restart_cost_s;
+  if (counting_) {  // a driver's job (not a headroom's): its queue
+    const std::optional<int32_t> q = book_.Resolve(job.queue, job.priority, why);
+    if (!q) return std::nullopt;
+    js.queue = *q;
+  }
   TaskRequest req = job.per_replica;
   req.models = GpuModelSet();
   for (const std::string& name : job.models) {
@@ -194,7 +202,8 @@ int Engine::ShapeOf(JobId id) {
                           std::to_string(js.max_replicas) + "/" + std::to_string(js.step) + "/" +
                           std::to_string(js.topology.plane.valid() ? js.topology.plane.value() : UINT32_MAX) + "/" +
                           std::to_string(js.topology.required_level) + "/" + std::to_string(js.topology.preferred_level) +
-                          "/" + std::to_string(js.priority) + "/" + std::to_string(js.preemptible);
+                          "/" + std::to_string(js.priority) + "/" + std::to_string(js.preemptible) + "/" +
+                          std::to_string(js.queue);
   const auto [it, added] = shapes_.emplace(key, static_cast<int>(shapes_.size()));
   if (added) {
     shape_info_.push_back({js.priority >= kHpPriority || js.min_replicas > 1, js.priority >= kHpPriority, js.priority,
@@ -254,6 +263,7 @@ std::optional<uint32_t> Engine::DriverIdOf(JobId job) const {
 void Engine::Enqueue(size_t li, bool front, int64_t now_s) {
   Local& l = locals_[li];
   queue_.Push(li, l.priority, l.shape, front);
+  CountDemand(li, true);
   l.queued_at = now_s;
   const EngineDefrag& d = options_.defrag;
   if (d.enabled && d.trigger_after_s > 0 && l.gpus >= d.trigger_min_gpus) {
@@ -296,9 +306,16 @@ Admission Engine::Submit(const EngineJob& job, SubmitMode mode, int64_t now_s) {
     r.accepted = true;
     return r;
   }
-  const bool opened = OpenHeadroom(*li);
-  const JobAttempt a = TryStart(*li);
-  if (opened) CloseHeadroom(now_s);
+  // With queues, at once only within the queue's limits (fair shares are the cycle's order).
+  JobAttempt a;
+  const JobSpec& spec = state_.job(l.id).spec;
+  const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
+  const int32_t cap = book_.enabled() ? QueueRoom(*li, QueueBook::Bound::kLimit) / step * step : INT32_MAX;
+  if (cap >= (spec.min_replicas + step - 1) / step * step) {
+    a = TryStartUpTo(*li, cap, now_s);
+  } else {
+    (void)book_.Within(state_, l.id, spec.min_replicas, QueueBook::Bound::kLimit, &a.reason);
+  }
   if (a.started) {
     OnStart(*li, now_s, a.granted);
     r.accepted = r.started = true;
@@ -467,14 +484,28 @@ int64_t Engine::ScheduleEviction(size_t li, const PreemptionPlan& plan, int64_t 
 
 bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   Local& l = locals_[li];
-  if (l.priority < kHpPriority) {
-    *why = "only HP jobs reclaim";
+  // With queues: who may be taken (QueueBook::Victims), and whether the job's queue is owed it.
+  bool owed = false;
+  VictimFilter filter;
+  if (book_.enabled()) {
+    RefreshShares(now_s);
+    const JobSpec& spec = state_.job(l.id).spec;
+    const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
+    filter = book_.Victims(state_, l.id, (spec.min_replicas + step - 1) / step * step, now_s, &owed);
+    // Within its limits only.
+    if (QueueRoom(li, QueueBook::Bound::kLimit) < spec.min_replicas) {
+      (void)book_.Within(state_, l.id, spec.min_replicas, QueueBook::Bound::kLimit, why);
+      return false;
+    }
+  }
+  if (l.priority < kHpPriority && !owed) {
+    *why = book_.enabled() ? "only HP jobs, and jobs their queue is owed capacity for, reclaim" : "only HP jobs reclaim";
     return false;
   }
   // The headroom is open to the job while it reclaims: its nodes count as free for the plan, and
   // those the plan chooses are held for the job (CloseHeadroom leaves them out).
   const bool opened = OpenHeadroom(li);
-  const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
+  const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_, filter);
   const bool conflict =
       std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId t) { return being_evicted_[t.value()] != 0; });
   if (!plan.feasible || plan.evict.empty() || conflict) {
@@ -492,10 +523,12 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   }
   if (opened) CloseHeadroom(now_s);
   const int64_t at = ScheduleEviction(li, plan, now_s);
+  evictions_.back().queue = owed;
+  if (owed) book_.Reclaimed(state_, l.id, now_s);
   l.reclaiming = true;
   if (!queue_.Contains(li)) Enqueue(li, true, now_s);
   Log(EngineEvent::Kind::kReclaim, now_s, li, static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size()),
-      UINT32_MAX, at);
+      UINT32_MAX, at, owed ? "queue" : "");
   if (reclaim_observer_) reclaim_observer_(l.fed, now_s);
   return true;
 }
@@ -526,7 +559,7 @@ void Engine::EndEvictions(int64_t now_s) {
       if (std::find(ev.whole.begin(), ev.whole.end(), task.job) == ev.whole.end()) shrunk.insert(task.job.value());
       Free(t, now_s);
     }
-    const char* why = headroom ? "headroom" : "reclaim";
+    const char* why = headroom ? "headroom" : ev.queue ? "queue reclaim" : "reclaim";
     const uint32_t for_job = headroom ? kHeadroomJob : hp.fed;
     std::vector<JobId> whole = ev.whole;
     for (uint32_t j : shrunk) {
@@ -556,39 +589,127 @@ void Engine::EndEvictions(int64_t now_s) {
 
 void Engine::TryQueue(int64_t now_s) {
   std::erase_if(holders_, [&](size_t li) { return !state_.job(locals_[li].id).reservation.valid(); });
+  if (!book_.enabled()) {
+    QueuePass(now_s, std::nullopt, nullptr);
+    return;
+  }
+  RefreshShares(now_s);
+  const SharingSpec& sh = book_.sharing();
+  using Bound = QueueBook::Bound;
+  if (!sh.borrow) {
+    QueuePass(now_s, Bound::kGuarantee, nullptr);
+  } else if (!sh.weights) {
+    QueuePass(now_s, Bound::kLimit, nullptr);
+  } else {
+    // Fair shares first; then what is left, to the shapes their fair share held back (the
+    // others waited for capacity, which only shrinks within the cycle).
+    std::set<int> held;
+    QueuePass(now_s, Bound::kFair, &held);
+    if (!held.empty()) QueuePass(now_s, Bound::kLimit, &held);
+  }
+}
+
+int32_t Engine::QueueRoom(size_t li, QueueBook::Bound bound) const {
+  const Job& j = state_.job(locals_[li].id);
+  const int64_t room = book_.Room(state_, j.id, bound);
+  return static_cast<int32_t>(std::min<int64_t>(INT32_MAX, int64_t{j.bound_tasks} + std::min<int64_t>(room, INT32_MAX)));
+}
+
+void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, std::set<int>* held) {
+  // In a second pass (`bound` kLimit with `held`), only the shapes the first one held back.
+  const bool second = held != nullptr && bound == QueueBook::Bound::kLimit;
+  const std::set<int> only = second ? *held : std::set<int>();
   queue_.Pass(
       [&](size_t li) {
-        const bool opened = OpenHeadroom(li);
-        const JobAttempt a = TryStart(li);
-        if (opened) CloseHeadroom(now_s);
+        Local& l = locals_[li];
+        const JobSpec& spec = state_.job(l.id).spec;
+        const int32_t min = spec.min_replicas;
+        int32_t cap = INT32_MAX;
+        if (bound) {
+          const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
+          cap = QueueRoom(li, *bound) / step * step;
+          if (cap < (min + step - 1) / step * step) {
+            if (held != nullptr && !second) held->insert(l.shape);
+            return PendingQueue::Outcome::kWaits;  // its queue has no room for it
+          }
+        }
+        const JobAttempt a = TryStartUpTo(li, cap, now_s);
         if (a.started) {
+          CountDemand(li, false);
           OnStart(li, now_s, a.granted);
           return PendingQueue::Outcome::kStarted;
         }
         if (a.kind == OutcomeKind::kInfeasible) {
+          CountDemand(li, false);
           Log(EngineEvent::Kind::kReturned, now_s, li, 0, UINT32_MAX, 0, a.reason, true);
           return PendingQueue::Outcome::kInfeasible;
         }
         return PendingQueue::Outcome::kWaits;
       },
-      holders_);
+      holders_, second ? std::function<bool(int)>([&](int sh) { return only.count(sh) > 0; }) : nullptr);
+}
+
+JobAttempt Engine::TryStartUpTo(size_t li, int32_t cap, int64_t now_s) {
+  // A job its queue has room for only in part starts with what fits.
+  const JobSpec& spec = state_.job(locals_[li].id).spec;
+  const int32_t min = spec.min_replicas, max = spec.max_replicas;
+  const bool capped = cap < max;
+  if (capped) state_.SetJobBounds(locals_[li].id, min, cap);
+  const bool opened = OpenHeadroom(li);
+  const JobAttempt a = TryStart(li);
+  if (opened) CloseHeadroom(now_s);
+  if (capped) state_.SetJobBounds(locals_[li].id, min, max);
+  return a;
+}
+
+void Engine::CountDemand(size_t li, bool waiting) {
+  Local& l = locals_[li];
+  if (!book_.enabled() || l.demand_counted == waiting) return;
+  l.demand_counted = waiting;
+  book_.Pending(state_, l.id, waiting ? 1 : -1);
+}
+
+void Engine::RefreshShares(int64_t now_s) {
+  book_.Refresh(state_, now_s, [&](std::vector<QueueUsage>& want) {
+    // Running elastic jobs want their room to grow.
+    for (size_t li : elastic_running_) {
+      const Job& j = state_.job(locals_[li].id);
+      const int32_t room = j.spec.max_replicas - j.bound_tasks;
+      if (room <= 0 || j.spec.queue < 0) continue;
+      const QueueUsage u = book_.Demand(state_, j.id, room);
+      QueueUsage& w = want[static_cast<size_t>(j.spec.queue)];
+      for (size_t i = 0; i < kQueueDims; ++i) w[i] += u[i];
+    }
+  });
 }
 
 void Engine::ReclaimQueued(int64_t now_s) {
   // Idle plus reclaimable room only shrinks while nothing is released, and a job's Reclaim plan
   // depends on its shape and on a reservation of its own: once a job of a shape without one is
   // refused, the later ones are too, until a release. Only HP shapes are looked at, so a long LP
-  // queue costs nothing here, nor a long queue of refused HP jobs.
-  const uint64_t seq = state_.release_seq();
+  // queue costs nothing here, nor a long queue of refused HP jobs. With queues, what may be taken
+  // also changes with the shares and as cooldowns end.
+  uint64_t seq = state_.release_seq();
+  if (book_.enabled()) {
+    RefreshShares(now_s);
+    seq = seq * 1000003 + book_.ReclaimEpoch(now_s);
+  }
   queue_.Pass(
       [&](size_t li) {
         Local& l = locals_[li];
-        if (l.reclaiming || l.running || l.priority < kHpPriority) return PendingQueue::Outcome::kStays;
+        if (l.reclaiming || l.running) return PendingQueue::Outcome::kStays;
+        // With queues, a job below HP reclaims only when its queue is owed capacity for it.
+        if (l.priority < kHpPriority &&
+            (!book_.enabled() || !book_.sharing().reclaim ||
+             !book_.Within(state_, l.id, state_.job(l.id).spec.min_replicas, QueueBook::Bound::kEntitled, nullptr))) {
+          return PendingQueue::Outcome::kStays;
+        }
         const bool own = state_.job(l.id).reservation.valid();
         if (own && l.refused_seq == seq) return PendingQueue::Outcome::kStays;
-        // The plan (O(cluster)) only where its GPUs could be found at all.
+        // The plan (O(cluster)) only where its GPUs could be found at all (a queue's victims may
+        // be of any priority: always planned).
         std::string why;
-        if (!PreemptAction::CannotFit(state_, l.id, options_.allocate) && StartReclaim(li, now_s, &why)) {
+        if ((book_.enabled() || !PreemptAction::CannotFit(state_, l.id, options_.allocate)) && StartReclaim(li, now_s, &why)) {
           return PendingQueue::Outcome::kStays;
         }
         if (own) {
@@ -601,7 +722,7 @@ void Engine::ReclaimQueued(int64_t now_s) {
       holders_,
       [&](int sh) {
         const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
-        return i.hp && i.refused_seq != seq;
+        return (i.hp || book_.enabled()) && i.refused_seq != seq;
       });
 }
 
@@ -627,10 +748,12 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
     const int shape = static_cast<int>(sh);
     if (queue_.FirstOf(shape, [&](size_t li) { return !locals_[li].reclaiming; }) != SIZE_MAX) blocking = i.priority;
   }
+  if (book_.enabled()) RefreshShares(now_s);
   if (state_.release_seq() == absorb_seen_release_ && elastic_starts_ == absorb_seen_starts_ &&
-      blocking == absorb_seen_blocking_) {
+      blocking == absorb_seen_blocking_ && book_.version() == absorb_seen_shares_) {
     return;
   }
+  absorb_seen_shares_ = book_.version();
   absorb_seen_release_ = state_.release_seq();
   absorb_seen_starts_ = elastic_starts_;
   absorb_seen_blocking_ = blocking;
@@ -639,7 +762,17 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   if (elastic_gpuless_ == 0 && state_.allocated_gpu_milli() >= state_.total_gpu_milli()) return;
   std::vector<JobId> running;
   for (size_t li : elastic_running_) running.push_back(locals_[li].id);
-  const AbsorbResult r = AbsorbAction::Run(CurrentSession(), state_, running, blocking, options_.allocate);
+  // With queues, each step only within the job's queue's fair share (limit without weights,
+  // guarantee without borrowing).
+  std::function<bool(const Job&, int32_t)> may_grow;
+  if (book_.enabled()) {
+    const SharingSpec& sh = book_.sharing();
+    const QueueBook::Bound bound = !sh.borrow ? QueueBook::Bound::kGuarantee
+                                   : sh.weights ? QueueBook::Bound::kFair
+                                                : QueueBook::Bound::kLimit;
+    may_grow = [&, bound](const Job& j, int32_t replicas) { return book_.Within(state_, j.id, replicas, bound, nullptr); };
+  }
+  const AbsorbResult r = AbsorbAction::Run(CurrentSession(), state_, running, blocking, options_.allocate, may_grow);
   for (const auto& [job, added] : r.grown) {
     Log(EngineEvent::Kind::kGrown, now_s, local_of_job_[job.value()], state_.job(job).bound_tasks);
   }
@@ -816,6 +949,7 @@ void Engine::Leave(uint32_t job, int64_t now_s, bool finished) {
   if (li == SIZE_MAX) return;
   Local& l = locals_[li];
   if (queue_.Contains(li)) queue_.Remove(li);
+  CountDemand(li, false);
   if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
   // Borrowers before lenders (a lender leaves Standby only once its borrowers are gone).
   std::vector<TaskId> tasks = state_.job(l.id).tasks;
@@ -872,6 +1006,7 @@ StatusOr<NodeId> Engine::AddNode(NodeSpec spec, const std::string& gpu_model,
   if (!id.ok()) return id.status();
   node_evictions_.resize(state_.num_nodes(), 0);
   nodes_joined_ = true;
+  book_.CapacityChanged();
   for (size_t i = 0; i < domains.size(); ++i) {
     const Status st = state_.AssignDomains(*id, planes[i], domains[i].second);
     // A node is never removed: a bad nesting leaves it outside that plane, and says so.
@@ -891,6 +1026,7 @@ void Engine::FailNode(NodeId node, int64_t now_s) {
   Record(now_s, NodeInput{NodeInput::Op::kFail, node});
   if (state_.node(node).state == NodeState::kDown) return;
   StopNode(node, now_s, NodeState::kDown, "node failed");
+  book_.CapacityChanged();
 }
 
 void Engine::DrainNode(NodeId node, int64_t now_s) {
@@ -902,6 +1038,7 @@ void Engine::DrainNode(NodeId node, int64_t now_s) {
 void Engine::RestoreNode(NodeId node) {
   Record(now_, NodeInput{NodeInput::Op::kRestore, node});
   if (state_.node(node).state != NodeState::kReady) state_.SetNodeState(node, NodeState::kReady);
+  book_.CapacityChanged();
 }
 
 void Engine::StopNode(NodeId node, int64_t now_s, NodeState after, const std::string& detail) {
@@ -951,7 +1088,10 @@ bool Engine::Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, in
   being_evicted_.resize(state_.tasks().size(), 0);
   restoring_.resize(state_.tasks().size(), 0);
   pinned_.resize(state_.tasks().size(), 0);
+  const bool counted = l.demand_counted;
+  CountDemand(li, false);  // its demand follows its new max
   state_.SetJobBounds(id, min_replicas, max_replicas);
+  CountDemand(li, counted);
   l.min_replicas = min_replicas;
   l.max_replicas = max_replicas;
   l.gpus = int64_t{max_replicas} * state_.task(state_.job(id).tasks.front()).req.gpu_count;
@@ -982,7 +1122,20 @@ Engine::Explanation Engine::Explain(uint32_t job, int64_t now_s) const {
   const size_t li = LocalOf(job);
   if (li == SIZE_MAX || locals_[li].running) return e;
   e.known = true;
-  const PreemptionPlan plan = PreemptAction::Plan(state_, locals_[li].id, now_s, options_.allocate, being_evicted_);
+  const JobId id = locals_[li].id;
+  VictimFilter filter;
+  if (book_.enabled()) {
+    // The last shares the cycle computed (Explain changes nothing).
+    const JobSpec& spec = state_.job(id).spec;
+    const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
+    const int32_t need = (spec.min_replicas + step - 1) / step * step;
+    const SharingSpec& sh = book_.sharing();
+    (void)(book_.Within(state_, id, need, QueueBook::Bound::kLimit, &e.quota) &&
+           (sh.borrow || book_.Within(state_, id, need, QueueBook::Bound::kGuarantee, &e.quota)) &&
+           (!sh.weights || book_.Within(state_, id, need, QueueBook::Bound::kFair, &e.quota)));
+    filter = book_.Victims(state_, id, need, now_s, &e.owed);
+  }
+  const PreemptionPlan plan = PreemptAction::Plan(state_, id, now_s, options_.allocate, being_evicted_, filter);
   if (!plan.feasible) {
     e.reason = plan.reason;
     return e;

@@ -68,6 +68,7 @@
 #include "common/status.h"
 #include "engine/inputs.h"
 #include "engine/io.h"
+#include "engine/queue_book.h"
 #include "model/cluster_state.h"
 #include "sched/actions/allocate.h"
 #include "sched/actions/defrag.h"
@@ -186,6 +187,28 @@ struct EngineConfig {
   std::vector<HeadroomSpec> headroom;
   int64_t headroom_retry_s = 60;
   int64_t headroom_max_loss_s = 300;
+  // Multi-tenant queues (issue 20; QueueBook, quota/queues.h). None (default): jobs name no
+  // queue and nothing below applies. With queues, every driver job names a leaf queue
+  // (EngineJob::queue; an unknown queue, an inner one or a priority above the queue's ceiling
+  // is rejected as `never`), and:
+  //   allocate  with sharing.weights, the queue's pass runs twice: first each job may start only
+  //             within its queue's (and ancestors') fair share, then (sharing.borrow) within
+  //             their limits; without weights, one pass within the limits; without borrow, one
+  //             pass within the guarantees. A job whose max replicas would not fit starts with
+  //             fewer (a multiple of its step, at least its min) when that fits.
+  //   reclaim   a waiting job whose queue is owed capacity (its start keeps the queue within
+  //             its entitlement) Reclaims from queues above theirs, whatever its priority
+  //             (QueueBook::Victims); an HP job not owed capacity takes only lower-priority work
+  //             of its own queue or of queues above their entitlements. kReclaim's detail is
+  //             "queue" for the former.
+  //   absorb    an elastic job grows only within its queue's fair share (its limit without
+  //             weights, its guarantee without borrow); the demand fair shares follow counts
+  //             each running elastic job's room to grow.
+  // `intern_queue_models`: quota model names new to the cluster are added to it (a live cluster
+  // whose nodes have not all joined) instead of being errors.
+  std::vector<QueueSpec> queues;
+  SharingSpec sharing;
+  bool intern_queue_models = false;
 };
 
 class Engine {
@@ -280,6 +303,10 @@ class Engine {
     int32_t victims = 0;      // jobs evicted whole or shrunk by that Reclaim
     int32_t victims_max_priority = 0;
     std::string reason;       // the shortfall (PreemptAction's words) when even Reclaim cannot
+    // With queues: the quota that holds the job, if one does ("queue 'team-a' would hold 72 of
+    // its limit of 64 GPUs"); and whether its queue is owed capacity it may take back by Reclaim.
+    std::string quota;
+    bool owed = false;
   };
   Explanation Explain(uint32_t job, int64_t now_s) const;
 
@@ -424,7 +451,22 @@ class Engine {
     int64_t submitted = -1;  // when it was first submitted
     int64_t queued_at = -1;  // when it last joined the queue
     int64_t gpus = 0;        // GPUs at max replicas
+    bool demand_counted = false;  // its demand is in its queue's (QueueBook::Pending)
   };
+  // The multi-tenant queues (EngineConfig::queues); off without them.
+  QueueBook book_;
+  // Local li joins or leaves its queue's demand (while it waits in the engine's queue).
+  void CountDemand(size_t li, bool waiting);
+  // The shares now, the running elastic jobs' room to grow counted as demand.
+  void RefreshShares(int64_t now_s);
+  // How many replicas of local li its queue's `bound` lets it hold in all (INT32_MAX: no queue).
+  int32_t QueueRoom(size_t li, QueueBook::Bound bound) const;
+  // TryStart with at most `cap` replicas (its max when that is lower).
+  JobAttempt TryStartUpTo(size_t li, int32_t cap, int64_t now_s);
+  // One pass over the queue within `bound` (none: no queues). A first pass (kFair) adds to
+  // `held` the shapes it held back for their queue's room; a kLimit pass given `held` tries
+  // only those.
+  void QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, std::set<int>* held);
   // Queues local li (at the front: a requeue) at now_s; arms its defragmentation trigger.
   void Enqueue(size_t li, bool front, int64_t now_s);
   // The cycle's `reserve` and `defrag` actions (EngineConfig::reserve, ::defrag).
@@ -480,6 +522,7 @@ class Engine {
   struct Eviction {
     int64_t at = 0;
     size_t for_local = 0;
+    bool queue = false;  // a queue's Reclaim of what it is owed (its victims' detail: "queue reclaim")
     std::vector<TaskId> tasks;
     std::vector<JobId> whole;
   };
@@ -543,6 +586,7 @@ class Engine {
   uint64_t absorb_seen_release_ = UINT64_MAX;
   int32_t absorb_seen_blocking_ = 0;
   int64_t absorb_seen_starts_ = -1;
+  uint64_t absorb_seen_shares_ = 0;
   int64_t elastic_starts_ = 0;
   std::vector<EvictionNotice> notices_;
   struct Restore {

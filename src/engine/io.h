@@ -34,6 +34,8 @@ struct EngineJob {
   // standby_enter): a replica chosen for Standby lends its GPUs only once its driver acknowledges
   // (Engine::AcknowledgeStandby). False (a job without the hook; every simulated job): at once.
   bool acknowledge_standby = false;
+  // Its queue (issue 20): a leaf of EngineConfig::queues; empty when the engine has none.
+  std::string queue;
 };
 
 // How a submitted job is to be admitted.

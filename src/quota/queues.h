@@ -93,10 +93,8 @@ struct SharingSpec {
   // among its siblings (Slurm's fair-share factor). 0: off (instant fairness).
   int64_t usage_half_life_s = 0;
   // No flapping: a queue is not reclaimed from within this long after it reclaimed (it just got
-  // its capacity back), and a reclaim for less than min_gain_gpus GPUs is not made when it would
-  // evict whole jobs.
+  // its capacity back).
   int64_t cooldown_s = 300;
-  int64_t min_gain_gpus = 1;
 };
 
 // The dimensions of a cluster with `models` GPU models (see the header comment).

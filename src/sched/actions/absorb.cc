@@ -28,7 +28,8 @@ struct LargerShare {
 }  // namespace
 
 AbsorbResult AbsorbAction::Run(Session& session, ClusterState& state, std::span<const JobId> running,
-                               int32_t blocking_priority, const AllocateOptions& options) {
+                               int32_t blocking_priority, const AllocateOptions& options,
+                               const std::function<bool(const Job&, int32_t replicas)>& may_grow) {
   std::vector<JobId> ids(running.begin(), running.end());
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
@@ -71,6 +72,7 @@ AbsorbResult AbsorbAction::Run(Session& session, ClusterState& state, std::span<
         req = state.task(job.tasks.front()).req;
         if (std::find(failed.begin(), failed.end(), std::pair{*req, step}) != failed.end()) continue;
       }
+      if (may_grow && !may_grow(job, step)) continue;  // not tried again in this Run
       const int32_t grew = AllocateAction::TryGrow(session, state, c.job, options, step);
       if (grew == 0) {
         if (req) failed.emplace_back(*req, step);

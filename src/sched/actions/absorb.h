@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -50,9 +51,12 @@ struct AbsorbResult {
 class AbsorbAction {
  public:
   // Grows the eligible jobs of `running` as described above. REQUIRES: `session` was opened over
-  // `state`; every id of `running` is valid.
+  // `state`; every id of `running` is valid. `may_grow` (optional; the queues of issue 20): asked
+  // before each step whether the job may add that many replicas now; a job refused leaves the
+  // Run as one that failed to grow (what it is measured against only fills up during a Run).
   static AbsorbResult Run(Session& session, ClusterState& state, std::span<const JobId> running,
-                          int32_t blocking_priority, const AllocateOptions& options);
+                          int32_t blocking_priority, const AllocateOptions& options,
+                          const std::function<bool(const Job&, int32_t replicas)>& may_grow = nullptr);
 };
 
 }  // namespace estuary

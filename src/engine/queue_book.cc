@@ -1,0 +1,320 @@
+#include "engine/queue_book.h"
+
+#include <bit>
+#include <climits>
+#include <cmath>
+#include <memory>
+
+namespace estuary {
+
+namespace {
+
+std::string GpuWords(int64_t milli) {
+  return milli % 1000 == 0 ? std::to_string(milli / 1000) : std::to_string(milli) + " milli-GPU";
+}
+
+}  // namespace
+
+StatusOr<QueueBook> QueueBook::Create(std::vector<QueueSpec> specs, SharingSpec sharing, ClusterState& state,
+                                      bool intern_models, int* line) {
+  QueueBook b;
+  b.sharing_ = sharing;
+  if (specs.empty()) return b;
+  if (intern_models) {
+    for (const QueueSpec& s : specs) {
+      for (const QuotaAmounts* a : {&s.guarantee, &s.limit, &s.lend_limit}) {
+        for (const auto& [name, milli] : a->model_milli) {
+          auto id = state.models().Intern(name);
+          if (!id.ok()) return id.status();
+        }
+      }
+    }
+  }
+  auto tree = QueueTree::Build(std::move(specs), state.models(), line);
+  if (!tree.ok()) return tree.status();
+  b.tree_ = std::move(*tree);
+  const size_t n = b.tree_.size();
+  std::vector<int32_t> parent(n);
+  for (size_t q = 0; q < n; ++q) parent[q] = b.tree_.parent(q);
+  state.SetQueues(std::move(parent));
+  b.pending_.assign(n, QueueUsage{});
+  b.cooldown_until_.assign(n, INT64_MIN);
+  b.decayed_.assign(n, 0.0);
+  // GPUs in total, and the dimensions some queue names (in a guarantee, limit or lending limit)
+  // are managed; the others are neither checked nor shared.
+  const QuotaDims& dims = b.tree_.dims();
+  b.managed_.assign(dims.size(), 0);
+  b.managed_[QuotaDims::kGpu] = 1;
+  for (size_t q = 0; q < n; ++q) {
+    const QueueSpec& s = b.tree_.spec(q);
+    for (const QuotaAmounts* a : {&s.guarantee, &s.limit, &s.lend_limit}) {
+      for (const auto& [name, milli] : a->model_milli) {
+        if (const auto m = state.models().Find(name); m && m->value() < dims.models) b.managed_[dims.model(m->value())] = 1;
+      }
+      if (a->cpu_milli) b.managed_[dims.cpu()] = 1;
+      if (a->memory_mib) b.managed_[dims.memory()] = 1;
+    }
+  }
+  return b;
+}
+
+std::optional<int32_t> QueueBook::Resolve(const std::string& name, int32_t priority, std::string* why) const {
+  if (!enabled()) {
+    if (name.empty()) return -1;
+    *why = "names queue '" + name + "', but the cluster has no queues";
+    return std::nullopt;
+  }
+  if (name.empty()) {
+    *why = "names no queue, and every job of this cluster runs in one";
+    return std::nullopt;
+  }
+  const std::optional<size_t> q = tree_.Find(name);
+  if (!q) {
+    *why = "no queue '" + name + "'";
+    return std::nullopt;
+  }
+  if (!tree_.leaf(*q)) {
+    *why = "queue '" + name + "' has queues under it: jobs run in its leaves";
+    return std::nullopt;
+  }
+  for (int p = static_cast<int>(*q); p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
+    const QueueSpec& s = tree_.spec(static_cast<size_t>(p));
+    if (priority > s.max_priority) {
+      *why = "priority " + std::to_string(priority) + " is above the ceiling of queue '" + s.name + "' (" +
+             std::to_string(s.max_priority) + ")";
+      return std::nullopt;
+    }
+  }
+  return static_cast<int32_t>(*q);
+}
+
+size_t QueueBook::Fixed(size_t d) const {
+  const QuotaDims& dims = tree_.dims();
+  if (d == QuotaDims::kGpu) return kQueueGpu;
+  if (d == dims.cpu()) return kQueueCpu;
+  if (d == dims.memory()) return kQueueMemory;
+  return kQueueModel + (d - 1);
+}
+
+QueueUsage QueueBook::Request(const ClusterState& state, JobId job, int64_t replicas, bool surely) const {
+  QueueUsage u{};
+  const Job& j = state.job(job);
+  const TaskRequest& req = state.task(j.tasks.front()).req;
+  u[kQueueCpu] = replicas * req.cpu_milli;
+  u[kQueueMemory] = replicas * req.mem_mib;
+  if (!req.NeedsGpu()) return u;
+  const int64_t gpu = replicas * req.TotalGpuMilli();
+  u[kQueueGpu] = gpu;
+  const uint64_t bits = req.models.bits();
+  if (std::popcount(bits) == 1) {
+    u[kQueueModel + static_cast<size_t>(std::countr_zero(bits))] = gpu;
+  } else if (!surely) {
+    for (size_t m = 0; m < state.models().size(); ++m) {
+      if (req.models.Admits(GpuModelId(static_cast<uint32_t>(m)))) u[kQueueModel + m] = gpu;
+    }
+  }
+  return u;
+}
+
+void QueueBook::Pending(const ClusterState& state, JobId job, int sign) {
+  const int32_t q = state.job(job).spec.queue;
+  if (q < 0 || !enabled()) return;
+  const QueueUsage u = Request(state, job, state.job(job).spec.max_replicas, false);
+  QueueUsage& p = pending_[static_cast<size_t>(q)];
+  for (size_t i = 0; i < kQueueDims; ++i) p[i] += sign * u[i];
+  ++pending_version_;
+}
+
+const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s,
+                                      const std::function<void(std::vector<QueueUsage>&)>& more_demand) {
+  if (!enabled()) return shares_;
+  const QuotaDims& dims = tree_.dims();
+  const size_t n = tree_.size(), D = dims.size();
+  const int64_t half_life = sharing_.usage_half_life_s;
+  if (half_life > 0 && usage_at_ >= 0 && now_s > usage_at_) {
+    const double dt = static_cast<double>(now_s - usage_at_);
+    const double decay = std::exp2(-dt / static_cast<double>(half_life));
+    for (size_t q = 0; q < n; ++q) {
+      decayed_[q] = decayed_[q] * decay + static_cast<double>(state.queue_usage(q)[kQueueGpu]) * dt;
+    }
+  }
+  if (half_life > 0) usage_at_ = now_s;
+  if (capacity_dirty_) {
+    capacity_.assign(D, 0);
+    for (const Node& node : state.nodes()) {
+      if (node.state == NodeState::kDown) continue;
+      const int64_t gpu = int64_t{node.spec.gpu_count} * kMilliPerGpu;
+      capacity_[QuotaDims::kGpu] += gpu;
+      if (node.spec.model.valid() && node.spec.model.value() < dims.models) capacity_[dims.model(node.spec.model.value())] += gpu;
+      capacity_[dims.cpu()] += node.spec.cpu_milli;
+      capacity_[dims.memory()] += node.spec.mem_mib;
+    }
+    capacity_dirty_ = false;
+    shares_epoch_ = UINT64_MAX;
+  }
+  if (half_life <= 0 && state.epoch() == shares_epoch_ && pending_version_ == shares_pending_version_) return shares_;
+  std::vector<QueueUsage> want = pending_;
+  if (more_demand) more_demand(want);
+  std::vector<int64_t> usage(n * D, 0), pending(n * D, 0);
+  for (size_t q = 0; q < n; ++q) {
+    for (size_t d = 0; d < D; ++d) {
+      usage[q * D + d] = state.queue_usage(q)[Fixed(d)];
+      pending[q * D + d] = want[q][Fixed(d)];
+    }
+  }
+  std::vector<int64_t> milli_weight;
+  if (half_life > 0) {
+    // 2^(-U/S) among siblings: U the queue's part of their decayed usage, S its part of their weights.
+    milli_weight.assign(n, 0);
+    auto scale = [&](const std::vector<size_t>& kids) {
+      double used = 0, weights = 0;
+      for (size_t k : kids) {
+        used += decayed_[k];
+        weights += static_cast<double>(tree_.spec(k).weight);
+      }
+      for (size_t k : kids) {
+        const double w = static_cast<double>(tree_.spec(k).weight);
+        const double u = used > 0 ? decayed_[k] / used : 0.0;
+        milli_weight[k] = std::max<int64_t>(1, std::llround(w * 1000.0 * std::exp2(-u / (w / weights))));
+      }
+    };
+    scale(tree_.roots());
+    for (size_t q = 0; q < n; ++q) {
+      if (!tree_.leaf(q)) scale(tree_.children(q));
+    }
+  }
+  shares_ = ComputeShares(tree_, capacity_, usage, pending, milli_weight, sharing_.weights, sharing_.reclaim_to_fair_share);
+  shares_epoch_ = state.epoch();
+  shares_pending_version_ = pending_version_;
+  ++version_;
+  return shares_;
+}
+
+uint64_t QueueBook::ReclaimEpoch(int64_t now_s) const {
+  uint64_t ended = 0;
+  for (int64_t until : cooldown_until_) ended += until != INT64_MIN && until <= now_s;
+  return version_ * 1000003 + ended;
+}
+
+int64_t QueueBook::Cap(size_t q, size_t d, Bound bound) const {
+  switch (bound) {
+    case Bound::kLimit: return tree_.limit(q)[d];
+    case Bound::kGuarantee: return tree_.guarantee(q)[d];
+    case Bound::kFair: return shares_.at(shares_.fair, q, d);
+    case Bound::kEntitled: return shares_.at(shares_.entitled, q, d);
+  }
+  return kNoLimit;
+}
+
+int64_t QueueBook::Room(const ClusterState& state, JobId job, Bound bound) const {
+  const int32_t leaf = state.job(job).spec.queue;
+  if (leaf < 0 || !enabled()) return INT64_MAX;
+  const QueueUsage one = Request(state, job, 1, true);
+  int64_t room = INT64_MAX;
+  for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
+    const size_t q = static_cast<size_t>(p);
+    for (size_t d = 0; d < tree_.dims().size(); ++d) {
+      const int64_t per = one[Fixed(d)];
+      const int64_t cap = Cap(q, d, bound);
+      if (!managed_[d] || per == 0 || cap == kNoLimit) continue;
+      room = std::min(room, std::max<int64_t>(0, cap - state.queue_usage(q)[Fixed(d)]) / per);
+    }
+  }
+  return room;
+}
+
+bool QueueBook::Within(const ClusterState& state, JobId job, int64_t replicas, Bound bound, std::string* why) const {
+  const int32_t leaf = state.job(job).spec.queue;
+  if (leaf < 0 || !enabled()) return true;
+  const QueueUsage req = Request(state, job, replicas, true);
+  const QuotaDims& dims = tree_.dims();
+  for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
+    const size_t q = static_cast<size_t>(p);
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (!managed_[d] || req[Fixed(d)] == 0) continue;
+      const int64_t cap = Cap(q, d, bound);
+      const char* word = bound == Bound::kLimit       ? "limit"
+                         : bound == Bound::kGuarantee ? "guarantee"
+                         : bound == Bound::kFair      ? "fair share"
+                                                      : "entitlement";
+      const int64_t have = state.queue_usage(q)[Fixed(d)];
+      if (cap == kNoLimit || have + req[Fixed(d)] <= cap) continue;
+      if (why != nullptr) {
+        const bool gpu = d != dims.cpu() && d != dims.memory();
+        const std::string unit = d == QuotaDims::kGpu ? " GPUs"
+                                 : d == dims.cpu()    ? " milli-CPU"
+                                 : d == dims.memory() ? " MiB"
+                                                      : " " + state.models().Name(GpuModelId(static_cast<uint32_t>(d - 1))) + " GPUs";
+        auto amount = [&](int64_t v) { return gpu ? GpuWords(v) : std::to_string(v); };
+        *why = "queue '" + tree_.spec(q).name + "' would hold " + amount(have + req[Fixed(d)]) + " of its " + word + " of " +
+               amount(cap) + unit;
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed) const {
+  const Job& j = state.job(job);
+  const int32_t leaf = j.spec.queue;
+  const int32_t prio = j.spec.priority;
+  const bool hp = prio >= kHpPriority;
+  *owed = enabled() && leaf >= 0 && sharing_.reclaim && tree_.spec(static_cast<size_t>(leaf)).reclaim &&
+          Within(state, job, replicas, Bound::kEntitled, nullptr);
+  VictimFilter f;
+  if (!enabled() || leaf < 0) return f;
+  const size_t n = tree_.size();
+  // Per queue: what it holds above its entitlement (GPU milli; <= 0: nothing to take) — and
+  // nothing when it may not be reclaimed from now.
+  auto excess = std::make_shared<std::vector<int64_t>>(n, 0);
+  std::vector<int64_t> rank(n, 0);
+  for (size_t q = 0; q < n; ++q) {
+    const int64_t have = state.queue_usage(q)[kQueueGpu];
+    const bool open = tree_.spec(q).reclaimable && now_s >= cooldown_until_[q];
+    (*excess)[q] = open ? have - Gpu(shares_.entitled, q) : 0;
+    const int64_t fair = std::max<int64_t>(1, Gpu(shares_.fair, q));
+    rank[q] = -((have - fair) * 1000 / fair);  // furthest above its fair share first
+  }
+  auto mine = std::make_shared<std::vector<char>>(n, 0);  // the preemptor's queue and ancestors
+  for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) (*mine)[static_cast<size_t>(p)] = 1;
+  const QueueTree* tree = &tree_;
+  const bool by_quota = *owed;
+  // The path from victim queue v up to (not including) the common ancestor with the preemptor's.
+  auto path_ok = [tree, mine, excess](int32_t v) {
+    for (int p = v; p >= 0 && !(*mine)[static_cast<size_t>(p)]; p = tree->parent(static_cast<size_t>(p))) {
+      if ((*excess)[static_cast<size_t>(p)] <= 0) return false;
+    }
+    return true;
+  };
+  f.allowed = [=](const Job& v) {
+    const int32_t vq = v.spec.queue;
+    const bool outranked = hp && v.spec.priority < prio;
+    if (vq < 0 || vq == leaf) return outranked;
+    return (by_quota || outranked) && path_ok(vq);
+  };
+  f.rank = [leaf, rank](const Job& v) {
+    const int32_t vq = v.spec.queue;
+    return vq < 0 || vq == leaf ? INT64_MAX / 2 : rank[static_cast<size_t>(vq)];
+  };
+  f.take = [tree, mine, excess, leaf](const Job& v, int64_t gpu) {
+    const int32_t vq = v.spec.queue;
+    if (vq < 0 || vq == leaf) return true;
+    for (int p = vq; p >= 0 && !(*mine)[static_cast<size_t>(p)]; p = tree->parent(static_cast<size_t>(p))) {
+      if ((*excess)[static_cast<size_t>(p)] < gpu) return false;
+    }
+    for (int p = vq; p >= 0 && !(*mine)[static_cast<size_t>(p)]; p = tree->parent(static_cast<size_t>(p))) {
+      (*excess)[static_cast<size_t>(p)] -= gpu;
+    }
+    return true;
+  };
+  return f;
+}
+
+void QueueBook::Reclaimed(const ClusterState& state, JobId job, int64_t now_s) {
+  for (int p = state.job(job).spec.queue; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
+    cooldown_until_[static_cast<size_t>(p)] = now_s + sharing_.cooldown_s;
+  }
+}
+
+}  // namespace estuary

@@ -1,0 +1,137 @@
+// QueueBook: the engine's side of the multi-tenant queues (issue 20; the tree and the shares:
+// quota/queues.h). It resolves a job's queue, keeps the demand of the jobs waiting in each queue,
+// refreshes the queues' shares, and answers the engine's questions: may this job start within
+// its queue's limit / fair share / guarantee, and which running work may a Reclaim for it take.
+// What the queues hold is ClusterState's (ClusterState::queue_usage, kept by every bind).
+//
+// Demand: a waiting job counts its max replicas x its per-replica request in its queue (GPUs in
+// total; in its model's dimension when it names one model, in each of its models' when it names
+// several, in every model's when it names none; CPU; memory). A job's request is checked
+// (Within) in the dimensions it surely takes: GPUs in total, its model when it names exactly one,
+// CPU and memory — a job that may run on several models is held to its queue's total-GPU figures,
+// not to per-model ones.
+//
+// Dimensions: GPUs in total are always managed (shared and checked); a GPU model, CPU or memory
+// only when some queue's quota names it.
+//
+// Reclaim (Victims). A waiting job of leaf queue q whose start keeps q and its ancestors within
+// their entitlements ("owed" capacity), in a queue that reclaims (QueueSpec::reclaim,
+// SharingSpec::reclaim), may take running preemptible work of any priority from other queues
+// that hold more than their entitlement; an HP job not owed capacity may take lower-priority
+// work only, from its own leaf queue or from such queues. From another queue v, only what v and
+// each of its ancestors below the queues' common ancestor hold above their entitlements may be
+// taken (budgets, in GPU milli, taken elastic surplus first), and nothing from a queue that is
+// not reclaimable (QueueSpec::reclaimable) or that reclaimed within the last cooldown_s (it just
+// got its capacity back). Victims come from the queue furthest above its fair share first (the
+// rank: its usage over fair share, in per mille, highest first).
+//
+// Time-based fairness (SharingSpec::usage_half_life_s > 0): each queue's GPU usage is integrated
+// and decayed with that half-life; the weight a queue shares its parent's surplus with is
+// weight x 2^(-U/S), U its share of its siblings' decayed usage, S its share of their weights.
+// Deterministic: integer bookkeeping, doubles only in that factor (rounded to milli-weights).
+// Thread-safety: none.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/cluster_state.h"
+#include "quota/queues.h"
+#include "sched/actions/preempt.h"
+
+namespace estuary {
+
+class QueueBook {
+ public:
+  QueueBook() = default;
+  // Builds the tree over `state`'s GPU models and gives it to `state` (ClusterState::SetQueues).
+  // With `intern_models` (a live cluster whose nodes have not all joined), GPU model names the
+  // quotas use are added to the state's models first instead of being errors. No specs: the book
+  // is off (enabled() false) and the state has no queues. Errors: QueueTree::Build's, `*line`
+  // set to the field's line.
+  static StatusOr<QueueBook> Create(std::vector<QueueSpec> specs, SharingSpec sharing, ClusterState& state,
+                                    bool intern_models, int* line = nullptr);
+
+  bool enabled() const { return !tree_.empty(); }
+  const QueueTree& tree() const { return tree_; }
+  const SharingSpec& sharing() const { return sharing_; }
+
+  // The leaf queue a job naming `name` (with `priority`) runs in; nullopt and `why` when there is
+  // no such queue, it is not a leaf, or `priority` is above the queue's or an ancestor's
+  // max_priority. With the book off: -1 for an empty name, else nullopt.
+  std::optional<int32_t> Resolve(const std::string& name, int32_t priority, std::string* why) const;
+
+  // A waiting job joins (+1) or leaves (-1) its queue's demand. No-op for a job without a queue.
+  void Pending(const ClusterState& state, JobId job, int sign);
+  // The nodes changed (joined, failed, cordoned, ready again): capacity is counted anew.
+  void CapacityChanged() { capacity_dirty_ = true; }
+  // The shares now (computed again when what the queues hold or want, or the capacity, changed).
+  // `more_demand` (may be null), called only when they are computed again, adds demand beyond
+  // the waiting jobs' to its argument (per queue, leaves only): the engine's running elastic
+  // jobs' room to grow.
+  const QueueShares& Refresh(const ClusterState& state, int64_t now_s,
+                             const std::function<void(std::vector<QueueUsage>&)>& more_demand = nullptr);
+  // The request of `replicas` replicas of `job` in the dimensions its demand counts (see the
+  // header comment).
+  QueueUsage Demand(const ClusterState& state, JobId job, int64_t replicas) const { return Request(state, job, replicas, false); }
+  // The shares of the last Refresh.
+  const QueueShares& shares() const { return shares_; }
+  // Counts the shares' computations (0 with the book off).
+  uint64_t version() const { return version_; }
+  // Changes whenever what a Reclaim may take changes other than by a release: the shares'
+  // version plus the cooldowns ended by now_s.
+  uint64_t ReclaimEpoch(int64_t now_s) const;
+
+  enum class Bound { kLimit, kFair, kGuarantee, kEntitled };
+  // Whether `replicas` replicas of `job` (its per-replica request) more would keep its queue and
+  // every ancestor within `bound` (kFair and kEntitled: the last Refresh's shares; kLimit and
+  // kGuarantee: the tree's) in the dimensions the job surely takes. False, with `why` (may be
+  // null): "queue 'team-a' would hold 72 of its fair share of 64 GPUs". True for a job without a
+  // queue.
+  bool Within(const ClusterState& state, JobId job, int64_t replicas, Bound bound, std::string* why) const;
+
+  // How many more replicas of `job` its queue and every ancestor have room for within `bound`
+  // (as Within counts them): INT64_MAX when nothing bounds it, 0 when none fit.
+  int64_t Room(const ClusterState& state, JobId job, Bound bound) const;
+
+  // The victims a Reclaim for waiting `job` (needing `replicas` replicas) may take now (see the
+  // header comment), and in `*owed` whether the job is owed capacity (its queue reclaims to its
+  // entitlement) rather than only outranking its victims. Uses the last Refresh's shares.
+  VictimFilter Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed) const;
+  // A Reclaim for `job` owed capacity was decided at now_s: its queue and ancestors are not
+  // reclaimed from for SharingSpec::cooldown_s.
+  void Reclaimed(const ClusterState& state, JobId job, int64_t now_s);
+
+  // Queue q's entry of `v` (one of shares()' vectors) in the total-GPU dimension, GPU milli.
+  int64_t Gpu(const std::vector<int64_t>& v, size_t q) const { return v[q * shares_.dims + QuotaDims::kGpu]; }
+
+ private:
+  // ClusterState's index (QueueUsage) of quota dimension d.
+  size_t Fixed(size_t d) const;
+  // Queue q's figure of `bound` in quota dimension d (kNoLimit: none).
+  int64_t Cap(size_t q, size_t d, Bound bound) const;
+  // The demand `replicas` replicas of `job` add, per fixed dimension (kQueueDims); `surely`: only
+  // the dimensions the job surely takes (Within), else every model it may use (demand).
+  QueueUsage Request(const ClusterState& state, JobId job, int64_t replicas, bool surely) const;
+
+  QueueTree tree_;
+  SharingSpec sharing_;
+  std::vector<char> managed_;        // per quota dimension: some queue names it (else unchecked)
+  std::vector<QueueUsage> pending_;  // per queue (leaves)
+  std::vector<int64_t> capacity_;    // per quota dimension
+  bool capacity_dirty_ = true;
+  QueueShares shares_;
+  uint64_t shares_epoch_ = UINT64_MAX;  // the state's epoch at the last computation
+  uint64_t pending_version_ = 0, shares_pending_version_ = UINT64_MAX;
+  uint64_t version_ = 0;
+  std::vector<int64_t> cooldown_until_;  // per queue
+  // Time-based fairness: decayed GPU usage (GPU milli x s) per queue, as of usage_at_.
+  std::vector<double> decayed_;
+  int64_t usage_at_ = -1;
+};
+
+}  // namespace estuary

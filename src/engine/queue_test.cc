@@ -1,0 +1,228 @@
+// Multi-tenant queues in the engine (issue 20), as specifications worked out by hand on clusters
+// of 8-GPU nodes (testing::TwoAswCluster: n0.. in asw0 for the first half, asw1 for the rest).
+// Every job here takes whole nodes (8 GPUs a replica), so each figure is a count of nodes.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "tests/testing/engine_fixtures.h"
+
+namespace estuary {
+namespace {
+
+constexpr int64_t kG = 1000;  // one GPU, milli
+
+QueueSpec Q(const std::string& name, int64_t guarantee_gpus, int64_t weight = 1, const std::string& parent = "") {
+  QueueSpec s;
+  s.name = name;
+  s.parent = parent;
+  if (guarantee_gpus > 0) s.guarantee.gpu_milli = guarantee_gpus * kG;
+  s.weight = weight;
+  return s;
+}
+
+// Job `id` of queue `queue`: `replicas` whole nodes (min = max unless `min` > 0), LP, preemptible.
+EngineJob NodeJob(uint32_t id, const std::string& queue, int replicas, int min = 0, int32_t priority = 300) {
+  EngineJob j = testing::WholeGpuJob(id, replicas, 8, priority, true);
+  if (min > 0) j.min_replicas = min;
+  j.queue = queue;
+  return j;
+}
+
+struct Cluster {
+  std::unique_ptr<Engine> engine;
+  Engine& e() { return *engine; }
+  Cluster(int nodes, std::vector<QueueSpec> queues, SharingSpec sharing = {}, int64_t grace_s = 60) {
+    EngineConfig o;
+    o.name = "queues";
+    o.grace_s = grace_s;
+    o.queues = std::move(queues);
+    o.sharing = sharing;
+    auto made = Engine::Create(testing::TwoAswCluster(nodes), o);
+    EXPECT_TRUE(made.ok()) << made.status().message();
+    engine = std::move(*made);
+  }
+  void Submit(const EngineJob& j, int64_t t) {
+    const Admission a = e().Submit(j, SubmitMode::kEnqueue, t);
+    EXPECT_TRUE(a.accepted) << a.reason;
+  }
+  // A cycle at t, with the cluster's invariants checked after it.
+  std::vector<EngineEvent> Cycle(int64_t t) {
+    std::vector<EngineEvent> ev = e().RunCycle(t);
+    const Status s = e().state().CheckInvariants();
+    EXPECT_TRUE(s.ok()) << s.message();
+    return ev;
+  }
+  // Nodes (8-GPU replicas) each queue holds now.
+  std::map<std::string, int64_t> Held() const {
+    std::map<std::string, int64_t> out;
+    for (const QueueSpec& q : engine->options().queues) {
+      const size_t i = static_cast<size_t>(std::find_if(engine->options().queues.begin(), engine->options().queues.end(),
+                                                        [&](const QueueSpec& s) { return s.name == q.name; }) -
+                                           engine->options().queues.begin());
+      out[q.name] = engine->state().queue_usage(i)[kQueueGpu] / (8 * kG);
+    }
+    return out;
+  }
+};
+
+int Count(const std::vector<EngineEvent>& ev, EngineEvent::Kind kind) {
+  return static_cast<int>(std::count_if(ev.begin(), ev.end(), [&](const EngineEvent& x) { return x.kind == kind; }));
+}
+
+TEST(EngineQueues, ATeamReturningToAFullClusterGetsExactlyItsGuaranteeBackAfterOneGracePeriodFromElasticSurplus) {
+  // 4 nodes. a is guaranteed 2 nodes, b and c 1 each. a is idle; b and c run elastic jobs of 1..2
+  // nodes and grow to 2 each (a has no demand: each one's fair share is 2).
+  Cluster c(4, {Q("a", 16), Q("b", 8), Q("c", 8)});
+  c.Submit(NodeJob(1, "b", 2, 1), 0);
+  c.Submit(NodeJob(2, "c", 2, 1), 0);
+  c.Cycle(0);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 2}, {"c", 2}}));
+  // a comes back with a 2-node gang (LP, the same priority as theirs). Its guarantee is 2 nodes;
+  // b and c hold one node each above their guarantees: one replica of each is evicted (their
+  // newest), after the 60 s grace period, and nothing else.
+  c.Submit(NodeJob(3, "a", 2), 100);
+  std::vector<EngineEvent> ev = c.Cycle(100);
+  ASSERT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 1);
+  const auto reclaim = std::find_if(ev.begin(), ev.end(), [](const EngineEvent& x) { return x.kind == EngineEvent::Kind::kReclaim; });
+  EXPECT_EQ(reclaim->job, 3u);
+  EXPECT_EQ(reclaim->detail, "queue");
+  EXPECT_EQ(reclaim->replicas, 2);  // two victims
+  EXPECT_EQ(reclaim->at, 160);
+  EXPECT_TRUE(c.Cycle(159).empty());
+  ev = c.Cycle(160);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kShrunk), 2);
+  for (const EngineEvent& x : ev) {
+    if (x.kind == EngineEvent::Kind::kShrunk) {
+      EXPECT_EQ(x.detail, "queue reclaim");
+      EXPECT_EQ(x.replicas, 1);
+    }
+  }
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kReturned), 0);  // elastic surplus only: no job lost whole
+  EXPECT_EQ(c.e().Running(3), 2);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 1}, {"c", 1}}));
+  // Stable: more cycles change nothing (b and c are at their guarantees and do not take back).
+  for (int64_t t : {160, 161, 500, 5000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+}
+
+TEST(EngineQueues, WeightsTwoToOneSplitIdleCapacityTwoToOneWhateverTheArrivalOrder) {
+  // 6 nodes, no guarantees; b (weight 1) queues six 1-node jobs before a (weight 2) queues six.
+  Cluster c(6, {Q("a", 0, 2), Q("b", 0, 1)});
+  for (uint32_t i = 0; i < 6; ++i) c.Submit(NodeJob(10 + i, "b", 1), 0);
+  for (uint32_t i = 0; i < 6; ++i) c.Submit(NodeJob(20 + i, "a", 1), 0);
+  c.Cycle(0);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 2}}));
+  EXPECT_TRUE(c.Cycle(1).empty());
+  // Without weights (plain queue order) b's earlier jobs take every node.
+  SharingSpec plain;
+  plain.weights = false;
+  Cluster d(6, {Q("a", 0, 2), Q("b", 0, 1)}, plain);
+  for (uint32_t i = 0; i < 6; ++i) d.Submit(NodeJob(10 + i, "b", 1), 0);
+  for (uint32_t i = 0; i < 6; ++i) d.Submit(NodeJob(20 + i, "a", 1), 0);
+  d.Cycle(0);
+  EXPECT_EQ(d.Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 6}}));
+}
+
+TEST(EngineQueues, AChildQueueBorrowsItsParentsUnusedGuaranteeBeforeAnotherOrg) {
+  // Orgs A and B are guaranteed 2 nodes each of 4; A's teams a1 and a2 one each. a2 is idle. B
+  // queues four 1-node jobs first, then a1 four: a1 gets A's 2 (its own and a2's), B its 2.
+  Cluster c(4, {Q("A", 16), Q("B", 16), Q("a1", 8, 1, "A"), Q("a2", 8, 1, "A"), Q("b1", 16, 1, "B")});
+  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(10 + i, "b1", 1), 0);
+  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(20 + i, "a1", 1), 0);
+  c.Cycle(0);
+  const auto held = c.Held();
+  EXPECT_EQ(held.at("a1"), 2);
+  EXPECT_EQ(held.at("a2"), 0);
+  EXPECT_EQ(held.at("A"), 2);
+  EXPECT_EQ(held.at("B"), 2);
+}
+
+TEST(EngineQueues, AGangThatNeedsOneAswIsReclaimedForAsAWholeAsw) {
+  // b holds all 4 nodes with 1-node jobs; a (guaranteed 2 nodes) queues a 2-node gang that must
+  // stay in one ASW: the plan evicts the two jobs of one ASW, and the gang starts there.
+  Cluster c(4, {Q("a", 16), Q("b", 0)});
+  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(10 + i, "b", 1), 0);
+  c.Cycle(0);
+  ASSERT_EQ(c.Held().at("b"), 4);
+  EngineJob gang = NodeJob(1, "a", 2);
+  gang.plane = "data";
+  gang.required_level = "asw";
+  c.Submit(gang, 10);
+  std::vector<EngineEvent> ev = c.Cycle(10);
+  ASSERT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 1);
+  ev = c.Cycle(70);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kReturned), 2);
+  ASSERT_EQ(c.e().Running(1), 2);
+  std::set<std::string> asws;
+  const Topology& topo = c.e().state().topology();
+  const PlaneId data = *topo.FindPlane("data");
+  for (TaskId t : c.e().state().job(*c.e().JobOf(1)).tasks) {
+    const NodeId n = c.e().state().task(t).node;
+    asws.insert(topo.domain(topo.NodeDomain(n, data, 0)).name);
+  }
+  EXPECT_EQ(asws.size(), 1u) << "the gang and its victims share one ASW";
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 2}}));
+  for (int64_t t : {70, 71, 1000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+}
+
+TEST(EngineQueues, ALimitHoldsAQueueBelowItEvenOnAnIdleClusterAndTheExplanationNamesIt) {
+  QueueSpec a = Q("a", 0);
+  a.limit.gpu_milli = 16 * kG;
+  Cluster c(4, {a, Q("b", 0)});
+  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(10 + i, "a", 1), 0);
+  c.Cycle(0);
+  EXPECT_EQ(c.Held().at("a"), 2);
+  const Engine::Explanation why = c.e().Explain(12, 0);
+  EXPECT_EQ(why.quota, "queue 'a' would hold 24 of its limit of 16 GPUs");
+  // An elastic job grows only up to the limit too.
+  Cluster d(4, {a, Q("b", 0)});
+  d.Submit(NodeJob(1, "a", 4, 1), 0);
+  d.Cycle(0);
+  EXPECT_EQ(d.e().Running(1), 2);
+  EXPECT_TRUE(d.Cycle(1).empty());
+}
+
+TEST(EngineQueues, AStaticQuotaCapsEachQueueAtItsGuaranteeAndBorrowingWithoutReclaimNeverGivesBack) {
+  SharingSpec fixed;
+  fixed.borrow = false;
+  Cluster c(4, {Q("a", 16), Q("b", 16)}, fixed);
+  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(10 + i, "b", 1), 0);
+  c.Cycle(0);
+  EXPECT_EQ(c.Held().at("b"), 2);  // two nodes stay idle
+  SharingSpec keep;
+  keep.reclaim = false;
+  Cluster d(4, {Q("a", 16), Q("b", 16)}, keep);
+  for (uint32_t i = 0; i < 4; ++i) d.Submit(NodeJob(10 + i, "b", 1), 0);
+  d.Cycle(0);
+  EXPECT_EQ(d.Held().at("b"), 4);
+  d.Submit(NodeJob(20, "a", 1), 10);
+  EXPECT_EQ(Count(d.Cycle(10), EngineEvent::Kind::kReclaim), 0);
+  EXPECT_EQ(Count(d.Cycle(1000), EngineEvent::Kind::kReturned), 0);
+  EXPECT_EQ(d.Held().at("a"), 0);
+}
+
+TEST(EngineQueues, AJobIsRejectedForAnUnknownOrInnerQueueOrAPriorityAboveItsQueuesCeiling) {
+  QueueSpec capped = Q("low", 0);
+  capped.max_priority = 500;
+  Cluster c(2, {Q("org", 0), Q("team", 0, 1, "org"), capped});
+  auto reason = [&](const EngineJob& j) {
+    const Admission a = c.e().Submit(j, SubmitMode::kEnqueue, 0);
+    EXPECT_FALSE(a.accepted);
+    EXPECT_TRUE(a.never);
+    return a.reason;
+  };
+  EXPECT_EQ(reason(NodeJob(1, "nowhere", 1)), "no queue 'nowhere'");
+  EXPECT_EQ(reason(NodeJob(2, "org", 1)), "queue 'org' has queues under it: jobs run in its leaves");
+  EXPECT_EQ(reason(NodeJob(3, "low", 1, 0, 800)), "priority 800 is above the ceiling of queue 'low' (500)");
+  EXPECT_EQ(reason(NodeJob(4, "", 1)), "names no queue, and every job of this cluster runs in one");
+  EXPECT_TRUE(c.e().Submit(NodeJob(5, "team", 1), SubmitMode::kEnqueue, 0).accepted);
+}
+
+}  // namespace
+}  // namespace estuary
