@@ -133,6 +133,7 @@ struct JobRequest {
   int64_t restart_cost_s = 0;
   int32_t usable_step = 0;
   std::map<std::string, std::string> labels;
+  std::string queue;  // its queue (issue 20): a leaf of the configuration's queues; empty: none
   // The workload (a real agent's).
   JobCommand command;
   std::map<std::string, std::string> env;

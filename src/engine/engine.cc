@@ -669,18 +669,27 @@ void Engine::CountDemand(size_t li, bool waiting) {
   book_.Pending(state_, l.id, waiting ? 1 : -1);
 }
 
+void Engine::AddElasticDemand(std::vector<QueueUsage>& want) const {
+  // Running elastic jobs want their room to grow.
+  for (size_t li : elastic_running_) {
+    const Job& j = state_.job(locals_[li].id);
+    const int32_t room = j.spec.max_replicas - j.bound_tasks;
+    if (room <= 0 || j.spec.queue < 0) continue;
+    const QueueUsage u = book_.Demand(state_, j.id, room);
+    QueueUsage& w = want[static_cast<size_t>(j.spec.queue)];
+    for (size_t i = 0; i < kQueueDims; ++i) w[i] += u[i];
+  }
+}
+
 void Engine::RefreshShares(int64_t now_s) {
-  book_.Refresh(state_, now_s, [&](std::vector<QueueUsage>& want) {
-    // Running elastic jobs want their room to grow.
-    for (size_t li : elastic_running_) {
-      const Job& j = state_.job(locals_[li].id);
-      const int32_t room = j.spec.max_replicas - j.bound_tasks;
-      if (room <= 0 || j.spec.queue < 0) continue;
-      const QueueUsage u = book_.Demand(state_, j.id, room);
-      QueueUsage& w = want[static_cast<size_t>(j.spec.queue)];
-      for (size_t i = 0; i < kQueueDims; ++i) w[i] += u[i];
-    }
-  });
+  book_.Refresh(state_, now_s, [&](std::vector<QueueUsage>& want) { AddElasticDemand(want); });
+}
+
+QueueShares Engine::ReferenceShares() const {
+  if (!book_.enabled()) return {};
+  std::vector<QueueUsage> more(book_.tree().size(), QueueUsage{});
+  AddElasticDemand(more);
+  return book_.Reference(state_, more);
 }
 
 void Engine::ReclaimQueued(int64_t now_s) {

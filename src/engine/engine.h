@@ -424,6 +424,12 @@ class Engine {
   int64_t now() const { return now_; }
 
   const ClusterState& state() const { return state_; }
+  // The multi-tenant queues (EngineConfig::queues; off without them).
+  const QueueBook& queue_book() const { return book_; }
+  // The queues' reference shares now, for measuring fairness: weighted (whatever
+  // SharingSpec::weights says), instant, over the same demand the cycle shares by (the waiting
+  // jobs and the running elastic jobs' room to grow). Empty with the book off.
+  QueueShares ReferenceShares() const;
   // Jobs waiting in the queue.
   size_t queued() const { return queue_.size(); }
   // The driver ids of the queued jobs, in queue order.
@@ -459,6 +465,8 @@ class Engine {
   void CountDemand(size_t li, bool waiting);
   // The shares now, the running elastic jobs' room to grow counted as demand.
   void RefreshShares(int64_t now_s);
+  // Adds the running elastic jobs' room to grow to `want` (per queue).
+  void AddElasticDemand(std::vector<QueueUsage>& want) const;
   // How many replicas of local li its queue's `bound` lets it hold in all (INT32_MAX: no queue).
   int32_t QueueRoom(size_t li, QueueBook::Bound bound) const;
   // TryStart with at most `cap` replicas (its max when that is lower).

@@ -1,5 +1,7 @@
 #include "engine/history.h"
 
+#include "api/queue_json.h"
+
 #include <algorithm>
 #include <fstream>
 #include <memory>
@@ -130,7 +132,8 @@ Json JobJson(const EngineJob& j) {
           {"checkpoint_interval_s", j.checkpoint_interval_s},
           {"restart_cost_s", j.restart_cost_s},
           {"locked", locked},
-          {"acknowledge_standby", j.acknowledge_standby}};
+          {"acknowledge_standby", j.acknowledge_standby},
+          {"queue", j.queue}};
 }
 EngineJob JobFrom(const Fields& f) {
   EngineJob j;
@@ -154,6 +157,7 @@ EngineJob JobFrom(const Fields& f) {
   j.restart_cost_s = f.Int("restart_cost_s", 0);
   f.Each("locked", [&](const Json& b, const std::string&) { j.locked.push_back(b.is_boolean() && b.get<bool>()); });
   j.acknowledge_standby = f.Bool("acknowledge_standby", false);
+  j.queue = f.Str("queue");
   return j;
 }
 
@@ -453,7 +457,10 @@ Json ConfigJson(const EngineConfig& c) {
             {"acknowledged", m.acknowledged}}},
           {"headroom", headroom},
           {"headroom_retry_s", c.headroom_retry_s},
-          {"headroom_max_loss_s", c.headroom_max_loss_s}};
+          {"headroom_max_loss_s", c.headroom_max_loss_s},
+          {"queues", EncodeQueues(c.queues)},
+          {"sharing", EncodeSharing(c.sharing)},
+          {"intern_queue_models", c.intern_queue_models}};
 }
 
 EngineConfig ConfigFrom(const Fields& f) {
@@ -519,6 +526,17 @@ EngineConfig ConfigFrom(const Fields& f) {
   });
   c.headroom_retry_s = f.Int("headroom_retry_s", c.headroom_retry_s);
   c.headroom_max_loss_s = f.Int("headroom_max_loss_s", c.headroom_max_loss_s);
+  if (f.Has("queues")) {
+    auto q = DecodeQueues(f.Raw("queues"), "queues");
+    if (q.ok()) c.queues = std::move(*q);
+    else f.Fail("queues", q.status().message());
+  }
+  if (f.Has("sharing")) {
+    auto s = DecodeSharing(f.Raw("sharing"), "sharing");
+    if (s.ok()) c.sharing = *s;
+    else f.Fail("sharing", s.status().message());
+  }
+  c.intern_queue_models = f.Bool("intern_queue_models", false);
   return c;
 }
 

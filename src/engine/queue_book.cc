@@ -190,6 +190,21 @@ const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s,
   return shares_;
 }
 
+QueueShares QueueBook::Reference(const ClusterState& state, const std::vector<QueueUsage>& more_demand) const {
+  if (!enabled()) return {};
+  const size_t n = tree_.size(), D = tree_.dims().size();
+  std::vector<int64_t> usage(n * D, 0), pending(n * D, 0);
+  for (size_t q = 0; q < n; ++q) {
+    for (size_t d = 0; d < D; ++d) {
+      usage[q * D + d] = state.queue_usage(q)[Fixed(d)];
+      pending[q * D + d] = pending_[q][Fixed(d)] + (more_demand.empty() ? 0 : more_demand[q][Fixed(d)]);
+    }
+  }
+  std::vector<int64_t> capacity = capacity_;
+  capacity.resize(D, 0);
+  return ComputeShares(tree_, capacity, usage, pending, {}, true, false);
+}
+
 uint64_t QueueBook::ReclaimEpoch(int64_t now_s) const {
   uint64_t ended = 0;
   for (int64_t until : cooldown_until_) ended += until != INT64_MIN && until <= now_s;

@@ -80,6 +80,10 @@ class QueueBook {
   QueueUsage Demand(const ClusterState& state, JobId job, int64_t replicas) const { return Request(state, job, replicas, false); }
   // The shares of the last Refresh.
   const QueueShares& shares() const { return shares_; }
+  // The shares now computed with every weight as given and no time-based factor, from what the
+  // queues hold, the waiting jobs' demand plus `more_demand` (per queue) — what fairness is
+  // measured against. The capacity is the last Refresh's.
+  QueueShares Reference(const ClusterState& state, const std::vector<QueueUsage>& more_demand) const;
   // Counts the shares' computations (0 with the book off).
   uint64_t version() const { return version_; }
   // Changes whenever what a Reclaim may take changes other than by a release: the shares'

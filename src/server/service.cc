@@ -269,6 +269,7 @@ struct Service::Impl {
     f.restart_cost_s = r.restart_cost_s;
     // Its agent runs the hook before the GPUs are free: they are lent once it reports so.
     f.acknowledge_standby = !r.hook_standby_enter.empty();
+    f.queue = r.queue;
     return f;
   }
 

@@ -1,5 +1,7 @@
 #include "sim/history_scenario.h"
 
+#include "api/queue_json.h"
+
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -180,6 +182,8 @@ std::string ConfigurationYaml(const EngineConfig& c) {
     y << "    defrag: {interval_s: " << d.interval_s << ", trigger_after_s: " << d.trigger_after_s
       << ", trigger_min_gpus: " << d.trigger_min_gpus << ", trigger_cooldown_s: " << d.trigger_cooldown_s << "}\n";
   }
+  // The queue schema's JSON is YAML flow: written as the service holds it.
+  if (!c.queues.empty()) y << "    queues: " << EncodeQueues(c.queues).dump() << "\n    sharing: " << EncodeSharing(c.sharing).dump() << "\n";
   return y.str();
 }
 
@@ -217,6 +221,7 @@ StatusOr<HistoryScenario> HistoryToScenario(const std::vector<HistoryRecord>& re
     y << ", cpu_milli: " << j.per_replica.cpu_milli << ", memory_mib: " << j.per_replica.mem_mib
       << ", priority: " << j.priority << ", preemptible: " << (j.preemptible ? "true" : "false")
       << ", checkpoint_interval_s: " << j.checkpoint_interval_s << ", restart_cost_s: " << j.restart_cost_s;
+    if (!j.queue.empty()) y << ", queue: " << Q(j.queue);
     if (!j.plane.empty()) y << ", plane: " << Q(j.plane);
     if (!j.required_level.empty()) y << ", required_level: " << Q(j.required_level);
     if (!j.preferred_level.empty()) y << ", preferred_level: " << Q(j.preferred_level);

@@ -467,6 +467,24 @@ std::optional<std::string> JobEventsCsv(const std::vector<std::vector<SimulateRe
   }
   return ev.str();
 }
+
+// queues.csv of every run with queues (nullopt when none has them): one row per queue per sample.
+std::optional<std::string> QueuesCsv(const std::vector<std::vector<SimulateResult>>& results) {
+  std::ostringstream q;
+  bool any = false;
+  q << "configuration,seed,time_s,queue,allocated_gpus,guaranteed_gpus,fair_share_gpus,borrowed_gpus,lent_gpus,pending_gpus\n";
+  for (const auto& per_seed : results) {
+    for (const SimulateResult& r : per_seed) {
+      for (const QueueSample& x : r.queue_samples) {
+        any = true;
+        q << CsvField(r.configuration) << ',' << r.seed << ',' << x.t << ',' << CsvField(x.queue) << ',' << x.allocated << ','
+          << x.guaranteed << ',' << x.fair << ',' << x.borrowed << ',' << x.lent << ',' << x.pending << '\n';
+      }
+    }
+  }
+  if (!any) return std::nullopt;
+  return q.str();
+}
 }  // namespace
 
 StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::string& scenario,
@@ -603,6 +621,7 @@ StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::st
   if (const std::optional<std::string> ev = JobEventsCsv(results)) {
     ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/job_events.csv", *ev));
   }
+  if (const std::optional<std::string> q = QueuesCsv(results)) ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/queues.csv", *q));
   const std::string html = dir + "/report.html";
   ESTUARY_RETURN_IF_ERROR(report::WriteHtmlReport(rep, html));
   return html;

@@ -13,6 +13,7 @@
 #include "sched/plugins/register.h"
 
 #include "api/job_json.h"
+#include "api/queue_json.h"
 #include "sim/cluster/yaml_context.h"
 #include "sim/cluster/yaml_json.h"
 
@@ -240,6 +241,7 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
   JobTemplate j;
   j.line = m.Mark().line + 1;
   j.name = r.name;
+  j.queue = r.queue;
   j.job_class = r.job_class;
   j.submit_s = f.submit_s;
   j.duration_s = generated ? f.duration_mean_s : r.duration_s;
@@ -323,6 +325,32 @@ Status ParseClusterSource(const Ctx& c, const YAML::Node& cluster, const std::st
   return Status::Ok();
 }
 
+// `queues:` (a configuration's or the scenario's root key) by the queue schema (api/queue_json.h),
+// messages prefixed with the file and the field's line.
+StatusOr<std::vector<QueueSpec>> ParseQueues(const Ctx& c, const YAML::Node& n) {
+  StatusOr<YamlJson> v = YamlToJson(n);
+  if (!v.ok()) return InvalidArgument(c.file + ":" + std::to_string(n.Mark().line + 1) + ": " + v.status().message());
+  constexpr std::string_view kRoot = "queues";
+  auto line_of = [&](const std::string& path) { return v->LineOf(path.substr(std::min(path.size(), kRoot.size()))); };
+  StatusOr<std::vector<QueueSpec>> q = DecodeQueues(v->value, std::string(kRoot), line_of);
+  if (!q.ok()) {
+    return InvalidArgument(c.file + ":" + std::to_string(line_of(JobErrorPath(q.status().message()))) + ": " + q.status().message());
+  }
+  return q;
+}
+
+StatusOr<SharingSpec> ParseSharing(const Ctx& c, const YAML::Node& n) {
+  StatusOr<YamlJson> v = YamlToJson(n);
+  if (!v.ok()) return InvalidArgument(c.file + ":" + std::to_string(n.Mark().line + 1) + ": " + v.status().message());
+  StatusOr<SharingSpec> s = DecodeSharing(v->value, "sharing");
+  if (!s.ok()) {
+    const std::string path = JobErrorPath(s.status().message());
+    return InvalidArgument(c.file + ":" + std::to_string(v->LineOf(path.substr(std::min<size_t>(path.size(), 8)))) + ": " +
+                           s.status().message());
+  }
+  return s;
+}
+
 // The root key `federation:` (FederationSpec).
 StatusOr<FederationSpec> ParseFederation(const Ctx& c, const YAML::Node& f, const std::string& path) {
   if (!f.IsMap()) return c.Err(f, "federation", "expected a mapping {members, retry_backoff_s, ...}");
@@ -402,7 +430,7 @@ Status ParseFederationMode(const Ctx& c, const YAML::Node& m, const FederationSp
   if (!fed.enabled) {
     if (m["federation"]) return c.Err(m["federation"], "federation", "the scenario has no federation: (root key)");
   } else {
-    for (const char* key : {"reserve", "standby", "defrag", "pack"}) {
+    for (const char* key : {"reserve", "standby", "defrag", "pack", "queues", "sharing"}) {
       if (m[key]) return c.Err(m[key], key, "not supported in a federation scenario");
     }
     if (!m["federation"]) return c.Err(m, "federation", "missing: a configuration of a federation scenario needs one of " + known);
@@ -424,9 +452,10 @@ Status ParseFederationMode(const Ctx& c, const YAML::Node& m, const FederationSp
 }
 
 // One entry of `configurations:` (the scheduler-configuration schema, docs/simulate.md).
-StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m, const FederationSpec& fed) {
+StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m, const FederationSpec& fed,
+                                               const std::vector<QueueSpec>& root_queues) {
   ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack", "queue", "preempt", "absorb",
-                                       "standby", "defrag", "federation", "blind_dispatch"}));
+                                       "standby", "defrag", "federation", "blind_dispatch", "queues", "sharing"}));
   SchedulerConfig sc;
   sc.line = m.Mark().line + 1;
   ESTUARY_ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
@@ -438,6 +467,9 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
   if (!p.ok()) return c.Err(m["policy"], "policy", p.status().message());
   ESTUARY_ASSIGN_OR_RETURN(sc.align, Bool(c, m, "align", true));
   ESTUARY_ASSIGN_OR_RETURN(sc.topology, Bool(c, m, "topology", true));
+  sc.queues = root_queues;
+  if (const YAML::Node q = m["queues"]) ESTUARY_ASSIGN_OR_RETURN(sc.queues, ParseQueues(c, q));
+  if (const YAML::Node sh = m["sharing"]) ESTUARY_ASSIGN_OR_RETURN(sc.sharing, ParseSharing(c, sh));
   std::string queue;
   ESTUARY_ASSIGN_OR_RETURN(queue, Str(c, m, "queue", false));
   if (!queue.empty() && queue != "fifo" && queue != "priority") {
@@ -661,7 +693,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   if (!root.IsMap()) return InvalidArgument(path + ":1: expected a mapping");
   ESTUARY_RETURN_IF_ERROR(Known(c, root, {"name", "duration_s", "warmup_s", "sample_interval_s", "seeds", "cluster", "jobs",
                                           "generator", "events", "network", "failures", "configurations", "tidal",
-                                          "utilisation", "federation"}));
+                                          "utilisation", "federation", "queues"}));
   Scenario s;
   s.path = path;
   ESTUARY_ASSIGN_OR_RETURN(s.name, Str(c, root, "name", true));
@@ -770,6 +802,11 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
     }
     s.failures = fm;
   }
+  // The organisation's queues (before the configurations, which inherit them).
+  if (const YAML::Node q = root["queues"]) {
+    if (s.federation.enabled) return c.Err(q, "queues", "not supported in a federation scenario");
+    ESTUARY_ASSIGN_OR_RETURN(s.queues, ParseQueues(c, q));
+  }
   // Configurations.
   const YAML::Node confs = root["configurations"];
   if (!confs || !confs.IsSequence() || confs.size() == 0) {
@@ -779,7 +816,7 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   for (const YAML::Node& m : confs) {
     if (!m.IsMap()) return c.Err(m, "configurations", "expected a mapping per configuration");
     SchedulerConfig sc;
-    ESTUARY_ASSIGN_OR_RETURN(sc, ParseSchedulerConfig(c, m, s.federation));
+    ESTUARY_ASSIGN_OR_RETURN(sc, ParseSchedulerConfig(c, m, s.federation, s.queues));
     if (!conf_names.insert(sc.name).second) return c.Err(m["name"], "name", "duplicate configuration '" + sc.name + "'");
     s.configurations.push_back(sc);
   }
@@ -808,7 +845,7 @@ StatusOr<SchedulerConfig> ParseSchedulerConfigText(const std::string& text, cons
   const YAML::Node confs = root["configurations"];
   if (!confs) {
     SchedulerConfig sc;
-    ESTUARY_ASSIGN_OR_RETURN(sc, ParseSchedulerConfig(c, root, none));
+    ESTUARY_ASSIGN_OR_RETURN(sc, ParseSchedulerConfig(c, root, none, {}));
     if (!name.empty() && sc.name != name) return c.Err(root["name"], "name", "is '" + sc.name + "', not '" + name + "'");
     return sc;
   }
@@ -818,7 +855,12 @@ StatusOr<SchedulerConfig> ParseSchedulerConfigText(const std::string& text, cons
     if (!m.IsMap()) return c.Err(m, "configurations", "expected a mapping per configuration");
     const std::string n = m["name"] && m["name"].IsScalar() ? m["name"].Scalar() : "";
     names += (names.empty() ? "" : ", ") + n;
-    if (n == name || (name.empty() && confs.size() == 1)) return ParseSchedulerConfig(c, m, none);
+    if (n == name || (name.empty() && confs.size() == 1)) {
+      // A scenario's configuration inherits the scenario's root queues.
+      std::vector<QueueSpec> root_queues;
+      if (const YAML::Node q = root["queues"]) ESTUARY_ASSIGN_OR_RETURN(root_queues, ParseQueues(c, q));
+      return ParseSchedulerConfig(c, m, none, root_queues);
+    }
   }
   if (name.empty()) return c.Err(KeyNode(root, "configurations"), "configurations", "lists " + names + ": name one");
   return c.Err(KeyNode(root, "configurations"), "configurations", "has no configuration '" + name + "' (it has " + names + ")");

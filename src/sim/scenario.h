@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "model/cluster_state.h"
+#include "quota/queues.h"
 #include "sched/actions/defrag.h"
 #include "sched/actions/migration.h"
 #include "sim/cluster/generator.h"
@@ -35,6 +36,7 @@ struct StandbyWindow {
 struct JobTemplate {
   int line = 0;  // where the job is defined, for messages
   std::string name;
+  std::string queue;  // its queue (`queue:`); empty: none
   SimTime submit_s = 0;
   SimTime duration_s = 3600;
   int32_t replicas = 1;
@@ -223,6 +225,10 @@ struct SchedulerConfig {
   DefragConfig defrag;
   // Domain packing (AllocateOptions::pack_*): `pack: {plane, level}`; empty: off.
   std::string pack_plane, pack_level;
+  // Multi-tenant queues (issue 20; api/queue_json.h, EngineConfig::queues): the configuration's
+  // `queues:`, else the scenario's root `queues:`; `sharing:` how they share.
+  std::vector<QueueSpec> queues;
+  SharingSpec sharing;
   int line = 0;  // of the configuration, for errors found when it meets the cluster
 };
 
@@ -318,6 +324,9 @@ struct Scenario {
   UtilisationProfile utilisation;
   std::vector<SchedulerConfig> configurations;
   FederationSpec federation;  // enabled: the run is a federation run (cluster_* unused)
+  // The root `queues:` (the organisation's queue tree), given to every configuration that names
+  // none of its own.
+  std::vector<QueueSpec> queues;
 };
 
 StatusOr<Scenario> ReadScenario(const std::string& path);

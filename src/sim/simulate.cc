@@ -20,6 +20,7 @@
 #include "sim/cluster/cluster_spec.h"
 #include "sim/job_stream.h"
 #include "sim/metrics.h"
+#include "sim/queue_metrics.h"
 
 namespace estuary {
 
@@ -208,6 +209,7 @@ EngineJob ToEngineJob(size_t i, const SimJob& j) {
   e.preemptible = t.preemptible;
   e.checkpoint_interval_s = t.checkpoint_interval_s;
   e.restart_cost_s = t.restart_cost_s;
+  e.queue = t.queue;
   e.locked = j.locked;
   return e;
 }
@@ -254,6 +256,14 @@ StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& s
   e.requeue = true;
   e.standby_grace_s = config.standby_grace_s;
   e.lend_max_priority = config.lend_max_priority;
+  // Queues: the tree checked against the cluster's GPU models here, where its lines are known.
+  if (!config.queues.empty()) {
+    int line = 0;
+    const auto tree = QueueTree::Build(config.queues, state.models(), &line);
+    if (!tree.ok()) return InvalidArgument(sc.path + ":" + std::to_string(line) + ": " + tree.status().message());
+  }
+  e.queues = config.queues;
+  e.sharing = config.sharing;
   const ReserveConfig& r = config.reserve;
   e.reserve = {r.enabled, r.replan_s, r.after_s, r.min_gpus, r.max_gpus, r.max_jobs};
   const DefragConfig& dfc = config.defrag;
@@ -368,6 +378,7 @@ class ScenarioRun {
   std::vector<size_t> lenders_;
   std::vector<size_t> job_index_;  // per engine JobId: the driver's job (SIZE_MAX: none)
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<QueueMetrics> queue_metrics_;  // with queues only
   SteadyStopwatch planning_clock_;
   std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> events_;
   std::set<SimTime> due_;  // times of pushed kDue events not yet reached
@@ -461,9 +472,35 @@ Status ScenarioRun::MakeWorkload(const ClusterState& cluster) {
   // Locked tasks (never moved by defragmentation): drawn per task, in job order, from a stream of
   // their own, so every configuration of a seed locks the same tasks.
   Rng lrng(seed_ ^ 0x6c6f636b6564ULL);
+  // Each job's queue: a leaf of the configuration's queues, its priority within every ceiling.
+  QueueTree queues;
+  if (!config_.queues.empty()) {
+    auto tree = QueueTree::Build(config_.queues, cluster.models());
+    if (tree.ok()) queues = std::move(*tree);  // (its errors are EngineConfigFor's)
+  }
+  std::set<size_t> checked;  // templates are shared by a class's jobs: each checked once
   for (size_t i = 0; i < jobs_.size(); ++i) {
     SimJob& j = jobs_[i];
     ESTUARY_RETURN_IF_ERROR(Resolve(sc_, cluster, j.tmpl));
+    if (checked.insert(static_cast<size_t>(j.tmpl.line)).second) {
+      const std::string where = sc_.path + ":" + std::to_string(j.tmpl.line) + ": job '" + j.tmpl.name + "': field 'queue': ";
+      if (queues.empty() && !j.tmpl.queue.empty()) {
+        return InvalidArgument(where + "configuration '" + config_.name + "' has no queues");
+      }
+      if (!queues.empty()) {
+        if (j.tmpl.queue.empty()) return InvalidArgument(where + "missing (configuration '" + config_.name + "' has queues)");
+        const std::optional<size_t> q = queues.Find(j.tmpl.queue);
+        if (!q) return InvalidArgument(where + "no queue '" + j.tmpl.queue + "'");
+        if (!queues.leaf(*q)) return InvalidArgument(where + "queue '" + j.tmpl.queue + "' has queues under it: jobs run in its leaves");
+        for (int p = static_cast<int>(*q); p >= 0; p = queues.parent(static_cast<size_t>(p))) {
+          const QueueSpec& spec = queues.spec(static_cast<size_t>(p));
+          if (j.tmpl.priority > spec.max_priority) {
+            return InvalidArgument(where + "priority " + std::to_string(j.tmpl.priority) + " is above the ceiling of queue '" +
+                                   spec.name + "' (" + std::to_string(spec.max_priority) + ")");
+          }
+        }
+      }
+    }
     j.lender = config_.standby && (j.service >= 0 || !j.tmpl.standby.empty());
     if (j.lender) lenders_.push_back(i);
     const UtilisationProfile& u = sc_.utilisation;
@@ -517,6 +554,7 @@ Status ScenarioRun::Prepare(const ClusterState& cluster) {
   auto engine = Engine::Create(cluster, std::move(*ec));
   if (!engine.ok()) return engine.status();
   engine_ = std::move(*engine);
+  if (engine_->queue_book().enabled()) queue_metrics_ = std::make_unique<QueueMetrics>(*engine_);
   engine_->SetEventObserver([this](const EngineEvent& e) { OnEvent(e); });
 
   for (size_t i = 0; i < jobs_.size(); ++i) {
@@ -654,6 +692,7 @@ void ScenarioRun::OnReturned(size_t i, const EngineEvent& e) {
 }
 
 void ScenarioRun::OnEvent(const EngineEvent& e) {
+  if (queue_metrics_) queue_metrics_->OnEvent(e);
   const size_t i = e.job;
   SimJob& j = jobs_[i];
   switch (e.kind) {
@@ -805,6 +844,7 @@ Status ScenarioRun::Run() {
     (void)engine_->TakeEvents();  // seen by OnEvent already
     if (!happened) continue;
     (void)engine_->RunCycle(t);
+    if (queue_metrics_) queue_metrics_->AfterCycle(t);
     if (const auto due = engine_->NextDue(); due && *due < sc_.duration_s && due_.insert(std::max(*due, t)).second) {
       events_.push({std::max(*due, t), kDue, 0, 0});
     }
@@ -935,6 +975,7 @@ void ScenarioRun::Sample() {
     idle_sums_[k].insufficient_cpu += c.insufficient_cpu;
   }
   res_.samples.push_back(sample);
+  if (queue_metrics_) queue_metrics_->Sample(next_sample_);
   if (asw_) free_asws_ += static_cast<double>(sample.free_asws);
   if (pod_) free_pods_ += static_cast<double>(sample.free_rdma_pods);
   if (config_.reserve.enabled) {
@@ -1116,6 +1157,10 @@ SimulateResult ScenarioRun::Finish() {
     double s = 0;
     for (double x : asws_per_large_) s += x;
     m["asws_per_large_job_mean"] = s / static_cast<double>(asws_per_large_.size());
+  }
+  if (queue_metrics_) {
+    queue_metrics_->Finish(sc_.duration_s, m);
+    res_.queue_samples = queue_metrics_->TakeSamples();
   }
   return std::move(res_);
 }

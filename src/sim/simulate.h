@@ -102,6 +102,7 @@
 
 #include "common/status.h"
 #include "model/cluster_state.h"
+#include "sim/queue_metrics.h"
 #include "sim/scenario.h"
 
 namespace estuary {
@@ -204,6 +205,7 @@ struct SimulateResult {
   // sample_interval_s, summed into the sample's local hour (see idle_gpu_hours in the header).
   std::array<double, 24> idle_gpu_hours_by_hour{};
   std::vector<SimJobEvent> job_events;  // in time order; only when asked for (RunScenario)
+  std::vector<QueueSample> queue_samples;  // with queues: one row per queue per sample
 };
 
 // The scenario's cluster: its spec file read, or generated.
