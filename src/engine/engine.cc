@@ -579,6 +579,11 @@ void Engine::EndEvictions(int64_t now_s) {
         if (state_.task(*it).state == TaskState::kBound) Free(*it, now_s);
       }
       Log(EngineEvent::Kind::kShrunk, now_s, local_of_job_[j], state_.job(JobId(j)).bound_tasks, for_job, 0, why);
+      // What a queue took back is not absorbed again at once (no flapping).
+      if (ev.queue) {
+        locals_[local_of_job_[j]].no_grow_until = now_s + book_.sharing().cooldown_s;
+        regrow_due_ = std::min(regrow_due_, now_s + book_.sharing().cooldown_s);
+      }
     }
     for (JobId victim : whole) {
       const size_t vi = local_of_job_[victim.value()];
@@ -708,9 +713,7 @@ void Engine::ReclaimQueued(int64_t now_s) {
         Local& l = locals_[li];
         if (l.reclaiming || l.running) return PendingQueue::Outcome::kStays;
         // With queues, a job below HP reclaims only when its queue is owed capacity for it.
-        if (l.priority < kHpPriority &&
-            (!book_.enabled() || !book_.sharing().reclaim ||
-             !book_.Within(state_, l.id, state_.job(l.id).spec.min_replicas, QueueBook::Bound::kEntitled, nullptr))) {
+        if (l.priority < kHpPriority && !book_.Owed(state_, l.id, state_.job(l.id).spec.min_replicas)) {
           return PendingQueue::Outcome::kStays;
         }
         const bool own = state_.job(l.id).reservation.valid();
@@ -758,7 +761,15 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
     if (queue_.FirstOf(shape, [&](size_t li) { return !locals_[li].reclaiming; }) != SIZE_MAX) blocking = i.priority;
   }
   if (book_.enabled()) RefreshShares(now_s);
-  if (state_.release_seq() == absorb_seen_release_ && elastic_starts_ == absorb_seen_starts_ &&
+  // A job a queue's Reclaim shrank may grow again from its no_grow_until on.
+  const bool unblocked = now_s >= regrow_due_;
+  if (unblocked) {
+    regrow_due_ = INT64_MAX;
+    for (size_t li : elastic_running_) {
+      if (locals_[li].no_grow_until > now_s) regrow_due_ = std::min(regrow_due_, locals_[li].no_grow_until);
+    }
+  }
+  if (!unblocked && state_.release_seq() == absorb_seen_release_ && elastic_starts_ == absorb_seen_starts_ &&
       blocking == absorb_seen_blocking_ && book_.version() == absorb_seen_shares_) {
     return;
   }
@@ -779,7 +790,9 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
     const QueueBook::Bound bound = !sh.borrow ? QueueBook::Bound::kGuarantee
                                    : sh.weights ? QueueBook::Bound::kFair
                                                 : QueueBook::Bound::kLimit;
-    may_grow = [&, bound](const Job& j, int32_t replicas) { return book_.Within(state_, j.id, replicas, bound, nullptr); };
+    may_grow = [&, bound, now_s](const Job& j, int32_t replicas) {
+      return now_s >= locals_[local_of_job_[j.id.value()]].no_grow_until && book_.Within(state_, j.id, replicas, bound, nullptr);
+    };
   }
   const AbsorbResult r = AbsorbAction::Run(CurrentSession(), state_, running, blocking, options_.allocate, may_grow);
   for (const auto& [job, added] : r.grown) {
@@ -872,6 +885,7 @@ std::optional<int64_t> Engine::NextDue() const {
     if (at > 0) due = due ? std::min(*due, at) : at;
   }
   if (!triggers_.empty()) due = due ? std::min(*due, triggers_.front().at) : triggers_.front().at;
+  if (regrow_due_ != INT64_MAX) due = due ? std::min(*due, regrow_due_) : regrow_due_;
   for (const auto& [job, ws] : windows_) {
     for (const StandbyWindowSpec& w : ws) {
       for (int64_t edge : {w.from_s, std::max(w.from_s, w.to_s - options_.standby_grace_s)}) {

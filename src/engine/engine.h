@@ -202,8 +202,9 @@ struct EngineConfig {
   //             of its own queue or of queues above their entitlements. kReclaim's detail is
   //             "queue" for the former.
   //   absorb    an elastic job grows only within its queue's fair share (its limit without
-  //             weights, its guarantee without borrow); the demand fair shares follow counts
-  //             each running elastic job's room to grow.
+  //             weights, its guarantee without borrow), and not for sharing.cooldown_s after a
+  //             queue's Reclaim shrank it; the demand fair shares follow counts each running
+  //             elastic job's room to grow.
   // `intern_queue_models`: quota model names new to the cluster are added to it (a live cluster
   // whose nodes have not all joined) instead of being errors.
   std::vector<QueueSpec> queues;
@@ -237,7 +238,7 @@ class Engine {
   // returns the events since the last TakeEvents or RunCycle (the inputs' first, then the cycle's).
   std::vector<EngineEvent> RunCycle(int64_t now_s, const CycleOptions& options = {});
   // The earliest time a cycle has work that no input brings (an eviction's grace end, a
-  // restore, a move's deadline, a headroom's retry), if any.
+  // restore, a move's deadline, a headroom's retry, a shrunk job's regrowth), if any.
   std::optional<int64_t> NextDue() const;
   // Exact check, for measuring needless preemptions: could `job` start here now on idle capacity
   // (PreemptAction's feasibility without victims)? Materialises the job if needed; changes no
@@ -458,6 +459,7 @@ class Engine {
     int64_t queued_at = -1;  // when it last joined the queue
     int64_t gpus = 0;        // GPUs at max replicas
     bool demand_counted = false;  // its demand is in its queue's (QueueBook::Pending)
+    int64_t no_grow_until = 0;    // a queue's Reclaim shrank it: Absorb leaves it alone until then
   };
   // The multi-tenant queues (EngineConfig::queues); off without them.
   QueueBook book_;
@@ -595,6 +597,7 @@ class Engine {
   int32_t absorb_seen_blocking_ = 0;
   int64_t absorb_seen_starts_ = -1;
   uint64_t absorb_seen_shares_ = 0;
+  int64_t regrow_due_ = INT64_MAX;  // the earliest Local::no_grow_until still ahead (a due time)
   int64_t elastic_starts_ = 0;
   std::vector<EvictionNotice> notices_;
   struct Restore {

@@ -242,9 +242,15 @@ bool QueueBook::Within(const ClusterState& state, JobId job, int64_t replicas, B
   const int32_t leaf = state.job(job).spec.queue;
   if (leaf < 0 || !enabled()) return true;
   const QueueUsage req = Request(state, job, replicas, true);
-  const QuotaDims& dims = tree_.dims();
   for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
-    const size_t q = static_cast<size_t>(p);
+    if (!QueueWithin(state, req, static_cast<size_t>(p), bound, why)) return false;
+  }
+  return true;
+}
+
+bool QueueBook::QueueWithin(const ClusterState& state, const QueueUsage& req, size_t q, Bound bound, std::string* why) const {
+  const QuotaDims& dims = tree_.dims();
+  {
     for (size_t d = 0; d < dims.size(); ++d) {
       if (!managed_[d] || req[Fixed(d)] == 0) continue;
       const int64_t cap = Cap(q, d, bound);
@@ -270,16 +276,31 @@ bool QueueBook::Within(const ClusterState& state, JobId job, int64_t replicas, B
   return true;
 }
 
+bool QueueBook::Owed(const ClusterState& state, JobId job, int64_t replicas) const {
+  const int32_t leaf = state.job(job).spec.queue;
+  if (!enabled() || leaf < 0 || !sharing_.reclaim || !tree_.spec(static_cast<size_t>(leaf)).reclaim) return false;
+  return QueueWithin(state, Request(state, job, replicas, true), static_cast<size_t>(leaf), Bound::kEntitled, nullptr);
+}
+
 VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed) const {
   const Job& j = state.job(job);
   const int32_t leaf = j.spec.queue;
   const int32_t prio = j.spec.priority;
   const bool hp = prio >= kHpPriority;
-  *owed = enabled() && leaf >= 0 && sharing_.reclaim && tree_.spec(static_cast<size_t>(leaf)).reclaim &&
-          Within(state, job, replicas, Bound::kEntitled, nullptr);
+  *owed = false;
   VictimFilter f;
   if (!enabled() || leaf < 0) return f;
   const size_t n = tree_.size();
+  // Per queue of the job's path: whether the job's start keeps it within its entitlement. The job
+  // is owed what another queue v holds when every queue of its path below their common ancestor
+  // is (its org may be above its own entitlement while it is owed by a sister team).
+  const bool reclaims = sharing_.reclaim && tree_.spec(static_cast<size_t>(leaf)).reclaim;
+  const QueueUsage req = Request(state, job, replicas, true);
+  auto within = std::make_shared<std::vector<char>>(n, 0);
+  for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
+    (*within)[static_cast<size_t>(p)] = reclaims && QueueWithin(state, req, static_cast<size_t>(p), Bound::kEntitled, nullptr);
+  }
+  *owed = (*within)[static_cast<size_t>(leaf)] != 0;
   // Per queue: what it holds above its entitlement (GPU milli; <= 0: nothing to take) — and
   // nothing when it may not be reclaimed from now.
   auto excess = std::make_shared<std::vector<int64_t>>(n, 0);
@@ -294,11 +315,19 @@ VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t re
   auto mine = std::make_shared<std::vector<char>>(n, 0);  // the preemptor's queue and ancestors
   for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) (*mine)[static_cast<size_t>(p)] = 1;
   const QueueTree* tree = &tree_;
-  const bool by_quota = *owed;
-  // The path from victim queue v up to (not including) the common ancestor with the preemptor's.
-  auto path_ok = [tree, mine, excess](int32_t v) {
-    for (int p = v; p >= 0 && !(*mine)[static_cast<size_t>(p)]; p = tree->parent(static_cast<size_t>(p))) {
-      if ((*excess)[static_cast<size_t>(p)] <= 0) return false;
+  // Victim queue v's path up to (not including) the common ancestor with the preemptor's queue
+  // holds more than its entitlement everywhere; returns that ancestor (-1: the root) or -2.
+  auto over_until = [tree, mine, excess](int32_t v) {
+    int p = v;
+    for (; p >= 0 && !(*mine)[static_cast<size_t>(p)]; p = tree->parent(static_cast<size_t>(p))) {
+      if ((*excess)[static_cast<size_t>(p)] <= 0) return -2;
+    }
+    return p;
+  };
+  // The preemptor is owed capacity below ancestor `top`.
+  auto owed_below = [tree, within, leaf](int top) {
+    for (int p = leaf; p >= 0 && p != top; p = tree->parent(static_cast<size_t>(p))) {
+      if (!(*within)[static_cast<size_t>(p)]) return false;
     }
     return true;
   };
@@ -306,12 +335,15 @@ VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t re
     const int32_t vq = v.spec.queue;
     const bool outranked = hp && v.spec.priority < prio;
     if (vq < 0 || vq == leaf) return outranked;
-    return (by_quota || outranked) && path_ok(vq);
+    const int top = over_until(vq);
+    return top != -2 && (outranked || owed_below(top));
   };
   f.rank = [leaf, rank](const Job& v) {
     const int32_t vq = v.spec.queue;
     return vq < 0 || vq == leaf ? INT64_MAX / 2 : rank[static_cast<size_t>(vq)];
   };
+  auto initial = std::make_shared<const std::vector<int64_t>>(*excess);
+  f.reset = [excess, initial] { *excess = *initial; };
   f.take = [tree, mine, excess, leaf](const Job& v, int64_t gpu) {
     const int32_t vq = v.spec.queue;
     if (vq < 0 || vq == leaf) return true;

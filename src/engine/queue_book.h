@@ -14,11 +14,13 @@
 // Dimensions: GPUs in total are always managed (shared and checked); a GPU model, CPU or memory
 // only when some queue's quota names it.
 //
-// Reclaim (Victims). A waiting job of leaf queue q whose start keeps q and its ancestors within
-// their entitlements ("owed" capacity), in a queue that reclaims (QueueSpec::reclaim,
-// SharingSpec::reclaim), may take running preemptible work of any priority from other queues
-// that hold more than their entitlement; an HP job not owed capacity may take lower-priority
-// work only, from its own leaf queue or from such queues. From another queue v, only what v and
+// Reclaim (Victims). A waiting job of leaf queue q, in a queue that reclaims (QueueSpec::reclaim,
+// SharingSpec::reclaim), is owed what another queue v holds when its start keeps q and each of
+// its ancestors below their common ancestor with v within their entitlements (a team may be owed
+// by a sister team while its org holds more than the org's own entitlement); it may take running
+// preemptible work of any priority from such queues v that hold more than their entitlement; an
+// HP job not owed capacity may take lower-priority work only, from its own leaf queue or from
+// such queues. From another queue v, only what v and
 // each of its ancestors below the queues' common ancestor hold above their entitlements may be
 // taken (budgets, in GPU milli, taken elastic surplus first), and nothing from a queue that is
 // not reclaimable (QueueSpec::reclaimable) or that reclaimed within the last cooldown_s (it just
@@ -102,9 +104,11 @@ class QueueBook {
   // (as Within counts them): INT64_MAX when nothing bounds it, 0 when none fit.
   int64_t Room(const ClusterState& state, JobId job, Bound bound) const;
 
+  // Whether `replicas` replicas of waiting `job` may be owed capacity by some queue: its queue
+  // reclaims and stays within its entitlement with them (the last Refresh's shares).
+  bool Owed(const ClusterState& state, JobId job, int64_t replicas) const;
   // The victims a Reclaim for waiting `job` (needing `replicas` replicas) may take now (see the
-  // header comment), and in `*owed` whether the job is owed capacity (its queue reclaims to its
-  // entitlement) rather than only outranking its victims. Uses the last Refresh's shares.
+  // header comment), and in `*owed` Owed(job, replicas). Uses the last Refresh's shares.
   VictimFilter Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed) const;
   // A Reclaim for `job` owed capacity was decided at now_s: its queue and ancestors are not
   // reclaimed from for SharingSpec::cooldown_s.
@@ -118,6 +122,8 @@ class QueueBook {
   size_t Fixed(size_t d) const;
   // Queue q's figure of `bound` in quota dimension d (kNoLimit: none).
   int64_t Cap(size_t q, size_t d, Bound bound) const;
+  // Whether queue q alone stays within `bound` holding `req` more (as Within).
+  bool QueueWithin(const ClusterState& state, const QueueUsage& req, size_t q, Bound bound, std::string* why) const;
   // The demand `replicas` replicas of `job` add, per fixed dimension (kQueueDims); `surely`: only
   // the dimensions the job surely takes (Within), else every model it may use (demand).
   QueueUsage Request(const ClusterState& state, JobId job, int64_t replicas, bool surely) const;

@@ -108,7 +108,13 @@ TEST(EngineQueues, ATeamReturningToAFullClusterGetsExactlyItsGuaranteeBackAfterO
   EXPECT_EQ(c.e().Running(3), 2);
   EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 1}, {"c", 1}}));
   // Stable: more cycles change nothing (b and c are at their guarantees and do not take back).
-  for (int64_t t : {160, 161, 500, 5000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+  for (int64_t t : {160, 161, 400}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+  // When a leaves, b and c grow back — not before the cooldown (300 s) since their shrink ends.
+  c.e().Cancel(3, 420);
+  EXPECT_EQ(Count(c.Cycle(420), EngineEvent::Kind::kGrown), 0);
+  EXPECT_EQ(Count(c.Cycle(459), EngineEvent::Kind::kGrown), 0);
+  EXPECT_EQ(Count(c.Cycle(460), EngineEvent::Kind::kGrown), 2);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 2}, {"c", 2}}));
 }
 
 TEST(EngineQueues, WeightsTwoToOneSplitIdleCapacityTwoToOneWhateverTheArrivalOrder) {

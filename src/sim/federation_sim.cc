@@ -186,6 +186,7 @@ Status FederationRun::Prepare() {
       const size_t home = WeightedPick(rng, homes);
       const int64_t demand = TidalDemandPermille(sc.tidal, fs.members[home].start_hour, static_cast<SimTime>(t));
       if (sc.stream.classes[c].diurnal && rng.UniformDouble() * 1000.0 >= static_cast<double>(demand)) continue;
+      if (!sc.stream.classes[c].InBurst(static_cast<SimTime>(t))) continue;  // outside its bursts
       FJob j;
       j.tmpl = sc.stream.classes[c].job;
       j.tmpl.name += "-" + std::to_string(k);

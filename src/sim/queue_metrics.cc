@@ -99,7 +99,7 @@ void QueueMetrics::OnEvent(const EngineEvent& e) {
   const bool evicted = queue || e.detail == "reclaim" || e.detail == "standby restore";
   if (!evicted) return;
   fairness_evictions_ += queue;
-  evicted_at_[e.job].push_back(e.t);
+  (e.kind == K::kReturned ? evicted_at_ : shrunk_at_)[e.job].push_back(e.t);
 }
 
 void QueueMetrics::Sample(int64_t t) {
@@ -148,16 +148,20 @@ void QueueMetrics::Finish(int64_t end, std::map<std::string, double>& m) {
   m["guarantee_wait_p99_s"] = Quantile(waits_, 0.99);
   m["guarantee_waits_count"] = static_cast<double>(waits_.size());
   m["fairness_evictions_count"] = static_cast<double>(fairness_evictions_);
-  int64_t flapping = 0;
-  for (const auto& [job, times] : evicted_at_) {
-    for (size_t i = 1; i < times.size(); ++i) {
-      if (times[i] - times[i - 1] < 3600) {
-        ++flapping;
-        break;
+  auto twice_within_an_hour = [](const std::map<uint32_t, std::vector<int64_t>>& at) {
+    int64_t jobs = 0;
+    for (const auto& [job, times] : at) {
+      for (size_t i = 1; i < times.size(); ++i) {
+        if (times[i] - times[i - 1] < 3600) {
+          ++jobs;
+          break;
+        }
       }
     }
-  }
-  m["flapping_jobs_count"] = static_cast<double>(flapping);
+    return static_cast<double>(jobs);
+  };
+  m["flapping_jobs_count"] = twice_within_an_hour(evicted_at_);
+  m["reshrunk_jobs_count"] = twice_within_an_hour(shrunk_at_);
   m["queue_limit_breaches_count"] = static_cast<double>(limit_breaches_);
 }
 

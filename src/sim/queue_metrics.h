@@ -16,8 +16,9 @@
 //     end): guarantee_wait_p50_s, guarantee_wait_p99_s, guarantee_waits_count;
 //   - queue_limit_breaches_count: cycles after which some queue held more than its limit.
 // From the events: fairness_evictions_count (jobs shrunk or evicted whole by a queue's Reclaim,
-// detail "queue reclaim"), flapping_jobs_count (jobs evicted — whole or shrunk, by a Reclaim of
-// either kind or a Standby restore — more than once within an hour).
+// detail "queue reclaim"), flapping_jobs_count (jobs evicted whole — by a Reclaim of either kind
+// or a Standby restore — more than once within an hour) and reshrunk_jobs_count (elastic jobs
+// shrunk so more than once within an hour: they keep running, without their surplus).
 // Sample (every sample_interval_s): one row per queue (QueueSample) for queues.csv.
 // Thread-safety: none.
 #pragma once
@@ -65,7 +66,7 @@ class QueueMetrics {
   std::vector<double> waits_;
   int64_t limit_breaches_ = 0;
   int64_t fairness_evictions_ = 0;
-  std::map<uint32_t, std::vector<int64_t>> evicted_at_;  // per job: its eviction times
+  std::map<uint32_t, std::vector<int64_t>> evicted_at_, shrunk_at_;  // per job: when evicted whole / shrunk
   std::vector<QueueSample> samples_;
 };
 

@@ -227,7 +227,7 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
   JobSource src;
   ESTUARY_ASSIGN_OR_RETURN(src, JobSource::Read(c, m, generated));
   StatusOr<DecodedJob> decoded = DecodeJob(src.value(), generated ? JobUse::kGeneratedClass : JobUse::kScenarioJob,
-                                           generated ? std::vector<std::string>{"share", "diurnal"}
+                                           generated ? std::vector<std::string>{"share", "diurnal", "bursts"}
                                                      : std::vector<std::string>{});
   if (!decoded.ok()) return src.Error(decoded.status());
   auto where = [&](const Status& st) { return src.Error(st); };
@@ -750,6 +750,15 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       ESTUARY_ASSIGN_OR_RETURN(gc.share, Real(c, m, "share", 1, 1e-12, 1e12));
       ESTUARY_ASSIGN_OR_RETURN(gc.job, ParseJob(c, m, true, s.federation));
       ESTUARY_ASSIGN_OR_RETURN(gc.diurnal, Bool(c, m, "diurnal", false));
+      if (const YAML::Node b = m["bursts"]) {
+        if (!b.IsMap()) return c.Err(b, "bursts", "expected a mapping {every_s, for_s, offset_s}");
+        ESTUARY_RETURN_IF_ERROR(Known(c, b, {"every_s", "for_s", "offset_s"}));
+        ESTUARY_ASSIGN_OR_RETURN(gc.burst_every_s, Int(c, b, "every_s", 0, 1, kMaxTime));
+        if (!b["every_s"]) return c.Err(b, "every_s", "missing");
+        ESTUARY_ASSIGN_OR_RETURN(gc.burst_for_s, Int(c, b, "for_s", 0, 1, gc.burst_every_s));
+        if (!b["for_s"]) return c.Err(b, "for_s", "missing");
+        ESTUARY_ASSIGN_OR_RETURN(gc.burst_offset_s, Int(c, b, "offset_s", 0, 0, kMaxTime));
+      }
       if (gc.job.name.empty()) gc.job.name = "gen" + std::to_string(s.stream.classes.size());
       s.stream.classes.push_back(gc);
     }

@@ -80,6 +80,14 @@ struct GeneratedClass {
   // with probability demand(t) (per-mille of the peak, weekend scale included), so its rate is
   // share x arrivals_per_hour x demand(t). Needs `tidal`.
   bool diurnal = false;
+  // Bursts (`bursts: {every_s, for_s, offset_s}`; every_s 0: none): arrivals of this class are
+  // kept only in [offset_s + k x every_s, offset_s + k x every_s + for_s) for k = 0, 1, ... — a
+  // team that submits in bursts (a paper deadline, a nightly sweep).
+  int64_t burst_every_s = 0, burst_for_s = 0, burst_offset_s = 0;
+  // Whether an arrival at t is kept by the bursts (always without them).
+  bool InBurst(int64_t t) const {
+    return burst_every_s <= 0 || (t >= burst_offset_s && (t - burst_offset_s) % burst_every_s < burst_for_s);
+  }
 };
 
 struct JobStream {

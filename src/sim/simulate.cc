@@ -436,6 +436,7 @@ Status ScenarioRun::MakeWorkload(const ClusterState& cluster) {
           rng.UniformDouble() * 1000.0 >= static_cast<double>(TidalDemandPermille(tidal, tidal.start_hour, static_cast<SimTime>(t)))) {
         continue;  // thinned: the class's rate follows the curve
       }
+      if (!sc_.stream.classes[c].InBurst(static_cast<SimTime>(t))) continue;  // outside its bursts
       SimJob j;
       j.tmpl = sc_.stream.classes[c].job;
       j.tmpl.name += "-" + std::to_string(k);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <optional>
 #include <tuple>
 
 #include "common/check.h"
@@ -105,8 +106,10 @@ struct Spend {
 
 class Solver {
  public:
+  // `only` (may be null): the candidates are the jobs with a task on one of these nodes.
   Solver(const ClusterState& state, JobId preemptor, const TaskRequest& req, int64_t need, int64_t now,
-         const AllocateOptions& options, std::span<const char> being_evicted, const VictimFilter& filter)
+         const AllocateOptions& options, std::span<const char> being_evicted, const VictimFilter& filter,
+         const std::vector<NodeId>* only = nullptr)
       : state_(state), req_(req), need_(need) {
     const int32_t prio = state.job(preemptor).spec.priority;
     // The candidate jobs: those with a bound task (found from the nodes, so that jobs that ended
@@ -114,7 +117,7 @@ class Solver {
     std::vector<uint32_t> running;
     {
       std::vector<char> seen(state.jobs().size(), 0);
-      for (const Node& n : state.nodes()) {
+      auto visit = [&](const Node& n) {
         for (TaskId t : n.tasks) {
           const uint32_t j = state.task(t).job.value();
           if (!seen[j]) {
@@ -122,6 +125,11 @@ class Solver {
             running.push_back(j);
           }
         }
+      };
+      if (only != nullptr) {
+        for (NodeId n : *only) visit(state.node(n));
+      } else {
+        for (const Node& n : state.nodes()) visit(n);
       }
       std::sort(running.begin(), running.end());
     }
@@ -248,6 +256,7 @@ class Solver {
   // `whole_order`. A job keeps the chunks taken and, when its whole is refused, only the tasks of
   // those chunks (the rest of it is not evictable).
   void Budget(const VictimFilter& filter, const std::vector<uint32_t>& order, const std::vector<uint32_t>& whole_order) {
+    if (filter.reset) filter.reset();
     std::vector<int32_t> chunks(jobs_.size(), 0);
     std::vector<int64_t> taken(jobs_.size(), 0);
     for (uint32_t j : order) {
@@ -711,13 +720,18 @@ PreemptionPlan PreemptAction::Plan(const ClusterState& state, JobId preemptor, i
   for (DomainId d : topo.DomainsAt(tc.plane, tc.required_level)) {
     std::vector<NodeId> set = topo.domain(d).nodes;
     std::sort(set.begin(), set.end());
-    const int64_t cap = solver.Capacity(set);
+    // With budgets, each domain's candidates are offered to them afresh (units elsewhere must
+    // not spend what this domain's victims may take).
+    std::optional<Solver> own;
+    if (filter.take) own.emplace(state, preemptor, req, need, now_s, options, being_evicted, filter, &set);
+    Solver& s = own ? *own : solver;
+    const int64_t cap = s.Capacity(set);
     best_cap = std::max(best_cap, cap);
     if (cap < need) continue;
     // A domain whose every plan must evict a higher priority than the best plan so far cannot
     // win (whole-node replicas: a node must be emptied of GPU work to take one).
-    if (found && whole_node && solver.PriorityBound(set) > best_spend.max_priority) continue;
-    auto [plan, spend] = solver.Solve(set);
+    if (found && whole_node && s.PriorityBound(set) > best_spend.max_priority) continue;
+    auto [plan, spend] = s.Solve(set);
     if (found && std::tie(spend.max_priority, spend.cost, spend.runtime, spend.tasks) >=
                      std::tie(best_spend.max_priority, best_spend.cost, best_spend.runtime, best_spend.tasks)) {
       continue;

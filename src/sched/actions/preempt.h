@@ -95,6 +95,10 @@ struct VictimFilter {
   // it keeps. A unit refused is no victim (a job whose whole is refused keeps only the chunks
   // taken), so no plan evicts more than the budgets allow, whichever units it chooses.
   std::function<bool(const Job&, int64_t gpu_milli)> take;
+  // Called before the units are offered to `take` again: a plan whose job needs one domain of a
+  // level offers each domain's candidates (those with a task there) afresh, each against whole
+  // budgets.
+  std::function<void()> reset;
 };
 
 struct PreemptionPlan {
