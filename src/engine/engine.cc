@@ -587,7 +587,9 @@ void Engine::EndEvictions(int64_t now_s) {
     }
     for (JobId victim : whole) {
       const size_t vi = local_of_job_[victim.value()];
-      if (locals_[vi].running) ReturnWhole(vi, now_s, for_job, why);
+      if (!locals_[vi].running) continue;
+      if (ev.queue) locals_[vi].no_borrow_until = now_s + book_.sharing().reborrow_s;
+      ReturnWhole(vi, now_s, for_job, why);
     }
   }
 }
@@ -629,10 +631,14 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, std
         Local& l = locals_[li];
         const JobSpec& spec = state_.job(l.id).spec;
         const int32_t min = spec.min_replicas;
+        // A job a queue's Reclaim evicted does not borrow again for a while (no flapping): it
+        // starts only within its queue's guarantee (which no Reclaim takes back).
+        const bool no_borrow = now_s < l.no_borrow_until && bound != QueueBook::Bound::kGuarantee;
+        if (second && no_borrow) return PendingQueue::Outcome::kStays;
         int32_t cap = INT32_MAX;
         if (bound) {
           const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
-          cap = QueueRoom(li, *bound) / step * step;
+          cap = QueueRoom(li, no_borrow ? QueueBook::Bound::kGuarantee : *bound) / step * step;
           if (cap < (min + step - 1) / step * step) {
             if (held != nullptr && !second) held->insert(l.shape);
             return PendingQueue::Outcome::kWaits;  // its queue has no room for it

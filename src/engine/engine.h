@@ -460,6 +460,7 @@ class Engine {
     int64_t gpus = 0;        // GPUs at max replicas
     bool demand_counted = false;  // its demand is in its queue's (QueueBook::Pending)
     int64_t no_grow_until = 0;    // a queue's Reclaim shrank it: Absorb leaves it alone until then
+    int64_t no_borrow_until = 0;  // a queue's Reclaim evicted it: it starts only within fair shares until then
   };
   // The multi-tenant queues (EngineConfig::queues); off without them.
   QueueBook book_;

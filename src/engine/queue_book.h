@@ -60,6 +60,9 @@ class QueueBook {
 
   bool enabled() const { return !tree_.empty(); }
   const QueueTree& tree() const { return tree_; }
+  // Whether quota dimension d is managed (GPUs in total always; a model, CPU or memory when some
+  // queue names it).
+  bool managed(size_t d) const { return d < managed_.size() && managed_[d] != 0; }
   const SharingSpec& sharing() const { return sharing_; }
 
   // The leaf queue a job naming `name` (with `priority`) runs in; nullopt and `why` when there is

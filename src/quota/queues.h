@@ -93,8 +93,11 @@ struct SharingSpec {
   // among its siblings (Slurm's fair-share factor). 0: off (instant fairness).
   int64_t usage_half_life_s = 0;
   // No flapping: a queue is not reclaimed from within this long after it reclaimed (it just got
-  // its capacity back).
+  // its capacity back), and a job a queue's Reclaim shrank does not grow again for as long.
   int64_t cooldown_s = 300;
+  // A job a queue's Reclaim evicted whole starts again only within its queue's guarantee (which
+  // no Reclaim takes back) for this long: it is not evicted twice for the same demand. 0: off.
+  int64_t reborrow_s = 3600;
 };
 
 // The dimensions of a cluster with `models` GPU models (see the header comment).

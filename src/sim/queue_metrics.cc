@@ -24,6 +24,25 @@ QueueMetrics::QueueMetrics(const Engine& engine) : engine_(engine), enabled_(eng
   if (!enabled_) return;
   capacity_gpu_ = std::max(1.0, Gpus(engine.state().total_gpu_milli()));
   owed_since_.assign(engine.queue_book().tree().size(), -1);
+  // GPUs are measured per model where quotas name models (a queue's share of the whole cluster
+  // would count GPUs its jobs cannot use), else in total.
+  const QuotaDims& dims = engine.queue_book().tree().dims();
+  for (size_t m = 0; m < dims.models; ++m) {
+    if (engine.queue_book().managed(dims.model(m))) gpu_dims_.push_back({dims.model(m), kQueueModel + m});
+  }
+  if (gpu_dims_.empty()) gpu_dims_.push_back({QuotaDims::kGpu, kQueueGpu});
+}
+
+double QueueMetrics::Held(size_t q) const {
+  int64_t sum = 0;
+  for (const auto& [d, fixed] : gpu_dims_) sum += engine_.state().queue_usage(q)[fixed];
+  return Gpus(sum);
+}
+
+double QueueMetrics::Fair(const QueueShares& ref, size_t q) const {
+  int64_t sum = 0;
+  for (const auto& [d, fixed] : gpu_dims_) sum += ref.at(ref.fair, q, d);
+  return Gpus(sum);
 }
 
 void QueueMetrics::Waiting(std::vector<int64_t>& smallest, std::vector<int64_t>& pending) const {
@@ -68,14 +87,21 @@ void QueueMetrics::AfterCycle(int64_t t) {
   for (size_t q = 0; q < tree.size(); ++q) {
     const int64_t held = s.queue_usage(q)[kQueueGpu];
     if (tree.limit(q)[QuotaDims::kGpu] != kNoLimit && held > tree.limit(q)[QuotaDims::kGpu]) breach = true;
+    for (size_t m = 0; m < tree.dims().models; ++m) {
+      const int64_t lim = tree.limit(q)[tree.dims().model(m)];
+      if (lim != kNoLimit && s.queue_usage(q)[kQueueModel + m] > lim) breach = true;
+    }
     if (!tree.leaf(q)) continue;
-    const int64_t fair = ref.at(ref.fair, q, QuotaDims::kGpu);
-    deviation += Gpus(std::abs(held - fair));
-    if (held > 0 || pending[q] > 0) {
-      const double x = fair > 0 ? static_cast<double>(held) / static_cast<double>(fair) : 1.0;
-      sum += x;
-      sum_sq += x * x;
-      ++with_demand;
+    // Per measured dimension (each model the quotas name, else GPUs in total).
+    for (const auto& [d, fixed] : gpu_dims_) {
+      const int64_t h = s.queue_usage(q)[fixed], fair = ref.at(ref.fair, q, d);
+      deviation += Gpus(std::abs(h - fair));
+      if (h > 0 || fair > 0) {
+        const double x = fair > 0 ? static_cast<double>(h) / static_cast<double>(fair) : 1.0;
+        sum += x;
+        sum_sq += x * x;
+        ++with_demand;
+      }
     }
     const int64_t guarantee = tree.guarantee(q)[QuotaDims::kGpu];
     const bool owed = held < guarantee && smallest[q] != INT64_MAX && held + smallest[q] <= guarantee;
@@ -124,9 +150,9 @@ void QueueMetrics::Sample(int64_t t) {
     QueueSample row;
     row.t = t;
     row.queue = tree.spec(q).name;
-    row.allocated = Gpus(s.queue_usage(q)[kQueueGpu]);
+    row.allocated = Held(q);
     row.guaranteed = Gpus(tree.guarantee(q)[QuotaDims::kGpu]);
-    row.fair = Gpus(ref.at(ref.fair, q, QuotaDims::kGpu));
+    row.fair = Fair(ref, q);
     row.borrowed = std::max(0.0, row.allocated - row.guaranteed);
     row.lent = Gpus(lent[q]);
     row.pending = Gpus(pending[q]);

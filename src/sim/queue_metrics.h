@@ -2,19 +2,21 @@
 // "Queues"), from the engine's state after every cycle and from its events. All figures are in
 // GPUs (the total-GPU dimension).
 //
+// GPUs are measured per GPU model where the quotas name models (each (leaf, model) pair on its
+// own: a queue's share of the whole cluster would count GPUs its jobs cannot use), else in total.
 // After each cycle (AfterCycle), until the next one:
 //   - every leaf queue's |allocated - reference fair share| (Engine::ReferenceShares: weighted,
 //     instant, whatever the configuration shares by) is integrated over time:
-//     fairness_deviation_pct = time-average of sum over leaves of |allocated - fair|, as % of the
-//     cluster's GPUs;
-//   - Jain's index over the leaves with demand (allocated or waiting) of allocated / fair share
-//     (a leaf with a fair share of 0 counts 1), time-averaged over the time some leaf has
-//     demand: jain_index;
+//     fairness_deviation_pct = time-average of sum over leaves (and models) of |allocated -
+//     fair|, as % of the cluster's GPUs;
+//   - Jain's index over the (leaf, model) pairs with demand (allocated or a fair share) of
+//     allocated / fair share, time-averaged over the time some pair has demand: jain_index;
 //   - a leaf is "owed" while it holds less than its guarantee and one of its waiting jobs would
 //     fit within its guarantee; each owed stretch, from the first cycle that finds it owed to the
 //     first that does not, is one guarantee wait (a stretch still open at the end counts until the
 //     end): guarantee_wait_p50_s, guarantee_wait_p99_s, guarantee_waits_count;
-//   - queue_limit_breaches_count: cycles after which some queue held more than its limit.
+//   - queue_limit_breaches_count: cycles after which some queue held more than its limit (in
+//     total or of a model).
 // From the events: fairness_evictions_count (jobs shrunk or evicted whole by a queue's Reclaim,
 // detail "queue reclaim"), flapping_jobs_count (jobs evicted whole — by a Reclaim of either kind
 // or a Standby restore — more than once within an hour) and reshrunk_jobs_count (elastic jobs
@@ -26,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
@@ -53,9 +56,15 @@ class QueueMetrics {
  private:
   // Per leaf: the smallest waiting job in GPU milli (INT64_MAX: none), and pending GPU milli.
   void Waiting(std::vector<int64_t>& smallest, std::vector<int64_t>& pending) const;
+  // Queue q's GPUs held, and its reference fair share, summed over the measured dimensions.
+  double Held(size_t q) const;
+  double Fair(const QueueShares& ref, size_t q) const;
 
   const Engine& engine_;
   bool enabled_ = false;
+  // The GPU dimensions measured, as (quota dimension, ClusterState::queue_usage index): each GPU
+  // model some quota names, else GPUs in total.
+  std::vector<std::pair<size_t, size_t>> gpu_dims_;
   double capacity_gpu_ = 1;
   int64_t last_t_ = -1;
   double last_deviation_ = 0, last_jain_ = 1;
