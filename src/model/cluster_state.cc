@@ -591,7 +591,6 @@ Status ClusterState::CheckInvariants() const {
   auto fail = [](const std::string& what) { return Internal("invariant broken: " + what); };
   int64_t alloc_gpu = 0, alloc_cpu = 0, bound = 0;
   std::map<int32_t, int64_t> preemptible;  // preemptible_gpu_milli_ recounted
-  std::vector<QueueUsage> queues(queue_usage_.size(), QueueUsage{});  // queue_usage_ recounted
   std::vector<MilliCpu> cpu_used(nodes_.size(), 0);
   std::vector<MemMiB> mem_used(nodes_.size(), 0);
   std::vector<std::array<int32_t, kMaxGpusPerNode>> gpu_used(nodes_.size());
@@ -617,12 +616,6 @@ Status ClusterState::CheckInvariants() const {
       if (g >= n.spec.gpu_count) return fail("task '" + t.name + "' on GPU index beyond node '" + n.spec.name + "'");
       if (seen >> g & 1) return fail("task '" + t.name + "' bound twice to one GPU");
       seen |= 1u << g;
-    }
-    if (const JobSpec& js = jobs_[t.job.value()].spec; js.queue >= 0) {  // borrowed tasks too
-      if (static_cast<size_t>(js.queue) >= queues.size()) return fail("job " + js.name + " names an unknown queue");
-      for (int32_t q = js.queue; q >= 0; q = queue_parent_[static_cast<size_t>(q)]) {
-        AddHeld(queues[static_cast<size_t>(q)], t, n.spec.model, 1);
-      }
     }
     mem_used[n.id.value()] += t.req.mem_mib;
     if ((t.standby || t.borrowed) && !WholeGpuRequest(t.req)) {
@@ -744,10 +737,25 @@ Status ClusterState::CheckInvariants() const {
   }
   std::erase_if(preemptible, [](const auto& e) { return e.second == 0; });
   if (preemptible != preemptible_gpu_milli_) return fail("preemptible GPUs by priority");
-  for (size_t q = 0; q < queues.size(); ++q) {
-    if (queues[q] != queue_usage_[q]) return fail("the usage of queue " + std::to_string(q));
-  }
+  ESTUARY_RETURN_IF_ERROR(CheckQueueUsage());
   return CheckJobCounts();
+}
+
+Status ClusterState::CheckQueueUsage() const {
+  std::vector<QueueUsage> queues(queue_usage_.size(), QueueUsage{});  // queue_usage_ recounted
+  for (const Task& t : tasks_) {
+    if (t.state != TaskState::kBound) continue;
+    const JobSpec& js = jobs_[t.job.value()].spec;
+    if (js.queue < 0) continue;  // borrowed tasks count too
+    if (static_cast<size_t>(js.queue) >= queues.size()) return Internal("invariant broken: job " + js.name + " names an unknown queue");
+    for (int32_t q = js.queue; q >= 0; q = queue_parent_[static_cast<size_t>(q)]) {
+      AddHeld(queues[static_cast<size_t>(q)], t, nodes_[t.node.value()].spec.model, 1);
+    }
+  }
+  for (size_t q = 0; q < queues.size(); ++q) {
+    if (queues[q] != queue_usage_[q]) return Internal("invariant broken: the usage of queue " + std::to_string(q));
+  }
+  return Status::Ok();
 }
 
 Status ClusterState::CheckHolds() const {

@@ -393,10 +393,13 @@ class ClusterState {
   // Returns OK, or the first broken invariant in words.
   Status CheckInvariants() const;
   // Parts of CheckInvariants: node holds and the reservations that list them; the free-GPU index
-  // and the per-domain aggregates; each job's bound-task count and uniform-request flag.
+  // and the per-domain aggregates; each job's bound-task count and uniform-request flag; each
+  // queue's usage.
   Status CheckHolds() const;
   Status CheckIndexes() const;
   Status CheckJobCounts() const;
+  // What each queue holds (queue_usage), recounted from the bound tasks.
+  Status CheckQueueUsage() const;
 
  private:
   void RefreshGpuSummary(Node& n);
