@@ -1,5 +1,7 @@
 #include "api/queue_json.h"
 
+#include <algorithm>
+
 #include "api/json_reader.h"
 
 namespace estuary {
@@ -13,6 +15,8 @@ constexpr int64_t kMaxCoresOrGib = 1'000'000'000;
 constexpr int64_t kMaxSeconds = 1'000'000'000;
 constexpr size_t kMaxName = 128;
 constexpr size_t kMaxQueues = 100'000;
+constexpr size_t kMaxTenants = 10'000;
+constexpr size_t kMaxTenantName = 63;  // as a tokens file's NAME (api/tokens.h)
 
 // An amount in a fine unit or a coarse one worth `factor` fine units, not both; nullopt when
 // neither is given.
@@ -83,7 +87,7 @@ StatusOr<std::vector<QueueSpec>> DecodeQueues(const Json& v, const std::string& 
     if (!v[i].is_object()) return InvalidArgument(Field(qp) + "expected an object {name, parent, guarantee, ...}");
     const ObjectReader in(v[i], qp);
     ESTUARY_RETURN_IF_ERROR(in.RejectUnknown({"name", "parent", "guarantee", "limit", "lend_limit", "weight", "max_priority",
-                                              "reclaim", "reclaimable"}));
+                                              "reclaim", "reclaimable", "tenants"}));
     QueueSpec s;
     const Json* name;
     ESTUARY_ASSIGN_OR_RETURN(name, in.Require("name"));
@@ -101,6 +105,20 @@ StatusOr<std::vector<QueueSpec>> DecodeQueues(const Json& v, const std::string& 
     s.max_priority = static_cast<int32_t>(prio);
     ESTUARY_ASSIGN_OR_RETURN(s.reclaim, in.Bool("reclaim", true));
     ESTUARY_ASSIGN_OR_RETURN(s.reclaimable, in.Bool("reclaimable", true));
+    if (const Json* tenants = in.Find("tenants")) {
+      const std::string tp = in.PathOf("tenants");
+      if (!tenants->is_array() || tenants->size() > kMaxTenants) {
+        return InvalidArgument(Field(tp) + "expected a list of at most " + std::to_string(kMaxTenants) + " tenant names");
+      }
+      for (size_t t = 0; t < tenants->size(); ++t) {
+        std::string who;
+        ESTUARY_ASSIGN_OR_RETURN(who, NameIn((*tenants)[t], tp + "[" + std::to_string(t) + "]", kMaxTenantName));
+        if (std::find(s.tenants.begin(), s.tenants.end(), who) != s.tenants.end()) {
+          return InvalidArgument(Field(tp + "[" + std::to_string(t) + "]") + "'" + who + "' is listed twice");
+        }
+        s.tenants.push_back(std::move(who));
+      }
+    }
     s.lines.queue = line(qp);
     s.lines.parent = line(in.PathOf("parent"));
     s.lines.guarantee = line(in.PathOf("guarantee"));
@@ -144,6 +162,7 @@ Json EncodeQueues(const std::vector<QueueSpec>& queues) {
     q["max_priority"] = s.max_priority;
     q["reclaim"] = s.reclaim;
     q["reclaimable"] = s.reclaimable;
+    if (!s.tenants.empty()) q["tenants"] = s.tenants;
     out.push_back(std::move(q));
   }
   return out;

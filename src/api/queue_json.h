@@ -5,7 +5,9 @@
 //
 //   queues: a list of
 //     {name, parent, guarantee, limit, lend_limit, weight (1..1000000, default 1),
-//      max_priority (0..1000, default 1000), reclaim (default true), reclaimable (default true)}
+//      max_priority (0..1000, default 1000), reclaim (default true), reclaimable (default true),
+//      tenants (the service's tenants that may submit to it and to the queues under it: a list
+//      of tenant names, default none; the simulator ignores it)}
 //     where a quota (guarantee, limit, lend_limit) is {gpus, cpu_milli | cpu_cores,
 //     memory_mib | memory_gib}: `gpus` whole GPUs of any model (0..10,000,000) or a mapping
 //     {MODEL: GPUs} per model.

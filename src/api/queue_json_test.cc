@@ -13,7 +13,7 @@ TEST(QueueJson, ReadsATreeWithQuotasInEveryUnitAndWritesItBackUnchanged) {
     {"name": "org", "guarantee": {"gpus": 64, "cpu_cores": 100, "memory_gib": 2}, "weight": 2},
     {"name": "team", "parent": "org", "guarantee": {"gpus": {"H800": 16, "A100": 8}},
      "limit": {"gpus": 32, "memory_mib": 4096}, "lend_limit": {"gpus": 4}, "max_priority": 800,
-     "reclaim": false, "reclaimable": false}])");
+     "reclaim": false, "reclaimable": false, "tenants": ["alice", "bob.ml"]}])");
   auto q = DecodeQueues(v);
   ASSERT_TRUE(q.ok()) << q.status().message();
   ASSERT_EQ(q->size(), 2u);
@@ -37,6 +37,8 @@ TEST(QueueJson, ReadsATreeWithQuotasInEveryUnitAndWritesItBackUnchanged) {
   EXPECT_EQ(team.max_priority, 800);
   EXPECT_FALSE(team.reclaim);
   EXPECT_FALSE(team.reclaimable);
+  EXPECT_EQ(team.tenants, (std::vector<std::string>{"alice", "bob.ml"}));
+  EXPECT_TRUE(org.tenants.empty());
   auto again = DecodeQueues(EncodeQueues(*q));
   ASSERT_TRUE(again.ok()) << again.status().message();
   ASSERT_EQ(again->size(), 2u);
@@ -54,6 +56,7 @@ TEST(QueueJson, ReadsATreeWithQuotasInEveryUnitAndWritesItBackUnchanged) {
     EXPECT_EQ(a.max_priority, b.max_priority);
     EXPECT_EQ(a.reclaim, b.reclaim);
     EXPECT_EQ(a.reclaimable, b.reclaimable);
+    EXPECT_EQ(a.tenants, b.tenants);
   }
 }
 
@@ -92,6 +95,10 @@ TEST(QueueJson, BadInputGivesOneLineNamingTheField) {
   EXPECT_EQ(error(R"([{"name": "a", "max_priority": 1001}])"), "field 'queues[0].max_priority': 1001 is above 1000");
   EXPECT_EQ(error(R"([{"name": "a", "quota": 1}])"), "field 'queues[0].quota': unknown field");
   EXPECT_EQ(error(R"([{"name": "a", "reclaim": "yes"}])"), "field 'queues[0].reclaim': expected a boolean");
+  EXPECT_EQ(error(R"([{"name": "a", "tenants": "alice"}])"), "field 'queues[0].tenants': expected a list of at most 10000 tenant names");
+  EXPECT_EQ(error(R"([{"name": "a", "tenants": ["alice", "al ice"]}])"),
+            "field 'queues[0].tenants[1]': 'al ice': character 3 is not one of [A-Za-z0-9._-]");
+  EXPECT_EQ(error(R"([{"name": "a", "tenants": ["alice", "alice"]}])"), "field 'queues[0].tenants[1]': 'alice' is listed twice");
   auto sharing = DecodeSharing(Json::parse(R"({"reclaim_to": "everything"})"));
   ASSERT_FALSE(sharing.ok());
   EXPECT_EQ(sharing.status().message(), "field 'sharing.reclaim_to': 'everything' is not one of guarantee, fair-share");

@@ -42,6 +42,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(ClusterState cluster, EngineCon
   auto book = QueueBook::Create(m->options_.queues, m->options_.sharing, m->state_, m->options_.intern_queue_models);
   if (!book.ok()) return book.status();
   m->book_ = std::move(*book);
+  m->state_.SetQueues(m->book_.Parents());
   m->exit_ = *exit;
   m->policy_ = *policy;
   const bool fgd = m->policy_.gpu_select == "fgd" ||
@@ -349,6 +350,39 @@ void Engine::SetGrace(int64_t grace_s) {
   options_.grace_s = grace_s;
   auto exit = ExitModel(options_);
   exit_ = exit.ok() ? *exit : GracefulExit::Fixed(grace_s);
+}
+
+Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int* line) {
+  auto book = QueueBook::Create(queues, sharing, state_, options_.intern_queue_models, line);
+  if (!book.ok()) return book.status();
+  const QueueTree& from = book_.tree();
+  const QueueTree& to = book->tree();
+  // Old queue -> new queue by name; -1 where it is gone or no longer a leaf (no live job there).
+  std::vector<int32_t> remap(from.size(), -1);
+  for (size_t q = 0; q < from.size(); ++q) {
+    const std::optional<size_t> n = to.Find(from.spec(q).name);
+    if (n && to.leaf(*n) == from.leaf(q)) remap[q] = static_cast<int32_t>(*n);
+  }
+  for (size_t li = 0; li < locals_.size(); ++li) {
+    const Local& l = locals_[li];
+    const int32_t q = state_.job(l.id).spec.queue;
+    const bool live = l.running || l.reclaiming || queue_.Contains(li) || state_.job(l.id).bound_tasks > 0;
+    if (q < 0 || !live || remap[static_cast<size_t>(q)] >= 0) continue;
+    if (line != nullptr) *line = 0;
+    return InvalidArgument("queue '" + from.spec(static_cast<size_t>(q)).name + "': field 'name': job '" +
+                           state_.job(l.id).spec.name + "' still runs or waits in it, so it must stay a leaf");
+  }
+  Record(now_, QueuesInput{queues, sharing});
+  options_.queues = std::move(queues);
+  options_.sharing = sharing;
+  state_.ReplaceQueues(book->Parents(), remap);
+  book->Succeed(book_);
+  book_ = std::move(*book);
+  for (Local& l : locals_) {
+    if (!book_.enabled()) l.demand_counted = false;
+    else if (l.demand_counted) book_.Pending(state_, l.id, 1);
+  }
+  return Status::Ok();
 }
 
 bool Engine::OpenHeadroom(size_t li) {
@@ -938,6 +972,8 @@ void Engine::Apply(const EngineInput& in) {
           if (x.key == SettingInput::Key::kGrace) SetGrace(x.value);
           else if (x.key == SettingInput::Key::kStandbyGrace) SetStandbyGrace(x.value);
           else SetAbsorb(x.value != 0);
+        } else if constexpr (std::is_same_v<X, QueuesInput>) {
+          (void)SetQueues(x.queues, x.sharing);
         } else if constexpr (std::is_same_v<X, CycleInput>) {
           std::vector<EngineEvent> events = RunCycle(t, x.options);
           // RunCycle hands its events to its caller; a replay keeps them for TakeEvents.

@@ -336,6 +336,16 @@ class Engine {
   // Changes how long a Standby replica's borrowers get to leave (later restores).
   void SetStandbyGrace(int64_t grace_s);
   const EngineConfig& options() const { return options_; }
+  // Replaces the multi-tenant queues and how they share (EngineConfig::queues and ::sharing)
+  // while jobs run — an admin's change. Every job that runs or waits keeps its queue by name,
+  // which must stay a leaf of the new tree; a job already admitted keeps its place above a
+  // lowered ceiling or limit (the new bounds hold what starts or grows from now on, and a
+  // Reclaim may take back what a queue now holds above its entitlement). Jobs admitted while
+  // there were no queues run in none until they end; with no queues (an empty list) every job
+  // runs in none from now on. Cooldowns and time-based usage start afresh. Errors, nothing
+  // changed: QueueBook::Create's (`*line`, when not null, set as there), or "queue 'x': field
+  // 'name': job 'y' still runs or waits in it, so it must stay a leaf".
+  Status SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int* line = nullptr);
 
   // Tasks a Reclaim decided to evict, and when (its grace period's end), since the last call:
   // lets a live driver warn their agents ahead of the stop.

@@ -281,6 +281,9 @@ struct InputJson {
   Json operator()(const SettingInput& x) const {
     return {{"kind", "setting"}, {"key", kSettings[static_cast<int>(x.key)]}, {"value", x.value}};
   }
+  Json operator()(const QueuesInput& x) const {
+    return {{"kind", "queues"}, {"queues", EncodeQueues(x.queues)}, {"sharing", EncodeSharing(x.sharing)}};
+  }
   Json operator()(const CycleInput& x) const {
     return {{"kind", "cycle"},
             {"part", kParts[static_cast<int>(x.options.part)]},
@@ -290,7 +293,7 @@ struct InputJson {
 
 std::variant<SubmitInput, CancelInput, ResizeInput, ProbeInput, AddPlaneInput, AddNodeInput, NodeInput, StandbyInput,
              StandbyWindowsInput, DefragInput, AbortMovesInput, AcknowledgeMoveInput, AcknowledgeStandbyInput, HoldInput,
-             AdoptInput, SettingInput, CycleInput>
+             AdoptInput, SettingInput, QueuesInput, CycleInput>
 InputFrom(const Fields& f) {
   const std::string kind = f.Str("kind");
   if (kind == "submit") {
@@ -378,6 +381,16 @@ InputFrom(const Fields& f) {
     return x;
   }
   if (kind == "setting") return SettingInput{static_cast<SettingInput::Key>(NameIndex(f, "key", kSettings)), f.Int("value", 0)};
+  if (kind == "queues") {
+    QueuesInput x;
+    auto q = DecodeQueues(f.Raw("queues"), "queues");
+    if (q.ok()) x.queues = std::move(*q);
+    else f.Fail("queues", q.status().message());
+    auto s = DecodeSharing(f.Raw("sharing"), "sharing");
+    if (s.ok()) x.sharing = *s;
+    else f.Fail("sharing", s.status().message());
+    return x;
+  }
   if (kind == "cycle") {
     CycleInput x;
     x.options.part = static_cast<CyclePart>(NameIndex(f, "part", kParts));

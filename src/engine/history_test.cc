@@ -53,6 +53,13 @@ std::vector<HistoryRecord> OneOfEachKind() {
   ev.for_job = 9;
   ev.detail = "reclaimed, \"quoted\"";
   ev.requeued = true;
+  QueueSpec team;
+  team.name = "team-a";
+  team.guarantee.model_milli = {{"H800", 16000}};
+  team.weight = 3;
+  team.tenants = {"alice"};
+  SharingSpec sharing;
+  sharing.cooldown_s = 120;
   std::vector<HistoryRecord> r = {{HistorySegment{config}}};
   const std::vector<EngineInput> inputs = {
       {1, SubmitInput{job, SubmitMode::kStartOrReclaim}},
@@ -71,8 +78,10 @@ std::vector<HistoryRecord> OneOfEachKind() {
       {14, AdoptInput{job, {p}, 12}},
       {15, SettingInput{SettingInput::Key::kStandbyGrace, 30}},
       {15, AcknowledgeStandbyInput{TaskId(4), false, "standby_enter hook: exit code 4"}},
+      {15, QueuesInput{{team}, sharing}},
   };
   for (const EngineInput& in : inputs) r.push_back({in});
+  EXPECT_EQ(HistoryRecordJson(r[r.size() - 1])["input"]["queues"][0]["tenants"], nlohmann::json::array({"alice"}));
   r.push_back({ev});
   r.push_back({HistoryInherit{}});
   r.push_back({EngineInput{16, CycleInput{{CyclePart::kGrow, 800}}}, 3});

@@ -15,6 +15,7 @@
 
 #include "engine/io.h"
 #include "model/cluster_state.h"
+#include "quota/queues.h"
 #include "sched/actions/defrag.h"
 
 namespace estuary {
@@ -102,6 +103,11 @@ struct SettingInput {
   Key key = Key::kGrace;
   int64_t value = 0;
 };
+// SetQueues: the multi-tenant queues change while the engine runs.
+struct QueuesInput {
+  std::vector<QueueSpec> queues;
+  SharingSpec sharing;
+};
 // A cycle, or a part of it (Engine::RunCycle).
 struct CycleInput {
   CycleOptions options;
@@ -112,7 +118,7 @@ struct EngineInput {
   std::variant<SubmitInput, CancelInput, ResizeInput, ProbeInput, AddPlaneInput, AddNodeInput, NodeInput, StandbyInput,
                StandbyWindowsInput,
                DefragInput, AbortMovesInput, AcknowledgeMoveInput, AcknowledgeStandbyInput, HoldInput, AdoptInput,
-               SettingInput, CycleInput>
+               SettingInput, QueuesInput, CycleInput>
       what;
 };
 

@@ -34,9 +34,6 @@ StatusOr<QueueBook> QueueBook::Create(std::vector<QueueSpec> specs, SharingSpec 
   if (!tree.ok()) return tree.status();
   b.tree_ = std::move(*tree);
   const size_t n = b.tree_.size();
-  std::vector<int32_t> parent(n);
-  for (size_t q = 0; q < n; ++q) parent[q] = b.tree_.parent(q);
-  state.SetQueues(std::move(parent));
   b.pending_.assign(n, QueueUsage{});
   b.cooldown_until_.assign(n, INT64_MIN);
   b.decayed_.assign(n, 0.0);
@@ -57,6 +54,14 @@ StatusOr<QueueBook> QueueBook::Create(std::vector<QueueSpec> specs, SharingSpec 
   }
   return b;
 }
+
+std::vector<int32_t> QueueBook::Parents() const {
+  std::vector<int32_t> parent(tree_.size());
+  for (size_t q = 0; q < tree_.size(); ++q) parent[q] = tree_.parent(q);
+  return parent;
+}
+
+void QueueBook::Succeed(const QueueBook& old) { version_ = old.version_ + 1; }
 
 std::optional<int32_t> QueueBook::Resolve(const std::string& name, int32_t priority, std::string* why) const {
   if (!enabled()) {

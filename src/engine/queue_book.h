@@ -50,8 +50,8 @@ namespace estuary {
 class QueueBook {
  public:
   QueueBook() = default;
-  // Builds the tree over `state`'s GPU models and gives it to `state` (ClusterState::SetQueues).
-  // With `intern_models` (a live cluster whose nodes have not all joined), GPU model names the
+  // Builds the tree over `state`'s GPU models (the caller gives it to `state`: Parents(), then
+  // ClusterState::SetQueues or ReplaceQueues). With `intern_models` (a live cluster whose nodes have not all joined), GPU model names the
   // quotas use are added to the state's models first instead of being errors. No specs: the book
   // is off (enabled() false) and the state has no queues. Errors: QueueTree::Build's, `*line`
   // set to the field's line.
@@ -59,6 +59,11 @@ class QueueBook {
                                     bool intern_models, int* line = nullptr);
 
   bool enabled() const { return !tree_.empty(); }
+  // Each queue's parent (-1: none), for ClusterState::SetQueues / ReplaceQueues.
+  std::vector<int32_t> Parents() const;
+  // This book replaces `old` (the queues changed at run time): its versions continue old's, so
+  // that nothing cached against old's shares is taken for this book's.
+  void Succeed(const QueueBook& old);
   const QueueTree& tree() const { return tree_; }
   // Whether quota dimension d is managed (GPUs in total always; a model, CPU or memory when some
   // queue names it).

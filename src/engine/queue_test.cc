@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
+#include "engine/history.h"
 #include "tests/testing/engine_fixtures.h"
 
 namespace estuary {
@@ -74,6 +75,110 @@ struct Cluster {
 
 int Count(const std::vector<EngineEvent>& ev, EngineEvent::Kind kind) {
   return static_cast<int>(std::count_if(ev.begin(), ev.end(), [&](const EngineEvent& x) { return x.kind == kind; }));
+}
+
+// ---- An admin changes the queues while jobs run (Engine::SetQueues; the service's PUT /v1/queues).
+
+TEST(EngineQueueChange, ANewGuaranteeTakesEffectAtOnceEveryJobKeepsItsQueueByNameAndTheHistoryReplays) {
+  // 4 nodes (H800), added as a live cluster's are, recording the engine's history as the service
+  // does. a and b are guaranteed 2 nodes each. b's elastic job (1..4 nodes) takes all 4.
+  EngineConfig config;
+  config.name = "queues";
+  config.queues = {Q("a", 16), Q("b", 16)};
+  std::vector<HistoryRecord> history = {{HistorySegment{config}}};
+  auto made = Engine::Create(ClusterState(), config);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  Engine& e = **made;
+  std::vector<EngineInput> rec;
+  e.RecordInputs(&rec);
+  const auto flush = [&] {
+    for (EngineInput& in : rec) AppendInput(history, std::move(in));
+    rec.clear();
+  };
+  std::vector<EngineEvent> seen;
+  e.SetEventObserver([&](const EngineEvent& ev) {
+    flush();
+    history.push_back({ev});
+    seen.push_back(ev);
+  });
+  ASSERT_TRUE(e.AddPlane("data", {"asw"}).ok());
+  for (int i = 0; i < 4; ++i) {
+    NodeSpec s;
+    s.name = "n" + std::to_string(i);
+    s.cpu_milli = 128000;
+    s.mem_mib = 1 << 20;
+    s.gpu_count = 8;
+    ASSERT_TRUE(e.AddNode(s, "H800", {{"data", {"asw0"}}}).ok());
+  }
+  const auto held = [&](const std::string& name) {
+    const auto& qs = e.options().queues;
+    const size_t i = static_cast<size_t>(std::find_if(qs.begin(), qs.end(), [&](const QueueSpec& s) { return s.name == name; }) - qs.begin());
+    return e.state().queue_usage(i)[kQueueGpu] / (8 * kG);
+  };
+  const auto cycle = [&](int64_t t) {
+    const size_t before = seen.size();
+    e.RunCycle(t);
+    const Status s = e.state().CheckInvariants();
+    EXPECT_TRUE(s.ok()) << s.message();
+    return std::vector<EngineEvent>(seen.begin() + static_cast<std::ptrdiff_t>(before), seen.end());
+  };
+  e.Submit(NodeJob(1, "b", 4, 1), SubmitMode::kEnqueue, 0);
+  cycle(0);
+  EXPECT_EQ(held("b"), 4);
+  // a's 3-node gang is above a's guarantee of 2 nodes: a is owed nothing for it, and it waits.
+  e.Submit(NodeJob(2, "a", 3), SubmitMode::kEnqueue, 10);
+  EXPECT_EQ(Count(cycle(10), EngineEvent::Kind::kReclaim), 0);
+  // The admin gives a 3 nodes and b 1, and adds a queue c (listed first: every index moves).
+  ASSERT_TRUE(e.SetQueues({Q("c", 0), Q("b", 8), Q("a", 24)}, SharingSpec{}).ok());
+  EXPECT_EQ(held("b"), 4);  // b's job is b's still
+  EXPECT_EQ(held("c"), 0);
+  // Now a is owed 3 nodes: b's job gives up its surplus above b's new guarantee after the grace.
+  std::vector<EngineEvent> ev = cycle(20);
+  ASSERT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 1);
+  EXPECT_EQ(ev.front().job, 2u);
+  EXPECT_EQ(ev.front().detail, "queue");
+  EXPECT_EQ(ev.front().at, 80);
+  ev = cycle(80);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kShrunk), 1);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kReturned), 0);
+  EXPECT_EQ(e.Running(2), 3);
+  EXPECT_EQ(e.Running(1), 1);
+  EXPECT_EQ(held("a"), 3);
+  EXPECT_EQ(held("b"), 1);
+  for (int64_t t : {80, 81, 400}) EXPECT_TRUE(cycle(t).empty()) << t;
+  // The recorded history (the change included) replays to the same decisions.
+  flush();
+  auto r = ReplayHistory(history);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->first_difference, -1) << r->difference;
+  EXPECT_EQ(r->events.size(), seen.size());
+}
+
+TEST(EngineQueueChange, AChangeThatWouldLeaveAJobOutsideALeafQueueIsRefusedAndChangesNothing) {
+  Cluster c(2, {Q("a", 8), Q("b", 8)});
+  c.Submit(NodeJob(1, "b", 1), 0);
+  c.Cycle(0);
+  ASSERT_EQ(c.e().Running(1), 1);
+  // b holds job 1: it can neither go nor get queues under it.
+  Status s = c.e().SetQueues({Q("a", 16)}, SharingSpec{});
+  EXPECT_EQ(s.message(), "queue 'b': field 'name': job '" + c.e().state().job(c.e().state().jobs()[0].id).spec.name +
+                             "' still runs or waits in it, so it must stay a leaf");
+  s = c.e().SetQueues({Q("a", 8), Q("b", 8), Q("b1", 0, 1, "b")}, SharingSpec{});
+  EXPECT_NE(s.message().find("queue 'b': field 'name'"), std::string::npos) << s.message();
+  // The tree's own checks: an unknown parent.
+  s = c.e().SetQueues({Q("a", 8), Q("b", 8, 1, "nowhere")}, SharingSpec{});
+  EXPECT_EQ(s.message().rfind("queue 'b': field 'parent'", 0), 0u) << s.message();
+  ASSERT_EQ(c.e().options().queues.size(), 2u);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 1}}));
+  EXPECT_TRUE(c.Cycle(10).empty());
+  // Once b's job has ended, b may go; a later job of b is refused.
+  c.e().Finish(1, 20);
+  c.Cycle(20);
+  ASSERT_TRUE(c.e().SetQueues({Q("a", 16)}, SharingSpec{}).ok());
+  EXPECT_FALSE(c.e().Submit(NodeJob(2, "b", 1), SubmitMode::kEnqueue, 30).accepted);
+  c.Submit(NodeJob(3, "a", 2), 30);
+  c.Cycle(30);
+  EXPECT_EQ(c.e().Running(3), 2);
 }
 
 TEST(EngineQueues, ATeamReturningToAFullClusterGetsExactlyItsGuaranteeBackAfterOneGracePeriodFromElasticSurplus) {

@@ -560,6 +560,21 @@ void ClusterState::SetQueues(std::vector<int32_t> parent) {
   queue_usage_.assign(queue_parent_.size(), QueueUsage{});
 }
 
+void ClusterState::ReplaceQueues(std::vector<int32_t> parent, const std::vector<int32_t>& remap) {
+  ESTUARY_CHECK(remap.size() == queue_parent_.size());
+  queue_parent_ = std::move(parent);
+  for (Job& j : jobs_) {
+    if (j.spec.queue >= 0) j.spec.queue = remap[static_cast<size_t>(j.spec.queue)];
+    ESTUARY_CHECK(j.spec.queue < static_cast<int32_t>(queue_parent_.size()));
+  }
+  queue_usage_.assign(queue_parent_.size(), QueueUsage{});
+  for (const Task& t : tasks_) {
+    if (t.state == TaskState::kBound) CountQueue(t, 1);
+  }
+  ++epoch_;
+  ++release_seq_;  // a job held by its old queue's bounds may fit the new ones
+}
+
 namespace {
 // Adds (sign 1) or takes back (-1) what bound task `t` on a node of model `m` holds to `u`.
 void AddHeld(QueueUsage& u, const Task& t, GpuModelId m, int sign) {

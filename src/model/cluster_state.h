@@ -358,6 +358,10 @@ class ClusterState {
   // own jobs' and its descendants' — is kept current. SetQueues gives the tree: each queue's
   // parent (-1: none; parents form no cycle). REQUIRES: before any job names a queue.
   void SetQueues(std::vector<int32_t> parent);
+  // A new tree while jobs run (an admin changed the queues): each job's queue q becomes remap[q]
+  // (-1: none), and what each queue holds is counted anew from the bound tasks. O(tasks + jobs).
+  // REQUIRES: remap has an entry per queue of the old tree, each -1 or a queue of `parent`.
+  void ReplaceQueues(std::vector<int32_t> parent, const std::vector<int32_t>& remap);
   size_t queue_count() const { return queue_usage_.size(); }
   int32_t queue_parent(size_t q) const { return queue_parent_[q]; }
   const QueueUsage& queue_usage(size_t q) const { return queue_usage_[q]; }

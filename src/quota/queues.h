@@ -73,6 +73,9 @@ struct QueueSpec {
   int32_t max_priority = 1000;      // the highest priority its jobs may use
   bool reclaim = true;              // below its entitlement it takes back borrowed capacity
   bool reclaimable = true;          // what it holds above its entitlement may be taken back
+  // The service's tenants that may submit to this queue and to the queues under it (besides
+  // admins); the simulator has no tenants.
+  std::vector<std::string> tenants;
   QueueLines lines;
 };
 
