@@ -104,6 +104,19 @@ Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, S
     e.defrag = {true, d.interval_s, d.trigger_after_s, d.trigger_min_gpus, d.trigger_cooldown_s, d.plan};
     e.migration = d.migration;
   }
+  e.queues = c.queues;  // checked against the models the quotas name (the service learns the rest from its nodes)
+  e.sharing = c.sharing;
+  if (!c.queues.empty()) {
+    GpuModels models;
+    for (const QueueSpec& q : c.queues) {
+      for (const QuotaAmounts* a : {&q.guarantee, &q.limit, &q.lend_limit}) {
+        for (const auto& [name, milli] : a->model_milli) (void)models.Intern(name);
+      }
+    }
+    int line = 0;
+    auto tree = QueueTree::Build(c.queues, models, &line);
+    if (!tree.ok()) return InvalidArgument(path + ":" + std::to_string(line > 0 ? line : c.line) + ": " + tree.status().message());
+  }
   o->engine = e;
   o->policy = c.policy;
   o->grace_s = c.grace_s;

@@ -737,6 +737,43 @@ QueueShares Engine::ReferenceShares() const {
   return book_.Reference(state_, more);
 }
 
+std::vector<Engine::QueueFigures> Engine::QueueStatus() const {
+  if (!book_.enabled()) return {};
+  const QueueTree& tree = book_.tree();
+  std::vector<QueueFigures> out(tree.size());
+  const QueueShares ref = ReferenceShares();
+  const QueueShares& last = book_.shares();
+  for (size_t q = 0; q < tree.size(); ++q) {
+    QueueFigures& f = out[q];
+    f.held = state_.queue_usage(q)[kQueueGpu];
+    f.guarantee = tree.guarantee(q)[QuotaDims::kGpu];
+    f.limit = tree.limit(q)[QuotaDims::kGpu];
+    f.fair = ref.fair.empty() ? 0 : ref.at(ref.fair, q, QuotaDims::kGpu);
+    f.entitled = last.entitled.empty() ? 0 : last.at(last.entitled, q, QuotaDims::kGpu);
+    f.borrowed = std::max<int64_t>(0, f.held - f.guarantee);
+  }
+  // Up the tree from each job's leaf.
+  const auto add = [&](int32_t leaf, auto&& fn) {
+    for (int32_t q = leaf; q >= 0; q = tree.parent(static_cast<size_t>(q))) fn(out[static_cast<size_t>(q)]);
+  };
+  for (const Task& t : state_.tasks()) {
+    if (t.state == TaskState::kBound && t.standby) add(state_.job(t.job).spec.queue, [&](QueueFigures& f) { f.lent += t.req.TotalGpuMilli(); });
+  }
+  for (size_t li = 0; li < locals_.size(); ++li) {
+    const Job& j = state_.job(locals_[li].id);
+    if (queue_.Contains(li)) {
+      const int64_t gpu = int64_t{j.spec.max_replicas} * state_.task(j.tasks.front()).req.TotalGpuMilli();
+      add(j.spec.queue, [&](QueueFigures& f) {
+        f.pending += gpu;
+        ++f.waiting_jobs;
+      });
+    } else if (locals_[li].running) {
+      add(j.spec.queue, [&](QueueFigures& f) { ++f.running_jobs; });
+    }
+  }
+  return out;
+}
+
 void Engine::ReclaimQueued(int64_t now_s) {
   // Idle plus reclaimable room only shrinks while nothing is released, and a job's Reclaim plan
   // depends on its shape and on a reservation of its own: once a job of a shape without one is

@@ -441,6 +441,17 @@ class Engine {
   // SharingSpec::weights says), instant, over the same demand the cycle shares by (the waiting
   // jobs and the running elastic jobs' room to grow). Empty with the book off.
   QueueShares ReferenceShares() const;
+  // What each queue holds and is owed now (what the service's GET /v1/queues shows), per queue
+  // in the tree's order, GPU milli of the total-GPU dimension: held (its jobs' bound GPUs, its
+  // subtree's included), guarantee, limit (kNoLimit: none), fair share (ReferenceShares),
+  // entitlement (the last cycle's: what its Reclaim restores), borrowed (held above the
+  // guarantee), lent (its Standby replicas' GPUs), pending (its waiting jobs at max replicas),
+  // and its waiting and running jobs. Empty without queues. O(queues + tasks + jobs).
+  struct QueueFigures {
+    int64_t held = 0, guarantee = 0, limit = kNoLimit, fair = 0, entitled = 0, borrowed = 0, lent = 0, pending = 0;
+    int64_t waiting_jobs = 0, running_jobs = 0;
+  };
+  std::vector<QueueFigures> QueueStatus() const;
   // Jobs waiting in the queue.
   size_t queued() const { return queue_.size(); }
   // The driver ids of the queued jobs, in queue order.

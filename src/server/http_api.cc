@@ -9,6 +9,7 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
+#include "api/queue_json.h"
 #include "common/base64.h"
 #include "server/dashboard.h"
 #include "server/openapi.h"
@@ -362,6 +363,7 @@ struct HttpApi::Impl {
     ExplainAndNodeActionRoutes();
     ReservationRoutes();
     ConfigRoutes();
+    QueueRoutes();
     StandbyRoutes();
     ViewRoutes();
     LogRoutes();
@@ -702,6 +704,58 @@ struct HttpApi::Impl {
     });
   }
   // Standby windows (SpotGPU).
+  // GET /v1/queues (tenants: the queues they may use and those above; admins: all) and PUT
+  // /v1/queues (admins): {"queues": [...], "sharing": {...}} in the configuration's schema
+  // (api/queue_json.h); "sharing" absent: unchanged.
+  static Json QueuesJson(const Service::QueuesView& v) {
+    const auto gpus = [](int64_t milli) { return static_cast<double>(milli) / kMilliPerGpu; };
+    Json list = Json::array();
+    for (const Service::QueueView& q : v.queues) {
+      Json j = EncodeQueues({q.spec})[0];
+      const Engine::QueueFigures& f = q.gpus;
+      j["gpus"] = {{"held", gpus(f.held)},         {"guaranteed", gpus(f.guarantee)},
+                   {"limit", f.limit == kNoLimit ? Json() : Json(gpus(f.limit))},
+                   {"fair_share", gpus(f.fair)},   {"entitled", gpus(f.entitled)},
+                   {"borrowed", gpus(f.borrowed)}, {"lent", gpus(f.lent)},
+                   {"pending", gpus(f.pending)}};
+      j["jobs"] = {{"waiting", f.waiting_jobs}, {"running", f.running_jobs}};
+      list.push_back(std::move(j));
+    }
+    return Json{{"queues", list}, {"sharing", EncodeSharing(v.sharing)}};
+  }
+  void QueueRoutes() {
+    httplib::Server& s = *server;
+    s.Get("/v1/queues", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kTenant, Role::kAdmin})) return;
+      auto v = service->GetQueues(*p);
+      if (!v.ok()) return Fail(res, v.status());
+      Reply(res, 200, QueuesJson(*v));
+    });
+    s.Put("/v1/queues", [this](const httplib::Request& req, httplib::Response& res) {
+      const Principal* p = Auth(req, res);
+      if (p == nullptr || !Allowed(*p, res, {Role::kAdmin})) return;
+      const auto body = Body(req, res);
+      if (!body) return;
+      if (!body->is_object()) return Fail(res, 400, "body: expected an object {queues, sharing}");
+      for (auto it = body->begin(); it != body->end(); ++it) {
+        if (it.key() != "queues" && it.key() != "sharing") return Fail(res, 400, "field '" + it.key().substr(0, 40) + "': unknown field");
+      }
+      if (!body->contains("queues")) return Fail(res, 400, "field 'queues': missing (an empty list removes every queue)");
+      auto queues = DecodeQueues((*body)["queues"]);
+      if (!queues.ok()) return Fail(res, queues.status());
+      std::optional<SharingSpec> sharing;
+      if (body->contains("sharing")) {
+        auto sh = DecodeSharing((*body)["sharing"]);
+        if (!sh.ok()) return Fail(res, sh.status());
+        sharing = *sh;
+      }
+      auto v = service->SetQueues(*p, std::move(*queues), sharing);
+      if (!v.ok()) return Fail(res, v.status());
+      Reply(res, 200, QueuesJson(*v));
+    });
+  }
+
   void StandbyRoutes() {
     httplib::Server& s = *server;
     s.Post("/v1/standby", [this](const httplib::Request& req, httplib::Response& res) {

@@ -106,6 +106,11 @@ std::string_view OpenApiDocument() {
       "put": {"summary": "Change grace_s, absorb, heartbeat_timeout_s or defrag_interval_s (admin; stored)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {"grace_s": {"type": "integer", "minimum": 0, "maximum": 86400}, "absorb": {"type": "boolean"}, "heartbeat_timeout_s": {"type": "integer", "minimum": 1, "maximum": 86400}, "defrag_interval_s": {"type": "integer", "minimum": 0, "maximum": 604800}}}}}},
         "responses": {"200": {"description": "the configuration"}, "400": {"description": "an invalid field"}}}
     },
+    "/v1/queues": {
+      "get": {"summary": "The multi-tenant queues: each queue's spec, GPUs held, guaranteed, limit, fair share, entitled, borrowed, lent and pending, its waiting and running jobs, and the sharing (tenants: the queues they may use and those above; admins: all)", "responses": {"200": {"description": "queues and sharing"}}},
+      "put": {"summary": "Replace the queues and, when given, the sharing (admin; stored; the schema of a configuration's queues: and sharing:, docs/schema.md)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "required": ["queues"], "properties": {"queues": {"type": "array", "items": {"type": "object"}}, "sharing": {"type": "object"}}}}}},
+        "responses": {"200": {"description": "the queues"}, "400": {"description": "an invalid field, or a queue a job still runs or waits in would go"}, "403": {"description": "not an admin"}}}
+    },
     "/v1/stats": {"get": {"summary": "Allocation and queues over the last hour (admin)", "responses": {"200": {"description": "samples"}}}},
     "/v1/nodes": {
       "post": {"summary": "Register nodes (agent)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {"nodes": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}}}}}},

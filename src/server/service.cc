@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/check.h"
+#include "api/queue_json.h"
 #include "engine/history.h"
 
 namespace estuary {
@@ -158,13 +159,15 @@ struct Service::Impl {
   };
   struct Input {
     enum class Kind : uint8_t { kSubmit, kCancel, kReport, kNodesAdded, kNodeAction, kReserve, kUnreserve, kConfig, kResize,
-                                kDefrag, kWake };
+                                kDefrag, kQueues, kWake };
     Kind kind = Kind::kSubmit;
     uint64_t job = 0;
     std::vector<TaskReport> reports;
     std::string node, action;
     int64_t ttl_s = 0;
     ConfigChange config;
+    std::vector<QueueSpec> queues;  // kQueues
+    SharingSpec sharing;
     int32_t min_replicas = 0, max_replicas = 0;
     std::shared_ptr<Waiter> waiter;
     static Input Of(Kind k, uint64_t job = 0) {
@@ -382,6 +385,101 @@ struct Service::Impl {
 
   bool Visible(const Principal& who, const JobRec& j) const {
     return who.role == Role::kAdmin || (who.role == Role::kTenant && j.view.tenant == who.name);
+  }
+
+  // Queues (REQUIRES: mu). Whether tenant `who` may submit to queue q: q or an ancestor lists it.
+  bool Mapped(const Principal& who, size_t q) const {
+    if (who.role == Role::kAdmin) return true;
+    const QueueTree& tree = engine->queue_book().tree();
+    for (int p = static_cast<int>(q); p >= 0; p = tree.parent(static_cast<size_t>(p))) {
+      const std::vector<std::string>& t = tree.spec(static_cast<size_t>(p)).tenants;
+      if (std::find(t.begin(), t.end(), who.name) != t.end()) return true;
+    }
+    return false;
+  }
+  // Submit's check of a job's queue (see Service::GetQueues); a tenant naming none gets the one
+  // leaf it may use.
+  Status CheckQueue(const Principal& who, JobRequest& r) const {
+    const QueueTree& tree = engine->queue_book().tree();
+    if (tree.empty()) {
+      if (r.queue.empty()) return Status::Ok();
+      return InvalidArgument("field 'queue': '" + r.queue + "': the service has no queues");
+    }
+    if (r.queue.empty()) {
+      std::vector<std::string> leaves;
+      for (size_t q = 0; q < tree.size(); ++q) {
+        if (tree.leaf(q) && Mapped(who, q)) leaves.push_back(tree.spec(q).name);
+      }
+      if (who.role == Role::kTenant && leaves.empty()) {
+        return PermissionDenied("field 'queue': tenant '" + who.name + "' may submit to no queue");
+      }
+      if (who.role == Role::kAdmin || leaves.size() > 1) {
+        std::string list;
+        for (size_t i = 0; i < leaves.size() && i < 8; ++i) list += (i ? ", " : "") + leaves[i];
+        return InvalidArgument("field 'queue': missing (one of " + list + (leaves.size() > 8 ? ", ..." : "") + ")");
+      }
+      r.queue = leaves.front();
+    }
+    const std::optional<size_t> q = tree.Find(r.queue);
+    if (!q) return InvalidArgument("field 'queue': no queue '" + r.queue + "'");
+    if (!tree.leaf(*q)) return InvalidArgument("field 'queue': queue '" + r.queue + "' has queues under it: jobs run in its leaves");
+    if (!Mapped(who, *q)) return PermissionDenied("field 'queue': tenant '" + who.name + "' may not submit to queue '" + r.queue + "'");
+    for (int p = static_cast<int>(*q); p >= 0; p = tree.parent(static_cast<size_t>(p))) {
+      const QueueSpec& spec = tree.spec(static_cast<size_t>(p));
+      if (r.priority > spec.max_priority) {
+        return PermissionDenied("field 'priority': " + std::to_string(r.priority) + " is above the ceiling of queue '" +
+                                spec.name + "' (max_priority " + std::to_string(spec.max_priority) + ")");
+      }
+    }
+    return Status::Ok();
+  }
+  // Per-queue gauges for MetricsText (REQUIRES: mu); none without queues.
+  void QueueMetricsText(std::string& out) const {
+    const QueueTree& tree = engine->queue_book().tree();
+    if (tree.empty()) return;
+    const std::vector<Engine::QueueFigures> figures = engine->QueueStatus();
+    struct Gauge {
+      const char* name;
+      const char* help;
+      int64_t Engine::QueueFigures::*gpu;  // GPU milli, shown in GPUs; null: jobs below
+      int64_t Engine::QueueFigures::*jobs;
+    };
+    static constexpr Gauge kGauges[] = {
+        {"estuary_queue_gpus_held", "GPUs a queue's jobs hold (its subtree's included).", &Engine::QueueFigures::held, nullptr},
+        {"estuary_queue_gpus_guaranteed", "A queue's guaranteed GPUs.", &Engine::QueueFigures::guarantee, nullptr},
+        {"estuary_queue_gpus_fair_share", "A queue's weighted fair share of the GPUs now.", &Engine::QueueFigures::fair, nullptr},
+        {"estuary_queue_gpus_borrowed", "GPUs a queue holds above its guarantee.", &Engine::QueueFigures::borrowed, nullptr},
+        {"estuary_queue_gpus_lent", "GPUs a queue's Standby replicas lend.", &Engine::QueueFigures::lent, nullptr},
+        {"estuary_queue_gpus_pending", "GPUs a queue's waiting jobs ask for (at max replicas).", &Engine::QueueFigures::pending, nullptr},
+        {"estuary_queue_jobs_waiting", "A queue's waiting jobs.", nullptr, &Engine::QueueFigures::waiting_jobs},
+        {"estuary_queue_jobs_running", "A queue's running jobs.", nullptr, &Engine::QueueFigures::running_jobs},
+    };
+    char buf[320];
+    for (const Gauge& g : kGauges) {
+      std::snprintf(buf, sizeof buf, "# HELP %s %s\n# TYPE %s gauge\n", g.name, g.help, g.name);
+      out += buf;
+      for (size_t q = 0; q < tree.size(); ++q) {
+        const double v = g.gpu ? static_cast<double>(figures[q].*g.gpu) / kMilliPerGpu : static_cast<double>(figures[q].*g.jobs);
+        std::snprintf(buf, sizeof buf, "%s{queue=\"%s\"} %.17g\n", g.name, tree.spec(q).name.c_str(), v);
+        out += buf;
+      }
+    }
+  }
+  // The queues as `who` sees them (REQUIRES: mu).
+  QueuesView QueuesFor(const Principal& who) const {
+    QueuesView v;
+    const QueueTree& tree = engine->queue_book().tree();
+    v.sharing = engine->options().sharing;
+    const std::vector<Engine::QueueFigures> figures = engine->QueueStatus();
+    std::vector<char> shown(tree.size(), who.role == Role::kAdmin);
+    for (size_t q = 0; q < tree.size(); ++q) {
+      if (shown[q] || !Mapped(who, q)) continue;
+      for (int p = static_cast<int>(q); p >= 0; p = tree.parent(static_cast<size_t>(p))) shown[static_cast<size_t>(p)] = 1;
+    }
+    for (size_t q = 0; q < tree.size(); ++q) {
+      if (shown[q]) v.queues.push_back({tree.spec(q), figures[q]});
+    }
+    return v;
   }
 
   // Adds an order for the agent of `node` (held in `out` until the batch is durable).
@@ -1008,6 +1106,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   mo.lend_max_priority = options.lend_max_priority;
   mo.absorb = options.absorb;
   mo.migration.acknowledged = true;  // a move completes when its agent reports the new instance running
+  mo.intern_queue_models = true;     // quotas may name models before their nodes register
   ClusterState empty;
   auto engine = Engine::Create(std::move(empty), mo);
   if (!engine.ok()) return engine.status();
@@ -1046,6 +1145,19 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
       }
     }
   }
+  // The stored queues (an admin's PUT /v1/queues) win over the configuration's.
+  {
+    auto q = store->Get("meta/queues");
+    if (!q.ok()) return q.status();
+    if (*q) {
+      const Json j = Json::parse(**q, nullptr, false);
+      auto queues = DecodeQueues(j.is_object() ? j.value("queues", Json()) : Json());
+      auto sharing = DecodeSharing(j.is_object() ? j.value("sharing", Json::object()) : Json());
+      if (!queues.ok()) return Internal("store: meta/queues: " + queues.status().message());
+      if (!sharing.ok()) return Internal("store: meta/queues: " + sharing.status().message());
+      ESTUARY_RETURN_IF_ERROR(s.engine->SetQueues(std::move(*queues), *sharing));
+    }
+  }
   ESTUARY_RETURN_IF_ERROR(s.RecoverNodes(now_ms));
   StoreBatch batch;
   ESTUARY_RETURN_IF_ERROR(s.RecoverJobs(now_ms, batch));
@@ -1071,6 +1183,7 @@ StatusOr<uint64_t> Service::Submit(const Principal& who, JobRequest request) {
   {
     std::lock_guard lk(s.mu);
     if (s.stopping) return Unavailable("the service is stopping");
+    ESTUARY_RETURN_IF_ERROR(s.CheckQueue(who, request));
     r.view.id = s.next_id++;
   }
   r.view.tenant = who.name;
@@ -1436,6 +1549,25 @@ StatusOr<Service::Config> Service::SetConfig(const Principal& admin, const Confi
   return GetConfig();
 }
 
+StatusOr<Service::QueuesView> Service::GetQueues(const Principal& who) const {
+  if (who.role == Role::kAgent) return PermissionDenied("agents do not read queues");
+  const Impl& s = *impl_;
+  std::lock_guard lk(s.mu);
+  return s.QueuesFor(who);
+}
+
+StatusOr<Service::QueuesView> Service::SetQueues(const Principal& admin, std::vector<QueueSpec> queues,
+                                                 std::optional<SharingSpec> sharing) {
+  Impl& s = *impl_;
+  if (admin.role != Role::kAdmin) return PermissionDenied("only admins change the queues");
+  std::unique_lock lk(s.mu);
+  Impl::Input in = Impl::Input::Of(Impl::Input::Kind::kQueues);
+  in.queues = std::move(queues);
+  in.sharing = sharing.value_or(s.engine->options().sharing);
+  ESTUARY_RETURN_IF_ERROR(s.Ask(lk, std::move(in), std::make_shared<Impl::Waiter>()));
+  return s.QueuesFor(admin);
+}
+
 StatusOr<JobView> Service::Resize(const Principal& who, uint64_t id, std::optional<int32_t> min_replicas,
                                   std::optional<int32_t> max_replicas, bool wait) {
   Impl& s = *impl_;
@@ -1701,6 +1833,15 @@ void Service::Impl::ApplyInput(Input& in, Pass& p) {
       batch.Put("meta/config", s.ConfigJson());
       waiters.push_back({in.waiter, Status::Ok()});
       break;
+    case Impl::Input::Kind::kQueues: {
+      const Status st = s.engine->SetQueues(in.queues, in.sharing);
+      if (st.ok()) {
+        batch.Put("meta/queues", Json{{"queues", EncodeQueues(in.queues)}, {"sharing", EncodeSharing(in.sharing)}}.dump());
+        nodes_added = true;  // new bounds: parked jobs may be admitted now
+      }
+      waiters.push_back({in.waiter, st.ok() ? st : InvalidArgument(st.message())});
+      break;
+    }
     case Impl::Input::Kind::kDefrag: {
       auto moves = s.engine->Defrag(DefragOptions{}, now_s);
       s.defragged_ms = now_ms;
@@ -2264,6 +2405,7 @@ std::string Service::MetricsText() const {
   line("estuary_cycles_total", "counter", "Scheduling cycles run.", static_cast<double>(s.cycles_total));
   line("estuary_store_commit_rounds_total", "counter", "Store transactions (group commits).",
        static_cast<double>(s.committer->rounds()));
+  s.QueueMetricsText(out);
   s.cycle_seconds.Write(out, "estuary_cycle_seconds", "Scheduling cycle latency.");
   s.submit_to_running_seconds.Write(out, "estuary_submit_to_running_seconds",
                                     "From a job's 201 to its min replicas reported running by agents.");

@@ -298,6 +298,30 @@ class Service {
   // (grace_s 0..86400, heartbeat_timeout_s 1..86400, defrag_interval_s 0..604800).
   StatusOr<Config> SetConfig(const Principal& admin, const ConfigChange& change);
 
+  // ---- Multi-tenant queues (issue 20; docs/fair-share.md) ----
+  // The queues come from the configuration (`estuary serve --config`: its `queues:` and
+  // `sharing:`, the scenario schema) and are changed by an admin (SetQueues, stored under
+  // meta/queues: they outlive restarts and win over the configuration). With queues, every job
+  // runs in a leaf queue: Submit checks its `queue` at once — a tenant that names none runs in
+  // the one leaf it may use (a queue whose `tenants` lists it, or one under such a queue);
+  // InvalidArgument for an unknown or inner queue or a missing one where the tenant may use
+  // several; PermissionDenied for a queue the tenant is not mapped to or a priority above the
+  // ceiling (`max_priority`) of its queue or an ancestor. Admins may submit to any queue.
+  struct QueueView {
+    QueueSpec spec;
+    Engine::QueueFigures gpus;  // GPU milli (Engine::QueueStatus)
+  };
+  struct QueuesView {
+    std::vector<QueueView> queues;  // the tree's order (empty: no queues)
+    SharingSpec sharing;
+  };
+  // Admins see every queue; a tenant the queues it may submit to and the queues above them.
+  StatusOr<QueuesView> GetQueues(const Principal& who) const;
+  // Replaces the queues (and, when given, how they share) — Engine::SetQueues, applied by the
+  // loop and stored before this returns. InvalidArgument naming the queue and the field (a bad
+  // tree, or a queue a job still runs or waits in that would go or get queues under it).
+  StatusOr<QueuesView> SetQueues(const Principal& admin, std::vector<QueueSpec> queues, std::optional<SharingSpec> sharing);
+
   // The service's clock, in milliseconds (e.g. a standby window that starts now).
   int64_t NowMs() const;
 

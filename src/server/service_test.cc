@@ -1216,5 +1216,160 @@ TEST_F(ServiceTest, ARandomRunOfEveryActionKeepsTheInvariantsAcrossRestartsAndDr
   EXPECT_TRUE(service_->ListStandbyWindows(kAdmin).empty());
 }
 
+
+// ---- Multi-tenant queues (issue 20) ----
+
+QueueSpec Queue(const std::string& name, const std::string& parent, int64_t guarantee_gpus, std::vector<std::string> tenants = {},
+                int32_t max_priority = 1000) {
+  QueueSpec q;
+  q.name = name;
+  q.parent = parent;
+  if (guarantee_gpus > 0) q.guarantee.gpu_milli = guarantee_gpus * 1000;
+  q.tenants = std::move(tenants);
+  q.max_priority = max_priority;
+  return q;
+}
+
+JobRequest InQueue(JobRequest r, const std::string& queue) {
+  r.queue = queue;
+  return r;
+}
+
+// Two orgs: research (alice) with teams nlp (its jobs at most priority 500) and vision; product
+// (bob) with one team, search.
+ServiceOptions TwoOrgs() {
+  ServiceOptions o;
+  o.engine = EngineConfig{};
+  o.engine->queues = {Queue("research", "", 8, {"alice"}), Queue("nlp", "research", 8, {}, 500), Queue("vision", "research", 0),
+                      Queue("product", "", 8, {"bob"}), Queue("search", "product", 8)};
+  return o;
+}
+
+TEST_F(ServiceTest, ATenantSubmitsOnlyToItsOwnQueuesWithinTheirPriorityCeilingsAndSeesOnlyThose) {
+  Reopen(TwoOrgs());
+  const auto fails = [&](const Principal& who, const JobRequest& r) {
+    auto id = service_->Submit(who, r);
+    return id.ok() ? std::pair{StatusCode::kOk, std::string("accepted")} : std::pair{id.status().code(), id.status().message()};
+  };
+  EXPECT_EQ(fails(kAlice, InQueue(Job("j", 1, 1), "search")),
+            (std::pair{StatusCode::kPermissionDenied, std::string("field 'queue': tenant 'alice' may not submit to queue 'search'")}));
+  EXPECT_EQ(fails(kAlice, InQueue(Job("j", 1, 1, 600), "nlp")),
+            (std::pair{StatusCode::kPermissionDenied,
+                       std::string("field 'priority': 600 is above the ceiling of queue 'nlp' (max_priority 500)")}));
+  EXPECT_EQ(fails(kAlice, Job("j", 1, 1)),
+            (std::pair{StatusCode::kInvalidArgument, std::string("field 'queue': missing (one of nlp, vision)")}));
+  EXPECT_EQ(fails(kAlice, InQueue(Job("j", 1, 1), "research")),
+            (std::pair{StatusCode::kInvalidArgument,
+                       std::string("field 'queue': queue 'research' has queues under it: jobs run in its leaves")}));
+  EXPECT_EQ(fails(kAlice, InQueue(Job("j", 1, 1), "nope")),
+            (std::pair{StatusCode::kInvalidArgument, std::string("field 'queue': no queue 'nope'")}));
+  EXPECT_EQ(fails(Principal{Role::kTenant, "carol"}, Job("j", 1, 1)),
+            (std::pair{StatusCode::kPermissionDenied, std::string("field 'queue': tenant 'carol' may submit to no queue")}));
+  EXPECT_TRUE(service_->ListJobs(kAdmin).empty());  // nothing refused was stored
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("n0")}).ok());
+  // Accepted: alice within nlp's ceiling; bob without a queue runs in his only one; an admin anywhere.
+  auto a = service_->Submit(kAlice, InQueue(Job("a", 1, 8, 500), "nlp"));
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  auto b = service_->Submit(kBob, Job("b", 1, 8));
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(Get(*b, kBob).request.queue, "search");
+  ASSERT_TRUE(service_->Submit(kAdmin, InQueue(Job("ops", 1, 8, 1000), "vision")).ok());
+  Pass();
+  // alice sees research and its teams; bob product and search; an admin all five.
+  const auto names = [&](const Principal& who) {
+    std::vector<std::string> out;
+    auto v = service_->GetQueues(who);
+    EXPECT_TRUE(v.ok());
+    if (v.ok()) {
+      for (const Service::QueueView& q : v->queues) out.push_back(q.spec.name);
+    }
+    return out;
+  };
+  EXPECT_EQ(names(kAlice), (std::vector<std::string>{"research", "nlp", "vision"}));
+  EXPECT_EQ(names(kBob), (std::vector<std::string>{"product", "search"}));
+  EXPECT_EQ(names(kAdmin), (std::vector<std::string>{"research", "nlp", "vision", "product", "search"}));
+  EXPECT_EQ(service_->GetQueues(kAgentA).status().code(), StatusCode::kPermissionDenied);
+  // One node: the admin's job (the highest priority) runs in vision; nlp's and search's wait.
+  auto v = service_->GetQueues(kAdmin);
+  ASSERT_TRUE(v.ok());
+  const auto figures = [&](size_t q) {
+    const Engine::QueueFigures& f = v->queues[q].gpus;
+    return std::vector<int64_t>{f.held, f.running_jobs, f.waiting_jobs, f.pending};
+  };
+  EXPECT_EQ(figures(0), (std::vector<int64_t>{8000, 1, 1, 8000}));  // research: its teams' together
+  EXPECT_EQ(figures(1), (std::vector<int64_t>{0, 0, 1, 8000}));     // nlp
+  EXPECT_EQ(figures(2), (std::vector<int64_t>{8000, 1, 0, 0}));     // vision
+  EXPECT_EQ(figures(3), (std::vector<int64_t>{0, 0, 1, 8000}));     // product
+  EXPECT_EQ(figures(4), (std::vector<int64_t>{0, 0, 1, 8000}));     // search
+  EXPECT_EQ(v->queues[2].gpus.borrowed, 8000);  // vision is guaranteed nothing
+  EXPECT_EQ(v->queues[1].gpus.guarantee, 8000);
+}
+
+TEST_F(ServiceTest, AnAdminsQueueChangeTakesEffectAtOnceIsStoredAndOutlivesARestart) {
+  // Two teams guaranteed one node each; bob's elastic job (1..2 nodes) holds both.
+  ServiceOptions o;
+  o.engine = EngineConfig{};
+  o.engine->queues = {Queue("a", "", 8, {"alice"}), Queue("b", "", 8, {"bob"})};
+  Reopen(o);
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("n0"), Node("n1")}).ok());
+  JobRequest elastic = Job("bobs", 2, 8, 300, true);
+  elastic.min_replicas = 1;
+  const uint64_t bobs = RunJob(kBob, elastic);
+  EXPECT_EQ(Get(bobs, kBob).bound_replicas, 2);
+  // alice's 2-node gang is above a's guarantee: a is owed nothing for it, and it waits.
+  auto alices = service_->Submit(kAlice, Job("alices", 2, 8, 300, true));
+  ASSERT_TRUE(alices.ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_EQ(service_->SetQueues(kAlice, {}, std::nullopt).status().code(), StatusCode::kPermissionDenied);
+  // A change that would take b away while bob's job runs in it is refused, naming it.
+  auto refused = ViaLoop([&] { return service_->SetQueues(kAdmin, {Queue("a", "", 16, {"alice"})}, std::nullopt); });
+  ASSERT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("queue 'b': field 'name'"));
+  // a gets both nodes' guarantee: alice's gang is owed them now, and bob's job gets its notice.
+  SharingSpec sharing;
+  sharing.cooldown_s = 120;
+  auto changed = ViaLoop([&] {
+    return service_->SetQueues(kAdmin, {Queue("a", "", 16, {"alice"}), Queue("b", "", 0, {"bob"})}, sharing);
+  });
+  ASSERT_TRUE(changed.ok()) << changed.status().message();
+  ASSERT_EQ(changed->queues.size(), 2u);
+  EXPECT_EQ(changed->queues[0].gpus.guarantee, 16000);
+  EXPECT_EQ(changed->sharing.cooldown_s, 120);
+  Pass();
+  std::vector<Order> notice = Orders(kAgentA);
+  ASSERT_EQ(Ops(notice), (std::vector<Order::Op>{Order::Op::kEvict, Order::Op::kEvict}));
+  for (const Order& n : notice) EXPECT_EQ(n.job, bobs);
+  // A crash: the change is stored, and the Reclaim goes on after the restart.
+  Reopen(o);
+  auto after = service_->GetQueues(kAdmin);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->queues.size(), 2u);
+  EXPECT_EQ(after->queues[0].gpus.guarantee, 16000);
+  EXPECT_EQ(after->queues[1].gpus.guarantee, 0);
+  EXPECT_EQ(after->queues[1].spec.tenants, std::vector<std::string>{"bob"});
+  EXPECT_EQ(after->sharing.cooldown_s, 120);
+  Pass();  // bob's replicas get their notice again (the restart forgot the grace period under way)
+  notice = Orders(kAgentA);
+  EXPECT_EQ(std::count_if(notice.begin(), notice.end(), [](const Order& x) { return x.op == Order::Op::kEvict; }), 2);
+  clock_.ms += 61'000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  for (int i = 0; i < 3; ++i) {
+    Pass();
+    std::vector<Order> orders = Orders(kAgentA);
+    ReportAll(kAgentA, orders, TaskReport::State::kRunning);
+    Pass();
+  }
+  EXPECT_EQ(Get(*alices).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(bobs, kBob).phase, JobPhase::kPending);
+  after = service_->GetQueues(kAdmin);
+  EXPECT_EQ(after->queues[0].gpus.held, 16000);
+  EXPECT_EQ(after->queues[1].gpus.waiting_jobs, 1);
+  const std::string metrics = service_->MetricsText();
+  EXPECT_THAT(metrics, HasSubstr("estuary_queue_gpus_held{queue=\"a\"} 16\n"));
+  EXPECT_THAT(metrics, HasSubstr("estuary_queue_gpus_guaranteed{queue=\"b\"} 0\n"));
+  EXPECT_THAT(metrics, HasSubstr("estuary_queue_jobs_waiting{queue=\"b\"} 1\n"));
+}
+
 }  // namespace
 }  // namespace estuary
