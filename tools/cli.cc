@@ -908,11 +908,11 @@ int RunCli(int argc, char** argv) {
   AddHistoryCommand(app, hf, &history_export, &history_scenario);
 
   static const std::set<std::string> kCommands = {"openb", "replay", "simulate", "cluster", "curve", "defrag", "serve",
-                                                   "agent", "history", "submit", "jobs", "job", "cancel", "logs", "nodes"};
+                                                   "agent", "history", "submit", "jobs", "job", "cancel", "logs", "nodes", "queues"};
   if (argc >= 2 && argv[1][0] != '-' && !kCommands.count(argv[1])) {
     std::fprintf(stderr,
                  "estuary: unknown command '%s' (known: openb, replay, simulate, cluster, curve, defrag, serve, agent, history, "
-                 "submit, jobs, job, cancel, logs, nodes; see --help)\n",
+                 "submit, jobs, job, cancel, logs, nodes, queues; see --help)\n",
                  argv[1]);
     return 2;
   }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -63,6 +64,7 @@ StatusOr<std::string> Call(const ClientFlags& f, const std::string& method, cons
   const httplib::Headers h = {{"Authorization", "Bearer " + f.token}};
   httplib::Result r = method == "GET"      ? c.Get(path, h)
                       : method == "DELETE" ? c.Delete(path, h)
+                      : method == "PUT"    ? c.Put(path, h, body, "application/json")
                                            : c.Post(path, h, body, "application/json");
   if (!r) return InvalidArgument("cannot reach " + f.server + " (" + httplib::to_string(r.error()) + ")");
   if (r->status < 300) return r->body;
@@ -242,10 +244,60 @@ int Nodes(const ClientFlags& f) {
   return 0;
 }
 
+// GPUs as the table shows them: whole numbers plain, else one decimal.
+std::string GpuCell(const Json& v) {
+  if (!v.is_number()) return "-";
+  char b[32];
+  const double x = v.get<double>();
+  std::snprintf(b, sizeof b, x == static_cast<double>(static_cast<int64_t>(x)) ? "%.0f" : "%.1f", x);
+  return b;
+}
+
+int Queues(const ClientFlags& f) {
+  StatusOr<std::string> r = std::string();
+  if (!f.file.empty()) {
+    std::ifstream in(f.file);
+    if (!in) return Fail(InvalidArgument(f.file + ": cannot open file"));
+    std::stringstream s;
+    s << in.rdbuf();
+    StatusOr<Json> body = ParseQueuesFileText(s.str(), f.file);
+    if (!body.ok()) return Fail(body.status());
+    r = Call(f, "PUT", "/v1/queues", body->dump());
+  } else {
+    r = Call(f, "GET", "/v1/queues");
+  }
+  if (!r.ok()) return Fail(r.status());
+  const Json j = Json::parse(*r);
+  if (f.output == "json") {
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  // Each queue indented under its parent, in the tree's order (parents may be listed after).
+  std::map<std::string, std::string> parent;
+  for (const Json& q : j["queues"]) parent[Str(q["name"])] = q.contains("parent") ? Str(q["parent"]) : "";
+  std::vector<std::vector<std::string>> rows = {
+      {"QUEUE", "HELD", "GUARANTEED", "LIMIT", "FAIR", "BORROWED", "LENT", "PENDING", "WAITING", "RUNNING", "TENANTS"}};
+  for (const Json& q : j["queues"]) {
+    std::string indent;
+    for (std::string p = parent[Str(q["name"])]; !p.empty() && indent.size() < 32; p = parent[p]) indent += "  ";
+    const Json& g = q["gpus"];
+    std::string tenants;
+    if (q.contains("tenants")) {
+      for (const Json& t : q["tenants"]) tenants += (tenants.empty() ? "" : ",") + Str(t);
+    }
+    rows.push_back({indent + Str(q["name"]), GpuCell(g["held"]), GpuCell(g["guaranteed"]), GpuCell(g["limit"]),
+                    GpuCell(g["fair_share"]), GpuCell(g["borrowed"]), GpuCell(g["lent"]), GpuCell(g["pending"]),
+                    Str(q["jobs"]["waiting"]), Str(q["jobs"]["running"]), tenants});
+  }
+  if (rows.size() == 1) std::printf("no queues\n");
+  else PrintTable(rows);
+  return 0;
+}
+
 }  // namespace
 
 bool ClientCommands::Parsed() const {
-  for (const CLI::App* a : {submit, jobs, job, cancel, logs, nodes}) {
+  for (const CLI::App* a : {submit, jobs, job, cancel, logs, nodes, queues}) {
     if (a != nullptr && a->parsed()) return true;
   }
   return false;
@@ -272,6 +324,9 @@ ClientCommands AddClientCommands(CLI::App& app, ClientFlags& f) {
   c.logs->add_option("--replica", f.replica, "the replica (default 0)")->check(CLI::Range(0, 100000));
   c.logs->add_flag("--follow,-f", f.follow, "keep printing until the job has ended");
   c.nodes = common(app.add_subcommand("nodes", "the nodes (an admin's token)"));
+  c.queues = common(app.add_subcommand("queues", "the queues: GPUs held, guaranteed, fair share, borrowed, pending per queue "
+                                                 "(a tenant sees its own); --set FILE replaces them (an admin's token)"));
+  c.queues->add_option("--set", f.file, "a queues file (JSON or YAML: queues: and optionally sharing:, docs/schema.md)");
   return c;
 }
 
@@ -282,6 +337,7 @@ int RunClientCommand(const ClientCommands& c, ClientFlags f) {
   if (c.job->parsed()) return OneJob(f);
   if (c.cancel->parsed()) return Cancel(f);
   if (c.logs->parsed()) return Logs(f);
+  if (c.queues->parsed()) return Queues(f);
   return Nodes(f);
 }
 

@@ -6,6 +6,7 @@
 //   estuary cancel ID
 //   estuary logs ID [--replica R] [--follow]
 //   estuary nodes                    (an admin's token)
+//   estuary queues [--set FILE]      the queues (a tenant: its own); --set replaces them (an admin)
 // The server and token come from --server/--token, else ESTUARY_SERVER/ESTUARY_TOKEN, else the
 // client file (ESTUARY_CLIENT_CONFIG, default ~/.config/estuary/client): lines `server=URL` and
 // `token=TOKEN`. `--output json` prints the service's JSON for scripts. Exit codes: 0; 2 with one
@@ -21,7 +22,7 @@ namespace estuary {
 struct ClientFlags {
   std::string server, token;
   std::string output = "table";  // table | json
-  std::string file;              // submit
+  std::string file;              // submit; queues --set
   std::string id;                // job, cancel, logs
   bool all = false;              // jobs
   int replica = 0;               // logs
@@ -29,7 +30,8 @@ struct ClientFlags {
 };
 
 struct ClientCommands {
-  CLI::App *submit = nullptr, *jobs = nullptr, *job = nullptr, *cancel = nullptr, *logs = nullptr, *nodes = nullptr;
+  CLI::App *submit = nullptr, *jobs = nullptr, *job = nullptr, *cancel = nullptr, *logs = nullptr, *nodes = nullptr,
+           *queues = nullptr;
   bool Parsed() const;
 };
 

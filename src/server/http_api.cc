@@ -63,6 +63,7 @@ Json JobJson(const JobView& v) {
   j["restart_cost_s"] = v.request.restart_cost_s;
   j["usable_step"] = v.request.usable_step;
   if (!v.request.labels.empty()) j["labels"] = v.request.labels;
+  if (!v.request.queue.empty()) j["queue"] = v.request.queue;
   // The workload, as the job schema writes it (EncodeJobRequest: a shell command as a string).
   const Json request = Json::parse(EncodeJobRequest(v.request));
   for (const char* k : {"command", "env", "workdir", "checkpoint_signal", "hooks"}) {

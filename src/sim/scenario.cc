@@ -216,6 +216,37 @@ StatusOr<nlohmann::json> ParseJobFileText(const std::string& text, const std::st
   return job->value;
 }
 
+StatusOr<nlohmann::json> ParseQueuesFileText(const std::string& text, const std::string& path) {
+  YAML::Node loaded;
+  try {
+    loaded = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    return InvalidArgument(path + ":" + std::to_string(e.mark.line + 1) + ": malformed JSON or YAML (" + e.msg + ")");
+  }
+  if (!loaded.IsMap()) return InvalidArgument(path + ":1: expected a mapping {queues, sharing}");
+  StatusOr<YamlJson> v = YamlToJson(loaded);
+  if (!v.ok()) return InvalidArgument(path + ":1: " + v.status().message());
+  for (auto it = v->value.begin(); it != v->value.end(); ++it) {
+    if (it.key() != "queues" && it.key() != "sharing") {
+      return InvalidArgument(path + ":" + std::to_string(v->LineOf(it.key())) + ": field '" + it.key() + "': unknown field");
+    }
+  }
+  if (!v->value.contains("queues")) return InvalidArgument(path + ":1: field 'queues': missing (an empty list removes every queue)");
+  const auto line_of = [&](const std::string& p) { return v->LineOf(p); };
+  const auto fail = [&](const Status& st) {
+    return InvalidArgument(path + ":" + std::to_string(v->LineOf(JobErrorPath(st.message()))) + ": " + st.message());
+  };
+  auto queues = DecodeQueues(v->value["queues"], "queues", line_of);
+  if (!queues.ok()) return fail(queues.status());
+  nlohmann::json out = {{"queues", EncodeQueues(*queues)}};
+  if (v->value.contains("sharing")) {
+    auto sharing = DecodeSharing(v->value["sharing"], "sharing");
+    if (!sharing.ok()) return fail(sharing.status());
+    out["sharing"] = EncodeSharing(*sharing);
+  }
+  return out;
+}
+
 namespace {
 
 // A job (`generated`: a generator class, whose `share` and `diurnal` the caller reads), decoded

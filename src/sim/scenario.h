@@ -352,4 +352,10 @@ StatusOr<SchedulerConfig> ParseSchedulerConfigText(const std::string& text, cons
 // `text` is the file's content; `path` names it in messages ("FILE:LINE: field 'gpus': ...").
 StatusOr<nlohmann::json> ParseJobFileText(const std::string& text, const std::string& path);
 
+// A queues file as an admin gives it (`estuary queues --set FILE`): a mapping with `queues:` (a
+// list, the configuration's schema) and optionally `sharing:`, in JSON or YAML, checked by the
+// queue schema's reader (the tree's own checks are the service's), as the JSON body of PUT
+// /v1/queues. Errors: "FILE:LINE: field 'queues[1].guarantee.gpus': ...".
+StatusOr<nlohmann::json> ParseQueuesFileText(const std::string& text, const std::string& path);
+
 }  // namespace estuary

@@ -647,5 +647,107 @@ TEST(AgentFlags, BadFlagsOfARealAgentGiveOneLineAndExitTwo) {
   EXPECT_EQ(out, "estuary: --server: 'ftp://x' is not an http:// or https:// URL\n");
 }
 
+
+// Multi-tenant queues (issue 20) through the API, with real agents: team-a and team-b each have a
+// queue guaranteed one node of the two. team-b's two jobs borrow team-a's idle node; when team-a
+// submits, team-b's newest job gets its grace period (SIGTERM), stops, and team-a's job runs —
+// seen by both tenants in GET /v1/queues and `estuary queues`. A tenant above its queue's ceiling,
+// in another's queue, or changing queues is refused; an admin's change by `estuary queues --set`
+// is stored and holds after a kill -9 of the service: team-a then takes the second node too.
+TEST_F(RealAgentTest, TwoTenantsInTheirQueuesSeeAReclaimThroughTheApiAndAnAdminsQueueChangeOutlivesAKillDashNine) {
+  std::ofstream(dir_ + "/conf.yaml")
+      << "{name: queues, queue: priority, preempt: {grace_s: 2}, absorb: true,\n"
+         " queues: [{name: a, guarantee: {gpus: 8}, max_priority: 500, tenants: [team-a]},\n"
+         "          {name: b, guarantee: {gpus: 8}, tenants: [team-b]}]}\n";
+  StartServe({"--config", dir_ + "/conf.yaml"});
+  StartRealAgent("node-a", testing::kAgentToken);
+  StartRealAgent("node-b", "agent-b-token-0123456789");
+  WaitNodes(2);
+  const auto job = [](const std::string& name, int priority = 300) {
+    return Json{{"name", name}, {"gpus", 8}, {"memory_mib", 256}, {"priority", priority}, {"preemptible", true},
+                {"command", "sleep 600"}};
+  };
+  const std::string b1 = Submit(job("b1"), kOtherTenantToken);
+  ASSERT_TRUE(WaitRunning(b1));
+  const std::string b2 = Submit(job("b2"), kOtherTenantToken);
+  ASSERT_TRUE(WaitRunning(b2));
+  EXPECT_EQ(JobNow(b2)["queue"], "b");  // team-b may use b only: its jobs run there
+  httplib::Client c("127.0.0.1", port_);
+  // Refused: above a's ceiling, in b's queue.
+  auto r = c.Post("/v1/jobs", testing::Bearer(testing::kTenantToken), job("hp", 900).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403);
+  EXPECT_EQ(Json::parse(r->body)["error"], "field 'priority': 900 is above the ceiling of queue 'a' (max_priority 500)");
+  Json into_b = job("sneaky");
+  into_b["queue"] = "b";
+  r = c.Post("/v1/jobs", testing::Bearer(testing::kTenantToken), into_b.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403);
+  EXPECT_EQ(Json::parse(r->body)["error"], "field 'queue': tenant 'team-a' may not submit to queue 'b'");
+  // team-a takes its guarantee back: one of b's jobs is evicted after the 2 s grace.
+  const std::string a1 = Submit(job("a1"));
+  ASSERT_TRUE(WaitRunning(a1)) << JobNow(a1).dump();
+  const bool first = JobNow(b1)["state"] == "pending";
+  const std::string evicted = first ? b1 : b2, kept = first ? b2 : b1;
+  EXPECT_EQ(JobNow(evicted)["state"], "pending");
+  EXPECT_EQ(JobNow(evicted)["restarts"], 1);
+  EXPECT_EQ(JobNow(kept)["state"], "running");
+  const auto queues = [&](const char* token) {
+    auto g = c.Get("/v1/queues", testing::Bearer(token));
+    EXPECT_TRUE(g && g->status == 200) << (g ? g->body : "no answer");
+    return g && g->status == 200 ? Json::parse(g->body)["queues"] : Json::array();
+  };
+  Json seen = queues(kOtherTenantToken);  // team-b sees its own queue only
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0]["name"], "b");
+  EXPECT_EQ(seen[0]["gpus"]["held"], 8);
+  EXPECT_EQ(seen[0]["jobs"]["waiting"], 1);
+  seen = queues(testing::kTenantToken);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0]["gpus"]["held"], 8);
+  EXPECT_EQ(seen[0]["gpus"]["guaranteed"], 8);
+  int rc = 0;
+  const std::string server = "--server http://127.0.0.1:" + std::to_string(port_);
+  std::string out = Cli("queues " + server + " --token " + testing::kTenantToken, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out,
+            "QUEUE  HELD  GUARANTEED  LIMIT  FAIR  BORROWED  LENT  PENDING  WAITING  RUNNING  TENANTS\n"
+            "a      8     8           -      8     0         0     0        0        1        team-a\n");
+  // Only an admin changes queues; bad input is refused naming the file, line and field.
+  r = c.Put("/v1/queues", testing::Bearer(testing::kTenantToken), R"({"queues": []})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403);
+  std::ofstream(dir_ + "/bad.yaml") << "queues:\n  - {name: a, guarantee: {gpus: 16}}\n  - {name: b, guarantee: {gpus: -1}}\n";
+  out = Cli("queues " + server + " --token " + testing::kAdminToken + " --set " + dir_ + "/bad.yaml", &rc);
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(out, "estuary: " + dir_ + "/bad.yaml:3: field 'queues[1].guarantee.gpus': -1 is below 0\n");
+  r = c.Put("/v1/queues", testing::Bearer(testing::kAdminToken),
+            R"({"queues": [{"name": "org", "guarantee": {"gpus": 8}}, {"name": "a", "parent": "org", "guarantee": {"gpus": 16}}]})",
+            "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(Json::parse(r->body)["error"], "queue 'a': field 'guarantee': the children of 'org' are guaranteed 16 GPUs, above its own 8");
+  std::ofstream(dir_ + "/good.yaml") << "queues:\n  - {name: a, guarantee: {gpus: 16}, max_priority: 500, tenants: [team-a]}\n"
+                                        "  - {name: b, tenants: [team-b]}\nsharing: {cooldown_s: 0}\n";
+  out = Cli("queues " + server + " --token " + testing::kAdminToken + " --set " + dir_ + "/good.yaml -o json", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  // kill -9, and the service comes back with the admin's queues, not the configuration's.
+  testing::StopProcess(serve_, SIGKILL);
+  serve_ = -1;
+  StartServe({"--config", dir_ + "/conf.yaml"});
+  seen = queues(testing::kAdminToken);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0]["gpus"]["guaranteed"], 16);
+  EXPECT_EQ(seen[1]["gpus"]["guaranteed"], 0);
+  // a is owed both nodes now: its second job takes b1's node after the grace period.
+  const std::string a2 = Submit(job("a2"));
+  ASSERT_TRUE(WaitRunning(a2)) << JobNow(a2).dump();
+  EXPECT_EQ(JobNow(a1)["state"], "running");
+  EXPECT_EQ(JobNow(kept)["state"], "pending");
+  seen = queues(testing::kAdminToken);
+  EXPECT_EQ(seen[0]["gpus"]["held"], 16);
+  EXPECT_EQ(seen[1]["jobs"]["waiting"], 2);
+}
+
 }  // namespace
 }  // namespace estuary
