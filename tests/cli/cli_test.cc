@@ -1104,6 +1104,16 @@ TEST_F(ServeCli, ABadSchedulerConfigurationIsRejectedNamingFileLineAndField) {
                                     "name: s\nconfigurations:\n  - {name: a}\n  - {name: b, queue: sideways}\n");
   const std::string one = WriteFile(dir_, "one.yaml", "name: x\npolicy: nearest\n");
   const std::string packed = WriteFile(dir_, "packed.yaml", "{name: p, pack: {plane: data, level: asw}}\n");
+  // Queues (issue 20): a child guaranteed more than its parent; a limit below the guarantee; a cycle.
+  const std::string above = WriteFile(dir_, "above.yaml",
+                                      "name: q\nqueues:\n  - {name: org, guarantee: {gpus: 8}}\n"
+                                      "  - {name: team, parent: org, guarantee: {gpus: 16}}\n");
+  const std::string limit = WriteFile(dir_, "limit.yaml",
+                                      "name: q\nqueues:\n  - {name: a, guarantee: {gpus: {H800: 16}},\n"
+                                      "     limit: {gpus: {H800: 8}}}\n");
+  const std::string cycle = WriteFile(dir_, "cycle.yaml",
+                                      "name: q\nqueues:\n  - {name: a, parent: b}\n  - {name: b, parent: a}\n");
+  const std::string negative = WriteFile(dir_, "negative.yaml", "name: q\nqueues:\n  - {name: a, guarantee: {gpus: -8}}\n");
   const std::vector<std::string> base = {"serve", "--data", Out("d"), "--tokens", tokens_};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = base;
@@ -1118,6 +1128,10 @@ TEST_F(ServeCli, ABadSchedulerConfigurationIsRejectedNamingFileLineAndField) {
       {{"--config", one}, {one + ":2: field 'policy'", "unknown policy 'nearest'"}},
       {{"--config", packed}, {packed + ":1: configuration 'p': pack: not supported by the service"}},
       {{"--configuration", "a"}, {"--configuration: only with --config"}},
+      {{"--config", above}, {above + ":4: queue 'team': field 'guarantee'", "above its own 8"}},
+      {{"--config", limit}, {limit + ":4: queue 'a': field 'limit'"}},
+      {{"--config", cycle}, {cycle + ":", "field 'parent'", "cycle"}},
+      {{"--config", negative}, {negative + ":3: field 'queues[0].guarantee.gpus'", "-8 is below 0"}},
   };
   for (const auto& [extra, words] : cases) {
     const std::vector<std::string> args = with(extra);
