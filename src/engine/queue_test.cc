@@ -77,6 +77,30 @@ int Count(const std::vector<EngineEvent>& ev, EngineEvent::Kind kind) {
   return static_cast<int>(std::count_if(ev.begin(), ev.end(), [&](const EngineEvent& x) { return x.kind == kind; }));
 }
 
+TEST(EngineQueues, AReturningTeamTakesFromTheQueueFurthestAboveItsFairShareFirst) {
+  // 6 nodes. a is guaranteed 2 nodes, b and c 1 each. a is idle; b's elastic job (1..4 nodes)
+  // and c's (1..2) grow: b holds 4, c 2 (its max).
+  Cluster c(6, {Q("a", 16), Q("b", 8), Q("c", 8)});
+  c.Submit(NodeJob(1, "b", 4, 1), 0);
+  c.Submit(NodeJob(2, "c", 2, 1), 0);
+  c.Cycle(0);
+  ASSERT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 4}, {"c", 2}}));
+  // a wants one node. The fair shares become a 1, c 2 (its demand), b 3 (the rest): b is one
+  // node above its share, c at it, though both hold more than their guarantees. The node comes
+  // from b.
+  c.Submit(NodeJob(3, "a", 1), 100);
+  std::vector<EngineEvent> ev = c.Cycle(100);
+  ASSERT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 1);
+  ev = c.Cycle(160);
+  ASSERT_EQ(Count(ev, EngineEvent::Kind::kShrunk), 1);
+  for (const EngineEvent& x : ev) {
+    if (x.kind == EngineEvent::Kind::kShrunk) EXPECT_EQ(x.job, 1u);
+  }
+  EXPECT_EQ(c.e().Running(3), 1);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 1}, {"b", 3}, {"c", 2}}));
+  for (int64_t t : {160, 161, 600}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+}
+
 // ---- An admin changes the queues while jobs run (Engine::SetQueues; the service's PUT /v1/queues).
 
 TEST(EngineQueueChange, ANewGuaranteeTakesEffectAtOnceEveryJobKeepsItsQueueByNameAndTheHistoryReplays) {
