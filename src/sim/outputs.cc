@@ -5,9 +5,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
+#include <iterator>
+#include <map>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <utility>
 
 #include "sim/report/report.h"
 #include "sim/trace/csv_fields.h"
@@ -485,6 +488,101 @@ std::optional<std::string> QueuesCsv(const std::vector<std::vector<SimulateResul
   if (!any) return std::nullopt;
   return q.str();
 }
+
+// The report's queue section (nullopt when no run has queues): a table of the queue metrics (mean
+// over seeds) per configuration, and per configuration with queues a panel of small charts, one per
+// queue in tree order (depth first), of its first seed's queues.csv columns over time.
+std::optional<report::PanelSet> QueuePanels(const std::vector<std::vector<SimulateResult>>& results) {
+  static const char* const kMetrics[] = {"fairness_deviation_pct", "jain_index",          "guarantee_wait_p50_s",
+                                         "guarantee_wait_p99_s",   "guarantee_waits_count", "fairness_evictions_count",
+                                         "flapping_jobs_count",    "reshrunk_jobs_count", "queue_limit_breaches_count"};
+  report::PanelSet set;
+  set.id = "queues";
+  set.title = "Queues";
+  set.selector_label = "configuration";
+  report::Table t;
+  t.title = "Queue metrics (mean over seeds)";
+  t.header = {"metric"};
+  for (const char* k : kMetrics) t.rows.push_back({k});
+  for (const auto& per_seed : results) {
+    if (per_seed.empty() || per_seed[0].queue_samples.empty()) continue;
+    t.header.push_back(per_seed[0].configuration);
+    for (size_t i = 0; i < std::size(kMetrics); ++i) {
+      double sum = 0;
+      int n = 0;
+      for (const SimulateResult& r : per_seed) {
+        if (auto it = r.metrics.find(kMetrics[i]); it != r.metrics.end()) {
+          sum += it->second;
+          ++n;
+        }
+      }
+      t.rows[i].push_back(n > 0 ? Fixed(sum / n) : "-");
+    }
+    // Each queue's rows, in the order queues.csv lists them at a sample (the tree's order).
+    const SimulateResult& r = per_seed[0];
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<const QueueSample*>> rows;
+    std::map<std::string, std::vector<std::string>> children;
+    std::map<std::string, bool> leaf;
+    for (const QueueSample& x : r.queue_samples) {
+      auto& v = rows[x.queue];
+      if (v.empty()) {
+        order.push_back(x.queue);
+        children[x.parent].push_back(x.queue);
+        leaf[x.queue] = x.leaf;
+      }
+      v.push_back(&x);
+    }
+    report::Panel panel;
+    panel.label = r.configuration;
+    // Depth first from the top-level queues; a chart's title is the queue's path.
+    std::vector<std::pair<std::string, std::string>> stack;  // (queue, its parent's path)
+    const auto& tops = children[""];
+    for (auto it = tops.rbegin(); it != tops.rend(); ++it) stack.emplace_back(*it, "");
+    while (!stack.empty()) {
+      const auto [queue, above] = stack.back();
+      stack.pop_back();
+      const std::string path = above.empty() ? queue : above + " / " + queue;
+      const auto& under = children[queue];
+      for (auto it = under.rbegin(); it != under.rend(); ++it) stack.emplace_back(*it, path);
+      report::Chart c{"queue:" + r.configuration + ":" + queue,
+                      leaf[queue] ? path : path + " (its " + std::to_string(under.size()) + " queues' sum)",
+                      "time (hours)", "GPUs", {}};
+      struct Column {
+        const char* label;
+        double QueueSample::*value;
+        bool dashed;
+        int color;
+      };
+      static constexpr Column kColumns[] = {{"allocated", &QueueSample::allocated, false, 0},
+                                            {"guaranteed", &QueueSample::guaranteed, true, 2},
+                                            {"fair share", &QueueSample::fair, true, 1},
+                                            {"borrowed", &QueueSample::borrowed, false, 3},
+                                            {"lent", &QueueSample::lent, false, 4},
+                                            {"pending", &QueueSample::pending, false, 7}};
+      for (const Column& col : kColumns) {
+        report::Series s;
+        s.label = col.label;
+        s.dashed = col.dashed;
+        s.color = col.color;
+        for (const QueueSample* x : rows[queue]) {
+          s.x.push_back(static_cast<double>(x->t) / 3600.0);
+          s.y.push_back(x->*col.value);
+        }
+        c.series.push_back(std::move(s));
+      }
+      panel.charts.push_back(std::move(c));
+    }
+    set.panels.push_back(std::move(panel));
+  }
+  if (set.panels.empty()) return std::nullopt;
+  set.notes = {"Per queue over time, in GPUs (the columns of queues.csv), for the first seed of each configuration: "
+               "allocated, guaranteed, fair share (weighted, instant), borrowed (above its guarantee), lent (by its "
+               "Standby replicas) and pending. An inner queue's figures sum its subtree's.",
+               "Pick a configuration; the filter keeps the charts whose title (the queue's path) contains its text."};
+  set.tables.push_back(std::move(t));
+  return set;
+}
 }  // namespace
 
 StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::string& scenario,
@@ -614,6 +712,7 @@ StatusOr<std::string> WriteSimulateOutputs(const std::string& dir, const std::st
   rep.charts = {alloc, free, idle_hour, hp_hour, all_hour};
   if (!asws.series.empty()) rep.charts.push_back(asws);
   if (!pods.series.empty()) rep.charts.push_back(pods);
+  if (std::optional<report::PanelSet> queues = QueuePanels(results)) rep.panel_sets.push_back(std::move(*queues));
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/summary.json", summary.dump(2) + "\n"));
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/timeseries.csv", ts.str()));
   ESTUARY_RETURN_IF_ERROR(WriteTextFile(dir + "/jobs.csv", JobsCsv(results)));

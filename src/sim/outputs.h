@@ -65,7 +65,11 @@ StatusOr<std::string> WriteReplayOutputs(const std::string& dir, const std::stri
 // recorded events job_events.csv (configuration,seed,time_s,job,kind,replicas,detail:
 // SimJobEvent), jobs.csv and
 // report.html (allocation and wholly free nodes, ASWs and RDMA-PODs over time; idle GPU-hours and
-// the allocation ratios by hour of day; per configuration). `results[c][s]` is configuration c,
+// the allocation ratios by hour of day; per configuration; with queues, a "queues" panel set: the
+// queue metrics per configuration and, per configuration, one small chart per queue of its first
+// seed's queues.csv columns). With queues, queues.csv
+// (configuration,seed,time_s,queue,allocated_gpus,guaranteed_gpus,fair_share_gpus,borrowed_gpus,
+// lent_gpus,pending_gpus: QueueSample). `results[c][s]` is configuration c,
 // seed s. jobs.csv has one row per job per configuration and seed (SimulateResult::jobs):
 //   configuration,seed,job,replicas,gpus_per_replica,gpus,submit_s,start_s,delay_s,granted,status,
 //   domains,entropy

@@ -150,6 +150,8 @@ void QueueMetrics::Sample(int64_t t) {
     QueueSample row;
     row.t = t;
     row.queue = tree.spec(q).name;
+    if (tree.parent(q) >= 0) row.parent = tree.spec(static_cast<size_t>(tree.parent(q))).name;
+    row.leaf = tree.leaf(q);
     row.allocated = Held(q);
     row.guaranteed = Gpus(tree.guarantee(q)[QuotaDims::kGpu]);
     row.fair = Fair(ref, q);

@@ -38,6 +38,8 @@ namespace estuary {
 struct QueueSample {
   int64_t t = 0;
   std::string queue;
+  std::string parent;  // the queue's parent; empty for a top-level queue
+  bool leaf = true;    // no queue under it (an inner queue's figures sum its subtree's)
   double allocated = 0, guaranteed = 0, fair = 0, borrowed = 0, lent = 0, pending = 0;  // GPUs
 };
 

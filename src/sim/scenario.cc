@@ -786,8 +786,13 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
         ESTUARY_RETURN_IF_ERROR(Known(c, b, {"every_s", "for_s", "offset_s"}));
         ESTUARY_ASSIGN_OR_RETURN(gc.burst_every_s, Int(c, b, "every_s", 0, 1, kMaxTime));
         if (!b["every_s"]) return c.Err(b, "every_s", "missing");
-        ESTUARY_ASSIGN_OR_RETURN(gc.burst_for_s, Int(c, b, "for_s", 0, 1, gc.burst_every_s));
+        ESTUARY_ASSIGN_OR_RETURN(gc.burst_for_s, Int(c, b, "for_s", 0, 1, kMaxTime));
         if (!b["for_s"]) return c.Err(b, "for_s", "missing");
+        if (gc.burst_for_s > gc.burst_every_s) {
+          return c.Err(b["for_s"], "for_s",
+                       std::to_string(gc.burst_for_s) + " is above 'every_s' " + std::to_string(gc.burst_every_s) +
+                           " (a burst lasts at most its period)");
+        }
         ESTUARY_ASSIGN_OR_RETURN(gc.burst_offset_s, Int(c, b, "offset_s", 0, 0, kMaxTime));
       }
       if (gc.job.name.empty()) gc.job.name = "gen" + std::to_string(s.stream.classes.size());

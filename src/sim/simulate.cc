@@ -476,8 +476,12 @@ Status ScenarioRun::MakeWorkload(const ClusterState& cluster) {
   // Each job's queue: a leaf of the configuration's queues, its priority within every ceiling.
   QueueTree queues;
   if (!config_.queues.empty()) {
-    auto tree = QueueTree::Build(config_.queues, cluster.models());
-    if (tree.ok()) queues = std::move(*tree);  // (its errors are EngineConfigFor's)
+    // A bad tree is named at its own line here (as EngineConfigFor would), before any job is
+    // found to be "without queues" because of it.
+    int line = 0;
+    auto tree = QueueTree::Build(config_.queues, cluster.models(), &line);
+    if (!tree.ok()) return InvalidArgument(sc_.path + ":" + std::to_string(line) + ": " + tree.status().message());
+    queues = std::move(*tree);
   }
   std::set<size_t> checked;  // templates are shared by a class's jobs: each checked once
   for (size_t i = 0; i < jobs_.size(); ++i) {

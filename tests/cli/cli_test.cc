@@ -1215,5 +1215,151 @@ TEST_F(Cli, HistoryExportAndReplayRejectBadInputNamingTheFileLineAndField) {
   EXPECT_TRUE(RejectedWith(RunEstuary({"history", "scenario", wrong}), {"--out"}));
 }
 
+
+// --- multi-tenant queues: bad input (issue 20) -------------------------------------------------
+
+// A one-hour scenario on 64 generated H800 GPUs with two queues, `org` and `team` (the entries
+// given), and one job in `team`; the queues sit at the scenario's root (org on line 9, team on
+// line 10) or in its one configuration's `queues:` (lines 11 and 12).
+class CliQueues : public Cli {
+ protected:
+  static constexpr unsigned kRootOrgLine = 9, kConfigOrgLine = 11;
+  std::string Scenario(const std::string& name, const std::string& org, const std::string& team, bool in_configuration) {
+    std::string text =
+        "name: q\nduration_s: 3600\nseeds: [1]\ncluster:\n  generate: {total_gpus: 64, models: \"H800:1:128:2048\"}\n"
+        "jobs:\n  - {name: j, queue: team, gpus: 8}\n";
+    if (in_configuration) {
+      text += "configurations:\n  - name: c\n    queues:\n      - " + org + "\n      - " + team + "\n";
+    } else {
+      text += "queues:\n  - " + org + "\n  - " + team + "\nconfigurations:\n  - {name: c}\n";
+    }
+    return WriteFile(dir_, name, text);
+  }
+  // A scenario with good queues at the root (org and team, lines 7 and 8), then `jobs` (a `jobs:` or
+  // `generator:` section from line 9) and `configurations:` holding `configuration`.
+  std::string WithGoodQueues(const std::string& name, const std::string& jobs, const std::string& configuration) {
+    return WriteFile(dir_, name,
+                     "name: q\nduration_s: 3600\nseeds: [1]\ncluster:\n  generate: {total_gpus: 64, models: \"H800:1:128:2048\"}\n"
+                     "queues:\n  - {name: org, guarantee: {gpus: 32}}\n  - {name: team, parent: org, guarantee: {gpus: 16}}\n" +
+                         jobs + "configurations:\n" + configuration);
+  }
+};
+
+TEST_F(CliQueues, EachBadQueueTreeExitsTwoNamingFileLineAndFieldAtTheRootAndInAConfiguration) {
+  struct Case {
+    std::string name, org, team;
+    bool on_team;  // the error is on team's line, else on org's
+    std::string field, detail;
+  };
+  const std::string org = "{name: org, guarantee: {gpus: 32}}";
+  const std::vector<Case> cases = {
+      {"a child's guarantee above its parent's", "{name: org, guarantee: {gpus: 16}}",
+       "{name: team, parent: org, guarantee: {gpus: 24}}", true, "field 'guarantee'",
+       "the children of 'org' are guaranteed 24 GPUs, above its own 16"},
+      {"a child's per-model guarantee above its parent's", "{name: org, guarantee: {gpus: {H800: 16}}}",
+       "{name: team, parent: org, guarantee: {gpus: {H800: 24}}}", true, "field 'guarantee'", "above its own 16"},
+      {"a negative guarantee", org, "{name: team, parent: org, guarantee: {gpus: -8}}", true, "guarantee.gpus", "-8"},
+      {"a negative per-model guarantee", org, "{name: team, parent: org, guarantee: {gpus: {H800: -8}}}", true,
+       "guarantee.gpus.H800", "-8"},
+      {"a non-numeric guarantee", org, "{name: team, parent: org, guarantee: {gpus: lots}}", true, "guarantee.gpus",
+       "integer"},
+      {"a fractional guarantee", org, "{name: team, parent: org, guarantee: {gpus: 2.5}}", true, "guarantee.gpus",
+       "integer"},
+      {"a negative limit", org, "{name: team, parent: org, limit: {gpus: -1}}", true, "limit.gpus", "-1"},
+      {"a non-numeric CPU limit", org, "{name: team, parent: org, limit: {cpu_cores: many}}", true, "limit.cpu_cores",
+       "integer"},
+      {"a cycle in the tree", "{name: org, parent: team}", "{name: team, parent: org}", false, "field 'parent'", "cycle"},
+      {"a parent that is no queue", org, "{name: team, parent: nope}", true, "field 'parent'", "no queue named 'nope'"},
+      {"a duplicate queue", org, "{name: org}", true, "field 'name'", "a second queue named 'org'"},
+      {"an unknown GPU model", org, "{name: team, parent: org, guarantee: {gpus: {B200: 8}}}", true,
+       "guarantee.gpus.B200", "unknown GPU model 'B200' (the cluster has: H800)"},
+      {"a limit below the guarantee", org, "{name: team, parent: org, guarantee: {gpus: 16}, limit: {gpus: 8}}", true,
+       "field 'limit'", "8 GPUs is below its guarantee of 16"},
+      {"a lending limit above the guarantee", org, "{name: team, parent: org, guarantee: {gpus: 16}, lend_limit: {gpus: 24}}",
+       true, "field 'lend_limit'", "above its guarantee of 16"},
+      {"a weight of zero", org, "{name: team, parent: org, weight: 0}", true, "weight", "0"},
+      {"an unknown field", org, "{name: team, parent: org, guarantees: {gpus: 8}}", true, "guarantees", "unknown"},
+  };
+  for (const Case& c : cases) {
+    for (const bool in_configuration : {false, true}) {
+      SCOPED_TRACE(c.name + (in_configuration ? " (in a configuration's queues)" : " (in the root's queues)"));
+      const std::string sc = Scenario(in_configuration ? "conf.yaml" : "root.yaml", c.org, c.team, in_configuration);
+      const unsigned line = (in_configuration ? kConfigOrgLine : kRootOrgLine) + (c.on_team ? 1 : 0);
+      EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--out", Out("out")}), {AtLine(sc, line), c.field, c.detail}));
+    }
+  }
+}
+
+TEST_F(CliQueues, AFieldOnItsOwnLineIsNamedAtThatLine) {
+  // Block style: the bad amount is on line 13; the limit below the guarantee has its key on line 14.
+  const std::string head =
+      "name: q\nduration_s: 3600\nseeds: [1]\ncluster:\n  generate: {total_gpus: 64, models: \"H800:1:128:2048\"}\n"
+      "jobs:\n  - {name: j, queue: team, gpus: 8}\nqueues:\n  - {name: org, guarantee: {gpus: 32}}\n"
+      "  - name: team\n    parent: org\n    guarantee:\n      gpus: ";
+  const std::string tail = "configurations:\n  - {name: c}\n";
+  const std::string negative = WriteFile(dir_, "negative.yaml", head + "-8\n" + tail);
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", negative}), {AtLine(negative, 13), "guarantee.gpus"}));
+  const std::string limit = WriteFile(dir_, "limit.yaml", head + "16\n    limit:\n      gpus: 8\n" + tail);
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", limit}), {AtLine(limit, 14), "field 'limit'", "below its guarantee"}));
+}
+
+TEST_F(CliQueues, BadSharingExitsTwoNamingFileLineAndField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{cooldown_s: -1}", "sharing.cooldown_s"},      {"{cooldown_s: soon}", "sharing.cooldown_s"},
+      {"{reclaim_to: nowhere}", "sharing.reclaim_to"}, {"{borrow: maybe}", "sharing.borrow"},
+      {"{usage_half_life_s: -5}", "sharing.usage_half_life_s"}, {"{reborrow_s: 1.5}", "sharing.reborrow_s"},
+      {"{lend: true}", "sharing.lend"},                {"[borrow]", "sharing"},
+  };
+  const std::string jobs = "jobs:\n  - {name: j, queue: team, gpus: 8}\n";
+  for (const auto& [sharing, field] : cases) {
+    SCOPED_TRACE(sharing);
+    const std::string sc = WithGoodQueues("sharing.yaml", jobs, "  - {name: a}\n  - name: c\n    sharing: " + sharing + "\n");
+    EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc}), {AtLine(sc, 14), "'" + field}));
+  }
+}
+
+TEST_F(CliQueues, AJobOrAGeneratedClassOfAnUnknownOrInnerQueueExitsTwoNamingItsLine) {
+  const std::string conf = "  - {name: c}\n";
+  const std::string unknown = WithGoodQueues("unknown.yaml", "jobs:\n  - {name: j, queue: nope, gpus: 8}\n", conf);
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", unknown}), {AtLine(unknown, 10), "field 'queue'", "no queue 'nope'"}));
+  const std::string inner = WithGoodQueues("inner.yaml", "jobs:\n  - {name: j, queue: org, gpus: 8}\n", conf);
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", inner}), {AtLine(inner, 10), "field 'queue'", "has queues under it"}));
+  const std::string none = WithGoodQueues("none.yaml", "jobs:\n  - {name: j, gpus: 8}\n", conf);
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", none}), {AtLine(none, 10), "field 'queue'", "missing"}));
+  const std::string generated = WithGoodQueues(
+      "generated.yaml", "generator:\n  arrivals_per_hour: 10\n  classes:\n    - {share: 1, queue: team, gpus: 8}\n"
+                        "    - {share: 1, queue: nope, gpus: 8}\n", conf);
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", generated}), {AtLine(generated, 13), "field 'queue'", "no queue 'nope'"}));
+  const std::string unknown_model = WithGoodQueues("model.yaml", "jobs:\n  - {name: j, queue: team, gpus: 8, models: B200}\n", conf);
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", unknown_model}), {AtLine(unknown_model, 10), "models", "B200"}));
+}
+
+TEST_F(CliQueues, BadBurstsOfAGeneratedClassExitTwoNamingFileLineAndField) {
+  struct Case {
+    std::string bursts, field, detail;
+  };
+  const std::vector<Case> cases = {
+      {"{every_s: -3600, for_s: 600}", "every_s", "-3600"},
+      {"{every_s: 0, for_s: 600}", "every_s", "0"},
+      {"{every_s: 3600, for_s: 7200}", "for_s", "7200 is above 'every_s' 3600"},
+      {"{every_s: 3600, for_s: -1}", "for_s", "-1"},
+      {"{every_s: hourly, for_s: 600}", "every_s", "integer"},
+      {"{every_s: 3600, for_s: 1e2x}", "for_s", "integer"},
+      {"{every_s: 3600, for_s: 600, offset_s: later}", "offset_s", "integer"},
+      {"{every_s: 3600, for_s: 600, offset_s: -1}", "offset_s", "-1"},
+      {"{for_s: 600}", "every_s", "missing"},
+      {"{every_s: 3600}", "for_s", "missing"},
+      {"{every_s: 3600, for_s: 600, period_s: 5}", "period_s", "unknown"},
+      {"3600", "bursts", "mapping"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.bursts);
+    const std::string sc = WithGoodQueues(
+        "bursts.yaml", "generator:\n  arrivals_per_hour: 10\n  classes:\n    - {share: 1, queue: team, gpus: 8, bursts: " +
+                           c.bursts + "}\n", "  - {name: c}\n");
+    EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc}), {AtLine(sc, 12), "field '" + c.field + "'", c.detail}));
+  }
+}
+
 }  // namespace
 }  // namespace estuary

@@ -83,10 +83,53 @@ Report BrowserReport() {
 
 size_t PointCount(const Report& r) {
   size_t n = 0;
-  for (const Chart& c : r.charts) {
+  auto add = [&](const Chart& c) {
     for (const Series& s : c.series) n += std::min(s.x.size(), s.y.size());
+  };
+  for (const Chart& c : r.charts) add(c);
+  for (const PanelSet& set : r.panel_sets) {
+    for (const Panel& p : set.panels) {
+      for (const Chart& c : p.charts) add(c);
+    }
   }
   return n;
+}
+
+// BrowserReport plus a panel set "queues" of two panels ("a" and "b & c"), each of three small
+// charts (one per queue, one with a hostile name) of six 40-point series: 2 x 3 x 6 x 40 = 1,440
+// points more.
+Report ReportWithPanels() {
+  Report r = BrowserReport();
+  PanelSet set;
+  set.id = "queues";
+  set.title = "Queues";
+  set.notes = {"per queue over time"};
+  set.tables.push_back(Table{"Queue metrics", {"metric", "a", "b & c"}, {{"jain_index", "0.98", "0.91"}}});
+  set.selector_label = "configuration";
+  for (const std::string label : {"a", "b & c"}) {
+    Panel p;
+    p.label = label;
+    for (const std::string queue : {"org", "org / team-1", "org / <i>team-2</i>"}) {
+      Chart c{"queue:" + label + ":" + queue, queue, "time (hours)", "GPUs", {}};
+      for (int k = 0; k < 6; ++k) c.series.push_back(MakeSeries("column " + std::to_string(k), 40, k, k % 2 == 1));
+      p.charts.push_back(c);
+    }
+    set.panels.push_back(p);
+  }
+  r.panel_sets.push_back(set);
+  return r;
+}
+
+// The opening tag of the first element whose tag text contains `attribute` (e.g.
+// data-panel="a"); a test failure and "" when there is none.
+std::string OpeningTag(const std::string& dom, const std::string& attribute) {
+  const size_t at = dom.find(attribute);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no element with " << attribute;
+    return "";
+  }
+  const size_t open = dom.rfind('<', at);
+  return dom.substr(open, dom.find('>', at) - open + 1);
 }
 
 TEST(ReportTest, EscapesUserStrings) {
@@ -133,6 +176,22 @@ TEST(ReportTest, UnwritablePathIsAnErrorNamingThePath) {
   EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
 }
 
+TEST(ReportTest, APanelSetHasASelectorOptionPerPanelAndACanvasPerChartAfterTheReportsCharts) {
+  const std::string html = RenderHtmlReport(ReportWithPanels());
+  EXPECT_EQ(Count(html, "<section class=\"panel-set\" data-panels-id=\"queues\">"), 1u);
+  EXPECT_EQ(Count(html, "<option value=\"a\">a</option>"), 1u);
+  EXPECT_EQ(Count(html, "<option value=\"b &amp; c\">b &amp; c</option>"), 1u);
+  EXPECT_EQ(Count(html, "class=\"panel\" data-panel="), 2u);
+  EXPECT_EQ(Count(html, "class=\"panel-cell\""), 6u);
+  // The report's two charts are chart-0 and chart-1; the panels' are chart-2 .. chart-7, in order.
+  EXPECT_LT(html.find("data-chart-id=\"queue:a:org\""), html.find("id=\"chart-2\""));
+  EXPECT_LT(html.find("id=\"chart-7\""), html.find("</section>", html.find("data-chart-id=\"queue:b &amp; c:org / &lt;i&gt;team-2&lt;/i&gt;\"")));
+  EXPECT_EQ(Count(html, "id=\"chart-8\""), 0u);
+  EXPECT_EQ(Count(html, "<i>"), 0u);  // the hostile title is escaped everywhere
+  EXPECT_EQ(Count(html, "<h3>org / &lt;i&gt;team-2&lt;/i&gt;</h3>"), 2u);
+  EXPECT_NE(html.find("<td>jain_index</td><td class=\"num\">0.98</td>"), std::string::npos);
+}
+
 class ReportBrowserTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -144,11 +203,13 @@ class ReportBrowserTest : public ::testing::Test {
   }
 
   // Writes `r`, loads it in Chromium and returns the <body> attributes after the scripts ran.
-  std::map<std::string, std::string> Load(const Report& r) {
+  std::map<std::string, std::string> Load(const Report& r) { return BodyAttributes(LoadDom(r)); }
+  // The DOM after the scripts ran; `fragment` (e.g. "#queues=a") is appended to the page's URL.
+  std::string LoadDom(const Report& r, const std::string& fragment = "") {
     const fs::path html = dir_.path() / "report.html";
     const Status st = WriteHtmlReport(r, html.string());
     EXPECT_TRUE(st.ok()) << st.ToString();
-    return BodyAttributes(DumpDom(dir_, html));
+    return DumpDom(dir_, html.string() + fragment);
   }
 
   TempDir dir_;
@@ -161,6 +222,31 @@ TEST_F(ReportBrowserTest, ChartsRenderAndPageReportsOk) {
   EXPECT_EQ(body["data-status"], "ok");
   EXPECT_EQ(body["data-charts"], "2");
   EXPECT_EQ(body["data-points"], std::to_string(PointCount(r)));
+}
+
+TEST_F(ReportBrowserTest, EveryPanelsChartsRenderAndOnlyTheFirstPanelIsShown) {
+  const Report r = ReportWithPanels();
+  ASSERT_EQ(PointCount(r), 650u + 1440u);
+  const std::string dom = LoadDom(r);
+  auto body = BodyAttributes(dom);
+  EXPECT_EQ(body["data-status"], "ok");
+  EXPECT_EQ(body["data-charts"], "8");
+  EXPECT_EQ(body["data-points"], "2090");
+  EXPECT_NE(OpeningTag(dom, "data-panels-id=\"queues\"").find("data-shown=\"a\""), std::string::npos) << dom.size();
+  EXPECT_EQ(OpeningTag(dom, "data-panel=\"a\"").find("hidden"), std::string::npos);
+  EXPECT_NE(OpeningTag(dom, "data-panel=\"b &amp; c\"").find("hidden"), std::string::npos);
+}
+
+TEST_F(ReportBrowserTest, ThePageUrlMaySelectAPanel) {
+  const Report r = ReportWithPanels();
+  const std::string dom = LoadDom(r, "#queues=b%20%26%20c");
+  EXPECT_EQ(BodyAttributes(dom)["data-status"], "ok");
+  EXPECT_NE(OpeningTag(dom, "data-panels-id=\"queues\"").find("data-shown=\"b &amp; c\""), std::string::npos);
+  EXPECT_NE(OpeningTag(dom, "data-panel=\"a\"").find("hidden"), std::string::npos);
+  EXPECT_EQ(OpeningTag(dom, "data-panel=\"b &amp; c\"").find("hidden"), std::string::npos);
+  // A label no panel has selects the first.
+  const std::string unknown = LoadDom(r, "#queues=zzz");
+  EXPECT_NE(OpeningTag(unknown, "data-panels-id=\"queues\"").find("data-shown=\"a\""), std::string::npos);
 }
 
 TEST_F(ReportBrowserTest, ChartWithoutPointsIsReportedAsError) {

@@ -8,6 +8,8 @@
 #include <exception>
 #include <fstream>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +34,11 @@ th { background: #f6f8fa; }
 tbody tr:nth-child(even) { background: #fafbfc; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .chart-box { position: relative; height: 380px; }
+[hidden] { display: none !important; }
+.panel-controls { display: flex; gap: 24px; align-items: center; margin: 12px 0; flex-wrap: wrap; }
+.panel-grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(340px, 1fr)); gap: 12px 20px; }
+.panel-grid h3 { font-size: 0.95em; margin: 8px 0 4px; font-weight: 600; }
+.small-chart-box { position: relative; height: 260px; }
 footer { margin-top: 40px; color: #888; font-size: 0.8em; }
 )css";
 
@@ -65,6 +72,7 @@ constexpr std::string_view kMain = R"js(
   data.charts.forEach(function (spec, i) {
     var canvas = document.getElementById('chart-' + i);
     var chartPoints = 0;
+    var small = spec.small === true;
     var datasets = spec.series.map(function (s, j) {
       var points = [];
       for (var k = 0; k < s.x.length; k++) points.push({x: num(s.x[k]), y: num(s.y[k])});
@@ -72,7 +80,7 @@ constexpr std::string_view kMain = R"js(
       var color = palette[(s.color >= 0 ? s.color : j) % palette.length];
       // The translucent fill keeps a dashed border visible in the legend box.
       return {label: s.label, data: points, borderColor: color, backgroundColor: color + '33',
-              borderWidth: 2, borderDash: s.dashed ? [6, 4] : [], pointRadius: 0,
+              borderWidth: small ? 1.5 : 2, borderDash: s.dashed ? [6, 4] : [], pointRadius: 0,
               pointHoverRadius: 4, tension: 0, fill: false};
     });
     new Chart(canvas, {
@@ -85,7 +93,8 @@ constexpr std::string_view kMain = R"js(
         maintainAspectRatio: false,
         interaction: {mode: 'nearest', axis: 'x', intersect: false},
         plugins: {legend: {display: true, position: 'bottom',
-                           labels: {boxWidth: 36, boxHeight: 10}}},
+                           labels: small ? {boxWidth: 18, boxHeight: 8, font: {size: 10}}
+                                         : {boxWidth: 36, boxHeight: 10}}},
         scales: {
           x: {type: 'linear', title: {display: spec.x_label !== '', text: spec.x_label}},
           y: {type: 'linear', title: {display: spec.y_label !== '', text: spec.y_label}}
@@ -95,6 +104,38 @@ constexpr std::string_view kMain = R"js(
     rendered++;
     totalPoints += chartPoints;
     if (chartPoints === 0 || paintedPixels(canvas) === 0) problems.push('empty chart ' + spec.id);
+  });
+  // Panel sets: every chart above was drawn while all panels were visible; now show one panel per
+  // set (the one named in the URL as #<id>=<label>, else the first) and wire the selector and the
+  // title filter.
+  var wanted = {};
+  location.hash.replace(/^#/, '').split('&').forEach(function (kv) {
+    var at = kv.indexOf('=');
+    if (at > 0) {
+      try { wanted[decodeURIComponent(kv.slice(0, at))] = decodeURIComponent(kv.slice(at + 1)); } catch (e) {}
+    }
+  });
+  Array.prototype.forEach.call(document.querySelectorAll('section.panel-set'), function (set) {
+    var panels = set.querySelectorAll('.panel');
+    var select = set.querySelector('select.panel-select');
+    var filter = set.querySelector('input.panel-filter');
+    function show(label) {
+      var found = false;
+      Array.prototype.forEach.call(panels, function (p) { if (p.dataset.panel === label) found = true; });
+      if (!found && panels.length) label = panels[0].dataset.panel;
+      Array.prototype.forEach.call(panels, function (p) { p.hidden = p.dataset.panel !== label; });
+      set.dataset.shown = label;
+      if (select) select.value = label;
+    }
+    function applyFilter() {
+      var text = filter ? filter.value.trim().toLowerCase() : '';
+      Array.prototype.forEach.call(set.querySelectorAll('.panel-cell'), function (cell) {
+        cell.hidden = text !== '' && cell.dataset.title.toLowerCase().indexOf(text) === -1;
+      });
+    }
+    show(wanted[set.dataset.panelsId]);
+    if (select) select.addEventListener('change', function () { show(select.value); });
+    if (filter) filter.addEventListener('input', applyFilter);
   });
   var body = document.body;
   body.dataset.charts = String(rendered);
@@ -135,9 +176,23 @@ bool LooksNumeric(std::string_view cell) {
   return ec == std::errc() && ptr == end;
 }
 
+// Every chart of the page, in the order of their canvases (chart-0, chart-1, ...): the report's
+// charts, then each panel set's panels' (drawn small).
+std::vector<std::pair<const Chart*, bool>> AllCharts(const Report& report) {
+  std::vector<std::pair<const Chart*, bool>> all;
+  for (const Chart& chart : report.charts) all.emplace_back(&chart, false);
+  for (const PanelSet& set : report.panel_sets) {
+    for (const Panel& panel : set.panels) {
+      for (const Chart& chart : panel.charts) all.emplace_back(&chart, true);
+    }
+  }
+  return all;
+}
+
 nlohmann::json ChartData(const Report& report) {
   nlohmann::json charts = nlohmann::json::array();
-  for (const Chart& chart : report.charts) {
+  for (const auto& [chart_ptr, small] : AllCharts(report)) {
+    const Chart& chart = *chart_ptr;
     nlohmann::json series = nlohmann::json::array();
     for (const Series& s : chart.series) {
       const size_t n = std::min(s.x.size(), s.y.size());
@@ -154,6 +209,7 @@ nlohmann::json ChartData(const Report& report) {
     charts.push_back({{"id", chart.id},
                       {"x_label", chart.x_label},
                       {"y_label", chart.y_label},
+                      {"small", small},
                       {"series", std::move(series)}});
   }
   return {{"charts", std::move(charts)}};
@@ -203,6 +259,48 @@ void AppendTable(std::string& out, const Table& table) {
   out += "</tbody></table></div>\n</section>\n";
 }
 
+void AppendNotes(std::string& out, const std::vector<std::string>& notes) {
+  if (notes.empty()) return;
+  out += "<ul class=\"notes\">\n";
+  for (const std::string& note : notes) {
+    out += "<li>";
+    AppendEscaped(out, note);
+    out += "</li>\n";
+  }
+  out += "</ul>\n";
+}
+
+// A panel set's section; its charts' canvases are chart-<first>, chart-<first + 1>, ...
+void AppendPanelSet(std::string& out, const PanelSet& set, size_t& next_chart) {
+  out += "<section class=\"panel-set\" data-panels-id=\"" + Escaped(set.id) + "\">\n<h2>";
+  AppendEscaped(out, set.title);
+  out += "</h2>\n";
+  AppendNotes(out, set.notes);
+  for (const Table& table : set.tables) AppendTable(out, table);
+  out += "<div class=\"panel-controls\"><label>";
+  AppendEscaped(out, set.selector_label);
+  out += " <select class=\"panel-select\">";
+  for (const Panel& panel : set.panels) {
+    out += "<option value=\"" + Escaped(panel.label) + "\">";
+    AppendEscaped(out, panel.label);
+    out += "</option>";
+  }
+  out += "</select></label><label>filter <input type=\"search\" class=\"panel-filter\" "
+         "placeholder=\"part of a chart's title\"></label></div>\n";
+  for (const Panel& panel : set.panels) {
+    out += "<div class=\"panel\" data-panel=\"" + Escaped(panel.label) + "\">\n<div class=\"panel-grid\">\n";
+    for (const Chart& chart : panel.charts) {
+      out += "<div class=\"panel-cell\" data-chart-id=\"" + Escaped(chart.id) + "\" data-title=\"" + Escaped(chart.title) +
+             "\"><h3>";
+      AppendEscaped(out, chart.title);
+      out += "</h3><div class=\"small-chart-box\"><canvas id=\"chart-" + std::to_string(next_chart++) +
+             "\"></canvas></div></div>\n";
+    }
+    out += "</div>\n</div>\n";
+  }
+  out += "</section>\n";
+}
+
 }  // namespace
 
 std::string RenderHtmlReport(const Report& report) {
@@ -217,15 +315,7 @@ std::string RenderHtmlReport(const Report& report) {
   out += "</script>\n<h1>";
   AppendEscaped(out, report.title);
   out += "</h1>\n";
-  if (!report.notes.empty()) {
-    out += "<ul class=\"notes\">\n";
-    for (const std::string& note : report.notes) {
-      out += "<li>";
-      AppendEscaped(out, note);
-      out += "</li>\n";
-    }
-    out += "</ul>\n";
-  }
+  AppendNotes(out, report.notes);
   for (const Table& table : report.tables) AppendTable(out, table);
   for (size_t i = 0; i < report.charts.size(); ++i) {
     const Chart& chart = report.charts[i];
@@ -234,6 +324,8 @@ std::string RenderHtmlReport(const Report& report) {
     out += "</h2>\n<div class=\"chart-box\"><canvas id=\"chart-" + std::to_string(i) +
            "\"></canvas></div>\n</section>\n";
   }
+  size_t next_chart = report.charts.size();
+  for (const PanelSet& set : report.panel_sets) AppendPanelSet(out, set, next_chart);
   out += "<footer>Generated by estuary. Charts drawn with Chart.js (MIT license), embedded in this "
          "page.</footer>\n";
   out += "<script type=\"application/json\" id=\"report-data\">";

@@ -1,11 +1,13 @@
 // The simulator's HTML report: one self-contained page (no network needed to open it) with notes,
-// plain tables and line charts drawn by Chart.js, which is compiled into this library.
+// plain tables, line charts and panel sets (small multiples, one panel shown at a time) drawn by
+// Chart.js, which is compiled into this library.
 //
 // All strings are treated as untrusted text and escaped; output is deterministic (the same Report
 // always renders to byte-identical HTML). Once loaded, the page reports its own health on <body>:
 // data-status is "ok" or "error: <reason>" (a script error, a chart without data points, or a
 // chart that drew nothing), data-charts is the number of charts rendered and data-points the total
-// number of points across them.
+// number of points across them — the charts of every panel included: all are drawn when the page
+// loads, then the panels not selected are hidden.
 // Thread-safety: free functions without shared state; safe to call concurrently (with distinct
 // paths for WriteHtmlReport).
 #pragma once
@@ -45,12 +47,32 @@ struct Table {
   std::vector<std::vector<std::string>> rows;
 };
 
-// Rendered in this order: title, notes (a bullet list), tables, charts.
+// One panel of a PanelSet: a grid of small charts (e.g. one per queue of one configuration).
+struct Panel {
+  std::string label;  // the panel's option in the set's selector; unique within the set
+  std::vector<Chart> charts;
+};
+
+// Small multiples that stay readable with many of them: a section with its notes and tables, a
+// selector of panels (one shown at a time, the first by default, or the one named in the page's
+// URL as #<id>=<label>) and a filter that shows only the charts whose title contains its text.
+// The shown panel's label is kept in the section's data-shown attribute.
+struct PanelSet {
+  std::string id;  // names the set in the page (data-panels-id) and in its URL fragment
+  std::string title;
+  std::vector<std::string> notes;
+  std::vector<Table> tables;
+  std::string selector_label;  // e.g. "configuration"
+  std::vector<Panel> panels;
+};
+
+// Rendered in this order: title, notes (a bullet list), tables, charts, panel sets.
 struct Report {
   std::string title;
   std::vector<std::string> notes;
   std::vector<Table> tables;
   std::vector<Chart> charts;
+  std::vector<PanelSet> panel_sets;
 };
 
 // Writes a self-contained HTML page to `path`. Returns a Status naming the path on an I/O error.
