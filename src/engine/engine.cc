@@ -1245,8 +1245,14 @@ Engine::Explanation Engine::Explain(uint32_t job, int64_t now_s) const {
   e.fits_idle = plan.evict.empty();
   e.reclaim_feasible = !plan.evict.empty();
   e.victims = static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size());
+  std::vector<char> from(book_.tree().size(), 0);
   for (TaskId t : plan.evict) {
-    e.victims_max_priority = std::max(e.victims_max_priority, state_.job(state_.task(t).job).spec.priority);
+    const JobSpec& victim = state_.job(state_.task(t).job).spec;
+    e.victims_max_priority = std::max(e.victims_max_priority, victim.priority);
+    if (victim.queue >= 0) from[static_cast<size_t>(victim.queue)] = 1;
+  }
+  for (size_t q = 0; q < from.size(); ++q) {
+    if (from[q]) e.reclaim_from.push_back(book_.tree().spec(q).name);
   }
   return e;
 }

@@ -308,6 +308,9 @@ class Engine {
     // its limit of 64 GPUs"); and whether its queue is owed capacity it may take back by Reclaim.
     std::string quota;
     bool owed = false;
+    // With queues, when Reclaim could make room: the queues its victims run in (leaves, in the
+    // tree's order) — whose borrowed capacity it would take back.
+    std::vector<std::string> reclaim_from;
   };
   Explanation Explain(uint32_t job, int64_t now_s) const;
 

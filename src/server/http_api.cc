@@ -598,10 +598,19 @@ struct HttpApi::Impl {
       j["reclaim_victims_max_priority"] = e->victims_max_priority;
       j["shortfall"] = e->shortfall;
       j["held_nodes"] = e->held_nodes;
+      if (!e->quota.empty()) j["quota"] = e->quota;
+      j["owed"] = e->owed;
+      if (!e->reclaim_from.empty()) j["reclaim_from"] = e->reclaim_from;
       // What would make it fit, in words.
       std::string advice;
+      std::string from;
+      for (const std::string& q : e->reclaim_from) from += (from.empty() ? "queue '" : ", '") + q + "'";
       if (e->phase != JobPhase::kPending) advice = "it is not waiting";
-      else if (e->fits_now) advice = "idle capacity holds it now: it starts at the next scheduling pass";
+      else if (e->owed && e->reclaim_feasible) {
+        advice = "its queue is owed capacity that " + from + " borrows: it starts once that work is evicted, after its grace period";
+      } else if (!e->quota.empty() && !e->owed) {
+        advice = "its queue's quota holds it: " + e->quota;
+      } else if (e->fits_now) advice = "idle capacity holds it now: it starts at the next scheduling pass";
       else if (e->reclaim_feasible && e->may_reclaim) advice = "it starts once its Reclaim's victims are evicted";
       else if (e->reclaim_feasible) advice = "it would fit if " + std::to_string(e->victims) + " job(s) of priority up to " +
                                              std::to_string(e->victims_max_priority) + " ended, or at priority >= " +

@@ -278,6 +278,50 @@ TEST_F(HttpApiTest, AnAdminReadsAndChangesTheConfiguration) {
   EXPECT_EQ(client_->Put("/v1/config", As("admin-token-0123456789"), R"({"grace_s": 999999})", "application/json")->status, 400);
 }
 
+// PUT /v1/queues: bad input is 400 with one line naming the queue and the field; nothing changes.
+TEST_F(HttpApiTest, ABadQueueTreeIs400NamingTheQueueAndTheFieldAndChangesNothing) {
+  const std::string admin = "admin-token-0123456789";
+  const auto put = [&](const std::string& body) {
+    auto r = client_->Put("/v1/queues", As(admin), body, "application/json");
+    EXPECT_TRUE(r);
+    if (!r) return std::pair{0, std::string()};
+    const Json j = Json::parse(r->body, nullptr, false);
+    return std::pair{r->status, j.is_object() && j.contains("error") ? j["error"].get<std::string>() : r->body};
+  };
+  using P = std::pair<int, std::string>;
+  EXPECT_EQ(put(R"({"queues": [{"name": "org", "guarantee": {"gpus": 8}}, {"name": "t", "parent": "org", "guarantee": {"gpus": 9}}]})"),
+            (P{400, "queue 't': field 'guarantee': the children of 'org' are guaranteed 9 GPUs, above its own 8"}));
+  EXPECT_EQ(put(R"({"queues": [{"name": "a", "guarantee": {"gpus": -1}}]})"),
+            (P{400, "field 'queues[0].guarantee.gpus': -1 is below 0"}));
+  EXPECT_EQ(put(R"({"queues": [{"name": "a", "guarantee": {"gpus": "eight"}}]})"),
+            (P{400, "field 'queues[0].guarantee.gpus': expected an integer"}));
+  const P cycle = put(R"({"queues": [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}]})");
+  EXPECT_EQ(cycle.first, 400);
+  EXPECT_EQ(cycle.second.rfind("queue 'a': field 'parent'", 0), 0u) << cycle.second;
+  EXPECT_NE(cycle.second.find("cycle"), std::string::npos) << cycle.second;
+  const P limit = put(R"({"queues": [{"name": "a", "guarantee": {"gpus": 8}, "limit": {"gpus": 4}}]})");
+  EXPECT_EQ(limit.first, 400);
+  EXPECT_EQ(limit.second.rfind("queue 'a': field 'limit'", 0), 0u) << limit.second;
+  EXPECT_EQ(put(R"({"queues": [{"name": "a"}], "sharing": {"reclaim_to": "all"}})"),
+            (P{400, "field 'sharing.reclaim_to': 'all' is not one of guarantee, fair-share"}));
+  EXPECT_EQ(put(R"({"sharing": {}})"), (P{400, "field 'queues': missing (an empty list removes every queue)"}));
+  EXPECT_EQ(put(R"({"queues": [], "quota": 1})"), (P{400, "field 'quota': unknown field"}));
+  EXPECT_EQ(client_->Put("/v1/queues", As("alice-token-0123456789"), R"({"queues": []})", "application/json")->status, 403);
+  // Nothing changed: still no queues, and a job naming one is refused.
+  auto get = client_->Get("/v1/queues", As(admin));
+  ASSERT_EQ(get->status, 200);
+  EXPECT_TRUE(Json::parse(get->body)["queues"].empty());
+  auto job = Post("/v1/jobs", R"({"name": "j", "gpus": 1, "queue": "a"})", "alice-token-0123456789");
+  EXPECT_EQ(job->status, 400);
+  EXPECT_EQ(Json::parse(job->body)["error"], "field 'queue': 'a': the service has no queues");
+  // A good tree is taken.
+  const P ok = put(R"({"queues": [{"name": "a", "guarantee": {"gpus": {"H800": 8}}, "tenants": ["alice"]}]})");
+  EXPECT_EQ(ok.first, 200) << ok.second;
+  get = client_->Get("/v1/queues", As("alice-token-0123456789"));
+  ASSERT_EQ(get->status, 200);
+  EXPECT_EQ(Json::parse(get->body)["queues"][0]["gpus"]["guaranteed"], 8);
+}
+
 TEST_F(HttpApiTest, StandbyWindowsAreValidatedNamingTheFieldAndBelongToTheJobsTenant) {
   const std::string id = SubmitAsAlice();
   const int64_t soon = RealClock().NowMs() + 3'600'000;

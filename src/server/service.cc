@@ -1616,6 +1616,10 @@ StatusOr<Service::Explanation> Service::Explain(const Principal& who, uint64_t i
   e.victims = x.victims;
   e.victims_max_priority = x.victims_max_priority;
   e.shortfall = x.reason;
+  e.quota = x.quota;
+  e.owed = x.owed;
+  e.may_reclaim = e.may_reclaim || x.owed;
+  e.reclaim_from = x.reclaim_from;
   for (NodeId n : s.engine->HeldNodes(static_cast<uint32_t>(id))) e.held_nodes.push_back(s.node_names[n.value()]);
   return e;
 }

@@ -365,6 +365,12 @@ class Service {
     bool may_reclaim = false;   // its priority allows Reclaim (HP)
     std::string shortfall;      // when even Reclaim cannot: what is missing
     std::vector<std::string> held_nodes;  // its reservation's nodes, if any
+    // With queues (Engine::Explanation): the quota that holds it ("queue 'a' would hold 24 of its
+    // limit of 16 GPUs"), whether its queue is owed capacity it takes back by Reclaim (whatever
+    // its priority), and the queues that Reclaim would take it from.
+    std::string quota;
+    bool owed = false;
+    std::vector<std::string> reclaim_from;
   };
   StatusOr<Explanation> Explain(const Principal& who, uint64_t id) const;
 

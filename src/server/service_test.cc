@@ -1321,6 +1321,10 @@ TEST_F(ServiceTest, AnAdminsQueueChangeTakesEffectAtOnceIsStoredAndOutlivesARest
   ASSERT_TRUE(alices.ok());
   Pass();
   EXPECT_TRUE(Orders(kAgentA).empty());
+  auto why = service_->Explain(kAlice, *alices);
+  ASSERT_TRUE(why.ok());
+  EXPECT_EQ(why->quota, "queue 'a' would hold 16 of its fair share of 8 GPUs");
+  EXPECT_FALSE(why->owed);
   EXPECT_EQ(service_->SetQueues(kAlice, {}, std::nullopt).status().code(), StatusCode::kPermissionDenied);
   // A change that would take b away while bob's job runs in it is refused, naming it.
   auto refused = ViaLoop([&] { return service_->SetQueues(kAdmin, {Queue("a", "", 16, {"alice"})}, std::nullopt); });
