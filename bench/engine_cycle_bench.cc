@@ -12,7 +12,7 @@
 //   hp = 1: 100, 400, 700, 900 — the 18 shapes k >= 32 are HP, and nothing is preemptible, so
 //           that every queued HP job's Reclaim is infeasible (the queue's worst case: 36% of it
 //           HP jobs that look for victims again after every release).
-// Fill (untimed, once per variant): jobs of shapes drawn from Rng(7) are submitted with
+// Fill (untimed, once per variant; bench/full_cluster.h): jobs of shapes drawn from Rng(7) are submitted with
 // kStartNow until 400 in a row are rejected (the cluster is full for every shape); then 100,000
 // jobs of shapes drawn from Rng(8) are submitted with kEnqueue and one cycle runs.
 //
@@ -23,13 +23,9 @@
 // alloc% = allocated GPUs / all GPUs.
 #include <benchmark/benchmark.h>
 
-#include <deque>
-#include <memory>
-#include <vector>
+#include <string>
 
-#include "common/rng.h"
-#include "engine/engine.h"
-#include "sim/cluster/generator.h"
+#include "full_cluster.h"
 
 namespace estuary {
 namespace {
@@ -56,65 +52,30 @@ EngineJob JobOfShape(uint32_t id, int k, bool hp) {
   return j;
 }
 
-struct Full {
-  std::unique_ptr<Engine> engine;
-  std::deque<uint32_t> running;  // in start order
-  uint32_t next_id = 1;
-  int64_t now = 1;
-  Rng more{9};
-};
+// The jobs of shapes drawn uniformly.
+JobSource Shapes(bool hp) {
+  return [hp](uint32_t id, Rng& rng) { return JobOfShape(id, static_cast<int>(rng.Uniform(kShapes)), hp); };
+}
 
-Full& FullCluster(bool hp) {
-  static Full* fulls[2] = {nullptr, nullptr};
-  Full*& f = fulls[hp ? 1 : 0];
+FullCluster& Full(bool hp) {
+  static FullCluster* fulls[2] = {nullptr, nullptr};
+  FullCluster*& f = fulls[hp ? 1 : 0];
   if (f) return *f;
-  f = new Full;
-  StatusOr<ClusterState> cluster = GenerateCluster(GeneratorOptions{});
-  if (!cluster.ok()) std::abort();
   EngineConfig config;
   config.requeue = true;
-  StatusOr<std::unique_ptr<Engine>> e = Engine::Create(*std::move(cluster), config);
-  if (!e.ok()) std::abort();
-  f->engine = std::move(*e);
-  Rng fill(7);
-  for (int rejected = 0; rejected < 400;) {
-    const uint32_t id = f->next_id++;
-    const int k = static_cast<int>(fill.Uniform(kShapes));
-    if (f->engine->Submit(JobOfShape(id, k, hp), SubmitMode::kStartNow, f->now).started) {
-      f->running.push_back(id);
-      rejected = 0;
-    } else {
-      ++rejected;
-    }
-  }
-  Rng queue(8);
-  for (uint32_t i = 0; i < kQueued; ++i) {
-    const uint32_t id = f->next_id++;
-    f->engine->Submit(JobOfShape(id, static_cast<int>(queue.Uniform(kShapes)), hp), SubmitMode::kEnqueue, f->now);
-  }
-  for (const EngineEvent& ev : f->engine->RunCycle(f->now)) {
-    if (ev.kind == EngineEvent::Kind::kStarted) f->running.push_back(ev.job);
-  }
+  f = FillCluster(GeneratedCluster(), config, Shapes(hp), FillOptions{true, 400, kQueued}).release();
   return *f;
 }
 
 void BM_CycleWhenOneTaskEnds(benchmark::State& state) {
   const bool hp = state.range(0) != 0;
-  Full& f = FullCluster(hp);
+  FullCluster& f = Full(hp);
+  const JobSource jobs = Shapes(hp);
   int64_t started = 0, cycles = 0;
   for (auto _ : state) {
-    ++f.now;
-    while (!f.running.empty() && f.engine->Running(f.running.front()) == 0) f.running.pop_front();
-    if (f.running.empty()) break;
-    f.engine->Finish(f.running.front(), f.now);
-    f.running.pop_front();
-    for (const EngineEvent& ev : f.engine->RunCycle(f.now)) {
-      if (ev.kind != EngineEvent::Kind::kStarted) continue;
-      f.running.push_back(ev.job);
-      ++started;
-      const uint32_t id = f.next_id++;
-      f.engine->Submit(JobOfShape(id, static_cast<int>(f.more.Uniform(kShapes)), hp), SubmitMode::kEnqueue, f.now);
-    }
+    const int64_t n = CycleWhenOneTaskEnds(f, jobs);
+    if (n < 0) break;
+    started += n;
     ++cycles;
   }
   const ClusterState& st = f.engine->state();

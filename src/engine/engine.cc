@@ -789,9 +789,11 @@ void Engine::ReclaimQueued(int64_t now_s) {
       [&](size_t li) {
         Local& l = locals_[li];
         if (l.reclaiming || l.running) return PendingQueue::Outcome::kStays;
-        // With queues, a job below HP reclaims only when its queue is owed capacity for it.
+        // With queues, a job below HP reclaims only when its queue is owed capacity for it. Not
+        // owed, its shape's later jobs are not either (the shape fixes the queue, the request,
+        // min replicas and priority; the pass changes neither usage nor shares): skipped.
         if (l.priority < kHpPriority && !book_.Owed(state_, l.id, state_.job(l.id).spec.min_replicas)) {
-          return PendingQueue::Outcome::kStays;
+          return PendingQueue::Outcome::kWaits;
         }
         const bool own = state_.job(l.id).reservation.valid();
         if (own && l.refused_seq == seq) return PendingQueue::Outcome::kStays;
