@@ -1,6 +1,8 @@
-// The estuary service's dashboard: polls GET /v1/nodes, /v1/jobs and /v1/stats with a bearer
-// token and draws the node grid (a canvas, grouped by ASW or RDMA-POD, each node coloured by its
-// GPU use), the allocation chart (Chart.js), the queues by priority and the jobs table.
+// The estuary service's dashboard: polls GET /v1/nodes, /v1/jobs, /v1/stats and /v1/queues with a
+// bearer token and draws the node grid (a canvas, grouped by ASW or RDMA-POD, each node coloured
+// by its GPU use), the allocation chart (Chart.js), the waiting work by priority, the tenant queues
+// (the tree of GET /v1/queues with each queue's GPUs) and the jobs table. GET /v1/queues is asked
+// on its own terms: its failure or a 403 shows in its card and leaves the rest of the page as is.
 // Every text taken from the API goes into the page as text (textContent, Text nodes, canvas
 // fillText), never as markup.
 (() => {
@@ -25,6 +27,9 @@
   // The last answers, for redrawing on a resize or a changed control.
   let lastNodes = null;
   let lastJobs = null;
+  // GET /v1/queues: null when this token may not read it (403), else {queues, sharing, at} of the
+  // last answer (null before one) and `error`, the last poll's failure ('' when it answered).
+  let lastQueues = { queues: null, sharing: null, at: 0, error: '' };
 
   // ---------------------------------------------------------------------------------------------
   // Small helpers.
@@ -138,6 +143,8 @@
   function start(newToken) {
     token = newToken;
     forbidden.clear();
+    lastQueues = { queues: null, sharing: null, at: 0, error: '' };
+    tenantQueuesSignature = '';
     $('login').hidden = true;
     $('main').hidden = false;
     $('forget').hidden = false;
@@ -193,13 +200,28 @@
     inFlight = true;
     const asked = token;
     try {
-      const [nodes, jobs, stats] = await Promise.all([getJson('/v1/nodes'), getJson('/v1/jobs'), getJson('/v1/stats')]);
+      // The queues fail on their own: any error but a refused token becomes {error}.
+      const queuesAnswer = getJson('/v1/queues').then(
+        (answer) => ({ answer }),
+        (e) => {
+          if (e instanceof AuthError) throw e;
+          return { error: e };
+        },
+      );
+      const [nodes, jobs, stats, queues] = await Promise.all([
+        getJson('/v1/nodes'),
+        getJson('/v1/jobs'),
+        getJson('/v1/stats'),
+        queuesAnswer,
+      ]);
       if (asked === token) {
         lastNodes = nodes ? (Array.isArray(nodes.nodes) ? nodes.nodes : []) : null;
         lastJobs = jobs ? (Array.isArray(jobs.jobs) ? jobs.jobs : []) : null;
+        takeQueues(queues);
         renderNodes();
         renderJobs();
-        renderQueues();
+        renderByPriority();
+        renderTenantQueues();
         renderStats(stats ? (Array.isArray(stats.samples) ? stats.samples : []) : null);
         renderSummary();
         polls += 1;
@@ -546,6 +568,8 @@
         ? `${fmtInt.format(shown.length)} most recent of ${fmtInt.format(chosen.length)}`
         : `${fmtInt.format(chosen.length)} job${chosen.length === 1 ? '' : 's'}, most recent first`;
 
+    // The queue column shows when some job has a queue (the service has queues).
+    $('jobs').classList.toggle('no-queue', !lastJobs.some((j) => str(j.queue) !== ''));
     const rows = shown.map((j) => {
       const rep = j.replicas && typeof j.replicas === 'object' ? j.replicas : {};
       const min = num(rep.min);
@@ -554,6 +578,7 @@
         str(j.id),
         str(j.name),
         str(j.tenant),
+        str(j.queue),
         str(j.state),
         num(j.priority),
         `${num(j.running_replicas)} of ${min === max ? min : `${min}–${max}`}` +
@@ -569,7 +594,7 @@
     jobsSignature = signature;
 
     const frag = document.createDocumentFragment();
-    for (const [id, name, tenant, state, priority, replicas, gpus, submitted, reason] of rows) {
+    for (const [id, name, tenant, queue, state, priority, replicas, gpus, submitted, reason] of rows) {
       const tr = el('tr', `state-${stateClass(state)}`);
       const prio = el('td', null, String(priority));
       if (priority >= HP_PRIORITY) prio.append(el('span', 'hp', 'HP'));
@@ -579,6 +604,7 @@
         el('td', null, id),
         el('td', 'name', name),
         el('td', null, tenant),
+        el('td', 'col-queue', queue),
         el('td', null, el('span', `state ${stateClass(state)}`, state)),
         prio,
         el('td', null, replicas),
@@ -592,11 +618,12 @@
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Queues by priority: pending jobs (and the GPUs their min replicas need) and running jobs.
+  // Waiting work by priority (every queue's jobs together): pending jobs (and the GPUs their min
+  // replicas need) and running jobs.
 
-  function renderQueues() {
-    const body = $('queues').tBodies[0];
-    const empty = $('queues-empty');
+  function renderByPriority() {
+    const body = $('by-priority').tBodies[0];
+    const empty = $('by-priority-empty');
     if (lastJobs === null) {
       body.replaceChildren();
       empty.hidden = false;
@@ -642,6 +669,219 @@
     const row = document.createElement('tr');
     row.append(...cells);
     parent.append(row);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Tenant queues (GET /v1/queues): the tree, each queue under its parent, children in the
+  // configuration's order (a parent may be listed after its children); per queue its GPUs (held,
+  // guaranteed, fair share, borrowed, limit, lent, pending) and jobs, and a bar scaled to the
+  // queue's own figures: held filled (the part above the guarantee, borrowed, highlighted), a mark
+  // at the guarantee and one at the fair share. Rows are redrawn only when an answer changes.
+
+  const fmtFigure = new Intl.NumberFormat('en-US', { maximumFractionDigits: 3 });
+  let tenantQueuesSignature = '';
+
+  // Keeps one poll's outcome of GET /v1/queues ({answer} or {error}) in lastQueues; a failure
+  // keeps the last answer beside the error.
+  function takeQueues(outcome) {
+    if (!outcome.error && outcome.answer === null) {
+      lastQueues = null;
+      return;
+    }
+    const kept = lastQueues || { queues: null, sharing: null, at: 0 };
+    const answer = outcome.answer;
+    if (outcome.error || !answer || !Array.isArray(answer.queues)) {
+      const why = outcome.error ? str(outcome.error.message || outcome.error) : '/v1/queues: not a list of queues';
+      lastQueues = { ...kept, error: why };
+      return;
+    }
+    const sharing = answer.sharing && typeof answer.sharing === 'object' ? answer.sharing : null;
+    lastQueues = { queues: answer.queues, sharing, at: Date.now(), error: '' };
+  }
+
+  // The queues in tree order: [{q, depth, leaf, path (the ancestors' names, top first)}]. A queue
+  // whose parent is not listed is shown at the top level; a cycle (which the service refuses) is
+  // cut where it closes.
+  function queueTree(list) {
+    const nodes = new Map();
+    for (const q of list) {
+      const name = q && typeof q === 'object' ? str(q.name) : '';
+      if (name && !nodes.has(name)) nodes.set(name, { q, name, children: [] });
+    }
+    const roots = [];
+    for (const n of nodes.values()) {
+      const parent = nodes.get(str(n.q.parent));
+      if (parent && parent !== n) parent.children.push(n);
+      else roots.push(n);
+    }
+    const out = [];
+    const seen = new Set();
+    const walk = (starts) => {
+      const stack = starts.map((n) => ({ n, depth: 0, path: [] })).reverse();
+      while (stack.length) {
+        const { n, depth, path } = stack.pop();
+        if (seen.has(n)) continue;
+        seen.add(n);
+        out.push({ q: n.q, depth, leaf: n.children.length === 0, path });
+        const below = [...path, n.name];
+        for (let k = n.children.length - 1; k >= 0; k -= 1) stack.push({ n: n.children[k], depth: depth + 1, path: below });
+      }
+    };
+    walk(roots);
+    walk([...nodes.values()].filter((n) => !seen.has(n)));
+    return out;
+  }
+
+  function yesNo(b) {
+    return b === false ? 'no' : 'yes';
+  }
+
+  function sharingText(sh) {
+    if (!sh) return '';
+    const parts = [sh.borrow === false ? 'no borrowing' : 'borrowing'];
+    parts.push(sh.reclaim === false ? 'no reclaim' : `reclaim to ${str(sh.reclaim_to) || 'guarantee'}`);
+    parts.push(sh.weights === false ? 'unweighted' : 'weighted');
+    if (num(sh.usage_half_life_s) > 0) parts.push(`usage half-life ${fmtInt.format(num(sh.usage_half_life_s))} s`);
+    parts.push(`cooldown ${fmtInt.format(num(sh.cooldown_s))} s`);
+    return `sharing: ${parts.join(', ')}`;
+  }
+
+  // One row's cells as data (the signature) from a tree entry.
+  function queueRowData(entry) {
+    const q = entry.q;
+    const g = q.gpus && typeof q.gpus === 'object' ? q.gpus : {};
+    const jobs = q.jobs && typeof q.jobs === 'object' ? q.jobs : {};
+    return {
+      name: str(q.name),
+      depth: entry.depth,
+      leaf: entry.leaf,
+      path: entry.path,
+      held: num(g.held),
+      guaranteed: num(g.guaranteed),
+      fair: num(g.fair_share),
+      entitled: num(g.entitled),
+      borrowed: num(g.borrowed),
+      limit: typeof g.limit === 'number' && Number.isFinite(g.limit) ? g.limit : null,
+      lent: num(g.lent),
+      pending: num(g.pending),
+      waiting: num(jobs.waiting),
+      running: num(jobs.running),
+      tenants: Array.isArray(q.tenants) ? q.tenants.map(str) : [],
+      weight: num(q.weight),
+      maxPriority: num(q.max_priority),
+      reclaim: q.reclaim,
+      reclaimable: q.reclaimable,
+    };
+  }
+
+  function queueBar(d) {
+    const scale = Math.max(d.held, d.guaranteed, d.fair);
+    const pct = (x) => `${scale > 0 ? Math.min(100, Math.max(0, (100 * x) / scale)) : 0}%`;
+    const borrowed = Math.min(d.held, Math.max(0, d.borrowed));
+    const bar = el('div', 'qbar');
+    const within = el('span', 'fill held');
+    within.style.width = pct(d.held - borrowed);
+    bar.append(within);
+    if (borrowed > 0) {
+      const over = el('span', 'fill borrowed');
+      over.style.left = pct(d.held - borrowed);
+      over.style.width = pct(borrowed);
+      bar.append(over);
+    }
+    for (const [cls, x] of [['guarantee', d.guaranteed], ['fair', d.fair]]) {
+      if (x <= 0) continue;
+      const mark = el('span', `mark ${cls}`);
+      mark.style.left = pct(x);
+      bar.append(mark);
+    }
+    bar.setAttribute('role', 'img');
+    bar.setAttribute(
+      'aria-label',
+      `${fmtFigure.format(d.held)} GPUs held${borrowed > 0 ? ` (${fmtFigure.format(borrowed)} borrowed)` : ''}, ` +
+        `guarantee ${fmtFigure.format(d.guaranteed)}, fair share ${fmtFigure.format(d.fair)}`,
+    );
+    return bar;
+  }
+
+  function queueRow(d) {
+    const row = el('tr', d.leaf ? 'leaf' : 'inner');
+    row.dataset.queue = d.name;
+    row.dataset.depth = String(d.depth);
+    const head = el('th', `queue-name${d.leaf ? ' leaf' : ''}`);
+    head.scope = 'row';
+    head.style.paddingLeft = `${8 + 18 * d.depth}px`;
+    if (d.depth > 0) {
+      const branch = el('span', 'branch', '└');
+      branch.setAttribute('aria-hidden', 'true');
+      head.append(branch);
+    }
+    head.append(el('span', 'qname', d.name));
+    if (d.path.length) head.setAttribute('aria-label', `${d.name}, under ${d.path.join(' / ')}`);
+    head.title =
+      `${[...d.path, d.name].join(' / ')}\nweight ${fmtFigure.format(d.weight)} · max priority ${d.maxPriority}` +
+      `\nentitled to ${fmtFigure.format(d.entitled)} GPUs · reclaims ${yesNo(d.reclaim)} · reclaimable ${yesNo(d.reclaimable)}`;
+    const n = (x, cls) => el('td', cls ? `num ${cls}` : 'num', fmtFigure.format(x));
+    row.append(
+      head,
+      el('td', 'bar-cell', queueBar(d)),
+      n(d.held),
+      n(d.guaranteed),
+      n(d.fair),
+      n(d.borrowed, d.borrowed > 0 ? 'borrowed-gpus' : ''),
+      el('td', 'num', d.limit === null ? 'none' : fmtFigure.format(d.limit)),
+      n(d.lent),
+      n(d.pending),
+      n(d.waiting),
+      n(d.running),
+      el('td', 'tenants', d.tenants.join(', ')),
+    );
+    return row;
+  }
+
+  function renderTenantQueues() {
+    const note = $('tenant-queues-note');
+    const wrap = $('tenant-queues-wrap');
+    const body = $('tenant-queues').tBodies[0];
+    const count = $('tenant-queues-count');
+    const showNote = (text) => {
+      note.textContent = text;
+      note.hidden = !text;
+    };
+    if (lastQueues === null) {
+      body.replaceChildren();
+      tenantQueuesSignature = '';
+      wrap.hidden = true;
+      count.textContent = '';
+      $('tenant-queues-sharing').textContent = '';
+      showNote('Tenant queues need a tenant or admin token.');
+      return;
+    }
+    const { queues, sharing, at, error } = lastQueues;
+    if (queues === null) {
+      wrap.hidden = true;
+      count.textContent = '';
+      showNote(error ? `Cannot load the queues: ${error}` : '');
+      return;
+    }
+    $('tenant-queues-sharing').textContent = queues.length ? sharingText(sharing) : '';
+    if (queues.length === 0) {
+      body.replaceChildren();
+      tenantQueuesSignature = '';
+      wrap.hidden = true;
+      count.textContent = '';
+      showNote(error ? `No queues configured (as of ${fmtClock(at)}; cannot load them now: ${error}).` : 'No queues configured.');
+      return;
+    }
+    wrap.hidden = false;
+    count.textContent = `${fmtInt.format(queues.length)} queue${queues.length === 1 ? '' : 's'}${error ? `, as of ${fmtClock(at)}` : ''}`;
+    showNote(error ? `Cannot load the queues now: ${error} (showing the answer of ${fmtClock(at)}).` : '');
+    const rows = queueTree(queues).map(queueRowData);
+    const signature = JSON.stringify(rows);
+    if (signature === tenantQueuesSignature) return;
+    tenantQueuesSignature = signature;
+    const frag = document.createDocumentFragment();
+    for (const d of rows) frag.append(queueRow(d));
+    body.replaceChildren(frag);
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -2,10 +2,13 @@
 // Chromium against a live cluster.
 //  - FindDashboardFile serves dashboard/index.html, dashboard.js, dashboard.css and Chart.js's
 //    chart.umd.js byte for byte with their content types, and nothing else.
-//  - `estuary serve` on a loopback port with `estuary agent --fake-nodes 64`, jobs submitted over
-//    HTTP (some running, one that fits no node and so waits with a reason): GET / redirects to the
-//    page, the files come with their content types, and dashboard_check.mjs (playwright-core
-//    driving /usr/bin/chromium) checks what the page shows and that it logs no error.
+//  - `estuary serve --config` with tenant queues (issue 20: org with a and a2 for team-a, b for
+//    team-b, idle; a child listed before its parent) on a loopback port with `estuary agent
+//    --fake-nodes 64`, jobs submitted over HTTP into queues (some running, b's above its
+//    guarantee, one that fits no node and so waits with a reason): GET / redirects to the page,
+//    the files come with their content types, and dashboard_check.mjs (playwright-core driving
+//    /usr/bin/chromium) checks what the page shows, for the admin and for team-a, and that it
+//    logs no error.
 // ESTUARY_DASHBOARD_SCREENSHOTS=DIR keeps the check's screenshots in DIR (default: the test's
 // temporary directory, removed afterwards).
 #include <signal.h>
@@ -39,6 +42,7 @@ using namespace std::chrono_literals;
 
 constexpr const char* kAdmin = testing::kAdminToken;
 constexpr const char* kTenant = testing::kTenantToken;
+constexpr char kOtherTenant[] = "tenant-b-token-0123456";  // team-b, added by the test
 constexpr char kChromium[] = "/usr/bin/chromium";
 
 std::string ReadFile(const fs::path& p) {
@@ -101,9 +105,9 @@ class DashboardE2E : public testing::ServiceProcessTest {
     }
     return Json::parse(r->body);
   }
-  std::string Submit(const Json& job) {
+  std::string Submit(const Json& job, const char* token = kTenant) {
     httplib::Client c("127.0.0.1", port_);
-    auto r = c.Post("/v1/jobs", As(kTenant), job.dump(), "application/json");
+    auto r = c.Post("/v1/jobs", As(token), job.dump(), "application/json");
     if (!r || r->status != 201) {
       ADD_FAILURE() << "POST /v1/jobs " << job.dump() << ": " << (r ? std::to_string(r->status) + " " + r->body : "no answer");
       return "";
@@ -122,9 +126,9 @@ class DashboardE2E : public testing::ServiceProcessTest {
   }
 };
 
-Json JobBody(const std::string& name, int min, int max, int gpus, int priority, int duration_s) {
-  return Json{{"name", name}, {"replicas", {{"min", min}, {"max", max}}}, {"gpus", gpus}, {"cpu_milli", 4000},
-              {"memory_mib", 16384}, {"priority", priority}, {"duration_s", duration_s}};
+Json JobBody(const std::string& queue, const std::string& name, int min, int max, int gpus, int priority, int duration_s) {
+  return Json{{"name", name}, {"queue", queue}, {"replicas", {{"min", min}, {"max", max}}}, {"gpus", gpus},
+              {"cpu_milli", 4000}, {"memory_mib", 16384}, {"priority", priority}, {"duration_s", duration_s}};
 }
 
 TEST_F(DashboardE2E, ThePageShowsTheDemoClusterInChromiumWithoutErrors) {
@@ -133,7 +137,16 @@ TEST_F(DashboardE2E, ThePageShowsTheDemoClusterInChromiumWithoutErrors) {
   ASSERT_TRUE(fs::exists(fs::path(ESTUARY_SOURCE_DIR) / "dashboard/node_modules/playwright-core/package.json"))
       << "dashboard/node_modules lacks playwright-core: run scripts/setup.sh";
 
-  StartServe();
+  // Tenant queues; `a` is listed before its parent and `a2` after `b`, so tree order is not list order.
+  std::ofstream(dir_ + "/tokens", std::ios::app) << kOtherTenant << " tenant team-b\n";
+  std::ofstream(dir_ + "/conf.yaml")
+      << "{name: queues, queue: priority, preempt: {grace_s: 5}, absorb: true,\n"
+         " queues: [{name: a, parent: org, guarantee: {gpus: 16}, weight: 2},\n"
+         "          {name: org, guarantee: {gpus: 32}, tenants: [team-a]},\n"
+         "          {name: b, guarantee: {gpus: 16}, tenants: [team-b]},\n"
+         "          {name: a2, parent: org, guarantee: {gpus: 8}, limit: {gpus: 64}},\n"
+         "          {name: idle, guarantee: {gpus: 8}}]}\n";
+  StartServe({"--config", dir_ + "/conf.yaml"});
   StartAgent(64);
   httplib::Client c("127.0.0.1", port_);
 
@@ -158,21 +171,26 @@ TEST_F(DashboardE2E, ThePageShowsTheDemoClusterInChromiumWithoutErrors) {
   EXPECT_EQ(missing->status, 404);
 
   // The demo cluster: 64 nodes (2 ASWs, 1 RDMA-POD), jobs that run, one that finishes and one
-  // that fits no node (16 GPUs per replica on 8-GPU nodes) and waits with a reason.
+  // that fits no node (16 GPUs per replica on 8-GPU nodes) and waits with a reason, one that
+  // waits for its queue's limit (a2's pending GPUs); team-b's job holds 32 GPUs of b's guarantee
+  // of 16 (borrowed).
   const auto until = std::chrono::steady_clock::now() + 20s;
   while (Get("/v1/nodes")["nodes"].size() < 64 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(100ms);
   ASSERT_EQ(Get("/v1/nodes")["nodes"].size(), 64u);
-  Submit(JobBody("train-llm", 2, 2, 8, 300, 600));
-  Submit(JobBody("serve-api", 1, 1, 4, 800, 600));
-  Submit(JobBody("sweep", 1, 4, 2, 300, 600));
-  Submit(JobBody("quick-eval", 1, 1, 1, 100, 1));
-  Submit(JobBody("too-big", 1, 1, 16, 500, 60));
+  Submit(JobBody("a", "train-llm", 2, 2, 8, 300, 600));
+  Submit(JobBody("a", "serve-api", 1, 1, 4, 800, 600));
+  Submit(JobBody("a2", "sweep", 1, 4, 2, 300, 600));
+  Submit(JobBody("a", "quick-eval", 1, 1, 1, 100, 1));
+  Submit(JobBody("a", "too-big", 1, 1, 16, 500, 60));
+  Submit(JobBody("a2", "a2-wide", 9, 9, 8, 300, 600));  // 72 GPUs: held back by a2's limit of 64
+  Submit(JobBody("b", "b-batch", 4, 4, 8, 300, 600), kOtherTenant);
   const bool settled = WaitJobs(
       [](const Json& jobs) {
         std::map<std::string, const Json*> by;
         for (const Json& j : jobs) by[j["name"].get<std::string>()] = &j;
         auto state = [&](const char* name) { return by.count(name) ? (*by[name])["state"].get<std::string>() : ""; };
-        return by.size() == 5 && state("train-llm") == "running" && state("serve-api") == "running" &&
+        return by.size() == 7 && state("train-llm") == "running" && state("serve-api") == "running" &&
+               state("b-batch") == "running" && state("a2-wide") == "pending" &&
                state("quick-eval") == "succeeded" && state("too-big") == "pending" &&
                !(*by["too-big"])["reason"].get<std::string>().empty();
       },
@@ -185,10 +203,10 @@ TEST_F(DashboardE2E, ThePageShowsTheDemoClusterInChromiumWithoutErrors) {
   const std::string log = dir_ + "/check.log";
   const pid_t check = Spawn("node",
                             {std::string(ESTUARY_SOURCE_DIR) + "/tests/dashboard/dashboard_check.mjs",
-                             "http://127.0.0.1:" + std::to_string(port_), kAdmin, shots},
+                             "http://127.0.0.1:" + std::to_string(port_), kAdmin, shots, kTenant},
                             log);
   ASSERT_GT(check, 0);
-  const int rc = WaitExit(check, 90s);
+  const int rc = WaitExit(check, 150s);
   const std::string out = ReadFile(log);
   std::fprintf(stderr, "%s", out.c_str());
   EXPECT_EQ(rc, 0) << "dashboard_check.mjs failed (exit " << rc << "):\n" << out;
