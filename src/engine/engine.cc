@@ -646,15 +646,16 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, std
         const JobSpec& spec = state_.job(l.id).spec;
         const int32_t min = spec.min_replicas;
         // A job a queue's Reclaim evicted does not borrow again for a while (no flapping): it
-        // starts only within its leaf queue's entitlement, which no Reclaim takes back (a queue
-        // within its entitlement is no victim's queue), and within its ancestors' limits — not
-        // their guarantees: a sister team's borrowing must not keep it from what it is owed.
+        // starts only within its leaf queue's guarantee, which no Reclaim takes back (not its
+        // entitlement, which shrinks when a sister team's demand arrives), and within its
+        // ancestors' limits — not their guarantees: a sister team's borrowing must not keep it
+        // from its own guarantee.
         const bool no_borrow = now_s < l.no_borrow_until && bound != QueueBook::Bound::kGuarantee;
         if (second && no_borrow) return PendingQueue::Outcome::kStays;
         int32_t cap = INT32_MAX;
         if (bound) {
           const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
-          cap = (no_borrow ? QueueRoom(li, QueueBook::Bound::kEntitled, QueueBook::Bound::kLimit) : QueueRoom(li, *bound)) /
+          cap = (no_borrow ? QueueRoom(li, QueueBook::Bound::kGuarantee, QueueBook::Bound::kLimit) : QueueRoom(li, *bound)) /
                 step * step;
           if (cap < (min + step - 1) / step * step) {
             if (held != nullptr && !second) held->insert(l.shape);

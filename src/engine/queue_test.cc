@@ -266,7 +266,7 @@ TEST(EngineQueues, GpusAlreadyLeavingAVictimsQueueCountAgainstWhatMayStillBeTake
   EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 2}, {"c", 2}}));
 }
 
-TEST(EngineQueues, AJobEvictedByAReclaimStartsAgainWithinItsTeamsEntitlementWhileASisterTeamBorrows) {
+TEST(EngineQueues, AJobEvictedByAReclaimStartsAgainWithinItsTeamsGuaranteeWhileASisterTeamBorrows) {
   // 8 nodes; org R (4 nodes) has teams v and r (2 each), org P has team p (4). v runs four 1-node
   // jobs, p four. r queues two: it is owed, and two of v's jobs are evicted for it (v above its
   // entitlement of 2); those may not borrow for reborrow_s.
@@ -289,8 +289,8 @@ TEST(EngineQueues, AJobEvictedByAReclaimStartsAgainWithinItsTeamsEntitlementWhil
   c.Cycle(100);
   EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"P", 2}, {"R", 6}, {"p", 2}, {"r", 4}, {"v", 2}}));
   // One of v's jobs finishes: v holds 1 of its guarantee of 2, and one node is idle. An evicted
-  // job of v comes back: it starts at once on the idle node — v stays within its entitlement
-  // (2) — although R is above its own guarantee because r borrows. No Reclaim is needed.
+  // job of v comes back: it starts at once on the idle node — v stays within its guarantee (2)
+  // — although R is above its own guarantee because r borrows. No Reclaim is needed.
   uint32_t running_v = 0;
   for (uint32_t id = 1; id <= 4; ++id) {
     if (c.e().Running(id) > 0) running_v = id;
