@@ -133,7 +133,8 @@ StatusOr<SharingSpec> DecodeSharing(const Json& v, const std::string& path) {
   if (!v.is_object()) return InvalidArgument(Field(path) + "expected an object {borrow, reclaim, weights, reclaim_to, ...}");
   const ObjectReader in(v, path);
   ESTUARY_RETURN_IF_ERROR(
-      in.RejectUnknown({"borrow", "reclaim", "weights", "reclaim_to", "usage_half_life_s", "cooldown_s", "reborrow_s"}));
+      in.RejectUnknown({"borrow", "reclaim", "weights", "reclaim_to", "usage_half_life_s", "cooldown_s", "reborrow_s",
+                       "count_in_flight"}));
   SharingSpec s;
   ESTUARY_ASSIGN_OR_RETURN(s.borrow, in.Bool("borrow", true));
   ESTUARY_ASSIGN_OR_RETURN(s.reclaim, in.Bool("reclaim", true));
@@ -147,6 +148,7 @@ StatusOr<SharingSpec> DecodeSharing(const Json& v, const std::string& path) {
   ESTUARY_ASSIGN_OR_RETURN(s.usage_half_life_s, in.Integer("usage_half_life_s", 0, kMaxSeconds, 0));
   ESTUARY_ASSIGN_OR_RETURN(s.cooldown_s, in.Integer("cooldown_s", 0, kMaxSeconds, 300));
   ESTUARY_ASSIGN_OR_RETURN(s.reborrow_s, in.Integer("reborrow_s", 0, kMaxSeconds, 3600));
+  ESTUARY_ASSIGN_OR_RETURN(s.count_in_flight, in.Bool("count_in_flight", true));
   return s;
 }
 
@@ -175,7 +177,8 @@ Json EncodeSharing(const SharingSpec& s) {
           {"reclaim_to", s.reclaim_to_fair_share ? "fair-share" : "guarantee"},
           {"usage_half_life_s", s.usage_half_life_s},
           {"cooldown_s", s.cooldown_s},
-          {"reborrow_s", s.reborrow_s}};
+          {"reborrow_s", s.reborrow_s},
+          {"count_in_flight", s.count_in_flight}};
 }
 
 }  // namespace estuary

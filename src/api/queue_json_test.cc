@@ -67,6 +67,7 @@ TEST(QueueJson, SharingHasDefaultsAndRoundTrips) {
   EXPECT_FALSE(s->reclaim_to_fair_share);
   EXPECT_EQ(s->usage_half_life_s, 0);
   EXPECT_EQ(s->cooldown_s, 300);
+  EXPECT_TRUE(s->count_in_flight);
   s = DecodeSharing(Json::parse(R"({"borrow": false, "reclaim_to": "fair-share", "usage_half_life_s": 3600, "cooldown_s": 0})"));
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_FALSE(s->borrow);
@@ -76,6 +77,10 @@ TEST(QueueJson, SharingHasDefaultsAndRoundTrips) {
   EXPECT_EQ(back->usage_half_life_s, 3600);
   EXPECT_EQ(back->cooldown_s, 0);
   EXPECT_FALSE(back->borrow);
+  s = DecodeSharing(Json::parse(R"({"count_in_flight": false})"));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_FALSE(s->count_in_flight);
+  EXPECT_FALSE(DecodeSharing(EncodeSharing(*s))->count_in_flight);
 }
 
 TEST(QueueJson, BadInputGivesOneLineNamingTheField) {

@@ -275,6 +275,7 @@ void Engine::Enqueue(size_t li, bool front, int64_t now_s) {
 
 void Engine::OnStart(size_t li, int64_t now_s, int32_t granted) {
   Local& l = locals_[li];
+  Unclaim(li);
   l.running = true;
   l.refused_seq = UINT64_MAX;
   state_.SetJobStart(l.id, now_s);
@@ -509,6 +510,7 @@ int64_t Engine::ScheduleEviction(size_t li, const PreemptionPlan& plan, int64_t 
   ev.whole = plan.evicted_jobs;
   for (TaskId t : ev.tasks) {
     being_evicted_[t.value()] = 1;
+    book_.Leaving(state_, t, 1);
     const size_t vi = local_of_job_[state_.task(t).job.value()];
     if (vi != SIZE_MAX) notices_.push_back({locals_[vi].fed, t, ev.at});
   }
@@ -558,7 +560,15 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   if (opened) CloseHeadroom(now_s);
   const int64_t at = ScheduleEviction(li, plan, now_s);
   evictions_.back().queue = owed;
-  if (owed) book_.Reclaimed(state_, l.id, now_s);
+  if (owed) {
+    book_.Reclaimed(state_, l.id, now_s);
+    // Its demand is being reclaimed for: later owed checks of its queue count it as held.
+    const JobSpec& spec = state_.job(l.id).spec;
+    const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
+    Unclaim(li);
+    l.claimed = (spec.min_replicas + step - 1) / step * step;
+    book_.Claim(state_, l.id, l.claimed, 1);
+  }
   l.reclaiming = true;
   if (!queue_.Contains(li)) Enqueue(li, true, now_s);
   Log(EngineEvent::Kind::kReclaim, now_s, li, static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size()),
@@ -576,9 +586,13 @@ void Engine::EndEvictions(int64_t now_s) {
   });
   std::stable_sort(due.begin(), due.end(), [](const Eviction& a, const Eviction& b) { return a.at < b.at; });
   for (const Eviction& ev : due) {
-    for (TaskId t : ev.tasks) being_evicted_[t.value()] = 0;
+    for (TaskId t : ev.tasks) {
+      being_evicted_[t.value()] = 0;
+      book_.Leaving(state_, t, -1);
+    }
     Local& hp = locals_[ev.for_local];
     hp.reclaiming = false;
+    Unclaim(ev.for_local);
     const auto hr = std::find_if(headrooms_.begin(), headrooms_.end(), [&](const Headroom& h) { return h.li == ev.for_local; });
     const bool headroom = hr != headrooms_.end();
     // It started meanwhile, or left: nothing to evict for it.
@@ -650,9 +664,9 @@ void Engine::TryQueue(int64_t now_s) {
   }
 }
 
-int32_t Engine::QueueRoom(size_t li, QueueBook::Bound bound) const {
+int32_t Engine::QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bound bound) const {
   const Job& j = state_.job(locals_[li].id);
-  const int64_t room = book_.Room(state_, j.id, bound);
+  const int64_t room = book_.Room(state_, j.id, leaf_bound, bound);
   return static_cast<int32_t>(std::min<int64_t>(INT32_MAX, int64_t{j.bound_tasks} + std::min<int64_t>(room, INT32_MAX)));
 }
 
@@ -666,13 +680,17 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, std
         const JobSpec& spec = state_.job(l.id).spec;
         const int32_t min = spec.min_replicas;
         // A job a queue's Reclaim evicted does not borrow again for a while (no flapping): it
-        // starts only within its queue's guarantee (which no Reclaim takes back).
+        // starts only within its leaf queue's guarantee, which no Reclaim takes back (not its
+        // entitlement, which shrinks when a sister team's demand arrives), and within its
+        // ancestors' limits — not their guarantees: a sister team's borrowing must not keep it
+        // from its own guarantee.
         const bool no_borrow = now_s < l.no_borrow_until && bound != QueueBook::Bound::kGuarantee;
         if (second && no_borrow) return PendingQueue::Outcome::kStays;
         int32_t cap = INT32_MAX;
         if (bound) {
           const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
-          cap = QueueRoom(li, no_borrow ? QueueBook::Bound::kGuarantee : *bound) / step * step;
+          cap = (no_borrow ? QueueRoom(li, QueueBook::Bound::kGuarantee, QueueBook::Bound::kLimit) : QueueRoom(li, *bound)) /
+                step * step;
           if (cap < (min + step - 1) / step * step) {
             if (held != nullptr && !second) held->insert(l.shape);
             return PendingQueue::Outcome::kWaits;  // its queue has no room for it
@@ -705,6 +723,13 @@ JobAttempt Engine::TryStartUpTo(size_t li, int32_t cap, int64_t now_s) {
   if (opened) CloseHeadroom(now_s);
   if (capped) state_.SetJobBounds(locals_[li].id, min, max);
   return a;
+}
+
+void Engine::Unclaim(size_t li) {
+  Local& l = locals_[li];
+  if (l.claimed == 0) return;
+  book_.Claim(state_, l.id, l.claimed, -1);
+  l.claimed = 0;
 }
 
 void Engine::CountDemand(size_t li, bool waiting) {
@@ -1054,6 +1079,7 @@ void Engine::Leave(uint32_t job, int64_t now_s, bool finished) {
   Local& l = locals_[li];
   if (queue_.Contains(li)) queue_.Remove(li);
   CountDemand(li, false);
+  Unclaim(li);
   if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
   // Borrowers before lenders (a lender leaves Standby only once its borrowers are gone).
   std::vector<TaskId> tasks = state_.job(l.id).tasks;

@@ -485,6 +485,7 @@ class Engine {
     bool demand_counted = false;  // its demand is in its queue's (QueueBook::Pending)
     int64_t no_grow_until = 0;    // a queue's Reclaim shrank it: Absorb leaves it alone until then
     int64_t no_borrow_until = 0;  // a queue's Reclaim evicted it: it starts only within fair shares until then
+    int32_t claimed = 0;          // replicas its queue's Reclaim under way claims (QueueBook::Claim); 0: none
   };
   // The multi-tenant queues (EngineConfig::queues); off without them.
   QueueBook book_;
@@ -492,10 +493,14 @@ class Engine {
   void CountDemand(size_t li, bool waiting);
   // The shares now, the running elastic jobs' room to grow counted as demand.
   void RefreshShares(int64_t now_s);
+  // Local li's queue Reclaim is over (it started, left, or its victims are gone): its claim ends.
+  void Unclaim(size_t li);
   // Adds the running elastic jobs' room to grow to `want` (per queue).
   void AddElasticDemand(std::vector<QueueUsage>& want) const;
   // How many replicas of local li its queue's `bound` lets it hold in all (INT32_MAX: no queue).
-  int32_t QueueRoom(size_t li, QueueBook::Bound bound) const;
+  int32_t QueueRoom(size_t li, QueueBook::Bound bound) const { return QueueRoom(li, bound, bound); }
+  // The same with `leaf_bound` in its leaf queue and `bound` in the ancestors.
+  int32_t QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bound bound) const;
   // TryStart with at most `cap` replicas (its max when that is lower).
   JobAttempt TryStartUpTo(size_t li, int32_t cap, int64_t now_s);
   // One pass over the queue within `bound` (none: no queues). A first pass (kFair) adds to

@@ -36,6 +36,8 @@ StatusOr<QueueBook> QueueBook::Create(std::vector<QueueSpec> specs, SharingSpec 
   const size_t n = b.tree_.size();
   b.pending_.assign(n, QueueUsage{});
   b.cooldown_until_.assign(n, INT64_MIN);
+  b.claimed_.assign(n, QueueUsage{});
+  b.leaving_.assign(n, 0);
   b.decayed_.assign(n, 0.0);
   // GPUs in total, and the dimensions some queue names (in a guarantee, limit or lending limit)
   // are managed; the others are neither checked nor shared.
@@ -226,7 +228,9 @@ int64_t QueueBook::Cap(size_t q, size_t d, Bound bound) const {
   return kNoLimit;
 }
 
-int64_t QueueBook::Room(const ClusterState& state, JobId job, Bound bound) const {
+int64_t QueueBook::Room(const ClusterState& state, JobId job, Bound bound) const { return Room(state, job, bound, bound); }
+
+int64_t QueueBook::Room(const ClusterState& state, JobId job, Bound leaf_bound, Bound bound) const {
   const int32_t leaf = state.job(job).spec.queue;
   if (leaf < 0 || !enabled()) return INT64_MAX;
   const QueueUsage one = Request(state, job, 1, true);
@@ -235,7 +239,7 @@ int64_t QueueBook::Room(const ClusterState& state, JobId job, Bound bound) const
     const size_t q = static_cast<size_t>(p);
     for (size_t d = 0; d < tree_.dims().size(); ++d) {
       const int64_t per = one[Fixed(d)];
-      const int64_t cap = Cap(q, d, bound);
+      const int64_t cap = Cap(q, d, p == leaf ? leaf_bound : bound);
       if (!managed_[d] || per == 0 || cap == kNoLimit) continue;
       room = std::min(room, std::max<int64_t>(0, cap - state.queue_usage(q)[Fixed(d)]) / per);
     }
@@ -253,7 +257,8 @@ bool QueueBook::Within(const ClusterState& state, JobId job, int64_t replicas, B
   return true;
 }
 
-bool QueueBook::QueueWithin(const ClusterState& state, const QueueUsage& req, size_t q, Bound bound, std::string* why) const {
+bool QueueBook::QueueWithin(const ClusterState& state, const QueueUsage& req, size_t q, Bound bound, std::string* why,
+                            bool claims) const {
   const QuotaDims& dims = tree_.dims();
   {
     for (size_t d = 0; d < dims.size(); ++d) {
@@ -263,7 +268,7 @@ bool QueueBook::QueueWithin(const ClusterState& state, const QueueUsage& req, si
                          : bound == Bound::kGuarantee ? "guarantee"
                          : bound == Bound::kFair      ? "fair share"
                                                       : "entitlement";
-      const int64_t have = state.queue_usage(q)[Fixed(d)];
+      const int64_t have = state.queue_usage(q)[Fixed(d)] + (claims ? claimed_[q][Fixed(d)] : 0);
       if (cap == kNoLimit || have + req[Fixed(d)] <= cap) continue;
       if (why != nullptr) {
         const bool gpu = d != dims.cpu() && d != dims.memory();
@@ -284,7 +289,7 @@ bool QueueBook::QueueWithin(const ClusterState& state, const QueueUsage& req, si
 bool QueueBook::Owed(const ClusterState& state, JobId job, int64_t replicas) const {
   const int32_t leaf = state.job(job).spec.queue;
   if (!enabled() || leaf < 0 || !sharing_.reclaim || !tree_.spec(static_cast<size_t>(leaf)).reclaim) return false;
-  return QueueWithin(state, Request(state, job, replicas, true), static_cast<size_t>(leaf), Bound::kEntitled, nullptr);
+  return QueueWithin(state, Request(state, job, replicas, true), static_cast<size_t>(leaf), Bound::kEntitled, nullptr, true);
 }
 
 VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed) const {
@@ -303,17 +308,22 @@ VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t re
   const QueueUsage req = Request(state, job, replicas, true);
   auto within = std::make_shared<std::vector<char>>(n, 0);
   for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
-    (*within)[static_cast<size_t>(p)] = reclaims && QueueWithin(state, req, static_cast<size_t>(p), Bound::kEntitled, nullptr);
+    (*within)[static_cast<size_t>(p)] =
+        reclaims && QueueWithin(state, req, static_cast<size_t>(p), Bound::kEntitled, nullptr, true);
   }
   *owed = (*within)[static_cast<size_t>(leaf)] != 0;
-  // Per queue: what it holds above its entitlement (GPU milli; <= 0: nothing to take) — and
-  // nothing when it may not be reclaimed from now.
+  // Per queue: what it holds above its entitlement (GPU milli; <= 0: nothing to take), less what
+  // is already on its way out — and nothing when it may not be reclaimed from now. A cooldown
+  // does not hold against a job whose start keeps its leaf queue within its guarantee: a
+  // guarantee comes back within the grace period, whoever reclaimed last.
+  const bool guaranteed =
+      *owed && QueueWithin(state, req, static_cast<size_t>(leaf), Bound::kGuarantee, nullptr, true);
   auto excess = std::make_shared<std::vector<int64_t>>(n, 0);
   std::vector<int64_t> rank(n, 0);
   for (size_t q = 0; q < n; ++q) {
     const int64_t have = state.queue_usage(q)[kQueueGpu];
-    const bool open = tree_.spec(q).reclaimable && now_s >= cooldown_until_[q];
-    (*excess)[q] = open ? have - Gpu(shares_.entitled, q) : 0;
+    const bool open = tree_.spec(q).reclaimable && (guaranteed || now_s >= cooldown_until_[q]);
+    (*excess)[q] = open ? have - leaving_[q] - Gpu(shares_.entitled, q) : 0;
     const int64_t fair = std::max<int64_t>(1, Gpu(shares_.fair, q));
     rank[q] = -((have - fair) * 1000 / fair);  // furthest above its fair share first
   }
@@ -361,6 +371,24 @@ VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t re
     return true;
   };
   return f;
+}
+
+void QueueBook::Claim(const ClusterState& state, JobId job, int64_t replicas, int sign) {
+  const int32_t leaf = state.job(job).spec.queue;
+  if (!enabled() || leaf < 0 || !sharing_.count_in_flight) return;
+  const QueueUsage u = Request(state, job, replicas, true);
+  for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
+    for (size_t i = 0; i < kQueueDims; ++i) claimed_[static_cast<size_t>(p)][i] += sign * u[i];
+  }
+}
+
+void QueueBook::Leaving(const ClusterState& state, TaskId task, int sign) {
+  const Task& t = state.task(task);
+  const int32_t leaf = state.job(t.job).spec.queue;
+  if (!enabled() || leaf < 0 || !sharing_.count_in_flight) return;
+  for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
+    leaving_[static_cast<size_t>(p)] += sign * t.req.TotalGpuMilli();
+  }
 }
 
 void QueueBook::Reclaimed(const ClusterState& state, JobId job, int64_t now_s) {

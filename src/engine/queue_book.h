@@ -24,8 +24,13 @@
 // each of its ancestors below the queues' common ancestor hold above their entitlements may be
 // taken (budgets, in GPU milli, taken elastic surplus first), and nothing from a queue that is
 // not reclaimable (QueueSpec::reclaimable) or that reclaimed within the last cooldown_s (it just
-// got its capacity back). Victims come from the queue furthest above its fair share first (the
+// got its capacity back) — unless the job's start keeps its leaf queue within its guarantee,
+// which comes back within the grace period whoever reclaimed last. Victims come from the queue furthest above its fair share first (the
 // rank: its usage over fair share, in per mille, highest first).
+// In flight (SharingSpec::count_in_flight): the requests of q's jobs whose Reclaims are under way
+// (Claim) count toward what q and its ancestors hold in the owed check, and the GPUs of tasks
+// already being evicted from v (Leaving) count against v's budgets — so one queue's waiting jobs
+// together never take more than its entitlement, nor push a victim's queue below its own.
 //
 // Time-based fairness (SharingSpec::usage_half_life_s > 0): each queue's GPU usage is integrated
 // and decayed with that half-life; the weight a queue shares its parent's surplus with is
@@ -111,6 +116,8 @@ class QueueBook {
   // How many more replicas of `job` its queue and every ancestor have room for within `bound`
   // (as Within counts them): INT64_MAX when nothing bounds it, 0 when none fit.
   int64_t Room(const ClusterState& state, JobId job, Bound bound) const;
+  // As Room, but `leaf_bound` in the job's leaf queue and `bound` in its ancestors.
+  int64_t Room(const ClusterState& state, JobId job, Bound leaf_bound, Bound bound) const;
 
   // Whether `replicas` replicas of waiting `job` may be owed capacity by some queue: its queue
   // reclaims and stays within its entitlement with them (the last Refresh's shares).
@@ -121,6 +128,13 @@ class QueueBook {
   // A Reclaim for `job` owed capacity was decided at now_s: its queue and ancestors are not
   // reclaimed from for SharingSpec::cooldown_s.
   void Reclaimed(const ClusterState& state, JobId job, int64_t now_s);
+  // Waiting `job`'s Reclaim for `replicas` replicas is under way (+1) or over (-1: it started,
+  // left, or its victims are gone). No-op unless SharingSpec::count_in_flight. REQUIRES: each -1
+  // matches an earlier +1 with the same replicas.
+  void Claim(const ClusterState& state, JobId job, int64_t replicas, int sign);
+  // Bound task `task` is being evicted (+1) or no longer is (-1): its GPUs leave its queue and
+  // ancestors. No-op unless SharingSpec::count_in_flight. REQUIRES: matched as Claim's.
+  void Leaving(const ClusterState& state, TaskId task, int sign);
 
   // Queue q's entry of `v` (one of shares()' vectors) in the total-GPU dimension, GPU milli.
   int64_t Gpu(const std::vector<int64_t>& v, size_t q) const { return v[q * shares_.dims + QuotaDims::kGpu]; }
@@ -130,8 +144,10 @@ class QueueBook {
   size_t Fixed(size_t d) const;
   // Queue q's figure of `bound` in quota dimension d (kNoLimit: none).
   int64_t Cap(size_t q, size_t d, Bound bound) const;
-  // Whether queue q alone stays within `bound` holding `req` more (as Within).
-  bool QueueWithin(const ClusterState& state, const QueueUsage& req, size_t q, Bound bound, std::string* why) const;
+  // Whether queue q alone stays within `bound` holding `req` more (as Within); `claims`: with
+  // the requests of its Reclaims under way (Claim) counted as held.
+  bool QueueWithin(const ClusterState& state, const QueueUsage& req, size_t q, Bound bound, std::string* why,
+                   bool claims = false) const;
   // The demand `replicas` replicas of `job` add, per fixed dimension (kQueueDims); `surely`: only
   // the dimensions the job surely takes (Within), else every model it may use (demand).
   QueueUsage Request(const ClusterState& state, JobId job, int64_t replicas, bool surely) const;
@@ -147,6 +163,8 @@ class QueueBook {
   uint64_t pending_version_ = 0, shares_pending_version_ = UINT64_MAX;
   uint64_t version_ = 0;
   std::vector<int64_t> cooldown_until_;  // per queue
+  std::vector<QueueUsage> claimed_;      // per queue (itself and its subtree): Reclaims under way
+  std::vector<int64_t> leaving_;         // per queue (itself and its subtree): GPU milli being evicted
   // Time-based fairness: decayed GPU usage (GPU milli x s) per queue, as of usage_at_.
   std::vector<double> decayed_;
   int64_t usage_at_ = -1;

@@ -342,6 +342,117 @@ TEST(EngineQueues, AStaticQuotaCapsEachQueueAtItsGuaranteeAndBorrowingWithoutRec
   EXPECT_EQ(d.Held().at("a"), 0);
 }
 
+TEST(EngineQueues, ManyWaitingJobsOfOneQueueReclaimTogetherOnlyUpToItsEntitlement) {
+  // 8 nodes; a and b are guaranteed 4 each. b runs eight 1-node jobs (a idle: b borrows 4). a
+  // queues six 1-node jobs at once. Each alone would keep a within its entitlement (4), but the
+  // Reclaims under way count as held (count_in_flight): the first four reclaim, one b job each,
+  // the last two are not owed. After the grace period a holds exactly 4, b 4.
+  Cluster c(8, {Q("a", 32), Q("b", 32)});
+  for (uint32_t i = 0; i < 8; ++i) c.Submit(NodeJob(10 + i, "b", 1), 0);
+  c.Cycle(0);
+  ASSERT_EQ(c.Held().at("b"), 8);
+  for (uint32_t i = 0; i < 6; ++i) c.Submit(NodeJob(20 + i, "a", 1), 100);
+  std::vector<EngineEvent> ev = c.Cycle(100);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 4);
+  ev = c.Cycle(160);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kReturned), 4);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kStarted), 4);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 4}}));
+  // Stable: a is at its entitlement, b at its guarantee; nothing is taken back either way.
+  for (int64_t t : {160, 161, 460, 4000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 4}}));
+
+  // Without it (Kueue's per-workload check, kueue-like): all six reclaim, b is taken to 2 — below
+  // its guarantee (with more work waiting, it would take a's two beyond a's guarantee back).
+  SharingSpec each;
+  each.count_in_flight = false;
+  Cluster d(8, {Q("a", 32), Q("b", 32)}, each);
+  for (uint32_t i = 0; i < 8; ++i) d.Submit(NodeJob(10 + i, "b", 1), 0);
+  d.Cycle(0);
+  for (uint32_t i = 0; i < 6; ++i) d.Submit(NodeJob(20 + i, "a", 1), 100);
+  EXPECT_EQ(Count(d.Cycle(100), EngineEvent::Kind::kReclaim), 6);
+  EXPECT_EQ(Count(d.Cycle(160), EngineEvent::Kind::kReturned), 6);
+  EXPECT_EQ(d.Held(), (std::map<std::string, int64_t>{{"a", 6}, {"b", 2}}));
+}
+
+TEST(EngineQueues, GpusAlreadyLeavingAVictimsQueueCountAgainstWhatMayStillBeTakenFromIt) {
+  // 8 nodes; a is guaranteed 4, b and c 2 each. a idle: b runs five 1-node jobs, c three (a's
+  // unused guarantee split between them). a queues four 1-node jobs at once. b is furthest above
+  // its fair share (2): its three surplus nodes go first, one per Reclaim; for the fourth, b's
+  // surplus is already leaving, so c's one surplus node is taken — no queue ends below its
+  // guarantee, and nobody is owed anything afterwards.
+  Cluster c(8, {Q("a", 32), Q("b", 16), Q("c", 16)});
+  for (uint32_t i = 0; i < 5; ++i) c.Submit(NodeJob(10 + i, "b", 1), 0);
+  for (uint32_t i = 0; i < 3; ++i) c.Submit(NodeJob(30 + i, "c", 1), 0);
+  c.Cycle(0);
+  ASSERT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 5}, {"c", 3}}));
+  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(20 + i, "a", 1), 100);
+  EXPECT_EQ(Count(c.Cycle(100), EngineEvent::Kind::kReclaim), 4);
+  const std::vector<EngineEvent> ev = c.Cycle(160);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kReturned), 4);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 2}, {"c", 2}}));
+  for (int64_t t : {160, 161, 460, 4000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 2}, {"c", 2}}));
+}
+
+TEST(EngineQueues, AJobEvictedByAReclaimStartsAgainWithinItsTeamsGuaranteeWhileASisterTeamBorrows) {
+  // 8 nodes; org R (4 nodes) has teams v and r (2 each), org P has team p (4). v runs four 1-node
+  // jobs, p four. r queues two: it is owed, and two of v's jobs are evicted for it (v above its
+  // entitlement of 2); those may not borrow for reborrow_s.
+  Cluster c(8, {Q("R", 32), Q("v", 16, 1, "R"), Q("r", 16, 1, "R"), Q("P", 32), Q("p", 32, 1, "P")});
+  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(1 + i, "v", 1), 0);
+  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(10 + i, "p", 1), 0);
+  c.Cycle(0);
+  for (uint32_t i = 0; i < 2; ++i) c.Submit(NodeJob(20 + i, "r", 1), 10);
+  EXPECT_EQ(Count(c.Cycle(10), EngineEvent::Kind::kReclaim), 2);
+  std::vector<uint32_t> evicted;
+  for (const EngineEvent& x : c.Cycle(70)) {
+    if (x.kind == EngineEvent::Kind::kReturned) evicted.push_back(x.job);
+  }
+  ASSERT_EQ(evicted.size(), 2u);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"P", 4}, {"R", 4}, {"p", 4}, {"r", 2}, {"v", 2}}));
+  // p finishes two jobs; r borrows the two idle nodes (R now above its guarantee).
+  c.e().Finish(10, 100);
+  c.e().Finish(11, 100);
+  for (uint32_t i = 0; i < 2; ++i) c.Submit(NodeJob(22 + i, "r", 1), 100);
+  c.Cycle(100);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"P", 2}, {"R", 6}, {"p", 2}, {"r", 4}, {"v", 2}}));
+  // One of v's jobs finishes: v holds 1 of its guarantee of 2, and one node is idle. An evicted
+  // job of v comes back: it starts at once on the idle node — v stays within its guarantee (2)
+  // — although R is above its own guarantee because r borrows. No Reclaim is needed.
+  uint32_t running_v = 0;
+  for (uint32_t id = 1; id <= 4; ++id) {
+    if (c.e().Running(id) > 0) running_v = id;
+  }
+  c.e().Finish(running_v, 200);
+  c.Submit(NodeJob(evicted[0], "v", 1), 200);
+  const std::vector<EngineEvent> ev = c.Cycle(200);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 0);
+  EXPECT_EQ(c.e().Running(evicted[0]), 1);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"P", 2}, {"R", 6}, {"p", 2}, {"r", 4}, {"v", 2}}));
+  for (int64_t t : {200, 201, 1000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+}
+
+TEST(EngineQueues, ACooldownDoesNotKeepATeamBelowItsGuaranteeFromGettingItBack) {
+  // 8 nodes; org R (4 nodes) has teams a and b (2 each), org P has team c (4). c runs eight
+  // 1-node jobs. At 10 a queues four: with b idle, a is entitled to all of R's 4 and reclaims
+  // them from c (a is then not reclaimed from for cooldown_s, 300 s, until 310).
+  Cluster c(8, {Q("R", 32), Q("a", 16, 1, "R"), Q("b", 16, 1, "R"), Q("P", 32), Q("c", 32, 1, "P")});
+  for (uint32_t i = 0; i < 8; ++i) c.Submit(NodeJob(30 + i, "c", 1), 0);
+  c.Cycle(0);
+  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(10 + i, "a", 1), 10);
+  EXPECT_EQ(Count(c.Cycle(10), EngineEvent::Kind::kReclaim), 4);
+  c.Cycle(70);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"P", 4}, {"R", 4}, {"a", 4}, {"b", 0}, {"c", 4}}));
+  // At 100 b queues two: b is below its guarantee (2), a holds 2 above its entitlement (now 2).
+  // The cooldown would hold until 310; a guarantee comes back within the grace period instead.
+  for (uint32_t i = 0; i < 2; ++i) c.Submit(NodeJob(20 + i, "b", 1), 100);
+  EXPECT_EQ(Count(c.Cycle(100), EngineEvent::Kind::kReclaim), 2);
+  EXPECT_EQ(Count(c.Cycle(160), EngineEvent::Kind::kReturned), 2);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"P", 4}, {"R", 4}, {"a", 2}, {"b", 2}, {"c", 4}}));
+  for (int64_t t : {160, 161, 400, 4000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+}
+
 TEST(EngineQueues, AJobIsRejectedForAnUnknownOrInnerQueueOrAPriorityAboveItsQueuesCeiling) {
   QueueSpec capped = Q("low", 0);
   capped.max_priority = 500;

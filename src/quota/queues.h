@@ -101,6 +101,13 @@ struct SharingSpec {
   // A job a queue's Reclaim evicted whole starts again only within its queue's guarantee (which
   // no Reclaim takes back) for this long: it is not evicted twice for the same demand. 0: off.
   int64_t reborrow_s = 3600;
+  // A queue's demand is reclaimed for once: the jobs whose Reclaims are under way (victims in
+  // their grace period) count toward what their queue holds when deciding whether another of
+  // its jobs is owed capacity, and GPUs already on their way out of a queue count against what
+  // may still be taken from it. Off (Kueue's per-workload check against admitted usage only):
+  // every waiting job within its entitlement on its own reclaims, so a queue with many waiting
+  // jobs may take far beyond its entitlement at once, and its victims' queues below theirs.
+  bool count_in_flight = true;
 };
 
 // The dimensions of a cluster with `models` GPU models (see the header comment).
