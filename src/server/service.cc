@@ -433,11 +433,29 @@ struct Service::Impl {
     }
     return Status::Ok();
   }
+  // Engine::QueueStatus, plus the waiting jobs the engine does not hold: those parked because they
+  // fit no registered node (REQUIRES: mu).
+  std::vector<Engine::QueueFigures> QueueFigures() const {
+    std::vector<Engine::QueueFigures> figures = engine->QueueStatus();
+    const QueueTree& tree = engine->queue_book().tree();
+    for (const auto& [id, j] : jobs) {
+      if (!j.parked || j.view.phase != JobPhase::kPending) continue;
+      const std::optional<size_t> q = tree.Find(j.view.request.queue);
+      if (!q) continue;
+      const JobRequest& r = j.view.request;
+      const int64_t gpu = int64_t{r.max_replicas} * (r.gpus > 0 ? int64_t{r.gpus} * r.gpu_milli : 0);
+      for (int p = static_cast<int>(*q); p >= 0; p = tree.parent(static_cast<size_t>(p))) {
+        figures[static_cast<size_t>(p)].pending += gpu;
+        ++figures[static_cast<size_t>(p)].waiting_jobs;
+      }
+    }
+    return figures;
+  }
   // Per-queue gauges for MetricsText (REQUIRES: mu); none without queues.
   void QueueMetricsText(std::string& out) const {
     const QueueTree& tree = engine->queue_book().tree();
     if (tree.empty()) return;
-    const std::vector<Engine::QueueFigures> figures = engine->QueueStatus();
+    const std::vector<Engine::QueueFigures> figures = QueueFigures();
     struct Gauge {
       const char* name;
       const char* help;
@@ -470,7 +488,7 @@ struct Service::Impl {
     QueuesView v;
     const QueueTree& tree = engine->queue_book().tree();
     v.sharing = engine->options().sharing;
-    const std::vector<Engine::QueueFigures> figures = engine->QueueStatus();
+    const std::vector<Engine::QueueFigures> figures = QueueFigures();
     std::vector<char> shown(tree.size(), who.role == Role::kAdmin);
     for (size_t q = 0; q < tree.size(); ++q) {
       if (shown[q] || !Mapped(who, q)) continue;

@@ -309,7 +309,7 @@ class Service {
   // ceiling (`max_priority`) of its queue or an ancestor. Admins may submit to any queue.
   struct QueueView {
     QueueSpec spec;
-    Engine::QueueFigures gpus;  // GPU milli (Engine::QueueStatus)
+    Engine::QueueFigures gpus;  // GPU milli (Engine::QueueStatus; waiting: parked jobs too)
   };
   struct QueuesView {
     std::vector<QueueView> queues;  // the tree's order (empty: no queues)

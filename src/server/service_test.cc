@@ -1274,7 +1274,9 @@ TEST_F(ServiceTest, ATenantSubmitsOnlyToItsOwnQueuesWithinTheirPriorityCeilingsA
   ASSERT_TRUE(b.ok()) << b.status().message();
   EXPECT_EQ(Get(*b, kBob).request.queue, "search");
   ASSERT_TRUE(service_->Submit(kAdmin, InQueue(Job("ops", 1, 8, 1000), "vision")).ok());
+  const uint64_t too_big = *service_->Submit(kAdmin, InQueue(Job("too-big", 1, 16), "vision"));  // fits no node
   Pass();
+  ASSERT_EQ(Get(too_big, kAdmin).phase, JobPhase::kPending);
   // alice sees research and its teams; bob product and search; an admin all five.
   const auto names = [&](const Principal& who) {
     std::vector<std::string> out;
@@ -1289,16 +1291,17 @@ TEST_F(ServiceTest, ATenantSubmitsOnlyToItsOwnQueuesWithinTheirPriorityCeilingsA
   EXPECT_EQ(names(kBob), (std::vector<std::string>{"product", "search"}));
   EXPECT_EQ(names(kAdmin), (std::vector<std::string>{"research", "nlp", "vision", "product", "search"}));
   EXPECT_EQ(service_->GetQueues(kAgentA).status().code(), StatusCode::kPermissionDenied);
-  // One node: the admin's job (the highest priority) runs in vision; nlp's and search's wait.
+  // One node: the admin's job (the highest priority) runs in vision; nlp's and search's wait, and
+  // so does vision's 16-GPU job, which fits no node (the service holds it, not the engine).
   auto v = service_->GetQueues(kAdmin);
   ASSERT_TRUE(v.ok());
   const auto figures = [&](size_t q) {
     const Engine::QueueFigures& f = v->queues[q].gpus;
     return std::vector<int64_t>{f.held, f.running_jobs, f.waiting_jobs, f.pending};
   };
-  EXPECT_EQ(figures(0), (std::vector<int64_t>{8000, 1, 1, 8000}));  // research: its teams' together
-  EXPECT_EQ(figures(1), (std::vector<int64_t>{0, 0, 1, 8000}));     // nlp
-  EXPECT_EQ(figures(2), (std::vector<int64_t>{8000, 1, 0, 0}));     // vision
+  EXPECT_EQ(figures(0), (std::vector<int64_t>{8000, 1, 2, 24000}));  // research: its teams' together
+  EXPECT_EQ(figures(1), (std::vector<int64_t>{0, 0, 1, 8000}));      // nlp
+  EXPECT_EQ(figures(2), (std::vector<int64_t>{8000, 1, 1, 16000}));  // vision
   EXPECT_EQ(figures(3), (std::vector<int64_t>{0, 0, 1, 8000}));     // product
   EXPECT_EQ(figures(4), (std::vector<int64_t>{0, 0, 1, 8000}));     // search
   EXPECT_EQ(v->queues[2].gpus.borrowed, 8000);  // vision is guaranteed nothing
