@@ -193,22 +193,32 @@ std::optional<size_t> Engine::Materialize(const EngineJob& job, std::string* why
 }
 
 int Engine::ShapeOf(JobId id) {
-  // The shape: everything that decides whether the job can start now.
+  // The shape: everything that decides whether the job can start now. Its class: the same but
+  // the queue (whether capacity holds the request).
   const Job& j = state_.job(id);
   const TaskRequest& req = state_.task(j.tasks.front()).req;
   const JobSpec& js = j.spec;
-  const std::string key = std::to_string(req.cpu_milli) + "/" + std::to_string(req.mem_mib) + "/" +
+  const std::string cls = std::to_string(req.cpu_milli) + "/" + std::to_string(req.mem_mib) + "/" +
                           std::to_string(req.gpu_count) + "/" + std::to_string(req.gpu_milli) + "/" +
                           std::to_string(req.models.bits()) + "/" + std::to_string(js.min_replicas) + "/" +
                           std::to_string(js.max_replicas) + "/" + std::to_string(js.step) + "/" +
                           std::to_string(js.topology.plane.valid() ? js.topology.plane.value() : UINT32_MAX) + "/" +
                           std::to_string(js.topology.required_level) + "/" + std::to_string(js.topology.preferred_level) +
-                          "/" + std::to_string(js.priority) + "/" + std::to_string(js.preemptible) + "/" +
-                          std::to_string(js.queue);
-  const auto [it, added] = shapes_.emplace(key, static_cast<int>(shapes_.size()));
+                          "/" + std::to_string(js.priority) + "/" + std::to_string(js.preemptible);
+  const auto [it, added] = shapes_.emplace(cls + "/" + std::to_string(js.queue), static_cast<int>(shapes_.size()));
   if (added) {
+    const auto [c, new_class] = classes_.emplace(cls, static_cast<int>(classes_.size()));
     shape_info_.push_back({js.priority >= kHpPriority || js.min_replicas > 1, js.priority >= kHpPriority, js.priority,
                            int64_t{js.max_replicas} * req.gpu_count});
+    shape_info_.back().cls = c->second;
+    shape_info_.back().models = req.NeedsGpu() ? req.models : GpuModelSet();
+    shape_info_.back().queue = js.queue;
+    queue_.SetClass(it->second, c->second);
+    if (js.priority >= kHpPriority) hp_shapes_.push_back(it->second);
+    if (js.queue >= 0) {
+      if (shapes_of_queue_.size() <= static_cast<size_t>(js.queue)) shapes_of_queue_.resize(static_cast<size_t>(js.queue) + 1);
+      shapes_of_queue_[static_cast<size_t>(js.queue)].push_back(it->second);
+    }
   }
   return it->second;
 }
@@ -379,6 +389,23 @@ Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int
   state_.ReplaceQueues(book->Parents(), remap);
   book->Succeed(book_);
   book_ = std::move(*book);
+  // The shapes follow their jobs' queues (a shape's key names its queue's index); one whose queue
+  // is gone has no job left and none joins it.
+  std::map<std::string, int> shapes;
+  shapes_of_queue_.assign(book_.tree().size(), {});
+  for (const auto& [key, sh] : shapes_) {
+    ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
+    const std::string cls = key.substr(0, key.rfind('/'));
+    if (i.queue >= 0) i.queue = remap[static_cast<size_t>(i.queue)];
+    if (i.queue == -1 && key.substr(key.rfind('/') + 1) != "-1") {
+      shapes.emplace(cls + "/gone" + std::to_string(sh), sh);
+      i.queue = -2;
+      continue;
+    }
+    shapes.emplace(cls + "/" + std::to_string(i.queue), sh);
+    if (i.queue >= 0) shapes_of_queue_[static_cast<size_t>(i.queue)].push_back(sh);
+  }
+  shapes_ = std::move(shapes);
   for (Local& l : locals_) {
     if (!book_.enabled()) l.demand_counted = false;
     else if (l.demand_counted) book_.Pending(state_, l.id, 1);
@@ -527,7 +554,12 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
     RefreshShares(now_s);
     const JobSpec& spec = state_.job(l.id).spec;
     const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
-    filter = book_.Victims(state_, l.id, (spec.min_replicas + step - 1) / step * step, now_s, &owed);
+    int64_t supply = INT64_MAX;
+    filter = book_.Victims(state_, l.id, (spec.min_replicas + step - 1) / step * step, now_s, &owed, &supply);
+    if (supply == 0) {  // no plan could evict anything (the O(cluster) plan is not made)
+      *why = "no queue it may take back from holds GPUs of its models";
+      return false;
+    }
     // Within its limits only.
     if (QueueRoom(li, QueueBook::Bound::kLimit) < spec.min_replicas) {
       (void)book_.Within(state_, l.id, spec.min_replicas, QueueBook::Bound::kLimit, why);
@@ -658,9 +690,11 @@ void Engine::TryQueue(int64_t now_s) {
   } else {
     // Fair shares first; then what is left, to the shapes their fair share held back (the
     // others waited for capacity, which only shrinks within the cycle).
-    std::set<int> held;
-    QueuePass(now_s, Bound::kFair, &held);
-    if (!held.empty()) QueuePass(now_s, Bound::kLimit, &held);
+    PassMarks marks;
+    marks.held.assign(shape_info_.size(), 0);
+    marks.full.assign(classes_.size(), 0);
+    QueuePass(now_s, Bound::kFair, &marks);
+    if (marks.any_held) QueuePass(now_s, Bound::kLimit, &marks);
   }
 }
 
@@ -670,10 +704,10 @@ int32_t Engine::QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bou
   return static_cast<int32_t>(std::min<int64_t>(INT32_MAX, int64_t{j.bound_tasks} + std::min<int64_t>(room, INT32_MAX)));
 }
 
-void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, std::set<int>* held) {
-  // In a second pass (`bound` kLimit with `held`), only the shapes the first one held back.
-  const bool second = held != nullptr && bound == QueueBook::Bound::kLimit;
-  const std::set<int> only = second ? *held : std::set<int>();
+void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, PassMarks* marks) {
+  // In a second pass (`bound` kLimit with `marks`), only the shapes the first one held back whose
+  // class still had capacity.
+  const bool second = marks != nullptr && bound == QueueBook::Bound::kLimit;
   queue_.Pass(
       [&](size_t li) {
         Local& l = locals_[li];
@@ -692,14 +726,20 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, std
           cap = (no_borrow ? QueueRoom(li, QueueBook::Bound::kGuarantee, QueueBook::Bound::kLimit) : QueueRoom(li, *bound)) /
                 step * step;
           if (cap < (min + step - 1) / step * step) {
-            if (held != nullptr && !second) held->insert(l.shape);
-            return PendingQueue::Outcome::kWaits;  // its queue has no room for it
+            if (marks != nullptr && !second) {
+              marks->held[static_cast<size_t>(l.shape)] = 1;
+              marks->any_held = true;
+            }
+            return PendingQueue::Outcome::kShapeWaits;  // its queue has no room for it
           }
         }
+        const bool own = std::find(holders_.begin(), holders_.end(), li) != holders_.end();
         const JobAttempt a = TryStartUpTo(li, cap, now_s);
         if (a.started) {
           CountDemand(li, false);
           OnStart(li, now_s, a.granted);
+          // What it held is free again: the classes that found no capacity are tried again.
+          if (own && marks != nullptr) std::fill(marks->full.begin(), marks->full.end(), 0);
           return PendingQueue::Outcome::kStarted;
         }
         if (a.kind == OutcomeKind::kInfeasible) {
@@ -707,9 +747,14 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, std
           Log(EngineEvent::Kind::kReturned, now_s, li, 0, UINT32_MAX, 0, a.reason, true);
           return PendingQueue::Outcome::kInfeasible;
         }
+        // No capacity for its request (whatever its queue): its class waits.
+        if (marks != nullptr && !own) marks->full[static_cast<size_t>(shape_info_[static_cast<size_t>(l.shape)].cls)] = 1;
         return PendingQueue::Outcome::kWaits;
       },
-      holders_, second ? std::function<bool(int)>([&](int sh) { return only.count(sh) > 0; }) : nullptr);
+      holders_,
+      second ? PendingQueue::Scope{[&](int sh) { return marks->held[static_cast<size_t>(sh)] != 0; },
+                                   [&](int cls) { return !marks->full[static_cast<size_t>(cls)]; }, nullptr}
+             : PendingQueue::Scope{});
 }
 
 JobAttempt Engine::TryStartUpTo(size_t li, int32_t cap, int64_t now_s) {
@@ -804,11 +849,24 @@ void Engine::ReclaimQueued(int64_t now_s) {
   // depends on its shape and on a reservation of its own: once a job of a shape without one is
   // refused, the later ones are too, until a release. Only HP shapes are looked at, so a long LP
   // queue costs nothing here, nor a long queue of refused HP jobs. With queues, what may be taken
-  // also changes with the shares and as cooldowns end.
+  // also changes with the shares and as cooldowns end; and a shape below HP (whose victims only
+  // come from queues above their entitlements) is looked at again only after a release on its
+  // models, a change of fair shares or entitlements, a cooldown's end, or when the GPUs its
+  // queue may take from grew (QueueBook::Supply) — not after every change of what queues hold.
   uint64_t seq = state_.release_seq();
+  uint64_t lp_epoch = 0;
   if (book_.enabled()) {
     RefreshShares(now_s);
     seq = seq * 1000003 + book_.ReclaimEpoch(now_s);
+    lp_epoch = book_.ReclaimEpoch(now_s, true);
+  }
+  const auto seq_of = [&](const ShapeInfo& i) {
+    return !book_.enabled() || i.hp ? seq : state_.release_seq(i.models) * 1000003 + lp_epoch;
+  };
+  // The shapes looked at: HP ones, and those of the queues that may be owed capacity.
+  std::vector<int> shapes = hp_shapes_;
+  for (size_t q = 0; q < shapes_of_queue_.size(); ++q) {
+    if (book_.MayBeOwed(state_, q)) shapes.insert(shapes.end(), shapes_of_queue_[q].begin(), shapes_of_queue_[q].end());
   }
   queue_.Pass(
       [&](size_t li) {
@@ -817,11 +875,20 @@ void Engine::ReclaimQueued(int64_t now_s) {
         // With queues, a job below HP reclaims only when its queue is owed capacity for it. Not
         // owed, its shape's later jobs are not either (the shape fixes the queue, the request,
         // min replicas and priority; the pass changes neither usage nor shares): skipped.
-        if (l.priority < kHpPriority && !book_.Owed(state_, l.id, state_.job(l.id).spec.min_replicas)) {
-          return PendingQueue::Outcome::kWaits;
+        const JobSpec& spec = state_.job(l.id).spec;
+        if (l.priority < kHpPriority && !book_.Owed(state_, l.id, spec.min_replicas)) {
+          return PendingQueue::Outcome::kShapeWaits;
         }
         const bool own = state_.job(l.id).reservation.valid();
         if (own && l.refused_seq == seq) return PendingQueue::Outcome::kStays;
+        ShapeInfo& info = shape_info_[static_cast<size_t>(l.shape)];
+        const uint64_t shape_seq = seq_of(info);
+        int64_t supply = INT64_MAX;
+        if (!own && book_.enabled() && !info.hp) {
+          const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
+          supply = book_.Supply(state_, l.id, (spec.min_replicas + step - 1) / step * step, now_s);
+          if (info.refused_seq == shape_seq && supply <= info.refused_supply) return PendingQueue::Outcome::kShapeWaits;
+        }
         // The plan (O(cluster)) only where its GPUs could be found at all (a queue's victims may
         // be of any priority: always planned).
         std::string why;
@@ -832,14 +899,14 @@ void Engine::ReclaimQueued(int64_t now_s) {
           l.refused_seq = seq;
           return PendingQueue::Outcome::kStays;
         }
-        shape_info_[static_cast<size_t>(l.shape)].refused_seq = seq;
-        return PendingQueue::Outcome::kWaits;
+        info.refused_seq = shape_seq;
+        info.refused_supply = supply;
+        return PendingQueue::Outcome::kShapeWaits;
       },
-      holders_,
-      [&](int sh) {
+      holders_, PendingQueue::Scope{[&](int sh) {
         const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
-        return (i.hp || book_.enabled()) && i.refused_seq != seq;
-      });
+        return !(i.hp || !book_.enabled()) || i.refused_seq != seq_of(i);
+      }, nullptr, &shapes});
 }
 
 void Engine::SetElastic(size_t li, bool elastic) {

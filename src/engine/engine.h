@@ -503,10 +503,17 @@ class Engine {
   int32_t QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bound bound) const;
   // TryStart with at most `cap` replicas (its max when that is lower).
   JobAttempt TryStartUpTo(size_t li, int32_t cap, int64_t now_s);
-  // One pass over the queue within `bound` (none: no queues). A first pass (kFair) adds to
-  // `held` the shapes it held back for their queue's room; a kLimit pass given `held` tries
-  // only those.
-  void QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, std::set<int>* held);
+  // What a cycle's first allocate pass (kFair) found, for its second (kLimit).
+  struct PassMarks {
+    std::vector<char> held;  // per shape: held back for its queue's room
+    bool any_held = false;
+    std::vector<char> full;  // per class: a job of it found no capacity
+  };
+  // One pass over the queue within `bound` (none: no queues). A first pass (kFair) marks in
+  // `marks` the shapes it held back for their queue's room and the classes that found no
+  // capacity; a kLimit pass given `marks` tries only the shapes held back in classes that did
+  // not.
+  void QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, PassMarks* marks);
   // Queues local li (at the front: a requeue) at now_s; arms its defragmentation trigger.
   void Enqueue(size_t li, bool front, int64_t now_s);
   // The cycle's `reserve` and `defrag` actions (EngineConfig::reserve, ::defrag).
@@ -603,14 +610,21 @@ class Engine {
   }
   std::vector<size_t> local_of_job_;  // state JobId -> local index
   std::map<std::string, int> shapes_;
+  std::map<std::string, int> classes_;  // a shape's request without its queue (PendingQueue::SetClass)
+  std::vector<int> hp_shapes_;                   // the HP shapes
+  std::vector<std::vector<int>> shapes_of_queue_;  // per leaf queue: its shapes
   struct ShapeInfo {
     bool blocks = false;  // an HP job or a gang (it may block Absorb)
     bool hp = false;      // an HP job (it may Reclaim)
     int32_t priority = 0;
     int64_t gpus = 0;     // max replicas x GPUs per replica
+    int cls = 0;          // its class (classes_)
+    int32_t queue = -1;   // its leaf queue (-1: none; -2: a queue since removed)
     // release_seq when a Reclaim for a job of this shape without a reservation of its own was
     // found infeasible: until something is released, every such job of the shape would be too.
     uint64_t refused_seq = UINT64_MAX;
+    int64_t refused_supply = 0;  // with queues, below HP: QueueBook::Supply when it was refused
+    GpuModelSet models;          // the models its request may use
   };
   std::vector<ShapeInfo> shape_info_;  // per shape
   PendingQueue queue_;

@@ -63,7 +63,10 @@ std::vector<int32_t> QueueBook::Parents() const {
   return parent;
 }
 
-void QueueBook::Succeed(const QueueBook& old) { version_ = old.version_ + 1; }
+void QueueBook::Succeed(const QueueBook& old) {
+  version_ = old.version_ + 1;
+  shares_version_ = old.shares_version_ + 1;
+}
 
 std::optional<int32_t> QueueBook::Resolve(const std::string& name, int32_t priority, std::string* why) const {
   if (!enabled()) {
@@ -190,7 +193,9 @@ const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s,
       if (!tree_.leaf(q)) scale(tree_.children(q));
     }
   }
-  shares_ = ComputeShares(tree_, capacity_, usage, pending, milli_weight, sharing_.weights, sharing_.reclaim_to_fair_share);
+  QueueShares fresh = ComputeShares(tree_, capacity_, usage, pending, milli_weight, sharing_.weights, sharing_.reclaim_to_fair_share);
+  if (fresh.fair != shares_.fair || fresh.entitled != shares_.entitled) ++shares_version_;
+  shares_ = std::move(fresh);
   shares_epoch_ = state.epoch();
   shares_pending_version_ = pending_version_;
   ++version_;
@@ -212,10 +217,10 @@ QueueShares QueueBook::Reference(const ClusterState& state, const std::vector<Qu
   return ComputeShares(tree_, capacity, usage, pending, {}, true, false);
 }
 
-uint64_t QueueBook::ReclaimEpoch(int64_t now_s) const {
+uint64_t QueueBook::ReclaimEpoch(int64_t now_s, bool shares_only) const {
   uint64_t ended = 0;
   for (int64_t until : cooldown_until_) ended += until != INT64_MIN && until <= now_s;
-  return version_ * 1000003 + ended;
+  return (shares_only ? shares_version_ : version_) * 1000003 + ended;
 }
 
 int64_t QueueBook::Cap(size_t q, size_t d, Bound bound) const {
@@ -292,12 +297,22 @@ bool QueueBook::Owed(const ClusterState& state, JobId job, int64_t replicas) con
   return QueueWithin(state, Request(state, job, replicas, true), static_cast<size_t>(leaf), Bound::kEntitled, nullptr, true);
 }
 
-VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed) const {
+bool QueueBook::MayBeOwed(const ClusterState& state, size_t q) const {
+  if (!enabled() || !sharing_.reclaim || !tree_.spec(q).reclaim) return false;
+  for (size_t d = 0; d < tree_.dims().size(); ++d) {
+    if (managed_[d] && state.queue_usage(q)[Fixed(d)] + claimed_[q][Fixed(d)] < shares_.at(shares_.entitled, q, d)) return true;
+  }
+  return false;
+}
+
+VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed,
+                                int64_t* supply) const {
   const Job& j = state.job(job);
   const int32_t leaf = j.spec.queue;
   const int32_t prio = j.spec.priority;
   const bool hp = prio >= kHpPriority;
   *owed = false;
+  if (supply != nullptr) *supply = INT64_MAX;
   VictimFilter f;
   if (!enabled() || leaf < 0) return f;
   const size_t n = tree_.size();
@@ -346,6 +361,27 @@ VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t re
     }
     return true;
   };
+  if (supply != nullptr && !hp && state.task(j.tasks.front()).req.NeedsGpu()) {
+    // GPUs of the job's models held by the queues it may take from (an upper bound on what a
+    // plan could evict).
+    const TaskRequest& r = state.task(j.tasks.front()).req;
+    const uint64_t bits = r.models.bits();
+    int64_t takeable = 0;
+    for (size_t v = 0; v < n; ++v) {
+      if (!tree_.leaf(v) || static_cast<int32_t>(v) == leaf) continue;
+      const int top = over_until(static_cast<int32_t>(v));
+      if (top == -2 || !owed_below(top)) continue;
+      const QueueUsage& u = state.queue_usage(v);
+      if (bits == 0) {
+        takeable += u[kQueueGpu];
+      } else {
+        for (size_t m = 0; m < state.models().size(); ++m) {
+          if (bits >> m & 1) takeable += u[kQueueModel + m];
+        }
+      }
+    }
+    *supply = takeable;
+  }
   f.allowed = [=](const Job& v) {
     const int32_t vq = v.spec.queue;
     const bool outranked = hp && v.spec.priority < prio;
@@ -371,6 +407,14 @@ VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t re
     return true;
   };
   return f;
+}
+
+int64_t QueueBook::Supply(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s) const {
+  if (!enabled() || state.job(job).spec.queue < 0 || state.job(job).spec.priority >= kHpPriority) return INT64_MAX;
+  int64_t supply = INT64_MAX;
+  bool owed = false;
+  (void)Victims(state, job, replicas, now_s, &owed, &supply);
+  return supply;
 }
 
 void QueueBook::Claim(const ClusterState& state, JobId job, int64_t replicas, int sign) {

@@ -102,8 +102,15 @@ class QueueBook {
   // Counts the shares' computations (0 with the book off).
   uint64_t version() const { return version_; }
   // Changes whenever what a Reclaim may take changes other than by a release: the shares'
-  // version plus the cooldowns ended by now_s.
-  uint64_t ReclaimEpoch(int64_t now_s) const;
+  // version plus the cooldowns ended by now_s. `shares_only`: only when the fair shares or
+  // entitlements change (not when only what the queues hold or want does) — with Supply, what a
+  // Reclaim's victims depend on besides the cluster's releases.
+  uint64_t ReclaimEpoch(int64_t now_s, bool shares_only = false) const;
+  // An upper bound on the GPUs (milli) a Reclaim for waiting `job` (`replicas` replicas) could
+  // take now: what the queues it may take from (Victims) hold of its models. With ReclaimEpoch
+  // and the releases on its models (ClusterState::release_seq(models)) unchanged, a Reclaim
+  // found infeasible stays so while this does not grow. O(queues).
+  int64_t Supply(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s) const;
 
   enum class Bound { kLimit, kFair, kGuarantee, kEntitled };
   // Whether `replicas` replicas of `job` (its per-replica request) more would keep its queue and
@@ -122,9 +129,16 @@ class QueueBook {
   // Whether `replicas` replicas of waiting `job` may be owed capacity by some queue: its queue
   // reclaims and stays within its entitlement with them (the last Refresh's shares).
   bool Owed(const ClusterState& state, JobId job, int64_t replicas) const;
+  // Whether some job of leaf queue q may be owed capacity (Owed): q reclaims and holds less than
+  // its entitlement in some managed dimension. O(dimensions).
+  bool MayBeOwed(const ClusterState& state, size_t q) const;
   // The victims a Reclaim for waiting `job` (needing `replicas` replicas) may take now (see the
-  // header comment), and in `*owed` Owed(job, replicas). Uses the last Refresh's shares.
-  VictimFilter Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed) const;
+  // header comment), and in `*owed` Owed(job, replicas). `*supply` (may be null): an upper bound
+  // on the GPUs (milli) the victims hold — what the queues the job may take from hold of the
+  // models it may use; INT64_MAX for an HP job or one without GPUs (0: a plan has nothing to
+  // evict). Uses the last Refresh's shares.
+  VictimFilter Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed,
+                       int64_t* supply = nullptr) const;
   // A Reclaim for `job` owed capacity was decided at now_s: its queue and ancestors are not
   // reclaimed from for SharingSpec::cooldown_s.
   void Reclaimed(const ClusterState& state, JobId job, int64_t now_s);
@@ -162,6 +176,7 @@ class QueueBook {
   uint64_t shares_epoch_ = UINT64_MAX;  // the state's epoch at the last computation
   uint64_t pending_version_ = 0, shares_pending_version_ = UINT64_MAX;
   uint64_t version_ = 0;
+  uint64_t shares_version_ = 0;  // bumped when fair or entitled changed
   std::vector<int64_t> cooldown_until_;  // per queue
   std::vector<QueueUsage> claimed_;      // per queue (itself and its subtree): Reclaims under way
   std::vector<int64_t> leaving_;         // per queue (itself and its subtree): GPU milli being evicted

@@ -33,7 +33,7 @@ StatusOr<NodeId> ClusterState::AddNode(NodeSpec spec) {
   RefreshGpuSummary(nodes_.back());
   SyncFit(nodes_.back());
   ++epoch_;
-  ++release_seq_;  // new capacity: a placement that failed may fit now
+  Released(&nodes_.back());  // new capacity: a placement that failed may fit now
   return nodes_.back().id;
 }
 
@@ -191,9 +191,18 @@ void ClusterState::Bind(TaskId task, NodeId node, const GpuIndices& gpus) {
   ++epoch_;
 }
 
-void ClusterState::Release(Task& t) {
+void ClusterState::Released(const Node* n) {
   ++release_seq_;
+  if (n != nullptr && n->spec.model.valid() && n->spec.model.value() < GpuModelSet::kMaxModels) {
+    ++release_model_[n->spec.model.value()];
+  } else {
+    ++release_all_;
+  }
+}
+
+void ClusterState::Release(Task& t) {
   Node& n = nodes_[t.node.value()];
+  Released(&n);
   if (t.borrowed) {
     // Its GPUs and CPU go back to the lent pool; only its memory was the node's own.
     CountQueue(t, -1);
@@ -368,7 +377,7 @@ void ClusterState::BindBorrowed(TaskId task, NodeId node, const GpuIndices& gpus
 
 void ClusterState::SetNodeState(NodeId node, NodeState state) {
   Node& n = nodes_[node.value()];
-  if (state == NodeState::kReady && n.state != NodeState::kReady) ++release_seq_;
+  if (state == NodeState::kReady && n.state != NodeState::kReady) Released(&n);
   n.state = state;
   ++n.version;
   SyncFit(n);
@@ -399,7 +408,8 @@ void ClusterState::ReleaseReservation(ReservationId id) {
   ESTUARY_CHECK(id.valid() && id.value() < reservations_.size());
   Reservation& r = reservations_[id.value()];
   if (!r.active) return;
-  ++release_seq_;
+  if (r.nodes.empty()) Released(nullptr);
+  for (NodeId nid : r.nodes) Released(&nodes_[nid.value()]);
   for (NodeId nid : r.nodes) {
     Node& n = nodes_[nid.value()];
     n.reservation = ReservationId();
@@ -522,8 +532,8 @@ void ClusterState::ReleaseCapacity(ReservationId rid, bool expired) {
   Reservation& r = reservations_[rid.value()];
   ESTUARY_CHECK(r.kind == Reservation::Kind::kCapacity);
   if (r.state != ReservationState::kAvailable) return;
-  ++release_seq_;
   Node& n = nodes_[r.node.value()];
+  Released(&n);
   n.cpu_free += r.req.cpu_milli;
   n.mem_free += r.req.mem_mib;
   for (uint8_t g : r.gpus) n.gpu_free[g] += r.req.gpu_milli;
@@ -572,7 +582,7 @@ void ClusterState::ReplaceQueues(std::vector<int32_t> parent, const std::vector<
     if (t.state == TaskState::kBound) CountQueue(t, 1);
   }
   ++epoch_;
-  ++release_seq_;  // a job held by its old queue's bounds may fit the new ones
+  Released(nullptr);  // a job held by its old queue's bounds may fit the new ones
 }
 
 namespace {

@@ -36,6 +36,7 @@
 // Thread-safety: none; one scheduling cycle or simulator step owns the state at a time.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -393,6 +394,16 @@ class ClusterState {
   // reservation released or expired (either kind), a node made ready again. Between two equal values capacity only
   // shrank, so a placement that failed still fails.
   uint64_t release_seq() const { return release_seq_; }
+  // As release_seq, but unchanged by releases on nodes of models outside `models` (an empty set:
+  // every model, release_seq itself).
+  uint64_t release_seq(GpuModelSet models) const {
+    if (models.Any()) return release_seq_;
+    uint64_t sum = release_all_;
+    for (int m = 0; m < GpuModelSet::kMaxModels; ++m) {
+      if (models.bits() >> m & 1) sum += release_model_[static_cast<size_t>(m)];
+    }
+    return sum;
+  }
 
   // Returns OK, or the first broken invariant in words.
   Status CheckInvariants() const;
@@ -443,6 +454,10 @@ class ClusterState {
   std::vector<ReservationId> available_capacity_;  // available capacity reservations, id order
   uint64_t epoch_ = 0;
   uint64_t release_seq_ = 0;
+  uint64_t release_all_ = 0;  // releases tied to no one node's model
+  std::array<uint64_t, GpuModelSet::kMaxModels> release_model_{};  // releases on nodes of each model
+  // Capacity may have become usable on `n` (nullptr: anywhere): bumps release_seq_ and its model's.
+  void Released(const Node* n);
   std::array<std::vector<NodeId>, kMaxGpusPerNode + 1> by_full_free_;
   std::vector<uint32_t> bucket_pos_;  // position of each node in its by_full_free_ bucket
   std::vector<NodeId> lending_;       // nodes with lent_free != 0

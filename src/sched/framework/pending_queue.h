@@ -12,12 +12,21 @@
 // step, topology constraint...). Jobs marked `own` (e.g. holding a reservation of their own) are
 // tried on their own: their failure skips no one, another's failure does not skip them, and when
 // one starts (releasing what it held) the skipped shapes are tried again.
+//
+// Classes. Shapes may be grouped into classes (SetClass): shapes that differ only in something a
+// job's wait may or may not depend on — the engine's shapes of one request in different tenant
+// queues. A job that waits for its class (kWaits: no capacity for its request) skips every shape
+// of its class for the rest of the pass; one that waits for its shape alone (kShapeWaits: its
+// queue has no room) skips only its shape. A pass looks at the shapes of a class lazily, in the
+// order of their first jobs, so a class whose first tried job waits costs O(log) however many
+// shapes it has. A shape without a class is a class of its own.
 // Thread-safety: none.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <queue>
 #include <set>
 #include <utility>
@@ -30,10 +39,14 @@ class PendingQueue {
   // What became of a job a pass tried: it started or is infeasible (it leaves the queue); it waits
   // (it stays, and the later jobs of its shape are skipped); it stays but does not stand for its
   // shape (the next job of its shape is tried).
-  enum class Outcome { kStarted, kInfeasible, kWaits, kStays };
+  // With classes: it waits for its class (kWaits: the class's later jobs are skipped) or for its
+  // shape alone (kShapeWaits; without classes the two are alike).
+  enum class Outcome { kStarted, kInfeasible, kWaits, kStays, kShapeWaits };
 
   explicit PendingQueue(bool by_priority) : by_priority_(by_priority) {}
 
+  // Puts `shape` (>= 0, no job of it pushed yet) in class `cls` (>= 0, the caller's numbering).
+  void SetClass(int shape, int cls);
   // Adds job `i` (not queued) of `shape` (>= 0) and `priority` at the back or at the front.
   void Push(size_t i, int32_t priority, int shape, bool front);
   // Removes queued job `i`.
@@ -50,13 +63,27 @@ class PendingQueue {
   size_t FirstOf(int shape, const std::function<bool(size_t)>& accept) const;
   size_t shapes() const { return shapes_.size(); }
 
+  // Which shapes a pass tries (every one by default; the jobs of `own` always).
+  struct Scope {
+    std::function<bool(int)> shape;  // only the shapes it accepts (asked once per shape looked at)
+    std::function<bool(int)> cls;    // only the classes it accepts (the caller's numbering; asked
+                                     // once per class, not for shapes that are classes of their own)
+    // Only these shapes, looked at all at once (not lazily: for a few shapes out of many).
+    const std::vector<int>* shapes = nullptr;
+  };
   // One pass. `attempt(i)` tries job i and says what became of it: started or infeasible jobs
-  // leave the queue; a job that waits stays, and (unless it is one of `own`) its shape is skipped
-  // for the rest of the pass. `own`: the jobs tried on their own (see above); ones not queued are
-  // ignored. With `shape_filter`, only the shapes it accepts are tried (the jobs of `own`
-  // always are). O((tried + shapes + own) log(shapes + own)) plus the attempts.
+  // leave the queue; a job that waits stays, and (unless it is one of `own`) its class (kWaits)
+  // or its shape (kShapeWaits) is skipped for the rest of the pass. `own`: the jobs tried on
+  // their own (see above); ones not queued are ignored. `scope`: the shapes tried.
+  // O((tried + classes + shapes looked at + own) log(classes + shapes looked at + own)) plus the
+  // attempts and the filters' calls; a shape is looked at when its class is not yet skipped as
+  // its first job's turn comes (with Scope::shapes: every listed shape).
+  void Pass(const std::function<Outcome(size_t)>& attempt, const std::vector<size_t>& own, const Scope& scope);
+  // The same, with only the shapes `shape_filter` accepts (every one when null).
   void Pass(const std::function<Outcome(size_t)>& attempt, const std::vector<size_t>& own,
-            const std::function<bool(int)>& shape_filter = nullptr);
+            const std::function<bool(int)>& shape_filter = nullptr) {
+    Pass(attempt, own, Scope{shape_filter, nullptr, nullptr});
+  }
 
  private:
   using Key = std::pair<int64_t, int64_t>;  // (-priority or 0, position)
@@ -66,9 +93,16 @@ class PendingQueue {
     int shape = -1;
     Key key{};
   };
+  // Shape `shape`'s first job changed (it was `old`, if any): its class's heads follow.
+  void NewHead(int shape, const std::pair<Key, size_t>* old);
+  int ClassOf(int shape);
   bool by_priority_;
   std::vector<Slot> slots_;
   std::vector<std::set<std::pair<Key, size_t>>> shapes_;
+  std::vector<int> class_of_;                        // per shape: its class (internal), -1 none yet
+  std::vector<std::set<std::pair<Key, int>>> heads_;  // per class: (first job's key, shape), non-empty shapes
+  std::vector<std::pair<int, int>> named_;           // (caller's class, internal class), sorted
+  std::vector<int> caller_class_;                    // per class: the caller's number, -1 none
   int64_t back_ = 0, front_ = 0;  // next positions at the back (ascending) and front (descending)
   size_t size_ = 0;
 };

@@ -159,3 +159,162 @@ TEST(PendingQueue, APassMatchesTryingEveryJobWhenOutcomesDependOnlyOnShapeAndCap
 
 }  // namespace
 }  // namespace estuary
+
+namespace estuary {
+namespace {
+
+TEST(PendingQueueClasses, AClassWaitSkipsEveryShapeOfTheClassAShapeWaitOnlyItsShape) {
+  PendingQueue q(false);
+  // Class 7: shapes 0 and 1 (one request in two tenant queues); class 8: shape 2.
+  q.SetClass(0, 7);
+  q.SetClass(1, 7);
+  q.SetClass(2, 8);
+  const int shape[] = {0, 1, 2, 0, 1, 2, 1};
+  for (size_t i = 0; i < 7; ++i) q.Push(i, 0, shape[i], false);
+  std::vector<size_t> tried;
+  // Job 0 (shape 0) has no room in its queue: shape 0 only is skipped (job 3 is not tried). Job 1
+  // (shape 1) finds no capacity: class 7 is skipped — jobs 4 and 6 of shape 1 are not tried.
+  // Job 2 starts, job 5 (class 8) waits for its class.
+  q.Pass(
+      [&](size_t i) {
+        tried.push_back(i);
+        if (i == 0) return Outcome::kShapeWaits;
+        if (i == 1 || i == 5) return Outcome::kWaits;
+        return Outcome::kStarted;
+      },
+      {});
+  EXPECT_EQ(tried, (std::vector<size_t>{0, 1, 2, 5}));
+  EXPECT_EQ(q.InOrder(), (std::vector<size_t>{0, 1, 3, 4, 5, 6}));
+}
+
+TEST(PendingQueueClasses, AShapeWaitLetsTheClassesOtherShapesBeTriedInOrder) {
+  PendingQueue q(true);
+  q.SetClass(0, 1);
+  q.SetClass(1, 1);
+  q.SetClass(2, 1);
+  // Queue order by priority: job 2 (shape 2, prio 9), job 0 (shape 0), job 1 (shape 1), job 3 (shape 0).
+  q.Push(0, 5, 0, false);
+  q.Push(1, 5, 1, false);
+  q.Push(2, 9, 2, false);
+  q.Push(3, 5, 0, false);
+  std::vector<size_t> tried;
+  q.Pass(
+      [&](size_t i) {
+        tried.push_back(i);
+        return i == 2 ? Outcome::kShapeWaits : Outcome::kStarted;
+      },
+      {});
+  EXPECT_EQ(tried, (std::vector<size_t>{2, 0, 1, 3}));
+  EXPECT_EQ(q.InOrder(), (std::vector<size_t>{2}));
+}
+
+TEST(PendingQueueClasses, AnOwnJobsStartRetriesTheSkippedClasses) {
+  PendingQueue q(false);
+  q.SetClass(0, 4);
+  q.SetClass(1, 4);
+  for (size_t i = 0; i < 4; ++i) q.Push(i, 0, i % 2 == 0 ? 0 : 1, false);  // shapes 0, 1, 0, 1
+  std::vector<size_t> tried;
+  int capacity = 0;
+  // Job 0 finds no capacity (class 4 skipped: job 1 is not tried before job 2); own job 2 starts
+  // and frees 2 units: the class is tried again from its first job: 0 and 1 start, 3 waits.
+  q.Pass(
+      [&](size_t i) {
+        tried.push_back(i);
+        if (i == 2) {
+          capacity += 2;
+          return Outcome::kStarted;
+        }
+        if (capacity == 0) return Outcome::kWaits;
+        --capacity;
+        return Outcome::kStarted;
+      },
+      {2});
+  EXPECT_EQ(tried, (std::vector<size_t>{0, 2, 0, 1, 3}));
+  EXPECT_EQ(q.InOrder(), (std::vector<size_t>{3}));
+}
+
+TEST(PendingQueueClasses, AScopeTriesOnlyTheListedShapesAndTheClassesItAccepts) {
+  PendingQueue q(false);
+  q.SetClass(0, 1);
+  q.SetClass(1, 1);
+  q.SetClass(2, 2);
+  q.SetClass(3, 2);
+  for (size_t i = 0; i < 8; ++i) q.Push(i, 0, static_cast<int>(i % 4), false);
+  std::vector<size_t> tried;
+  const auto record = [&](size_t i) {
+    tried.push_back(i);
+    return Outcome::kStays;
+  };
+  // Listed shapes 1 and 3 only: their jobs in queue order.
+  const std::vector<int> listed = {3, 1};
+  q.Pass(record, {}, PendingQueue::Scope{nullptr, nullptr, &listed});
+  EXPECT_EQ(tried, (std::vector<size_t>{1, 3, 5, 7}));
+  // Class 2 refused, shape 1 refused: only shape 0's jobs.
+  tried.clear();
+  q.Pass(record, {}, PendingQueue::Scope{[](int sh) { return sh != 1; }, [](int cls) { return cls != 2; }, nullptr});
+  EXPECT_EQ(tried, (std::vector<size_t>{0, 4}));
+  // A listed shape whose class waits: the class's other listed shapes are dropped too.
+  tried.clear();
+  const std::vector<int> all = {0, 1, 2, 3};
+  q.Pass(
+      [&](size_t i) {
+        tried.push_back(i);
+        return i == 0 ? Outcome::kWaits : Outcome::kShapeWaits;
+      },
+      {}, PendingQueue::Scope{nullptr, nullptr, &all});
+  EXPECT_EQ(tried, (std::vector<size_t>{0, 2, 3}));
+}
+
+TEST(PendingQueueClasses, APassWithClassesMatchesTryingEveryJobWhenWaitsFollowCapacityAndRoom) {
+  // The engine's use: a job of class c in queue r needs c + 1 units of capacity (shared) and of
+  // its queue's room. Trying every job in order and the class-skipping pass start the same jobs.
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    PendingQueue q(seed % 2 == 0);
+    std::vector<int> cls, queue;
+    uint64_t x = seed;
+    auto next = [&] { return x = x * 6364136223846793005ULL + 1442695040888963407ULL, static_cast<int>(x >> 60); };
+    for (int c = 0; c < 3; ++c) {
+      for (int r = 0; r < 4; ++r) q.SetClass(c * 4 + r, c);
+    }
+    for (size_t i = 0; i < 60; ++i) {
+      cls.push_back(next() % 3);
+      queue.push_back(next() % 4);
+      q.Push(i, next() % 3, cls[i] * 4 + queue[i], next() % 5 == 0);
+    }
+    const std::vector<size_t> order = q.InOrder();
+    const auto run = [&](const std::function<bool(size_t, int&, std::vector<int>&)>& fits) {
+      int capacity = 30;
+      std::vector<int> room = {3, 5, 8, 13};
+      std::set<size_t> started;
+      for (size_t i : order) {
+        if (fits(i, capacity, room)) started.insert(i);
+      }
+      return started;
+    };
+    const std::set<size_t> expected = run([&](size_t i, int& capacity, std::vector<int>& room) {
+      const int need = cls[i] + 1;
+      if (need > room[queue[i]] || need > capacity) return false;
+      capacity -= need;
+      room[queue[i]] -= need;
+      return true;
+    });
+    int capacity = 30;
+    std::vector<int> room = {3, 5, 8, 13};
+    std::set<size_t> started;
+    q.Pass(
+        [&](size_t i) {
+          const int need = cls[i] + 1;
+          if (need > room[queue[i]]) return Outcome::kShapeWaits;
+          if (need > capacity) return Outcome::kWaits;
+          capacity -= need;
+          room[queue[i]] -= need;
+          started.insert(i);
+          return Outcome::kStarted;
+        },
+        {});
+    EXPECT_EQ(started, expected) << seed;
+  }
+}
+
+}  // namespace
+}  // namespace estuary
