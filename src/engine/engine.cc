@@ -212,6 +212,8 @@ int Engine::ShapeOf(JobId id) {
                            int64_t{js.max_replicas} * req.gpu_count});
     shape_info_.back().cls = c->second;
     shape_info_.back().models = req.NeedsGpu() ? req.models : GpuModelSet();
+    const int64_t step = options_.allocate.align ? std::max<int32_t>(1, js.step) : 1;
+    shape_info_.back().min_gpu = (int64_t{js.min_replicas} + step - 1) / step * step * req.TotalGpuMilli();
     shape_info_.back().queue = js.queue;
     queue_.SetClass(it->second, c->second);
     if (js.priority >= kHpPriority) hp_shapes_.push_back(it->second);
@@ -693,6 +695,12 @@ void Engine::TryQueue(int64_t now_s) {
     PassMarks marks;
     marks.held.assign(shape_info_.size(), 0);
     marks.full.assign(classes_.size(), 0);
+    marks.room.assign(book_.tree().size(), 0);
+    for (size_t q = 0; q < marks.room.size(); ++q) {
+      if (!book_.tree().leaf(q)) continue;
+      marks.room[q] = std::max(book_.GpuRoom(state_, q, Bound::kFair, Bound::kFair),
+                               book_.GpuRoom(state_, q, Bound::kGuarantee, Bound::kLimit));
+    }
     QueuePass(now_s, Bound::kFair, &marks);
     if (marks.any_held) QueuePass(now_s, Bound::kLimit, &marks);
   }
@@ -752,9 +760,23 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
         return PendingQueue::Outcome::kWaits;
       },
       holders_,
-      second ? PendingQueue::Scope{[&](int sh) { return marks->held[static_cast<size_t>(sh)] != 0; },
-                                   [&](int cls) { return !marks->full[static_cast<size_t>(cls)]; }, nullptr}
-             : PendingQueue::Scope{});
+      second  ? PendingQueue::Scope{[&](int sh) { return marks->held[static_cast<size_t>(sh)] != 0; },
+                                    [&](int cls) { return !marks->full[static_cast<size_t>(cls)]; }, nullptr}
+      : marks ? PendingQueue::Scope{[&](int sh) {
+                  if (Roomy(*marks, sh)) return true;
+                  marks->held[static_cast<size_t>(sh)] = 1;  // as if its first job had been tried
+                  marks->any_held = true;
+                  return false;
+                },
+                                    nullptr, nullptr}
+              : PendingQueue::Scope{});
+}
+
+bool Engine::Roomy(const PassMarks& marks, int sh) const {
+  // A shape whose queue had no room for its min replicas' GPUs at the first pass's start would
+  // only have been held back (room only shrinks within the cycle): it is held back unseen.
+  const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
+  return i.queue < 0 || static_cast<size_t>(i.queue) >= marks.room.size() || i.min_gpu <= marks.room[static_cast<size_t>(i.queue)];
 }
 
 JobAttempt Engine::TryStartUpTo(size_t li, int32_t cap, int64_t now_s) {

@@ -508,12 +508,17 @@ class Engine {
     std::vector<char> held;  // per shape: held back for its queue's room
     bool any_held = false;
     std::vector<char> full;  // per class: a job of it found no capacity
+    // Per leaf queue, at the first pass's start: the GPUs (milli) it had room for (fair share,
+    // or guarantee for a job kept from borrowing); a shape needing more was held back unseen.
+    std::vector<int64_t> room;
   };
   // One pass over the queue within `bound` (none: no queues). A first pass (kFair) marks in
   // `marks` the shapes it held back for their queue's room and the classes that found no
   // capacity; a kLimit pass given `marks` tries only the shapes held back in classes that did
   // not.
   void QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, PassMarks* marks);
+  // Whether shape sh's queue had room for its min replicas' GPUs at the first pass's start.
+  bool Roomy(const PassMarks& marks, int sh) const;
   // Queues local li (at the front: a requeue) at now_s; arms its defragmentation trigger.
   void Enqueue(size_t li, bool front, int64_t now_s);
   // The cycle's `reserve` and `defrag` actions (EngineConfig::reserve, ::defrag).
@@ -625,6 +630,7 @@ class Engine {
     uint64_t refused_seq = UINT64_MAX;
     int64_t refused_supply = 0;  // with queues, below HP: QueueBook::Supply when it was refused
     GpuModelSet models;          // the models its request may use
+    int64_t min_gpu = 0;         // GPUs (milli) of its min replicas (whole steps with align)
   };
   std::vector<ShapeInfo> shape_info_;  // per shape
   PendingQueue queue_;

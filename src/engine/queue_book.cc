@@ -252,6 +252,16 @@ int64_t QueueBook::Room(const ClusterState& state, JobId job, Bound leaf_bound, 
   return room;
 }
 
+int64_t QueueBook::GpuRoom(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound) const {
+  int64_t room = INT64_MAX;
+  for (int p = static_cast<int>(leaf); p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
+    const size_t q = static_cast<size_t>(p);
+    const int64_t cap = Cap(q, QuotaDims::kGpu, q == leaf ? leaf_bound : bound);
+    if (cap != kNoLimit) room = std::min(room, std::max<int64_t>(0, cap - state.queue_usage(q)[kQueueGpu]));
+  }
+  return room;
+}
+
 bool QueueBook::Within(const ClusterState& state, JobId job, int64_t replicas, Bound bound, std::string* why) const {
   const int32_t leaf = state.job(job).spec.queue;
   if (leaf < 0 || !enabled()) return true;
@@ -362,8 +372,9 @@ VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t re
     return true;
   };
   if (supply != nullptr && !hp && state.task(j.tasks.front()).req.NeedsGpu()) {
-    // GPUs of the job's models held by the queues it may take from (an upper bound on what a
-    // plan could evict).
+    // Per queue v it may take from: the GPUs of the job's models v's preemptible jobs hold, at
+    // most what v and its ancestors below the common ancestor hold above their entitlements (the
+    // budgets) — summed, an upper bound on what a plan could evict.
     const TaskRequest& r = state.task(j.tasks.front()).req;
     const uint64_t bits = r.models.bits();
     int64_t takeable = 0;
@@ -371,14 +382,19 @@ VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t re
       if (!tree_.leaf(v) || static_cast<int32_t>(v) == leaf) continue;
       const int top = over_until(static_cast<int32_t>(v));
       if (top == -2 || !owed_below(top)) continue;
-      const QueueUsage& u = state.queue_usage(v);
+      const QueueUsage& u = state.queue_preemptible(v);
+      int64_t held = 0;
       if (bits == 0) {
-        takeable += u[kQueueGpu];
+        held = u[kQueueGpu];
       } else {
         for (size_t m = 0; m < state.models().size(); ++m) {
-          if (bits >> m & 1) takeable += u[kQueueModel + m];
+          if (bits >> m & 1) held += u[kQueueModel + m];
         }
       }
+      for (int p = static_cast<int>(v); p != top; p = tree_.parent(static_cast<size_t>(p))) {
+        held = std::min(held, (*excess)[static_cast<size_t>(p)]);
+      }
+      takeable += held;
     }
     *supply = takeable;
   }

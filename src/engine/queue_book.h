@@ -126,6 +126,10 @@ class QueueBook {
   // As Room, but `leaf_bound` in the job's leaf queue and `bound` in its ancestors.
   int64_t Room(const ClusterState& state, JobId job, Bound leaf_bound, Bound bound) const;
 
+  // The GPUs (milli, in total) leaf queue `leaf` and its ancestors have room for within
+  // `leaf_bound` (the leaf) and `bound` (the ancestors): a bound on every job's Room there, as
+  // replicas x GPUs per replica. INT64_MAX when nothing bounds it. O(depth).
+  int64_t GpuRoom(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound) const;
   // Whether `replicas` replicas of waiting `job` may be owed capacity by some queue: its queue
   // reclaims and stays within its entitlement with them (the last Refresh's shares).
   bool Owed(const ClusterState& state, JobId job, int64_t replicas) const;
@@ -134,8 +138,8 @@ class QueueBook {
   bool MayBeOwed(const ClusterState& state, size_t q) const;
   // The victims a Reclaim for waiting `job` (needing `replicas` replicas) may take now (see the
   // header comment), and in `*owed` Owed(job, replicas). `*supply` (may be null): an upper bound
-  // on the GPUs (milli) the victims hold — what the queues the job may take from hold of the
-  // models it may use; INT64_MAX for an HP job or one without GPUs (0: a plan has nothing to
+  // on the GPUs (milli) the victims hold — what the preemptible jobs of the queues the job may
+  // take from hold of the models it may use; INT64_MAX for an HP job or one without GPUs (0: a plan has nothing to
   // evict). Uses the last Refresh's shares.
   VictimFilter Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed,
                        int64_t* supply = nullptr) const;

@@ -568,6 +568,7 @@ void ClusterState::SetQueues(std::vector<int32_t> parent) {
   ESTUARY_CHECK(std::none_of(jobs_.begin(), jobs_.end(), [](const Job& j) { return j.spec.queue >= 0; }));
   queue_parent_ = std::move(parent);
   queue_usage_.assign(queue_parent_.size(), QueueUsage{});
+  queue_preemptible_.assign(queue_parent_.size(), QueueUsage{});
 }
 
 void ClusterState::ReplaceQueues(std::vector<int32_t> parent, const std::vector<int32_t>& remap) {
@@ -578,6 +579,7 @@ void ClusterState::ReplaceQueues(std::vector<int32_t> parent, const std::vector<
     ESTUARY_CHECK(j.spec.queue < static_cast<int32_t>(queue_parent_.size()));
   }
   queue_usage_.assign(queue_parent_.size(), QueueUsage{});
+  queue_preemptible_.assign(queue_parent_.size(), QueueUsage{});
   for (const Task& t : tasks_) {
     if (t.state == TaskState::kBound) CountQueue(t, 1);
   }
@@ -601,6 +603,7 @@ void ClusterState::CountQueue(const Task& t, int sign) {
   const GpuModelId m = nodes_[t.node.value()].spec.model;
   for (int32_t q = jobs_[t.job.value()].spec.queue; q >= 0; q = queue_parent_[static_cast<size_t>(q)]) {
     AddHeld(queue_usage_[static_cast<size_t>(q)], t, m, sign);
+    if (jobs_[t.job.value()].spec.preemptible) AddHeld(queue_preemptible_[static_cast<size_t>(q)], t, m, sign);
   }
 }
 
@@ -768,6 +771,7 @@ Status ClusterState::CheckInvariants() const {
 
 Status ClusterState::CheckQueueUsage() const {
   std::vector<QueueUsage> queues(queue_usage_.size(), QueueUsage{});  // queue_usage_ recounted
+  std::vector<QueueUsage> preemptible(queue_usage_.size(), QueueUsage{});  // queue_preemptible_ recounted
   for (const Task& t : tasks_) {
     if (t.state != TaskState::kBound) continue;
     const JobSpec& js = jobs_[t.job.value()].spec;
@@ -775,10 +779,14 @@ Status ClusterState::CheckQueueUsage() const {
     if (static_cast<size_t>(js.queue) >= queues.size()) return Internal("invariant broken: job " + js.name + " names an unknown queue");
     for (int32_t q = js.queue; q >= 0; q = queue_parent_[static_cast<size_t>(q)]) {
       AddHeld(queues[static_cast<size_t>(q)], t, nodes_[t.node.value()].spec.model, 1);
+      if (js.preemptible) AddHeld(preemptible[static_cast<size_t>(q)], t, nodes_[t.node.value()].spec.model, 1);
     }
   }
   for (size_t q = 0; q < queues.size(); ++q) {
     if (queues[q] != queue_usage_[q]) return Internal("invariant broken: the usage of queue " + std::to_string(q));
+    if (preemptible[q] != queue_preemptible_[q]) {
+      return Internal("invariant broken: the preemptible usage of queue " + std::to_string(q));
+    }
   }
   return Status::Ok();
 }

@@ -366,6 +366,8 @@ class ClusterState {
   size_t queue_count() const { return queue_usage_.size(); }
   int32_t queue_parent(size_t q) const { return queue_parent_[q]; }
   const QueueUsage& queue_usage(size_t q) const { return queue_usage_[q]; }
+  // What the bound tasks of queue q's preemptible jobs hold (a part of queue_usage).
+  const QueueUsage& queue_preemptible(size_t q) const { return queue_preemptible_[q]; }
   // GPU milli held by the bound tasks (not borrowed ones) of preemptible jobs below `priority`:
   // what a Reclaim at that priority could free at most. O(distinct priorities).
   int64_t PreemptibleGpuMilliBelow(int32_t priority) const;
@@ -448,6 +450,7 @@ class ClusterState {
   // Adds (sign 1) or takes back (-1) what bound task `t` holds to its job's queue's usage.
   void CountQueue(const Task& t, int sign);
   std::vector<QueueUsage> queue_usage_;
+  std::vector<QueueUsage> queue_preemptible_;
   std::vector<int32_t> queue_parent_;
   int64_t reserved_gpu_milli_ = 0;
   MilliCpu reserved_cpu_milli_ = 0;

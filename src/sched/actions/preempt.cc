@@ -692,22 +692,30 @@ PreemptionPlan PreemptAction::Plan(const ClusterState& state, JobId preemptor, i
                  std::to_string(pending) + " pending tasks";
     return out;
   }
-  Solver solver(state, preemptor, req, need, now_s, options, being_evicted, filter);
+  // The nodes of the models the job may use: only victims with a task there can make room for
+  // it, and only they may spend what the budgets allow (VictimFilter::take).
+  std::vector<NodeId> admitted;
+  admitted.reserve(state.num_nodes());
+  for (const Node& n : state.nodes()) {
+    if (!req.NeedsGpu() || req.models.Admits(n.spec.model)) admitted.push_back(n.id);
+  }
+  std::optional<Solver> whole;  // over the admitted nodes, made when needed
+  auto solver = [&]() -> Solver& {
+    if (!whole) whole.emplace(state, preemptor, req, need, now_s, options, being_evicted, filter, &admitted);
+    return *whole;
+  };
   const std::string what = std::to_string(need) + " replicas of (" + Describe(req) + ")";
   const std::string whose = filter.allowed ? " evicting all the work it may take back"
                                            : " evicting all preemptible work of priority below " + std::to_string(job.spec.priority);
   const Topology& topo = state.topology();
   const TopologyConstraint& tc = job.spec.topology;
   if (!(options.topology && tc.plane.valid() && tc.required_level >= 0)) {
-    std::vector<NodeId> all;
-    all.reserve(state.num_nodes());
-    for (const Node& n : state.nodes()) all.push_back(n.id);
-    const int64_t cap = solver.Capacity(all);
+    const int64_t cap = solver().Capacity(admitted);
     if (cap < need) {
       out.reason = "needs " + what + "; even" + whose + " the cluster holds " + std::to_string(cap);
       return out;
     }
-    return solver.Solve(all).first;
+    return solver().Solve(admitted).first;
   }
   const std::string& level = topo.plane(tc.plane).levels[tc.required_level];
   bool whole_node = req.NeedsGpu() && !req.IsSharedGpu();
@@ -724,7 +732,7 @@ PreemptionPlan PreemptAction::Plan(const ClusterState& state, JobId preemptor, i
     // not spend what this domain's victims may take).
     std::optional<Solver> own;
     if (filter.take) own.emplace(state, preemptor, req, need, now_s, options, being_evicted, filter, &set);
-    Solver& s = own ? *own : solver;
+    Solver& s = own ? *own : solver();
     const int64_t cap = s.Capacity(set);
     best_cap = std::max(best_cap, cap);
     if (cap < need) continue;

@@ -200,6 +200,14 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
         if (state[static_cast<size_t>(s)] == 0) activate(s);
       }
       dropped.clear();
+      // The class filter may accept more now (asked again): classes it refused are looked at.
+      if (scope.cls && scope.shapes == nullptr) {
+        for (size_t c = 0; c < n_classes; ++c) {
+          if (class_ok[c] != 2) continue;
+          class_ok[c] = 0;
+          if (!heads_[c].empty() && class_accepted(c)) arm(static_cast<int>(c));
+        }
+      }
     }
   }
   for (size_t i : own) slots_[i].own = false;

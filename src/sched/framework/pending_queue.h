@@ -67,7 +67,8 @@ class PendingQueue {
   struct Scope {
     std::function<bool(int)> shape;  // only the shapes it accepts (asked once per shape looked at)
     std::function<bool(int)> cls;    // only the classes it accepts (the caller's numbering; asked
-                                     // once per class, not for shapes that are classes of their own)
+                                     // once per class, not for shapes that are classes of their own;
+                                     // the classes it refused are asked again once an own job started)
     // Only these shapes, looked at all at once (not lazily: for a few shapes out of many).
     const std::vector<int>* shapes = nullptr;
   };
