@@ -538,6 +538,12 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
     *why = book_.enabled() ? "only HP jobs, and jobs their queue is owed capacity for, reclaim" : "only HP jobs reclaim";
     return false;
   }
+  return ReclaimWith(li, now_s, filter, owed, owed ? "queue" : "", why);
+}
+
+bool Engine::ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail,
+                             std::string* why) {
+  Local& l = locals_[li];
   // The headroom is open to the job while it reclaims: its nodes count as free for the plan, and
   // those the plan chooses are held for the job (CloseHeadroom leaves them out).
   const bool opened = OpenHeadroom(li);
@@ -572,7 +578,7 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   l.reclaiming = true;
   if (!queue_.Contains(li)) Enqueue(li, true, now_s);
   Log(EngineEvent::Kind::kReclaim, now_s, li, static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size()),
-      UINT32_MAX, at, owed ? "queue" : "");
+      UINT32_MAX, at, detail);
   if (reclaim_observer_) reclaim_observer_(l.fed, now_s);
   return true;
 }
@@ -842,6 +848,35 @@ void Engine::ReclaimQueued(int64_t now_s) {
       });
 }
 
+void Engine::Rebalance(int64_t now_s) {
+  if (!book_.enabled() || !book_.sharing().rebalance || !book_.sharing().reclaim) return;
+  // As ReclaimQueued: a shape whose rebalance found no plan finds none until something is
+  // released or the shares or cooldowns change; a job whose queue is not short of its fair share
+  // stands for its shape's later jobs (the pass only adds claims).
+  RefreshShares(now_s);
+  const uint64_t seq = state_.release_seq() * 1000003 + book_.ReclaimEpoch(now_s);
+  queue_.Pass(
+      [&](size_t li) {
+        Local& l = locals_[li];
+        if (l.reclaiming || l.running) return PendingQueue::Outcome::kStays;
+        const JobSpec& spec = state_.job(l.id).spec;
+        const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
+        bool below = false;
+        VictimFilter filter = book_.RebalanceVictims(state_, l.id, (spec.min_replicas + step - 1) / step * step, now_s, &below);
+        if (!below || QueueRoom(li, QueueBook::Bound::kLimit) < spec.min_replicas) return PendingQueue::Outcome::kWaits;
+        // A job a queue's Reclaim evicted whole (it may not borrow yet) is no victim again.
+        filter.allowed = [&, allowed = filter.allowed](const Job& v) {
+          const size_t vi = local_of_job_[v.id.value()];
+          return (vi == SIZE_MAX || now_s >= locals_[vi].no_borrow_until) && allowed(v);
+        };
+        std::string why;
+        if (ReclaimWith(li, now_s, filter, true, "fair share", &why)) return PendingQueue::Outcome::kStays;
+        if (!state_.job(l.id).reservation.valid()) shape_info_[static_cast<size_t>(l.shape)].rebalance_refused_seq = seq;
+        return PendingQueue::Outcome::kWaits;
+      },
+      holders_, [&](int sh) { return shape_info_[static_cast<size_t>(sh)].rebalance_refused_seq != seq; });
+}
+
 void Engine::SetElastic(size_t li, bool elastic) {
   const bool gpuless = locals_[li].gpus == 0;
   if (elastic) {
@@ -965,7 +1000,10 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
         case EngineAction::kStandby: FollowWindows(now_s); break;
         case EngineAction::kReserve: RenewHolds(now_s); break;
         case EngineAction::kDefrag: PlanDefrag(now_s); break;
-        case EngineAction::kReclaim: ReclaimQueued(now_s); break;
+        case EngineAction::kReclaim:
+          ReclaimQueued(now_s);
+          Rebalance(now_s);
+          break;
         case EngineAction::kHeadroom: RestoreHeadroom(now_s); break;
         case EngineAction::kAbsorb: Absorb(now_s, options.external_blocking); break;
       }

@@ -533,6 +533,17 @@ class Engine {
   void TryQueue(int64_t now_s);
   void EndEvictions(int64_t now_s);
   void ReclaimQueued(int64_t now_s);
+  // The cycle's `reclaim`, after ReclaimQueued (SharingSpec::rebalance): each waiting job whose
+  // queue is short of its fair share Reclaims, in queue order, what queues above their fair shares
+  // hold beyond them (QueueBook::RebalanceVictims); not a job a queue's Reclaim evicted whole
+  // while it may not borrow (Local::no_borrow_until). kReclaim's detail is "fair share".
+  void Rebalance(int64_t now_s);
+  // StartReclaim's second half: plans local li's Reclaim with `filter` and, when there is a plan
+  // none of whose victims is already leaving, holds its nodes, schedules the evictions and logs
+  // kReclaim with `detail`. `owed`: a queue's Reclaim (its victims' detail "queue reclaim", the
+  // cooldown and the claim of QueueBook::Reclaimed and ::Claim). False (nothing changed) with
+  // `why` otherwise.
+  bool ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail, std::string* why);
   void Absorb(int64_t now_s, int32_t external_blocking);
   // Stops every task on `node` as NodeFailureAction does, leaves the node `after` (down or
   // cordoned) and logs what the jobs lost with `detail` (FailNode, DrainNode).
@@ -611,6 +622,7 @@ class Engine {
     // release_seq when a Reclaim for a job of this shape without a reservation of its own was
     // found infeasible: until something is released, every such job of the shape would be too.
     uint64_t refused_seq = UINT64_MAX;
+    uint64_t rebalance_refused_seq = UINT64_MAX;  // the same for Rebalance (jobs without a reservation)
   };
   std::vector<ShapeInfo> shape_info_;  // per shape
   PendingQueue queue_;
