@@ -542,7 +542,7 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
 }
 
 bool Engine::ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail,
-                             std::string* why) {
+                         std::string* why) {
   Local& l = locals_[li];
   // The headroom is open to the job while it reclaims: its nodes count as free for the plan, and
   // those the plan chooses are held for the job (CloseHeadroom leaves them out).

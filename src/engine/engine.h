@@ -36,7 +36,8 @@
 //   allocate   the queue is tried in order (jobs holding a reservation on their own);
 //   reserve    holds for waiting gangs renewed every replan_s (EngineConfig::reserve);
 //   defrag     a defragmentation plan on its period or trigger (EngineConfig::defrag);
-//   reclaim    HP jobs still waiting Reclaim for themselves as in Submit;
+//   reclaim    HP jobs still waiting Reclaim for themselves as in Submit (with queues: jobs
+//              their queue is owed capacity for, then jobs short of their fair share);
 //   headroom   HP headrooms that HP work dented are planned anew and their nodes drained;
 //   absorb     running elastic jobs grow toward max (AbsorbAction) unless a queued HP job or
 //              gang (or one the driver says waits elsewhere: CycleOptions::external_blocking)
@@ -200,7 +201,9 @@ struct EngineConfig {
   //             its entitlement) Reclaims from queues above theirs, whatever its priority
   //             (QueueBook::Victims); an HP job not owed capacity takes only lower-priority work
   //             of its own queue or of queues above their entitlements. kReclaim's detail is
-  //             "queue" for the former.
+  //             "queue" for the former. Then (sharing.rebalance) a waiting job whose queue is
+  //             short of its fair share by a tenth of it or more Reclaims what queues above their
+  //             fair shares hold beyond them (QueueBook::RebalanceVictims), detail "fair share".
   //   absorb    an elastic job grows only within its queue's fair share (its limit without
   //             weights, its guarantee without borrow), and not for sharing.cooldown_s after a
   //             queue's Reclaim shrank it; the demand fair shares follow counts each running
