@@ -68,6 +68,7 @@ TEST(QueueJson, SharingHasDefaultsAndRoundTrips) {
   EXPECT_EQ(s->usage_half_life_s, 0);
   EXPECT_EQ(s->cooldown_s, 300);
   EXPECT_TRUE(s->count_in_flight);
+  EXPECT_TRUE(s->rebalance);
   s = DecodeSharing(Json::parse(R"({"borrow": false, "reclaim_to": "fair-share", "usage_half_life_s": 3600, "cooldown_s": 0})"));
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_FALSE(s->borrow);
@@ -81,6 +82,13 @@ TEST(QueueJson, SharingHasDefaultsAndRoundTrips) {
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_FALSE(s->count_in_flight);
   EXPECT_FALSE(DecodeSharing(EncodeSharing(*s))->count_in_flight);
+  s = DecodeSharing(Json::parse(R"({"rebalance": false})"));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_FALSE(s->rebalance);
+  EXPECT_FALSE(DecodeSharing(EncodeSharing(*s))->rebalance);
+  s = DecodeSharing(Json::parse(R"({"rebalance": "no"})"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("field 'sharing.rebalance'"), std::string::npos) << s.status().message();
 }
 
 TEST(QueueJson, BadInputGivesOneLineNamingTheField) {

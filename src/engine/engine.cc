@@ -572,6 +572,12 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
     *why = book_.enabled() ? "only HP jobs, and jobs their queue is owed capacity for, reclaim" : "only HP jobs reclaim";
     return false;
   }
+  return ReclaimWith(li, now_s, filter, owed, owed ? "queue" : "", why);
+}
+
+bool Engine::ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail,
+                         std::string* why) {
+  Local& l = locals_[li];
   // The headroom is open to the job while it reclaims: its nodes count as free for the plan, and
   // those the plan chooses are held for the job (CloseHeadroom leaves them out).
   const bool opened = OpenHeadroom(li);
@@ -606,7 +612,7 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   l.reclaiming = true;
   if (!queue_.Contains(li)) Enqueue(li, true, now_s);
   Log(EngineEvent::Kind::kReclaim, now_s, li, static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size()),
-      UINT32_MAX, at, owed ? "queue" : "");
+      UINT32_MAX, at, detail);
   if (reclaim_observer_) reclaim_observer_(l.fed, now_s);
   return true;
 }
@@ -888,7 +894,7 @@ void Engine::ReclaimQueued(int64_t now_s) {
   // The shapes looked at: HP ones, and those of the queues that may be owed capacity.
   std::vector<int> shapes = hp_shapes_;
   for (size_t q = 0; q < shapes_of_queue_.size(); ++q) {
-    if (book_.MayBeOwed(state_, q)) shapes.insert(shapes.end(), shapes_of_queue_[q].begin(), shapes_of_queue_[q].end());
+    if (book_.MayBeBelow(state_, q, QueueBook::Bound::kEntitled)) shapes.insert(shapes.end(), shapes_of_queue_[q].begin(), shapes_of_queue_[q].end());
   }
   queue_.Pass(
       [&](size_t li) {
@@ -929,6 +935,61 @@ void Engine::ReclaimQueued(int64_t now_s) {
         const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
         return !(i.hp || !book_.enabled()) || i.refused_seq != seq_of(i);
       }, nullptr, &shapes});
+}
+
+void Engine::Rebalance(int64_t now_s) {
+  if (!book_.enabled() || !book_.sharing().rebalance || !book_.sharing().reclaim) return;
+  // As ReclaimQueued: a shape whose rebalance found no plan finds none until something is
+  // released or the shares or cooldowns change; a job whose queue is not short of its fair share
+  // stands for its shape's later jobs (the pass only adds claims).
+  RefreshShares(now_s);
+  // The memo as ReclaimQueued's for shapes below HP: releases on the shape's models, the fair
+  // shares and cooldowns, and what its victims' queues hold (QueueBook::Supply's bound).
+  const uint64_t epoch = book_.ReclaimEpoch(now_s, true);
+  const auto seq_of = [&](const ShapeInfo& i) { return state_.release_seq(i.models) * 1000003 + epoch; };
+  // Only the shapes of the queues that may be short of their fair shares.
+  std::vector<int> shapes;
+  for (size_t q = 0; q < shapes_of_queue_.size(); ++q) {
+    if (book_.MayBeBelow(state_, q, QueueBook::Bound::kFair)) {
+      shapes.insert(shapes.end(), shapes_of_queue_[q].begin(), shapes_of_queue_[q].end());
+    }
+  }
+  queue_.Pass(
+      [&](size_t li) {
+        Local& l = locals_[li];
+        if (l.reclaiming || l.running) return PendingQueue::Outcome::kStays;
+        const JobSpec& spec = state_.job(l.id).spec;
+        const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
+        bool below = false;
+        int64_t supply = INT64_MAX;
+        VictimFilter filter =
+            book_.RebalanceVictims(state_, l.id, (spec.min_replicas + step - 1) / step * step, now_s, &below, &supply);
+        if (!below || QueueRoom(li, QueueBook::Bound::kLimit) < spec.min_replicas) return PendingQueue::Outcome::kShapeWaits;
+        ShapeInfo& info = shape_info_[static_cast<size_t>(l.shape)];
+        const bool own = state_.job(l.id).reservation.valid();
+        if (!own && info.rebalance_refused_seq == seq_of(info) && supply <= info.rebalance_refused_supply) {
+          return PendingQueue::Outcome::kShapeWaits;
+        }
+        if (!own && supply == 0) {  // nothing to take: no plan (O(cluster)) is made
+          info.rebalance_refused_seq = seq_of(info);
+          info.rebalance_refused_supply = supply;
+          return PendingQueue::Outcome::kShapeWaits;
+        }
+        // A job a queue's Reclaim evicted whole (it may not borrow yet) is no victim again.
+        filter.allowed = [&, allowed = filter.allowed](const Job& v) {
+          const size_t vi = local_of_job_[v.id.value()];
+          return (vi == SIZE_MAX || now_s >= locals_[vi].no_borrow_until) && allowed(v);
+        };
+        std::string why;
+        if (ReclaimWith(li, now_s, filter, true, "fair share", &why)) return PendingQueue::Outcome::kStays;
+        if (!own) {
+          info.rebalance_refused_seq = seq_of(info);
+          info.rebalance_refused_supply = supply;
+        }
+        return PendingQueue::Outcome::kShapeWaits;
+      },
+      holders_,
+      PendingQueue::Scope{nullptr, nullptr, &shapes});
 }
 
 void Engine::SetElastic(size_t li, bool elastic) {
@@ -1054,7 +1115,10 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
         case EngineAction::kStandby: FollowWindows(now_s); break;
         case EngineAction::kReserve: RenewHolds(now_s); break;
         case EngineAction::kDefrag: PlanDefrag(now_s); break;
-        case EngineAction::kReclaim: ReclaimQueued(now_s); break;
+        case EngineAction::kReclaim:
+          ReclaimQueued(now_s);
+          Rebalance(now_s);
+          break;
         case EngineAction::kHeadroom: RestoreHeadroom(now_s); break;
         case EngineAction::kAbsorb: Absorb(now_s, options.external_blocking); break;
       }

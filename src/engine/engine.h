@@ -36,7 +36,8 @@
 //   allocate   the queue is tried in order (jobs holding a reservation on their own);
 //   reserve    holds for waiting gangs renewed every replan_s (EngineConfig::reserve);
 //   defrag     a defragmentation plan on its period or trigger (EngineConfig::defrag);
-//   reclaim    HP jobs still waiting Reclaim for themselves as in Submit;
+//   reclaim    HP jobs still waiting Reclaim for themselves as in Submit (with queues: jobs
+//              their queue is owed capacity for, then jobs short of their fair share);
 //   headroom   HP headrooms that HP work dented are planned anew and their nodes drained;
 //   absorb     running elastic jobs grow toward max (AbsorbAction) unless a queued HP job or
 //              gang (or one the driver says waits elsewhere: CycleOptions::external_blocking)
@@ -200,7 +201,9 @@ struct EngineConfig {
   //             its entitlement) Reclaims from queues above theirs, whatever its priority
   //             (QueueBook::Victims); an HP job not owed capacity takes only lower-priority work
   //             of its own queue or of queues above their entitlements. kReclaim's detail is
-  //             "queue" for the former.
+  //             "queue" for the former. Then (sharing.rebalance) a waiting job whose queue is
+  //             short of its fair share by a tenth of it or more Reclaims what queues above their
+  //             fair shares hold beyond them (QueueBook::RebalanceVictims), detail "fair share".
   //   absorb    an elastic job grows only within its queue's fair share (its limit without
   //             weights, its guarantee without borrow), and not for sharing.cooldown_s after a
   //             queue's Reclaim shrank it; the demand fair shares follow counts each running
@@ -545,6 +548,17 @@ class Engine {
   void TryQueue(int64_t now_s);
   void EndEvictions(int64_t now_s);
   void ReclaimQueued(int64_t now_s);
+  // The cycle's `reclaim`, after ReclaimQueued (SharingSpec::rebalance): each waiting job whose
+  // queue is short of its fair share Reclaims, in queue order, what queues above their fair shares
+  // hold beyond them (QueueBook::RebalanceVictims); not a job a queue's Reclaim evicted whole
+  // while it may not borrow (Local::no_borrow_until). kReclaim's detail is "fair share".
+  void Rebalance(int64_t now_s);
+  // StartReclaim's second half: plans local li's Reclaim with `filter` and, when there is a plan
+  // none of whose victims is already leaving, holds its nodes, schedules the evictions and logs
+  // kReclaim with `detail`. `owed`: a queue's Reclaim (its victims' detail "queue reclaim", the
+  // cooldown and the claim of QueueBook::Reclaimed and ::Claim). False (nothing changed) with
+  // `why` otherwise.
+  bool ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail, std::string* why);
   void Absorb(int64_t now_s, int32_t external_blocking);
   // Stops every task on `node` as NodeFailureAction does, leaves the node `after` (down or
   // cordoned) and logs what the jobs lost with `detail` (FailNode, DrainNode).
@@ -631,6 +645,8 @@ class Engine {
     int64_t refused_supply = 0;  // with queues, below HP: QueueBook::Supply when it was refused
     GpuModelSet models;          // the models its request may use
     int64_t min_gpu = 0;         // GPUs (milli) of its min replicas (whole steps with align)
+    uint64_t rebalance_refused_seq = UINT64_MAX;  // the same for Rebalance (jobs without a reservation)
+    int64_t rebalance_refused_supply = 0;         // QueueBook::Supply's bound when Rebalance refused it
   };
   std::vector<ShapeInfo> shape_info_;  // per shape
   PendingQueue queue_;

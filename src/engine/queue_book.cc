@@ -37,7 +37,7 @@ StatusOr<QueueBook> QueueBook::Create(std::vector<QueueSpec> specs, SharingSpec 
   b.pending_.assign(n, QueueUsage{});
   b.cooldown_until_.assign(n, INT64_MIN);
   b.claimed_.assign(n, QueueUsage{});
-  b.leaving_.assign(n, 0);
+  b.leaving_.assign(n, QueueUsage{});
   b.decayed_.assign(n, 0.0);
   // GPUs in total, and the dimensions some queue names (in a guarantee, limit or lending limit)
   // are managed; the others are neither checked nor shared.
@@ -307,54 +307,94 @@ bool QueueBook::Owed(const ClusterState& state, JobId job, int64_t replicas) con
   return QueueWithin(state, Request(state, job, replicas, true), static_cast<size_t>(leaf), Bound::kEntitled, nullptr, true);
 }
 
-bool QueueBook::MayBeOwed(const ClusterState& state, size_t q) const {
+bool QueueBook::MayBeBelow(const ClusterState& state, size_t q, Bound bound) const {
   if (!enabled() || !sharing_.reclaim || !tree_.spec(q).reclaim) return false;
+  if (bound == Bound::kFair && !sharing_.rebalance) return false;
   for (size_t d = 0; d < tree_.dims().size(); ++d) {
-    if (managed_[d] && state.queue_usage(q)[Fixed(d)] + claimed_[q][Fixed(d)] < shares_.at(shares_.entitled, q, d)) return true;
+    if (!managed_[d]) continue;
+    const int64_t cap = Cap(q, d, bound), have = state.queue_usage(q)[Fixed(d)] + claimed_[q][Fixed(d)];
+    // A rebalance needs a shortfall of kRebalanceMinGapPct of the fair share (VictimsUpTo).
+    if (bound == Bound::kFair ? have < cap && (cap - have) * 100 >= cap * kRebalanceMinGapPct : have < cap) return true;
   }
   return false;
 }
 
 VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed,
                                 int64_t* supply) const {
+  return VictimsUpTo(state, job, replicas, now_s, Bound::kEntitled, owed, supply);
+}
+
+VictimFilter QueueBook::RebalanceVictims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s,
+                                         bool* below, int64_t* supply) const {
+  *below = false;
+  if (supply != nullptr) *supply = INT64_MAX;
+  if (!sharing_.rebalance) return VictimFilter{};
+  return VictimsUpTo(state, job, replicas, now_s, Bound::kFair, below, supply);
+}
+
+VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, Bound bound,
+                                    bool* owed, int64_t* supply) const {
   const Job& j = state.job(job);
   const int32_t leaf = j.spec.queue;
   const int32_t prio = j.spec.priority;
-  const bool hp = prio >= kHpPriority;
+  // An HP job takes lower-priority work when not owed: only in a Reclaim to entitlements.
+  const bool hp = prio >= kHpPriority && bound == Bound::kEntitled;
   *owed = false;
   if (supply != nullptr) *supply = INT64_MAX;
   VictimFilter f;
   if (!enabled() || leaf < 0) return f;
   const size_t n = tree_.size();
-  // Per queue of the job's path: whether the job's start keeps it within its entitlement. The job
+  // Per queue of the job's path: whether the job's start keeps it within `bound`. The job
   // is owed what another queue v holds when every queue of its path below their common ancestor
   // is (its org may be above its own entitlement while it is owed by a sister team).
   const bool reclaims = sharing_.reclaim && tree_.spec(static_cast<size_t>(leaf)).reclaim;
   const QueueUsage req = Request(state, job, replicas, true);
   auto within = std::make_shared<std::vector<char>>(n, 0);
   for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
-    (*within)[static_cast<size_t>(p)] =
-        reclaims && QueueWithin(state, req, static_cast<size_t>(p), Bound::kEntitled, nullptr, true);
+    (*within)[static_cast<size_t>(p)] = reclaims && QueueWithin(state, req, static_cast<size_t>(p), bound, nullptr, true);
   }
   *owed = (*within)[static_cast<size_t>(leaf)] != 0;
-  // Per queue: what it holds above its entitlement (GPU milli; <= 0: nothing to take), less what
+  // Per queue: what it holds above `bound` (GPU milli; <= 0: nothing to take), less what
   // is already on its way out — and nothing when it may not be reclaimed from now. A cooldown
   // does not hold against a job whose start keeps its leaf queue within its guarantee: a
   // guarantee comes back within the grace period, whoever reclaimed last.
-  const bool guaranteed =
-      *owed && QueueWithin(state, req, static_cast<size_t>(leaf), Bound::kGuarantee, nullptr, true);
+  // A rebalance (toward fair shares) waits out every cooldown.
+  const bool guaranteed = bound == Bound::kEntitled && *owed &&
+                          QueueWithin(state, req, static_cast<size_t>(leaf), Bound::kGuarantee, nullptr, true);
+  // The dimension budgets are counted in: GPUs in total; toward fair shares, the job's GPU model
+  // when it names exactly one and the quotas name it (a model's fair share is what the queue may
+  // hold of that model; its total-GPU fair share counts GPUs its jobs could not use).
+  size_t dim = QuotaDims::kGpu;
+  int32_t model = -1;
+  if (bound == Bound::kFair) {
+    const uint64_t bits = state.task(j.tasks.front()).req.models.bits();
+    if (std::popcount(bits) == 1 && managed(tree_.dims().model(static_cast<size_t>(std::countr_zero(bits))))) {
+      model = std::countr_zero(bits);
+      dim = tree_.dims().model(static_cast<size_t>(model));
+    }
+  }
+  // Rebalancing: only for a shortfall of at least kRebalanceMinGapPct of the leaf's fair share
+  // (its Reclaims under way counted as held).
+  if (bound == Bound::kFair && *owed) {
+    const size_t q = static_cast<size_t>(leaf);
+    const int64_t fair = shares_.at(shares_.fair, q, dim);
+    const int64_t shortfall = fair - state.queue_usage(q)[Fixed(dim)] - claimed_[q][Fixed(dim)];
+    *owed = shortfall * 100 >= fair * kRebalanceMinGapPct;
+  }
+  const std::vector<int64_t>& above = bound == Bound::kFair ? shares_.fair : shares_.entitled;
   auto excess = std::make_shared<std::vector<int64_t>>(n, 0);
   std::vector<int64_t> rank(n, 0);
   for (size_t q = 0; q < n; ++q) {
-    const int64_t have = state.queue_usage(q)[kQueueGpu];
+    const int64_t have = state.queue_usage(q)[Fixed(dim)];
     const bool open = tree_.spec(q).reclaimable && (guaranteed || now_s >= cooldown_until_[q]);
-    (*excess)[q] = open ? have - leaving_[q] - Gpu(shares_.entitled, q) : 0;
-    const int64_t fair = std::max<int64_t>(1, Gpu(shares_.fair, q));
+    (*excess)[q] = open ? have - leaving_[q][Fixed(dim)] - shares_.at(above, q, dim) : 0;
+    const int64_t fair = std::max<int64_t>(1, shares_.at(shares_.fair, q, dim));
     rank[q] = -((have - fair) * 1000 / fair);  // furthest above its fair share first
   }
   auto mine = std::make_shared<std::vector<char>>(n, 0);  // the preemptor's queue and ancestors
   for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) (*mine)[static_cast<size_t>(p)] = 1;
   const QueueTree* tree = &tree_;
+  const ClusterState* st = &state;
   // Victim queue v's path up to (not including) the common ancestor with the preemptor's queue
   // holds more than its entitlement everywhere; returns that ancestor (-1: the root) or -2.
   auto over_until = [tree, mine, excess](int32_t v) {
@@ -400,6 +440,8 @@ VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t re
   }
   f.allowed = [=](const Job& v) {
     const int32_t vq = v.spec.queue;
+    // In a model's dimension, only jobs of that model count against its budgets.
+    if (model >= 0 && st->task(v.tasks.front()).req.models.bits() != uint64_t{1} << model) return false;
     const bool outranked = hp && v.spec.priority < prio;
     if (vq < 0 || vq == leaf) return outranked;
     const int top = over_until(vq);
@@ -446,8 +488,13 @@ void QueueBook::Leaving(const ClusterState& state, TaskId task, int sign) {
   const Task& t = state.task(task);
   const int32_t leaf = state.job(t.job).spec.queue;
   if (!enabled() || leaf < 0 || !sharing_.count_in_flight) return;
+  // In its model's dimension too when it names exactly one (as its queue's usage counts it).
+  const uint64_t bits = t.req.models.bits();
+  const int model = std::popcount(bits) == 1 ? std::countr_zero(bits) : -1;
   for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
-    leaving_[static_cast<size_t>(p)] += sign * t.req.TotalGpuMilli();
+    QueueUsage& l = leaving_[static_cast<size_t>(p)];
+    l[kQueueGpu] += sign * t.req.TotalGpuMilli();
+    if (model >= 0) l[kQueueModel + static_cast<size_t>(model)] += sign * t.req.TotalGpuMilli();
   }
 }
 

@@ -27,6 +27,18 @@
 // got its capacity back) — unless the job's start keeps its leaf queue within its guarantee,
 // which comes back within the grace period whoever reclaimed last. Victims come from the queue furthest above its fair share first (the
 // rank: its usage over fair share, in per mille, highest first).
+// Rebalancing (RebalanceVictims, SharingSpec::rebalance): the same toward weighted fair shares,
+// for a job its queue's entitlement does not cover. A waiting job of leaf q is short of its fair
+// share when its start keeps q and each ancestor below the common ancestor with v within their
+// fair shares and q is short of its own by at least kRebalanceMinGapPct of it (what its
+// Reclaims under way claim counted as held): a smaller gap evicts nothing. It may take running
+// preemptible work from queues v above their fair shares, only what v and its ancestors below
+// the common ancestor hold above their fair shares (budgets; elastic surplus first, then whole
+// jobs, cheapest first, from the queue furthest above its fair share first), and nothing from a
+// queue within its cooldown (no exception: the job is beyond its guarantee). The fair shares and
+// budgets are counted in the job's GPU model when it names exactly one that the quotas name
+// (only jobs of that model are then victims: a queue's total-GPU fair share counts GPUs of
+// models its jobs cannot use), else in GPUs in total. No HP exception: priorities do not matter.
 // In flight (SharingSpec::count_in_flight): the requests of q's jobs whose Reclaims are under way
 // (Claim) count toward what q and its ancestors hold in the owed check, and the GPUs of tasks
 // already being evicted from v (Leaving) count against v's budgets — so one queue's waiting jobs
@@ -133,9 +145,10 @@ class QueueBook {
   // Whether `replicas` replicas of waiting `job` may be owed capacity by some queue: its queue
   // reclaims and stays within its entitlement with them (the last Refresh's shares).
   bool Owed(const ClusterState& state, JobId job, int64_t replicas) const;
-  // Whether some job of leaf queue q may be owed capacity (Owed): q reclaims and holds less than
-  // its entitlement in some managed dimension. O(dimensions).
-  bool MayBeOwed(const ClusterState& state, size_t q) const;
+  // Whether some job of leaf queue q may be owed capacity (Owed; `bound` kEntitled) or be short
+  // of its fair share (RebalanceVictims; kFair): q reclaims and holds (with its Reclaims under
+  // way) less than `bound` in some managed dimension. O(dimensions).
+  bool MayBeBelow(const ClusterState& state, size_t q, Bound bound) const;
   // The victims a Reclaim for waiting `job` (needing `replicas` replicas) may take now (see the
   // header comment), and in `*owed` Owed(job, replicas). `*supply` (may be null): an upper bound
   // on the GPUs (milli) the victims hold — what the preemptible jobs of the queues the job may
@@ -143,6 +156,14 @@ class QueueBook {
   // evict). Uses the last Refresh's shares.
   VictimFilter Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed,
                        int64_t* supply = nullptr) const;
+  // The victims a rebalancing Reclaim for waiting `job` (needing `replicas` replicas) may take now
+  // (see the header comment), and in `*below` whether its queue is short of its fair share for it
+  // (false, with no victims, when SharingSpec::rebalance is off). Uses the last Refresh's shares.
+  // `*supply` (may be null): as Victims'.
+  VictimFilter RebalanceVictims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* below,
+                                int64_t* supply = nullptr) const;
+  // A rebalance needs its queue short of its fair share by at least this part of it (percent).
+  static constexpr int64_t kRebalanceMinGapPct = 10;
   // A Reclaim for `job` owed capacity was decided at now_s: its queue and ancestors are not
   // reclaimed from for SharingSpec::cooldown_s.
   void Reclaimed(const ClusterState& state, JobId job, int64_t now_s);
@@ -160,6 +181,9 @@ class QueueBook {
  private:
   // ClusterState's index (QueueUsage) of quota dimension d.
   size_t Fixed(size_t d) const;
+  // Victims and RebalanceVictims: `bound` kEntitled or kFair; `supply` as Victims'.
+  VictimFilter VictimsUpTo(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, Bound bound,
+                           bool* owed, int64_t* supply = nullptr) const;
   // Queue q's figure of `bound` in quota dimension d (kNoLimit: none).
   int64_t Cap(size_t q, size_t d, Bound bound) const;
   // Whether queue q alone stays within `bound` holding `req` more (as Within); `claims`: with
@@ -183,7 +207,7 @@ class QueueBook {
   uint64_t shares_version_ = 0;  // bumped when fair or entitled changed
   std::vector<int64_t> cooldown_until_;  // per queue
   std::vector<QueueUsage> claimed_;      // per queue (itself and its subtree): Reclaims under way
-  std::vector<int64_t> leaving_;         // per queue (itself and its subtree): GPU milli being evicted
+  std::vector<QueueUsage> leaving_;      // per queue (itself and its subtree): GPU milli being evicted (total, per model)
   // Time-based fairness: decayed GPU usage (GPU milli x s) per queue, as of usage_at_.
   std::vector<double> decayed_;
   int64_t usage_at_ = -1;

@@ -101,6 +101,74 @@ TEST(EngineQueues, AReturningTeamTakesFromTheQueueFurthestAboveItsFairShareFirst
   for (int64_t t : {160, 161, 600}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
 }
 
+// ---- Rebalancing toward weighted fair shares (SharingSpec::rebalance).
+
+TEST(EngineQueues, ATeamAtItsGuaranteeButBelowItsFairShareGetsItBackFromAnotherTeamsElasticSurplusInWholeSteps) {
+  // 8 nodes; a and b are guaranteed 2 nodes each, weights equal. b runs a 2-node job (its
+  // guarantee); a's elastic job (2..8 nodes, steps of 2) takes the other 6 (a's fair share: b
+  // wants only 2).
+  EngineJob elastic = NodeJob(1, "a", 8, 2);
+  elastic.step = 2;
+  const auto setup = [&](SharingSpec sharing) {
+    auto c = std::make_unique<Cluster>(8, std::vector<QueueSpec>{Q("a", 16), Q("b", 16)}, sharing);
+    c->Submit(elastic, 0);
+    c->Submit(NodeJob(2, "b", 2), 0);
+    c->Cycle(0);
+    EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 6}, {"b", 2}}));
+    // b queues a second 2-node job. The fair shares become 4 and 4 (a wants 8, b 4). b holds its
+    // guarantee, so its entitlement restores nothing; it is 2 nodes short of its fair share
+    // (at least a tenth of it), and a holds 2 nodes above its own: exactly one step of a's job.
+    c->Submit(NodeJob(3, "b", 2), 100);
+    return c;
+  };
+  std::unique_ptr<Cluster> c = setup(SharingSpec{});
+  std::vector<EngineEvent> ev = c->Cycle(100);
+  ASSERT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 1);
+  EXPECT_EQ(ev.back().job, 3u);
+  EXPECT_EQ(ev.back().detail, "fair share");
+  EXPECT_EQ(ev.back().at, 160);  // one grace period
+  EXPECT_TRUE(c->Cycle(159).empty());
+  ev = c->Cycle(160);
+  ASSERT_EQ(Count(ev, EngineEvent::Kind::kShrunk), 1);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kReturned), 0);  // nobody evicted whole
+  for (const EngineEvent& x : ev) {
+    if (x.kind != EngineEvent::Kind::kShrunk) continue;
+    EXPECT_EQ(x.job, 1u);
+    EXPECT_EQ(x.replicas, 4);  // 6 - one step of 2
+    EXPECT_EQ(x.detail, "queue reclaim");
+  }
+  EXPECT_EQ(c->e().Running(3), 2);
+  EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 4}}));
+  // Stable: both at their fair shares; a's job does not regrow (not after its cooldown either:
+  // its fair share holds it), and nobody takes anything back.
+  for (int64_t t : {160, 161, 460, 461, 4000}) EXPECT_TRUE(c->Cycle(t).empty()) << t;
+  EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 4}}));
+
+  // Without rebalancing a queue at its guarantee takes nothing back: b's job waits.
+  SharingSpec off;
+  off.rebalance = false;
+  c = setup(off);
+  for (int64_t t : {100, 160, 1000}) EXPECT_TRUE(c->Cycle(t).empty()) << t;
+  EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 6}, {"b", 2}}));
+}
+
+TEST(EngineQueues, AShortfallBelowATenthOfTheFairShareEvictsNothing) {
+  // 32 nodes; a is guaranteed 8, b 20. b runs twenty 1-node jobs (its guarantee); a's elastic
+  // job (1..12 nodes) holds the other 12. b queues one more node: the fair shares become b 21
+  // (its demand) and a 11 (guarantees 8 and 20, then the 4 left split 3 to a, 1 to b), so a
+  // holds one node above its fair share and b is one node short of its own — 8 GPUs, less than
+  // a tenth of 168 (QueueBook::kRebalanceMinGapPct): nothing is evicted, b's job waits.
+  Cluster c(32, {Q("a", 64), Q("b", 160)});
+  c.Submit(NodeJob(1, "a", 12, 1), 0);
+  for (uint32_t i = 0; i < 20; ++i) c.Submit(NodeJob(10 + i, "b", 1), 0);
+  c.Cycle(0);
+  ASSERT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 12}, {"b", 20}}));
+  c.Submit(NodeJob(40, "b", 1), 100);
+  for (int64_t t : {100, 160, 460, 4000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 12}, {"b", 20}}));
+  EXPECT_EQ(c.e().Running(40), 0);
+}
+
 // ---- An admin changes the queues while jobs run (Engine::SetQueues; the service's PUT /v1/queues).
 
 TEST(EngineQueueChange, ANewGuaranteeTakesEffectAtOnceEveryJobKeepsItsQueueByNameAndTheHistoryReplays) {

@@ -108,6 +108,13 @@ struct SharingSpec {
   // every waiting job within its entitlement on its own reclaims, so a queue with many waiting
   // jobs may take far beyond its entitlement at once, and its victims' queues below theirs.
   bool count_in_flight = true;
+  // Rebalancing toward weighted fair shares (with reclaim): a waiting job whose queue is short of
+  // its fair share by at least a tenth of it, beyond what its entitlement restores, Reclaims
+  // what queues above their fair shares hold beyond them — elastic surplus first, then whole
+  // jobs, never a job a queue's Reclaim evicted within reborrow_s, never from a queue within its
+  // cooldown (engine/queue_book.h, "Rebalancing"; docs/fair-share.md). Off: a queue at its
+  // entitlement takes nothing back, however far below its fair share.
+  bool rebalance = true;
 };
 
 // The dimensions of a cluster with `models` GPU models (see the header comment).

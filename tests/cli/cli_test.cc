@@ -1114,6 +1114,8 @@ TEST_F(ServeCli, ABadSchedulerConfigurationIsRejectedNamingFileLineAndField) {
   const std::string cycle = WriteFile(dir_, "cycle.yaml",
                                       "name: q\nqueues:\n  - {name: a, parent: b}\n  - {name: b, parent: a}\n");
   const std::string negative = WriteFile(dir_, "negative.yaml", "name: q\nqueues:\n  - {name: a, guarantee: {gpus: -8}}\n");
+  const std::string rebalance =
+      WriteFile(dir_, "rebalance.yaml", "name: q\nqueues:\n  - {name: a}\nsharing:\n  rebalance: sometimes\n");
   const std::vector<std::string> base = {"serve", "--data", Out("d"), "--tokens", tokens_};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = base;
@@ -1132,6 +1134,7 @@ TEST_F(ServeCli, ABadSchedulerConfigurationIsRejectedNamingFileLineAndField) {
       {{"--config", limit}, {limit + ":4: queue 'a': field 'limit'"}},
       {{"--config", cycle}, {cycle + ":", "field 'parent'", "cycle"}},
       {{"--config", negative}, {negative + ":3: field 'queues[0].guarantee.gpus'", "-8 is below 0"}},
+      {{"--config", rebalance}, {rebalance + ":5: field 'sharing.rebalance'"}},
   };
   for (const auto& [extra, words] : cases) {
     const std::vector<std::string> args = with(extra);
@@ -1309,6 +1312,8 @@ TEST_F(CliQueues, BadSharingExitsTwoNamingFileLineAndField) {
       {"{reclaim_to: nowhere}", "sharing.reclaim_to"}, {"{borrow: maybe}", "sharing.borrow"},
       {"{usage_half_life_s: -5}", "sharing.usage_half_life_s"}, {"{reborrow_s: 1.5}", "sharing.reborrow_s"},
       {"{lend: true}", "sharing.lend"},                {"[borrow]", "sharing"},
+      {"{rebalance: sometimes}", "sharing.rebalance"}, {"{rebalance: 1}", "sharing.rebalance"},
+      {"{count_in_flight: yes please}", "sharing.count_in_flight"},
   };
   const std::string jobs = "jobs:\n  - {name: j, queue: team, gpus: 8}\n";
   for (const auto& [sharing, field] : cases) {
