@@ -558,10 +558,7 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
     const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
     int64_t supply = INT64_MAX;
     filter = book_.Victims(state_, l.id, (spec.min_replicas + step - 1) / step * step, now_s, &owed, &supply);
-    if (supply == 0) {  // no plan could evict anything (the O(cluster) plan is not made)
-      *why = "no queue it may take back from holds GPUs of its models";
-      return false;
-    }
+    if (Hopeless(li, supply, why)) return false;
     // Within its limits only.
     if (QueueRoom(li, QueueBook::Bound::kLimit) < spec.min_replicas) {
       (void)book_.Within(state_, l.id, spec.min_replicas, QueueBook::Bound::kLimit, why);
@@ -573,6 +570,20 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
     return false;
   }
   return ReclaimWith(li, now_s, filter, owed, owed ? "queue" : "", why);
+}
+
+bool Engine::Hopeless(size_t li, int64_t supply, std::string* why) const {
+  if (supply == INT64_MAX) return false;
+  const Job& job = state_.job(locals_[li].id);
+  const TaskRequest& req = state_.task(job.tasks.front()).req;
+  if (!req.NeedsGpu()) return false;
+  const int32_t step = options_.allocate.align ? std::max<int32_t>(1, job.spec.step) : 1;
+  const int64_t need = int64_t{(std::max<int32_t>(1, job.spec.min_replicas) + step - 1) / step * step} * req.TotalGpuMilli();
+  const int64_t free = state_.free_gpu_milli(req.models);
+  if (need <= free + supply) return false;
+  *why = "needs " + std::to_string(need) + " milli-GPU; its models' nodes have " + std::to_string(free) +
+         " free and the queues it may take back from hold at most " + std::to_string(supply) + " there";
+  return true;
 }
 
 bool Engine::ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail,
@@ -970,7 +981,8 @@ void Engine::Rebalance(int64_t now_s) {
         if (!own && info.rebalance_refused_seq == seq_of(info) && supply <= info.rebalance_refused_supply) {
           return PendingQueue::Outcome::kShapeWaits;
         }
-        if (!own && supply == 0) {  // nothing to take: no plan (O(cluster)) is made
+        std::string why;
+        if (!own && Hopeless(li, supply, &why)) {  // no plan (O(cluster)) is made
           info.rebalance_refused_seq = seq_of(info);
           info.rebalance_refused_supply = supply;
           return PendingQueue::Outcome::kShapeWaits;
@@ -980,7 +992,6 @@ void Engine::Rebalance(int64_t now_s) {
           const size_t vi = local_of_job_[v.id.value()];
           return (vi == SIZE_MAX || now_s >= locals_[vi].no_borrow_until) && allowed(v);
         };
-        std::string why;
         if (ReclaimWith(li, now_s, filter, true, "fair share", &why)) return PendingQueue::Outcome::kStays;
         if (!own) {
           info.rebalance_refused_seq = seq_of(info);

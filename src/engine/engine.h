@@ -559,6 +559,11 @@ class Engine {
   // cooldown and the claim of QueueBook::Reclaimed and ::Claim). False (nothing changed) with
   // `why` otherwise.
   bool ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail, std::string* why);
+  // Whether no Reclaim plan for local li can exist, with `supply` (QueueBook::Supply: at most
+  // what its victims hold on its models' nodes; INT64_MAX: unknown): its min replicas (a step
+  // multiple under Align) need more GPUs than those nodes have free plus `supply`. True with
+  // `why`. O(models): it spares the O(cluster) plan.
+  bool Hopeless(size_t li, int64_t supply, std::string* why) const;
   void Absorb(int64_t now_s, int32_t external_blocking);
   // Stops every task on `node` as NodeFailureAction does, leaves the node `after` (down or
   // cordoned) and logs what the jobs lost with `detail` (FailNode, DrainNode).

@@ -350,8 +350,11 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
   const bool reclaims = sharing_.reclaim && tree_.spec(static_cast<size_t>(leaf)).reclaim;
   const QueueUsage req = Request(state, job, replicas, true);
   auto within = std::make_shared<std::vector<char>>(n, 0);
-  for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
+  uint64_t within_bits = 0;  // per queue of the path, leaf first (the cache's key)
+  int depth = 0;
+  for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p)), ++depth) {
     (*within)[static_cast<size_t>(p)] = reclaims && QueueWithin(state, req, static_cast<size_t>(p), bound, nullptr, true);
+    if ((*within)[static_cast<size_t>(p)] && depth < 64) within_bits |= uint64_t{1} << depth;
   }
   *owed = (*within)[static_cast<size_t>(leaf)] != 0;
   // Per queue: what it holds above `bound` (GPU milli; <= 0: nothing to take), less what
@@ -381,29 +384,22 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
     const int64_t shortfall = fair - state.queue_usage(q)[Fixed(dim)] - claimed_[q][Fixed(dim)];
     *owed = shortfall * 100 >= fair * kRebalanceMinGapPct;
   }
-  const std::vector<int64_t>& above = bound == Bound::kFair ? shares_.fair : shares_.entitled;
-  auto excess = std::make_shared<std::vector<int64_t>>(n, 0);
-  std::vector<int64_t> rank(n, 0);
-  for (size_t q = 0; q < n; ++q) {
-    const int64_t have = state.queue_usage(q)[Fixed(dim)];
-    const bool open = tree_.spec(q).reclaimable && (guaranteed || now_s >= cooldown_until_[q]);
-    (*excess)[q] = open ? have - leaving_[q][Fixed(dim)] - shares_.at(above, q, dim) : 0;
-    const int64_t fair = std::max<int64_t>(1, shares_.at(shares_.fair, q, dim));
-    rank[q] = -((have - fair) * 1000 / fair);  // furthest above its fair share first
+  // The per-queue figures below (budgets, ranks, the queues it may take from, the supply) are
+  // the same for every job with the same key in the same state, time and book: they are kept
+  // (VictimCached) until any of those changes. Each filter gets budgets of its own.
+  const TaskRequest& first = state.task(j.tasks.front()).req;
+  const bool want_supply = supply != nullptr && !hp && first.NeedsGpu();
+  const VictimKey key{leaf,       static_cast<int32_t>(bound), hp ? prio : 0, model,       guaranteed,
+                      depth < 64, within_bits,                 first.models.bits(), want_supply};
+  const std::tuple<uint64_t, uint64_t, uint64_t, int64_t> stamp{state.epoch(), version_, changes_, now_s};
+  if (victim_stamp_ != stamp) {
+    victim_cache_.clear();
+    victim_stamp_ = stamp;
   }
   auto mine = std::make_shared<std::vector<char>>(n, 0);  // the preemptor's queue and ancestors
   for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) (*mine)[static_cast<size_t>(p)] = 1;
   const QueueTree* tree = &tree_;
   const ClusterState* st = &state;
-  // Victim queue v's path up to (not including) the common ancestor with the preemptor's queue
-  // holds more than its entitlement everywhere; returns that ancestor (-1: the root) or -2.
-  auto over_until = [tree, mine, excess](int32_t v) {
-    int p = v;
-    for (; p >= 0 && !(*mine)[static_cast<size_t>(p)]; p = tree->parent(static_cast<size_t>(p))) {
-      if ((*excess)[static_cast<size_t>(p)] <= 0) return -2;
-    }
-    return p;
-  };
   // The preemptor is owed capacity below ancestor `top`.
   auto owed_below = [tree, within, leaf](int top) {
     for (int p = leaf; p >= 0 && p != top; p = tree->parent(static_cast<size_t>(p))) {
@@ -411,33 +407,70 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
     }
     return true;
   };
-  if (supply != nullptr && !hp && state.task(j.tasks.front()).req.NeedsGpu()) {
+  // Victim queue v's path up to (not including) the common ancestor with the preemptor's queue
+  // holds more than its entitlement everywhere (by budgets `ex`); returns that ancestor (-1: the
+  // root) or -2.
+  auto path_over = [tree, mine](const std::vector<int64_t>& ex, int32_t v) {
+    int p = v;
+    for (; p >= 0 && !(*mine)[static_cast<size_t>(p)]; p = tree->parent(static_cast<size_t>(p))) {
+      if (ex[static_cast<size_t>(p)] <= 0) return -2;
+    }
+    return p;
+  };
+  const auto hit = key.cacheable ? victim_cache_.find(key) : victim_cache_.end();
+  VictimCached fresh;
+  const VictimCached& c = hit != victim_cache_.end() ? hit->second : fresh;
+  if (hit == victim_cache_.end()) {
+    const std::vector<int64_t>& above = bound == Bound::kFair ? shares_.fair : shares_.entitled;
+    auto initial = std::make_shared<std::vector<int64_t>>(n, 0);
+    auto rank = std::make_shared<std::vector<int64_t>>(n, 0);
+    for (size_t q = 0; q < n; ++q) {
+      const int64_t have = state.queue_usage(q)[Fixed(dim)];
+      const bool open = tree_.spec(q).reclaimable && (guaranteed || now_s >= cooldown_until_[q]);
+      (*initial)[q] = open ? have - leaving_[q][Fixed(dim)] - shares_.at(above, q, dim) : 0;
+      const int64_t fair = std::max<int64_t>(1, shares_.at(shares_.fair, q, dim));
+      (*rank)[q] = -((have - fair) * 1000 / fair);  // furthest above its fair share first
+    }
+    // Not outranking anyone, the job takes only from the leaves it is owed by (`allowed` below).
+    auto from = std::make_shared<std::vector<int32_t>>();
     // Per queue v it may take from: the GPUs of the job's models v's preemptible jobs hold, at
     // most what v and its ancestors below the common ancestor hold above their entitlements (the
     // budgets) — summed, an upper bound on what a plan could evict.
-    const TaskRequest& r = state.task(j.tasks.front()).req;
-    const uint64_t bits = r.models.bits();
     int64_t takeable = 0;
-    for (size_t v = 0; v < n; ++v) {
-      if (!tree_.leaf(v) || static_cast<int32_t>(v) == leaf) continue;
-      const int top = over_until(static_cast<int32_t>(v));
-      if (top == -2 || !owed_below(top)) continue;
-      const QueueUsage& u = state.queue_preemptible(v);
-      int64_t held = 0;
-      if (bits == 0) {
-        held = u[kQueueGpu];
-      } else {
-        for (size_t m = 0; m < state.models().size(); ++m) {
-          if (bits >> m & 1) held += u[kQueueModel + m];
+    if (!hp) {
+      for (size_t v = 0; v < n; ++v) {
+        if (!tree_.leaf(v) || static_cast<int32_t>(v) == leaf) continue;
+        const int top = path_over(*initial, static_cast<int32_t>(v));
+        if (top == -2 || !owed_below(top)) continue;
+        from->push_back(static_cast<int32_t>(v));
+        if (!want_supply) continue;
+        const QueueUsage& u = state.queue_preemptible(v);
+        const uint64_t bits = first.models.bits();
+        int64_t held = 0;
+        if (bits == 0) {
+          held = u[kQueueGpu];
+        } else {
+          for (size_t m = 0; m < state.models().size(); ++m) {
+            if (bits >> m & 1) held += u[kQueueModel + m];
+          }
         }
+        for (int p = static_cast<int>(v); p != top; p = tree_.parent(static_cast<size_t>(p))) {
+          held = std::min(held, (*initial)[static_cast<size_t>(p)]);
+        }
+        // A budget smaller than v's smallest task takes none of v's work (a victim unit, a
+        // whole job or an elastic step, holds at least one task).
+        if (held < state.queue_min_preemptible(v, first.models)) held = 0;
+        takeable += held;
       }
-      for (int p = static_cast<int>(v); p != top; p = tree_.parent(static_cast<size_t>(p))) {
-        held = std::min(held, (*excess)[static_cast<size_t>(p)]);
-      }
-      takeable += held;
     }
-    *supply = takeable;
+    fresh = VictimCached{std::move(initial), std::move(rank), hp ? nullptr : std::move(from),
+                         want_supply ? takeable : INT64_MAX};
+    if (key.cacheable) victim_cache_.emplace(key, fresh);
   }
+  if (want_supply) *supply = c.supply;
+  f.queues = c.from;
+  auto excess = std::make_shared<std::vector<int64_t>>(*c.initial);
+  auto over_until = [path_over, excess](int32_t v) { return path_over(*excess, v); };
   f.allowed = [=](const Job& v) {
     const int32_t vq = v.spec.queue;
     // In a model's dimension, only jobs of that model count against its budgets.
@@ -447,11 +480,11 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
     const int top = over_until(vq);
     return top != -2 && (outranked || owed_below(top));
   };
-  f.rank = [leaf, rank](const Job& v) {
+  f.rank = [leaf, rank = c.rank](const Job& v) {
     const int32_t vq = v.spec.queue;
-    return vq < 0 || vq == leaf ? INT64_MAX / 2 : rank[static_cast<size_t>(vq)];
+    return vq < 0 || vq == leaf ? INT64_MAX / 2 : (*rank)[static_cast<size_t>(vq)];
   };
-  auto initial = std::make_shared<const std::vector<int64_t>>(*excess);
+  std::shared_ptr<const std::vector<int64_t>> initial = c.initial;
   f.reset = [excess, initial] { *excess = *initial; };
   f.take = [tree, mine, excess, leaf](const Job& v, int64_t gpu) {
     const int32_t vq = v.spec.queue;
@@ -481,6 +514,7 @@ void QueueBook::Claim(const ClusterState& state, JobId job, int64_t replicas, in
   const QueueUsage u = Request(state, job, replicas, true);
   for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
     for (size_t i = 0; i < kQueueDims; ++i) claimed_[static_cast<size_t>(p)][i] += sign * u[i];
+    ++changes_;
   }
 }
 
@@ -493,6 +527,7 @@ void QueueBook::Leaving(const ClusterState& state, TaskId task, int sign) {
   const int model = std::popcount(bits) == 1 ? std::countr_zero(bits) : -1;
   for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
     QueueUsage& l = leaving_[static_cast<size_t>(p)];
+    ++changes_;
     l[kQueueGpu] += sign * t.req.TotalGpuMilli();
     if (model >= 0) l[kQueueModel + static_cast<size_t>(model)] += sign * t.req.TotalGpuMilli();
   }
@@ -501,6 +536,7 @@ void QueueBook::Leaving(const ClusterState& state, TaskId task, int sign) {
 void QueueBook::Reclaimed(const ClusterState& state, JobId job, int64_t now_s) {
   for (int p = state.job(job).spec.queue; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
     cooldown_until_[static_cast<size_t>(p)] = now_s + sharing_.cooldown_s;
+    ++changes_;
   }
 }
 

@@ -53,6 +53,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <tuple>
 #include <optional>
 #include <string>
 #include <vector>
@@ -208,6 +210,24 @@ class QueueBook {
   std::vector<int64_t> cooldown_until_;  // per queue
   std::vector<QueueUsage> claimed_;      // per queue (itself and its subtree): Reclaims under way
   std::vector<QueueUsage> leaving_;      // per queue (itself and its subtree): GPU milli being evicted (total, per model)
+  uint64_t changes_ = 0;  // bumped by every change of claimed_, leaving_ and cooldown_until_
+  // VictimsUpTo's cache, per key, for the state's epoch, version_, changes_ and the time in
+  // victim_stamp_ (another stamp empties it): the budgets before any take, the ranks, the queues
+  // it may take from (null for an HP job outranking) and the supply (INT64_MAX: not asked).
+  struct VictimKey {
+    int32_t leaf, bound, prio, model;
+    bool guaranteed, cacheable;  // cacheable: the path's within bits fit the key
+    uint64_t within_bits, models;
+    bool supply;
+    auto operator<=>(const VictimKey&) const = default;
+  };
+  struct VictimCached {
+    std::shared_ptr<const std::vector<int64_t>> initial, rank;
+    std::shared_ptr<const std::vector<int32_t>> from;
+    int64_t supply = INT64_MAX;
+  };
+  mutable std::map<VictimKey, VictimCached> victim_cache_;
+  mutable std::tuple<uint64_t, uint64_t, uint64_t, int64_t> victim_stamp_{UINT64_MAX, 0, 0, 0};
   // Time-based fairness: decayed GPU usage (GPU milli x s) per queue, as of usage_at_.
   std::vector<double> decayed_;
   int64_t usage_at_ = -1;

@@ -1,6 +1,7 @@
 #include "model/cluster_state.h"
 
 #include <algorithm>
+#include <tuple>
 #include <unordered_set>
 
 #include "common/check.h"
@@ -104,6 +105,10 @@ void ClusterState::SyncFit(const Node& n) {
   NodeFit& f = fits_[n.id.value()];
   if (f.gpu_free_total != n.gpu_free_total) {
     const int64_t delta = n.gpu_free_total - f.gpu_free_total;
+    free_gpu_milli_all_ += delta;
+    if (n.spec.model.valid() && n.spec.model.value() < GpuModelSet::kMaxModels) {
+      free_gpu_milli_model_[n.spec.model.value()] += delta;
+    }
     const int32_t free_delta =
         static_cast<int32_t>(WhollyFree(n.gpu_free_total, n.spec.gpu_count)) - WhollyFree(f.gpu_free_total, n.spec.gpu_count);
     for (DomainId d : topology_.DomainsOf(n.id)) {
@@ -569,6 +574,9 @@ void ClusterState::SetQueues(std::vector<int32_t> parent) {
   queue_parent_ = std::move(parent);
   queue_usage_.assign(queue_parent_.size(), QueueUsage{});
   queue_preemptible_.assign(queue_parent_.size(), QueueUsage{});
+  queue_sizes_.assign(queue_parent_.size(), {});
+  queue_jobs_.assign(queue_parent_.size(), {});
+  job_counted_.assign(jobs_.size(), 0);
 }
 
 void ClusterState::ReplaceQueues(std::vector<int32_t> parent, const std::vector<int32_t>& remap) {
@@ -580,6 +588,9 @@ void ClusterState::ReplaceQueues(std::vector<int32_t> parent, const std::vector<
   }
   queue_usage_.assign(queue_parent_.size(), QueueUsage{});
   queue_preemptible_.assign(queue_parent_.size(), QueueUsage{});
+  queue_sizes_.assign(queue_parent_.size(), {});
+  queue_jobs_.assign(queue_parent_.size(), {});
+  job_counted_.assign(jobs_.size(), 0);
   for (const Task& t : tasks_) {
     if (t.state == TaskState::kBound) CountQueue(t, 1);
   }
@@ -599,8 +610,49 @@ void AddHeld(QueueUsage& u, const Task& t, GpuModelId m, int sign) {
 }
 }  // namespace
 
+void ClusterState::AddSize(std::vector<HeldSize>& sizes, const Task& t, GpuModelId m, int sign) {
+  const int64_t gpu = int64_t{t.gpus.size} * t.req.gpu_milli;
+  if (t.standby || gpu == 0) return;
+  const int32_t model = m.valid() ? static_cast<int32_t>(m.value()) : -1;
+  auto it = std::find_if(sizes.begin(), sizes.end(), [&](const HeldSize& h) { return h.model == model && h.gpu_milli == gpu; });
+  if (it == sizes.end()) it = sizes.insert(sizes.end(), HeldSize{model, gpu, 0});
+  it->tasks += sign;
+  ESTUARY_CHECK(it->tasks >= 0);
+  if (it->tasks == 0) sizes.erase(it);
+}
+
+int64_t ClusterState::queue_min_preemptible(size_t q, GpuModelSet models) const {
+  int64_t least = INT64_MAX;
+  for (const HeldSize& h : queue_sizes_[q]) {
+    const bool admitted = models.Any() || (h.model >= 0 && h.model < GpuModelSet::kMaxModels && (models.bits() >> h.model & 1));
+    if (admitted) least = std::min(least, h.gpu_milli);
+  }
+  return least;
+}
+
 void ClusterState::CountQueue(const Task& t, int sign) {
   const GpuModelId m = nodes_[t.node.value()].spec.model;
+  const int32_t own = jobs_[t.job.value()].spec.queue;
+  if (own >= 0 && jobs_[t.job.value()].spec.preemptible) {
+    AddSize(queue_sizes_[static_cast<size_t>(own)], t, m, sign);
+    const uint32_t j = t.job.value();
+    if (job_counted_.size() <= j) {
+      job_counted_.resize(jobs_.size(), 0);
+      job_queue_pos_.resize(jobs_.size(), 0);
+    }
+    std::vector<JobId>& list = queue_jobs_[static_cast<size_t>(own)];
+    job_counted_[j] += sign;
+    ESTUARY_CHECK(job_counted_[j] >= 0);
+    if (sign > 0 && job_counted_[j] == 1) {
+      job_queue_pos_[j] = static_cast<uint32_t>(list.size());
+      list.push_back(t.job);
+    } else if (sign < 0 && job_counted_[j] == 0) {
+      const uint32_t pos = job_queue_pos_[j];
+      list[pos] = list.back();
+      job_queue_pos_[list[pos].value()] = pos;
+      list.pop_back();
+    }
+  }
   for (int32_t q = jobs_[t.job.value()].spec.queue; q >= 0; q = queue_parent_[static_cast<size_t>(q)]) {
     AddHeld(queue_usage_[static_cast<size_t>(q)], t, m, sign);
     if (jobs_[t.job.value()].spec.preemptible) AddHeld(queue_preemptible_[static_cast<size_t>(q)], t, m, sign);
@@ -772,21 +824,39 @@ Status ClusterState::CheckInvariants() const {
 Status ClusterState::CheckQueueUsage() const {
   std::vector<QueueUsage> queues(queue_usage_.size(), QueueUsage{});  // queue_usage_ recounted
   std::vector<QueueUsage> preemptible(queue_usage_.size(), QueueUsage{});  // queue_preemptible_ recounted
+  std::vector<std::vector<HeldSize>> sizes(queue_usage_.size());  // queue_sizes_ recounted
   for (const Task& t : tasks_) {
     if (t.state != TaskState::kBound) continue;
     const JobSpec& js = jobs_[t.job.value()].spec;
     if (js.queue < 0) continue;  // borrowed tasks count too
     if (static_cast<size_t>(js.queue) >= queues.size()) return Internal("invariant broken: job " + js.name + " names an unknown queue");
+    if (js.preemptible) AddSize(sizes[static_cast<size_t>(js.queue)], t, nodes_[t.node.value()].spec.model, 1);
     for (int32_t q = js.queue; q >= 0; q = queue_parent_[static_cast<size_t>(q)]) {
       AddHeld(queues[static_cast<size_t>(q)], t, nodes_[t.node.value()].spec.model, 1);
       if (js.preemptible) AddHeld(preemptible[static_cast<size_t>(q)], t, nodes_[t.node.value()].spec.model, 1);
     }
+  }
+  std::vector<std::vector<JobId>> running(queue_usage_.size());  // queue_jobs_ recounted, in id order
+  for (const Job& j : jobs_) {
+    if (j.spec.queue >= 0 && j.spec.preemptible && j.bound_tasks > 0) running[static_cast<size_t>(j.spec.queue)].push_back(j.id);
   }
   for (size_t q = 0; q < queues.size(); ++q) {
     if (queues[q] != queue_usage_[q]) return Internal("invariant broken: the usage of queue " + std::to_string(q));
     if (preemptible[q] != queue_preemptible_[q]) {
       return Internal("invariant broken: the preemptible usage of queue " + std::to_string(q));
     }
+    auto key = [](const HeldSize& h) { return std::tuple(h.model, h.gpu_milli, h.tasks); };
+    auto by_key = [&](const HeldSize& a, const HeldSize& b) { return key(a) < key(b); };
+    std::vector<HeldSize> have = queue_sizes_[q];
+    std::sort(have.begin(), have.end(), by_key);
+    std::sort(sizes[q].begin(), sizes[q].end(), by_key);
+    if (!std::equal(have.begin(), have.end(), sizes[q].begin(), sizes[q].end(),
+                    [&](const HeldSize& a, const HeldSize& b) { return key(a) == key(b); })) {
+      return Internal("invariant broken: the preemptible task sizes of queue " + std::to_string(q));
+    }
+    std::vector<JobId> listed = queue_jobs_[q];
+    std::sort(listed.begin(), listed.end());
+    if (listed != running[q]) return Internal("invariant broken: the preemptible jobs listed for queue " + std::to_string(q));
   }
   return Status::Ok();
 }
@@ -846,6 +916,13 @@ Status ClusterState::CheckIndexes() const {
       s.free_nodes += WhollyFree(n.gpu_free_total, n.spec.gpu_count);
     }
   }
+  int64_t free_all = 0;
+  std::array<int64_t, GpuModelSet::kMaxModels> free_model{};
+  for (const Node& n : nodes_) {
+    free_all += n.gpu_free_total;
+    if (n.spec.model.valid() && n.spec.model.value() < GpuModelSet::kMaxModels) free_model[n.spec.model.value()] += n.gpu_free_total;
+  }
+  if (free_all != free_gpu_milli_all_ || free_model != free_gpu_milli_model_) return fail("free GPUs per model");
   if (domain_free_.size() != sums.size()) return fail("domain aggregate table size");
   for (size_t i = 0; i < sums.size(); ++i) {
     const DomainFree& a = domain_free_[i];

@@ -368,9 +368,27 @@ class ClusterState {
   const QueueUsage& queue_usage(size_t q) const { return queue_usage_[q]; }
   // What the bound tasks of queue q's preemptible jobs hold (a part of queue_usage).
   const QueueUsage& queue_preemptible(size_t q) const { return queue_preemptible_[q]; }
+  // The preemptible jobs of queue q (its own, not a descendant's) with a bound task, in no
+  // particular order: where the victims of a Reclaim that takes only from q are.
+  const std::vector<JobId>& queue_preemptible_jobs(size_t q) const { return queue_jobs_[q]; }
+  // The fewest GPU milli one bound task of a preemptible job of queue q (its own, not a
+  // descendant's) holds on a node of a model in `models` (an empty set: any node); INT64_MAX
+  // when there is none. Evicting any of q's work frees at least this much. O(sizes in q).
+  int64_t queue_min_preemptible(size_t q, GpuModelSet models) const;
   // GPU milli held by the bound tasks (not borrowed ones) of preemptible jobs below `priority`:
   // what a Reclaim at that priority could free at most. O(distinct priorities).
   int64_t PreemptibleGpuMilliBelow(int32_t priority) const;
+  // Free GPU milli (the nodes' gpu_free, summed) on the nodes of the models in `models` (an empty
+  // set: every node): with what victims would free, the most any placement there can use.
+  // O(models).
+  int64_t free_gpu_milli(GpuModelSet models) const {
+    if (models.Any()) return free_gpu_milli_all_;
+    int64_t sum = 0;
+    for (int m = 0; m < GpuModelSet::kMaxModels; ++m) {
+      if (models.bits() >> m & 1) sum += free_gpu_milli_model_[static_cast<size_t>(m)];
+    }
+    return sum;
+  }
   // Free-capacity index: the nodes with exactly k wholly free GPUs (k in [0, kMaxGpusPerNode]),
   // in no particular order. A task needing k whole GPUs only looks at buckets k and above.
   const std::vector<NodeId>& nodes_with_full_free(int k) const { return by_full_free_[k]; }
@@ -451,12 +469,29 @@ class ClusterState {
   void CountQueue(const Task& t, int sign);
   std::vector<QueueUsage> queue_usage_;
   std::vector<QueueUsage> queue_preemptible_;
+  // Per queue: the GPU sizes its own preemptible jobs' bound tasks hold (queue_min_preemptible),
+  // one entry per (node model, GPU milli) with the count of such tasks.
+  struct HeldSize {
+    int32_t model = -1;  // the node's model (-1: none)
+    int64_t gpu_milli = 0;
+    int32_t tasks = 0;
+  };
+  std::vector<std::vector<HeldSize>> queue_sizes_;
+  // queue_preemptible_jobs: per queue, its jobs; per job, its tasks counted there (CountQueue)
+  // and its position in its queue's list.
+  std::vector<std::vector<JobId>> queue_jobs_;
+  std::vector<int32_t> job_counted_;
+  std::vector<uint32_t> job_queue_pos_;
+  // What CountQueue adds to queue_sizes_ for bound task `t` (sign 1) or takes back (-1).
+  static void AddSize(std::vector<HeldSize>& sizes, const Task& t, GpuModelId m, int sign);
   std::vector<int32_t> queue_parent_;
   int64_t reserved_gpu_milli_ = 0;
   MilliCpu reserved_cpu_milli_ = 0;
   std::vector<ReservationId> available_capacity_;  // available capacity reservations, id order
   uint64_t epoch_ = 0;
   uint64_t release_seq_ = 0;
+  int64_t free_gpu_milli_all_ = 0;  // free_gpu_milli: over every node, and per node model
+  std::array<int64_t, GpuModelSet::kMaxModels> free_gpu_milli_model_{};
   uint64_t release_all_ = 0;  // releases tied to no one node's model
   std::array<uint64_t, GpuModelSet::kMaxModels> release_model_{};  // releases on nodes of each model
   // Capacity may have become usable on `n` (nullptr: anywhere): bumps release_seq_ and its model's.

@@ -401,6 +401,68 @@ TEST(ClusterStateQueues, AQueueHoldsWhatItsBoundTasksHoldAndAStandbyTasksGpusGoT
   l.ExpectInvariants();
 }
 
+// What a Reclaim's quick refusals read: free GPUs per model, and per queue its preemptible jobs
+// with a bound task and the smallest GPU amount one of their tasks holds.
+TEST(ClusterStateQueues, FreeGpusPerModelAndEachQueuesPreemptibleJobsAndSmallestTaskFollowBindsAndReleases) {
+  ClusterBuilder c;
+  ClusterState& s = c.state;
+  testing::NodeShape h800 = testing::Gpus(8);
+  h800.model = "H800";
+  testing::NodeShape a10 = testing::Gpus(4);
+  a10.model = "A10";
+  const NodeId h = c.AddNode("h", h800);
+  const NodeId a = c.AddNode("a", a10);
+  const GpuModelSet only_h800 = c.ModelSet("H800"), only_a10 = c.ModelSet("A10");
+  EXPECT_EQ(s.free_gpu_milli(only_h800), 8000);
+  EXPECT_EQ(s.free_gpu_milli(only_a10), 4000);
+  EXPECT_EQ(s.free_gpu_milli(GpuModelSet()), 12000);
+  s.SetQueues({-1, -1});
+  auto job = [&](const std::string& name, int32_t q, bool preemptible, int tasks, TaskRequest req) {
+    JobSpec js;
+    js.name = name;
+    js.queue = q;
+    js.preemptible = preemptible;
+    const JobId id = s.AddJob(js);
+    std::vector<TaskId> out;
+    for (int i = 0; i < tasks; ++i) out.push_back(s.AddTask(id, name + std::to_string(i), req));
+    return out;
+  };
+  const std::vector<TaskId> gang = job("gang", 0, true, 2, Req().Cpu(1000).Mem(10).Gpus(2));
+  const std::vector<TaskId> small = job("small", 0, true, 1, Req().Cpu(1000).Mem(10).SharedGpu(500));
+  const std::vector<TaskId> fixed = job("fixed", 0, false, 1, Req().Cpu(1000).Mem(10).Gpus(1));
+  const std::vector<TaskId> other = job("other", 1, true, 1, Req().Cpu(1000).Mem(10).Gpus(2));
+  EXPECT_TRUE(s.queue_preemptible_jobs(0).empty());
+  EXPECT_EQ(s.queue_min_preemptible(0, GpuModelSet()), INT64_MAX);
+  s.Bind(gang[0], h, Idx({0, 1}));
+  s.Bind(gang[1], h, Idx({2, 3}));
+  s.Bind(small[0], a, Idx({0}));
+  s.Bind(fixed[0], h, Idx({4}));
+  s.Bind(other[0], h, Idx({5, 6}));
+  EXPECT_EQ(s.free_gpu_milli(only_h800), 1000);  // 8 - 4 (gang) - 1 (fixed) - 2 (other)
+  EXPECT_EQ(s.free_gpu_milli(only_a10), 3500);   // 4 - 0.5 (small)
+  EXPECT_EQ(s.free_gpu_milli(GpuModelSet()), 4500);
+  std::set<JobId> q0(s.queue_preemptible_jobs(0).begin(), s.queue_preemptible_jobs(0).end());
+  EXPECT_EQ(q0, (std::set<JobId>{s.task(gang[0]).job, s.task(small[0]).job}));  // not the non-preemptible one
+  EXPECT_EQ(s.queue_preemptible_jobs(1).size(), 1u);
+  EXPECT_EQ(s.queue_min_preemptible(0, only_h800), 2000);  // one task of the gang
+  EXPECT_EQ(s.queue_min_preemptible(0, only_a10), 500);
+  EXPECT_EQ(s.queue_min_preemptible(0, GpuModelSet()), 500);
+  EXPECT_EQ(s.queue_min_preemptible(1, only_h800), 2000);
+  EXPECT_EQ(s.queue_min_preemptible(1, only_a10), INT64_MAX);
+  EXPECT_TRUE(s.CheckInvariants().ok()) << s.CheckInvariants().message();
+  // A job stays listed while any of its tasks is bound.
+  s.Finish(gang[0]);
+  EXPECT_EQ(s.queue_preemptible_jobs(0).size(), 2u);
+  EXPECT_EQ(s.free_gpu_milli(only_h800), 3000);
+  s.Finish(gang[1]);
+  s.Unbind(small[0]);
+  EXPECT_TRUE(s.queue_preemptible_jobs(0).empty());
+  EXPECT_EQ(s.queue_min_preemptible(0, GpuModelSet()), INT64_MAX);
+  EXPECT_EQ(s.free_gpu_milli(only_h800), 5000);
+  EXPECT_EQ(s.free_gpu_milli(only_a10), 4000);
+  EXPECT_TRUE(s.CheckInvariants().ok()) << s.CheckInvariants().message();
+}
+
 TEST(ClusterStateStandby, CanBindBorrowedRefusesWhatTheLentPoolOrTheNodeCannotGive) {
   Lending l;
   l.c.state.EnterStandby(l.svc);

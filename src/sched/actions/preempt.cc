@@ -114,8 +114,25 @@ class Solver {
     const int32_t prio = state.job(preemptor).spec.priority;
     // The candidate jobs: those with a bound task (found from the nodes, so that jobs that ended
     // long ago cost nothing), in id order.
+    // With VictimFilter::queues, from those queues' lists of preemptible jobs with a bound task
+    // (the same jobs, without visiting every task on the nodes).
     std::vector<uint32_t> running;
-    {
+    if (filter.queues) {
+      std::vector<char> in_only;
+      if (only != nullptr) {
+        in_only.assign(state.num_nodes(), 0);
+        for (NodeId n : *only) in_only[n.value()] = 1;
+      }
+      for (int32_t q : *filter.queues) {
+        for (JobId j : state.queue_preemptible_jobs(static_cast<size_t>(q))) {
+          const bool there = std::any_of(state.job(j).tasks.begin(), state.job(j).tasks.end(), [&](TaskId t) {
+            const Task& task = state.task(t);
+            return task.state == TaskState::kBound && (only == nullptr || in_only[task.node.value()] != 0);
+          });
+          if (there) running.push_back(j.value());
+        }
+      }
+    } else {
       std::vector<char> seen(state.jobs().size(), 0);
       auto visit = [&](const Node& n) {
         for (TaskId t : n.tasks) {
@@ -131,8 +148,8 @@ class Solver {
       } else {
         for (const Node& n : state.nodes()) visit(n);
       }
-      std::sort(running.begin(), running.end());
     }
+    std::sort(running.begin(), running.end());
     for (uint32_t jid : running) {
       const Job& j = state.job(JobId(jid));
       if (j.id == preemptor || !j.spec.preemptible) continue;
@@ -215,23 +232,39 @@ class Solver {
     touch_.resize(pairs.size());
     std::vector<uint32_t> fill(touch_start_.begin(), touch_start_.end() - 1);
     for (const auto& [n, u] : pairs) touch_[fill[n]++] = u;
-    // Per node: replicas now, and with all its evictable work gone.
+    // Per node of `only` (the sets solved are among them; elsewhere nothing is usable): replicas
+    // now, and with all its evictable work gone (the nodes without any: as now).
     usable_.assign(n_nodes, 0);
     fit0_.assign(n_nodes, 0);
     cap_.assign(n_nodes, 0);
-    std::vector<Room> full(n_nodes);
-    for (const Node& n : state.nodes()) {
-      full[n.id.value()] = FreeRoom(n);
-      usable_[n.id.value()] =
-          n.Schedulable() && !(n.reservation.valid() && state.reservation(n.reservation).owner != preemptor);
+    auto init = [&](const Node& n) {
+      const uint32_t i = n.id.value();
+      usable_[i] = n.Schedulable() && !(n.reservation.valid() && state.reservation(n.reservation).owner != preemptor);
+      if (usable_[i]) fit0_[i] = cap_[i] = Fits(n, FreeRoom(n), req);
+    };
+    if (only != nullptr) {
+      for (NodeId n : *only) init(state.node(n));
+    } else {
+      for (const Node& n : state.nodes()) init(n);
     }
-    for (const VJob& v : jobs_) {
-      for (TaskId t : v.bound) AddTask(full[state.task(t).node.value()], state.task(t), 1);
-    }
-    for (const Node& n : state.nodes()) {
-      if (!usable_[n.id.value()]) continue;
-      fit0_[n.id.value()] = Fits(n, FreeRoom(n), req);
-      cap_[n.id.value()] = Fits(n, full[n.id.value()], req);
+    {
+      std::vector<int32_t> at(n_nodes, -1);  // index into full
+      std::vector<Room> full;
+      std::vector<uint32_t> where;
+      for (const VJob& v : jobs_) {
+        for (TaskId t : v.bound) {
+          const uint32_t n = state.task(t).node.value();
+          if (at[n] < 0) {
+            at[n] = static_cast<int32_t>(full.size());
+            full.push_back(FreeRoom(state.node(NodeId(n))));
+            where.push_back(n);
+          }
+          AddTask(full[static_cast<size_t>(at[n])], state.task(t), 1);
+        }
+      }
+      for (uint32_t n : where) {
+        if (usable_[n]) cap_[n] = Fits(state.node(NodeId(n)), full[static_cast<size_t>(at[n])], req);
+      }
     }
     // Per node: the least "highest evicted priority" of any plan that empties its GPUs — the
     // highest priority among its evictable GPU tasks that no elastic chunk can remove.

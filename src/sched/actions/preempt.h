@@ -64,6 +64,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -99,6 +100,10 @@ struct VictimFilter {
   // level offers each domain's candidates (those with a task there) afresh, each against whole
   // budgets.
   std::function<void()> reset;
+  // When set: every job `allowed` admits is a preemptible job of one of these queues (a shared
+  // list: filters are copied), so the candidates are found from their lists
+  // (ClusterState::queue_preemptible_jobs) rather than from every task on the nodes.
+  std::shared_ptr<const std::vector<int32_t>> queues;
 };
 
 struct PreemptionPlan {
