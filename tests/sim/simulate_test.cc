@@ -60,6 +60,8 @@ TEST(Simulate, EveryExampleScenarioRunsWithInvariantsCheckedForEachConfiguration
     if (sc->name == "tidal-week") sc->duration_s = 7200;
     // The two-month defrag replay: its first two days (migrations under way, aborts included).
     if (sc->name == "defrag-replay") sc->duration_s = 2 * 86400;
+    // make demo's two days: the first six hours (services, gangs, spot work and Reclaim under way).
+    if (sc->name == "demo") sc->duration_s = 6 * 3600;
     if (sc->federation.enabled) {
       // A federation week: its first six hours, every member's invariants at every event time;
       // the metrics cover the last three.
