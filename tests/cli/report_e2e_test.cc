@@ -97,6 +97,19 @@ TEST_F(ReportEndToEnd, TheSimulateReportRendersTimeSeriesAndHourOfDayCharts) {
   EXPECT_GT(std::stoi(body["data-points"].empty() ? "0" : body["data-points"]), 3 * 24);
 }
 
+TEST_F(ReportEndToEnd, TheReportOfMakeDemoRendersEveryChartWithoutAJavaScriptError) {
+  // examples/demo.yaml exactly as `make demo` runs it (the whole two days, every seed).
+  const std::string out = (dir_.path() / "demo").string();
+  ASSERT_EQ(RunEstuary({"estuary", "simulate", std::string(ESTUARY_SOURCE_DIR) + "/examples/demo.yaml", "--out", out}), 0);
+  auto body = BodyAttributes(DumpDom(dir_, out + "/report.html"));
+  EXPECT_EQ(body["data-status"], "ok");
+  // Allocation and free nodes, free ASWs and RDMA-PODs over time, idle GPU-hours and both
+  // allocation ratios by hour of day.
+  EXPECT_EQ(body["data-charts"], "7");
+  // At least the allocation series: 4 configurations x 192 samples (two days every 15 minutes).
+  EXPECT_GT(std::stoi(body["data-points"].empty() ? "0" : body["data-points"]), 4 * 192);
+}
+
 std::string ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
