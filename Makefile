@@ -68,7 +68,8 @@ install: build
 	@cmake --install $(BUILD)
 
 # `make package`: a Debian package (CPack) installing under /usr, its configuration in
-# /etc/estuary; written to $(BUILD)/estuary_VERSION_ARCH.deb.
+# /etc/estuary; written to $(BUILD)/estuary_VERSION_ARCH.deb. The install prefix is a setting of
+# the build folder: install and package set it each time (nothing recompiles for it).
 package: build
 	@cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
 	@cd $(BUILD) && cpack -G DEB
