@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs whatever estuary needs to build, test and run that is missing on a Debian 12 machine:
-# Debian packages (compiler, CMake, Ninja, libraries, Chromium for the report and dashboard tests)
-# and the npm packages of the HTML report and of the service's dashboard. Idempotent and quiet
-# when everything is present. Run as root.
+# Debian packages (compiler, CMake, Ninja, libraries, Chromium for the report and dashboard tests,
+# dpkg-dev for `make package`) and the npm packages of the HTML report and of the service's
+# dashboard. Idempotent and quiet when everything is present. Run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build make pkg-config googletest libgtest-dev libgmock-dev
-  libbenchmark-dev nlohmann-json3-dev libcli11-dev libfccp-dev libyaml-cpp-dev coinor-libcbc-dev libsqlite3-dev libcpp-httplib-dev etcd-server etcd-client openssl nodejs npm chromium)
+  libbenchmark-dev nlohmann-json3-dev libcli11-dev libfccp-dev libyaml-cpp-dev coinor-libcbc-dev libsqlite3-dev libcpp-httplib-dev etcd-server etcd-client openssl nodejs npm chromium dpkg-dev)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,14 +1,17 @@
 #include "tools/cli.h"
 #include "tools/client_cmds.h"
+#include "tools/completion.h"
 #include "tools/history_cmds.h"
 #include "tools/service_cmds.h"
 
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -34,6 +37,7 @@
 #include "sim/trace/openb_reader.h"
 #include "sim/trace/plan_reader.h"
 #include "sim/trace/snapshot.h"
+#include "estuary_version.h"
 
 namespace estuary {
 namespace {
@@ -346,10 +350,58 @@ int RunClusterCheck(const ClusterFlags& f) {
 
 struct SimulateFlags {
   std::string scenario, out;
+  std::vector<std::string> table;  // --table: metrics to print as a table (rows) by configuration (columns)
   bool check_invariants = false;
   bool events = false;  // record job events (job_events.csv)
   int threads = 0;  // 0: one per hardware thread
 };
+
+// `simulate --table`: one row per metric of `metrics`, one column per configuration, each cell the
+// mean over the seeds that have the metric ("-" where none has it). A metric no configuration has
+// is bad input naming the flag.
+StatusOr<std::string> SimulateTable(const std::vector<std::vector<SimulateResult>>& results,
+                                    const std::vector<std::string>& metrics) {
+  size_t name_width = 6;
+  for (const std::string& m : metrics) name_width = std::max(name_width, m.size());
+  std::ostringstream o;
+  o << std::left << std::setw(static_cast<int>(name_width)) << "metric";
+  std::vector<int> widths;
+  for (const auto& per_seed : results) {
+    widths.push_back(static_cast<int>(std::max<size_t>(12, per_seed.front().configuration.size() + 2)));
+    o << std::right << std::setw(widths.back()) << per_seed.front().configuration;
+  }
+  o << "\n";
+  for (const std::string& m : metrics) {
+    bool any = false;
+    std::ostringstream row;
+    row << std::left << std::setw(static_cast<int>(name_width)) << m << std::right;
+    for (size_t c = 0; c < results.size(); ++c) {
+      double sum = 0;
+      int n = 0;
+      for (const SimulateResult& r : results[c]) {
+        if (auto it = r.metrics.find(m); it != r.metrics.end()) {
+          sum += it->second;
+          ++n;
+        }
+      }
+      std::ostringstream cell;
+      if (n == 0) {
+        cell << "-";
+      } else {
+        any = true;
+        const double mean = sum / n;
+        cell << std::fixed << std::setprecision(std::abs(mean) >= 1000 || mean == std::floor(mean) ? 0 : 2) << mean;
+      }
+      row << std::setw(widths[c]) << cell.str();
+    }
+    if (!any) {
+      return InvalidArgument("--table: no configuration has the metric '" + m +
+                             "' (summary.json lists the metrics; docs/simulate.md defines them)");
+    }
+    o << row.str() << "\n";
+  }
+  return o.str();
+}
 
 int RunSimulateCommand(const SimulateFlags& f) {
   if (!f.out.empty()) {
@@ -417,11 +469,17 @@ int RunSimulateCommand(const SimulateFlags& f) {
     std::printf("simulate %s: %zu nodes, %zu configurations, %zu seeds, %.2f s\n", sc->name.c_str(), cluster->num_nodes(),
                 sc->configurations.size(), sc->seeds.size(), wall);
   }
-  for (const auto& per_seed : results) {
-    const SimulateResult& r = per_seed.front();
-    std::printf("%s (seed %llu):", r.configuration.c_str(), static_cast<unsigned long long>(r.seed));
-    for (const auto& [k, v] : r.metrics) std::printf(" %s=%g", k.c_str(), v);
-    std::printf("\n");
+  if (f.table.empty()) {
+    for (const auto& per_seed : results) {
+      const SimulateResult& r = per_seed.front();
+      std::printf("%s (seed %llu):", r.configuration.c_str(), static_cast<unsigned long long>(r.seed));
+      for (const auto& [k, v] : r.metrics) std::printf(" %s=%g", k.c_str(), v);
+      std::printf("\n");
+    }
+  } else {
+    auto table = SimulateTable(results, f.table);
+    if (!table.ok()) return Fail(table.status());
+    std::fputs(table->c_str(), stdout);
   }
   if (!f.out.empty()) {
     auto html = WriteSimulateOutputs(f.out, sc->name, results, wall);
@@ -810,7 +868,8 @@ CLI::App* AddDefragCommand(CLI::App& app, DefragFlags& df, CLI::Option*& budget)
   d->add_option("--align-plane", df.align_plane, "one partition per domain of this plane's --align-level");
   d->add_option("--align-level", df.align_level, "the level of --align-plane");
   budget = d->add_option("--budget", df.budget,
-                         "most moves to keep, in plan order, whole vacated nodes only (default: all)");
+                         "most moves to keep, in plan order, whole vacated nodes only (default: all)")
+               ->default_str("");
   return d;
 }
 
@@ -832,9 +891,14 @@ CLI::App* AddReplayCommand(CLI::App& app, ReplayFlags& rf) {
 }  // namespace
 
 int RunCli(int argc, char** argv) {
-  CLI::App app{"estuary: a GPU-cluster scheduler and trace-driven simulator"};
+  CLI::App app{"estuary: a GPU-cluster scheduler and trace-driven simulator", "estuary"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for all subcommands");
+  app.set_version_flag("--version", std::string("estuary ") + kEstuaryVersion + " (commit " + kEstuaryCommit + ")",
+                       "print the version and the commit it was built from, and exit");
+  // Every flag's --help line shows its default value (options added below inherit this).
+  app.option_defaults()->always_capture_default();
+  app.get_formatter()->column_width(36);
 
   OpenbFlags of;
   CLI::App* openb = app.add_subcommand("openb", "FGD (ATC'23) openb protocol: arrival-only placement of a trace");
@@ -865,7 +929,12 @@ int RunCli(int argc, char** argv) {
   simulate->add_flag("--events", sf.events,
                      "also write job_events.csv: every start, grow, shrink, eviction, Standby and restore of every job");
   simulate->add_option("--threads", sf.threads, "runs (configuration x seed) in parallel; default: one per hardware thread")
-      ->check(CLI::Range(1, 1024));
+      ->check(CLI::Range(1, 1024))
+      ->default_str("");
+  simulate->add_option("--table", sf.table,
+                       "print these metrics (a comma list) as a table, one column per configuration, means over "
+                       "seeds, instead of every metric of the first seed")
+      ->delimiter(',');
 
   ClusterFlags cf;
   CLI::App* cluster = app.add_subcommand("cluster", "cluster spec files: generate ASI-like clusters, check a spec");
@@ -907,12 +976,17 @@ int RunCli(int argc, char** argv) {
   CLI::App* history_scenario = nullptr;
   AddHistoryCommand(app, hf, &history_export, &history_scenario);
 
+  std::string shell;
+  CLI::App* completion = app.add_subcommand("completion", "print a shell completion script: source <(estuary completion bash)");
+  completion->add_option("shell", shell, "the shell: bash")->required()->check(CLI::IsMember({"bash"}));
+
   static const std::set<std::string> kCommands = {"openb", "replay", "simulate", "cluster", "curve", "defrag", "serve",
-                                                   "agent", "history", "submit", "jobs", "job", "cancel", "logs", "nodes", "queues"};
+                                                   "agent", "history", "submit", "jobs", "job", "cancel", "logs", "nodes",
+                                                   "queues", "completion"};
   if (argc >= 2 && argv[1][0] != '-' && !kCommands.count(argv[1])) {
     std::fprintf(stderr,
                  "estuary: unknown command '%s' (known: openb, replay, simulate, cluster, curve, defrag, serve, agent, history, "
-                 "submit, jobs, job, cancel, logs, nodes, queues; see --help)\n",
+                 "submit, jobs, job, cancel, logs, nodes, queues, completion; see --help)\n",
                  argv[1]);
     return 2;
   }
@@ -926,6 +1000,10 @@ int RunCli(int argc, char** argv) {
     std::string msg = e.what();
     std::fprintf(stderr, "estuary: %s (see --help)\n", msg.c_str());
     return 2;
+  }
+  if (completion->parsed()) {
+    std::fputs(BashCompletion(app).c_str(), stdout);
+    return 0;
   }
   if (openb->parsed()) return RunOpenbCommand(of);
   if (replay->parsed()) return RunReplayCommand(rf);

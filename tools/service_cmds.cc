@@ -1,6 +1,7 @@
 #include "tools/service_cmds.h"
 
 #include <csignal>
+#include <fstream>
 #include <cstdio>
 #include <functional>
 #include <thread>
@@ -144,7 +145,8 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   s->add_option("--configuration", f.configuration, "with --config: the entry of its configurations: list to use");
   s->add_option("--policy", f.policy, "placement policy (default: the configuration's, else best-fit)");
   s->add_option("--grace-s", f.grace_s, "Reclaim's eviction grace period in seconds (default: the configuration's, else 60)")
-      ->check(CLI::Range(0, 86400));
+      ->check(CLI::Range(0, 86400))
+      ->default_str("");  // its default (-1: the configuration's) is no value to show
   s->add_option("--heartbeat-timeout-s", f.heartbeat_timeout_s, "a node without heartbeats this long fails (default 30)")
       ->check(CLI::Range(1, 86400));
   s->add_option("--retain-ended-s", f.retain_ended_s,
@@ -164,21 +166,30 @@ CLI::App* AddAgentCommand(CLI::App& app, AgentFlags& f) {
                                    "run a node agent: --node NAME runs replicas as real processes on this machine "
                                    "(docs/agent.md); --fake-nodes N registers N nodes and runs timed fake processes");
   a->add_option("--server", f.server, "the service's URL, e.g. http://127.0.0.1:8080, or its replicas' URL,URL,...")->required();
-  a->add_option("--token", f.token, "an agent token of the service's tokens file")->required();
+  auto* token = a->add_option("--token", f.token, "an agent token of the service's tokens file");
+  auto* token_file = a->add_option("--token-file", f.token_file,
+                                   "a file holding the agent token on one line (keeps it out of the process list)");
+  token->excludes(token_file);
   auto* fake = a->add_option("--fake-nodes", f.fake_nodes, "nodes to register (with --cluster: its first N nodes)")
-                   ->check(CLI::Range(1, 1000000));
+                   ->check(CLI::Range(1, 1000000))
+                   ->default_str("");
   auto* node = a->add_option("--node", f.node, "the name this machine registers as (a real node)");
   fake->excludes(node);
-  a->add_option("--gpus", f.gpus, "a real node's GPUs (default: what NVML finds; 0 without NVML)")->check(CLI::Range(0, 16));
+  a->add_option("--gpus", f.gpus, "a real node's GPUs (default: what NVML finds; 0 without NVML)")
+      ->check(CLI::Range(0, 16))
+      ->default_str("");
   a->add_option("--domains", f.domains, "a real node's topology: PLANE=TOP/.../BOTTOM,... e.g. data=az1/spine3/asw12,param=pod7");
   a->add_option("--address", f.address, "where a real node's replicas are reached (default: its name)");
   a->add_option("--state", f.state_dir, "a real node's state: instances, checkpoints (default /var/lib/estuary/agent)");
   a->add_option("--run-as", f.run_as, "Unix users of tenants: TENANT=USER,...");
   a->add_option("--default-user", f.default_user, "the Unix user of tenants --run-as does not name (default: refuse them)");
   a->add_flag("--allow-root", f.allow_root, "a tenant may map to root (default: refused)");
-  a->add_option("--cpu-milli", f.cpu_milli, "a real node's CPU to offer (default: its CPUs)")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  a->add_option("--cpu-milli", f.cpu_milli, "a real node's CPU to offer (default: its CPUs)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->default_str("");
   a->add_option("--memory-mib", f.memory_mib, "a real node's memory to offer (default: its memory)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->default_str("");
   a->add_option("--kill-wait-s", f.kill_wait_s, "a stop without a notice: SIGKILL this long after the checkpoint signal (default 10)")
       ->check(CLI::Range(0, 3600));
   a->add_option("--gpus-per-node", f.gpus_per_node, "GPUs per fake node (default 8)")->check(CLI::Range(0, 16));
@@ -344,8 +355,32 @@ Status RunUntilStopped(const std::function<Status(const std::atomic<bool>&)>& ru
   return st;
 }
 
-int RunAgentCommand(const AgentFlags& f) {
+namespace {
+
+// The token of --token-file: the file's one line (a final newline allowed), not empty, no spaces.
+StatusOr<std::string> ReadAgentTokenFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgument("--token-file: " + path + ": cannot open file");
+  std::string text = FileText(path);
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  if (text.find('\n') != std::string::npos) return InvalidArgument(path + ":2: expected one line: the agent token");
+  if (text.empty()) return InvalidArgument(path + ":1: empty: expected the agent token");
+  if (text.find_first_of(" \t\r\v\f") != std::string::npos) return InvalidArgument(path + ":1: the token holds white space");
+  return text;
+}
+
+}  // namespace
+
+int RunAgentCommand(const AgentFlags& flags) {
   const RealClock clock;
+  AgentFlags f = flags;
+  if (!f.token_file.empty()) {
+    auto token = ReadAgentTokenFile(f.token_file);
+    if (!token.ok()) return Fail(token.status());
+    f.token = std::move(token).value();
+  }
+  if (f.token.empty()) return Fail(InvalidArgument("agent: give --token TOKEN or --token-file FILE"));
   if (f.fake_nodes == 0 && f.node.empty()) return Fail(InvalidArgument("agent: give --node NAME (a real node) or --fake-nodes N"));
   for (const std::string& url : SplitList(f.server, ',', /*keep_empty=*/true)) {
     if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {

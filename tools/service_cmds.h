@@ -30,6 +30,7 @@ struct ServeFlags {
 struct AgentFlags {
   std::string server;
   std::string token;
+  std::string token_file;  // --token-file: a file holding the token (one line), instead of --token
   int fake_nodes = 0;
   int gpus_per_node = 8;
   std::string gpu_model = "H800";

@@ -22,6 +22,7 @@
 
 #include "sim/cluster/cluster_spec.h"
 #include "sim/trace/snapshot.h"
+#include "tests/testing/cli_run.h"
 #include "tests/testing/temp_dir.h"
 
 namespace estuary {
@@ -40,62 +41,11 @@ constexpr char kGoodTask[] = "pod-0,1000,1024,1,1000,,LS,Running,0,100,0\n";  //
 using estuary::testing::TempDir;
 using estuary::testing::WriteFile;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-std::string ShellQuote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-struct RunResult {
-  int exit_code = -1;  // 124: timed out; 128 + n: killed by signal n
-  std::string out, err;
-};
-
-std::ostream& operator<<(std::ostream& o, const RunResult& r) {
-  return o << "exit code " << r.exit_code << "\n--- stdout ---\n" << r.out << "--- stderr ---\n" << r.err;
-}
-
-// Runs `estuary args...` and captures its exit code, stdout and stderr separately.
-RunResult RunEstuary(std::initializer_list<std::string> args) {
-  TempDir io;
-  const std::string out = (io.path() / "stdout").string(), err = (io.path() / "stderr").string();
-  // 512 MiB of address space, except under the sanitizers (ASan's shadow memory needs far more).
-#ifdef ESTUARY_SANITIZED
-  std::string cmd = "exec timeout 120 " + ShellQuote(kBinary);
-#else
-  std::string cmd = "ulimit -v 524288 && exec timeout 120 " + ShellQuote(kBinary);
-#endif
-  for (const std::string& a : args) cmd += " " + ShellQuote(a);
-  cmd += " >" + ShellQuote(out) + " 2>" + ShellQuote(err) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  if (status != -1 && WIFSIGNALED(status)) r.exit_code = 128 + WTERMSIG(status);
-  r.out = ReadFile(out);
-  r.err = ReadFile(err);
-  return r;
-}
-
-// True when the run failed as bad input: exit code 2 and exactly one line on stderr,
-// "estuary: ...", containing every one of `needles`.
-::testing::AssertionResult RejectedWith(const RunResult& r, std::initializer_list<std::string> needles) {
-  if (r.exit_code != 2) return ::testing::AssertionFailure() << "expected exit code 2, got " << r;
-  if (r.err.empty() || r.err.back() != '\n' || std::count(r.err.begin(), r.err.end(), '\n') != 1) {
-    return ::testing::AssertionFailure() << "expected exactly one line on stderr, got " << r;
-  }
-  if (r.err.rfind("estuary: ", 0) != 0) return ::testing::AssertionFailure() << "no 'estuary: ' prefix: " << r;
-  for (const std::string& n : needles) {
-    if (r.err.find(n) == std::string::npos) return ::testing::AssertionFailure() << "stderr lacks '" << n << "': " << r;
-  }
-  return ::testing::AssertionSuccess();
-}
+using estuary::testing::ReadFile;
+using estuary::testing::RejectedWith;
+using estuary::testing::RunEstuary;
+using estuary::testing::RunResult;
+using estuary::testing::ShellQuote;
 
 // "file:line: column 'c': " — how a message names one field of a file.
 std::string AtColumn(const std::string& path, unsigned line, const std::string& column) {

@@ -1,6 +1,8 @@
 // End to end: the report.html files that `estuary openb`, `replay` and `simulate` write render in
-// headless Chromium without a JavaScript error and with every chart drawn; with queues, the report
-// has a queue section whose charts hold queues.csv's figures.
+// headless Chromium without a JavaScript error and with every chart drawn — among them the report
+// of `make demo`'s embedded scenario (examples/demo.yaml); with queues, the report has a queue
+// section whose charts hold queues.csv's figures. The openb and replay reports need the public
+// traces (../shared) and skip without them; the simulate reports need nothing beside the checkout.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/testing/browser.h"
+#include "tests/testing/shared_files.h"
 #include "tools/cli.h"
 
 namespace estuary {
@@ -33,18 +36,27 @@ class ReportEndToEnd : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!fs::exists(testing::kChromium)) GTEST_SKIP() << testing::kChromium << " not found (scripts/setup.sh installs it)";
-    if (!fs::exists(nodes_)) GTEST_SKIP() << "../shared is absent (" << shared_ << ")";
   }
-  const std::string shared_ = ESTUARY_SHARED_DIR;
-  const std::string nodes_ = shared_ + "/traces/openb/openb_node_list_gpu_node.csv";
-  const std::string pods_ = shared_ + "/traces/openb/openb_pod_list_default.csv";
   TempDir dir_;
 };
 
-TEST_F(ReportEndToEnd, TheOpenbReportRendersItsFourChartsWithPublishedCurves) {
+// The openb and replay reports: the default openb trace and the published results.
+class TraceReportEndToEnd : public ReportEndToEnd {
+ protected:
+  void SetUp() override {
+    ReportEndToEnd::SetUp();
+    if (IsSkipped()) return;
+    ESTUARY_REQUIRE_SHARED_FILES(nodes_, pods_, reference_);
+  }
+  const std::string nodes_ = testing::SharedFile("traces/openb/openb_node_list_gpu_node.csv");
+  const std::string pods_ = testing::SharedFile("traces/openb/openb_pod_list_default.csv");
+  const std::string reference_ = testing::SharedFile("reference/openb_expected_alloc.csv");
+};
+
+TEST_F(TraceReportEndToEnd, TheOpenbReportRendersItsFourChartsWithPublishedCurves) {
   const std::string out = (dir_.path() / "openb").string();
   ASSERT_EQ(RunEstuary({"estuary", "openb", "--nodes", nodes_, "--pods", pods_, "--policy", "best-fit,fgd", "--seeds",
-                        "42-43", "--reference", shared_ + "/reference/openb_expected_alloc.csv", "--out", out}),
+                        "42-43", "--reference", reference_, "--out", out}),
             0);
   auto body = BodyAttributes(DumpDom(dir_, out + "/report.html"));
   EXPECT_EQ(body["data-status"], "ok");
@@ -54,7 +66,7 @@ TEST_F(ReportEndToEnd, TheOpenbReportRendersItsFourChartsWithPublishedCurves) {
   EXPECT_EQ(body["data-points"], std::to_string(4 * 131 + 4 * 51 + 4 * 131));
 }
 
-TEST_F(ReportEndToEnd, TheReplayReportRendersAllocationAndPendingOverTime) {
+TEST_F(TraceReportEndToEnd, TheReplayReportRendersAllocationAndPendingOverTime) {
   const std::string out = (dir_.path() / "replay").string();
   ASSERT_EQ(RunEstuary({"estuary", "replay", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--sample-interval",
                         "86400", "--out", out}),
@@ -83,6 +95,19 @@ TEST_F(ReportEndToEnd, TheSimulateReportRendersTimeSeriesAndHourOfDayCharts) {
   EXPECT_EQ(body["data-status"], "ok");
   EXPECT_EQ(body["data-charts"], "7");
   EXPECT_GT(std::stoi(body["data-points"].empty() ? "0" : body["data-points"]), 3 * 24);
+}
+
+TEST_F(ReportEndToEnd, TheReportOfMakeDemoRendersEveryChartWithoutAJavaScriptError) {
+  // examples/demo.yaml exactly as `make demo` runs it (the whole two days, every seed).
+  const std::string out = (dir_.path() / "demo").string();
+  ASSERT_EQ(RunEstuary({"estuary", "simulate", std::string(ESTUARY_SOURCE_DIR) + "/examples/demo.yaml", "--out", out}), 0);
+  auto body = BodyAttributes(DumpDom(dir_, out + "/report.html"));
+  EXPECT_EQ(body["data-status"], "ok");
+  // Allocation and free nodes, free ASWs and RDMA-PODs over time, idle GPU-hours and both
+  // allocation ratios by hour of day.
+  EXPECT_EQ(body["data-charts"], "7");
+  // At least the allocation series: 4 configurations x 192 samples (two days every 15 minutes).
+  EXPECT_GT(std::stoi(body["data-points"].empty() ? "0" : body["data-points"]), 4 * 192);
 }
 
 std::string ReadText(const std::string& path) {

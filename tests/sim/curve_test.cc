@@ -13,6 +13,7 @@
 #include "sim/trace/curve.h"
 
 #include "tests/testing/bad_input.h"
+#include "tests/testing/shared_files.h"
 #include "tests/testing/temp_dir.h"
 
 namespace estuary {
@@ -427,11 +428,11 @@ TEST(QpsCurveDeriver, RejectsAUtcOffsetOutsideTheRealTimeZones) {
 // ---------------------------------------------------------------------------------------------
 // The checked-in curve of the public trace
 
-const std::string kQps = std::string(ESTUARY_SHARED_DIR) + "/traces/alibaba-genai-v2026/qps.csv";
+const std::string kQps = testing::SharedFile("traces/alibaba-genai-v2026/qps.csv");
 const std::string kGenAiCurve = std::string(ESTUARY_SOURCE_DIR) + "/examples/curves/genai-diurnal.csv";
 
 TEST(GenAiDiurnalCurve, TheCheckedInFileEqualsAFreshDerivationFromTheTrace) {
-  if (!std::filesystem::exists(kQps)) GTEST_SKIP() << "../shared is absent (" << ESTUARY_SHARED_DIR << ")";
+  ESTUARY_REQUIRE_SHARED_FILES(kQps);
   auto derived = DeriveQpsCurve(kQps, kGenAiDefaultUtcOffsetH);
   ASSERT_TRUE(derived.ok()) << derived.status().message();
   auto checked_in = ReadDemandCurve(kGenAiCurve);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/testing/shared_files.h"
 #include "tools/cli.h"
 
 namespace estuary {
@@ -28,10 +29,9 @@ int RunEstuary(std::vector<std::string> args) {
 }
 
 TEST(Determinism, TheSameSeedGivesAByteIdenticalSummaryApartFromWallSeconds) {
-  const std::string shared = ESTUARY_SHARED_DIR;
-  const std::string nodes = shared + "/traces/openb/openb_node_list_gpu_node.csv";
-  const std::string pods = shared + "/traces/openb/openb_pod_list_gpushare40.csv";
-  if (!std::filesystem::exists(nodes)) GTEST_SKIP() << "../shared is absent (" << shared << ")";
+  const std::string nodes = testing::SharedFile("traces/openb/openb_node_list_gpu_node.csv");
+  const std::string pods = testing::SharedFile("traces/openb/openb_pod_list_gpushare40.csv");
+  ESTUARY_REQUIRE_SHARED_FILES(nodes, pods);
   const std::string dir = ::testing::TempDir() + "/estuary_determinism";
   std::filesystem::remove_all(dir);
   for (const char* run : {"a", "b"}) {

@@ -16,6 +16,7 @@
 #include "sim/trace/openb_reader.h"
 
 #include "tests/testing/bad_input.h"
+#include "tests/testing/shared_files.h"
 #include "tests/testing/temp_dir.h"
 
 namespace estuary {
@@ -24,14 +25,10 @@ namespace {
 using estuary::testing::TempDir;
 using estuary::testing::WriteFile;
 
-const std::string kShared = ESTUARY_SHARED_DIR;
-const std::string kSpotTable = kShared + "/traces/alibaba-spot-gpu-v2026/node_info_df.csv";
-const std::string kPaiTable = kShared + "/traces/alibaba-pai-v2020/pai_machine_spec.csv";
+const std::string kSpotTable = testing::SharedFile("traces/alibaba-spot-gpu-v2026/node_info_df.csv");
+const std::string kPaiTable = testing::SharedFile("traces/alibaba-pai-v2020/pai_machine_spec.csv");
 
-#define REQUIRE_TABLE(path)                                                                             \
-  if (!std::filesystem::exists(path)) {                                                                 \
-    GTEST_SKIP() << "../shared is absent (" << kShared << "): the public node table " << path << " is needed"; \
-  }
+#define REQUIRE_TABLE(path) ESTUARY_REQUIRE_SHARED_FILES(path)
 
 constexpr char kSpotHeader[] = "gpu_model,gpu_capacity_num,cpu_num,node_name\n";
 constexpr char kGoodSpotRow[] = "A10,1,128,0\n";                        // line 2 in the files below

@@ -10,19 +10,16 @@
 #include "sim/outputs.h"
 #include "sim/trace/openb_reader.h"
 #include "tests/testing/fixtures.h"
+#include "tests/testing/shared_files.h"
 
 namespace estuary {
 namespace {
 
-const std::string kShared = ESTUARY_SHARED_DIR;
-const std::string kNodes = kShared + "/traces/openb/openb_node_list_gpu_node.csv";
-const std::string kDefaultPods = kShared + "/traces/openb/openb_pod_list_default.csv";
-const std::string kReference = kShared + "/reference/openb_expected_alloc.csv";
+const std::string kNodes = testing::SharedFile("traces/openb/openb_node_list_gpu_node.csv");
+const std::string kDefaultPods = testing::SharedFile("traces/openb/openb_pod_list_default.csv");
+const std::string kReference = testing::SharedFile("reference/openb_expected_alloc.csv");
 
-#define REQUIRE_SHARED()                                                                   \
-  if (!std::filesystem::exists(kNodes)) {                                                  \
-    GTEST_SKIP() << "../shared is absent (" << kShared << "): the openb traces are needed"; \
-  }
+#define REQUIRE_SHARED() ESTUARY_REQUIRE_SHARED_FILES(kNodes, kDefaultPods, kReference)
 
 OpenbWorkload LoadWorkload(const std::string& pods) {
   auto nodes = ReadOpenbNodes(kNodes);

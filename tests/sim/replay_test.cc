@@ -8,6 +8,7 @@
 
 #include "sim/trace/openb_reader.h"
 #include "tests/testing/fixtures.h"
+#include "tests/testing/shared_files.h"
 
 namespace estuary {
 namespace {
@@ -100,10 +101,9 @@ TEST(Replay, SameSeedSameResults) {
 }
 
 TEST(Replay, TheDefaultOpenbTraceReplaysWithInvariantsCheckedAtEveryEvent) {
-  const std::string shared = ESTUARY_SHARED_DIR;
-  const std::string nodes_path = shared + "/traces/openb/openb_node_list_gpu_node.csv";
-  const std::string pods_path = shared + "/traces/openb/openb_pod_list_default.csv";
-  if (!std::filesystem::exists(nodes_path)) GTEST_SKIP() << "../shared is absent (" << shared << ")";
+  const std::string nodes_path = testing::SharedFile("traces/openb/openb_node_list_gpu_node.csv");
+  const std::string pods_path = testing::SharedFile("traces/openb/openb_pod_list_default.csv");
+  ESTUARY_REQUIRE_SHARED_FILES(nodes_path, pods_path);
   auto nodes = ReadOpenbNodes(nodes_path);
   auto cluster = BuildCluster(*nodes, nodes_path);
   auto list = ReadOpenbTasks(pods_path);
