@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <functional>
 #include <iterator>
@@ -213,13 +214,29 @@ int Engine::ShapeOf(JobId id) {
     shape_info_.back().cls = c->second;
     shape_info_.back().models = req.NeedsGpu() ? req.models : GpuModelSet();
     const int64_t step = options_.allocate.align ? std::max<int32_t>(1, js.step) : 1;
-    shape_info_.back().min_gpu = (int64_t{js.min_replicas} + step - 1) / step * step * req.TotalGpuMilli();
+    ShapeInfo& info = shape_info_.back();
+    info.min_gpu = (int64_t{js.min_replicas} + step - 1) / step * step * req.TotalGpuMilli();
+    info.step = static_cast<int32_t>(step);
+    info.min_start = static_cast<int32_t>((int64_t{js.min_replicas} + step - 1) / step * step);
+    info.one_cpu = req.cpu_milli;
+    info.one_mem = req.mem_mib;
+    if (req.NeedsGpu()) {
+      info.one_gpu = req.TotalGpuMilli();
+      if (std::popcount(req.models.bits()) == 1) info.one_model = std::countr_zero(req.models.bits());
+    }
     shape_info_.back().queue = js.queue;
     queue_.SetClass(it->second, c->second);
     if (js.priority >= kHpPriority) hp_shapes_.push_back(it->second);
     if (js.queue >= 0) {
-      if (shapes_of_queue_.size() <= static_cast<size_t>(js.queue)) shapes_of_queue_.resize(static_cast<size_t>(js.queue) + 1);
-      shapes_of_queue_[static_cast<size_t>(js.queue)].push_back(it->second);
+      const size_t q = static_cast<size_t>(js.queue);
+      if (shapes_of_queue_.size() <= q) {
+        shapes_of_queue_.resize(q + 1);
+        queue_min_gpu_.resize(q + 1, INT64_MAX);
+      }
+      shapes_of_queue_[q].push_back(it->second);
+      queue_min_gpu_[q] = std::min(queue_min_gpu_[q], shape_info_.back().min_gpu);
+    } else {
+      unqueued_shapes_.push_back(it->second);
     }
   }
   return it->second;
@@ -395,6 +412,8 @@ Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int
   // is gone has no job left and none joins it.
   std::map<std::string, int> shapes;
   shapes_of_queue_.assign(book_.tree().size(), {});
+  queue_min_gpu_.assign(book_.tree().size(), INT64_MAX);
+  unqueued_shapes_.clear();
   for (const auto& [key, sh] : shapes_) {
     ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
     const std::string cls = key.substr(0, key.rfind('/'));
@@ -405,7 +424,12 @@ Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int
       continue;
     }
     shapes.emplace(cls + "/" + std::to_string(i.queue), sh);
-    if (i.queue >= 0) shapes_of_queue_[static_cast<size_t>(i.queue)].push_back(sh);
+    if (i.queue >= 0) {
+      shapes_of_queue_[static_cast<size_t>(i.queue)].push_back(sh);
+      queue_min_gpu_[static_cast<size_t>(i.queue)] = std::min(queue_min_gpu_[static_cast<size_t>(i.queue)], i.min_gpu);
+    } else if (i.queue == -1) {
+      unqueued_shapes_.push_back(sh);
+    }
   }
   shapes_ = std::move(shapes);
   for (Local& l : locals_) {
@@ -687,7 +711,10 @@ void Engine::EndEvictions(int64_t now_s) {
     for (JobId victim : whole) {
       const size_t vi = local_of_job_[victim.value()];
       if (!locals_[vi].running) continue;
-      if (ev.queue) locals_[vi].no_borrow_until = now_s + book_.sharing().reborrow_s;
+      if (ev.queue) {
+        locals_[vi].no_borrow_until = now_s + book_.sharing().reborrow_s;
+        no_borrow_.push_back(vi);
+      }
       ReturnWhole(vi, now_s, for_job, why);
     }
   }
@@ -712,11 +739,35 @@ void Engine::TryQueue(int64_t now_s) {
     PassMarks marks;
     marks.held.assign(shape_info_.size(), 0);
     marks.full.assign(classes_.size(), 0);
-    marks.room.assign(book_.tree().size(), 0);
-    for (size_t q = 0; q < marks.room.size(); ++q) {
-      if (!book_.tree().leaf(q)) continue;
-      marks.room[q] = std::max(book_.GpuRoom(state_, q, Bound::kFair, Bound::kFair),
-                               book_.GpuRoom(state_, q, Bound::kGuarantee, Bound::kLimit));
+    const size_t n = book_.tree().size();
+    // The queues of jobs kept from borrowing (they start within their guarantee in this pass).
+    std::vector<char> keeps(n, 0);
+    std::erase_if(no_borrow_, [&](size_t li) {
+      if (now_s >= locals_[li].no_borrow_until) return true;
+      const int32_t q = state_.job(locals_[li].id).spec.queue;
+      if (q >= 0 && static_cast<size_t>(q) < n) keeps[static_cast<size_t>(q)] = 1;
+      return false;
+    });
+    marks.listed = unqueued_shapes_;
+    const auto hold = [&](int sh) {
+      marks.held[static_cast<size_t>(sh)] = 1;
+      marks.any_held = true;
+    };
+    for (size_t q = 0; q < n && q < shapes_of_queue_.size(); ++q) {
+      if (!book_.tree().leaf(q) || shapes_of_queue_[q].empty()) continue;
+      const QueueUsage fair = book_.RoomByDim(state_, q, Bound::kFair, Bound::kFair);
+      std::optional<QueueUsage> kept;
+      if (keeps[q]) kept = book_.RoomByDim(state_, q, Bound::kGuarantee, Bound::kLimit);
+      // No GPU room for the least of its shapes: all held back (a CPU-only shape needs none).
+      const int64_t gpu = std::max(fair[kQueueGpu], kept ? (*kept)[kQueueGpu] : 0);
+      if (gpu < queue_min_gpu_[q] && queue_min_gpu_[q] > 0) {
+        for (int sh : shapes_of_queue_[q]) hold(sh);
+        continue;
+      }
+      for (int sh : shapes_of_queue_[q]) {
+        if (Roomy(fair, sh) || (kept && Roomy(*kept, sh))) marks.listed.push_back(sh);
+        else hold(sh);
+      }
     }
     QueuePass(now_s, Bound::kFair, &marks);
     if (marks.any_held) QueuePass(now_s, Bound::kLimit, &marks);
@@ -779,21 +830,22 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
       holders_,
       second  ? PendingQueue::Scope{[&](int sh) { return marks->held[static_cast<size_t>(sh)] != 0; },
                                     [&](int cls) { return !marks->full[static_cast<size_t>(cls)]; }, nullptr}
-      : marks ? PendingQueue::Scope{[&](int sh) {
-                  if (Roomy(*marks, sh)) return true;
-                  marks->held[static_cast<size_t>(sh)] = 1;  // as if its first job had been tried
-                  marks->any_held = true;
-                  return false;
-                },
-                                    nullptr, nullptr}
+      : marks ? PendingQueue::Scope{nullptr, nullptr, &marks->listed}
               : PendingQueue::Scope{});
 }
 
-bool Engine::Roomy(const PassMarks& marks, int sh) const {
-  // A shape whose queue had no room for its min replicas' GPUs at the first pass's start would
-  // only have been held back (room only shrinks within the cycle): it is held back unseen.
+bool Engine::Roomy(const QueueUsage& room, int sh) const {
+  // As QueueRoom for a job with nothing bound: the least room over the dimensions it requests.
   const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
-  return i.queue < 0 || static_cast<size_t>(i.queue) >= marks.room.size() || i.min_gpu <= marks.room[static_cast<size_t>(i.queue)];
+  int64_t replicas = INT32_MAX;
+  const auto bound = [&](size_t d, int64_t per) {
+    if (per > 0 && room[d] != INT64_MAX) replicas = std::min(replicas, room[d] / per);
+  };
+  bound(kQueueGpu, i.one_gpu);
+  if (i.one_model >= 0) bound(kQueueModel + static_cast<size_t>(i.one_model), i.one_gpu);
+  bound(kQueueCpu, i.one_cpu);
+  bound(kQueueMemory, i.one_mem);
+  return replicas / i.step * i.step >= i.min_start;
 }
 
 JobAttempt Engine::TryStartUpTo(size_t li, int32_t cap, int64_t now_s) {
@@ -829,9 +881,7 @@ void Engine::AddElasticDemand(std::vector<QueueUsage>& want) const {
     const Job& j = state_.job(locals_[li].id);
     const int32_t room = j.spec.max_replicas - j.bound_tasks;
     if (room <= 0 || j.spec.queue < 0) continue;
-    const QueueUsage u = book_.Demand(state_, j.id, room);
-    QueueUsage& w = want[static_cast<size_t>(j.spec.queue)];
-    for (size_t i = 0; i < kQueueDims; ++i) w[i] += u[i];
+    book_.AddDemand(state_, j.id, room, want[static_cast<size_t>(j.spec.queue)]);
   }
 }
 
@@ -959,10 +1009,16 @@ void Engine::Rebalance(int64_t now_s) {
   const uint64_t epoch = book_.ReclaimEpoch(now_s, true);
   const auto seq_of = [&](const ShapeInfo& i) { return state_.release_seq(i.models) * 1000003 + epoch; };
   // Only the shapes of the queues that may be short of their fair shares.
+  // Of those, the shapes whose min replicas would keep their queue within its fair share
+  // (RebalanceVictims' `below`, at the leaf) while it is short of it.
   std::vector<int> shapes;
   for (size_t q = 0; q < shapes_of_queue_.size(); ++q) {
-    if (book_.MayBeBelow(state_, q, QueueBook::Bound::kFair)) {
-      shapes.insert(shapes.end(), shapes_of_queue_[q].begin(), shapes_of_queue_[q].end());
+    if (!book_.MayBeBelow(state_, q, QueueBook::Bound::kFair)) continue;
+    const QueueUsage room = book_.RoomWithClaims(state_, q, QueueBook::Bound::kFair);
+    for (int sh : shapes_of_queue_[q]) {
+      const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
+      if (!Roomy(room, sh)) continue;
+      if (i.one_gpu == 0 || book_.ShortOfFairShare(state_, q, i.models)) shapes.push_back(sh);
     }
   }
   queue_.Pass(

@@ -511,17 +511,20 @@ class Engine {
     std::vector<char> held;  // per shape: held back for its queue's room
     bool any_held = false;
     std::vector<char> full;  // per class: a job of it found no capacity
-    // Per leaf queue, at the first pass's start: the GPUs (milli) it had room for (fair share,
-    // or guarantee for a job kept from borrowing); a shape needing more was held back unseen.
-    std::vector<int64_t> room;
+    // The shapes the first pass looks at: those whose queue had room, at the pass's start, for
+    // their min replicas (Engine::QueueRoom within fair shares; for a queue with a job kept from
+    // borrowing, or within its guarantee). The others are held back unseen (`held`): room only
+    // shrinks within the cycle.
+    std::vector<int> listed;
   };
   // One pass over the queue within `bound` (none: no queues). A first pass (kFair) marks in
   // `marks` the shapes it held back for their queue's room and the classes that found no
   // capacity; a kLimit pass given `marks` tries only the shapes held back in classes that did
   // not.
   void QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, PassMarks* marks);
-  // Whether shape sh's queue had room for its min replicas' GPUs at the first pass's start.
-  bool Roomy(const PassMarks& marks, int sh) const;
+  // Whether a waiting job of shape `sh` would have room for its min replicas (as QueueRoom, in
+  // whole steps) in a queue with room `room` per dimension (QueueBook::RoomByDim, RoomWithClaims).
+  bool Roomy(const QueueUsage& room, int sh) const;
   // Queues local li (at the front: a requeue) at now_s; arms its defragmentation trigger.
   void Enqueue(size_t li, bool front, int64_t now_s);
   // The cycle's `reserve` and `defrag` actions (EngineConfig::reserve, ::defrag).
@@ -637,6 +640,9 @@ class Engine {
   std::map<std::string, int> classes_;  // a shape's request without its queue (PendingQueue::SetClass)
   std::vector<int> hp_shapes_;                   // the HP shapes
   std::vector<std::vector<int>> shapes_of_queue_;  // per leaf queue: its shapes
+  std::vector<int64_t> queue_min_gpu_;             // per leaf queue: its shapes' least ShapeInfo::min_gpu
+  std::vector<int> unqueued_shapes_;               // the shapes of jobs naming no queue
+  std::vector<size_t> no_borrow_;  // the locals kept from borrowing (Local::no_borrow_until), pruned lazily
   struct ShapeInfo {
     bool blocks = false;  // an HP job or a gang (it may block Absorb)
     bool hp = false;      // an HP job (it may Reclaim)
@@ -650,6 +656,12 @@ class Engine {
     int64_t refused_supply = 0;  // with queues, below HP: QueueBook::Supply when it was refused
     GpuModelSet models;          // the models its request may use
     int64_t min_gpu = 0;         // GPUs (milli) of its min replicas (whole steps with align)
+    int32_t min_start = 1;       // its min replicas in whole steps (with align)
+    int32_t step = 1;            // its step (1 without align)
+    // One replica's request in its queue's dimensions (QueueBook::Request, surely): GPU milli,
+    // the model's dimension (-1: none, or several models), CPU milli, memory MiB.
+    int64_t one_gpu = 0, one_cpu = 0, one_mem = 0;
+    int32_t one_model = -1;
     uint64_t rebalance_refused_seq = UINT64_MAX;  // the same for Rebalance (jobs without a reservation)
     int64_t rebalance_refused_supply = 0;         // QueueBook::Supply's bound when Rebalance refused it
   };

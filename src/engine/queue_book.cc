@@ -126,6 +126,25 @@ QueueUsage QueueBook::Request(const ClusterState& state, JobId job, int64_t repl
   return u;
 }
 
+void QueueBook::AddDemand(const ClusterState& state, JobId job, int64_t replicas, QueueUsage& into) const {
+  const TaskRequest& req = state.task(state.job(job).tasks.front()).req;
+  into[kQueueCpu] += replicas * req.cpu_milli;
+  into[kQueueMemory] += replicas * req.mem_mib;
+  if (!req.NeedsGpu()) return;
+  const int64_t gpu = replicas * req.TotalGpuMilli();
+  into[kQueueGpu] += gpu;
+  // As Request (not surely): every model it admits (any, when it names none).
+  const size_t models = state.models().size();
+  if (req.models.bits() == 0) {
+    for (size_t m = 0; m < models; ++m) into[kQueueModel + m] += gpu;
+    return;
+  }
+  for (uint64_t bits = req.models.bits(); bits != 0; bits &= bits - 1) {
+    const size_t m = static_cast<size_t>(std::countr_zero(bits));
+    if (m < models) into[kQueueModel + m] += gpu;
+  }
+}
+
 void QueueBook::Pending(const ClusterState& state, JobId job, int sign) {
   const int32_t q = state.job(job).spec.queue;
   if (q < 0 || !enabled()) return;
@@ -262,6 +281,32 @@ int64_t QueueBook::GpuRoom(const ClusterState& state, size_t leaf, Bound leaf_bo
   return room;
 }
 
+QueueUsage QueueBook::RoomByDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound) const {
+  QueueUsage room;
+  room.fill(INT64_MAX);
+  for (int p = static_cast<int>(leaf); p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
+    const size_t q = static_cast<size_t>(p);
+    for (size_t d = 0; d < tree_.dims().size(); ++d) {
+      const int64_t cap = Cap(q, d, q == leaf ? leaf_bound : bound);
+      if (!managed_[d] || cap == kNoLimit) continue;
+      int64_t& r = room[Fixed(d)];
+      r = std::min(r, std::max<int64_t>(0, cap - state.queue_usage(q)[Fixed(d)]));
+    }
+  }
+  return room;
+}
+
+QueueUsage QueueBook::RoomWithClaims(const ClusterState& state, size_t q, Bound bound) const {
+  QueueUsage room;
+  room.fill(INT64_MAX);
+  for (size_t d = 0; d < tree_.dims().size(); ++d) {
+    const int64_t cap = Cap(q, d, bound);
+    if (!managed_[d] || cap == kNoLimit) continue;
+    room[Fixed(d)] = cap - state.queue_usage(q)[Fixed(d)] - claimed_[q][Fixed(d)];
+  }
+  return room;
+}
+
 bool QueueBook::Within(const ClusterState& state, JobId job, int64_t replicas, Bound bound, std::string* why) const {
   const int32_t leaf = state.job(job).spec.queue;
   if (leaf < 0 || !enabled()) return true;
@@ -319,6 +364,20 @@ bool QueueBook::MayBeBelow(const ClusterState& state, size_t q, Bound bound) con
   return false;
 }
 
+int32_t QueueBook::FairModel(GpuModelSet models) const {
+  const uint64_t bits = models.bits();
+  if (std::popcount(bits) != 1 || !managed(tree_.dims().model(static_cast<size_t>(std::countr_zero(bits))))) return -1;
+  return std::countr_zero(bits);
+}
+
+bool QueueBook::ShortOfFairShare(const ClusterState& state, size_t q, GpuModelSet models) const {
+  const int32_t model = FairModel(models);
+  const size_t dim = model >= 0 ? tree_.dims().model(static_cast<size_t>(model)) : QuotaDims::kGpu;
+  const int64_t fair = shares_.at(shares_.fair, q, dim);
+  const int64_t shortfall = fair - state.queue_usage(q)[Fixed(dim)] - claimed_[q][Fixed(dim)];
+  return shortfall * 100 >= fair * kRebalanceMinGapPct;
+}
+
 VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed,
                                 int64_t* supply) const {
   return VictimsUpTo(state, job, replicas, now_s, Bound::kEntitled, owed, supply);
@@ -333,7 +392,7 @@ VictimFilter QueueBook::RebalanceVictims(const ClusterState& state, JobId job, i
 }
 
 VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, Bound bound,
-                                    bool* owed, int64_t* supply) const {
+                                    bool* owed, int64_t* supply, bool filter) const {
   const Job& j = state.job(job);
   const int32_t leaf = j.spec.queue;
   const int32_t prio = j.spec.priority;
@@ -367,22 +426,12 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
   // The dimension budgets are counted in: GPUs in total; toward fair shares, the job's GPU model
   // when it names exactly one and the quotas name it (a model's fair share is what the queue may
   // hold of that model; its total-GPU fair share counts GPUs its jobs could not use).
-  size_t dim = QuotaDims::kGpu;
-  int32_t model = -1;
-  if (bound == Bound::kFair) {
-    const uint64_t bits = state.task(j.tasks.front()).req.models.bits();
-    if (std::popcount(bits) == 1 && managed(tree_.dims().model(static_cast<size_t>(std::countr_zero(bits))))) {
-      model = std::countr_zero(bits);
-      dim = tree_.dims().model(static_cast<size_t>(model));
-    }
-  }
-  // Rebalancing: only for a shortfall of at least kRebalanceMinGapPct of the leaf's fair share
-  // (its Reclaims under way counted as held).
+  const int32_t model = bound == Bound::kFair ? FairModel(state.task(j.tasks.front()).req.models) : -1;
+  const size_t dim = model >= 0 ? tree_.dims().model(static_cast<size_t>(model)) : QuotaDims::kGpu;
+  // Rebalancing: only for a shortfall of at least kRebalanceMinGapPct of the leaf's fair share.
   if (bound == Bound::kFair && *owed) {
-    const size_t q = static_cast<size_t>(leaf);
-    const int64_t fair = shares_.at(shares_.fair, q, dim);
-    const int64_t shortfall = fair - state.queue_usage(q)[Fixed(dim)] - claimed_[q][Fixed(dim)];
-    *owed = shortfall * 100 >= fair * kRebalanceMinGapPct;
+    *owed = ShortOfFairShare(state, static_cast<size_t>(leaf), state.task(j.tasks.front()).req.models);
+    if (!*owed) return f;  // no rebalance: no victims (and no supply) to find
   }
   // The per-queue figures below (budgets, ranks, the queues it may take from, the supply) are
   // the same for every job with the same key in the same state, time and book: they are kept
@@ -394,6 +443,7 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
   const std::tuple<uint64_t, uint64_t, uint64_t, int64_t> stamp{state.epoch(), version_, changes_, now_s};
   if (victim_stamp_ != stamp) {
     victim_cache_.clear();
+    budget_cache_.clear();
     victim_stamp_ = stamp;
   }
   auto mine = std::make_shared<std::vector<char>>(n, 0);  // the preemptor's queue and ancestors
@@ -421,16 +471,24 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
   VictimCached fresh;
   const VictimCached& c = hit != victim_cache_.end() ? hit->second : fresh;
   if (hit == victim_cache_.end()) {
-    const std::vector<int64_t>& above = bound == Bound::kFair ? shares_.fair : shares_.entitled;
-    auto initial = std::make_shared<std::vector<int64_t>>(n, 0);
-    auto rank = std::make_shared<std::vector<int64_t>>(n, 0);
-    for (size_t q = 0; q < n; ++q) {
-      const int64_t have = state.queue_usage(q)[Fixed(dim)];
-      const bool open = tree_.spec(q).reclaimable && (guaranteed || now_s >= cooldown_until_[q]);
-      (*initial)[q] = open ? have - leaving_[q][Fixed(dim)] - shares_.at(above, q, dim) : 0;
-      const int64_t fair = std::max<int64_t>(1, shares_.at(shares_.fair, q, dim));
-      (*rank)[q] = -((have - fair) * 1000 / fair);  // furthest above its fair share first
+    auto [budget, added] = budget_cache_.try_emplace({static_cast<int32_t>(bound), model, guaranteed});
+    if (added) {
+      const std::vector<int64_t>& above = bound == Bound::kFair ? shares_.fair : shares_.entitled;
+      auto initial = std::make_shared<std::vector<int64_t>>(n, 0);
+      auto rank = std::make_shared<std::vector<int64_t>>(n, 0);
+      for (size_t q = 0; q < n; ++q) {
+        const int64_t have = state.queue_usage(q)[Fixed(dim)];
+        const bool open = tree_.spec(q).reclaimable && (guaranteed || now_s >= cooldown_until_[q]);
+        (*initial)[q] = open ? have - leaving_[q][Fixed(dim)] - shares_.at(above, q, dim) : 0;
+        const int64_t fair = std::max<int64_t>(1, shares_.at(shares_.fair, q, dim));
+        (*rank)[q] = -((have - fair) * 1000 / fair);  // furthest above its fair share first
+        if ((*initial)[q] > 0 && tree_.leaf(q)) budget->second.over.push_back(static_cast<int32_t>(q));
+      }
+      budget->second.initial = std::move(initial);
+      budget->second.rank = std::move(rank);
     }
+    const BudgetCached& b = budget->second;
+    const std::vector<int64_t>* initial = b.initial.get();
     // Not outranking anyone, the job takes only from the leaves it is owed by (`allowed` below).
     auto from = std::make_shared<std::vector<int32_t>>();
     // Per queue v it may take from: the GPUs of the job's models v's preemptible jobs hold, at
@@ -438,9 +496,11 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
     // budgets) — summed, an upper bound on what a plan could evict.
     int64_t takeable = 0;
     if (!hp) {
-      for (size_t v = 0; v < n; ++v) {
-        if (!tree_.leaf(v) || static_cast<int32_t>(v) == leaf) continue;
-        const int top = path_over(*initial, static_cast<int32_t>(v));
+      // A leaf whose own budget is not positive is no victim queue (path_over): only b.over.
+      for (const int32_t leaf_v : b.over) {
+        const size_t v = static_cast<size_t>(leaf_v);
+        if (leaf_v == leaf) continue;
+        const int top = path_over(*initial, leaf_v);
         if (top == -2 || !owed_below(top)) continue;
         from->push_back(static_cast<int32_t>(v));
         if (!want_supply) continue;
@@ -463,11 +523,11 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
         takeable += held;
       }
     }
-    fresh = VictimCached{std::move(initial), std::move(rank), hp ? nullptr : std::move(from),
-                         want_supply ? takeable : INT64_MAX};
+    fresh = VictimCached{b.initial, b.rank, hp ? nullptr : std::move(from), want_supply ? takeable : INT64_MAX};
     if (key.cacheable) victim_cache_.emplace(key, fresh);
   }
   if (want_supply) *supply = c.supply;
+  if (!filter) return f;
   f.queues = c.from;
   auto excess = std::make_shared<std::vector<int64_t>>(*c.initial);
   auto over_until = [path_over, excess](int32_t v) { return path_over(*excess, v); };
@@ -504,7 +564,7 @@ int64_t QueueBook::Supply(const ClusterState& state, JobId job, int64_t replicas
   if (!enabled() || state.job(job).spec.queue < 0 || state.job(job).spec.priority >= kHpPriority) return INT64_MAX;
   int64_t supply = INT64_MAX;
   bool owed = false;
-  (void)Victims(state, job, replicas, now_s, &owed, &supply);
+  (void)VictimsUpTo(state, job, replicas, now_s, Bound::kEntitled, &owed, &supply, false);
   return supply;
 }
 

@@ -107,6 +107,8 @@ class QueueBook {
   // The request of `replicas` replicas of `job` in the dimensions its demand counts (see the
   // header comment).
   QueueUsage Demand(const ClusterState& state, JobId job, int64_t replicas) const { return Request(state, job, replicas, false); }
+  // Adds Demand(state, job, replicas) to `into`, touching only the dimensions it requests.
+  void AddDemand(const ClusterState& state, JobId job, int64_t replicas, QueueUsage& into) const;
   // The shares of the last Refresh.
   const QueueShares& shares() const { return shares_; }
   // The shares now computed with every weight as given and no time-based factor, from what the
@@ -144,6 +146,15 @@ class QueueBook {
   // `leaf_bound` (the leaf) and `bound` (the ancestors): a bound on every job's Room there, as
   // replicas x GPUs per replica. INT64_MAX when nothing bounds it. O(depth).
   int64_t GpuRoom(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound) const;
+  // Per dimension of QueueUsage: what leaf queue `leaf` and its ancestors have room for within
+  // `leaf_bound` (the leaf) and `bound` (the ancestors) — INT64_MAX where nothing bounds it (no
+  // quota, or a dimension no quota names). Room(job) is the least of room[d] / (job's one-replica
+  // Request)[d] over the dimensions it requests. O(depth x dimensions).
+  QueueUsage RoomByDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound) const;
+  // Per dimension of QueueUsage: what queue q alone has room for within `bound`, its Reclaims
+  // under way counted as held (negative when above it; INT64_MAX where nothing bounds it).
+  // Within(q alone, claims) holds for a request r iff r[d] <= room[d] wherever r[d] > 0.
+  QueueUsage RoomWithClaims(const ClusterState& state, size_t q, Bound bound) const;
   // Whether `replicas` replicas of waiting `job` may be owed capacity by some queue: its queue
   // reclaims and stays within its entitlement with them (the last Refresh's shares).
   bool Owed(const ClusterState& state, JobId job, int64_t replicas) const;
@@ -151,6 +162,11 @@ class QueueBook {
   // of its fair share (RebalanceVictims; kFair): q reclaims and holds (with its Reclaims under
   // way) less than `bound` in some managed dimension. O(dimensions).
   bool MayBeBelow(const ClusterState& state, size_t q, Bound bound) const;
+  // Whether leaf queue q is short of its fair share by at least kRebalanceMinGapPct of it (what
+  // its Reclaims under way claim counted as held), in the dimension a rebalance for a job
+  // requesting `models` counts (its model's when it names exactly one the quotas name, else all
+  // GPUs): a rebalance for such a job needs it (RebalanceVictims). O(1).
+  bool ShortOfFairShare(const ClusterState& state, size_t q, GpuModelSet models) const;
   // The victims a Reclaim for waiting `job` (needing `replicas` replicas) may take now (see the
   // header comment), and in `*owed` Owed(job, replicas). `*supply` (may be null): an upper bound
   // on the GPUs (milli) the victims hold — what the preemptible jobs of the queues the job may
@@ -160,7 +176,8 @@ class QueueBook {
                        int64_t* supply = nullptr) const;
   // The victims a rebalancing Reclaim for waiting `job` (needing `replicas` replicas) may take now
   // (see the header comment), and in `*below` whether its queue is short of its fair share for it
-  // (false, with no victims, when SharingSpec::rebalance is off). Uses the last Refresh's shares.
+  // (false, with no victims, when SharingSpec::rebalance is off or it is not). Uses the last
+  // Refresh's shares.
   // `*supply` (may be null): as Victims'.
   VictimFilter RebalanceVictims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* below,
                                 int64_t* supply = nullptr) const;
@@ -183,9 +200,13 @@ class QueueBook {
  private:
   // ClusterState's index (QueueUsage) of quota dimension d.
   size_t Fixed(size_t d) const;
-  // Victims and RebalanceVictims: `bound` kEntitled or kFair; `supply` as Victims'.
+  // The model whose dimension fair shares count a job requesting `models` in: the one model it
+  // names when a quota names it; -1 (all GPUs) otherwise.
+  int32_t FairModel(GpuModelSet models) const;
+  // Victims and RebalanceVictims: `bound` kEntitled or kFair; `supply` as Victims'. Without
+  // `filter`, only *owed and *supply are wanted (the filter returned is empty).
   VictimFilter VictimsUpTo(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, Bound bound,
-                           bool* owed, int64_t* supply = nullptr) const;
+                           bool* owed, int64_t* supply = nullptr, bool filter = true) const;
   // Queue q's figure of `bound` in quota dimension d (kNoLimit: none).
   int64_t Cap(size_t q, size_t d, Bound bound) const;
   // Whether queue q alone stays within `bound` holding `req` more (as Within); `claims`: with
@@ -227,6 +248,14 @@ class QueueBook {
     int64_t supply = INT64_MAX;
   };
   mutable std::map<VictimKey, VictimCached> victim_cache_;
+  // The budgets and ranks depend on the bound, the dimension and `guaranteed` only (not on the
+  // job's queue): kept per (bound, model, guaranteed) under the same stamp, with the leaves whose
+  // budget is positive (the only ones a job may take from).
+  struct BudgetCached {
+    std::shared_ptr<const std::vector<int64_t>> initial, rank;
+    std::vector<int32_t> over;  // leaves with initial > 0, ascending
+  };
+  mutable std::map<std::tuple<int32_t, int32_t, bool>, BudgetCached> budget_cache_;
   mutable std::tuple<uint64_t, uint64_t, uint64_t, int64_t> victim_stamp_{UINT64_MAX, 0, 0, 0};
   // Time-based fairness: decayed GPU usage (GPU milli x s) per queue, as of usage_at_.
   std::vector<double> decayed_;

@@ -14,12 +14,8 @@ JobAttempt AllocateAction::TryStart(Session& session, ClusterState& state, JobId
     if (spec.topology.preferred_level >= 0) return TryStartSpanning(session, state, job_id, step, options);
   }
   if (std::optional<JobAttempt> no = CannotStartGang(state, job_id, step)) return *no;
-  if (state.job(job_id).reservation.valid()) {
-    // Session::Decide skips held nodes; a holder looks at every node, its own held ones included.
-    std::vector<NodeId> all(state.num_nodes());
-    for (uint32_t i = 0; i < all.size(); ++i) all[i] = NodeId(i);
-    return Place(session, state, job_id, &all, step, options);
-  }
+  // Session::Decide skips held nodes; a holder looks at every node, its own held ones included
+  // (PlaceSegments).
   return Place(session, state, job_id, nullptr, step, options);
 }
 
@@ -358,7 +354,9 @@ JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, 
   bool any_failed = false;
   size_t seg = 0;
   int64_t in_seg = 0;
-  std::vector<NodeId> all;  // every node, built on the first spill of a reservation holder
+  // Starting, a job holding a reservation looks at every node, its own held ones included, and
+  // is not packed.
+  const bool holder = grant.start && job.reservation.valid();
   for (TaskId t : job.tasks) {
     if (state.task(t).state != TaskState::kPending) continue;
     if (static_cast<int64_t>(checkpoints.size()) >= grant.max) break;
@@ -368,18 +366,10 @@ JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, 
     }
     if (seg == segments.size()) break;
     const std::vector<NodeId>* candidates = segments[seg].nodes;
-    Outcome o = candidates ? session.DecideAmong(t, *candidates) : session.Decide(t);
-    if (candidates == nullptr && o.placed() && options.pack_level >= 0) o = Pack(session, state, t, std::move(o), options);
+    Outcome o = candidates ? session.DecideAmong(t, *candidates) : holder ? session.DecideHolding(t) : session.Decide(t);
+    if (candidates == nullptr && !holder && o.placed() && options.pack_level >= 0) o = Pack(session, state, t, std::move(o), options);
     if (!o.placed() && candidates != nullptr && segments[seg].spill) {
-      if (job.reservation.valid()) {
-        if (all.empty()) {
-          all.resize(state.num_nodes());
-          for (uint32_t i = 0; i < all.size(); ++i) all[i] = NodeId(i);
-        }
-        o = session.DecideAmong(t, all);
-      } else {
-        o = session.Decide(t);
-      }
+      o = job.reservation.valid() ? session.DecideHolding(t) : session.Decide(t);
     }
     if (!o.placed()) {
       failed = std::move(o);

@@ -208,20 +208,22 @@ bool Session::PassesFilterPlugins(const Task& task, const Node& node) {
   return true;
 }
 
-Outcome Session::Decide(TaskId task_id) { return DecideImpl(task_id, nullptr); }
+Outcome Session::Decide(TaskId task_id) { return DecideImpl(task_id, nullptr, false); }
 
 Outcome Session::DecideAmong(TaskId task_id, std::span<const NodeId> candidates) {
   return DecideImpl(task_id, &candidates);
 }
 
-Outcome Session::DecideImpl(TaskId task_id, const std::span<const NodeId>* among) {
+Outcome Session::DecideHolding(TaskId task_id) { return DecideImpl(task_id, nullptr, true); }
+
+Outcome Session::DecideImpl(TaskId task_id, const std::span<const NodeId>* among, bool holding) {
   const Task& task = state_.task(task_id);
   const TaskRequest& req = task.req;
   const auto& nodes = state_.nodes();
   feasible_.clear();
   rej_ = Rejections();
   considered_ = among ? among->size() : state_.num_nodes();
-  if (indexed_ && among == nullptr) {
+  if (indexed_ && among == nullptr && !holding) {
     if (auto placed = DecideIndexed(task, ClassOf(req))) return *placed;
   }
 
@@ -229,7 +231,7 @@ Outcome Session::DecideImpl(TaskId task_id, const std::span<const NodeId>* among
   const bool whole = gpu_task && !req.IsSharedGpu();
   const auto& fits = state_.fits();
   // Only DecideAmong may use nodes held for the task's job (the index never holds held nodes).
-  const JobId owner = among != nullptr ? task.job : JobId();
+  const JobId owner = among != nullptr || holding ? task.job : JobId();
   job_ = task.job;
   // Hot path: one combined test per node; the reason of a rejection is worked out only then.
   auto consider = [&](uint32_t i) {

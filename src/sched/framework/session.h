@@ -85,6 +85,10 @@ class Session {
   // Like Decide, but only among `candidates` (e.g. the nodes of one topology domain), which may
   // include nodes held for the task's own job; scans them.
   Outcome DecideAmong(TaskId task, std::span<const NodeId> candidates);
+  // Like DecideAmong with every node as candidates (the nodes held for the task's job included),
+  // but a task of whole GPUs looks only at the nodes with enough wholly free GPUs (the others
+  // cannot hold it; they count as lacking GPUs in the rejection reasons, as Decide's do).
+  Outcome DecideHolding(TaskId task);
 
   const SessionOptions& options() const { return options_; }
   Rng& rng() { return rng_; }
@@ -96,7 +100,9 @@ class Session {
 
  private:
   Session(const ClusterState& state, SessionOptions options);
-  Outcome DecideImpl(TaskId task, const std::span<const NodeId>* among);
+  // `among` null: every node — those no reservation holds (`holding` false; through the index
+  // when there is one), or also those held for the task's job (`holding`).
+  Outcome DecideImpl(TaskId task, const std::span<const NodeId>* among, bool holding = false);
   uint32_t ClassOf(const TaskRequest& req);
   uint32_t Rank(NodeId n) const;
   std::string Explain(const Task& task) const;
