@@ -603,10 +603,13 @@ bool Engine::Hopeless(size_t li, int64_t supply, std::string* why) const {
   if (!req.NeedsGpu()) return false;
   const int32_t step = options_.allocate.align ? std::max<int32_t>(1, job.spec.step) : 1;
   const int64_t need = int64_t{(std::max<int32_t>(1, job.spec.min_replicas) + step - 1) / step * step} * req.TotalGpuMilli();
-  const int64_t free = state_.free_gpu_milli(req.models);
+  // Without a reservation of its own, only nodes no reservation holds can take it (PreemptAction).
+  const bool holder = job.reservation.valid();
+  const int64_t free = holder ? state_.free_gpu_milli(req.models) : state_.unheld_free_gpu_milli(req.models);
   if (need <= free + supply) return false;
-  *why = "needs " + std::to_string(need) + " milli-GPU; its models' nodes have " + std::to_string(free) +
-         " free and the queues it may take back from hold at most " + std::to_string(supply) + " there";
+  *why = "needs " + std::to_string(need) + " milli-GPU; its models' nodes have " + std::to_string(free) + " free" +
+         (holder ? "" : " that no reservation holds") + " and the queues it may take back from hold at most " +
+         std::to_string(supply) + " there";
   return true;
 }
 

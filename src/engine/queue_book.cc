@@ -212,7 +212,12 @@ const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s,
       if (!tree_.leaf(q)) scale(tree_.children(q));
     }
   }
-  QueueShares fresh = ComputeShares(tree_, capacity_, usage, pending, milli_weight, sharing_.weights, sharing_.reclaim_to_fair_share);
+  // The last shares as the basis of this computation when nothing but usage and demand changed
+  // (fixed weights; the capacity it was computed with is passed along).
+  const bool basis = half_life <= 0 && shares_capacity_.size() == D;
+  QueueShares fresh = ComputeShares(tree_, capacity_, usage, pending, milli_weight, sharing_.weights,
+                                    sharing_.reclaim_to_fair_share, basis ? &shares_ : nullptr, basis ? &shares_capacity_ : nullptr);
+  shares_capacity_ = capacity_;
   if (fresh.fair != shares_.fair || fresh.entitled != shares_.entitled) ++shares_version_;
   shares_ = std::move(fresh);
   shares_epoch_ = state.epoch();

@@ -232,6 +232,7 @@ class QueueBook {
   std::vector<QueueUsage> claimed_;      // per queue (itself and its subtree): Reclaims under way
   std::vector<QueueUsage> leaving_;      // per queue (itself and its subtree): GPU milli being evicted (total, per model)
   uint64_t changes_ = 0;  // bumped by every change of claimed_, leaving_ and cooldown_until_
+  std::vector<int64_t> shares_capacity_;  // the capacity shares_ were computed with (empty: none yet)
   // VictimsUpTo's cache, per key, for the state's epoch, version_, changes_ and the time in
   // victim_stamp_ (another stamp empties it): the budgets before any take, the ranks, the queues
   // it may take from (null for an HP job outranking) and the supply (INT64_MAX: not asked).

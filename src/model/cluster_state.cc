@@ -103,6 +103,7 @@ Status ClusterState::AssignDomains(NodeId node, PlaneId plane, std::span<const s
 
 void ClusterState::SyncFit(const Node& n) {
   NodeFit& f = fits_[n.id.value()];
+  const int64_t unheld_before = f.schedulable && !f.reserved_for.valid() ? f.gpu_free_total : 0;
   if (f.gpu_free_total != n.gpu_free_total) {
     const int64_t delta = n.gpu_free_total - f.gpu_free_total;
     free_gpu_milli_all_ += delta;
@@ -126,6 +127,11 @@ void ClusterState::SyncFit(const Node& n) {
   f.model = n.spec.model;
   f.schedulable = n.Schedulable();
   f.reserved_for = n.reservation.valid() ? reservations_[n.reservation.value()].owner : JobId();
+  const int64_t unheld = (f.schedulable && !f.reserved_for.valid() ? f.gpu_free_total : 0) - unheld_before;
+  if (unheld != 0) {
+    unheld_free_all_ += unheld;
+    if (n.spec.model.valid() && n.spec.model.value() < GpuModelSet::kMaxModels) unheld_free_model_[n.spec.model.value()] += unheld;
+  }
   change_ring_[change_seq_ % kChangeRing] = n.id;
   ++change_seq_;
 }
@@ -923,6 +929,14 @@ Status ClusterState::CheckIndexes() const {
     if (n.spec.model.valid() && n.spec.model.value() < GpuModelSet::kMaxModels) free_model[n.spec.model.value()] += n.gpu_free_total;
   }
   if (free_all != free_gpu_milli_all_ || free_model != free_gpu_milli_model_) return fail("free GPUs per model");
+  int64_t unheld_all = 0;
+  std::array<int64_t, GpuModelSet::kMaxModels> unheld_model{};
+  for (const Node& n : nodes_) {
+    if (!n.Schedulable() || n.reservation.valid()) continue;
+    unheld_all += n.gpu_free_total;
+    if (n.spec.model.valid() && n.spec.model.value() < GpuModelSet::kMaxModels) unheld_model[n.spec.model.value()] += n.gpu_free_total;
+  }
+  if (unheld_all != unheld_free_all_ || unheld_model != unheld_free_model_) return fail("free GPUs on unheld nodes per model");
   if (domain_free_.size() != sums.size()) return fail("domain aggregate table size");
   for (size_t i = 0; i < sums.size(); ++i) {
     const DomainFree& a = domain_free_[i];

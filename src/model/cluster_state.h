@@ -389,6 +389,16 @@ class ClusterState {
     }
     return sum;
   }
+  // As free_gpu_milli, but only on the schedulable nodes no reservation holds: with what victims
+  // would free, the most a placement there can use for a job holding no reservation. O(models).
+  int64_t unheld_free_gpu_milli(GpuModelSet models) const {
+    if (models.Any()) return unheld_free_all_;
+    int64_t sum = 0;
+    for (int m = 0; m < GpuModelSet::kMaxModels; ++m) {
+      if (models.bits() >> m & 1) sum += unheld_free_model_[static_cast<size_t>(m)];
+    }
+    return sum;
+  }
   // Free-capacity index: the nodes with exactly k wholly free GPUs (k in [0, kMaxGpusPerNode]),
   // in no particular order. A task needing k whole GPUs only looks at buckets k and above.
   const std::vector<NodeId>& nodes_with_full_free(int k) const { return by_full_free_[k]; }
@@ -492,6 +502,8 @@ class ClusterState {
   uint64_t release_seq_ = 0;
   int64_t free_gpu_milli_all_ = 0;  // free_gpu_milli: over every node, and per node model
   std::array<int64_t, GpuModelSet::kMaxModels> free_gpu_milli_model_{};
+  int64_t unheld_free_all_ = 0;  // unheld_free_gpu_milli: over every node, and per node model
+  std::array<int64_t, GpuModelSet::kMaxModels> unheld_free_model_{};
   uint64_t release_all_ = 0;  // releases tied to no one node's model
   std::array<uint64_t, GpuModelSet::kMaxModels> release_model_{};  // releases on nodes of each model
   // Capacity may have become usable on `n` (nullptr: anywhere): bumps release_seq_ and its model's.

@@ -403,7 +403,7 @@ TEST(ClusterStateQueues, AQueueHoldsWhatItsBoundTasksHoldAndAStandbyTasksGpusGoT
 
 // What a Reclaim's quick refusals read: free GPUs per model, and per queue its preemptible jobs
 // with a bound task and the smallest GPU amount one of their tasks holds.
-TEST(ClusterStateQueues, FreeGpusPerModelAndEachQueuesPreemptibleJobsAndSmallestTaskFollowBindsAndReleases) {
+TEST(ClusterStateQueues, FreeGpusPerModelUnheldOnesAndEachQueuesPreemptibleJobsAndSmallestTaskFollowChanges) {
   ClusterBuilder c;
   ClusterState& s = c.state;
   testing::NodeShape h800 = testing::Gpus(8);
@@ -439,6 +439,7 @@ TEST(ClusterStateQueues, FreeGpusPerModelAndEachQueuesPreemptibleJobsAndSmallest
   s.Bind(fixed[0], h, Idx({4}));
   s.Bind(other[0], h, Idx({5, 6}));
   EXPECT_EQ(s.free_gpu_milli(only_h800), 1000);  // 8 - 4 (gang) - 1 (fixed) - 2 (other)
+  EXPECT_EQ(s.unheld_free_gpu_milli(only_h800), 1000);
   EXPECT_EQ(s.free_gpu_milli(only_a10), 3500);   // 4 - 0.5 (small)
   EXPECT_EQ(s.free_gpu_milli(GpuModelSet()), 4500);
   std::set<JobId> q0(s.queue_preemptible_jobs(0).begin(), s.queue_preemptible_jobs(0).end());
@@ -460,6 +461,23 @@ TEST(ClusterStateQueues, FreeGpusPerModelAndEachQueuesPreemptibleJobsAndSmallest
   EXPECT_EQ(s.queue_min_preemptible(0, GpuModelSet()), INT64_MAX);
   EXPECT_EQ(s.free_gpu_milli(only_h800), 5000);
   EXPECT_EQ(s.free_gpu_milli(only_a10), 4000);
+  EXPECT_EQ(s.unheld_free_gpu_milli(GpuModelSet()), 9000);
+  // Held or down, a node's free GPUs are free but not unheld.
+  JobSpec hs;
+  hs.name = "holder";
+  const JobId holder = s.AddJob(hs);
+  const NodeId held[] = {h};
+  const ReservationId r = s.AddReservation(holder, held);
+  EXPECT_EQ(s.free_gpu_milli(only_h800), 5000);
+  EXPECT_EQ(s.unheld_free_gpu_milli(only_h800), 0);
+  s.SetNodeState(a, NodeState::kDown);
+  EXPECT_EQ(s.unheld_free_gpu_milli(only_a10), 0);
+  EXPECT_EQ(s.unheld_free_gpu_milli(GpuModelSet()), 0);
+  EXPECT_TRUE(s.CheckInvariants().ok()) << s.CheckInvariants().message();
+  s.ReleaseReservation(r);
+  s.SetNodeState(a, NodeState::kReady);
+  EXPECT_EQ(s.unheld_free_gpu_milli(only_h800), 5000);
+  EXPECT_EQ(s.unheld_free_gpu_milli(only_a10), 4000);
   EXPECT_TRUE(s.CheckInvariants().ok()) << s.CheckInvariants().message();
 }
 

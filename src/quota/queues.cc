@@ -226,7 +226,8 @@ void Split(const QueueTree& tree, const std::vector<size_t>& kids, size_t d, int
 
 QueueShares ComputeShares(const QueueTree& tree, const std::vector<int64_t>& capacity, const std::vector<int64_t>& leaf_usage,
                           const std::vector<int64_t>& leaf_pending, const std::vector<int64_t>& milli_weight, bool weights,
-                          bool reclaim_to_fair_share) {
+                          bool reclaim_to_fair_share, const QueueShares* previous,
+                          const std::vector<int64_t>* previous_capacity) {
   const size_t n = tree.size(), D = tree.dims().size();
   QueueShares s;
   s.dims = D;
@@ -262,15 +263,41 @@ QueueShares ComputeShares(const QueueTree& tree, const std::vector<int64_t>& cap
   for (size_t q = 0; q < n; ++q) {
     weight[q] = !weights ? 1000 : milli_weight.empty() ? tree.spec(q).weight * 1000 : std::max<int64_t>(1, milli_weight[q]);
   }
-  // Top-down: each parent's amount is shared among its children.
+  // Top-down: each parent's amount is shared among its children. A split is a function of the
+  // amount and the children's demands (the tree and weights fixed): where neither changed since
+  // `previous`, its parts are copied.
+  const QueueShares* prev = previous != nullptr && previous_capacity != nullptr && previous->dims == D &&
+                                    previous->fair.size() == n * D && previous->entitled.size() == n * D &&
+                                    previous->demand.size() == n * D && previous_capacity->size() == D
+                                ? previous
+                                : nullptr;
+  const auto same_demand = [&](const std::vector<size_t>& kids, size_t d) {
+    return std::all_of(kids.begin(), kids.end(), [&](size_t k) { return s.demand[k * D + d] == prev->demand[k * D + d]; });
+  };
+  const auto copy = [&](const std::vector<size_t>& kids, size_t d) {
+    for (size_t k : kids) {
+      s.fair[k * D + d] = prev->fair[k * D + d];
+      s.entitled[k * D + d] = prev->entitled[k * D + d];
+    }
+  };
   std::vector<size_t> top_down(tree.bottom_up().rbegin(), tree.bottom_up().rend());
   for (size_t d = 0; d < D; ++d) {
-    Split(tree, tree.roots(), d, capacity[d], s, weight, true, s.fair);
-    Split(tree, tree.roots(), d, capacity[d], s, weight, reclaim_to_fair_share, s.entitled);
+    if (prev != nullptr && capacity[d] == (*previous_capacity)[d] && same_demand(tree.roots(), d)) {
+      copy(tree.roots(), d);
+    } else {
+      Split(tree, tree.roots(), d, capacity[d], s, weight, true, s.fair);
+      Split(tree, tree.roots(), d, capacity[d], s, weight, reclaim_to_fair_share, s.entitled);
+    }
     for (size_t p : top_down) {
       if (tree.leaf(p)) continue;
-      Split(tree, tree.children(p), d, s.fair[p * D + d], s, weight, true, s.fair);
-      Split(tree, tree.children(p), d, s.entitled[p * D + d], s, weight, true, s.entitled);
+      const size_t pd = p * D + d;
+      if (prev != nullptr && s.fair[pd] == prev->fair[pd] && s.entitled[pd] == prev->entitled[pd] &&
+          same_demand(tree.children(p), d)) {
+        copy(tree.children(p), d);
+        continue;
+      }
+      Split(tree, tree.children(p), d, s.fair[pd], s, weight, true, s.fair);
+      Split(tree, tree.children(p), d, s.entitled[pd], s, weight, true, s.entitled);
     }
   }
   return s;

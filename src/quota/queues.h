@@ -187,9 +187,15 @@ struct QueueShares {
 // ignored (they are summed from their leaves). `milli_weight` (per queue; empty: each queue's
 // weight x 1000): the weights the surplus is shared by (time-based fairness scales them).
 // `weights` false: every weight counts alike.
+// `previous` (may be null): shares this function computed from the same tree, `milli_weight`,
+// `weights` and `reclaim_to_fair_share` with capacity `previous_capacity`. The result is the
+// same; only the queues whose amount or whose children's demand changed are shared out again
+// (the others' shares are copied), so that a refresh after a small change costs O(queues x
+// dimensions) plus the splits that changed.
 QueueShares ComputeShares(const QueueTree& tree, const std::vector<int64_t>& capacity, const std::vector<int64_t>& leaf_usage,
                           const std::vector<int64_t>& leaf_pending, const std::vector<int64_t>& milli_weight,
-                          bool weights, bool reclaim_to_fair_share);
+                          bool weights, bool reclaim_to_fair_share, const QueueShares* previous = nullptr,
+                          const std::vector<int64_t>* previous_capacity = nullptr);
 
 // Water-filling: shares `amount` among claimants with caps `cap` (>= 0) in proportion to
 // `weight` (> 0), each at most its cap; returns each one's part. The parts sum to

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/rng.h"
+
 namespace estuary {
 namespace {
 
@@ -62,6 +64,77 @@ TEST(QueueTree, WeightsTwoToOneSplitIdleCapacityTwoToOne) {
   // No guarantee: nothing to take back.
   EXPECT_EQ(Gpus(s, s.entitled, 0), 0);
   EXPECT_EQ(Gpus(s, s.entitled, 1), 0);
+}
+
+TEST(QueueTree, SharesRecomputedFromThePreviousOnesFollowAChangeOfDemand) {
+  const auto t = QueueTree::Build({Queue("a", "", 0, 2), Queue("b", "", 0, 1)}, TwoModels());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const size_t D = t->dims().size();
+  std::vector<int64_t> capacity(D, int64_t{1} << 40);
+  capacity[QuotaDims::kGpu] = 300 * G;
+  std::vector<int64_t> usage(t->size() * D, 0), pending(t->size() * D, 0);
+  pending[0 * D + QuotaDims::kGpu] = 1000 * G;
+  pending[1 * D + QuotaDims::kGpu] = 1000 * G;
+  const QueueShares before = ComputeShares(*t, capacity, usage, pending, {}, true, false);
+  ASSERT_EQ(Gpus(before, before.fair, 0), 200);
+  // b now wants 50 GPUs: a gets the other 250 (2:1 would give b 100).
+  pending[1 * D + QuotaDims::kGpu] = 50 * G;
+  const QueueShares after = ComputeShares(*t, capacity, usage, pending, {}, true, false, &before, &capacity);
+  EXPECT_EQ(Gpus(after, after.fair, 0), 250);
+  EXPECT_EQ(Gpus(after, after.fair, 1), 50);
+  // The capacity halves (nodes down): 2:1 again, within b's 50.
+  std::vector<int64_t> half = capacity;
+  half[QuotaDims::kGpu] = 120 * G;
+  const QueueShares down = ComputeShares(*t, half, usage, pending, {}, true, false, &after, &capacity);
+  EXPECT_EQ(Gpus(down, down.fair, 0), 80);
+  EXPECT_EQ(Gpus(down, down.fair, 1), 40);
+}
+
+TEST(QueueTree, SharesFromThePreviousOnesEqualSharesComputedAfreshOverRandomChanges) {
+  // 4 orgs x 5 teams with guarantees, limits and weights; 200 rounds, each changing what one to
+  // three teams hold or want (and now and then the capacity): the shares computed from the last
+  // ones are those computed from nothing.
+  std::vector<QueueSpec> specs;
+  for (int o = 0; o < 4; ++o) {
+    QueueSpec org = Queue("org" + std::to_string(o), "", 40 + 10 * o, 1 + o % 3);
+    if (o == 1) org.limit.gpu_milli = 150 * G;
+    specs.push_back(org);
+    for (int k = 0; k < 5; ++k) {
+      QueueSpec team = Queue("org" + std::to_string(o) + "-t" + std::to_string(k), org.name, k < 3 ? 8 : 0, 1 + k % 4);
+      if (k == 4) team.limit.gpu_milli = 40 * G;
+      specs.push_back(team);
+    }
+  }
+  const auto t = QueueTree::Build(specs, TwoModels());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const size_t D = t->dims().size(), n = t->size();
+  std::vector<int64_t> capacity(D, int64_t{1} << 40), usage(n * D, 0), pending(n * D, 0);
+  capacity[QuotaDims::kGpu] = 400 * G;
+  Rng rng(7);
+  std::vector<size_t> leaves;
+  for (size_t q = 0; q < n; ++q) {
+    if (t->leaf(q)) leaves.push_back(q);
+  }
+  QueueShares last = ComputeShares(*t, capacity, usage, pending, {}, true, false);
+  std::vector<int64_t> last_capacity = capacity;
+  int changed = 0;
+  for (int round = 0; round < 200; ++round) {
+    const int k = 1 + static_cast<int>(rng.Uniform(3));
+    for (int i = 0; i < k; ++i) {
+      const size_t q = leaves[rng.Uniform(leaves.size())];
+      usage[q * D + QuotaDims::kGpu] = static_cast<int64_t>(rng.Uniform(60)) * G;
+      pending[q * D + QuotaDims::kGpu] = static_cast<int64_t>(rng.Uniform(80)) * G;
+    }
+    if (rng.Uniform(10) == 0) capacity[QuotaDims::kGpu] = static_cast<int64_t>(200 + rng.Uniform(300)) * G;
+    const QueueShares fresh = ComputeShares(*t, capacity, usage, pending, {}, true, false);
+    const QueueShares from_last = ComputeShares(*t, capacity, usage, pending, {}, true, false, &last, &last_capacity);
+    ASSERT_EQ(from_last.fair, fresh.fair) << "round " << round;
+    ASSERT_EQ(from_last.entitled, fresh.entitled) << "round " << round;
+    changed += from_last.fair != last.fair;
+    last = from_last;
+    last_capacity = capacity;
+  }
+  EXPECT_GE(changed, 40);  // the rounds did change the shares (54 of 200 with this seed)
 }
 
 TEST(QueueTree, AGuaranteeComesFirstAndWhatOneQueueDoesNotWantGoesToTheOthers) {

@@ -252,6 +252,30 @@ TEST(SessionReservations, DecideAmongLetsOnlyTheOwnersTasksUseTheHeldNode) {
   }
 }
 
+TEST(SessionReservations, DecideHoldingLetsTheOwnerUseItsHeldNodeAndLooksOnlyWhereGpusAreFree) {
+  for (bool indexed : {true, false}) {
+    SCOPED_TRACE(indexed ? "indexed" : "scan");
+    HeldBestFit h;
+    h.HoldAForJobA();
+    auto s = Open(h.c.state, "best-fit", TieBreak::kNodeOrder, 1, {}, true, indexed);
+    // As DecideAmong over every node: the owner's task takes its held (fullest) node, another's
+    // the next fullest.
+    const Outcome owner = s->DecideHolding(h.ta);
+    ASSERT_TRUE(owner.placed()) << owner.reason;
+    EXPECT_EQ(owner.node, h.a);
+    const Outcome other = s->DecideHolding(h.tb);
+    ASSERT_TRUE(other.placed()) << other.reason;
+    EXPECT_EQ(other.node, h.b);
+    // Three GPUs: "a" has two free, so only "b" (six) and "c" (eight) are looked at; best fit
+    // takes "b". Nine: no node has them, and all three count as lacking GPUs.
+    const TaskId three = h.c.Submit("three", Req().Gpus(3));
+    EXPECT_EQ(s->DecideHolding(three).node, h.b);
+    const Outcome nine = s->DecideHolding(h.c.Submit("nine", Req().Gpus(9)));
+    EXPECT_FALSE(nine.placed());
+    EXPECT_EQ(nine.reason, "no node could ever hold it; 0/3 nodes fit, 3 too few free GPUs");
+  }
+}
+
 TEST(SessionReservations, WhenEveryNodeWithRoomIsHeldForAnotherJobTheTaskWaitsAndSaysWhy) {
   for (bool indexed : {true, false}) {
     SCOPED_TRACE(indexed ? "indexed" : "scan");
