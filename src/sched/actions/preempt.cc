@@ -689,7 +689,7 @@ PreemptionPlan PreemptAction::Plan(const ClusterState& state, JobId preemptor, i
     return out;
   }
   if (options.victims == VictimSelection::kKube) {
-    return KubePreemptionPlan(state, preemptor, req, need, now_s, being_evicted, filter);
+    return KubePreemptionPlan(state, preemptor, req, need, now_s, options.align, being_evicted, filter);
   }
   // The nodes of the models the job may use: only victims with a task there can make room for
   // it, and only they may spend what the budgets allow (VictimFilter::take).

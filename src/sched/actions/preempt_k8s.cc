@@ -49,9 +49,10 @@ void TakeReplica(const Node& n, Room& r, const TaskRequest& req) {
 
 class KubeSolver {
  public:
-  KubeSolver(const ClusterState& state, JobId preemptor, const TaskRequest& req, int64_t now,
+  KubeSolver(const ClusterState& state, JobId preemptor, const TaskRequest& req, int64_t now, bool align,
              std::span<const char> being_evicted, const VictimFilter& filter)
-      : state_(state), preemptor_(preemptor), req_(req), now_(now), being_evicted_(being_evicted), filter_(filter) {
+      : state_(state), preemptor_(preemptor), req_(req), now_(now), align_(align), being_evicted_(being_evicted),
+        filter_(filter) {
     const size_t n = state.num_nodes();
     room_.resize(n);
     usable_.assign(n, 0);
@@ -59,6 +60,8 @@ class KubeSolver {
     cand_.resize(n);
     eligible_.assign(state.jobs().size(), -1);
     chosen_.assign(state.jobs().size(), 0);
+    taken_.assign(state.jobs().size(), 0);
+    gone_.assign(state.tasks().size(), 0);
     for (const Node& node : state.nodes()) {
       const size_t i = node.id.value();
       room_[i] = FreeRoom(node);
@@ -86,7 +89,7 @@ class KubeSolver {
         return false;
       }
       const std::vector<TaskId> victims = cand_[best].victims;
-      for (TaskId t : victims) Evict(state_.task(t).job);
+      for (TaskId t : victims) Evict(t);
       const Node& node = state_.node(NodeId(static_cast<uint32_t>(best)));
       ESTUARY_CHECK(Fits(node, room_[best], req_) >= 1);
       TakeReplica(node, room_[best], req_);
@@ -97,6 +100,25 @@ class KubeSolver {
   }
 
   const std::vector<JobId>& evicted() const { return evicted_; }
+  // Jobs that lose only some replicas, with the replicas they keep, and those replicas' tasks.
+  std::vector<std::pair<JobId, int32_t>> Shrunk() const {
+    std::vector<std::pair<JobId, int32_t>> out;
+    for (JobId j : shrunk_) {
+      if (!chosen_[j.value()]) out.emplace_back(j, state_.job(j).bound_tasks - taken_[j.value()]);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  std::vector<TaskId> ShrunkTasks() const {
+    std::vector<TaskId> out;
+    for (JobId j : shrunk_) {
+      if (chosen_[j.value()]) continue;
+      for (TaskId t : state_.job(j).tasks) {
+        if (gone_[t.value()]) out.push_back(t);
+      }
+    }
+    return out;
+  }
 
  private:
   // Step 1: the lowest-id usable node where a replica fits without preemption.
@@ -145,7 +167,9 @@ class KubeSolver {
       std::vector<TaskId> pot;
       for (TaskId t : node.tasks) {
         const Task& task = state_.task(t);
-        if (task.state == TaskState::kBound && !chosen_[task.job.value()] && Eligible(task.job)) pot.push_back(t);
+        if (task.state == TaskState::kBound && !gone_[t.value()] && !chosen_[task.job.value()] && Eligible(task.job)) {
+          pot.push_back(t);
+        }
       }
       if (pot.empty()) continue;
       Room r = room_[i];
@@ -178,23 +202,38 @@ class KubeSolver {
 
   int64_t Start(const Job& j) const { return j.started_at_s < 0 || j.started_at_s > now_ ? now_ : j.started_at_s; }
 
-  // Step 4: job `j` is evicted whole; every one of its bound tasks frees its room.
-  void Evict(JobId j) {
+  // Step 4 for victim task `v`: an elastic job that keeps at least its min replicas without it
+  // (step 1: without Align) loses only `v`, as an elastic job loses a deleted pod; any other job
+  // is evicted whole, and every one of its bound tasks frees its room.
+  void Evict(TaskId v) {
+    const JobId j = state_.task(v).job;
     if (chosen_[j.value()]) return;
+    const Job& job = state_.job(j);
+    const int32_t step = align_ ? std::max<int32_t>(1, job.spec.step) : 1;
+    const int32_t left = job.bound_tasks - taken_[j.value()] - 1;
+    if (step == 1 && left >= std::max<int32_t>(1, job.spec.min_replicas)) {
+      if (taken_[j.value()]++ == 0) shrunk_.push_back(j);
+      gone_[v.value()] = 1;
+      Free(state_.task(v));
+      return;
+    }
     chosen_[j.value()] = 1;
     evicted_.push_back(j);
-    for (TaskId t : state_.job(j).tasks) {
+    for (TaskId t : job.tasks) {
       const Task& task = state_.task(t);
-      if (task.state != TaskState::kBound) continue;
-      AddTask(room_[task.node.value()], task, 1);
-      dirty_[task.node.value()] = 1;
+      if (task.state == TaskState::kBound && !gone_[t.value()]) Free(task);
     }
+  }
+  void Free(const Task& task) {
+    AddTask(room_[task.node.value()], task, 1);
+    dirty_[task.node.value()] = 1;
   }
 
   const ClusterState& state_;
   JobId preemptor_;
   TaskRequest req_;
   int64_t now_;
+  bool align_;
   std::span<const char> being_evicted_;
   const VictimFilter& filter_;
   std::vector<Room> room_;        // per node: free now, plus victims' tasks, minus replicas placed
@@ -202,16 +241,20 @@ class KubeSolver {
   std::vector<char> dirty_;       // per node: cand_ must be evaluated again
   std::vector<Candidate> cand_;   // per node: SelectVictimsOnNode's answer on room_
   std::vector<int8_t> eligible_;  // per job: -1 unknown, 0 no, 1 yes
-  std::vector<char> chosen_;      // per job: evicted by this plan
+  std::vector<char> chosen_;      // per job: evicted whole by this plan
+  std::vector<int32_t> taken_;    // per job: replicas it loses without being evicted whole
+  std::vector<char> gone_;        // per task: evicted alone (its job shrinks)
   std::vector<JobId> evicted_;
+  std::vector<JobId> shrunk_;     // jobs with taken_ > 0, in the order met
 };
 
 }  // namespace
 
 PreemptionPlan KubePreemptionPlan(const ClusterState& state, JobId preemptor, const TaskRequest& req, int64_t need,
-                                  int64_t now_s, std::span<const char> being_evicted, const VictimFilter& filter) {
+                                  int64_t now_s, bool align, std::span<const char> being_evicted,
+                                  const VictimFilter& filter) {
   PreemptionPlan out;
-  KubeSolver solver(state, preemptor, req, now_s, being_evicted, filter);
+  KubeSolver solver(state, preemptor, req, now_s, align, being_evicted, filter);
   if (!solver.Run(need, out)) {
     out.nodes.clear();
     return out;
@@ -230,6 +273,8 @@ PreemptionPlan KubePreemptionPlan(const ClusterState& state, JobId preemptor, co
     }
     out.cost += gpu * SecondsSinceCheckpoint(job, now_s);
   }
+  out.shrunk = solver.Shrunk();
+  for (TaskId t : solver.ShrunkTasks()) out.evict.push_back(t);
   std::sort(out.evict.begin(), out.evict.end());
   return out;
 }

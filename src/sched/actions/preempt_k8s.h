@@ -18,10 +18,13 @@
 //      (priority + 2^31) over the victims, fewest victims, latest earliest-start among the
 //      victims of the highest priority, then the first node (here: the lowest node id; kube's
 //      map order).
-//   4. The replica is nominated to that node (its request counts as used there) and its victims'
-//      jobs are evicted whole: an estuary job is a gang, and the controller of a gang (JobSet,
-//      a PyTorchJob...) restarts all of its pods when one is deleted; every task of such a job,
-//      on every node, is freed for the next replicas.
+//   4. The replica is nominated to that node (its request counts as used there) and its victims
+//      go: a victim of an elastic job that keeps at least its min replicas without it (step 1,
+//      i.e. without Align) is removed alone — the job shrinks, as an elastic job loses a deleted
+//      pod, losing no work (estuary's convention for shrinking); any other victim's job is
+//      evicted whole — an estuary job is a gang, and the controller of a gang (JobSet, a
+//      PyTorchJob...) restarts all of its pods when one is deleted — and every task of it, on
+//      every node, is freed for the next replicas.
 // All-or-nothing: when some replica finds no node, the plan is infeasible and evicts nothing
 // (kube + coscheduling would already have evicted the earlier pods' victims; see docs/peers.md).
 //
@@ -48,6 +51,7 @@
 namespace estuary {
 
 PreemptionPlan KubePreemptionPlan(const ClusterState& state, JobId preemptor, const TaskRequest& req, int64_t need,
-                                  int64_t now_s, std::span<const char> being_evicted, const VictimFilter& filter);
+                                  int64_t now_s, bool align, std::span<const char> being_evicted,
+                                  const VictimFilter& filter);
 
 }  // namespace estuary

@@ -29,10 +29,11 @@ struct Cluster : testing::AswCluster {
   // A running preemptible job (unless `preemptible` is false) with one task of `gpus` GPUs on
   // each node of `on`, started at `started_s`.
   JobId Run(const std::string& name, const std::vector<int>& on, int gpus, int32_t priority, int64_t started_s = 0,
-            bool preemptible = true) {
+            bool preemptible = true, int32_t min = 0) {
     JobSpec s;
     s.name = name;
     s.min_replicas = s.max_replicas = static_cast<int32_t>(on.size());
+    if (min > 0) s.min_replicas = min;
     s.priority = priority;
     s.preemptible = preemptible;
     const JobId j = c.state.AddJob(s);
@@ -60,6 +61,7 @@ struct Cluster : testing::AswCluster {
   PreemptionPlan Kube(JobId j) const {
     AllocateOptions o;
     o.topology = false;
+    o.align = false;
     o.victims = VictimSelection::kKube;
     const PreemptionPlan p = PreemptAction::Plan(c.state, j, kNow, o);
     EXPECT_TRUE(c.state.CheckInvariants().ok());
@@ -190,6 +192,34 @@ TEST(KubePreemption, AJobThatFitsOnIdleCapacityEvictsNothing) {
   EXPECT_TRUE(p.feasible);
   EXPECT_TRUE(p.evict.empty());
   EXPECT_EQ(g.Nodes(p), (std::vector<std::string>{"n1"}));
+}
+
+TEST(KubePreemption, AnElasticVictimAboveItsMinLosesOnlyThePodsOnTheChosenNode) {
+  // e (priority 100, min 1) runs e-0 and e-1 on n0 and e-2 on n1, 4 GPUs each; n1 also holds r
+  // (priority 200). A whole-node replica: n0's victims are e-0 and e-1 (highest 100), n1's e-2
+  // and r (highest 200): n0. e keeps e-2 (1 >= min): it shrinks to 1, losing no work.
+  Cluster g = Cluster::Flat(2);
+  const JobId e = g.Run("e", {0, 0, 1}, 4, 100, 0, true, /*min=*/1);
+  g.Run("r", {1}, 4, 200);
+  const PreemptionPlan p = g.Kube(g.Gang("hp", 1, kEight));
+  ASSERT_TRUE(p.feasible) << p.reason;
+  EXPECT_TRUE(p.evicted_jobs.empty());
+  EXPECT_EQ(p.shrunk, (std::vector<std::pair<JobId, int32_t>>{{e, 1}}));
+  EXPECT_EQ(p.evict.size(), 2u);
+  EXPECT_EQ(p.cost, 0);
+  EXPECT_EQ(g.Nodes(p), (std::vector<std::string>{"n0"}));
+}
+
+TEST(KubePreemption, AnElasticVictimThatWouldFallBelowItsMinGoesWhole) {
+  // As above with min 2: after e-0, e keeps 2; e-1 would leave 1 < 2, so e goes whole (e-2 too).
+  Cluster g = Cluster::Flat(2);
+  g.Run("e", {0, 0, 1}, 4, 100, 0, true, /*min=*/2);
+  g.Run("r", {1}, 4, 200);
+  const PreemptionPlan p = g.Kube(g.Gang("hp", 1, kEight));
+  ASSERT_TRUE(p.feasible) << p.reason;
+  EXPECT_EQ(g.Jobs(p), (Names{"e"}));
+  EXPECT_TRUE(p.shrunk.empty());
+  EXPECT_EQ(p.evict.size(), 3u);
 }
 
 TEST(KubePreemption, EvictsMoreThanEstuarysReclaimWhenAVictimSpansNodes) {
