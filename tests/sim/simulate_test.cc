@@ -113,7 +113,7 @@ TEST(SimulateDemo, EstuaryCutsHpDelayAndIdleGpuHoursAgainstThePlainConfiguration
     ASSERT_TRUE(r.ok()) << c.name << ": " << r.status().message();
     m[c.name] = r->metrics;
   }
-  ASSERT_EQ(m.size(), 4u);
+  ASSERT_EQ(m.size(), 5u);
   const auto& estuary = m.at("estuary");
   EXPECT_GT(estuary.at("node_failures_count"), 0);
   EXPECT_GT(estuary.at("standby_entries_count"), 0);
