@@ -519,7 +519,8 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
     if (victims == "k8s") {
       // kube's default preemption knows no topology domains (preempt_k8s.h).
       if (sc.topology) {
-        return c.Err(p["victims"], "victims", "k8s victim selection needs 'topology: false' (kube's default profile has no topology levels)");
+        return c.Err(p["victims"], "victims",
+                     "k8s victim selection needs 'topology: false' (kube's default profile has no topology levels)");
       }
       sc.victims = VictimSelection::kKube;
     }

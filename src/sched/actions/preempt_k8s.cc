@@ -141,7 +141,9 @@ class KubeSolver {
     e = 0;
     const Job& job = state_.job(j);
     if (j == preemptor_ || !job.spec.preemptible) return false;
-    if (filter_.allowed ? !filter_.allowed(job) : job.spec.priority >= state_.job(preemptor_).spec.priority) return false;
+    const bool allowed =
+        filter_.allowed ? filter_.allowed(job) : job.spec.priority < state_.job(preemptor_).spec.priority;
+    if (!allowed) return false;
     int64_t gpu = 0;
     for (TaskId t : job.tasks) {
       const Task& task = state_.task(t);

@@ -14,8 +14,12 @@ int64_t LeastRequested(int64_t requested, int64_t capacity) {
 }
 
 // What the node's bound work requests of CPU and memory, plus `req`.
-int64_t CpuRequested(const TaskRequest& req, const Node& node) { return node.spec.cpu_milli - node.cpu_free + req.cpu_milli; }
-int64_t MemRequested(const TaskRequest& req, const Node& node) { return node.spec.mem_mib - node.mem_free + req.mem_mib; }
+int64_t CpuRequested(const TaskRequest& req, const Node& node) {
+  return node.spec.cpu_milli - node.cpu_free + req.cpu_milli;
+}
+int64_t MemRequested(const TaskRequest& req, const Node& node) {
+  return node.spec.mem_mib - node.mem_free + req.mem_mib;
+}
 
 class LeastAllocatedScore final : public ScorePlugin {
  public:
