@@ -93,6 +93,7 @@ Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, S
   EngineConfig e;
   e.allocate.align = c.align;
   e.allocate.topology = c.topology;
+  e.allocate.victims = c.victims;
   e.priority_queue = c.priority_queue;
   if (!c.preempt) std::erase(e.actions, EngineAction::kReclaim);
   e.exit_mean_s = c.exit_mean_s;

@@ -448,6 +448,7 @@ Json ConfigJson(const EngineConfig& c) {
           {"topology", c.allocate.topology},
           {"pack_plane", IdJson(c.allocate.pack_plane)},
           {"pack_level", c.allocate.pack_level},
+          {"victims", c.allocate.victims == VictimSelection::kKube ? "k8s" : "estuary"},
           {"grace_s", c.grace_s},
           {"exit_mean_s", c.exit_mean_s},
           {"exit_p95_s", c.exit_p95_s},
@@ -491,6 +492,11 @@ EngineConfig ConfigFrom(const Fields& f) {
   c.allocate.topology = f.Bool("topology", c.allocate.topology);
   c.allocate.pack_plane = IdFrom<PlaneId>(f, "pack_plane");
   c.allocate.pack_level = f.I32("pack_level", c.allocate.pack_level);
+  if (f.Has("victims")) {
+    const std::string v = f.Str("victims");
+    if (v == "k8s") c.allocate.victims = VictimSelection::kKube;
+    else if (v != "estuary") f.Fail("victims", "unknown victim selection '" + v + "'");
+  }
   c.grace_s = f.Int("grace_s", c.grace_s);
   c.exit_mean_s = f.Int("exit_mean_s", c.exit_mean_s);
   c.exit_p95_s = f.Int("exit_p95_s", c.exit_p95_s);

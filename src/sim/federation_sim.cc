@@ -281,6 +281,7 @@ Status FederationRun::MakeMember(const ClusterState& cluster, const std::string&
   mo.seed = seed ^ (0x6d656d626572ULL * (index + 1));
   mo.allocate.align = config.align;
   mo.allocate.topology = config.topology;
+  mo.allocate.victims = config.victims;
   mo.grace_s = config.grace_s;
   mo.exit_mean_s = config.exit_mean_s;
   mo.exit_p95_s = config.exit_p95_s;

@@ -508,9 +508,22 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
   }
   sc.priority_queue = queue == "priority";
   if (const YAML::Node p = m["preempt"]) {
-    if (!p.IsMap()) return c.Err(p, "preempt", "expected a mapping {grace_s, exit_mean_s, exit_p95_s}");
-    ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "exit_mean_s", "exit_p95_s"}));
+    if (!p.IsMap()) return c.Err(p, "preempt", "expected a mapping {grace_s, exit_mean_s, exit_p95_s, victims}");
+    ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "exit_mean_s", "exit_p95_s", "victims"}));
     sc.preempt = true;
+    std::string victims;
+    ESTUARY_ASSIGN_OR_RETURN(victims, Str(c, p, "victims", false));
+    if (!victims.empty() && victims != "estuary" && victims != "k8s") {
+      return c.Err(p["victims"], "victims", "unknown victim selection '" + victims + "' (known: estuary, k8s)");
+    }
+    if (victims == "k8s") {
+      // kube's default preemption knows no topology domains (preempt_k8s.h).
+      if (sc.topology) {
+        return c.Err(p["victims"], "victims",
+                     "k8s victim selection needs 'topology: false' (kube's default profile has no topology levels)");
+      }
+      sc.victims = VictimSelection::kKube;
+    }
     ESTUARY_ASSIGN_OR_RETURN(sc.grace_s, Int(c, p, "grace_s", sc.grace_s, 0, 86400));
     ESTUARY_ASSIGN_OR_RETURN(sc.exit_mean_s, Int(c, p, "exit_mean_s", 0, 0, 86400));
     ESTUARY_ASSIGN_OR_RETURN(sc.exit_p95_s, Int(c, p, "exit_p95_s", 0, 0, 86400));

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "model/cluster_state.h"
 #include "quota/queues.h"
+#include "sched/actions/allocate.h"  // VictimSelection
 #include "sched/actions/defrag.h"
 #include "sched/actions/migration.h"
 #include "sim/cluster/generator.h"
@@ -217,6 +218,9 @@ struct SchedulerConfig {
   // without them (0) every victim takes the whole grace period.
   bool preempt = false;
   int64_t grace_s = 60;
+  // `preempt: {victims: estuary | k8s}` (default estuary): how Reclaim chooses its victims
+  // (AllocateOptions::victims; k8s: kube-scheduler's default preemption, docs/peers.md).
+  VictimSelection victims = VictimSelection::kEstuary;
   int64_t exit_mean_s = 0;
   int64_t exit_p95_s = 0;
   // Absorb (issue 4): after every cycle, running elastic jobs grow toward max in whole steps

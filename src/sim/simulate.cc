@@ -231,6 +231,7 @@ StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& s
   e.seed = seed;
   e.allocate.align = config.align;
   e.allocate.topology = config.topology;
+  e.allocate.victims = config.victims;
   if (!config.pack_plane.empty()) {
     const auto plane = state.topology().FindPlane(config.pack_plane);
     if (!plane) return InvalidArgument(ConfigWhere(sc, config, "pack") + "plane: the cluster has no plane '" + config.pack_plane + "'");

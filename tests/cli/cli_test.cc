@@ -1066,6 +1066,10 @@ TEST_F(ServeCli, ABadSchedulerConfigurationIsRejectedNamingFileLineAndField) {
   const std::string negative = WriteFile(dir_, "negative.yaml", "name: q\nqueues:\n  - {name: a, guarantee: {gpus: -8}}\n");
   const std::string rebalance =
       WriteFile(dir_, "rebalance.yaml", "name: q\nqueues:\n  - {name: a}\nsharing:\n  rebalance: sometimes\n");
+  // The k8s-default peer's keys (docs/peers.md): an unknown victim selection; k8s victims with
+  // topology on.
+  const std::string victims = WriteFile(dir_, "victims.yaml", "name: k\ntopology: false\npreempt: {victims: kube}\n");
+  const std::string k8s_topo = WriteFile(dir_, "k8s-topo.yaml", "name: k\npolicy: k8s-fit\npreempt: {victims: k8s}\n");
   const std::vector<std::string> base = {"serve", "--data", Out("d"), "--tokens", tokens_};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = base;
@@ -1085,6 +1089,8 @@ TEST_F(ServeCli, ABadSchedulerConfigurationIsRejectedNamingFileLineAndField) {
       {{"--config", cycle}, {cycle + ":", "field 'parent'", "cycle"}},
       {{"--config", negative}, {negative + ":3: field 'queues[0].guarantee.gpus'", "-8 is below 0"}},
       {{"--config", rebalance}, {rebalance + ":5: field 'sharing.rebalance'"}},
+      {{"--config", victims}, {victims + ":3: field 'victims'", "unknown victim selection 'kube'"}},
+      {{"--config", k8s_topo}, {k8s_topo + ":3: field 'victims'", "needs 'topology: false'"}},
   };
   for (const auto& [extra, words] : cases) {
     const std::vector<std::string> args = with(extra);

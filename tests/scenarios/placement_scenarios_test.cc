@@ -34,10 +34,11 @@ struct Scenario {
   int want_gpu = -1;      // for shared tasks: the GPU index it must take
 };
 
-testing::NodeShape Shape(int gpus, const char* model = "V100", MilliCpu cpu = 96000) {
+testing::NodeShape Shape(int gpus, const char* model = "V100", MilliCpu cpu = 96000, MemMiB mem = 393216) {
   testing::NodeShape s = testing::Gpus(gpus);
   s.model = model;
   s.cpu = cpu;
+  s.mem = mem;
   return s;
 }
 
@@ -71,6 +72,23 @@ const std::vector<Scenario>& Table() {
        {{"cpu-poor", Shape(8, "V100", 4000)}, {"cpu-rich", Shape(8)}},
        {{"cpu-rich", Req().Gpus(4), {0, 1, 2, 3}}},
        Req().Cpu(8000).Gpus(1), "cpu-rich"},
+      // kube's unit-test example: node1 37 + 87 = 124, node2 50 + 100 = 150 (plugins_test.cc).
+      {"k8s-fit sends kube's 3-core 5000-MiB pod to the larger of two differently sized nodes", "k8s-fit",
+       {{"node1", Shape(8, "V100", 4000, 10000)}, {"node2", Shape(8, "V100", 6000, 10000)}},
+       {},
+       Req().Cpu(3000).Mem(5000), "node2"},
+      // LeastAllocated spreads: the empty node scores higher on CPU and balance; best-fit packs.
+      {"k8s-fit spreads a one-GPU task onto the empty node where best-fit would pack it", "k8s-fit",
+       {{"busy", Shape(8)}, {"empty", Shape(8)}},
+       {{"busy", Req().Cpu(32000).Mem(1024).Gpus(6), {0, 1, 2, 3, 4, 5}}},
+       Req().Cpu(4000).Mem(1024).Gpus(1), "empty"},
+      // Two 10-core 10000-MiB nodes; a 1-core 1000-MiB task. x (0 cores, 4000 MiB bound):
+      // LeastAllocated (90 + 50) / 2 = 70, Balanced 0.1 vs 0.5 -> 80: 150. y (3000m, 3000 MiB
+      // bound): LeastAllocated 60, Balanced 0.4 vs 0.4 -> 100: 160. LeastAllocated alone picks x.
+      {"k8s-fit's BalancedAllocation turns the choice to the node whose CPU and memory stay even", "k8s-fit",
+       {{"x", Shape(8, "V100", 10000, 10000)}, {"y", Shape(8, "V100", 10000, 10000)}},
+       {{"x", Req().Mem(4000), {}}, {"y", Req().Cpu(3000).Mem(3000), {}}},
+       Req().Cpu(1000).Mem(1000), "y"},
       {"a task larger than every node's GPUs is not placed", "fgd",
        {{"a", Shape(4)}, {"b", Shape(4)}},
        {},

@@ -95,7 +95,8 @@ TEST_F(ServiceE2E, JobsSubmittedOverHttpRunOnTheFakeAgentsAndSucceed) {
 }
 
 // `estuary serve` with a scheduler configuration of the scenario schema — the `tidal` entry of
-// examples/tidal-week.yaml (priority queue, Reclaim, Absorb, Standby), and a file of one
+// examples/tidal-week.yaml (priority queue, Reclaim, Absorb, Standby), its `k8s-default` peer
+// entry (k8s-fit, kube's victims, docs/peers.md), and a file of one
 // configuration whose values differ from the service's defaults — and with policy fgd (which
 // learns its typical tasks from the submitted jobs): the configuration is the one in use, and
 // jobs run to success.
@@ -109,6 +110,8 @@ TEST_F(ServiceE2E, ServeRunsJobsWithAScenariosConfigurationAndWithPolicyFgd) {
   };
   for (const Case& k : {Case{{"--config", std::string(ESTUARY_SOURCE_DIR) + "/examples/tidal-week.yaml", "--configuration",
                               "tidal"}, "best-fit", 60, true},
+                        Case{{"--config", std::string(ESTUARY_SOURCE_DIR) + "/examples/tidal-week.yaml", "--configuration",
+                              "k8s-default"}, "k8s-fit", 60, false},
                         Case{{"--config", dir_ + "/conf.yaml"}, "gpu-packing", 45, false},
                         Case{{"--config", dir_ + "/conf.yaml", "--grace-s", "30"}, "gpu-packing", 30, false},
                         Case{{"--policy", "fgd"}, "fgd", 60, true}}) {

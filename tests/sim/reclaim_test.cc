@@ -120,7 +120,7 @@ TEST(Reclaim, TheFeasibilityCheckRefusesAndEvictsNothingWhenEvenFullReclaimCanno
 
 TEST(Reclaim, BadPreemptSectionsAreRejected) {
   for (const auto& [conf, message] :
-       {std::pair{"preempt: 60", "s.yaml:7: field 'preempt': expected a mapping {grace_s, exit_mean_s, exit_p95_s}"},
+       {std::pair{"preempt: 60", "s.yaml:7: field 'preempt': expected a mapping {grace_s, exit_mean_s, exit_p95_s, victims}"},
         std::pair{"preempt: {grace_s: 60, exit_mean_s: 13}",
                   "s.yaml:7: field 'exit_p95_s': exit_mean_s and exit_p95_s go together"},
         std::pair{"preempt: {grace_s: 60, exit_mean_s: 13, exit_p95_s: 60}",

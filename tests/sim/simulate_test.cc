@@ -113,7 +113,7 @@ TEST(SimulateDemo, EstuaryCutsHpDelayAndIdleGpuHoursAgainstThePlainConfiguration
     ASSERT_TRUE(r.ok()) << c.name << ": " << r.status().message();
     m[c.name] = r->metrics;
   }
-  ASSERT_EQ(m.size(), 4u);
+  ASSERT_EQ(m.size(), 5u);
   const auto& estuary = m.at("estuary");
   EXPECT_GT(estuary.at("node_failures_count"), 0);
   EXPECT_GT(estuary.at("standby_entries_count"), 0);
@@ -136,7 +136,7 @@ TEST(Simulate, TheHyperscaleScenarioGeneratesAlibabasScale) {
   auto cluster = LoadScenarioCluster(*sc);
   ASSERT_TRUE(cluster.ok());
   EXPECT_EQ(cluster->total_gpu_milli(), int64_t{155408} * 1000);  // 155,410 GPUs in whole 8-GPU nodes
-  EXPECT_EQ(sc->configurations.size(), 2u);
+  EXPECT_EQ(sc->configurations.size(), 3u);
   EXPECT_EQ(sc->duration_s, 7 * 24 * 3600);
 }
 

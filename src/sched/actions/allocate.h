@@ -49,6 +49,12 @@ struct JobAttempt {
   std::string reason;                       // why the job waits (empty when started)
 };
 
+// How Reclaim (PreemptAction::Plan) chooses its victims.
+enum class VictimSelection {
+  kEstuary,  // estuary's cost-ordered greedy over whole jobs and elastic chunks (preempt.h)
+  kKube,     // kube-scheduler's default preemption, replica by replica (preempt_k8s.h)
+};
+
 // What a scheduler configuration lets the action use. Defaults: everything on.
 struct AllocateOptions {
   bool align = true;     // grant multiples of a job's step (off: a min-max scheduler, step 1)
@@ -63,6 +69,8 @@ struct AllocateOptions {
   PlaneId pack_plane;
   int pack_level = -1;
   static constexpr int kPackTries = 8;
+  // Victim selection of Reclaim (`preempt: {victims}`); default estuary's. Not used by placement.
+  VictimSelection victims = VictimSelection::kEstuary;
 };
 
 // H = -sum (g_i/G) log(g_i/G) of a job's GPUs (or replicas of equal size) over domains, with G

@@ -145,6 +145,60 @@ TEST(Fgd, ASharedTaskTakesTheGpuWhereFragmentationGrowsLeast) {
   EXPECT_EQ(fgd.Score(c.state.task(c.Submit("y", Req().Cpu(1000).Gpus(1))), c.state.node(n)), 50);
 }
 
+// kube-scheduler's own unit-test case "nothing scheduled, resources requested, differently sized
+// nodes" (noderesources/least_allocated_test.go, balanced_allocation_test.go): a pod of 3000m CPU
+// and 5000 memory on node1 (4000m, 10000) and node2 (6000m, 10000). Same memory units on both
+// sides, so MiB give kube's fractions.
+TEST(K8sFit, KubesOwnDifferentlySizedNodesExampleScoresByHand) {
+  ClusterBuilder c;
+  testing::NodeShape small = testing::Gpus(8), big = testing::Gpus(8);
+  small.cpu = 4000;
+  small.mem = 10000;
+  big.cpu = 6000;
+  big.mem = 10000;
+  const NodeId n1 = c.AddNode("node1", small), n2 = c.AddNode("node2", big);
+  const Task& pod = c.state.task(c.Submit("pod", Req().Cpu(3000).Mem(5000)));
+  // LeastAllocated: node1 cpu (4000-3000)*100/4000 = 25, mem (10000-5000)*100/10000 = 50 ->
+  // (25+50)/2 = 37; node2 cpu 3000*100/6000 = 50, mem 50 -> 50.
+  EXPECT_EQ(Score("k8s-least-allocated", c.state)->Score(pod, c.state.node(n1)), 37);
+  EXPECT_EQ(Score("k8s-least-allocated", c.state)->Score(pod, c.state.node(n2)), 50);
+  // BalancedAllocation: node1 fractions 0.75, 0.5 -> std 0.125 -> 87 (87.5 floored); node2 0.5,
+  // 0.5 -> 100.
+  EXPECT_EQ(Score("k8s-balanced-allocation", c.state)->Score(pod, c.state.node(n1)), 87);
+  EXPECT_EQ(Score("k8s-balanced-allocation", c.state)->Score(pod, c.state.node(n2)), 100);
+}
+
+TEST(K8sFit, CountsTheNodesBoundWorkAndIgnoresGpus) {
+  // A 10-core, 10000-MiB node with 3 cores and 3000 MiB bound, and 6 of its 8 GPUs taken; a
+  // 1-GPU pod of 1 core and 1000 MiB: requested 4000m / 4000 MiB after it. LeastAllocated
+  // (6000*100/10000 = 60 twice) -> 60; BalancedAllocation 0.4, 0.4 -> 100. The GPUs change
+  // nothing (kube's default scoring resources are cpu and memory only).
+  ClusterBuilder c;
+  testing::NodeShape shape = testing::Gpus(8);
+  shape.cpu = 10000;
+  shape.mem = 10000;
+  const NodeId n = c.AddNode("n", shape);
+  c.state.Bind(c.Submit("bound", Req().Cpu(3000).Mem(3000).Gpus(6)), n, Idx({0, 1, 2, 3, 4, 5}));
+  const Task& pod = c.state.task(c.Submit("pod", Req().Cpu(1000).Mem(1000).Gpus(1)));
+  EXPECT_EQ(Score("k8s-least-allocated", c.state)->Score(pod, c.state.node(n)), 60);
+  EXPECT_EQ(Score("k8s-balanced-allocation", c.state)->Score(pod, c.state.node(n)), 100);
+  // Requests beyond capacity score 0 (LeastAllocated) and cap the fraction at 1 (Balanced):
+  // 12000m of 10000 -> cpu 0, mem (10000-4000)*100/10000 = 60 -> 30; fractions 1, 0.4 -> 70.
+  const Task& fat = c.state.task(c.Submit("fat", Req().Cpu(9000).Mem(1000)));
+  EXPECT_EQ(Score("k8s-least-allocated", c.state)->Score(fat, c.state.node(n)), 30);
+  EXPECT_EQ(Score("k8s-balanced-allocation", c.state)->Score(fat, c.state.node(n)), 70);
+}
+
+TEST(K8sFit, IsAPolicyOfBothScoresWithWeightOne) {
+  auto p = OpenbPolicy("k8s-fit");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->scores, (std::vector<std::pair<std::string, int64_t>>{{"k8s-least-allocated", 1},
+                                                                      {"k8s-balanced-allocation", 1}}));
+  EXPECT_EQ(PolicyNames().back(), "k8s-fit");
+  // Not one of the FGD paper's six: `estuary openb --policy all` is unchanged.
+  EXPECT_EQ(OpenbPolicyNames().size(), 6u);
+}
+
 TEST(Policies, TheSixOpenbPoliciesAreRegisteredAndUnknownNamesAreErrors) {
   ClusterState s;
   TypicalTasks typical;

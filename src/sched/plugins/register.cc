@@ -3,11 +3,13 @@
 #include "common/check.h"
 #include "sched/plugins/basic/basic.h"
 #include "sched/plugins/fgd/fgd.h"
+#include "sched/plugins/k8s/k8s.h"
 
 namespace estuary {
 
 void RegisterBuiltinPlugins(Registry& r) {
   RegisterBasicPlugins(r);
+  RegisterK8sPlugins(r);
   r.RegisterScore("fgd", [](const PluginContext& c) {
     ESTUARY_CHECK(c.typical != nullptr);
     return std::make_unique<FgdScore>(c.typical);
@@ -33,7 +35,26 @@ const std::vector<std::string>& OpenbPolicyNames() {
   return names;
 }
 
+const std::vector<std::string>& PolicyNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v = OpenbPolicyNames();
+    v.push_back("k8s-fit");
+    return v;
+  }();
+  return names;
+}
+
 StatusOr<PolicyConfig> OpenbPolicy(const std::string& name) {
+  if (name == "k8s-fit") {
+    // kube-scheduler's default profile: NodeResourcesFit (LeastAllocated) and
+    // NodeResourcesBalancedAllocation, weight 1 each; GPUs as NodeResourcesFit's filter takes
+    // whole devices (the first free ones).
+    PolicyConfig p;
+    p.name = name;
+    p.scores = {{"k8s-least-allocated", 1}, {"k8s-balanced-allocation", 1}};
+    p.gpu_select = "best";
+    return p;
+  }
   for (const std::string& n : OpenbPolicyNames()) {
     if (n != name) continue;
     PolicyConfig p;
@@ -44,7 +65,7 @@ StatusOr<PolicyConfig> OpenbPolicy(const std::string& name) {
     return p;
   }
   std::string known;
-  for (const std::string& n : OpenbPolicyNames()) known += (known.empty() ? "" : ", ") + n;
+  for (const std::string& n : PolicyNames()) known += (known.empty() ? "" : ", ") + n;
   return NotFound("unknown policy '" + name + "' (known: " + known + ")");
 }
 

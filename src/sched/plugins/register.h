@@ -1,4 +1,5 @@
-// Wires every built-in plugin into a Registry and names the six policies of the FGD paper.
+// Wires every built-in plugin into a Registry and names the six policies of the FGD paper and
+// the peers' policies.
 #pragma once
 
 #include <string>
@@ -18,7 +19,10 @@ const Registry& BuiltinRegistry();
 // The policies of the openb comparison, in the paper's order:
 // random, dotprod, gpu-clustering, gpu-packing, best-fit, fgd.
 const std::vector<std::string>& OpenbPolicyNames();
-// The PolicyConfig of one of those names; NotFound naming the known ones otherwise.
+// The policies a scheduler configuration may name: the openb ones, then the peers' (`k8s-fit`:
+// kube-scheduler's default NodeResourcesFit LeastAllocated + BalancedAllocation, docs/peers.md).
+const std::vector<std::string>& PolicyNames();
+// The PolicyConfig of one of PolicyNames(); NotFound naming the known ones otherwise.
 StatusOr<PolicyConfig> OpenbPolicy(const std::string& name);
 
 }  // namespace estuary
