@@ -369,6 +369,30 @@ bool QueueBook::MayBeBelow(const ClusterState& state, size_t q, Bound bound) con
   return false;
 }
 
+int64_t QueueBook::Takeable(const ClusterState& state, size_t v, GpuModelSet models, int64_t budget) {
+  const uint64_t bits = models.bits();
+  int64_t held = 0;
+  for (JobId id : state.queue_preemptible_jobs(v)) {
+    const Job& j = state.job(id);
+    int64_t there = 0, all = 0, task = 0;
+    int32_t bound = 0;
+    for (TaskId t : j.tasks) {
+      const Task& k = state.task(t);
+      if (k.state != TaskState::kBound || k.standby) continue;  // Standby tasks hold no GPUs
+      ++bound;
+      task = k.req.TotalGpuMilli();
+      all += task;
+      const GpuModelId m = state.node(k.node).spec.model;
+      if (bits == 0 || (m.valid() && (bits >> m.value() & 1))) there += task;
+    }
+    // Its smallest unit: a task when it has replicas above its min (an elastic step holds at
+    // least one), else the whole job.
+    const int64_t unit = bound > std::max<int32_t>(1, j.spec.min_replicas) ? task : all;
+    if (unit <= budget) held += there;
+  }
+  return held;
+}
+
 int32_t QueueBook::FairModel(GpuModelSet models) const {
   const uint64_t bits = models.bits();
   if (std::popcount(bits) != 1 || !managed(tree_.dims().model(static_cast<size_t>(std::countr_zero(bits))))) return -1;
@@ -509,23 +533,14 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
         if (top == -2 || !owed_below(top)) continue;
         from->push_back(static_cast<int32_t>(v));
         if (!want_supply) continue;
-        const QueueUsage& u = state.queue_preemptible(v);
-        const uint64_t bits = first.models.bits();
-        int64_t held = 0;
-        if (bits == 0) {
-          held = u[kQueueGpu];
-        } else {
-          for (size_t m = 0; m < state.models().size(); ++m) {
-            if (bits >> m & 1) held += u[kQueueModel + m];
-          }
-        }
+        int64_t budget = INT64_MAX;  // the least budget on v's path below the common ancestor
         for (int p = static_cast<int>(v); p != top; p = tree_.parent(static_cast<size_t>(p))) {
-          held = std::min(held, (*initial)[static_cast<size_t>(p)]);
+          budget = std::min(budget, (*initial)[static_cast<size_t>(p)]);
         }
         // A budget smaller than v's smallest task takes none of v's work (a victim unit, a
         // whole job or an elastic step, holds at least one task).
-        if (held < state.queue_min_preemptible(v, first.models)) held = 0;
-        takeable += held;
+        if (budget < state.queue_min_preemptible(v, first.models)) continue;
+        takeable += std::min(budget, Takeable(state, v, first.models, budget));
       }
     }
     fresh = VictimCached{b.initial, b.rank, hp ? nullptr : std::move(from), want_supply ? takeable : INT64_MAX};

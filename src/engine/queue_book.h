@@ -203,6 +203,10 @@ class QueueBook {
   // The model whose dimension fair shares count a job requesting `models` in: the one model it
   // names when a quota names it; -1 (all GPUs) otherwise.
   int32_t FairModel(GpuModelSet models) const;
+  // An upper bound on the GPUs (milli) on nodes of `models` a Reclaim could take from leaf queue
+  // v with `budget`: what v's preemptible jobs whose smallest victim unit fits in the budget hold
+  // there. O(v's preemptible jobs' tasks).
+  static int64_t Takeable(const ClusterState& state, size_t v, GpuModelSet models, int64_t budget);
   // Victims and RebalanceVictims: `bound` kEntitled or kFair; `supply` as Victims'. Without
   // `filter`, only *owed and *supply are wanted (the filter returned is empty).
   VictimFilter VictimsUpTo(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, Bound bound,

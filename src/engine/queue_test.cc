@@ -463,6 +463,42 @@ TEST(EngineQueues, GpusAlreadyLeavingAVictimsQueueCountAgainstWhatMayStillBeTake
   EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 2}, {"c", 2}}));
 }
 
+TEST(EngineQueues, ABudgetSmallerThanAVictimJobsWholeTakesNothingOfItAndOneAsLargeTakesItWhole) {
+  // 8 nodes; a is guaranteed 4, b 1, c 3. a idle: b runs a rigid 4-node gang (3 above its
+  // guarantee), c four 1-node jobs (1 above). a queues two 1-node jobs. The gang is b's only
+  // victim unit and 4 nodes do not fit in the 3 b may lose: only c's surplus node is taken back,
+  // for a's first job; its second waits (nothing else may be taken), and later cycles change
+  // nothing.
+  {
+    Cluster c(8, {Q("a", 32), Q("b", 8), Q("c", 24)});
+    c.Submit(NodeJob(10, "b", 4), 0);
+    for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(30 + i, "c", 1), 0);
+    c.Cycle(0);
+    ASSERT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 4}, {"c", 4}}));
+    c.Submit(NodeJob(20, "a", 1), 100);
+    c.Submit(NodeJob(21, "a", 1), 100);
+    EXPECT_EQ(Count(c.Cycle(100), EngineEvent::Kind::kReclaim), 1);
+    c.Cycle(160);
+    EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 1}, {"b", 4}, {"c", 3}}));
+    for (int64_t t : {161, 460, 4000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+    EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 1}, {"b", 4}, {"c", 3}}));
+  }
+  // b guaranteed nothing (c 4): b may lose all 4 nodes, exactly its gang, which a's 4-node gang
+  // takes back whole.
+  {
+    Cluster c(8, {Q("a", 32), Q("b", 0), Q("c", 32)});
+    c.Submit(NodeJob(10, "b", 4), 0);
+    for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(30 + i, "c", 1), 0);
+    c.Cycle(0);
+    ASSERT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 4}, {"c", 4}}));
+    c.Submit(NodeJob(20, "a", 4), 100);
+    EXPECT_EQ(Count(c.Cycle(100), EngineEvent::Kind::kReclaim), 1);
+    c.Cycle(160);
+    EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 0}, {"c", 4}}));
+    for (int64_t t : {161, 460, 4000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+  }
+}
+
 TEST(EngineQueues, AJobEvictedByAReclaimStartsAgainWithinItsTeamsGuaranteeWhileASisterTeamBorrows) {
   // 8 nodes; org R (4 nodes) has teams v and r (2 each), org P has team p (4). v runs four 1-node
   // jobs, p four. r queues two: it is owed, and two of v's jobs are evicted for it (v above its
