@@ -95,6 +95,7 @@ Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, S
   e.allocate.topology = c.topology;
   e.allocate.victims = c.victims;
   e.priority_queue = c.priority_queue;
+  e.hold_survivors = c.hold_survivors;
   if (!c.preempt) std::erase(e.actions, EngineAction::kReclaim);
   e.exit_mean_s = c.exit_mean_s;
   e.exit_p95_s = c.exit_p95_s;

@@ -331,6 +331,10 @@ Status ReadPlacement(const ObjectReader& in, JobRequest& r) {
       if (in.Find(level) != nullptr) return InvalidArgument(Field("plane") + "missing (required with '" + level + "')");
     }
   }
+  ESTUARY_ASSIGN_OR_RETURN(r.required_max_wait_s, in.Integer("required_max_wait_s", 0, kMaxSeconds, 0));
+  if (r.required_max_wait_s > 0 && r.required_level.empty()) {
+    return InvalidArgument(Field("required_level") + "missing (required with 'required_max_wait_s')");
+  }
   return Status::Ok();
 }
 
@@ -520,7 +524,7 @@ Status ReadScenarioFields(const ObjectReader& in, JobUse use, const JobRequest& 
 
 constexpr std::string_view kCommonKeys[] = {
     "name", "class", "replicas", "gpus", "gpu_milli", "cpu_milli", "cpu_cores", "memory_mib", "memory_gib",
-    "priority", "preemptible", "models", "plane", "required_level", "preferred_level", "checkpoint_interval_s",
+    "priority", "preemptible", "models", "plane", "required_level", "preferred_level", "required_max_wait_s", "checkpoint_interval_s",
     "restart_cost_s", "usable_step", "labels", "queue", "command", "env", "workdir", "checkpoint_signal", "hooks"};
 constexpr std::string_view kScenarioKeys[] = {"submit_s", "duration_mean_s", "scaling", "locked_pct",
                                               "standby", "home", "home_only"};
@@ -621,6 +625,7 @@ std::string EncodeJobRequest(const JobRequest& r) {
   if (!r.plane.empty()) j["plane"] = r.plane;
   if (!r.required_level.empty()) j["required_level"] = r.required_level;
   if (!r.preferred_level.empty()) j["preferred_level"] = r.preferred_level;
+  if (r.required_max_wait_s > 0) j["required_max_wait_s"] = r.required_max_wait_s;
   j["duration_s"] = r.duration_s;
   j["checkpoint_interval_s"] = r.checkpoint_interval_s;
   j["restart_cost_s"] = r.restart_cost_s;

@@ -25,6 +25,12 @@
 //   plane          string (1..64 characters): a topology plane
 //   required_level, preferred_level   strings (1..64 characters): a level of `plane` that all
 //                  replicas must share / should share; either needs `plane`
+//   required_max_wait_s   integer 0..10^12, default 0 (wait for the required level forever):
+//                  after waiting this long for one domain of `required_level`, the job accepts
+//                  the next level up (one domain of it), and again after each further such wait,
+//                  until it accepts any placement in the plane — Slurm's --switches=N@max_wait.
+//                  Its own level stays preferred; a requeued job requires it again. Needs
+//                  `required_level`
 //   duration_s     integer 0..10^12, default 3600: how long each replica runs — in a simulation
 //                  and for a fake agent (real agents ignore it); 0: until stopped (in a
 //                  simulation: beyond the end of the run). Not in a generator class
@@ -128,6 +134,7 @@ struct JobRequest {
   bool preemptible = false;
   std::vector<std::string> models;
   std::string plane, required_level, preferred_level;
+  int64_t required_max_wait_s = 0;
   int64_t duration_s = 3600;
   int64_t checkpoint_interval_s = 0;
   int64_t restart_cost_s = 0;

@@ -48,6 +48,7 @@ class Body {
         .Set("plane", R"("data")")
         .Set("required_level", R"("asw")")
         .Set("preferred_level", R"("pod")")
+        .Set("required_max_wait_s", "3600")
         .Set("duration_s", "7200")
         .Set("checkpoint_interval_s", "600")
         .Set("restart_cost_s", "90")
@@ -126,6 +127,7 @@ TEST(DecodeJobRequest, AFullRequestSetsEveryField) {
   EXPECT_EQ(r.plane, "data");
   EXPECT_EQ(r.required_level, "asw");
   EXPECT_EQ(r.preferred_level, "pod");
+  EXPECT_EQ(r.required_max_wait_s, 3600);
   EXPECT_EQ(r.duration_s, 7200);
   EXPECT_EQ(r.checkpoint_interval_s, 600);
   EXPECT_EQ(r.restart_cost_s, 90);
@@ -176,6 +178,7 @@ TEST(DecodeJobRequest, OptionalFieldsTakeTheDocumentedDefaults) {
   EXPECT_TRUE(r.plane.empty());
   EXPECT_TRUE(r.required_level.empty());
   EXPECT_TRUE(r.preferred_level.empty());
+  EXPECT_EQ(r.required_max_wait_s, 0);
   EXPECT_EQ(r.duration_s, 3600);
   EXPECT_EQ(r.checkpoint_interval_s, 0);
   EXPECT_EQ(r.restart_cost_s, 0);
@@ -232,6 +235,13 @@ TEST(DecodeJobRequest, APlaneMayComeAloneAndEitherLevelNeedsIt) {
   EXPECT_EQ(DecodeOk(Body::Minimal().Set("plane", R"("data")").str()).plane, "data");
   EXPECT_EQ(ErrorOf(Body::Minimal().Set("preferred_level", R"("asw")").str()),
             "field 'plane': missing (required with 'preferred_level')");
+}
+
+TEST(DecodeJobRequest, AMaxWaitForTheRequiredLevelNeedsOne) {
+  EXPECT_EQ(ErrorOf(Body::Minimal().Set("plane", R"("data")").Set("required_max_wait_s", "60").str()),
+            "field 'required_level': missing (required with 'required_max_wait_s')");
+  // 0 is the default (wait forever): allowed alone.
+  EXPECT_EQ(DecodeOk(Body::Minimal().Set("required_max_wait_s", "0").str()).required_max_wait_s, 0);
 }
 
 TEST(DecodeJobRequest, TheScenarioOnlyFieldsAreRejectedByTheServiceNamingWhereTheyBelong) {
@@ -318,7 +328,7 @@ TEST(EncodeJobRequest, WritesEveryFieldInTheHeadersOrderCompactly) {
             R"({"name":"train-llm.v2_a","class":"lp","replicas":{"min":4,"max":16,"step":4},"gpus":1,"gpu_milli":500,)"
             R"("cpu_milli":8000,"memory_mib":65536,"priority":700,"preemptible":true,)"
             R"("models":["A100-SXM4-80GB","H100"],"plane":"data","required_level":"asw","preferred_level":"pod",)"
-            R"("duration_s":7200,"checkpoint_interval_s":600,"restart_cost_s":90,"usable_step":8,)"
+            R"("required_max_wait_s":3600,"duration_s":7200,"checkpoint_interval_s":600,"restart_cost_s":90,"usable_step":8,)"
             R"("labels":{"team":"nlp","ticket":"ML-42"},"command":["python3","train.py","--steps","100"],)"
             R"("env":{"LR":"0.1","NCCL_DEBUG":"INFO"},"workdir":"/srv/train","checkpoint_signal":"SIGUSR1",)"
             R"("hooks":{"standby_enter":"curl -X POST localhost:8000/sleep","ready":["test","-f","/tmp/up"]}})");
@@ -580,6 +590,12 @@ TEST(DecodeJobRequest, CpuMemoryPriorityAndTimesAreWithinTheirRanges) {
       {"a checkpoint interval above 10^12", Body::Minimal().Set("checkpoint_interval_s", "1000000000001").str(),
        "field 'checkpoint_interval_s': 1000000000001 is above 1000000000000"},
       {"a negative restart cost", Body::Minimal().Set("restart_cost_s", "-1").str(), "field 'restart_cost_s': -1 is below 0"},
+      {"a negative max wait for the required level",
+       Body::Minimal().Set("plane", R"("data")").Set("required_level", R"("asw")").Set("required_max_wait_s", "-5").str(),
+       "field 'required_max_wait_s': -5 is below 0"},
+      {"a max wait for the required level as a string",
+       Body::Minimal().Set("plane", R"("data")").Set("required_level", R"("asw")").Set("required_max_wait_s", R"("1h")").str(),
+       "field 'required_max_wait_s': expected an integer"},
       {"a usable step above 100000", Body::Minimal().Set("usable_step", "100001").str(),
        "field 'usable_step': 100001 is above 100000"},
       {"cores above 10^6", Body::Minimal().Drop("cpu_milli").Set("cpu_cores", "1000001").str(),

@@ -185,6 +185,9 @@ std::optional<size_t> Engine::Materialize(const EngineJob& job, std::string* why
   l.acknowledge_standby = job.acknowledge_standby;
   l.min_replicas = job.min_replicas;
   l.max_replicas = job.max_replicas;
+  l.required_level = state_.job(id).spec.topology.required_level;
+  l.preferred_level = state_.job(id).spec.topology.preferred_level;
+  l.required_max_wait_s = l.required_level >= 0 ? job.required_max_wait_s : 0;
   l.shape = ShapeOf(id);
   const size_t li = locals_.size();
   locals_.push_back(l);
@@ -292,6 +295,12 @@ std::optional<uint32_t> Engine::DriverIdOf(JobId job) const {
 
 void Engine::Enqueue(size_t li, bool front, int64_t now_s) {
   Local& l = locals_[li];
+  if (l.required_max_wait_s > 0) {
+    // Queued again: its own level again, relaxed after the wait from now.
+    if (state_.job(l.id).spec.topology.required_level != l.required_level) SetRequiredLevel(li, l.required_level);
+    relax_.push_back({now_s + l.required_max_wait_s, li, now_s});
+    std::push_heap(relax_.begin(), relax_.end(), std::greater<Trigger>());
+  }
   queue_.Push(li, l.priority, l.shape, front);
   CountDemand(li, true);
   l.queued_at = now_s;
@@ -299,6 +308,37 @@ void Engine::Enqueue(size_t li, bool front, int64_t now_s) {
   if (d.enabled && d.trigger_after_s > 0 && l.gpus >= d.trigger_min_gpus) {
     triggers_.push_back({now_s + d.trigger_after_s, li, now_s});
     std::push_heap(triggers_.begin(), triggers_.end(), std::greater<Trigger>());
+  }
+}
+
+void Engine::SetRequiredLevel(size_t li, int32_t level) {
+  Local& l = locals_[li];
+  TopologyConstraint tc = state_.job(l.id).spec.topology;
+  tc.required_level = level;
+  tc.preferred_level = level == l.required_level ? l.preferred_level : l.required_level;
+  state_.SetJobTopology(l.id, tc);
+  l.shape = ShapeOf(l.id);
+  if (queue_.Contains(li)) queue_.Reshape(li, l.shape);
+  l.refused_seq = UINT64_MAX;
+}
+
+void Engine::RelaxWaits(int64_t now_s) {
+  while (!relax_.empty() && relax_.front().at <= now_s) {
+    std::pop_heap(relax_.begin(), relax_.end(), std::greater<Trigger>());
+    Trigger tr = relax_.back();
+    relax_.pop_back();
+    const Local& l = locals_[tr.li];
+    if (l.running || !queue_.Contains(tr.li) || l.queued_at != tr.queued_at) continue;  // void
+    const int32_t level = state_.job(l.id).spec.topology.required_level;
+    if (level < 0) continue;
+    // A Reclaim under way evicts for its present level (or it holds tasks): it looks again after
+    // another wait.
+    if (!l.reclaiming && state_.job(l.id).bound_tasks == 0) SetRequiredLevel(tr.li, level - 1);
+    if (level - 1 >= 0 || l.reclaiming) {
+      tr.at += l.required_max_wait_s;
+      relax_.push_back(tr);
+      std::push_heap(relax_.begin(), relax_.end(), std::greater<Trigger>());
+    }
   }
 }
 
@@ -724,6 +764,7 @@ void Engine::EndEvictions(int64_t now_s) {
 }
 
 void Engine::TryQueue(int64_t now_s) {
+  RelaxWaits(now_s);
   std::erase_if(holders_, [&](size_t li) { return !state_.job(locals_[li].id).reservation.valid(); });
   if (!book_.enabled()) {
     QueuePass(now_s, std::nullopt, nullptr);
@@ -1212,6 +1253,7 @@ std::optional<int64_t> Engine::NextDue() const {
     if (at > 0) due = due ? std::min(*due, at) : at;
   }
   if (!triggers_.empty()) due = due ? std::min(*due, triggers_.front().at) : triggers_.front().at;
+  if (!relax_.empty()) due = due ? std::min(*due, relax_.front().at) : relax_.front().at;
   if (regrow_due_ != INT64_MAX) due = due ? std::min(*due, regrow_due_) : regrow_due_;
   for (const auto& [job, ws] : windows_) {
     for (const StandbyWindowSpec& w : ws) {
@@ -1398,6 +1440,22 @@ void Engine::StopNode(NodeId node, int64_t now_s, NodeState after, const std::st
   // The simulator's rule (NodeFailureAction): each job that lost replicas keeps the largest whole
   // number of steps (Align) it still holds when that is at least its min, else it is evicted
   // whole; borrowers of a Standby replica that stops leave with it.
+  // With hold_survivors, the other nodes of each gang on `node` confined to one domain.
+  std::map<uint32_t, std::vector<NodeId>> survivors;  // by JobId value
+  if (options_.hold_survivors && options_.requeue && options_.allocate.topology) {
+    for (TaskId t : state_.node(node).tasks) {
+      const Job& j = state_.job(state_.task(t).job);
+      if (!j.spec.topology.plane.valid() || j.spec.topology.required_level < 0 || survivors.contains(j.id.value())) continue;
+      std::vector<NodeId>& nodes = survivors[j.id.value()];
+      for (TaskId o : j.tasks) {
+        const Task& task = state_.task(o);
+        if (task.state == TaskState::kBound && task.node != node && !task.borrowed &&
+            std::find(nodes.begin(), nodes.end(), task.node) == nodes.end()) {
+          nodes.push_back(task.node);
+        }
+      }
+    }
+  }
   const std::vector<FailureEffect> effects = NodeFailureAction::NodeDown(state_, node, options_.allocate.align);
   if (after != NodeState::kDown) state_.SetNodeState(node, after);
   for (const FailureEffect& e : effects) {
@@ -1405,6 +1463,12 @@ void Engine::StopNode(NodeId node, int64_t now_s, NodeState after, const std::st
     if (li == SIZE_MAX || !locals_[li].running) continue;
     if (e.requeued) {
       ReturnWhole(li, now_s, UINT32_MAX, detail);
+      const auto s = survivors.find(e.job.value());
+      if (s == survivors.end() || !queue_.Contains(li) || state_.job(e.job).reservation.valid()) continue;
+      const std::vector<NodeId> hold = Unheld(s->second);
+      if (hold.empty()) continue;
+      state_.AddReservation(e.job, hold);
+      if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
     } else {
       Log(EngineEvent::Kind::kShrunk, now_s, li, e.replicas_after, UINT32_MAX, 0, detail);
     }
@@ -1470,12 +1534,33 @@ bool Engine::Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, in
   return true;
 }
 
+std::string Engine::TopologyWords(size_t li) const {
+  const Local& l = locals_[li];
+  const TopologyConstraint& tc = state_.job(l.id).spec.topology;
+  if (!tc.plane.valid() || l.required_level < 0) return "";
+  const std::vector<std::string>& levels = state_.topology().plane(tc.plane).levels;
+  const auto one = [&](int32_t level) { return level >= 0 ? "one " + levels[static_cast<size_t>(level)] : std::string("any placement"); };
+  // Relaxed k times by now: the next relaxation is due k + 1 waits after it was queued.
+  const int64_t k = l.required_level - tc.required_level;
+  const int64_t next = l.queued_at + (k + 1) * l.required_max_wait_s;
+  if (k == 0) {
+    std::string w = "requires " + one(tc.required_level);
+    if (l.required_max_wait_s > 0) w += "; accepts " + one(tc.required_level - 1) + " at t=" + std::to_string(next);
+    return w;
+  }
+  std::string w = "required " + one(l.required_level) + " until t=" + std::to_string(l.queued_at + l.required_max_wait_s) +
+                  "; accepts " + one(tc.required_level) + " now";
+  if (tc.required_level >= 0) w += ", " + one(tc.required_level - 1) + " at t=" + std::to_string(next);
+  return w;
+}
+
 Engine::Explanation Engine::Explain(uint32_t job, int64_t now_s) const {
   Explanation e;
   const size_t li = LocalOf(job);
   if (li == SIZE_MAX || locals_[li].running) return e;
   e.known = true;
   const JobId id = locals_[li].id;
+  e.topology = TopologyWords(li);
   VictimFilter filter;
   if (book_.enabled()) {
     // The last shares the cycle computed (Explain changes nothing).

@@ -159,6 +159,13 @@ struct EngineConfig {
   // drain) waits again at the front of the queue (kReturned with `requeued`); false (default):
   // it leaves the engine, back with the driver (a federation member's go back to the federation).
   bool requeue = false;
+  // With requeue: a gang confined to one domain (a required level) that a node failure or drain
+  // requeues whole holds its surviving replicas' nodes (a Reservation, like the `reserve`
+  // action's holds) instead of giving them up, so that it starts again in its domain as soon as
+  // one more node there is free (the failed one repaired, or another) rather than waiting for a
+  // whole domain again (issue 21, "topology that survives failures"). Bounded by the job's
+  // required_max_wait_s (once relaxed, any free node completes it) or by the repair. Default off.
+  bool hold_survivors = false;
   // How long a Standby replica's borrowers get to leave when it is restored (default 60 s).
   int64_t standby_grace_s = 60;
   EngineReserve reserve;
@@ -314,6 +321,10 @@ class Engine {
     // With queues, when Reclaim could make room: the queues its victims run in (leaves, in the
     // tree's order) — whose borrowed capacity it would take back.
     std::vector<std::string> reclaim_from;
+    // Its topology requirement now, when it has one: "requires one asw; accepts one spine at
+    // t=3600" (EngineJob::required_max_wait_s), "required one asw until t=3600; accepts any
+    // placement now".
+    std::string topology;
   };
   Explanation Explain(uint32_t job, int64_t now_s) const;
 
@@ -489,6 +500,10 @@ class Engine {
     int64_t no_grow_until = 0;    // a queue's Reclaim shrank it: Absorb leaves it alone until then
     int64_t no_borrow_until = 0;  // a queue's Reclaim evicted it: it starts only within fair shares until then
     int32_t claimed = 0;          // replicas its queue's Reclaim under way claims (QueueBook::Claim); 0: none
+    // Relaxed required levels (EngineJob::required_max_wait_s): its own required level (-1: none)
+    // and the wait after which it accepts the next level up (0: never).
+    int32_t required_level = -1, preferred_level = -1;  // its own (EngineJob's) levels
+    int64_t required_max_wait_s = 0;
   };
   // The multi-tenant queues (EngineConfig::queues); off without them.
   QueueBook book_;
@@ -713,6 +728,18 @@ class Engine {
     bool operator>(const Trigger& o) const { return std::tie(at, li) > std::tie(o.at, o.li); }
   };
   std::vector<Trigger> triggers_;  // a min-heap by (at, li)
+  // Relaxed required levels: when a waiting job accepts the next level up (Trigger::queued_at as
+  // for triggers_), a min-heap by (at, li).
+  std::vector<Trigger> relax_;
+  // A waiting job with Local::required_max_wait_s that has waited since it was queued for k such
+  // waits requires one domain of its own level minus k (levels count from the plane's top), none
+  // once that is below the top; its own level stays preferred. Run by the `allocate` action before
+  // its pass; a job queued again requires its own level again (Enqueue).
+  void RelaxWaits(int64_t now_s);
+  // Explanation::topology for local li.
+  std::string TopologyWords(size_t li) const;
+  // Local li (waiting, nothing bound) requires `level` (-1: none) from now on.
+  void SetRequiredLevel(size_t li, int32_t level);
   DefragCounters defrag_counters_;
   // The session over state_ with policy_ and typical_ (Create; again when typical_ changes),
   // with the tie-break order of `order` (default: the current session's, if any).

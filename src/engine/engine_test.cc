@@ -5,6 +5,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <set>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -179,6 +180,156 @@ TEST(Engine, ANodeLossEvictsWholeAJobWhoseSurvivorsHoldNoWholeStepAtOrAboveMin) 
   ASSERT_TRUE(m->state().CheckInvariants().ok());
 }
 
+// ---- Relaxed required levels (EngineJob::required_max_wait_s; Slurm's --switches=N@max_wait) ----
+
+// Four 8-GPU nodes, n0 n1 in asw0 and n2 n3 in asw1 (the plane's top level: above it, any
+// placement); a non-preemptible 8-GPU job on n0 and one on n2, so that each ASW has one free
+// node. Gang 3 (2 x 8 GPUs, one asw required, max wait `wait_s`) is queued at t = 0.
+std::unique_ptr<Engine> GangWaitingForAnAsw(int64_t wait_s) {
+  EngineConfig o;
+  o.name = "relax";
+  o.requeue = true;
+  auto e = Engine::Create(EngineCluster(4), o);
+  EXPECT_TRUE(e.ok());
+  Engine& m = **e;
+  EXPECT_TRUE(m.Adopt(Job(1, 1, 8, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3, 4, 5, 6, 7})}}, 0));
+  EXPECT_TRUE(m.Adopt(Job(2, 1, 8, 100), {{0, NodeId(2), testing::Idx({0, 1, 2, 3, 4, 5, 6, 7})}}, 0));
+  EngineJob gang = Job(3, 2, 8, 100);
+  gang.plane = "data";
+  gang.required_level = "asw";
+  gang.required_max_wait_s = wait_s;
+  EXPECT_FALSE(m.Submit(gang, SubmitMode::kQueue, 0).started);
+  m.TakeEvents();
+  return std::move(*e);
+}
+
+// The ASWs gang 3's bound replicas are in.
+std::set<DomainId> AswsOf(const Engine& m, uint32_t job) {
+  const ClusterState& s = m.state();
+  const PlaneId data = *s.topology().FindPlane("data");
+  std::set<DomainId> out;
+  for (TaskId t : s.job(JobId(job - 1)).tasks) {
+    if (s.task(t).state == TaskState::kBound) out.insert(s.topology().NodeDomain(s.task(t).node, data, 0));
+  }
+  return out;
+}
+
+TEST(Engine, AGangPastItsMaxWaitAcceptsTheNextLevelUpAndNotBefore) {
+  // No ASW has two free nodes; the gang waits 600 s for one, then accepts any placement (asw is
+  // the top level): it starts at t = 600 on n1 and n3, across both ASWs.
+  auto m = GangWaitingForAnAsw(600);
+  EXPECT_EQ(m->NextDue(), std::optional<int64_t>(600));
+  EXPECT_TRUE(m->RunCycle(1).empty());
+  EXPECT_EQ(m->Explain(3, 1).topology, "requires one asw; accepts any placement at t=600");
+  EXPECT_TRUE(m->RunCycle(599).empty());
+  EXPECT_EQ(m->Running(3), 0);
+  const std::vector<EngineEvent> at600 = m->RunCycle(600);
+  ASSERT_EQ(at600.size(), 1u);
+  EXPECT_EQ(at600[0].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(m->Running(3), 2);
+  EXPECT_EQ(AswsOf(*m, 3).size(), 2u);
+  // Its own level is still what it prefers; stable: more cycles change nothing.
+  const TopologyConstraint& tc = m->state().job(JobId(2)).spec.topology;
+  EXPECT_EQ(tc.required_level, -1);
+  EXPECT_EQ(tc.preferred_level, 0);
+  EXPECT_TRUE(m->RunCycle(601).empty());
+  EXPECT_TRUE(m->RunCycle(5000).empty());
+  ASSERT_TRUE(m->state().CheckInvariants().ok());
+}
+
+TEST(Engine, WithoutAMaxWaitAGangWaitsForItsRequiredLevelForever) {
+  auto m = GangWaitingForAnAsw(0);
+  EXPECT_EQ(m->NextDue(), std::nullopt);
+  EXPECT_TRUE(m->RunCycle(1000000).empty());
+  EXPECT_EQ(m->Running(3), 0);
+  EXPECT_EQ(m->Explain(3, 1000000).topology, "requires one asw");
+}
+
+TEST(Engine, AnAswThatFreesUpBeforeTheMaxWaitTakesTheGangWhole) {
+  // Job 1 ends at t = 100: asw0 has n0 and n1 free, and the gang starts there, in one ASW.
+  auto m = GangWaitingForAnAsw(600);
+  m->Cancel(1, 100);
+  m->TakeEvents();
+  const std::vector<EngineEvent> ev = m->RunCycle(100);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(AswsOf(*m, 3).size(), 1u);
+  EXPECT_EQ(m->state().job(JobId(2)).spec.topology.required_level, 0);
+  // The relaxation due at t = 600 is void: the job runs.
+  EXPECT_TRUE(m->RunCycle(600).empty());
+  EXPECT_EQ(m->state().job(JobId(2)).spec.topology.required_level, 0);
+}
+
+TEST(Engine, ARequeuedGangRequiresItsLevelAgainForAnotherMaxWait) {
+  // Started across both ASWs at t = 600; n1 fails at t = 700 and the rigid gang is requeued
+  // whole: it requires one asw again. n1 is back at t = 800 (free n1 in asw0, n3 in asw1: no ASW
+  // with two), so it waits until t = 700 + 600 = 1300 and then starts across them again.
+  auto m = GangWaitingForAnAsw(600);
+  m->RunCycle(600);
+  ASSERT_EQ(m->Running(3), 2);
+  m->FailNode(NodeId(1), 700);
+  m->TakeEvents();
+  EXPECT_EQ(m->Running(3), 0);
+  EXPECT_EQ(m->state().job(JobId(2)).spec.topology.required_level, 0);
+  m->RestoreNode(NodeId(1));
+  EXPECT_TRUE(m->RunCycle(800).empty());
+  EXPECT_TRUE(m->RunCycle(1299).empty());
+  EXPECT_EQ(m->Explain(3, 1299).topology, "requires one asw; accepts any placement at t=1300");
+  const std::vector<EngineEvent> ev = m->RunCycle(1300);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(AswsOf(*m, 3).size(), 2u);
+  ASSERT_TRUE(m->state().CheckInvariants().ok());
+}
+
+// hold_survivors: six 8-GPU nodes, n0-n2 in asw0 and n3-n5 in asw1. Gang 3 (2 x 8 GPUs, one asw
+// required) runs on n0 and n1, job 1 on n2, job 2 on n3 and job 4 on n4; n5 is free. n1 fails at t = 10: the rigid gang is requeued whole. Jobs 5 and 6 (1 x 8 GPUs
+// each) arrive at t = 10; job 1 ends at t = 100.
+std::unique_ptr<Engine> GangLosingANode(bool hold) {
+  EngineConfig o;
+  o.name = "survive";
+  o.requeue = true;
+  o.hold_survivors = hold;
+  auto e = Engine::Create(EngineCluster(6), o);
+  EXPECT_TRUE(e.ok());
+  Engine& m = **e;
+  const GpuIndices all = testing::Idx({0, 1, 2, 3, 4, 5, 6, 7});
+  EXPECT_TRUE(m.Adopt(Job(1, 1, 8, 100), {{0, NodeId(2), all}}, 0));
+  EXPECT_TRUE(m.Adopt(Job(2, 1, 8, 100), {{0, NodeId(3), all}}, 0));
+  EngineJob gang = Job(3, 2, 8, 100);
+  gang.plane = "data";
+  gang.required_level = "asw";
+  EXPECT_TRUE(m.Adopt(gang, {{0, NodeId(0), all}, {1, NodeId(1), all}}, 0));
+  EXPECT_TRUE(m.Adopt(Job(4, 1, 8, 100), {{0, NodeId(4), all}}, 0));
+  m.FailNode(NodeId(1), 10);
+  EXPECT_EQ(m.Running(3), 0);
+  (void)m.Submit(Job(5, 1, 8, 100), SubmitMode::kQueue, 10);
+  (void)m.Submit(Job(6, 1, 8, 100), SubmitMode::kQueue, 10);
+  m.RunCycle(10);
+  m.Cancel(1, 100);
+  m.RunCycle(100);
+  EXPECT_TRUE(m.state().CheckInvariants().ok());
+  return std::move(*e);
+}
+
+TEST(Engine, AOneAswGangRequeuedByAFailureHoldsItsSurvivorsAndRestartsInItsAsw) {
+  // Held: n0 stays free for the gang, so job 5 takes n5 and job 6 waits; when job 1 frees n2 the
+  // gang starts again on n0 and n2, in asw0, and its hold is gone.
+  auto m = GangLosingANode(true);
+  EXPECT_EQ(m->Running(5) + m->Running(6), 1);
+  EXPECT_EQ(m->Running(3), 2);
+  EXPECT_EQ(AswsOf(*m, 3).size(), 1u);
+  EXPECT_TRUE(m->HeldNodes(3).empty());
+  EXPECT_TRUE(m->RunCycle(101).empty());  // stable
+}
+
+TEST(Engine, WithoutHoldingSurvivorsTheRequeuedGangLosesItsAswToLaterJobs) {
+  // Not held: jobs 5 and 6 take n0 and n5, and when n2 frees up asw0 still has one free node.
+  auto m = GangLosingANode(false);
+  EXPECT_EQ(m->Running(5) + m->Running(6), 2);
+  EXPECT_EQ(m->Running(3), 0);
+}
+
 // ---- FGD without a trace: typical tasks learned from the submitted jobs ----
 
 TEST(Engine, FgdLearnsItsTypicalTasksFromTheJobsSubmittedAtDoublingCounts) {
@@ -268,6 +419,7 @@ std::vector<std::string> RandomRun(Engine& m, uint64_t seed, int inputs) {
       if (prio >= kHpPriority && rng.Uniform(2) == 0) {
         j.plane = "data";
         j.required_level = "asw";
+        j.required_max_wait_s = 40 * static_cast<int64_t>(rng.Uniform(2));  // relaxed after 40 s, or never
       }
       const SubmitMode mode = std::array<SubmitMode, 3>{SubmitMode::kEnqueue, SubmitMode::kQueue, SubmitMode::kStartOrReclaim}[rng.Uniform(3)];
       (void)m.Submit(j, mode, t);

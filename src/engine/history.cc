@@ -127,6 +127,7 @@ Json JobJson(const EngineJob& j) {
           {"plane", j.plane},
           {"required_level", j.required_level},
           {"preferred_level", j.preferred_level},
+          {"required_max_wait_s", j.required_max_wait_s},
           {"priority", j.priority},
           {"preemptible", j.preemptible},
           {"checkpoint_interval_s", j.checkpoint_interval_s},
@@ -151,6 +152,7 @@ EngineJob JobFrom(const Fields& f) {
   j.plane = f.Str("plane");
   j.required_level = f.Str("required_level");
   j.preferred_level = f.Str("preferred_level");
+  j.required_max_wait_s = f.Int("required_max_wait_s", 0);
   j.priority = f.I32("priority", 0);
   j.preemptible = f.Bool("preemptible", false);
   j.checkpoint_interval_s = f.Int("checkpoint_interval_s", 0);
@@ -455,6 +457,7 @@ Json ConfigJson(const EngineConfig& c) {
           {"absorb", c.absorb},
           {"priority_queue", c.priority_queue},
           {"requeue", c.requeue},
+          {"hold_survivors", c.hold_survivors},
           {"standby_grace_s", c.standby_grace_s},
           {"reserve",
            {{"enabled", r.enabled}, {"replan_s", r.replan_s}, {"after_s", r.after_s}, {"min_gpus", r.min_gpus},
@@ -503,6 +506,7 @@ EngineConfig ConfigFrom(const Fields& f) {
   c.absorb = f.Bool("absorb", c.absorb);
   c.priority_queue = f.Bool("priority_queue", c.priority_queue);
   c.requeue = f.Bool("requeue", c.requeue);
+  c.hold_survivors = f.Bool("hold_survivors", c.hold_survivors);
   c.standby_grace_s = f.Int("standby_grace_s", c.standby_grace_s);
   if (f.Has("reserve")) {
     const Fields r = f.At("reserve");

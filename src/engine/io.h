@@ -24,6 +24,9 @@ struct EngineJob {
   TaskRequest per_replica;  // its `models` is ignored: see `models`
   std::vector<std::string> models;  // allowed GPU models by name; empty: any
   std::string plane, required_level, preferred_level;  // topology constraint by name (empty: none)
+  // After waiting this long for one domain of required_level, it accepts the next level up (and so
+  // on after each further wait; Engine: "Relaxed required levels"). 0: it waits for it forever.
+  int64_t required_max_wait_s = 0;
   int32_t priority = 0;
   bool preemptible = false;
   int64_t checkpoint_interval_s = 0;

@@ -48,6 +48,15 @@ void ClusterState::SetJobBounds(JobId job, int32_t min_replicas, int32_t max_rep
   ++epoch_;
 }
 
+void ClusterState::SetJobTopology(JobId job, const TopologyConstraint& topology) {
+  ESTUARY_CHECK(job.valid() && job.value() < jobs_.size());
+  Job& j = jobs_[job.value()];
+  ESTUARY_CHECK(j.bound_tasks == 0);
+  ESTUARY_CHECK(!topology.plane.valid() || topology.plane == j.spec.topology.plane);
+  j.spec.topology = topology;
+  ++epoch_;
+}
+
 JobId ClusterState::AddJob(JobSpec spec) {
   ESTUARY_CHECK(spec.queue < 0 || static_cast<size_t>(spec.queue) < queue_usage_.size());
   Job j;

@@ -286,6 +286,9 @@ class ClusterState {
   void SetJobStart(JobId job, int64_t t);
   // Changes a job's replica bounds. REQUIRES: 1 <= min <= max <= its task count.
   void SetJobBounds(JobId job, int32_t min_replicas, int32_t max_replicas);
+  // Replaces the job's topology constraint (a waiting job that relaxed its required level).
+  // REQUIRES: no task of the job is bound; the plane is the job's (or none), levels within it.
+  void SetJobTopology(JobId job, const TopologyConstraint& topology);
   // Holds `nodes` for `owner` (a kNodeHold Reservation). REQUIRES: the owner holds no reservation, the
   // nodes are distinct and none is held.
   ReservationId AddReservation(JobId owner, std::span<const NodeId> nodes);

@@ -265,6 +265,7 @@ struct Service::Impl {
     f.plane = r.plane;
     f.required_level = r.required_level;
     f.preferred_level = r.preferred_level;
+    f.required_max_wait_s = r.required_max_wait_s;
     f.usable_step = r.usable_step;
     f.priority = r.priority;
     f.preemptible = r.preemptible;
@@ -1638,6 +1639,7 @@ StatusOr<Service::Explanation> Service::Explain(const Principal& who, uint64_t i
   e.owed = x.owed;
   e.may_reclaim = e.may_reclaim || x.owed;
   e.reclaim_from = x.reclaim_from;
+  e.topology = x.topology;
   for (NodeId n : s.engine->HeldNodes(static_cast<uint32_t>(id))) e.held_nodes.push_back(s.node_names[n.value()]);
   return e;
 }

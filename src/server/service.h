@@ -371,6 +371,7 @@ class Service {
     std::string quota;
     bool owed = false;
     std::vector<std::string> reclaim_from;
+    std::string topology;  // Engine::Explanation::topology
   };
   StatusOr<Explanation> Explain(const Principal& who, uint64_t id) const;
 

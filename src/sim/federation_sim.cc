@@ -62,6 +62,7 @@ FedJob ToFedJob(const JobTemplate& t, uint32_t id) {
   f.plane = t.plane;
   f.required_level = t.required_level;
   f.preferred_level = t.preferred_level;
+  f.required_max_wait_s = t.required_max_wait_s;
   f.priority = t.priority;
   f.preemptible = t.preemptible;
   f.checkpoint_interval_s = t.checkpoint_interval_s;

@@ -224,6 +224,7 @@ StatusOr<HistoryScenario> HistoryToScenario(const std::vector<HistoryRecord>& re
     if (!j.queue.empty()) y << ", queue: " << Q(j.queue);
     if (!j.plane.empty()) y << ", plane: " << Q(j.plane);
     if (!j.required_level.empty()) y << ", required_level: " << Q(j.required_level);
+    if (j.required_max_wait_s > 0) y << ", required_max_wait_s: " << j.required_max_wait_s;
     if (!j.preferred_level.empty()) y << ", preferred_level: " << Q(j.preferred_level);
     if (!j.models.empty()) {
       y << ", models: [";

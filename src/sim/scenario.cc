@@ -287,6 +287,7 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
   j.plane = r.plane;
   j.required_level = r.required_level;
   j.preferred_level = r.preferred_level;
+  j.required_max_wait_s = r.required_max_wait_s;
   j.priority = r.priority;
   j.preemptible = r.preemptible;
   j.checkpoint_interval_s = r.checkpoint_interval_s;
@@ -486,7 +487,7 @@ Status ParseFederationMode(const Ctx& c, const YAML::Node& m, const FederationSp
 StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m, const FederationSpec& fed,
                                                const std::vector<QueueSpec>& root_queues) {
   ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack", "queue", "preempt", "absorb",
-                                       "standby", "defrag", "federation", "blind_dispatch", "queues", "sharing"}));
+                                       "hold_survivors", "standby", "defrag", "federation", "blind_dispatch", "queues", "sharing"}));
   SchedulerConfig sc;
   sc.line = m.Mark().line + 1;
   ESTUARY_ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
@@ -540,6 +541,7 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
     }
   }
   ESTUARY_ASSIGN_OR_RETURN(sc.absorb, Bool(c, m, "absorb", false));
+  ESTUARY_ASSIGN_OR_RETURN(sc.hold_survivors, Bool(c, m, "hold_survivors", false));
   if (const YAML::Node p = m["standby"]) {
     if (!p.IsMap()) return c.Err(p, "standby", "expected a mapping {grace_s, lend_max_priority}");
     ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "lend_max_priority"}));

@@ -46,6 +46,7 @@ struct JobTemplate {
   int32_t usable_step = 0;   // 0: = step
   TaskRequest per_replica;
   std::string plane, required_level, preferred_level;  // topology constraint by name (empty: none)
+  int64_t required_max_wait_s = 0;  // EngineJob::required_max_wait_s
   // Class and priority (docs/schema.md, "Job classes"): the class sets defaults for priority
   // and preemptible; explicit fields override them.
   std::string job_class;  // empty: unclassified (priority 0, not preemptible)
@@ -226,6 +227,9 @@ struct SchedulerConfig {
   // Absorb (issue 4): after every cycle, running elastic jobs grow toward max in whole steps
   // (AbsorbAction), unless a waiting job of higher priority could use the capacity. `absorb: true`.
   bool absorb = false;
+  // `hold_survivors: true` (EngineConfig::hold_survivors): a one-domain gang requeued by a node
+  // failure holds its surviving nodes until it can start again in its domain.
+  bool hold_survivors = false;
   // SpotGPU Standby (issue 4): service replicas above the current demand enter Standby and lend
   // their GPUs and CPU to spot jobs (preemptible, priority <= lend_max_priority); when demand
   // rises again, the borrowers on a replica are evicted with `grace_s` and it resumes on the same

@@ -205,6 +205,7 @@ EngineJob ToEngineJob(size_t i, const SimJob& j) {
   e.plane = t.plane;
   e.required_level = t.required_level;
   e.preferred_level = t.preferred_level;
+  e.required_max_wait_s = t.required_max_wait_s;
   e.priority = t.priority;
   e.preemptible = t.preemptible;
   e.checkpoint_interval_s = t.checkpoint_interval_s;
@@ -255,6 +256,7 @@ StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& s
   e.absorb = config.absorb;
   e.priority_queue = config.priority_queue;
   e.requeue = true;
+  e.hold_survivors = config.hold_survivors;
   e.standby_grace_s = config.standby_grace_s;
   e.lend_max_priority = config.lend_max_priority;
   // Queues: the tree checked against the cluster's GPU models here, where its lines are known.

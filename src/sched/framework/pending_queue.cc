@@ -63,6 +63,23 @@ void PendingQueue::Remove(size_t i) {
   --size_;
 }
 
+void PendingQueue::Reshape(size_t i, int shape) {
+  Slot& s = slots_[i];
+  if (s.shape == shape) return;
+  if (shapes_.size() <= static_cast<size_t>(shape)) shapes_.resize(static_cast<size_t>(shape) + 1);
+  const Key key = s.key;
+  Remove(i);
+  s.queued = true;
+  s.shape = shape;
+  s.key = key;
+  auto& set = shapes_[static_cast<size_t>(shape)];
+  const std::pair<Key, size_t> entry{key, i};
+  const std::optional<std::pair<Key, size_t>> old = set.empty() ? std::nullopt : std::optional(*set.begin());
+  set.insert(entry);
+  if (*set.begin() == entry) NewHead(shape, old ? &*old : nullptr);
+  ++size_;
+}
+
 std::vector<size_t> PendingQueue::InOrder(const std::function<bool(int)>& shape_filter) const {
   std::vector<std::pair<Key, size_t>> all;
   for (size_t s = 0; s < shapes_.size(); ++s) {

@@ -51,6 +51,8 @@ class PendingQueue {
   void Push(size_t i, int32_t priority, int shape, bool front);
   // Removes queued job `i`.
   void Remove(size_t i);
+  // Queued job `i` is now of `shape` (>= 0); it keeps its place in the queue.
+  void Reshape(size_t i, int shape);
   bool Contains(size_t i) const { return i < slots_.size() && slots_[i].queued; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
