@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "sched/actions/absorb.h"
+#include "sched/actions/backfill.h"
 #include "sched/actions/failure.h"
 #include "sched/actions/preempt.h"
 #include "sched/actions/reserve.h"
@@ -133,6 +134,7 @@ std::optional<size_t> Engine::Materialize(const EngineJob& job, std::string* why
   js.preemptible = job.preemptible;
   js.checkpoint_interval_s = job.checkpoint_interval_s;
   js.restart_cost_s = job.restart_cost_s;
+  js.walltime_s = job.walltime_s;
   if (counting_) {  // a driver's job (not a headroom's): its queue
     const std::optional<int32_t> q = book_.Resolve(job.queue, job.priority, why);
     if (!q) return std::nullopt;
@@ -1128,7 +1130,7 @@ namespace {
 constexpr EngineAction kAllActions[] = {EngineAction::kEvictions, EngineAction::kRestores, EngineAction::kMoves,
                                         EngineAction::kAllocate,  EngineAction::kStandby,  EngineAction::kReserve,
                                         EngineAction::kDefrag,    EngineAction::kReclaim,  EngineAction::kHeadroom,
-                                        EngineAction::kAbsorb};
+                                        EngineAction::kAbsorb,    EngineAction::kBackfill};
 }  // namespace
 
 const char* EngineActionName(EngineAction a) {
@@ -1143,6 +1145,7 @@ const char* EngineActionName(EngineAction a) {
     case EngineAction::kReclaim: return "reclaim";
     case EngineAction::kHeadroom: return "headroom";
     case EngineAction::kAbsorb: return "absorb";
+    case EngineAction::kBackfill: return "backfill";
   }
   return "?";
 }
@@ -1191,6 +1194,7 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
           break;
         case EngineAction::kHeadroom: RestoreHeadroom(now_s); break;
         case EngineAction::kAbsorb: Absorb(now_s, options.external_blocking); break;
+        case EngineAction::kBackfill: Backfill(now_s); break;
       }
       if (*it == EngineAction::kAllocate) again = false;
       else if (standby_entries_ != lent_before) again = true;
@@ -1213,6 +1217,8 @@ std::optional<int64_t> Engine::NextDue() const {
   }
   if (!triggers_.empty()) due = due ? std::min(*due, triggers_.front().at) : triggers_.front().at;
   if (regrow_due_ != INT64_MAX) due = due ? std::min(*due, regrow_due_) : regrow_due_;
+  // A planned job: the plan is renewed (and jobs backfilled) every interval.
+  if (planned_.li != SIZE_MAX && next_backfill_ > now_) due = due ? std::min(*due, next_backfill_) : next_backfill_;
   for (const auto& [job, ws] : windows_) {
     for (const StandbyWindowSpec& w : ws) {
       for (int64_t edge : {w.from_s, std::max(w.from_s, w.to_s - options_.standby_grace_s)}) {
@@ -1476,6 +1482,9 @@ Engine::Explanation Engine::Explain(uint32_t job, int64_t now_s) const {
   if (li == SIZE_MAX || locals_[li].running) return e;
   e.known = true;
   const JobId id = locals_[li].id;
+  if (planned_.li == li && planned_.hold.valid() && state_.job(id).reservation == planned_.hold) {
+    e.planned = "planned to start at " + std::to_string(planned_.start_s) + " on " + planned_.where;
+  }
   VictimFilter filter;
   if (book_.enabled()) {
     // The last shares the cycle computed (Explain changes nothing).
@@ -1944,6 +1953,69 @@ void Engine::RenewHolds(int64_t now_s) {
   }
   reservations_made_ += made;
   if (made > 0) TryQueue(now_s);
+}
+
+void EnableBackfill(const EngineBackfill& b, EngineConfig* e) {
+  e->backfill = b;
+  e->backfill.easy = true;
+  if (std::find(e->actions.begin(), e->actions.end(), EngineAction::kBackfill) != e->actions.end()) return;
+  const auto at = std::find(e->actions.begin(), e->actions.end(), EngineAction::kAllocate);
+  e->actions.insert(at == e->actions.end() ? at : at + 1, EngineAction::kBackfill);
+}
+
+void Engine::Backfill(int64_t now_s) {
+  if (!options_.backfill.easy) return;
+  const bool moved_on = planned_.li != SIZE_MAX && !queue_.Contains(planned_.li);
+  if (!moved_on && now_s < next_backfill_) return;
+  // 1. The last plan's hold goes (if the reserve action or a Reclaim did not replace it).
+  if (planned_.li != SIZE_MAX) {
+    const ReservationId r = state_.job(locals_[planned_.li].id).reservation;
+    if (r.valid() && r == planned_.hold) state_.ReleaseReservation(r);
+  }
+  planned_ = Planned{};
+  // 2. The first waiting job, planned for unless other holds already serve it.
+  const std::vector<size_t> order = queue_.InOrder();
+  const auto first = std::find_if(order.begin(), order.end(), [&](size_t li) { return !locals_[li].reclaiming; });
+  if (first == order.end()) return;  // nothing waits: the next job to wait is planned for at once
+  next_backfill_ = now_s + options_.backfill.interval_s;
+  const size_t head = *first;
+  const JobId head_id = locals_[head].id;
+  if (state_.job(head_id).reservation.valid()) return;
+  const BackfillPlan plan = BackfillAction::Plan(state_, head_id, now_s, options_.allocate);
+  const std::vector<NodeId> nodes = Unheld(plan.nodes);
+  if (!plan.found || nodes.empty()) return;
+  planned_.li = head;
+  planned_.start_s = plan.start_s;
+  planned_.where = plan.domain.valid() ? state_.topology().domain(plan.domain).name
+                                       : std::to_string(nodes.size()) + (nodes.size() == 1 ? " node" : " nodes");
+  if (std::find(holders_.begin(), holders_.end(), head) == holders_.end()) holders_.push_back(head);
+  // 3. Jobs that end by the planned start may use its nodes too: tried with the hold lifted.
+  std::vector<size_t> fill;
+  for (size_t li : order) {
+    const JobSpec& spec = state_.job(locals_[li].id).spec;
+    if (li == head || locals_[li].reclaiming || state_.job(locals_[li].id).reservation.valid()) continue;
+    if (spec.walltime_s > 0 && now_s + spec.walltime_s <= plan.start_s) fill.push_back(li);
+  }
+  for (size_t li : fill) {
+    const JobSpec& spec = state_.job(locals_[li].id).spec;
+    int32_t cap = INT32_MAX;
+    if (book_.enabled()) {  // within its queue's limits, as the allocate pass's last bound
+      const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
+      cap = QueueRoom(li, QueueBook::Bound::kLimit) / step * step;
+      if (cap < (spec.min_replicas + step - 1) / step * step) continue;
+    }
+    const JobAttempt a = TryStartUpTo(li, cap, now_s);
+    if (!a.started) continue;
+    queue_.Remove(li);
+    CountDemand(li, false);
+    OnStart(li, now_s, a.granted);
+  }
+  const std::vector<NodeId> still = Unheld(nodes);
+  if (still.empty()) {
+    planned_ = Planned{};
+    return;
+  }
+  planned_.hold = state_.AddReservation(head_id, still);
 }
 
 void Engine::PlanDefrag(int64_t now_s) {

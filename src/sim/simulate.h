@@ -130,6 +130,7 @@ enum class SimJobStatus {
   kPending,     // it waits at the end (never started, or requeued by a failure)
   kInfeasible,  // AllocateAction found it could never fit; not retried
   kCancelled,   // a cancel_job event ended it (scenario.h JobAction)
+  kTimedOut,    // its walltime stopped its last run before its work was done (walltime_s)
 };
 
 // One job of the workload that arrived before the end of the run (a row of jobs.csv). Fields
