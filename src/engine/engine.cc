@@ -310,6 +310,7 @@ void Engine::OnStart(size_t li, int64_t now_s, int32_t granted) {
   l.running = true;
   l.refused_seq = UINT64_MAX;
   state_.SetJobStart(l.id, now_s);
+  if (state_.job(l.id).spec.walltime_s > 0) ++walltime_starts_;
   if (l.min_replicas < l.max_replicas) {
     SetElastic(li, true);
     ++elastic_starts_;
@@ -1981,9 +1982,13 @@ void Engine::Backfill(int64_t now_s) {
   const size_t head = *first;
   const JobId head_id = locals_[head].id;
   if (state_.job(head_id).reservation.valid()) return;
+  if (unplanned_ == std::make_pair(head, walltime_starts_)) return;
   const BackfillPlan plan = BackfillAction::Plan(state_, head_id, now_s, options_.allocate);
   const std::vector<NodeId> nodes = Unheld(plan.nodes);
-  if (!plan.found || nodes.empty()) return;
+  if (!plan.found || nodes.empty()) {
+    unplanned_ = {head, walltime_starts_};
+    return;
+  }
   planned_.li = head;
   planned_.start_s = plan.start_s;
   planned_.where = plan.domain.valid() ? state_.topology().domain(plan.domain).name

@@ -570,6 +570,11 @@ class Engine {
   };
   Planned planned_;
   int64_t next_backfill_ = 0;  // the next planning (0: at the first cycle)
+  // Jobs with a walltime started so far, and the head whose plan last found no time with that
+  // count: it is planned for again only when another such job started (a plan needs their ends)
+  // or the head changed — so that a workload without walltimes costs no planning.
+  int64_t walltime_starts_ = 0;
+  std::pair<size_t, int64_t> unplanned_{SIZE_MAX, -1};
   void PlanDefrag(int64_t now_s);
   // Ends a job's tasks and its place here (Cancel, Finish).
   void Leave(uint32_t job, int64_t now_s, bool finished);
