@@ -601,6 +601,7 @@ struct HttpApi::Impl {
       if (!e->quota.empty()) j["quota"] = e->quota;
       j["owed"] = e->owed;
       if (!e->reclaim_from.empty()) j["reclaim_from"] = e->reclaim_from;
+      if (!e->planned.empty()) j["planned"] = e->planned;  // backfill's plan (engine time)
       // What would make it fit, in words.
       std::string advice;
       std::string from;

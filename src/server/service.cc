@@ -1639,6 +1639,7 @@ StatusOr<Service::Explanation> Service::Explain(const Principal& who, uint64_t i
   e.owed = x.owed;
   e.may_reclaim = e.may_reclaim || x.owed;
   e.reclaim_from = x.reclaim_from;
+  e.planned = x.planned;
   for (NodeId n : s.engine->HeldNodes(static_cast<uint32_t>(id))) e.held_nodes.push_back(s.node_names[n.value()]);
   return e;
 }

@@ -371,6 +371,7 @@ class Service {
     std::string quota;
     bool owed = false;
     std::vector<std::string> reclaim_from;
+    std::string planned;  // with backfill, the job planned for: "planned to start at T on D"
   };
   StatusOr<Explanation> Explain(const Principal& who, uint64_t id) const;
 
