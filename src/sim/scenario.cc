@@ -269,6 +269,10 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
       return where(InvalidArgument(std::string("field '") + key + "': only in a federation scenario (root key federation:)"));
     }
   }
+  // The federation simulator does not stop runs at their walltime (issue 21 covers one cluster).
+  if (src.value().contains("walltime_s") && fed.enabled) {
+    return where(InvalidArgument("field 'walltime_s': not supported in a federation scenario"));
+  }
   JobTemplate j;
   j.line = m.Mark().line + 1;
   j.name = r.name;
@@ -462,7 +466,7 @@ Status ParseFederationMode(const Ctx& c, const YAML::Node& m, const FederationSp
   if (!fed.enabled) {
     if (m["federation"]) return c.Err(m["federation"], "federation", "the scenario has no federation: (root key)");
   } else {
-    for (const char* key : {"reserve", "standby", "defrag", "pack", "queues", "sharing"}) {
+    for (const char* key : {"reserve", "standby", "defrag", "pack", "queues", "sharing", "backfill"}) {
       if (m[key]) return c.Err(m[key], key, "not supported in a federation scenario");
     }
     if (!m["federation"]) return c.Err(m, "federation", "missing: a configuration of a federation scenario needs one of " + known);
