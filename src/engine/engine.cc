@@ -208,7 +208,11 @@ int Engine::ShapeOf(JobId id) {
                           std::to_string(js.topology.plane.valid() ? js.topology.plane.value() : UINT32_MAX) + "/" +
                           std::to_string(js.topology.required_level) + "/" + std::to_string(js.topology.preferred_level) +
                           "/" + std::to_string(js.priority) + "/" + std::to_string(js.preemptible);
-  const auto [it, added] = shapes_.emplace(cls + "/" + std::to_string(js.queue), static_cast<int>(shapes_.size()));
+  // A walltime is part of the shape (backfill lets in whole shapes by it); without one the key is
+  // as it always was.
+  const std::string wall = js.walltime_s > 0 ? "/w" + std::to_string(js.walltime_s) : "";
+  const auto [it, added] =
+      shapes_.emplace(cls + "/" + std::to_string(js.queue) + wall, static_cast<int>(shapes_.size()));
   if (added) {
     const auto [c, new_class] = classes_.emplace(cls, static_cast<int>(classes_.size()));
     shape_info_.push_back({js.priority >= kHpPriority || js.min_replicas > 1, js.priority >= kHpPriority, js.priority,
@@ -1974,12 +1978,20 @@ void Engine::Backfill(int64_t now_s) {
     if (r.valid() && r == planned_.hold) state_.ReleaseReservation(r);
   }
   planned_ = Planned{};
-  // 2. The first waiting job, planned for unless other holds already serve it.
-  const std::vector<size_t> order = queue_.InOrder();
-  const auto first = std::find_if(order.begin(), order.end(), [&](size_t li) { return !locals_[li].reclaiming; });
-  if (first == order.end()) return;  // nothing waits: the next job to wait is planned for at once
+  // 2. The first waiting job, planned for unless other holds already serve it. (The queue's
+  //    passes look at one job per shape once its first waits: O(shapes), however long the queue.)
+  using Outcome = PendingQueue::Outcome;
+  size_t head = SIZE_MAX;
+  queue_.Pass(
+      [&](size_t li) {
+        if (head != SIZE_MAX) return Outcome::kWaits;
+        if (locals_[li].reclaiming) return Outcome::kStays;
+        head = li;
+        return Outcome::kWaits;
+      },
+      {});
+  if (head == SIZE_MAX) return;  // nothing waits: the next job to wait is planned for at once
   next_backfill_ = now_s + options_.backfill.interval_s;
-  const size_t head = *first;
   const JobId head_id = locals_[head].id;
   if (state_.job(head_id).reservation.valid()) return;
   if (unplanned_ == std::make_pair(head, walltime_starts_)) return;
@@ -1994,27 +2006,30 @@ void Engine::Backfill(int64_t now_s) {
   planned_.where = plan.domain.valid() ? state_.topology().domain(plan.domain).name
                                        : std::to_string(nodes.size()) + (nodes.size() == 1 ? " node" : " nodes");
   if (std::find(holders_.begin(), holders_.end(), head) == holders_.end()) holders_.push_back(head);
-  // 3. Jobs that end by the planned start may use its nodes too: tried with the hold lifted.
-  std::vector<size_t> fill;
-  for (size_t li : order) {
-    const JobSpec& spec = state_.job(locals_[li].id).spec;
-    if (li == head || locals_[li].reclaiming || state_.job(locals_[li].id).reservation.valid()) continue;
-    if (spec.walltime_s > 0 && now_s + spec.walltime_s <= plan.start_s) fill.push_back(li);
-  }
-  for (size_t li : fill) {
-    const JobSpec& spec = state_.job(locals_[li].id).spec;
-    int32_t cap = INT32_MAX;
-    if (book_.enabled()) {  // within its queue's limits, as the allocate pass's last bound
-      const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
-      cap = QueueRoom(li, QueueBook::Bound::kLimit) / step * step;
-      if (cap < (spec.min_replicas + step - 1) / step * step) continue;
-    }
-    const JobAttempt a = TryStartUpTo(li, cap, now_s);
-    if (!a.started) continue;
-    queue_.Remove(li);
-    CountDemand(li, false);
-    OnStart(li, now_s, a.granted);
-  }
+  // 3. Jobs that end by the planned start may use its nodes too: tried, in queue order, before
+  //    the hold is made. A shape's jobs share their walltime (ShapeOf), so a shape that ends too
+  //    late is skipped whole; a job that finds no room skips its class.
+  queue_.Pass(
+      [&](size_t li) {
+        const Local& l = locals_[li];
+        const JobSpec& spec = state_.job(l.id).spec;
+        if (li == head || l.reclaiming || state_.job(l.id).reservation.valid()) return Outcome::kStays;
+        if (spec.walltime_s <= 0 || now_s + spec.walltime_s > plan.start_s) return Outcome::kShapeWaits;
+        int32_t cap = INT32_MAX;
+        if (book_.enabled()) {  // within its queue's limits, as the allocate pass's last bound
+          const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
+          cap = QueueRoom(li, QueueBook::Bound::kLimit) / step * step;
+          if (cap < (spec.min_replicas + step - 1) / step * step) return Outcome::kShapeWaits;
+        }
+        const JobAttempt a = TryStartUpTo(li, cap, now_s);
+        if (a.started) {
+          CountDemand(li, false);
+          OnStart(li, now_s, a.granted);
+          return Outcome::kStarted;
+        }
+        return a.kind == OutcomeKind::kInfeasible ? Outcome::kShapeWaits : Outcome::kWaits;
+      },
+      {});
   const std::vector<NodeId> still = Unheld(nodes);
   if (still.empty()) {
     planned_ = Planned{};

@@ -127,6 +127,8 @@ struct EngineReserve {
 // started after it was planned, as long as walltimes are honoured. A job whose plan finds no
 // time (its room depends on work without a walltime) holds nothing. Explain says "planned to
 // start at T on D". Conservative backfill (a plan for every waiting job) is not modelled.
+// Cost: the head and the jobs let in come from two passes of the queue (O(shapes), a job's
+// walltime being part of its shape) and one BackfillAction::Plan per interval while a job waits.
 struct EngineConfig;
 struct EngineBackfill {
   bool easy = false;        // default off
