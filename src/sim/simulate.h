@@ -177,6 +177,7 @@ struct SimNodeEvent {
 //            borrowed a Standby replica's GPUs that is resuming)
 //   requeue  a node failure requeued it
 //   finish   its last run ended
+//   timeout  its walltime stopped its run, the work unfinished (JobTemplate::walltime_s)
 //   standby  one of its replicas entered Standby (detail "TASK@NODE:GPUS", e.g. "svc-1@n3:0,1,2,3");
 //            `replicas` = its replicas in Standby after the change
 //   restore  a Standby replica serves again on its GPUs (detail as for standby)
