@@ -182,6 +182,7 @@ TEST(DecodeJobRequest, OptionalFieldsTakeTheDocumentedDefaults) {
   EXPECT_EQ(r.duration_s, 3600);
   EXPECT_EQ(r.checkpoint_interval_s, 0);
   EXPECT_EQ(r.restart_cost_s, 0);
+  EXPECT_EQ(r.walltime_s, 0);  // no limit
   EXPECT_EQ(r.usable_step, 0);
   EXPECT_TRUE(r.labels.empty());
 }
@@ -606,6 +607,25 @@ TEST(DecodeJobRequest, CpuMemoryPriorityAndTimesAreWithinTheirRanges) {
        "field 'memory_mib': give 'memory_gib' or 'memory_mib', not both"},
       {"a negative checkpoint interval", Body::Minimal().Set("checkpoint_interval_s", "-3").str(),
        "field 'checkpoint_interval_s': -3 is below 0"},
+  });
+}
+
+TEST(DecodeJobRequest, AWalltimeIsSecondsFrom0To10To12AndTheEncodingWritesItOnlyWhenSet) {
+  EXPECT_EQ(DecodeOk(Body::Minimal().Set("walltime_s", "5400").str()).walltime_s, 5400);
+  EXPECT_EQ(DecodeOk(Body::Minimal().Set("walltime_s", "0").str()).walltime_s, 0);
+  EXPECT_EQ(DecodeOk(Body::Minimal().Set("walltime_s", "1000000000000").str()).walltime_s, 1000000000000);
+  const std::string once = EncodeJobRequest(DecodeOk(Body::Minimal().Set("walltime_s", "5400").str()));
+  EXPECT_NE(once.find(R"("restart_cost_s":0,"walltime_s":5400,"usable_step":0)"), std::string::npos) << once;
+  EXPECT_EQ(DecodeOk(once).walltime_s, 5400);
+  EXPECT_EQ(EncodeJobRequest(DecodeOk(Body::Minimal().Set("walltime_s", "0").str())).find("walltime_s"), std::string::npos);
+  ExpectRejections({
+      {"a negative walltime", Body::Minimal().Set("walltime_s", "-1").str(), "field 'walltime_s': -1 is below 0"},
+      {"a walltime above 10^12", Body::Minimal().Set("walltime_s", "1000000000001").str(),
+       "field 'walltime_s': 1000000000001 is above 1000000000000"},
+      {"a walltime as a string", Body::Minimal().Set("walltime_s", R"("1h")").str(),
+       "field 'walltime_s': expected an integer"},
+      {"a walltime with a fraction", Body::Minimal().Set("walltime_s", "60.5").str(),
+       "field 'walltime_s': expected an integer"},
   });
 }
 

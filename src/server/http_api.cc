@@ -602,6 +602,7 @@ struct HttpApi::Impl {
       j["owed"] = e->owed;
       if (!e->reclaim_from.empty()) j["reclaim_from"] = e->reclaim_from;
       if (!e->topology.empty()) j["topology"] = e->topology;
+      if (!e->planned.empty()) j["planned"] = e->planned;  // backfill's plan (engine time)
       // What would make it fit, in words.
       std::string advice;
       std::string from;

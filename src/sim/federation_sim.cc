@@ -67,6 +67,7 @@ FedJob ToFedJob(const JobTemplate& t, uint32_t id) {
   f.preemptible = t.preemptible;
   f.checkpoint_interval_s = t.checkpoint_interval_s;
   f.restart_cost_s = t.restart_cost_s;
+  f.walltime_s = t.walltime_s;
   return f;
 }
 

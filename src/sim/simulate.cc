@@ -41,6 +41,8 @@ std::string SimJobStatusText(const SimJobRecord& r) {
       return "infeasible: " + r.reason;
     case SimJobStatus::kCancelled:
       return "cancelled";
+    case SimJobStatus::kTimedOut:
+      return "timeout";
   }
   return "pending";
 }
@@ -60,6 +62,7 @@ struct SimJob {
   bool finished = false;    // its last run ended and it is not waiting again
   bool infeasible = false;  // never retried
   bool cancelled = false;   // a cancel_job event ended it
+  bool timed_out = false;   // its walltime ended its last run (JobTemplate::walltime_s)
   std::string reason;       // when infeasible
   int32_t granted = 0;      // replicas at first start
   std::optional<std::pair<PlaneId, int>> spread_level;  // SimJobRecord's spread level
@@ -210,6 +213,7 @@ EngineJob ToEngineJob(size_t i, const SimJob& j) {
   e.preemptible = t.preemptible;
   e.checkpoint_interval_s = t.checkpoint_interval_s;
   e.restart_cost_s = t.restart_cost_s;
+  e.walltime_s = t.walltime_s;
   e.queue = t.queue;
   e.locked = j.locked;
   return e;
@@ -253,6 +257,7 @@ StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& s
     if (!fitted.ok()) return InvalidArgument(ConfigWhere(sc, config, "preempt") + fitted.status().message());
   }
   if (!config.preempt) std::erase(e.actions, EngineAction::kReclaim);
+  if (config.backfill.easy) EnableBackfill(config.backfill, &e);
   e.absorb = config.absorb;
   e.priority_queue = config.priority_queue;
   e.requeue = true;
@@ -319,13 +324,15 @@ class ScenarioRun {
  private:
   // Events, ordered by (time, kind, index): job ends, node events (listed, then generated repairs
   // in creation order), the failure model's next draw, arrivals, service demand and Standby
-  // window edges, and the engine's own due times.
-  enum EvKind : int { kEnd = 0, kNode = 1, kJobAction = 2, kFailureDraw = 3, kArrival = 4, kService = 5, kDue = 6 };
+  // window edges, the engine's own due times, and walltime limits (last: a run whose work ends
+  // exactly at its limit finishes).
+  enum EvKind : int { kEnd = 0, kNode = 1, kJobAction = 2, kFailureDraw = 3, kArrival = 4, kService = 5, kDue = 6, kWalltime = 7 };
   struct Ev {
     SimTime t;
     int kind;
     size_t idx;     // kEnd, kArrival: job; kNode: node event; kJobAction: Scenario::job_actions
-    SimTime start;  // kEnd: the job's gen when scheduled; generated repairs: the failure they repair
+    SimTime start;  // kEnd: the job's gen when scheduled; generated repairs: the failure they repair;
+                    // kWalltime: the start of the run it limits
     bool operator>(const Ev& o) const { return std::tie(t, kind, idx) > std::tie(o.t, o.kind, o.idx); }
   };
   struct NodeEv {
@@ -398,6 +405,7 @@ class ScenarioRun {
   int64_t net_factor_ = kSlowBase;
   // Counters.
   int64_t slowed_runs_ = 0, node_failures_ = 0, requeued_by_failure_ = 0, shrunk_by_failure_ = 0;
+  int64_t walltime_kills_ = 0;  // runs stopped at their walltime limit
   int64_t evictions_ = 0, hp_evictions_ = 0, absorbed_replicas_ = 0, standby_entries_ = 0, standby_restores_ = 0,
           restore_evictions_ = 0;
   double lost_gpu_hours_ = 0;
@@ -670,6 +678,10 @@ void ScenarioRun::OnStart(size_t i, const EngineEvent& e) {
   Reschedule(i, now);
   slowed_runs_ += j.slow != kSlowBase;
   Log(now, i, "start", e.replicas, e.detail);
+  // Slurm's rule: a run still going at its walltime limit is stopped then, its work unfinished.
+  if (j.tmpl.walltime_s > 0 && now + j.tmpl.walltime_s < sc_.duration_s) {
+    events_.push({now + j.tmpl.walltime_s, kWalltime, i, now});
+  }
   if (j.large && asw_) asws_per_large_.push_back(static_cast<double>(DomainsAndNodes(state(), j.id, *data_, *asw_).first));
 }
 
@@ -799,6 +811,17 @@ bool ScenarioRun::ApplyEventsAt(SimTime t, bool* failed, bool* demand_step) {
       j.finished = true;
       j.finish = t;
       Log(t, e.idx, "finish", 0);
+    } else if (e.kind == kWalltime) {
+      SimJob& j = jobs_[e.idx];
+      if (j.started_at != e.start || j.finished || j.cancelled) continue;  // that run already ended
+      Progress(j, t);
+      engine_->Finish(static_cast<uint32_t>(e.idx), t);
+      j.started_at = -1;
+      j.bound = 0;
+      j.timed_out = true;
+      j.finish = t;
+      ++walltime_kills_;
+      Log(t, e.idx, "timeout", 0);
     } else if (e.kind == kNode) {
       const NodeEv ne = node_events_[e.idx];
       if (ne.fail) {
@@ -1083,6 +1106,7 @@ SimulateResult ScenarioRun::Finish() {
     rec.granted = j.granted;
     rec.status = j.infeasible        ? SimJobStatus::kInfeasible
                  : j.cancelled       ? SimJobStatus::kCancelled
+                 : j.timed_out && j.started_at < 0 ? SimJobStatus::kTimedOut
                  : j.started_at >= 0 ? SimJobStatus::kRunning
                  : j.finished        ? SimJobStatus::kFinished
                                      : SimJobStatus::kPending;
@@ -1114,6 +1138,10 @@ SimulateResult ScenarioRun::Finish() {
   m["jobs_started_count"] = static_cast<double>(started);
   m["node_failures_count"] = static_cast<double>(node_failures_);
   m["jobs_requeued_by_failure_count"] = static_cast<double>(requeued_by_failure_);
+  // Only for workloads with walltimes, so that other runs' summaries stay as they were.
+  if (std::any_of(jobs_.begin(), jobs_.end(), [](const SimJob& j) { return j.tmpl.walltime_s > 0; })) {
+    m["jobs_timed_out_count"] = static_cast<double>(walltime_kills_);
+  }
   m["jobs_shrunk_by_failure_count"] = static_cast<double>(shrunk_by_failure_);
   m["jobs_pending_end_count"] = static_cast<double>(engine_->queued());
   m["jobs_infeasible_count"] = static_cast<double>(infeasible);

@@ -130,6 +130,7 @@ enum class SimJobStatus {
   kPending,     // it waits at the end (never started, or requeued by a failure)
   kInfeasible,  // AllocateAction found it could never fit; not retried
   kCancelled,   // a cancel_job event ended it (scenario.h JobAction)
+  kTimedOut,    // its walltime stopped its last run before its work was done (walltime_s)
 };
 
 // One job of the workload that arrived before the end of the run (a row of jobs.csv). Fields
@@ -176,6 +177,7 @@ struct SimNodeEvent {
 //            borrowed a Standby replica's GPUs that is resuming)
 //   requeue  a node failure requeued it
 //   finish   its last run ended
+//   timeout  its walltime stopped its run, the work unfinished (JobTemplate::walltime_s)
 //   standby  one of its replicas entered Standby (detail "TASK@NODE:GPUS", e.g. "svc-1@n3:0,1,2,3");
 //            `replicas` = its replicas in Standby after the change
 //   restore  a Standby replica serves again on its GPUs (detail as for standby)
