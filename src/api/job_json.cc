@@ -521,7 +521,7 @@ Status ReadScenarioFields(const ObjectReader& in, JobUse use, const JobRequest& 
 constexpr std::string_view kCommonKeys[] = {
     "name", "class", "replicas", "gpus", "gpu_milli", "cpu_milli", "cpu_cores", "memory_mib", "memory_gib",
     "priority", "preemptible", "models", "plane", "required_level", "preferred_level", "checkpoint_interval_s",
-    "restart_cost_s", "usable_step", "labels", "queue", "command", "env", "workdir", "checkpoint_signal", "hooks"};
+    "checkpoint_on_notice_s", "restart_cost_s", "usable_step", "labels", "queue", "command", "env", "workdir", "checkpoint_signal", "hooks"};
 constexpr std::string_view kScenarioKeys[] = {"submit_s", "duration_mean_s", "scaling", "locked_pct",
                                               "standby", "home", "home_only"};
 
@@ -569,6 +569,7 @@ StatusOr<DecodedJob> DecodeJob(const Json& doc, JobUse use, const std::vector<st
   ESTUARY_RETURN_IF_ERROR(ReadPlacement(in, r));
   if (use != JobUse::kGeneratedClass) ESTUARY_ASSIGN_OR_RETURN(r.duration_s, in.Integer("duration_s", 0, kMaxSeconds, 3600));
   ESTUARY_ASSIGN_OR_RETURN(r.checkpoint_interval_s, in.Integer("checkpoint_interval_s", 0, kMaxSeconds, 0));
+  ESTUARY_ASSIGN_OR_RETURN(r.checkpoint_on_notice_s, in.Integer("checkpoint_on_notice_s", 0, kMaxSeconds, 0));
   ESTUARY_ASSIGN_OR_RETURN(r.restart_cost_s, in.Integer("restart_cost_s", 0, kMaxSeconds, 0));
   int64_t usable;
   ESTUARY_ASSIGN_OR_RETURN(usable, in.Integer("usable_step", 0, kMaxReplicas, 0));
@@ -623,6 +624,7 @@ std::string EncodeJobRequest(const JobRequest& r) {
   if (!r.preferred_level.empty()) j["preferred_level"] = r.preferred_level;
   j["duration_s"] = r.duration_s;
   j["checkpoint_interval_s"] = r.checkpoint_interval_s;
+  j["checkpoint_on_notice_s"] = r.checkpoint_on_notice_s;
   j["restart_cost_s"] = r.restart_cost_s;
   j["usable_step"] = r.usable_step;
   Ordered labels = Ordered::object();

@@ -116,24 +116,27 @@ TaskRequest RequestFrom(const Fields& f) {
 Json JobJson(const EngineJob& j) {
   Json locked = Json::array();
   for (char c : j.locked) locked.push_back(c != 0);
-  return {{"id", j.id},
-          {"name", j.name},
-          {"min_replicas", j.min_replicas},
-          {"max_replicas", j.max_replicas},
-          {"step", j.step},
-          {"usable_step", j.usable_step},
-          {"per_replica", RequestJson(j.per_replica)},
-          {"models", j.models},
-          {"plane", j.plane},
-          {"required_level", j.required_level},
-          {"preferred_level", j.preferred_level},
-          {"priority", j.priority},
-          {"preemptible", j.preemptible},
-          {"checkpoint_interval_s", j.checkpoint_interval_s},
-          {"restart_cost_s", j.restart_cost_s},
-          {"locked", locked},
-          {"acknowledge_standby", j.acknowledge_standby},
-          {"queue", j.queue}};
+  Json out = {{"id", j.id},
+              {"name", j.name},
+              {"min_replicas", j.min_replicas},
+              {"max_replicas", j.max_replicas},
+              {"step", j.step},
+              {"usable_step", j.usable_step},
+              {"per_replica", RequestJson(j.per_replica)},
+              {"models", j.models},
+              {"plane", j.plane},
+              {"required_level", j.required_level},
+              {"preferred_level", j.preferred_level},
+              {"priority", j.priority},
+              {"preemptible", j.preemptible},
+              {"checkpoint_interval_s", j.checkpoint_interval_s},
+              {"restart_cost_s", j.restart_cost_s},
+              {"locked", locked},
+              {"acknowledge_standby", j.acknowledge_standby},
+              {"queue", j.queue}};
+  // Only when set, so that histories recorded before the field existed read and write the same.
+  if (j.checkpoint_on_notice_s != 0) out["checkpoint_on_notice_s"] = j.checkpoint_on_notice_s;
+  return out;
 }
 EngineJob JobFrom(const Fields& f) {
   EngineJob j;
@@ -154,6 +157,7 @@ EngineJob JobFrom(const Fields& f) {
   j.priority = f.I32("priority", 0);
   j.preemptible = f.Bool("preemptible", false);
   j.checkpoint_interval_s = f.Int("checkpoint_interval_s", 0);
+  j.checkpoint_on_notice_s = f.Int("checkpoint_on_notice_s", 0);
   j.restart_cost_s = f.Int("restart_cost_s", 0);
   f.Each("locked", [&](const Json& b, const std::string&) { j.locked.push_back(b.is_boolean() && b.get<bool>()); });
   j.acknowledge_standby = f.Bool("acknowledge_standby", false);

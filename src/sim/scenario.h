@@ -52,6 +52,7 @@ struct JobTemplate {
   int32_t priority = 0;
   bool preemptible = false;
   int64_t checkpoint_interval_s = 0;
+  int64_t checkpoint_on_notice_s = 0;  // JobSpec::checkpoint_on_notice_s
   int64_t restart_cost_s = 0;
   // How the run time depends on the replicas granted (`scaling`): fixed (default) — the job runs
   // duration_s whatever it was granted; linear — duration_s is its run time at max replicas and
