@@ -46,6 +46,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(ClusterState cluster, EngineCon
   m->book_ = std::move(*book);
   m->state_.SetQueues(m->book_.Parents());
   m->exit_ = *exit;
+  m->options_.allocate.grace_s = m->options_.grace_s;  // victims' cost (SecondsSinceCheckpoint)
   m->policy_ = *policy;
   const bool fgd = m->policy_.gpu_select == "fgd" ||
                    std::any_of(m->policy_.scores.begin(), m->policy_.scores.end(), [](const auto& sc) { return sc.first == "fgd"; });
@@ -133,6 +134,7 @@ std::optional<size_t> Engine::Materialize(const EngineJob& job, std::string* why
   js.priority = job.priority;
   js.preemptible = job.preemptible;
   js.checkpoint_interval_s = job.checkpoint_interval_s;
+  js.checkpoint_on_notice_s = job.checkpoint_on_notice_s;
   js.restart_cost_s = job.restart_cost_s;
   js.walltime_s = job.walltime_s;
   if (counting_) {  // a driver's job (not a headroom's): its queue
@@ -425,6 +427,7 @@ void Engine::SetStandbyGrace(int64_t grace_s) {
 void Engine::SetGrace(int64_t grace_s) {
   Record(now_, SettingInput{SettingInput::Key::kGrace, grace_s});
   options_.grace_s = grace_s;
+  options_.allocate.grace_s = grace_s;
   auto exit = ExitModel(options_);
   exit_ = exit.ok() ? *exit : GracefulExit::Fixed(grace_s);
 }

@@ -127,7 +127,6 @@ Json JobJson(const EngineJob& j) {
           {"plane", j.plane},
           {"required_level", j.required_level},
           {"preferred_level", j.preferred_level},
-          {"required_max_wait_s", j.required_max_wait_s},
           {"priority", j.priority},
           {"preemptible", j.preemptible},
           {"checkpoint_interval_s", j.checkpoint_interval_s},
@@ -135,7 +134,11 @@ Json JobJson(const EngineJob& j) {
           {"locked", locked},
           {"acknowledge_standby", j.acknowledge_standby},
           {"queue", j.queue}};
-  if (j.walltime_s > 0) out["walltime_s"] = j.walltime_s;  // left out at its default: older histories read the same
+  // Left out at their defaults, so that histories recorded before the fields existed read and
+  // write the same.
+  if (j.required_max_wait_s > 0) out["required_max_wait_s"] = j.required_max_wait_s;
+  if (j.checkpoint_on_notice_s != 0) out["checkpoint_on_notice_s"] = j.checkpoint_on_notice_s;
+  if (j.walltime_s > 0) out["walltime_s"] = j.walltime_s;
   return out;
 }
 EngineJob JobFrom(const Fields& f) {
@@ -158,6 +161,7 @@ EngineJob JobFrom(const Fields& f) {
   j.priority = f.I32("priority", 0);
   j.preemptible = f.Bool("preemptible", false);
   j.checkpoint_interval_s = f.Int("checkpoint_interval_s", 0);
+  j.checkpoint_on_notice_s = f.Int("checkpoint_on_notice_s", 0);
   j.restart_cost_s = f.Int("restart_cost_s", 0);
   j.walltime_s = f.Int("walltime_s", 0);
   f.Each("locked", [&](const Json& b, const std::string&) { j.locked.push_back(b.is_boolean() && b.get<bool>()); });

@@ -270,6 +270,7 @@ struct Service::Impl {
     f.priority = r.priority;
     f.preemptible = r.preemptible;
     f.checkpoint_interval_s = r.checkpoint_interval_s;
+    f.checkpoint_on_notice_s = r.checkpoint_on_notice_s;
     f.restart_cost_s = r.restart_cost_s;
     f.walltime_s = r.walltime_s;
     // Its agent runs the hook before the GPUs are free: they are lent once it reports so.

@@ -295,6 +295,7 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
   j.priority = r.priority;
   j.preemptible = r.preemptible;
   j.checkpoint_interval_s = r.checkpoint_interval_s;
+  j.checkpoint_on_notice_s = r.checkpoint_on_notice_s;
   j.restart_cost_s = r.restart_cost_s;
   j.walltime_s = r.walltime_s;
   j.linear_scaling = f.linear_scaling;

@@ -54,6 +54,7 @@ struct JobTemplate {
   int32_t priority = 0;
   bool preemptible = false;
   int64_t checkpoint_interval_s = 0;
+  int64_t checkpoint_on_notice_s = 0;  // JobSpec::checkpoint_on_notice_s
   int64_t restart_cost_s = 0;
   // Each run ends at the latest walltime_s after it started (JobSpec::walltime_s; 0: no limit).
   int64_t walltime_s = 0;
