@@ -36,11 +36,14 @@ double ResourceBinPackingScore(const Use& u, int64_t weight) {
   return used_finally * static_cast<double>(weight) / static_cast<double>(u.capacity);
 }
 
+// Scores in units of 1/kVolcanoScoreUnit = 2^-32 point: the float64 score times 2^32 (exact, a
+// power of two), floored.
 class BinpackScore final : public ScorePlugin {
  public:
   explicit BinpackScore(VolcanoBinpackWeights w) : w_(w) {}
   std::string_view Name() const override { return "volcano-binpack"; }
   int64_t Score(const Task& task, const Node& node) override {
+    static_assert(kVolcanoScoreUnit == int64_t{1} << 32);
     return static_cast<int64_t>(std::floor(std::ldexp(VolcanoBinpackScore(task.req, node, w_), 32)));
   }
 
@@ -55,8 +58,6 @@ class BalancedAllocationScore final : public ScorePlugin {
 };
 
 }  // namespace
-
-static_assert(kVolcanoScoreUnit == int64_t{1} << 32, "BinpackScore scales by 2^32");
 
 VolcanoBinpackWeights VolcanoGpuBinpackWeights() { return {.weight = 10, .cpu = 1, .memory = 1, .gpu = 2}; }
 
