@@ -97,6 +97,7 @@ Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, S
   e.priority_queue = c.priority_queue;
   e.hold_survivors = c.hold_survivors;
   if (!c.preempt) std::erase(e.actions, EngineAction::kReclaim);
+  if (c.backfill.easy) EnableBackfill(c.backfill, &e);
   e.exit_mean_s = c.exit_mean_s;
   e.exit_p95_s = c.exit_p95_s;
   e.standby_grace_s = c.standby ? c.standby_grace_s : c.grace_s;

@@ -524,8 +524,9 @@ Status ReadScenarioFields(const ObjectReader& in, JobUse use, const JobRequest& 
 
 constexpr std::string_view kCommonKeys[] = {
     "name", "class", "replicas", "gpus", "gpu_milli", "cpu_milli", "cpu_cores", "memory_mib", "memory_gib",
-    "priority", "preemptible", "models", "plane", "required_level", "preferred_level", "required_max_wait_s", "checkpoint_interval_s",
-    "restart_cost_s", "usable_step", "labels", "queue", "command", "env", "workdir", "checkpoint_signal", "hooks"};
+    "priority", "preemptible", "models", "plane", "required_level", "preferred_level", "required_max_wait_s",
+    "checkpoint_interval_s", "checkpoint_on_notice_s", "restart_cost_s", "walltime_s", "usable_step", "labels", "queue",
+    "command", "env", "workdir", "checkpoint_signal", "hooks"};
 constexpr std::string_view kScenarioKeys[] = {"submit_s", "duration_mean_s", "scaling", "locked_pct",
                                               "standby", "home", "home_only"};
 
@@ -573,7 +574,9 @@ StatusOr<DecodedJob> DecodeJob(const Json& doc, JobUse use, const std::vector<st
   ESTUARY_RETURN_IF_ERROR(ReadPlacement(in, r));
   if (use != JobUse::kGeneratedClass) ESTUARY_ASSIGN_OR_RETURN(r.duration_s, in.Integer("duration_s", 0, kMaxSeconds, 3600));
   ESTUARY_ASSIGN_OR_RETURN(r.checkpoint_interval_s, in.Integer("checkpoint_interval_s", 0, kMaxSeconds, 0));
+  ESTUARY_ASSIGN_OR_RETURN(r.checkpoint_on_notice_s, in.Integer("checkpoint_on_notice_s", 0, kMaxSeconds, 0));
   ESTUARY_ASSIGN_OR_RETURN(r.restart_cost_s, in.Integer("restart_cost_s", 0, kMaxSeconds, 0));
+  ESTUARY_ASSIGN_OR_RETURN(r.walltime_s, in.Integer("walltime_s", 0, kMaxSeconds, 0));
   int64_t usable;
   ESTUARY_ASSIGN_OR_RETURN(usable, in.Integer("usable_step", 0, kMaxReplicas, 0));
   r.usable_step = static_cast<int32_t>(usable);
@@ -628,7 +631,9 @@ std::string EncodeJobRequest(const JobRequest& r) {
   if (r.required_max_wait_s > 0) j["required_max_wait_s"] = r.required_max_wait_s;
   j["duration_s"] = r.duration_s;
   j["checkpoint_interval_s"] = r.checkpoint_interval_s;
+  j["checkpoint_on_notice_s"] = r.checkpoint_on_notice_s;
   j["restart_cost_s"] = r.restart_cost_s;
+  if (r.walltime_s > 0) j["walltime_s"] = r.walltime_s;  // left out at its default: stored jobs stay as they were
   j["usable_step"] = r.usable_step;
   Ordered labels = Ordered::object();
   for (const auto& [k, v] : r.labels) labels[k] = v;

@@ -35,7 +35,13 @@
 //                  and for a fake agent (real agents ignore it); 0: until stopped (in a
 //                  simulation: beyond the end of the run). Not in a generator class
 //   checkpoint_interval_s   integer 0..10^12, default 0 (no checkpoints)
+//   checkpoint_on_notice_s  integer 0..10^12, default 0 (off): seconds the job takes to checkpoint
+//                  when it is warned of an eviction; within the grace period the eviction keeps
+//                  the work up to the notice (JobSpec::checkpoint_on_notice_s)
 //   restart_cost_s integer 0..10^12, default 0: what restarting a replica costs (victim choice)
+//   walltime_s     integer 0..10^12, default 0 (no limit): each run of the job is stopped at the
+//                  latest walltime_s after it started (a simulation ends it as "timeout");
+//                  backfill plans with it as the run's end (docs/schema.md)
 //   usable_step    integer 0..100000, default 0 (= step): the job can use only multiples of it
 //   labels         object of string -> string (at most 32 entries, keys of 1..128 and values of
 //                  0..128 characters), default none: kept and shown, not used for scheduling
@@ -137,7 +143,9 @@ struct JobRequest {
   int64_t required_max_wait_s = 0;
   int64_t duration_s = 3600;
   int64_t checkpoint_interval_s = 0;
+  int64_t checkpoint_on_notice_s = 0;
   int64_t restart_cost_s = 0;
+  int64_t walltime_s = 0;  // 0: no limit
   int32_t usable_step = 0;
   std::map<std::string, std::string> labels;
   std::string queue;  // its queue (issue 20): a leaf of the configuration's queues; empty: none

@@ -51,6 +51,7 @@ class Body {
         .Set("required_max_wait_s", "3600")
         .Set("duration_s", "7200")
         .Set("checkpoint_interval_s", "600")
+        .Set("checkpoint_on_notice_s", "45")
         .Set("restart_cost_s", "90")
         .Set("usable_step", "8")
         .Set("labels", R"({"team": "nlp", "ticket": "ML-42"})")
@@ -130,6 +131,7 @@ TEST(DecodeJobRequest, AFullRequestSetsEveryField) {
   EXPECT_EQ(r.required_max_wait_s, 3600);
   EXPECT_EQ(r.duration_s, 7200);
   EXPECT_EQ(r.checkpoint_interval_s, 600);
+  EXPECT_EQ(r.checkpoint_on_notice_s, 45);
   EXPECT_EQ(r.restart_cost_s, 90);
   EXPECT_EQ(r.usable_step, 8);
   EXPECT_EQ(r.labels, (std::map<std::string, std::string>{{"team", "nlp"}, {"ticket", "ML-42"}}));
@@ -181,7 +183,9 @@ TEST(DecodeJobRequest, OptionalFieldsTakeTheDocumentedDefaults) {
   EXPECT_EQ(r.required_max_wait_s, 0);
   EXPECT_EQ(r.duration_s, 3600);
   EXPECT_EQ(r.checkpoint_interval_s, 0);
+  EXPECT_EQ(r.checkpoint_on_notice_s, 0);
   EXPECT_EQ(r.restart_cost_s, 0);
+  EXPECT_EQ(r.walltime_s, 0);  // no limit
   EXPECT_EQ(r.usable_step, 0);
   EXPECT_TRUE(r.labels.empty());
 }
@@ -328,7 +332,8 @@ TEST(EncodeJobRequest, WritesEveryFieldInTheHeadersOrderCompactly) {
             R"({"name":"train-llm.v2_a","class":"lp","replicas":{"min":4,"max":16,"step":4},"gpus":1,"gpu_milli":500,)"
             R"("cpu_milli":8000,"memory_mib":65536,"priority":700,"preemptible":true,)"
             R"("models":["A100-SXM4-80GB","H100"],"plane":"data","required_level":"asw","preferred_level":"pod",)"
-            R"("required_max_wait_s":3600,"duration_s":7200,"checkpoint_interval_s":600,"restart_cost_s":90,"usable_step":8,)"
+            R"("required_max_wait_s":3600,"duration_s":7200,"checkpoint_interval_s":600,"checkpoint_on_notice_s":45,)"
+            R"("restart_cost_s":90,"usable_step":8,)"
             R"("labels":{"team":"nlp","ticket":"ML-42"},"command":["python3","train.py","--steps","100"],)"
             R"("env":{"LR":"0.1","NCCL_DEBUG":"INFO"},"workdir":"/srv/train","checkpoint_signal":"SIGUSR1",)"
             R"("hooks":{"standby_enter":"curl -X POST localhost:8000/sleep","ready":["test","-f","/tmp/up"]}})");
@@ -340,7 +345,8 @@ TEST(EncodeJobRequest, LeavesOutOnlyClassModelsAndPlacementWhenTheyAreUnset) {
   EXPECT_EQ(EncodeJobRequest(DecodeOk(Body::Minimal().str())),
             R"({"name":"train-llm","replicas":{"min":2,"max":2,"step":1},"gpus":8,"gpu_milli":1000,)"
             R"("cpu_milli":32000,"memory_mib":262144,"priority":100,"preemptible":false,)"
-            R"("duration_s":3600,"checkpoint_interval_s":0,"restart_cost_s":0,"usable_step":0,"labels":{},)"
+            R"("duration_s":3600,"checkpoint_interval_s":0,"checkpoint_on_notice_s":0,"restart_cost_s":0,)"
+            R"("usable_step":0,"labels":{},)"
             R"("checkpoint_signal":"SIGTERM"})");
 }
 
@@ -606,6 +612,31 @@ TEST(DecodeJobRequest, CpuMemoryPriorityAndTimesAreWithinTheirRanges) {
        "field 'memory_mib': give 'memory_gib' or 'memory_mib', not both"},
       {"a negative checkpoint interval", Body::Minimal().Set("checkpoint_interval_s", "-3").str(),
        "field 'checkpoint_interval_s': -3 is below 0"},
+      {"a negative checkpoint on notice", Body::Minimal().Set("checkpoint_on_notice_s", "-1").str(),
+       "field 'checkpoint_on_notice_s': -1 is below 0"},
+      {"a checkpoint on notice above 10^12", Body::Minimal().Set("checkpoint_on_notice_s", "1000000000001").str(),
+       "field 'checkpoint_on_notice_s': 1000000000001 is above 1000000000000"},
+      {"a checkpoint on notice as a string", Body::Minimal().Set("checkpoint_on_notice_s", R"("30")").str(),
+       "field 'checkpoint_on_notice_s': expected an integer"},
+  });
+}
+
+TEST(DecodeJobRequest, AWalltimeIsSecondsFrom0To10To12AndTheEncodingWritesItOnlyWhenSet) {
+  EXPECT_EQ(DecodeOk(Body::Minimal().Set("walltime_s", "5400").str()).walltime_s, 5400);
+  EXPECT_EQ(DecodeOk(Body::Minimal().Set("walltime_s", "0").str()).walltime_s, 0);
+  EXPECT_EQ(DecodeOk(Body::Minimal().Set("walltime_s", "1000000000000").str()).walltime_s, 1000000000000);
+  const std::string once = EncodeJobRequest(DecodeOk(Body::Minimal().Set("walltime_s", "5400").str()));
+  EXPECT_NE(once.find(R"("restart_cost_s":0,"walltime_s":5400,"usable_step":0)"), std::string::npos) << once;
+  EXPECT_EQ(DecodeOk(once).walltime_s, 5400);
+  EXPECT_EQ(EncodeJobRequest(DecodeOk(Body::Minimal().Set("walltime_s", "0").str())).find("walltime_s"), std::string::npos);
+  ExpectRejections({
+      {"a negative walltime", Body::Minimal().Set("walltime_s", "-1").str(), "field 'walltime_s': -1 is below 0"},
+      {"a walltime above 10^12", Body::Minimal().Set("walltime_s", "1000000000001").str(),
+       "field 'walltime_s': 1000000000001 is above 1000000000000"},
+      {"a walltime as a string", Body::Minimal().Set("walltime_s", R"("1h")").str(),
+       "field 'walltime_s': expected an integer"},
+      {"a walltime with a fraction", Body::Minimal().Set("walltime_s", "60.5").str(),
+       "field 'walltime_s': expected an integer"},
   });
 }
 

@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "sched/actions/absorb.h"
+#include "sched/actions/backfill.h"
 #include "sched/actions/failure.h"
 #include "sched/actions/preempt.h"
 #include "sched/actions/reserve.h"
@@ -45,6 +46,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(ClusterState cluster, EngineCon
   m->book_ = std::move(*book);
   m->state_.SetQueues(m->book_.Parents());
   m->exit_ = *exit;
+  m->options_.allocate.grace_s = m->options_.grace_s;  // victims' cost (SecondsSinceCheckpoint)
   m->policy_ = *policy;
   const bool fgd = m->policy_.gpu_select == "fgd" ||
                    std::any_of(m->policy_.scores.begin(), m->policy_.scores.end(), [](const auto& sc) { return sc.first == "fgd"; });
@@ -132,7 +134,9 @@ std::optional<size_t> Engine::Materialize(const EngineJob& job, std::string* why
   js.priority = job.priority;
   js.preemptible = job.preemptible;
   js.checkpoint_interval_s = job.checkpoint_interval_s;
+  js.checkpoint_on_notice_s = job.checkpoint_on_notice_s;
   js.restart_cost_s = job.restart_cost_s;
+  js.walltime_s = job.walltime_s;
   if (counting_) {  // a driver's job (not a headroom's): its queue
     const std::optional<int32_t> q = book_.Resolve(job.queue, job.priority, why);
     if (!q) return std::nullopt;
@@ -209,7 +213,11 @@ int Engine::ShapeOf(JobId id) {
                           std::to_string(js.topology.plane.valid() ? js.topology.plane.value() : UINT32_MAX) + "/" +
                           std::to_string(js.topology.required_level) + "/" + std::to_string(js.topology.preferred_level) +
                           "/" + std::to_string(js.priority) + "/" + std::to_string(js.preemptible);
-  const auto [it, added] = shapes_.emplace(cls + "/" + std::to_string(js.queue), static_cast<int>(shapes_.size()));
+  // A walltime is part of the shape (backfill lets in whole shapes by it); without one the key is
+  // as it always was.
+  const std::string wall = js.walltime_s > 0 ? "/w" + std::to_string(js.walltime_s) : "";
+  const auto [it, added] =
+      shapes_.emplace(cls + "/" + std::to_string(js.queue) + wall, static_cast<int>(shapes_.size()));
   if (added) {
     const auto [c, new_class] = classes_.emplace(cls, static_cast<int>(classes_.size()));
     shape_info_.push_back({js.priority >= kHpPriority || js.min_replicas > 1, js.priority >= kHpPriority, js.priority,
@@ -348,6 +356,7 @@ void Engine::OnStart(size_t li, int64_t now_s, int32_t granted) {
   l.running = true;
   l.refused_seq = UINT64_MAX;
   state_.SetJobStart(l.id, now_s);
+  if (state_.job(l.id).spec.walltime_s > 0) ++walltime_starts_;
   if (l.min_replicas < l.max_replicas) {
     SetElastic(li, true);
     ++elastic_starts_;
@@ -418,6 +427,7 @@ void Engine::SetStandbyGrace(int64_t grace_s) {
 void Engine::SetGrace(int64_t grace_s) {
   Record(now_, SettingInput{SettingInput::Key::kGrace, grace_s});
   options_.grace_s = grace_s;
+  options_.allocate.grace_s = grace_s;
   auto exit = ExitModel(options_);
   exit_ = exit.ok() ? *exit : GracefulExit::Fixed(grace_s);
 }
@@ -1169,7 +1179,7 @@ namespace {
 constexpr EngineAction kAllActions[] = {EngineAction::kEvictions, EngineAction::kRestores, EngineAction::kMoves,
                                         EngineAction::kAllocate,  EngineAction::kStandby,  EngineAction::kReserve,
                                         EngineAction::kDefrag,    EngineAction::kReclaim,  EngineAction::kHeadroom,
-                                        EngineAction::kAbsorb};
+                                        EngineAction::kAbsorb,    EngineAction::kBackfill};
 }  // namespace
 
 const char* EngineActionName(EngineAction a) {
@@ -1184,6 +1194,7 @@ const char* EngineActionName(EngineAction a) {
     case EngineAction::kReclaim: return "reclaim";
     case EngineAction::kHeadroom: return "headroom";
     case EngineAction::kAbsorb: return "absorb";
+    case EngineAction::kBackfill: return "backfill";
   }
   return "?";
 }
@@ -1232,6 +1243,7 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
           break;
         case EngineAction::kHeadroom: RestoreHeadroom(now_s); break;
         case EngineAction::kAbsorb: Absorb(now_s, options.external_blocking); break;
+        case EngineAction::kBackfill: Backfill(now_s); break;
       }
       if (*it == EngineAction::kAllocate) again = false;
       else if (standby_entries_ != lent_before) again = true;
@@ -1255,6 +1267,8 @@ std::optional<int64_t> Engine::NextDue() const {
   if (!triggers_.empty()) due = due ? std::min(*due, triggers_.front().at) : triggers_.front().at;
   if (!relax_.empty()) due = due ? std::min(*due, relax_.front().at) : relax_.front().at;
   if (regrow_due_ != INT64_MAX) due = due ? std::min(*due, regrow_due_) : regrow_due_;
+  // A planned job: the plan is renewed (and jobs backfilled) every interval.
+  if (planned_.li != SIZE_MAX && next_backfill_ > now_) due = due ? std::min(*due, next_backfill_) : next_backfill_;
   for (const auto& [job, ws] : windows_) {
     for (const StandbyWindowSpec& w : ws) {
       for (int64_t edge : {w.from_s, std::max(w.from_s, w.to_s - options_.standby_grace_s)}) {
@@ -1561,6 +1575,9 @@ Engine::Explanation Engine::Explain(uint32_t job, int64_t now_s) const {
   e.known = true;
   const JobId id = locals_[li].id;
   e.topology = TopologyWords(li);
+  if (planned_.li == li && planned_.hold.valid() && state_.job(id).reservation == planned_.hold) {
+    e.planned = "planned to start at " + std::to_string(planned_.start_s) + " on " + planned_.where;
+  }
   VictimFilter filter;
   if (book_.enabled()) {
     // The last shares the cycle computed (Explain changes nothing).
@@ -2029,6 +2046,84 @@ void Engine::RenewHolds(int64_t now_s) {
   }
   reservations_made_ += made;
   if (made > 0) TryQueue(now_s);
+}
+
+void EnableBackfill(const EngineBackfill& b, EngineConfig* e) {
+  e->backfill = b;
+  e->backfill.easy = true;
+  if (std::find(e->actions.begin(), e->actions.end(), EngineAction::kBackfill) != e->actions.end()) return;
+  const auto at = std::find(e->actions.begin(), e->actions.end(), EngineAction::kAllocate);
+  e->actions.insert(at == e->actions.end() ? at : at + 1, EngineAction::kBackfill);
+}
+
+void Engine::Backfill(int64_t now_s) {
+  if (!options_.backfill.easy) return;
+  const bool moved_on = planned_.li != SIZE_MAX && !queue_.Contains(planned_.li);
+  if (!moved_on && now_s < next_backfill_) return;
+  // 1. The last plan's hold goes (if the reserve action or a Reclaim did not replace it).
+  if (planned_.li != SIZE_MAX) {
+    const ReservationId r = state_.job(locals_[planned_.li].id).reservation;
+    if (r.valid() && r == planned_.hold) state_.ReleaseReservation(r);
+  }
+  planned_ = Planned{};
+  // 2. The first waiting job, planned for unless other holds already serve it. (The queue's
+  //    passes look at one job per shape once its first waits: O(shapes), however long the queue.)
+  using Outcome = PendingQueue::Outcome;
+  size_t head = SIZE_MAX;
+  queue_.Pass(
+      [&](size_t li) {
+        if (head != SIZE_MAX) return Outcome::kWaits;
+        if (locals_[li].reclaiming) return Outcome::kStays;
+        head = li;
+        return Outcome::kWaits;
+      },
+      {});
+  if (head == SIZE_MAX) return;  // nothing waits: the next job to wait is planned for at once
+  next_backfill_ = now_s + options_.backfill.interval_s;
+  const JobId head_id = locals_[head].id;
+  if (state_.job(head_id).reservation.valid()) return;
+  if (unplanned_ == std::make_pair(head, walltime_starts_)) return;
+  const BackfillPlan plan = BackfillAction::Plan(state_, head_id, now_s, options_.allocate);
+  const std::vector<NodeId> nodes = Unheld(plan.nodes);
+  if (!plan.found || nodes.empty()) {
+    unplanned_ = {head, walltime_starts_};
+    return;
+  }
+  planned_.li = head;
+  planned_.start_s = plan.start_s;
+  planned_.where = plan.domain.valid() ? state_.topology().domain(plan.domain).name
+                                       : std::to_string(nodes.size()) + (nodes.size() == 1 ? " node" : " nodes");
+  if (std::find(holders_.begin(), holders_.end(), head) == holders_.end()) holders_.push_back(head);
+  // 3. Jobs that end by the planned start may use its nodes too: tried, in queue order, before
+  //    the hold is made. A shape's jobs share their walltime (ShapeOf), so a shape that ends too
+  //    late is skipped whole; a job that finds no room skips its class.
+  queue_.Pass(
+      [&](size_t li) {
+        const Local& l = locals_[li];
+        const JobSpec& spec = state_.job(l.id).spec;
+        if (li == head || l.reclaiming || state_.job(l.id).reservation.valid()) return Outcome::kStays;
+        if (spec.walltime_s <= 0 || now_s + spec.walltime_s > plan.start_s) return Outcome::kShapeWaits;
+        int32_t cap = INT32_MAX;
+        if (book_.enabled()) {  // within its queue's limits, as the allocate pass's last bound
+          const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
+          cap = QueueRoom(li, QueueBook::Bound::kLimit) / step * step;
+          if (cap < (spec.min_replicas + step - 1) / step * step) return Outcome::kShapeWaits;
+        }
+        const JobAttempt a = TryStartUpTo(li, cap, now_s);
+        if (a.started) {
+          CountDemand(li, false);
+          OnStart(li, now_s, a.granted);
+          return Outcome::kStarted;
+        }
+        return a.kind == OutcomeKind::kInfeasible ? Outcome::kShapeWaits : Outcome::kWaits;
+      },
+      {});
+  const std::vector<NodeId> still = Unheld(nodes);
+  if (still.empty()) {
+    planned_ = Planned{};
+    return;
+  }
+  planned_.hold = state_.AddReservation(head_id, still);
 }
 
 void Engine::PlanDefrag(int64_t now_s) {

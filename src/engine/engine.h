@@ -34,6 +34,10 @@
 //   moves      the migration executor's step (moves due start, complete, abort);
 //   standby    jobs with Standby windows (SetStandbyWindows) are brought to their target;
 //   allocate   the queue is tried in order (jobs holding a reservation on their own);
+//   backfill   EASY backfill (EngineConfig::backfill; not in the default list: a driver whose
+//              configuration turns it on lists it right after `allocate`): the first waiting job
+//              gets a planned start on concrete nodes (BackfillAction), which are held for it;
+//              waiting jobs whose walltime ends by then may start on them too;
 //   reserve    holds for waiting gangs renewed every replan_s (EngineConfig::reserve);
 //   defrag     a defragmentation plan on its period or trigger (EngineConfig::defrag);
 //   reclaim    HP jobs still waiting Reclaim for themselves as in Submit (with queues: jobs
@@ -91,7 +95,7 @@ struct HeadroomSpec {
 
 // The actions a cycle may run, in EngineConfig::actions (see the header comment).
 enum class EngineAction {
-  kEvictions, kRestores, kMoves, kAllocate, kStandby, kReserve, kDefrag, kReclaim, kHeadroom, kAbsorb
+  kEvictions, kRestores, kMoves, kAllocate, kStandby, kReserve, kDefrag, kReclaim, kHeadroom, kAbsorb, kBackfill
 };
 // The action's name in a configuration ("evictions", "restores", ...), and back (nullopt: unknown).
 const char* EngineActionName(EngineAction a);
@@ -109,6 +113,31 @@ struct EngineReserve {
   int64_t max_gpus = int64_t{1} << 40;  // and at most max_gpus GPUs at max replicas,
   int64_t max_jobs = 1;     // the first max_jobs of them in queue order (none already reclaiming)
 };
+
+// EASY backfill (the `backfill` action; BackfillAction, docs/schema.md `backfill`). At the first
+// cycle in which a job waits, then every interval_s (and at once when the planned job started or
+// left), the
+// first job in queue order that waits (not one being Reclaimed for, nor one a `reserve` hold or
+// a Reclaim already holds nodes for) gets a planned start: BackfillAction::Plan's time and
+// nodes, which are held for it (a node hold: no other job starts there). Then every other waiting
+// job with a walltime that ends by the planned start (now + walltime_s <= start), in queue order,
+// is tried with the hold lifted: it may start on the held nodes too, since it ends before the
+// planned job needs them. Jobs without a walltime, or with a longer one, start only on other
+// nodes (the `allocate` pass, the hold in place). So a planned start is never delayed by a job
+// started after it was planned, as long as walltimes are honoured. A job whose plan finds no
+// time (its room depends on work without a walltime) holds nothing. Explain says "planned to
+// start at T on D". Conservative backfill (a plan for every waiting job) is not modelled.
+// Cost: the head and the jobs let in come from two passes of the queue (O(shapes), a job's
+// walltime being part of its shape) and one BackfillAction::Plan per interval while a job waits.
+struct EngineConfig;
+struct EngineBackfill {
+  bool easy = false;        // default off
+  int64_t interval_s = 30;  // Slurm's bf_interval default
+};
+
+// Turns EASY backfill on in `e` with `b`'s interval: EngineConfig::backfill, and the `backfill`
+// action listed right after the first `allocate` (once).
+void EnableBackfill(const EngineBackfill& b, EngineConfig* e);
 
 // Defragmentation of the running work planned by the engine itself (the `defrag` action:
 // DefragAction::Plan, carried out by the migration executor), one plan at a time: every
@@ -169,6 +198,7 @@ struct EngineConfig {
   // How long a Standby replica's borrowers get to leave when it is restored (default 60 s).
   int64_t standby_grace_s = 60;
   EngineReserve reserve;
+  EngineBackfill backfill;
   EngineDefrag defrag;
   // Measures the engine's own defragmentation plans (DefragCounters); null: not measured. Nothing
   // the engine decides depends on it.
@@ -325,6 +355,9 @@ class Engine {
     // t=3600" (EngineJob::required_max_wait_s), "required one asw until t=3600; accepts any
     // placement now".
     std::string topology;
+    // With backfill, for the job planned for: "planned to start at T on D" (D: the domain of its
+    // required level, else "N nodes"); empty otherwise.
+    std::string planned;
   };
   Explanation Explain(uint32_t job, int64_t now_s) const;
 
@@ -544,6 +577,21 @@ class Engine {
   void Enqueue(size_t li, bool front, int64_t now_s);
   // The cycle's `reserve` and `defrag` actions (EngineConfig::reserve, ::defrag).
   void RenewHolds(int64_t now_s);
+  // The cycle's `backfill` action (EngineConfig::backfill).
+  void Backfill(int64_t now_s);
+  struct Planned {
+    size_t li = SIZE_MAX;     // the job planned for (SIZE_MAX: none)
+    ReservationId hold;       // the hold made for it
+    int64_t start_s = 0;
+    std::string where;        // its domain's name, or "N nodes"
+  };
+  Planned planned_;
+  int64_t next_backfill_ = 0;  // the next planning (0: at the first cycle)
+  // Jobs with a walltime started so far, and the head whose plan last found no time with that
+  // count: it is planned for again only when another such job started (a plan needs their ends)
+  // or the head changed — so that a workload without walltimes costs no planning.
+  int64_t walltime_starts_ = 0;
+  std::pair<size_t, int64_t> unplanned_{SIZE_MAX, -1};
   void PlanDefrag(int64_t now_s);
   // Ends a job's tasks and its place here (Cancel, Finish).
   void Leave(uint32_t job, int64_t now_s, bool finished);

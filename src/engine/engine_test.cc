@@ -28,7 +28,7 @@ EngineJob Job(uint32_t id, int replicas, int gpus, int32_t priority, bool preemp
 
 TEST(Engine, ActionNamesRoundTripAndTheDefaultCycleEndsWithAbsorb) {
   for (EngineAction a : DefaultEngineActions()) EXPECT_EQ(EngineActionByName(EngineActionName(a)), a);
-  EXPECT_FALSE(EngineActionByName("backfill").has_value());
+  EXPECT_FALSE(EngineActionByName("preempt").has_value());
   EXPECT_EQ(DefaultEngineActions().back(), EngineAction::kAbsorb);
 }
 

@@ -116,7 +116,7 @@ TaskRequest RequestFrom(const Fields& f) {
 Json JobJson(const EngineJob& j) {
   Json locked = Json::array();
   for (char c : j.locked) locked.push_back(c != 0);
-  return {{"id", j.id},
+  Json out = {{"id", j.id},
           {"name", j.name},
           {"min_replicas", j.min_replicas},
           {"max_replicas", j.max_replicas},
@@ -127,7 +127,6 @@ Json JobJson(const EngineJob& j) {
           {"plane", j.plane},
           {"required_level", j.required_level},
           {"preferred_level", j.preferred_level},
-          {"required_max_wait_s", j.required_max_wait_s},
           {"priority", j.priority},
           {"preemptible", j.preemptible},
           {"checkpoint_interval_s", j.checkpoint_interval_s},
@@ -135,6 +134,12 @@ Json JobJson(const EngineJob& j) {
           {"locked", locked},
           {"acknowledge_standby", j.acknowledge_standby},
           {"queue", j.queue}};
+  // Left out at their defaults, so that histories recorded before the fields existed read and
+  // write the same.
+  if (j.required_max_wait_s > 0) out["required_max_wait_s"] = j.required_max_wait_s;
+  if (j.checkpoint_on_notice_s != 0) out["checkpoint_on_notice_s"] = j.checkpoint_on_notice_s;
+  if (j.walltime_s > 0) out["walltime_s"] = j.walltime_s;
+  return out;
 }
 EngineJob JobFrom(const Fields& f) {
   EngineJob j;
@@ -156,7 +161,9 @@ EngineJob JobFrom(const Fields& f) {
   j.priority = f.I32("priority", 0);
   j.preemptible = f.Bool("preemptible", false);
   j.checkpoint_interval_s = f.Int("checkpoint_interval_s", 0);
+  j.checkpoint_on_notice_s = f.Int("checkpoint_on_notice_s", 0);
   j.restart_cost_s = f.Int("restart_cost_s", 0);
+  j.walltime_s = f.Int("walltime_s", 0);
   f.Each("locked", [&](const Json& b, const std::string&) { j.locked.push_back(b.is_boolean() && b.get<bool>()); });
   j.acknowledge_standby = f.Bool("acknowledge_standby", false);
   j.queue = f.Str("queue");
@@ -442,7 +449,7 @@ Json ConfigJson(const EngineConfig& c) {
   const EngineReserve& r = c.reserve;
   const EngineDefrag& d = c.defrag;
   const MigrationOptions& m = c.migration;
-  return {{"name", c.name},
+  Json out = {{"name", c.name},
           {"actions", actions},
           {"policy", c.policy},
           {"seed", c.seed},
@@ -478,6 +485,9 @@ Json ConfigJson(const EngineConfig& c) {
           {"queues", EncodeQueues(c.queues)},
           {"sharing", EncodeSharing(c.sharing)},
           {"intern_queue_models", c.intern_queue_models}};
+  // Only when on: histories of configurations without backfill read as they did.
+  if (c.backfill.easy) out["backfill"] = {{"easy", true}, {"interval_s", c.backfill.interval_s}};
+  return out;
 }
 
 EngineConfig ConfigFrom(const Fields& f) {
@@ -491,6 +501,11 @@ EngineConfig ConfigFrom(const Fields& f) {
   });
   c.policy = f.Str("policy", c.policy);
   c.seed = f.U64("seed", c.seed);
+  if (f.Has("backfill")) {
+    const Fields b = f.At("backfill");
+    c.backfill.easy = b.Bool("easy", false);
+    c.backfill.interval_s = b.Int("interval_s", c.backfill.interval_s);
+  }
   c.allocate.align = f.Bool("align", c.allocate.align);
   c.allocate.topology = f.Bool("topology", c.allocate.topology);
   c.allocate.pack_plane = IdFrom<PlaneId>(f, "pack_plane");

@@ -30,7 +30,9 @@ struct EngineJob {
   int32_t priority = 0;
   bool preemptible = false;
   int64_t checkpoint_interval_s = 0;
+  int64_t checkpoint_on_notice_s = 0;  // JobSpec::checkpoint_on_notice_s
   int64_t restart_cost_s = 0;
+  int64_t walltime_s = 0;  // JobSpec::walltime_s (0: no limit)
   // Per replica: non-zero = never moved by defragmentation (empty: every replica may move).
   std::vector<char> locked;
   // Its replicas leave their GPUs for Standby through a hook their agent runs (the job's

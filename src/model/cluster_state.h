@@ -185,7 +185,16 @@ struct JobSpec {
   int32_t priority = 0;
   bool preemptible = false;          // may be evicted for higher-priority work
   int64_t checkpoint_interval_s = 0;  // an eviction loses the work since the last checkpoint; 0: none
+  // Checkpoint on notice: a victim warned of its eviction (a Reclaim's or a Standby restore's
+  // grace period) checkpoints at the notice, which takes this many seconds; when it is done before
+  // the stop, the eviction keeps the work up to the notice. 0: off (periodic checkpoints only).
+  int64_t checkpoint_on_notice_s = 0;
   int64_t restart_cost_s = 0;         // time a restarted job spends before it makes progress again
+  // Its walltime limit (docs/schema.md `walltime_s`): each run ends at the latest walltime_s after
+  // it started — the driver stops it then (the simulator ends it as "timeout"). Backfill
+  // (EngineBackfill) plans with started_at_s + walltime_s as a running job's end; 0: no limit (a
+  // running job without one is planned as never ending).
+  int64_t walltime_s = 0;
   TopologyConstraint topology;
   // Its queue (issue 20; ClusterState::queue_usage): an index below queue_count(), -1: none.
   int32_t queue = -1;

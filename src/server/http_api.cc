@@ -60,6 +60,7 @@ Json JobJson(const JobView& v) {
   if (!v.request.preferred_level.empty()) j["preferred_level"] = v.request.preferred_level;
   j["duration_s"] = v.request.duration_s;
   j["checkpoint_interval_s"] = v.request.checkpoint_interval_s;
+  j["checkpoint_on_notice_s"] = v.request.checkpoint_on_notice_s;
   j["restart_cost_s"] = v.request.restart_cost_s;
   j["usable_step"] = v.request.usable_step;
   if (!v.request.labels.empty()) j["labels"] = v.request.labels;
@@ -602,6 +603,7 @@ struct HttpApi::Impl {
       j["owed"] = e->owed;
       if (!e->reclaim_from.empty()) j["reclaim_from"] = e->reclaim_from;
       if (!e->topology.empty()) j["topology"] = e->topology;
+      if (!e->planned.empty()) j["planned"] = e->planned;  // backfill's plan (engine time)
       // What would make it fit, in words.
       std::string advice;
       std::string from;

@@ -208,6 +208,45 @@ TEST_F(HttpApiTest, MetricsAndTheOpenApiDocumentAreServed) {
   EXPECT_TRUE(j["paths"].contains("/v1/jobs/{id}"));
 }
 
+TEST_F(HttpApiTest, ExplainSaysWhenAJobsRequiredLevelRelaxes) {
+  // One 8-GPU node (data: az0 / spine0 / asw0, the default planes' levels az, spine, asw); a job of
+  // 2 x 8 GPUs that requires one asw and accepts one spine after 3600 s cannot start: its
+  // explanation names the level it requires and when the next one up becomes acceptable.
+  const std::string node = R"({"nodes": [{"name": "a0", "gpus": 8, "gpu_model": "H800", "cpu_milli": 64000,
+      "memory_mib": 524288, "domains": {"data": ["az0", "spine0", "asw0"], "param": ["pod0"]}}]})";
+  ASSERT_EQ(Post("/v1/nodes", node, "agent-a-token-01234567")->status, 200);
+  Json gang = Json::parse(kJob);
+  gang["replicas"] = 2;
+  gang["gpus"] = 8;
+  gang["plane"] = "data";
+  gang["required_level"] = "asw";
+  gang["required_max_wait_s"] = 3600;
+  auto r = Post("/v1/jobs", gang.dump(), "alice-token-0123456789");
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string id = Json::parse(r->body)["id"];
+  Json e;
+  for (int i = 0; i < 100; ++i) {  // until the loop has seen it
+    auto x = client_->Get(("/v1/jobs/" + id + "/explain").c_str(), As("alice-token-0123456789"));
+    ASSERT_EQ(x->status, 200);
+    e = Json::parse(x->body);
+    if (e.contains("topology")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(e.contains("topology")) << e.dump();
+  EXPECT_THAT(e["topology"].get<std::string>(), ::testing::StartsWith("requires one asw; accepts one spine at t="));
+  // Without the field the job waits for its level forever and says only that.
+  gang.erase("required_max_wait_s");
+  r = Post("/v1/jobs", gang.dump(), "alice-token-0123456789");
+  ASSERT_EQ(r->status, 201);
+  const std::string id2 = Json::parse(r->body)["id"];
+  for (int i = 0; i < 100; ++i) {
+    e = Json::parse(client_->Get(("/v1/jobs/" + id2 + "/explain").c_str(), As("alice-token-0123456789"))->body);
+    if (e.contains("topology")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(e.value("topology", ""), "requires one asw");
+}
+
 TEST_F(HttpApiTest, ExplainReservationsAndNodeActionsAnswerOverHttp) {
   const std::string node = R"({"nodes": [{"name": "a0", "gpus": 8, "gpu_model": "H800", "cpu_milli": 64000,
       "memory_mib": 524288, "domains": {"data": ["az0", "spine0", "asw0"], "param": ["pod0"]}}]})";

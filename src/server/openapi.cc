@@ -26,6 +26,7 @@ std::string_view OpenApiDocument() {
           "plane": {"type": "string"}, "required_level": {"type": "string"}, "preferred_level": {"type": "string"},
           "duration_s": {"type": "integer", "minimum": 0, "default": 3600},
           "checkpoint_interval_s": {"type": "integer", "minimum": 0},
+          "checkpoint_on_notice_s": {"type": "integer", "minimum": 0},
           "restart_cost_s": {"type": "integer", "minimum": 0},
           "usable_step": {"type": "integer", "minimum": 0},
           "labels": {"type": "object", "additionalProperties": {"type": "string"}},

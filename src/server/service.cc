@@ -270,7 +270,9 @@ struct Service::Impl {
     f.priority = r.priority;
     f.preemptible = r.preemptible;
     f.checkpoint_interval_s = r.checkpoint_interval_s;
+    f.checkpoint_on_notice_s = r.checkpoint_on_notice_s;
     f.restart_cost_s = r.restart_cost_s;
+    f.walltime_s = r.walltime_s;
     // Its agent runs the hook before the GPUs are free: they are lent once it reports so.
     f.acknowledge_standby = !r.hook_standby_enter.empty();
     f.queue = r.queue;
@@ -1640,6 +1642,7 @@ StatusOr<Service::Explanation> Service::Explain(const Principal& who, uint64_t i
   e.may_reclaim = e.may_reclaim || x.owed;
   e.reclaim_from = x.reclaim_from;
   e.topology = x.topology;
+  e.planned = x.planned;
   for (NodeId n : s.engine->HeldNodes(static_cast<uint32_t>(id))) e.held_nodes.push_back(s.node_names[n.value()]);
   return e;
 }

@@ -372,6 +372,7 @@ class Service {
     bool owed = false;
     std::vector<std::string> reclaim_from;
     std::string topology;  // Engine::Explanation::topology
+    std::string planned;  // with backfill, the job planned for: "planned to start at T on D"
   };
   StatusOr<Explanation> Explain(const Principal& who, uint64_t id) const;
 

@@ -66,7 +66,9 @@ FedJob ToFedJob(const JobTemplate& t, uint32_t id) {
   f.priority = t.priority;
   f.preemptible = t.preemptible;
   f.checkpoint_interval_s = t.checkpoint_interval_s;
+  f.checkpoint_on_notice_s = t.checkpoint_on_notice_s;
   f.restart_cost_s = t.restart_cost_s;
+  f.walltime_s = t.walltime_s;
   return f;
 }
 

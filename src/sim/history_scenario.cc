@@ -221,6 +221,7 @@ StatusOr<HistoryScenario> HistoryToScenario(const std::vector<HistoryRecord>& re
     y << ", cpu_milli: " << j.per_replica.cpu_milli << ", memory_mib: " << j.per_replica.mem_mib
       << ", priority: " << j.priority << ", preemptible: " << (j.preemptible ? "true" : "false")
       << ", checkpoint_interval_s: " << j.checkpoint_interval_s << ", restart_cost_s: " << j.restart_cost_s;
+    if (j.checkpoint_on_notice_s > 0) y << ", checkpoint_on_notice_s: " << j.checkpoint_on_notice_s;
     if (!j.queue.empty()) y << ", queue: " << Q(j.queue);
     if (!j.plane.empty()) y << ", plane: " << Q(j.plane);
     if (!j.required_level.empty()) y << ", required_level: " << Q(j.required_level);

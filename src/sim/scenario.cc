@@ -269,6 +269,10 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
       return where(InvalidArgument(std::string("field '") + key + "': only in a federation scenario (root key federation:)"));
     }
   }
+  // The federation simulator does not stop runs at their walltime (issue 21 covers one cluster).
+  if (src.value().contains("walltime_s") && fed.enabled) {
+    return where(InvalidArgument("field 'walltime_s': not supported in a federation scenario"));
+  }
   JobTemplate j;
   j.line = m.Mark().line + 1;
   j.name = r.name;
@@ -291,7 +295,9 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
   j.priority = r.priority;
   j.preemptible = r.preemptible;
   j.checkpoint_interval_s = r.checkpoint_interval_s;
+  j.checkpoint_on_notice_s = r.checkpoint_on_notice_s;
   j.restart_cost_s = r.restart_cost_s;
+  j.walltime_s = r.walltime_s;
   j.linear_scaling = f.linear_scaling;
   j.locked_permille = f.locked_pct * 10;
   for (const JobStandbyWindow& w : f.standby) j.standby.push_back({w.from_s, w.to_s, w.replicas});
@@ -462,7 +468,7 @@ Status ParseFederationMode(const Ctx& c, const YAML::Node& m, const FederationSp
   if (!fed.enabled) {
     if (m["federation"]) return c.Err(m["federation"], "federation", "the scenario has no federation: (root key)");
   } else {
-    for (const char* key : {"reserve", "standby", "defrag", "pack", "queues", "sharing"}) {
+    for (const char* key : {"reserve", "standby", "defrag", "pack", "queues", "sharing", "backfill"}) {
       if (m[key]) return c.Err(m[key], key, "not supported in a federation scenario");
     }
     if (!m["federation"]) return c.Err(m, "federation", "missing: a configuration of a federation scenario needs one of " + known);
@@ -487,7 +493,7 @@ Status ParseFederationMode(const Ctx& c, const YAML::Node& m, const FederationSp
 StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m, const FederationSpec& fed,
                                                const std::vector<QueueSpec>& root_queues) {
   ESTUARY_RETURN_IF_ERROR(Known(c, m, {"name", "policy", "align", "topology", "reserve", "pack", "queue", "preempt", "absorb",
-                                       "hold_survivors", "standby", "defrag", "federation", "blind_dispatch", "queues", "sharing"}));
+                                       "hold_survivors", "standby", "defrag", "federation", "blind_dispatch", "queues", "sharing", "backfill"}));
   SchedulerConfig sc;
   sc.line = m.Mark().line + 1;
   ESTUARY_ASSIGN_OR_RETURN(sc.name, Str(c, m, "name", true));
@@ -542,6 +548,23 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
   }
   ESTUARY_ASSIGN_OR_RETURN(sc.absorb, Bool(c, m, "absorb", false));
   ESTUARY_ASSIGN_OR_RETURN(sc.hold_survivors, Bool(c, m, "hold_survivors", false));
+  if (const YAML::Node b = m["backfill"]) {
+    // `backfill: easy` or `{mode: easy, interval_s: 30}`.
+    YAML::Node mode = b;
+    if (b.IsMap()) {
+      ESTUARY_RETURN_IF_ERROR(Known(c, b, {"mode", "interval_s"}));
+      ESTUARY_ASSIGN_OR_RETURN(sc.backfill.interval_s, Int(c, b, "interval_s", sc.backfill.interval_s, 1, 86400));
+      mode = b["mode"];
+      if (!mode) return c.Err(b, "mode", "missing (easy or off)");
+    }
+    if (!mode.IsScalar()) return c.Err(mode, "backfill", "expected easy, off or a mapping {mode, interval_s}");
+    const std::string v = mode.Scalar();
+    if (v == "conservative") {
+      return c.Err(mode, "backfill", "conservative backfill is not modelled yet (known: easy, off)");
+    }
+    if (v != "easy" && v != "off") return c.Err(mode, "backfill", "unknown backfill '" + v + "' (known: easy, off)");
+    sc.backfill.easy = v == "easy";
+  }
   if (const YAML::Node p = m["standby"]) {
     if (!p.IsMap()) return c.Err(p, "standby", "expected a mapping {grace_s, lend_max_priority}");
     ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "lend_max_priority"}));

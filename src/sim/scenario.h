@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "model/cluster_state.h"
 #include "quota/queues.h"
+#include "engine/engine.h"  // EngineBackfill
 #include "sched/actions/allocate.h"  // VictimSelection
 #include "sched/actions/defrag.h"
 #include "sched/actions/migration.h"
@@ -53,7 +54,10 @@ struct JobTemplate {
   int32_t priority = 0;
   bool preemptible = false;
   int64_t checkpoint_interval_s = 0;
+  int64_t checkpoint_on_notice_s = 0;  // JobSpec::checkpoint_on_notice_s
   int64_t restart_cost_s = 0;
+  // Each run ends at the latest walltime_s after it started (JobSpec::walltime_s; 0: no limit).
+  int64_t walltime_s = 0;
   // How the run time depends on the replicas granted (`scaling`): fixed (default) — the job runs
   // duration_s whatever it was granted; linear — duration_s is its run time at max replicas and
   // it progresses in proportion to its usable replicas (bound, rounded down to usable_step), so
@@ -209,6 +213,9 @@ struct SchedulerConfig {
   bool align = true;
   bool topology = true;
   ReserveConfig reserve;
+  // `backfill: easy | off` or `{mode: easy|off, interval_s}` (default off; interval 30 s, Slurm's
+  // bf_interval): EASY backfill (EngineBackfill, docs/schema.md). `conservative` is not modelled.
+  EngineBackfill backfill;
   // Queue order: arrival (fifo, the default) or priority (higher first, then arrival).
   bool priority_queue = false;
   // Reclaim (issue 4): an HP job (priority >= kHpPriority) that cannot start evicts the victims of

@@ -41,6 +41,8 @@ std::string SimJobStatusText(const SimJobRecord& r) {
       return "infeasible: " + r.reason;
     case SimJobStatus::kCancelled:
       return "cancelled";
+    case SimJobStatus::kTimedOut:
+      return "timeout";
   }
   return "pending";
 }
@@ -60,6 +62,7 @@ struct SimJob {
   bool finished = false;    // its last run ended and it is not waiting again
   bool infeasible = false;  // never retried
   bool cancelled = false;   // a cancel_job event ended it
+  bool timed_out = false;   // its walltime ended its last run (JobTemplate::walltime_s)
   std::string reason;       // when infeasible
   int32_t granted = 0;      // replicas at first start
   std::optional<std::pair<PlaneId, int>> spread_level;  // SimJobRecord's spread level
@@ -80,6 +83,25 @@ struct SimJob {
   int64_t util_pct = 0;    // UtilisationProfile of its class
   bool lender = false;     // a service or a job with standby windows, under a standby configuration
   std::vector<char> locked;  // per replica: never moved by defragmentation
+  // Goodput accounting (ScenarioRun::Account; not for services): the current run's allocated GPU
+  // milli x seconds, counted up to acct_t at alloc_milli (the GPU milli of its usable replicas:
+  // bound, not in Standby, rounded down to its usable step), in all and within its restart period
+  // [started_at, restart_end), and both as they were at its last periodic checkpoint passed (its
+  // start before the first); its other bound replicas (unusable_milli) do no work.
+  SimTime acct_t = 0;
+  SimTime restart_end = 0;
+  int64_t alloc_milli = 0, unusable_milli = 0;
+  int32_t lent = 0;  // of its bound replicas, those in Standby (their GPUs count as the borrowers')
+  int64_t run_gpu_ms = 0, restart_gpu_ms = 0;
+  int64_t ckpt_gpu_ms = 0, ckpt_restart_ms = 0;
+  // Checkpoints on notice (JobTemplate::checkpoint_on_notice_s) in the current run: the one being
+  // written, from a notice at `t`, and the latest one written; t = -1: none.
+  struct NoticeCheckpoint {
+    SimTime t = -1;
+    int64_t gpu_ms = 0, restart_ms = 0;  // run_gpu_ms and restart_gpu_ms at t
+    int64_t work_left = 0;               // work_left at t
+  };
+  NoticeCheckpoint notice_pending, notice_done;
 };
 
 constexpr SimTime kMaxSimTime = 1'000'000'000'000;  // "to the end of any run"
@@ -209,7 +231,9 @@ EngineJob ToEngineJob(size_t i, const SimJob& j) {
   e.priority = t.priority;
   e.preemptible = t.preemptible;
   e.checkpoint_interval_s = t.checkpoint_interval_s;
+  e.checkpoint_on_notice_s = t.checkpoint_on_notice_s;
   e.restart_cost_s = t.restart_cost_s;
+  e.walltime_s = t.walltime_s;
   e.queue = t.queue;
   e.locked = j.locked;
   return e;
@@ -253,6 +277,7 @@ StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& s
     if (!fitted.ok()) return InvalidArgument(ConfigWhere(sc, config, "preempt") + fitted.status().message());
   }
   if (!config.preempt) std::erase(e.actions, EngineAction::kReclaim);
+  if (config.backfill.easy) EnableBackfill(config.backfill, &e);
   e.absorb = config.absorb;
   e.priority_queue = config.priority_queue;
   e.requeue = true;
@@ -319,13 +344,15 @@ class ScenarioRun {
  private:
   // Events, ordered by (time, kind, index): job ends, node events (listed, then generated repairs
   // in creation order), the failure model's next draw, arrivals, service demand and Standby
-  // window edges, and the engine's own due times.
-  enum EvKind : int { kEnd = 0, kNode = 1, kJobAction = 2, kFailureDraw = 3, kArrival = 4, kService = 5, kDue = 6 };
+  // window edges, the engine's own due times, and walltime limits (last: a run whose work ends
+  // exactly at its limit finishes).
+  enum EvKind : int { kEnd = 0, kNode = 1, kJobAction = 2, kFailureDraw = 3, kArrival = 4, kService = 5, kDue = 6, kWalltime = 7 };
   struct Ev {
     SimTime t;
     int kind;
     size_t idx;     // kEnd, kArrival: job; kNode: node event; kJobAction: Scenario::job_actions
-    SimTime start;  // kEnd: the job's gen when scheduled; generated repairs: the failure they repair
+    SimTime start;  // kEnd: the job's gen when scheduled; generated repairs: the failure they repair;
+                    // kWalltime: the start of the run it limits
     bool operator>(const Ev& o) const { return std::tie(t, kind, idx) > std::tie(o.t, o.kind, o.idx); }
   };
   struct NodeEv {
@@ -354,7 +381,24 @@ class ScenarioRun {
   // its restart cost.
   void Progress(SimJob& j, SimTime t);
   void Reschedule(size_t i, SimTime t);
-  void StopRun(size_t i, SimTime t);
+  // How a run ended, for the goodput accounting.
+  enum class RunEnd { kFinished, kEvicted, kFailed, kUnfinished };
+  // Returns the time of the checkpoint its next run resumes from (periodic or on notice).
+  SimTime StopRun(size_t i, SimTime t, RunEnd how);
+  // Goodput accounting (docs/simulate.md, goodput_gpu_hours): Account counts j's allocated GPU
+  // time up to t at its current allocation, and the snapshot at each periodic checkpoint passed;
+  // CloseRun ends its current run at t — the GPU time up to the checkpoint kept (all of it when
+  // it finished) counts as goodput, except its restart period, which counts as restart; the rest
+  // is lost to `how` — and returns the time of the checkpoint kept (t when it finished).
+  void Account(SimJob& j, SimTime t);
+  // A lender's replicas in Standby changed to `lent` at t (for the goodput accounting).
+  void SetLent(SimJob& j, int32_t lent, SimTime t);
+  SimTime CloseRun(SimJob& j, SimTime t, RunEnd how);
+  // Checkpoint on notice: the engine's eviction notices since the last call, taken at t (a
+  // victim with checkpoint_on_notice_s starts its checkpoint of the state at t, unless it is
+  // writing one); SettleNotice makes a checkpoint finished by t the latest written.
+  void TakeNotices(SimTime t);
+  static void SettleNotice(SimJob& j, SimTime t);
   // Applies the events at time t; true when something happened (a cycle is due). `demand_step`:
   // the services' demand is to be followed now.
   bool ApplyEventsAt(SimTime t, bool* failed, bool* demand_step);
@@ -398,9 +442,13 @@ class ScenarioRun {
   int64_t net_factor_ = kSlowBase;
   // Counters.
   int64_t slowed_runs_ = 0, node_failures_ = 0, requeued_by_failure_ = 0, shrunk_by_failure_ = 0;
+  int64_t walltime_kills_ = 0;  // runs stopped at their walltime limit
   int64_t evictions_ = 0, hp_evictions_ = 0, absorbed_replicas_ = 0, standby_entries_ = 0, standby_restores_ = 0,
           restore_evictions_ = 0;
   double lost_gpu_hours_ = 0;
+  // Goodput accounting, GPU milli x seconds: all runs, and how they split (CloseRun).
+  int64_t run_ms_ = 0, goodput_ms_ = 0, restart_ms_ = 0, evict_lost_ms_ = 0, failure_lost_ms_ = 0, unkept_ms_ = 0,
+          unusable_ms_ = 0;
   std::vector<double> asws_per_large_;
   std::optional<std::pair<int64_t, int64_t>> after_failure_;
   // Samples (metrics.md): sums over samples.
@@ -621,6 +669,7 @@ void ScenarioRun::Reschedule(size_t i, SimTime t) {
   SimJob& j = jobs_[i];
   if (j.started_at < 0 || j.service >= 0) return;
   Progress(j, t);
+  SetLent(j, j.lent, t);  // its allocation changed
   const JobSpec& spec = state().job(j.id).spec;
   const int64_t bound = state().job(j.id).bound_tasks;
   const int64_t usable = spec.usable_step > 0 ? spec.usable_step : std::max<int32_t>(1, spec.step);
@@ -640,15 +689,101 @@ void ScenarioRun::Reschedule(size_t i, SimTime t) {
   events_.push({std::max(t, j.progress_t) + need, kEnd, i, static_cast<SimTime>(j.gen)});
 }
 
-void ScenarioRun::StopRun(size_t i, SimTime t) {
+SimTime ScenarioRun::StopRun(size_t i, SimTime t, RunEnd how) {
   SimJob& j = jobs_[i];
   Progress(j, t);
-  j.work_left = j.work_at_checkpoint;
+  SettleNotice(j, t);
+  const SimTime notice = j.notice_done.t;
+  const int64_t notice_work = j.notice_done.work_left;
+  const SimTime kept = CloseRun(j, t, how);
+  // Resumed from the checkpoint on notice when that was the one kept.
+  j.work_left = notice >= 0 && kept == notice ? notice_work : j.work_at_checkpoint;
   j.started_at = -1;
   j.bound = 0;
   j.rate = 0;
   ++j.gen;
   j.restarted = true;
+  return kept;
+}
+
+void ScenarioRun::Account(SimJob& j, SimTime t) {
+  if (j.started_at < 0 || j.service >= 0 || t <= j.acct_t) return;
+  const SimTime from = j.acct_t;  // >= started_at
+  auto restart_until = [&](SimTime x) { return std::max<SimTime>(0, std::min(x, j.restart_end) - from); };
+  const int64_t interval = j.tmpl.checkpoint_interval_s;
+  if (interval > 0) {
+    const SimTime last = j.started_at + (t - j.started_at) / interval * interval;
+    if (last > from) {
+      j.ckpt_gpu_ms = j.run_gpu_ms + j.alloc_milli * (last - from);
+      j.ckpt_restart_ms = j.restart_gpu_ms + j.alloc_milli * restart_until(last);
+    }
+  }
+  j.run_gpu_ms += j.alloc_milli * (t - from);
+  j.restart_gpu_ms += j.alloc_milli * restart_until(t);
+  unusable_ms_ += j.unusable_milli * (t - from);
+  run_ms_ += j.unusable_milli * (t - from);
+  j.acct_t = t;
+}
+
+SimTime ScenarioRun::CloseRun(SimJob& j, SimTime t, RunEnd how) {
+  Account(j, t);
+  SettleNotice(j, t);
+  const int64_t interval = j.tmpl.checkpoint_interval_s;
+  SimTime kept_at = interval > 0 ? j.started_at + (t - j.started_at) / interval * interval : j.started_at;
+  int64_t kept = j.ckpt_gpu_ms, kept_restart = j.ckpt_restart_ms;
+  if (how == RunEnd::kFinished) {
+    kept_at = t;
+    kept = j.run_gpu_ms;
+    kept_restart = j.restart_gpu_ms;
+  } else if (j.notice_done.t > kept_at) {
+    kept_at = j.notice_done.t;
+    kept = j.notice_done.gpu_ms;
+    kept_restart = j.notice_done.restart_ms;
+  }
+  run_ms_ += j.run_gpu_ms;
+  goodput_ms_ += kept - kept_restart;
+  restart_ms_ += kept_restart;
+  const int64_t lost = j.run_gpu_ms - kept;
+  switch (how) {
+    case RunEnd::kFinished: break;
+    case RunEnd::kEvicted: evict_lost_ms_ += lost; break;
+    case RunEnd::kFailed: failure_lost_ms_ += lost; break;
+    case RunEnd::kUnfinished: unkept_ms_ += lost; break;
+  }
+  j.run_gpu_ms = j.restart_gpu_ms = j.ckpt_gpu_ms = j.ckpt_restart_ms = 0;
+  j.notice_pending = j.notice_done = {};
+  return kept_at;
+}
+
+void ScenarioRun::SetLent(SimJob& j, int32_t lent, SimTime t) {
+  if (j.started_at < 0 || j.service >= 0) return;
+  Account(j, t);  // at the allocation it had until now
+  j.lent = lent;
+  const JobSpec& spec = state().job(j.id).spec;
+  const int64_t step = spec.usable_step > 0 ? spec.usable_step : std::max<int32_t>(1, spec.step);
+  const int64_t held = std::max<int64_t>(0, j.bound - j.lent), usable = held / step * step;
+  j.alloc_milli = usable * j.tmpl.per_replica.TotalGpuMilli();
+  j.unusable_milli = (held - usable) * j.tmpl.per_replica.TotalGpuMilli();
+}
+
+void ScenarioRun::SettleNotice(SimJob& j, SimTime t) {
+  if (j.notice_pending.t >= 0 && j.notice_pending.t + j.tmpl.checkpoint_on_notice_s <= t) {
+    j.notice_done = j.notice_pending;
+    j.notice_pending = {};
+  }
+}
+
+void ScenarioRun::TakeNotices(SimTime t) {
+  for (const Engine::EvictionNotice& n : engine_->TakeEvictionNotices()) {
+    if (n.job >= jobs_.size()) continue;
+    SimJob& j = jobs_[n.job];
+    if (j.tmpl.checkpoint_on_notice_s == 0 || j.started_at < 0 || j.service >= 0) continue;
+    SettleNotice(j, t);
+    if (j.notice_pending.t >= 0) continue;  // writing one already (or noticed for another task)
+    Progress(j, t);
+    Account(j, t);
+    j.notice_pending = {t, j.run_gpu_ms, j.restart_gpu_ms, j.work_left};
+  }
 }
 
 void ScenarioRun::OnStart(size_t i, const EngineEvent& e) {
@@ -665,11 +800,19 @@ void ScenarioRun::OnStart(size_t i, const EngineEvent& e) {
   }
   j.work_at_checkpoint = j.work_left;
   j.progress_t = now + (j.restarted ? j.tmpl.restart_cost_s : 0);
+  j.acct_t = now;
+  j.restart_end = j.progress_t;
+  j.alloc_milli = j.unusable_milli = 0;  // Reschedule sets them
+  j.lent = 0;
   j.rate = 0;
   j.slow = kSlowBase;
   Reschedule(i, now);
   slowed_runs_ += j.slow != kSlowBase;
   Log(now, i, "start", e.replicas, e.detail);
+  // Slurm's rule: a run still going at its walltime limit is stopped then, its work unfinished.
+  if (j.tmpl.walltime_s > 0 && now + j.tmpl.walltime_s < sc_.duration_s) {
+    events_.push({now + j.tmpl.walltime_s, kWalltime, i, now});
+  }
   if (j.large && asw_) asws_per_large_.push_back(static_cast<double>(DomainsAndNodes(state(), j.id, *data_, *asw_).first));
 }
 
@@ -683,20 +826,19 @@ void ScenarioRun::OnReturned(size_t i, const EngineEvent& e) {
   if (e.detail == "node failed") {
     ++requeued_by_failure_;
     Log(e.t, i, "requeue", 0);
-    StopRun(i, e.t);
+    StopRun(i, e.t, RunEnd::kFailed);
     return;
   }
   // Evicted whole (Reclaim, or its replicas borrowed a Standby replica's GPUs that resumes): the
   // GPUs it held lose the work since its last checkpoint.
   const bool restore = e.detail == "standby restore";
   Log(e.t, i, "evict", 0, restore ? "restore" : "reclaim");
-  const int64_t ran = e.t - j.started_at, interval = j.tmpl.checkpoint_interval_s;
-  lost_gpu_hours_ += static_cast<double>(int64_t{j.bound} * j.tmpl.per_replica.TotalGpuMilli()) / kMilliPerGpu *
-                     static_cast<double>(interval > 0 ? ran % interval : ran) / 3600.0;
+  const int64_t gpu_milli = int64_t{j.bound} * j.tmpl.per_replica.TotalGpuMilli();
+  const SimTime kept = StopRun(i, e.t, RunEnd::kEvicted);  // the last checkpoint, periodic or on notice
+  lost_gpu_hours_ += static_cast<double>(gpu_milli) / kMilliPerGpu * static_cast<double>(e.t - kept) / 3600.0;
   ++evictions_;
   hp_evictions_ += j.tmpl.priority >= kHpPriority;
   restore_evictions_ += restore;
-  StopRun(i, e.t);
 }
 
 void ScenarioRun::OnEvent(const EngineEvent& e) {
@@ -728,10 +870,12 @@ void ScenarioRun::OnEvent(const EngineEvent& e) {
     case EngineEvent::Kind::kReclaim: break;
     case EngineEvent::Kind::kStandby:
       ++standby_entries_;
+      SetLent(j, e.replicas, e.t);
       Log(e.t, i, "standby", e.replicas, e.detail);
       break;
     case EngineEvent::Kind::kRestored:
       ++standby_restores_;
+      SetLent(j, e.replicas, e.t);
       Log(e.t, i, "restore", e.replicas, e.detail);
       break;
     case EngineEvent::Kind::kMoveStarted: Log(e.t, i, "migrate-start", e.replicas, e.detail); break;
@@ -768,6 +912,10 @@ void ScenarioRun::ApplyJobAction(const JobAction& a, SimTime t) {
   SimJob& j = jobs_[i];
   if (!j.submitted || j.finished || j.cancelled || j.infeasible) return;
   if (a.kind == JobAction::Kind::kCancel) {
+    if (j.started_at >= 0) {
+      Progress(j, t);
+      CloseRun(j, t, RunEnd::kUnfinished);
+    }
     engine_->Cancel(static_cast<uint32_t>(i), t);
     j.started_at = -1;  // its end event no longer applies
     j.bound = 0;
@@ -793,12 +941,24 @@ bool ScenarioRun::ApplyEventsAt(SimTime t, bool* failed, bool* demand_step) {
       SimJob& j = jobs_[e.idx];
       if (j.started_at < 0 || static_cast<SimTime>(j.gen) != e.start) continue;  // rescheduled or requeued since
       Progress(j, t);
+      CloseRun(j, t, RunEnd::kFinished);
       engine_->Finish(static_cast<uint32_t>(e.idx), t);
       j.started_at = -1;
       j.bound = 0;
       j.finished = true;
       j.finish = t;
       Log(t, e.idx, "finish", 0);
+    } else if (e.kind == kWalltime) {
+      SimJob& j = jobs_[e.idx];
+      if (j.started_at != e.start || j.finished || j.cancelled) continue;  // that run already ended
+      Progress(j, t);
+      engine_->Finish(static_cast<uint32_t>(e.idx), t);
+      j.started_at = -1;
+      j.bound = 0;
+      j.timed_out = true;
+      j.finish = t;
+      ++walltime_kills_;
+      Log(t, e.idx, "timeout", 0);
     } else if (e.kind == kNode) {
       const NodeEv ne = node_events_[e.idx];
       if (ne.fail) {
@@ -850,8 +1010,10 @@ Status ScenarioRun::Run() {
     const bool happened = ApplyEventsAt(t, &failed, &demand_step);
     if (demand_step) FollowDemand(t);
     (void)engine_->TakeEvents();  // seen by OnEvent already
+    TakeNotices(t);
     if (!happened) continue;
     (void)engine_->RunCycle(t);
+    TakeNotices(t);
     if (queue_metrics_) queue_metrics_->AfterCycle(t);
     if (const auto due = engine_->NextDue(); due && *due < sc_.duration_s && due_.insert(std::max(*due, t)).second) {
       events_.push({std::max(*due, t), kDue, 0, 0});
@@ -1083,6 +1245,7 @@ SimulateResult ScenarioRun::Finish() {
     rec.granted = j.granted;
     rec.status = j.infeasible        ? SimJobStatus::kInfeasible
                  : j.cancelled       ? SimJobStatus::kCancelled
+                 : j.timed_out && j.started_at < 0 ? SimJobStatus::kTimedOut
                  : j.started_at >= 0 ? SimJobStatus::kRunning
                  : j.finished        ? SimJobStatus::kFinished
                                      : SimJobStatus::kPending;
@@ -1114,12 +1277,28 @@ SimulateResult ScenarioRun::Finish() {
   m["jobs_started_count"] = static_cast<double>(started);
   m["node_failures_count"] = static_cast<double>(node_failures_);
   m["jobs_requeued_by_failure_count"] = static_cast<double>(requeued_by_failure_);
+  // Only for workloads with walltimes, so that other runs' summaries stay as they were.
+  if (std::any_of(jobs_.begin(), jobs_.end(), [](const SimJob& j) { return j.tmpl.walltime_s > 0; })) {
+    m["jobs_timed_out_count"] = static_cast<double>(walltime_kills_);
+  }
   m["jobs_shrunk_by_failure_count"] = static_cast<double>(shrunk_by_failure_);
   m["jobs_pending_end_count"] = static_cast<double>(engine_->queued());
   m["jobs_infeasible_count"] = static_cast<double>(infeasible);
   m["evictions_count"] = static_cast<double>(evictions_);
   m["hp_evictions_count"] = static_cast<double>(hp_evictions_);
   m["preemption_lost_gpu_hours"] = lost_gpu_hours_;
+  // Goodput: the runs still going at the end keep what their last checkpoint kept.
+  for (SimJob& j : jobs_) {
+    if (j.started_at >= 0 && j.service < 0) CloseRun(j, sc_.duration_s, RunEnd::kUnfinished);
+  }
+  auto gpu_hours = [](int64_t milli_s) { return static_cast<double>(milli_s) / kMilliPerGpu / 3600.0; };
+  m["run_gpu_hours"] = gpu_hours(run_ms_);
+  m["goodput_gpu_hours"] = gpu_hours(goodput_ms_);
+  m["restart_gpu_hours"] = gpu_hours(restart_ms_);
+  m["eviction_lost_gpu_hours"] = gpu_hours(evict_lost_ms_);
+  m["failure_lost_gpu_hours"] = gpu_hours(failure_lost_ms_);
+  m["unkept_gpu_hours"] = gpu_hours(unkept_ms_);
+  m["unusable_gpu_hours"] = gpu_hours(unusable_ms_);
   if (config_.absorb) m["absorbed_replicas_count"] = static_cast<double>(absorbed_replicas_);
   if (config_.standby) {
     m["standby_entries_count"] = static_cast<double>(standby_entries_);

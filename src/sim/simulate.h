@@ -74,8 +74,19 @@
 //   evictions_count, hp_evictions_count, preemption_lost_gpu_hours
 //                                                  victims evicted whole or shrunk (Reclaim, and
 //                                                  borrowers evicted by restores); of them HP; GPUs x
-//                                                  time since the last checkpoint of jobs evicted
-//                                                  whole
+//                                                  time since the last checkpoint (periodic, or on
+//                                                  notice) of jobs evicted whole
+//   run_gpu_hours, goodput_gpu_hours, eviction_lost_gpu_hours, failure_lost_gpu_hours,
+//   restart_gpu_hours, unkept_gpu_hours, unusable_gpu_hours
+//                                                  the GPU time jobs' runs held (services not
+//                                                  counted), and how it splits: work finished or
+//                                                  kept by a checkpoint (restart periods not
+//                                                  counted), lost to an eviction or a failure's
+//                                                  requeue, restart periods kept, work since the
+//                                                  last checkpoint of runs still going at the end
+//                                                  or cancelled, and replicas beyond the last
+//                                                  whole usable step; the six parts sum to
+//                                                  run_gpu_hours (docs/simulate.md)
 //   absorbed_replicas_count                        with absorb: replicas Absorb added
 //   standby_entries_count, standby_restores_count, restore_evictions_count
 //                                                  with standby
@@ -130,6 +141,7 @@ enum class SimJobStatus {
   kPending,     // it waits at the end (never started, or requeued by a failure)
   kInfeasible,  // AllocateAction found it could never fit; not retried
   kCancelled,   // a cancel_job event ended it (scenario.h JobAction)
+  kTimedOut,    // its walltime stopped its last run before its work was done (walltime_s)
 };
 
 // One job of the workload that arrived before the end of the run (a row of jobs.csv). Fields
@@ -176,6 +188,7 @@ struct SimNodeEvent {
 //            borrowed a Standby replica's GPUs that is resuming)
 //   requeue  a node failure requeued it
 //   finish   its last run ended
+//   timeout  its walltime stopped its run, the work unfinished (JobTemplate::walltime_s)
 //   standby  one of its replicas entered Standby (detail "TASK@NODE:GPUS", e.g. "svc-1@n3:0,1,2,3");
 //            `replicas` = its replicas in Standby after the change
 //   restore  a Standby replica serves again on its GPUs (detail as for standby)

@@ -63,6 +63,8 @@ TEST(Simulate, EveryExampleScenarioRunsWithInvariantsCheckedForEachConfiguration
     if (sc->name == "defrag-replay") sc->duration_s = 2 * 86400;
     // make demo's two days: the first six hours (services, gangs, spot work and Reclaim under way).
     if (sc->name == "demo") sc->duration_s = 6 * 3600;
+    // The backfill mix: its first twelve hours (gangs planned for, short jobs backfilled, timeouts).
+    if (sc->name == "backfill-mix") sc->duration_s = 12 * 3600;
     if (sc->federation.enabled) {
       // A federation week: its first six hours, every member's invariants at every event time;
       // the metrics cover the last three.
@@ -137,7 +139,7 @@ TEST(Simulate, TheHyperscaleScenarioGeneratesAlibabasScale) {
   auto cluster = LoadScenarioCluster(*sc);
   ASSERT_TRUE(cluster.ok());
   EXPECT_EQ(cluster->total_gpu_milli(), int64_t{155408} * 1000);  // 155,410 GPUs in whole 8-GPU nodes
-  EXPECT_EQ(sc->configurations.size(), 4u);  // estuary, best-fit, k8s-default, volcano
+  EXPECT_EQ(sc->configurations.size(), 5u);  // estuary, best-fit and the peers k8s-default, slurm and volcano
   EXPECT_EQ(sc->duration_s, 7 * 24 * 3600);
 }
 
@@ -262,6 +264,52 @@ TEST(Simulate, ACancelFreesTheJobsGpusAndAResizeShrinksItAndLateOrEarlyActionsDo
   for (const SimJobRecord& j : r->jobs) status[j.name] = SimJobStatusText(j);
   EXPECT_EQ(status, (std::map<std::string, std::string>{
                         {"a", "cancelled"}, {"b", "finished"}, {"c", "finished"}, {"d", "finished"}}));
+}
+
+TEST(Simulate, ARunIsStoppedAtItsWalltimeAndBackfillLetsAShortJobUseTheHeadsNodesMeanwhile) {
+  // Two 8-GPU nodes, EASY backfill (planning every 30 s). Hand-computed:
+  //   0     a (5000 s of work, walltime 1000) and b (300 s, walltime 1000) start, one node each.
+  //   10    c (2 nodes, 100 s) waits: by the walltimes both nodes are free at 1000 — its planned
+  //         start; both are held for it (from 10, then replanned at 40, 70, ...).
+  //   20    d (100 s, walltime 200) waits: the allocate pass may not use a held node.
+  //   300   b's work ends; its node is idle but held.
+  //   310   the planning after 300: d would end by 310 + 200 = 510 <= 1000, so it starts.
+  //   410   d's work ends.
+  //   1000  a is stopped at its walltime with its work unfinished ("timeout"); c starts, as
+  //         planned; it ends at 1100.
+  auto sc = ParseScenario(
+      "name: t\nduration_s: 10000\nsample_interval_s: 1000\n"
+      "cluster: {generate: {total_gpus: 16, models: \"H800:1:128:2048\"}}\njobs:\n"
+      "  - {name: a, submit_s: 0, duration_s: 5000, walltime_s: 1000, gpus: 8}\n"
+      "  - {name: b, submit_s: 0, duration_s: 300, walltime_s: 1000, gpus: 8}\n"
+      "  - {name: c, submit_s: 10, duration_s: 100, walltime_s: 500, replicas: 2, gpus: 8}\n"
+      "  - {name: d, submit_s: 20, duration_s: 100, walltime_s: 200, gpus: 8}\n"
+      "configurations:\n  - {name: x, backfill: easy}\n",
+      "t.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message();
+  EXPECT_TRUE(sc->configurations[0].backfill.easy);
+  EXPECT_EQ(sc->configurations[0].backfill.interval_s, 30);
+  auto cluster = LoadScenarioCluster(*sc);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
+  auto r = RunScenario(*sc, *cluster, sc->configurations[0], 1, /*check_invariants=*/true, /*record_events=*/true);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  std::vector<std::string> log;
+  for (const SimJobEvent& e : r->job_events) {
+    log.push_back(std::to_string(e.time) + " " + e.job + " " + e.kind + " " + std::to_string(e.replicas));
+  }
+  EXPECT_EQ(log, (std::vector<std::string>{"0 a start 1", "0 b start 1", "300 b finish 0", "310 d start 1",
+                                           "410 d finish 0", "1000 a timeout 0", "1000 c start 2",
+                                           "1100 c finish 0"}));
+  std::map<std::string, std::string> status;
+  for (const SimJobRecord& j : r->jobs) status[j.name] = SimJobStatusText(j);
+  EXPECT_EQ(status, (std::map<std::string, std::string>{
+                        {"a", "timeout"}, {"b", "finished"}, {"c", "finished"}, {"d", "finished"}}));
+  EXPECT_EQ(r->metrics.at("jobs_timed_out_count"), 1);
+}
+
+TEST(Simulate, AWorkloadWithoutWalltimesReportsNoTimeoutFigure) {
+  const SimulateResult r = RunExample("topology-small.yaml", 0, 1);
+  EXPECT_EQ(r.metrics.count("jobs_timed_out_count"), 0u);
 }
 
 TEST(Simulate, TheSameSeedGivesTheSameResultsAndTopologyAwarenessKeepsGangsInOneAsw) {
@@ -415,6 +463,18 @@ std::vector<BadScenario> Cases() {
        "s.yaml:6: field 'mttr_s': unknown field"},
       {"FailuresNotAMapping", kHead + kJob + "failures: [24, 60]\n" + kConf,
        "s.yaml:6: field 'failures': expected {node_mtbf_h: HOURS, repair_s: SECONDS, seed: N}"},
+      {"NegativeWalltime", kHead + "jobs:\n  - {name: j, gpus: 8, walltime_s: -5}\n" + kConf,
+       "s.yaml:5: field 'walltime_s': -5 is below 0"},
+      {"WalltimeNotAnInteger", kHead + "jobs:\n  - {name: j, gpus: 8, walltime_s: 2h}\n" + kConf,
+       "s.yaml:5: field 'walltime_s': expected an integer"},
+      {"UnknownBackfill", kHead + kJob + "configurations:\n  - {name: a, backfill: greedy}\n",
+       "s.yaml:7: field 'backfill': unknown backfill 'greedy' (known: easy, off)"},
+      {"ConservativeBackfill", kHead + kJob + "configurations:\n  - {name: a, backfill: conservative}\n",
+       "s.yaml:7: field 'backfill': conservative backfill is not modelled yet"},
+      {"BackfillIntervalZero", kHead + kJob + "configurations:\n  - {name: a, backfill: {mode: easy, interval_s: 0}}\n",
+       "s.yaml:7: field 'interval_s': 0 is outside [1, 86400]"},
+      {"BackfillUnknownKey", kHead + kJob + "configurations:\n  - {name: a, backfill: {mode: easy, window_s: 60}}\n",
+       "s.yaml:7: field 'window_s': unknown field"},
   };
 }
 

@@ -71,6 +71,11 @@ struct AllocateOptions {
   static constexpr int kPackTries = 8;
   // Victim selection of Reclaim (`preempt: {victims}`); default estuary's. Not used by placement.
   VictimSelection victims = VictimSelection::kEstuary;
+  // The grace period Reclaim's victims get between their notice and their stop (the engine sets
+  // its EngineConfig::grace_s); a victim that checkpoints on the notice within it loses nothing
+  // (SecondsSinceCheckpoint). Default -1: unknown (victims' periodic checkpoints only). Not used
+  // by placement.
+  int64_t grace_s = -1;
 };
 
 // H = -sum (g_i/G) log(g_i/G) of a job's GPUs (or replicas of equal size) over domains, with G

@@ -12,7 +12,9 @@
 
 namespace estuary {
 
-int64_t SecondsSinceCheckpoint(const Job& job, int64_t now) {
+int64_t SecondsSinceCheckpoint(const Job& job, int64_t now, int64_t grace_s) {
+  const int64_t on_notice = job.spec.checkpoint_on_notice_s;
+  if (on_notice > 0 && on_notice <= grace_s) return 0;
   const int64_t start = job.started_at_s < 0 || job.started_at_s > now ? now : job.started_at_s;
   const int64_t interval = job.spec.checkpoint_interval_s;
   return interval > 0 ? (now - start) % interval : now - start;
@@ -136,7 +138,7 @@ class Solver {
       if (v.bound.empty() || standby) continue;
       const int64_t start = j.started_at_s < 0 || j.started_at_s > now ? now : j.started_at_s;
       v.runtime = now - start;
-      v.cost = gpu * SecondsSinceCheckpoint(j, now);
+      v.cost = gpu * SecondsSinceCheckpoint(j, now, options.grace_s);
       // Elastic surplus: shrink targets k < b, multiples of the step, k >= max(min, 1).
       const int64_t b = static_cast<int64_t>(v.bound.size());
       const int64_t step = options.align ? std::max<int32_t>(1, j.spec.step) : 1;

@@ -32,7 +32,9 @@
 //      priority ascending, then cost C ascending, then runtime (now - start) ascending, then id.
 //      C = GPU milli held x (now - last checkpoint) in milli-GPU x seconds (Alibaba's
 //      C_t = G_t (now - last checkpoint)); last checkpoint = start + floor((now - start) /
-//      checkpoint_interval_s) x checkpoint_interval_s, = start when the interval is 0. A job
+//      checkpoint_interval_s) x checkpoint_interval_s, = start when the interval is 0; = now
+//      (C = 0) for a job that checkpoints on the notice (JobSpec::checkpoint_on_notice_s > 0)
+//      within the grace period (AllocateOptions::grace_s). A job
 //      whose Job::started_at_s is -1 (or later than now) counts as started at `now`: C = 0,
 //      runtime 0.
 // The greedy, run over the candidate nodes S (the cluster, or each feasible domain in turn):
@@ -77,8 +79,11 @@ namespace estuary {
 
 // Seconds of `job`'s work since its last checkpoint at `now` (what an eviction would lose per GPU;
 // the C of a victim above, divided by its GPU milli): now - start when it does not checkpoint.
-// A job not started yet, or started after now, counts as started at now (0).
-int64_t SecondsSinceCheckpoint(const Job& job, int64_t now);
+// A job not started yet, or started after now, counts as started at now (0). `grace_s`: the time
+// a victim has between its notice and its stop (AllocateOptions::grace_s; -1: unknown); a job
+// whose JobSpec::checkpoint_on_notice_s is > 0 and <= grace_s checkpoints on the notice and loses
+// nothing: 0.
+int64_t SecondsSinceCheckpoint(const Job& job, int64_t now, int64_t grace_s = -1);
 
 // Which running jobs may be victims of a plan, when the priority rule alone does not decide (the
 // queues of issue 20: a queue below its entitlement reclaims from queues above theirs, whatever

@@ -28,6 +28,7 @@ struct Running {
   int32_t priority = kLp;
   bool preemptible = true;
   int64_t checkpoint_s = 0;
+  int64_t on_notice_s = 0;  // JobSpec::checkpoint_on_notice_s
   int64_t started_s = 0;
   int32_t min = 0;   // 0: as many as its tasks
   int32_t step = 1;
@@ -49,6 +50,7 @@ struct Cluster : testing::AswCluster {
     s.priority = r.priority;
     s.preemptible = r.preemptible;
     s.checkpoint_interval_s = r.checkpoint_s;
+    s.checkpoint_on_notice_s = r.on_notice_s;
     JobId j = c.state.AddJob(s);
     for (size_t i = 0; i < on.size(); ++i) {
       TaskId t = c.state.AddTask(j, name + "-" + std::to_string(i), Req().Cpu(1000).Gpus(gpus));
@@ -502,6 +504,43 @@ TEST(PreemptPlanFilter, ABudgetTakesElasticSurplusFirstAndARankOrdersTheVictims)
   plan = PreemptAction::Plan(f.c.state, f.p, kNow, {}, {}, both);
   ASSERT_TRUE(plan.feasible) << plan.reason;
   EXPECT_EQ(f.JobNames(plan.evicted_jobs), Names{"b"});
+}
+
+// A victim that checkpoints on its eviction notice (JobSpec::checkpoint_on_notice_s) loses
+// nothing when the checkpoint fits in the grace period the victims get; otherwise, or when the
+// grace period is unknown (-1), it loses the work since its last periodic checkpoint.
+TEST(SecondsSinceCheckpoint, AVictimThatCheckpointsOnNoticeWithinTheGracePeriodLosesNothing) {
+  Job j;
+  j.started_at_s = 1000;
+  j.spec.checkpoint_interval_s = 600;  // at 2300 s: last checkpoint 2200 s
+  EXPECT_EQ(SecondsSinceCheckpoint(j, 2300), 100);
+  EXPECT_EQ(SecondsSinceCheckpoint(j, 2300, 60), 100);  // no checkpoint on notice
+  j.spec.checkpoint_on_notice_s = 60;
+  EXPECT_EQ(SecondsSinceCheckpoint(j, 2300, 60), 0);
+  EXPECT_EQ(SecondsSinceCheckpoint(j, 2300, 59), 100);
+  EXPECT_EQ(SecondsSinceCheckpoint(j, 2300), 100);
+  j.spec.checkpoint_interval_s = 0;  // no periodic checkpoints: the whole run
+  EXPECT_EQ(SecondsSinceCheckpoint(j, 2300, 59), 1300);
+  EXPECT_EQ(SecondsSinceCheckpoint(j, 2300, 120), 0);
+}
+
+// Reclaim's cost knows it: of two whole-node victims, the one that would lose more work by its
+// periodic checkpoints is taken when it checkpoints on notice within the grace period.
+TEST(PreemptPlan, AVictimThatCheckpointsOnNoticeWithinTheGracePeriodCostsNothing) {
+  for (const int64_t on_notice : {0, 30, 61}) {
+    Cluster g = Cluster::Flat(2);
+    g.Fill(0, 100);  // C = 8000 x 100
+    Running r;       // C = 8000 x 500, or 0 checkpointing on notice within 60 s
+    r.started_s = kNow - 500;
+    r.on_notice_s = on_notice;
+    g.Run("lp1", {1}, 8, r);
+    const JobId hp = g.Gang("hp", 1, kWholeNode);
+    AllocateOptions o;
+    o.grace_s = 60;
+    const PreemptionPlan p = g.Plan(hp, o);
+    EXPECT_EQ(g.JobNames(p.evicted_jobs), (Names{on_notice == 30 ? "lp1" : "lp0"})) << on_notice;
+    EXPECT_EQ(p.cost, on_notice == 30 ? 0 : 8000 * 100) << on_notice;
+  }
 }
 
 }  // namespace

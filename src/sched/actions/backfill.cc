@@ -1,0 +1,162 @@
+#include "sched/actions/backfill.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace estuary {
+
+namespace {
+
+// A node's free capacity as the plan sees it at some time.
+struct Room {
+  NodeId node;
+  size_t group = 0;
+  MilliCpu cpu = 0;
+  MemMiB mem = 0;
+  std::array<MilliGpu, kMaxGpusPerNode> gpu{};
+  int32_t gpu_count = 0;
+  int32_t full = 0;  // GPUs wholly free
+  int64_t now = 0;   // replicas that fit now
+  int64_t fit = 0;   // replicas that fit at the time looked at
+};
+
+// Replicas of `r` that fit `w` (AllocateAction::ReplicasFitting on free amounts; the model was
+// checked when the node became a candidate).
+int64_t Fit(const Room& w, const TaskRequest& r) {
+  constexpr int64_t kMany = int64_t{1} << 40;
+  int64_t k = std::min(r.cpu_milli > 0 ? w.cpu / r.cpu_milli : kMany, r.mem_mib > 0 ? w.mem / r.mem_mib : kMany);
+  if (r.NeedsGpu()) {
+    int64_t g = 0;
+    if (r.IsSharedGpu()) {
+      for (int i = 0; i < w.gpu_count; ++i) g += w.gpu[static_cast<size_t>(i)] / r.gpu_milli;
+    } else {
+      g = w.full / r.gpu_count;
+    }
+    k = std::min(k, g);
+  }
+  return k;
+}
+
+}  // namespace
+
+BackfillPlan BackfillAction::Plan(const ClusterState& state, JobId job_id, int64_t now_s, const AllocateOptions& options) {
+  BackfillPlan plan;
+  const Job& job = state.job(job_id);
+  TaskRequest req;
+  bool any = false;
+  for (TaskId t : job.tasks) {
+    if (state.task(t).state == TaskState::kPending) {
+      req = state.task(t).req;
+      any = true;
+      break;
+    }
+  }
+  if (!any) return plan;
+  const int64_t step = options.align ? std::max<int32_t>(1, job.spec.step) : 1;
+  const int64_t need = (std::max<int64_t>(1, job.spec.min_replicas) + step - 1) / step * step;
+
+  // 1. The candidate nodes, grouped: by domain of the required level, or all in one group.
+  std::vector<Room> rooms;
+  std::vector<size_t> room_of(state.num_nodes(), SIZE_MAX);
+  const auto add = [&](const Node& n, size_t group) {
+    if (!n.Schedulable()) return;
+    if (n.reservation.valid() && state.reservation(n.reservation).owner != job_id) return;
+    if (AllocateAction::ReplicasFitting(state, n, req, true) <= 0) return;  // never holds a replica
+    Room w;
+    w.node = n.id;
+    w.group = group;
+    w.cpu = n.cpu_free;
+    w.mem = n.mem_free;
+    w.gpu = n.gpu_free;
+    w.gpu_count = n.spec.gpu_count;
+    w.full = n.full_free_gpus;
+    w.now = w.fit = Fit(w, req);
+    room_of[n.id.value()] = rooms.size();
+    rooms.push_back(w);
+  };
+  const Topology& topo = state.topology();
+  const TopologyConstraint& tc = job.spec.topology;
+  const bool required = options.topology && tc.plane.valid() && tc.required_level >= 0;
+  std::vector<DomainId> groups;
+  if (required) {
+    groups = topo.DomainsAt(tc.plane, tc.required_level);
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (NodeId n : topo.domain(groups[g]).nodes) add(state.node(n), g);
+    }
+  } else {
+    groups.push_back(DomainId());
+    for (const Node& n : state.nodes()) add(n, 0);
+  }
+  std::vector<int64_t> held(groups.size(), 0);
+  for (const Room& w : rooms) held[w.group] += w.fit;
+
+  // 2. The releases of the running tasks on those nodes, in order of their walltime end.
+  struct Release {
+    int64_t at;
+    TaskId task;
+    bool operator<(const Release& o) const { return std::tie(at, task) < std::tie(o.at, o.task); }
+  };
+  std::vector<Release> releases;
+  for (const Room& w : rooms) {
+    for (TaskId t : state.node(w.node).tasks) {
+      const Task& task = state.task(t);
+      if (task.standby || task.borrowed) continue;  // lent or borrowed GPUs: not freed by its end
+      const Job& j = state.job(task.job);
+      if (j.spec.walltime_s <= 0 || j.started_at_s < 0) continue;  // never ends, as far as we know
+      releases.push_back({std::max(now_s, j.started_at_s + j.spec.walltime_s), t});
+    }
+  }
+  std::sort(releases.begin(), releases.end());
+
+  // 3. The earliest time a group holds the job.
+  const auto first_holding = [&]() -> size_t {
+    for (size_t g = 0; g < held.size(); ++g) {
+      if (held[g] >= need) return g;
+    }
+    return SIZE_MAX;
+  };
+  size_t group = first_holding();
+  int64_t at = now_s;
+  for (size_t i = 0; i < releases.size() && group == SIZE_MAX;) {
+    at = releases[i].at;
+    for (; i < releases.size() && releases[i].at == at; ++i) {
+      const Task& task = state.task(releases[i].task);
+      Room& w = rooms[room_of[task.node.value()]];
+      w.cpu += task.req.cpu_milli;
+      w.mem += task.req.mem_mib;
+      for (uint8_t g : task.gpus) {
+        MilliGpu& free = w.gpu[g];
+        const bool was_full = free == kMilliPerGpu;
+        free = static_cast<MilliGpu>(std::min<int64_t>(kMilliPerGpu, free + task.req.gpu_milli));
+        if (!was_full && free == kMilliPerGpu) ++w.full;
+      }
+      const int64_t fit = Fit(w, req);
+      held[w.group] += fit - w.fit;
+      w.fit = fit;
+    }
+    group = first_holding();
+  }
+  if (group == SIZE_MAX) return plan;
+
+  // 4. Its nodes: most room now first, until they hold the job.
+  std::vector<const Room*> in;
+  for (const Room& w : rooms) {
+    if (w.group == group && w.fit > 0) in.push_back(&w);
+  }
+  std::sort(in.begin(), in.end(), [](const Room* a, const Room* b) {
+    return std::make_tuple(-a->now, -a->fit, a->node.value()) < std::make_tuple(-b->now, -b->fit, b->node.value());
+  });
+  int64_t got = 0;
+  for (const Room* w : in) {
+    if (got >= need) break;
+    plan.nodes.push_back(w->node);
+    got += w->fit;
+  }
+  std::sort(plan.nodes.begin(), plan.nodes.end(), [](NodeId a, NodeId b) { return a.value() < b.value(); });
+  plan.found = true;
+  plan.start_s = at;
+  plan.domain = groups[group];
+  return plan;
+}
+
+}  // namespace estuary

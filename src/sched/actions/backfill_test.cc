@@ -1,0 +1,121 @@
+// BackfillAction::Plan: when and where a waiting job would start by the walltimes of the work
+// running now (hand-computed cases).
+#include "sched/actions/backfill.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/testing/fixtures.h"
+
+namespace estuary {
+namespace {
+
+using testing::Idx;
+using testing::Req;
+
+struct Cluster : testing::AswCluster {
+  using AswCluster::AswCluster;
+
+  // A running job of one task `req` on node i at `gpus`, started at `start` with `walltime_s`.
+  JobId Running(int i, TaskRequest req, const GpuIndices& gpus, int64_t start, int64_t walltime_s) {
+    JobSpec s;
+    s.name = "run" + std::to_string(c.state.jobs().size());
+    s.walltime_s = walltime_s;
+    const JobId j = c.state.AddJob(s);
+    const TaskId t = c.state.AddTask(j, s.name, req);
+    EXPECT_TRUE(c.state.CanBind(t, N(i), gpus));
+    c.state.Bind(t, N(i), gpus);
+    c.state.SetJobStart(j, start);
+    return j;
+  }
+  // A waiting gang of `replicas` tasks of `req` (min = max).
+  JobId Waiting(int replicas, TaskRequest req, bool one_asw = false) {
+    JobSpec s;
+    s.name = "head";
+    s.min_replicas = s.max_replicas = replicas;
+    if (one_asw) {
+      s.topology.plane = data;
+      s.topology.required_level = 0;
+    }
+    const JobId j = c.state.AddJob(s);
+    for (int k = 0; k < replicas; ++k) c.state.AddTask(j, "head-" + std::to_string(k), req);
+    return j;
+  }
+  BackfillPlan Plan(JobId j, int64_t now) { return BackfillAction::Plan(c.state, j, now, AllocateOptions{}); }
+};
+
+const GpuIndices kAll = Idx({0, 1, 2, 3, 4, 5, 6, 7});
+
+TEST(BackfillPlan, ASharedGpuIsWhollyFreeWhenItsLastShareEnds) {
+  // n0: a 500-milli share of GPU 0 until 100 (walltime), GPUs 1-7 taken without a walltime. A
+  // one-GPU replica has no whole GPU until 100.
+  Cluster k(std::vector<std::string>{""});
+  k.Running(0, Req().SharedGpu(500), Idx({0}), 0, 100);
+  k.Running(0, Req().Gpus(7), Idx({1, 2, 3, 4, 5, 6, 7}), 0, 0);
+  const BackfillPlan p = k.Plan(k.Waiting(1, Req().Gpus(1)), 10);
+  ASSERT_TRUE(p.found);
+  EXPECT_EQ(p.start_s, 100);
+  EXPECT_EQ(p.nodes, std::vector<NodeId>{k.N(0)});
+  EXPECT_FALSE(p.domain.valid());
+}
+
+TEST(BackfillPlan, DownNodesAndNodesHeldForAnotherJobAreNeverPlanned) {
+  // n0 busy until 50; n1 down, n2 held for another job, n3 free. Two whole nodes: n3 now and n0
+  // at 50 (n1 and n2 would have made it "now").
+  Cluster k(std::vector<std::string>(4, ""));
+  k.Running(0, Req().Gpus(8), kAll, 0, 50);
+  k.c.state.SetNodeState(k.N(1), NodeState::kDown);
+  JobSpec other;
+  other.name = "other";
+  const JobId o = k.c.state.AddJob(other);
+  k.c.state.AddTask(o, "other-0", Req().Gpus(8));
+  const std::vector<NodeId> held = {k.N(2)};
+  k.c.state.AddReservation(o, held);
+  const BackfillPlan p = k.Plan(k.Waiting(2, Req().Gpus(8)), 10);
+  ASSERT_TRUE(p.found);
+  EXPECT_EQ(p.start_s, 50);
+  EXPECT_EQ(p.nodes, (std::vector<NodeId>{k.N(0), k.N(3)}));
+}
+
+TEST(BackfillPlan, WorkWithoutAWalltimeNeverEndsSoNoTimeHoldsTheJob) {
+  Cluster k(std::vector<std::string>(2, ""));
+  k.Running(0, Req().Gpus(8), kAll, 0, 0);
+  k.Running(1, Req().Gpus(4), Idx({0, 1, 2, 3}), 0, 0);
+  EXPECT_FALSE(k.Plan(k.Waiting(1, Req().Gpus(8)), 10).found);
+  // A replica that fits now is planned now.
+  const BackfillPlan now = k.Plan(k.Waiting(1, Req().Gpus(4)), 10);
+  ASSERT_TRUE(now.found);
+  EXPECT_EQ(now.start_s, 10);
+  EXPECT_EQ(now.nodes, std::vector<NodeId>{k.N(1)});
+}
+
+TEST(BackfillPlan, ARequiredDomainIsTheFirstThatHoldsTheJobAndAPastWalltimeEndsNow) {
+  // asw0 = {n0, n1}: n0 busy until 300. asw1 = {n2, n3}: n2 busy until 200. Two nodes in one ASW:
+  // asw1 at 200. Looked at from 250, n2's walltime is past: asw1 now.
+  Cluster k(std::vector<std::string>{"asw0", "asw0", "asw1", "asw1"});
+  k.Running(0, Req().Gpus(8), kAll, 0, 300);
+  k.Running(2, Req().Gpus(8), kAll, 0, 200);
+  const JobId head = k.Waiting(2, Req().Gpus(8), /*one_asw=*/true);
+  const BackfillPlan p = k.Plan(head, 10);
+  ASSERT_TRUE(p.found);
+  EXPECT_EQ(p.start_s, 200);
+  EXPECT_EQ(k.c.state.topology().domain(p.domain).name, "asw1");
+  EXPECT_EQ(p.nodes, (std::vector<NodeId>{k.N(2), k.N(3)}));
+  EXPECT_EQ(k.Plan(head, 250).start_s, 250);
+}
+
+TEST(BackfillPlan, ItHoldsOnlyAsManyNodesAsTheJobNeedsTheEmptiestFirst) {
+  // Four nodes: n0 and n1 free, n2 and n3 busy until 100. One whole node: n0 now, alone.
+  Cluster k(std::vector<std::string>(4, ""));
+  k.Running(2, Req().Gpus(8), kAll, 0, 100);
+  k.Running(3, Req().Gpus(8), kAll, 0, 100);
+  const BackfillPlan p = k.Plan(k.Waiting(1, Req().Gpus(8)), 0);
+  ASSERT_TRUE(p.found);
+  EXPECT_EQ(p.start_s, 0);
+  EXPECT_EQ(p.nodes, std::vector<NodeId>{k.N(0)});
+}
+
+}  // namespace
+}  // namespace estuary

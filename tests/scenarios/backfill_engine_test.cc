@@ -1,0 +1,250 @@
+// EASY backfill (EngineConfig::backfill, the `backfill` action; BackfillAction) through the
+// engine's own cycle, with hand-computed timelines. The test is the driver: it submits jobs,
+// runs cycles, and ends each job when its work (here: its walltime) is over, as the simulator
+// does. ClusterState::CheckInvariants() runs after every step; extra cycles at the end change
+// nothing.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "sched/actions/backfill.h"
+#include "tests/testing/engine_fixtures.h"
+
+namespace estuary {
+namespace {
+
+using testing::WholeGpuJob;
+
+// FIFO queue (the classic backfill setting), no Absorb, no Reclaim.
+EngineConfig Config(bool backfill) {
+  EngineConfig o;
+  o.name = backfill ? "easy" : "plain";
+  o.priority_queue = false;
+  o.absorb = false;
+  std::erase(o.actions, EngineAction::kReclaim);
+  if (backfill) EnableBackfill(EngineBackfill{true, 30}, &o);
+  return o;
+}
+
+// Job `id` of `nodes` whole 8-GPU replicas with a walltime.
+EngineJob Job(uint32_t id, int nodes, int64_t walltime_s) {
+  EngineJob j = WholeGpuJob(id, nodes, 8, 0);
+  j.walltime_s = walltime_s;
+  return j;
+}
+
+// A driver: the engine, the times jobs started, and every job ended at start + walltime.
+class Driver {
+ public:
+  explicit Driver(bool backfill, int nodes = 4) {
+    auto e = Engine::Create(testing::TwoAswCluster(nodes), Config(backfill));
+    EXPECT_TRUE(e.ok()) << e.status().message();
+    engine = std::move(*e);
+  }
+  void Submit(const EngineJob& j, int64_t t) {
+    jobs[j.id] = j;
+    EXPECT_TRUE(engine->Submit(j, SubmitMode::kEnqueue, t).accepted);
+    Cycle(t);
+  }
+  // Runs the world up to `t`: every job whose walltime ends by then ends (in time order, a cycle
+  // after each), then a cycle at `t`.
+  void RunTo(int64_t t) {
+    for (;;) {
+      int64_t next = INT64_MAX;
+      uint32_t which = 0;
+      for (const auto& [id, at] : started) {
+        const int64_t end = at + jobs[id].walltime_s;
+        if (engine->Running(id) > 0 && end <= t && end < next) {
+          next = end;
+          which = id;
+        }
+      }
+      if (next == INT64_MAX) break;
+      engine->Finish(which, next);
+      ended[which] = next;
+      Cycle(next);
+    }
+    Cycle(t);
+  }
+  void Cycle(int64_t t) {
+    for (const EngineEvent& e : engine->RunCycle(t)) {
+      if (e.kind == EngineEvent::Kind::kStarted) started[e.job] = e.t;
+      events.push_back(e);
+    }
+    ASSERT_TRUE(engine->state().CheckInvariants().ok()) << "at " << t;
+  }
+  int64_t StartOf(uint32_t id) const { return started.count(id) ? started.at(id) : -1; }
+
+  std::unique_ptr<Engine> engine;
+  std::map<uint32_t, EngineJob> jobs;
+  std::map<uint32_t, int64_t> started, ended;
+  std::vector<EngineEvent> events;
+};
+
+// The timeline of the first tests. Four 8-GPU nodes.
+//   t=0   j1 (2 nodes, walltime 1000) and j2 (1 node, walltime 3000) start: one node is free.
+//   t=10  j3 (3 nodes, walltime 500) waits: the head. By the walltimes, j1's two nodes free at
+//         1000, so three nodes (the free one and j1's) hold j3 then: planned start 1000.
+//   t=20  j4 (1 node, walltime 2000: it would end at 2020 > 1000) and j5 (1 node, walltime 900)
+//         arrive, in that order.
+void Prologue(Driver& d) {
+  d.Submit(Job(1, 2, 1000), 0);
+  d.Submit(Job(2, 1, 3000), 0);
+  ASSERT_EQ(d.StartOf(1), 0);
+  ASSERT_EQ(d.StartOf(2), 0);
+  d.Submit(Job(3, 3, 500), 10);
+  EXPECT_EQ(d.StartOf(3), -1);
+  d.Submit(Job(4, 1, 2000), 20);
+  d.Submit(Job(5, 1, 900), 20);
+}
+
+TEST(Backfill, TheHeadIsPlannedOnConcreteNodesAtTheEndOfTheWalltimesItWaitsFor) {
+  Driver d(true);
+  Prologue(d);
+  const Engine::Explanation x = d.engine->Explain(3, 20);
+  EXPECT_EQ(x.planned, "planned to start at 1000 on 3 nodes");
+  // The held nodes are the free one and j1's two, not j2's.
+  const std::vector<NodeId> held = d.engine->HeldNodes(3);
+  ASSERT_EQ(held.size(), 3u);
+  const JobId j2 = *d.engine->JobOf(2);
+  for (NodeId n : held) {
+    for (TaskId t : d.engine->state().node(n).tasks) EXPECT_NE(d.engine->state().task(t).job, j2);
+  }
+}
+
+TEST(Backfill, AShortJobFillsTheGapALongOneDoesNotAndTheHeadStartsAsPlanned) {
+  // At t=20 neither j4 nor j5 may take the free node in the allocate pass (it is held for j3).
+  // The next planning (t=40, 30 s after the first at t=10) lets in the jobs that end by 1000:
+  // j5 (40 + 900 = 940) starts on the free node; j4 (40 + 2000 = 2040) does not.
+  // j5 ends at 940, j1 at 1000: j3 starts at 1000 — its planned start — on the three nodes.
+  // j3 ends at 1500: j4 starts then (j2 holds the fourth node until 3000).
+  Driver d(true);
+  Prologue(d);
+  EXPECT_EQ(d.StartOf(4), -1);
+  EXPECT_EQ(d.StartOf(5), -1);
+  d.RunTo(40);
+  EXPECT_EQ(d.StartOf(5), 40);
+  EXPECT_EQ(d.StartOf(4), -1);
+  EXPECT_EQ(d.engine->Explain(3, 40).planned, "planned to start at 1000 on 3 nodes");
+  d.RunTo(999);
+  EXPECT_EQ(d.ended.at(5), 940);
+  EXPECT_EQ(d.StartOf(3), -1);
+  EXPECT_EQ(d.StartOf(4), -1);
+  d.RunTo(1000);
+  EXPECT_EQ(d.StartOf(3), 1000);
+  EXPECT_EQ(d.engine->Running(3), 3);
+  EXPECT_TRUE(d.engine->HeldNodes(3).empty());
+  d.RunTo(1500);
+  EXPECT_EQ(d.StartOf(4), 1500);
+  // Stable: further cycles at the same time and later (before the next end) change nothing.
+  const size_t seen = d.events.size();
+  for (int64_t t : {1500, 1501, 2000, 2999}) d.Cycle(t);
+  EXPECT_EQ(d.events.size(), seen);
+}
+
+TEST(Backfill, WithoutItTheFirstJobToComeTakesTheGapAndTheHeadWaitsForIt) {
+  // The same workload without backfill: at t=20 j4 (first in the queue among those that fit)
+  // takes the free node; at 1000 only j1's two nodes free, so j3 waits for j4's end at 2020.
+  // j5 takes a node at 1000 (FIFO without head-of-line blocking) — and j3 waits until both end.
+  Driver d(false);
+  Prologue(d);
+  EXPECT_EQ(d.StartOf(4), 20);
+  d.RunTo(1000);
+  EXPECT_EQ(d.StartOf(3), -1);
+  EXPECT_EQ(d.StartOf(5), 1000);
+  d.RunTo(2020);
+  EXPECT_EQ(d.StartOf(3), 2020);
+}
+
+TEST(Backfill, ARequiredDomainIsPlannedWhereItsWalltimesEndFirstAndNamedInTheExplanation) {
+  // asw0 = {n0, n1}, asw1 = {n2, n3}. j1 (2 nodes in one ASW, walltime 1000) takes one ASW whole;
+  // j2 (1 node, walltime 3000) a node of the other. j3 (2 nodes in one ASW) waits: j1's ASW is
+  // whole again at 1000, the other not before 3000. It is planned on j1's ASW at 1000.
+  Driver d(true);
+  EngineJob j1 = Job(1, 2, 1000);
+  j1.plane = "data";
+  j1.required_level = "asw";
+  d.Submit(j1, 0);
+  d.Submit(Job(2, 1, 3000), 0);
+  EngineJob j3 = Job(3, 2, 100);
+  j3.plane = "data";
+  j3.required_level = "asw";
+  d.Submit(j3, 10);
+  ASSERT_EQ(d.StartOf(1), 0);
+  ASSERT_EQ(d.StartOf(2), 0);
+  const ClusterState& s = d.engine->state();
+  const NodeId j1_node = s.task(s.job(*d.engine->JobOf(1)).tasks.front()).node;
+  const PlaneId data = *s.topology().FindPlane("data");
+  const std::string asw = s.topology().domain(s.topology().NodeDomain(j1_node, data, 0)).name;
+  EXPECT_EQ(d.engine->Explain(3, 10).planned, "planned to start at 1000 on " + asw);
+  d.RunTo(1000);
+  EXPECT_EQ(d.StartOf(3), 1000);
+}
+
+TEST(Backfill, AJobWithoutWalltimeNeverEntersHeldNodesAndAHeadWaitingOnOneHoldsNothing) {
+  // j1 (3 nodes, no walltime) runs; j2 (2 nodes) waits: the plan counts j1 as never ending, so
+  // only the one free node could ever be free — no start time, nothing held. A 1-node job
+  // without a walltime then takes the free node at once (nothing to protect).
+  Driver d(true);
+  d.Submit(Job(1, 3, 0), 0);
+  d.Submit(Job(2, 2, 100), 10);
+  EXPECT_TRUE(d.engine->HeldNodes(2).empty());
+  EXPECT_EQ(d.engine->Explain(2, 10).planned, "");
+  d.Submit(Job(3, 1, 0), 20);
+  EXPECT_EQ(d.StartOf(3), 20);
+}
+
+TEST(Backfill, SlurmsDocumentationExampleABigJobWaitsAndSmallShortJobsFillIn) {
+  // The classic of Slurm's backfill documentation: a big job waits for nodes that running work
+  // frees later; small jobs that end before then run meanwhile on the idle nodes; one that would
+  // end later waits. Eight 8-GPU nodes, FIFO:
+  //   t=0   a (4 nodes, walltime 600) starts; 4 nodes idle.
+  //   t=1   big (8 nodes, walltime 600) waits: planned at 600 on all 8 nodes (a's end).
+  //   t=2   s1 (2 nodes, 300), s2 (2 nodes, 500), s3 (1 node, 1000) arrive.
+  //   t=31  planning (30 s after t=1): s1 ends at 331, s2 at 531, both <= 600: they start; s3
+  //         would end at 1031: it waits.
+  //   t=331, 531: s1, s2 end; t=600: a ends, big starts on all 8 nodes at its planned start.
+  //   t=1200: big ends; s3 starts.
+  Driver d(true, 8);
+  d.Submit(Job(10, 4, 600), 0);
+  d.Submit(Job(11, 8, 600), 1);
+  EXPECT_EQ(d.engine->Explain(11, 1).planned, "planned to start at 600 on 8 nodes");
+  d.Submit(Job(12, 2, 300), 2);
+  d.Submit(Job(13, 2, 500), 2);
+  d.Submit(Job(14, 1, 1000), 2);
+  EXPECT_EQ(d.StartOf(12), -1);  // before the next planning the held nodes stay idle
+  d.RunTo(31);
+  EXPECT_EQ(d.StartOf(12), 31);
+  EXPECT_EQ(d.StartOf(13), 31);
+  EXPECT_EQ(d.StartOf(14), -1);
+  d.RunTo(600);
+  EXPECT_EQ(d.ended.at(12), 331);
+  EXPECT_EQ(d.ended.at(13), 531);
+  EXPECT_EQ(d.StartOf(11), 600);
+  EXPECT_EQ(d.engine->Running(11), 8);
+  d.RunTo(1200);
+  EXPECT_EQ(d.StartOf(14), 1200);
+  const size_t seen = d.events.size();
+  for (int64_t t : {1200, 1230, 1260}) d.Cycle(t);
+  EXPECT_EQ(d.events.size(), seen);
+}
+
+TEST(Backfill, EnableBackfillListsTheActionOnceRightAfterAllocate) {
+  EngineConfig o;
+  EnableBackfill(EngineBackfill{true, 45}, &o);
+  EnableBackfill(EngineBackfill{true, 45}, &o);
+  EXPECT_TRUE(o.backfill.easy);
+  EXPECT_EQ(o.backfill.interval_s, 45);
+  const auto at = std::find(o.actions.begin(), o.actions.end(), EngineAction::kAllocate);
+  ASSERT_NE(at, o.actions.end());
+  ASSERT_NE(at + 1, o.actions.end());
+  EXPECT_EQ(*(at + 1), EngineAction::kBackfill);
+  EXPECT_EQ(std::count(o.actions.begin(), o.actions.end(), EngineAction::kBackfill), 1);
+  EXPECT_EQ(EngineActionByName("backfill"), EngineAction::kBackfill);
+}
+
+}  // namespace
+}  // namespace estuary
