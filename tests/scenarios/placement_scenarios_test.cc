@@ -89,6 +89,28 @@ const std::vector<Scenario>& Table() {
        {{"x", Shape(8, "V100", 10000, 10000)}, {"y", Shape(8, "V100", 10000, 10000)}},
        {{"x", Req().Mem(4000), {}}, {"y", Req().Cpu(3000).Mem(3000), {}}},
        Req().Cpu(1000).Mem(1000), "y"},
+      // Volcano's binpack example (docs/peers.md): two 10-core 10000-MiB 8-GPU nodes, one with 4
+      // cores, 2000 MiB and 4 GPUs bound; a 2-core 2000-MiB 2-GPU pod. half: LeastAllocated 50 +
+      // Balanced (cpu, memory, GPU) 85 + binpack 625 = 760; empty: 80 + 97 + 225 = 402
+      // (plugins_test.cc). kube's k8s-fit: half 50 + 90 = 140, empty 80 + 100 = 180.
+      {"volcano-binpack sends a two-GPU pod to the half-used node", "volcano-binpack",
+       {{"half", Shape(8, "V100", 10000, 10000)}, {"empty", Shape(8, "V100", 10000, 10000)}},
+       {{"half", Req().Cpu(4000).Mem(2000).Gpus(4), {0, 1, 2, 3}}},
+       Req().Cpu(2000).Mem(2000).Gpus(2), "half"},
+      {"k8s-fit sends the same two-GPU pod to the empty node", "k8s-fit",
+       {{"half", Shape(8, "V100", 10000, 10000)}, {"empty", Shape(8, "V100", 10000, 10000)}},
+       {{"half", Req().Cpu(4000).Mem(2000).Gpus(4), {0, 1, 2, 3}}},
+       Req().Cpu(2000).Mem(2000).Gpus(2), "empty"},
+      // binpack weighs CPU and memory together as much as the GPU (1 + 1 vs 2): a 1-core
+      // 1000-MiB 1-GPU pod; p has 8 cores and 8000 MiB bound and no GPU, q 4 GPUs and no CPU.
+      // p: binpack (0.9 + 0.9 + 1000 x 2/8000) / 4 x 1000 = 512.5, LeastAllocated 10, Balanced
+      // over 9/10, 9/10, 1/8 -> std 0.3653 -> 63: 585.5. q: (0.1 + 0.1 + 5000 x 2/8000) / 4 x
+      // 1000 = 362.5, LeastAllocated 90, Balanced over 1/10, 1/10, 5/8 -> std 0.2475 -> 75:
+      // 527.5. The GPU lands on the node with 8 idle GPUs, beside the half-used one.
+      {"volcano-binpack puts a one-GPU pod where CPU and memory are full rather than GPUs", "volcano-binpack",
+       {{"p", Shape(8, "V100", 10000, 10000)}, {"q", Shape(8, "V100", 10000, 10000)}},
+       {{"p", Req().Cpu(8000).Mem(8000), {}}, {"q", Req().Gpus(4), {0, 1, 2, 3}}},
+       Req().Cpu(1000).Mem(1000).Gpus(1), "p"},
       {"a task larger than every node's GPUs is not placed", "fgd",
        {{"a", Shape(4)}, {"b", Shape(4)}},
        {},

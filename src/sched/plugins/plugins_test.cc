@@ -6,6 +6,7 @@
 #include "sched/plugins/fgd/fgd.h"
 #include "sched/plugins/fgd/typical_tasks.h"
 #include "sched/plugins/register.h"
+#include "sched/plugins/volcano/volcano.h"
 #include "tests/testing/fixtures.h"
 
 namespace estuary {
@@ -194,9 +195,81 @@ TEST(K8sFit, IsAPolicyOfBothScoresWithWeightOne) {
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->scores, (std::vector<std::pair<std::string, int64_t>>{{"k8s-least-allocated", 1},
                                                                       {"k8s-balanced-allocation", 1}}));
-  EXPECT_EQ(PolicyNames().back(), "k8s-fit");
+  EXPECT_EQ(PolicyNames()[6], "k8s-fit");
   // Not one of the FGD paper's six: `estuary openb --policy all` is unchanged.
   EXPECT_EQ(OpenbPolicyNames().size(), 6u);
+}
+
+// A 10-core, 10000-MiB, 8-GPU node with 4 cores, 2000 MiB and 4 GPUs bound ("half"), and an
+// empty one of the same shape; a pod of 2 cores, 2000 MiB and 2 GPUs.
+struct VolcanoNodes {
+  ClusterBuilder c;
+  NodeId half, empty;
+  VolcanoNodes() {
+    testing::NodeShape shape = testing::Gpus(8);
+    shape.cpu = 10000;
+    shape.mem = 10000;
+    half = c.AddNode("half", shape);
+    empty = c.AddNode("empty", shape);
+    c.state.Bind(c.Submit("bound", Req().Cpu(4000).Mem(2000).Gpus(4)), half, Idx({0, 1, 2, 3}));
+  }
+};
+
+TEST(VolcanoBinpack, WeightsTheUsedFractionOfEachRequestedResourceAndScalesByTheBinpackWeight) {
+  VolcanoNodes v;
+  const TaskId pod_id = v.c.Submit("pod", Req().Cpu(2000).Mem(2000).Gpus(2));
+  const TaskRequest pod = v.c.state.task(pod_id).req;
+  const VolcanoBinpackWeights gpu = VolcanoGpuBinpackWeights();
+  // binpack.weight 10, cpu 1, memory 1, nvidia.com/gpu 2. half: cpu (4000+2000)/10000 = 0.6,
+  // memory (2000+2000)/10000 = 0.4, GPU (4000+2000) x 2/8000 = 1.5 -> 2.5 / (1+1+2) = 0.625 ->
+  // x 100 x 10 = 625. empty: 0.2 + 0.2 + 2000 x 2/8000 = 0.9 -> 0.225 -> 225.
+  EXPECT_EQ(VolcanoBinpackScore(pod, v.c.state.node(v.half), gpu), 625.0);
+  EXPECT_DOUBLE_EQ(VolcanoBinpackScore(pod, v.c.state.node(v.empty), gpu), 225.0);
+  // The plugin returns it in units of 2^-32 point.
+  EXPECT_EQ(Score("volcano-binpack", v.c.state)->Score(v.c.state.task(pod_id), v.c.state.node(v.half)),
+            625 * kVolcanoScoreUnit);
+  // Volcano's defaults (weight 1, cpu 1, memory 1, no extended resource): the GPUs do not count.
+  // half: (0.6 + 0.4) / 2 x 100 = 50.
+  EXPECT_EQ(VolcanoBinpackScore(pod, v.c.state.node(v.half), VolcanoBinpackWeights{}), 50.0);
+  // binpack.weight 0 scores 0 everywhere (Volcano skips the plugin).
+  EXPECT_EQ(VolcanoBinpackScore(pod, v.c.state.node(v.half), {.weight = 0, .cpu = 1, .memory = 1, .gpu = 2}), 0.0);
+}
+
+TEST(VolcanoBinpack, AResourceBeyondWhatIsLeftScoresZeroButKeepsItsWeight) {
+  VolcanoNodes v;
+  // 7 cores on half: 4000 + 7000 > 10000 -> the CPU term is 0, its weight still divides:
+  // (0 + 0.4 + 1.5) / 4 x 1000 = 475.
+  const TaskRequest fat = v.c.state.task(v.c.Submit("fat", Req().Cpu(7000).Mem(2000).Gpus(2))).req;
+  EXPECT_DOUBLE_EQ(VolcanoBinpackScore(fat, v.c.state.node(v.half), VolcanoGpuBinpackWeights()), 475.0);
+  // A CPU-only pod: the GPU is not requested, so neither its term nor its weight counts:
+  // (0.6 + 0.4) / 2 x 1000 = 500.
+  const TaskRequest cpu = v.c.state.task(v.c.Submit("cpu", Req().Cpu(2000).Mem(2000))).req;
+  EXPECT_EQ(VolcanoBinpackScore(cpu, v.c.state.node(v.half), VolcanoGpuBinpackWeights()), 500.0);
+}
+
+TEST(VolcanoBalancedAllocation, CountsTheGpuAsAThirdResourceOnlyWhenThePodRequestsGpus) {
+  VolcanoNodes v;
+  const Task& pod = v.c.state.task(v.c.Submit("pod", Req().Cpu(2000).Mem(2000).Gpus(2)));
+  // half: fractions 3/5, 2/5, 3/4; mean 7/12; deviations 1/60, -11/60, 10/60; variance
+  // (1 + 121 + 100) / 3600 / 3 = 74/10800 -> std sqrt(74)/60 = 0.14337 -> floor(85.66) = 85.
+  EXPECT_EQ(Score("volcano-balanced-allocation", v.c.state)->Score(pod, v.c.state.node(v.half)), 85);
+  // empty: 1/5, 1/5, 1/4; mean 13/60; deviations -1/60, -1/60, 2/60 -> std sqrt(2)/60 = 0.02357
+  // -> floor(97.64) = 97.
+  EXPECT_EQ(Score("volcano-balanced-allocation", v.c.state)->Score(pod, v.c.state.node(v.empty)), 97);
+  // A CPU-only pod: cpu and memory alone, 0.6 and 0.4 -> std 0.1 -> 90, as kube's default.
+  const Task& cpu = v.c.state.task(v.c.Submit("cpu", Req().Cpu(2000).Mem(2000)));
+  EXPECT_EQ(Score("volcano-balanced-allocation", v.c.state)->Score(cpu, v.c.state.node(v.half)), 90);
+  EXPECT_EQ(Score("k8s-balanced-allocation", v.c.state)->Score(cpu, v.c.state.node(v.half)), 90);
+}
+
+TEST(VolcanoBinpack, IsAPolicyOfNodeorderPlusBinpackInOneFixedPoint) {
+  auto p = OpenbPolicy("volcano-binpack");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->scores, (std::vector<std::pair<std::string, int64_t>>{
+                           {"volcano-binpack", 1},
+                           {"k8s-least-allocated", kVolcanoScoreUnit},
+                           {"volcano-balanced-allocation", kVolcanoScoreUnit}}));
+  EXPECT_EQ(PolicyNames().back(), "volcano-binpack");
 }
 
 TEST(Policies, TheSixOpenbPoliciesAreRegisteredAndUnknownNamesAreErrors) {

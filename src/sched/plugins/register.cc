@@ -4,12 +4,14 @@
 #include "sched/plugins/basic/basic.h"
 #include "sched/plugins/fgd/fgd.h"
 #include "sched/plugins/k8s/k8s.h"
+#include "sched/plugins/volcano/volcano.h"
 
 namespace estuary {
 
 void RegisterBuiltinPlugins(Registry& r) {
   RegisterBasicPlugins(r);
   RegisterK8sPlugins(r);
+  RegisterVolcanoPlugins(r);
   r.RegisterScore("fgd", [](const PluginContext& c) {
     ESTUARY_CHECK(c.typical != nullptr);
     return std::make_unique<FgdScore>(c.typical);
@@ -39,6 +41,7 @@ const std::vector<std::string>& PolicyNames() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v = OpenbPolicyNames();
     v.push_back("k8s-fit");
+    v.push_back("volcano-binpack");
     return v;
   }();
   return names;
@@ -52,6 +55,19 @@ StatusOr<PolicyConfig> OpenbPolicy(const std::string& name) {
     PolicyConfig p;
     p.name = name;
     p.scores = {{"k8s-least-allocated", 1}, {"k8s-balanced-allocation", 1}};
+    p.gpu_select = "best";
+    return p;
+  }
+  if (name == "volcano-binpack") {
+    // Volcano's shipped tiers enable nodeorder and binpack; a node's score is their sum:
+    // LeastAllocated + BalancedAllocation (nodeorder's default weights 1, 1) + binpack with a GPU
+    // platform's arguments (VolcanoGpuBinpackWeights), in binpack's fixed point. Whole GPUs as
+    // the device plugin allocates them (the first free ones).
+    PolicyConfig p;
+    p.name = name;
+    p.scores = {{"volcano-binpack", 1},
+                {"k8s-least-allocated", kVolcanoScoreUnit},
+                {"volcano-balanced-allocation", kVolcanoScoreUnit}};
     p.gpu_select = "best";
     return p;
   }

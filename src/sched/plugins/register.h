@@ -20,7 +20,8 @@ const Registry& BuiltinRegistry();
 // random, dotprod, gpu-clustering, gpu-packing, best-fit, fgd.
 const std::vector<std::string>& OpenbPolicyNames();
 // The policies a scheduler configuration may name: the openb ones, then the peers' (`k8s-fit`:
-// kube-scheduler's default NodeResourcesFit LeastAllocated + BalancedAllocation, docs/peers.md).
+// kube-scheduler's default NodeResourcesFit LeastAllocated + BalancedAllocation; `volcano-binpack`:
+// Volcano's nodeorder + binpack scores; docs/peers.md).
 const std::vector<std::string>& PolicyNames();
 // The PolicyConfig of one of PolicyNames(); NotFound naming the known ones otherwise.
 StatusOr<PolicyConfig> OpenbPolicy(const std::string& name);
