@@ -270,6 +270,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "s.yaml:7: field 'window': ", "unknown field"},
         BadTidal{"AbsorbNotABool", std::string(kJob) + "configurations:\n  - {name: a, absorb: sometimes}\n",
                  "s.yaml:7: field 'absorb': ", "expected true or false"},
+        BadTidal{"HoldSurvivorsNotABool", std::string(kJob) + "configurations:\n  - {name: a, hold_survivors: maybe}\n",
+                 "s.yaml:7: field 'hold_survivors': ", "expected true or false"},
         BadTidal{"PreemptGraceOutOfRange", std::string(kJob) + "configurations:\n  - {name: a, preempt: {grace_s: 100000}}\n",
                  "s.yaml:7: field 'grace_s': ", "100000 is outside [0, 86400]"},
         BadTidal{"DiurnalClassWithoutCurve",
