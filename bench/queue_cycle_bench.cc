@@ -140,9 +140,12 @@ int64_t Count(const std::vector<EngineEvent>& events, EngineEvent::Kind kind) {
   return std::count_if(events.begin(), events.end(), [kind](const EngineEvent& e) { return e.kind == kind; });
 }
 
-Variant& Full(bool queues) {
-  static Variant* variants[2] = {nullptr, nullptr};
-  Variant*& v = variants[queues ? 1 : 0];
+// `variant` 0: no queues; 1: queues with the default sharing; 2: queues without Reclaim or
+// rebalancing (SharingSpec::reclaim false: admission by fair share, limits and guarantees only).
+Variant& Full(int variant) {
+  static Variant* variants[3] = {nullptr, nullptr, nullptr};
+  const bool queues = variant != 0;
+  Variant*& v = variants[variant];
   if (v) return *v;
   v = new Variant;
   v->jobs = Jobs(queues);
@@ -150,6 +153,7 @@ Variant& Full(bool queues) {
   EngineConfig config;
   config.requeue = true;
   if (queues) config.queues = Queues(cluster);
+  if (variant == 2) config.sharing.reclaim = false;
   v->full = FillCluster(std::move(cluster), config, v->jobs, FillOptions{false, 0, kQueued});
   FullCluster& f = *v->full;
   // Warm-up: the queues' first Reclaims (of what the random fill left them owed) run their course.
@@ -180,7 +184,7 @@ void Counters(benchmark::State& state, const FullCluster& f, int64_t started, in
 }
 
 void BM_QueueCycleWhenOneTaskEnds(benchmark::State& state) {
-  Variant& v = Full(state.range(0) != 0);
+  Variant& v = Full(static_cast<int>(state.range(0)));
   FullCluster& f = *v.full;
   int64_t started = 0, cycles = 0;
   for (auto _ : state) {
@@ -194,10 +198,10 @@ void BM_QueueCycleWhenOneTaskEnds(benchmark::State& state) {
   }
   Counters(state, f, started, cycles);
 }
-BENCHMARK(BM_QueueCycleWhenOneTaskEnds)->ArgName("queues")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_QueueCycleWhenOneTaskEnds)->ArgName("queues")->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 
 void BM_QueueCycleAfterBurst(benchmark::State& state) {
-  Variant& v = Full(state.range(0) != 0);
+  Variant& v = Full(static_cast<int>(state.range(0)));
   FullCluster& f = *v.full;
   int64_t started = 0, reclaims = 0, cycles = 0;
   std::vector<uint32_t> burst;
@@ -225,7 +229,7 @@ void BM_QueueCycleAfterBurst(benchmark::State& state) {
   Counters(state, f, started, cycles);
   state.counters["reclaims"] = cycles > 0 ? static_cast<double>(reclaims) / static_cast<double>(cycles) : 0.0;
 }
-BENCHMARK(BM_QueueCycleAfterBurst)->ArgName("queues")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_QueueCycleAfterBurst)->ArgName("queues")->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace estuary

@@ -485,7 +485,9 @@ Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int
   for (Local& l : locals_) {
     if (!book_.enabled()) l.demand_counted = false;
     else if (l.demand_counted) book_.Pending(state_, l.id, 1);
+    l.elastic_counted = 0;  // the new book counts no room to grow yet
   }
+  for (size_t li : elastic_running_) SyncElastic(li);
   return Status::Ok();
 }
 
@@ -940,7 +942,33 @@ void Engine::AddElasticDemand(std::vector<QueueUsage>& want) const {
 }
 
 void Engine::RefreshShares(int64_t now_s) {
-  book_.Refresh(state_, now_s, [&](std::vector<QueueUsage>& want) { AddElasticDemand(want); });
+  SyncQueueLog();
+  book_.Refresh(state_, now_s);
+}
+
+void Engine::SyncQueueLog() {
+  if (!book_.enabled()) return;
+  if (state_.queue_log_overflowed()) {
+    book_.AllChanged();
+    for (size_t li : elastic_running_) SyncElastic(li);
+  }
+  for (JobId job : state_.queue_log()) {
+    book_.Touched(state_, job);
+    const size_t li = job.value() < local_of_job_.size() ? local_of_job_[job.value()] : SIZE_MAX;
+    if (li != SIZE_MAX && locals_[li].id == job) SyncElastic(li);
+  }
+  state_.ClearQueueLog();
+}
+
+void Engine::SyncElastic(size_t li) {
+  if (!book_.enabled()) return;
+  Local& l = locals_[li];
+  const Job& j = state_.job(l.id);
+  const int32_t room =
+      j.spec.queue >= 0 && elastic_running_.count(li) != 0 ? std::max<int32_t>(0, j.spec.max_replicas - j.bound_tasks) : 0;
+  if (room == l.elastic_counted) return;
+  book_.Extra(state_, l.id, room - l.elastic_counted);
+  l.elastic_counted = room;
 }
 
 QueueShares Engine::ReferenceShares() const {
@@ -1120,6 +1148,7 @@ void Engine::SetElastic(size_t li, bool elastic) {
   } else if (elastic_running_.erase(li) != 0) {
     elastic_gpuless_ -= gpuless;
   }
+  SyncElastic(li);
 }
 
 void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
@@ -1523,6 +1552,7 @@ bool Engine::Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, in
   CountDemand(li, false);  // its demand follows its new max
   state_.SetJobBounds(id, min_replicas, max_replicas);
   CountDemand(li, counted);
+  SyncElastic(li);
   l.min_replicas = min_replicas;
   l.max_replicas = max_replicas;
   l.gpus = int64_t{max_replicas} * state_.task(state_.job(id).tasks.front()).req.gpu_count;

@@ -530,6 +530,7 @@ class Engine {
     int64_t queued_at = -1;  // when it last joined the queue
     int64_t gpus = 0;        // GPUs at max replicas
     bool demand_counted = false;  // its demand is in its queue's (QueueBook::Pending)
+    int32_t elastic_counted = 0;  // its room to grow counted in its queue's demand (QueueBook::Extra)
     int64_t no_grow_until = 0;    // a queue's Reclaim shrank it: Absorb leaves it alone until then
     int64_t no_borrow_until = 0;  // a queue's Reclaim evicted it: it starts only within fair shares until then
     int32_t claimed = 0;          // replicas its queue's Reclaim under way claims (QueueBook::Claim); 0: none
@@ -542,8 +543,14 @@ class Engine {
   QueueBook book_;
   // Local li joins or leaves its queue's demand (while it waits in the engine's queue).
   void CountDemand(size_t li, bool waiting);
-  // The shares now, the running elastic jobs' room to grow counted as demand.
+  // The shares now, the running elastic jobs' room to grow counted as demand (after SyncQueueLog).
   void RefreshShares(int64_t now_s);
+  // Tells the book which queues' usage changed (ClusterState::queue_log, then cleared) and counts
+  // those jobs' room to grow again (SyncElastic).
+  void SyncQueueLog();
+  // Local li's room to grow as counted in its queue's demand follows what it is now: max replicas
+  // less bound ones while it runs elastic (elastic_running_), else none.
+  void SyncElastic(size_t li);
   // Local li's queue Reclaim is over (it started, left, or its victims are gone): its claim ends.
   void Unclaim(size_t li);
   // Adds the running elastic jobs' room to grow to `want` (per queue).

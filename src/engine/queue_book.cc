@@ -35,6 +35,9 @@ StatusOr<QueueBook> QueueBook::Create(std::vector<QueueSpec> specs, SharingSpec 
   b.tree_ = std::move(*tree);
   const size_t n = b.tree_.size();
   b.pending_.assign(n, QueueUsage{});
+  b.extra_.assign(n, QueueUsage{});
+  b.is_dirty_.assign(n, 0);
+  b.weight_ = ShareWeights(b.tree_, {}, sharing.weights);
   b.cooldown_until_.assign(n, INT64_MIN);
   b.claimed_.assign(n, QueueUsage{});
   b.leaving_.assign(n, QueueUsage{});
@@ -152,10 +155,28 @@ void QueueBook::Pending(const ClusterState& state, JobId job, int sign) {
   QueueUsage& p = pending_[static_cast<size_t>(q)];
   for (size_t i = 0; i < kQueueDims; ++i) p[i] += sign * u[i];
   ++pending_version_;
+  Dirty(q);
 }
 
-const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s,
-                                      const std::function<void(std::vector<QueueUsage>&)>& more_demand) {
+void QueueBook::Extra(const ClusterState& state, JobId job, int64_t replicas) {
+  const int32_t q = state.job(job).spec.queue;
+  if (q < 0 || !enabled() || replicas == 0) return;
+  AddDemand(state, job, replicas, extra_[static_cast<size_t>(q)]);
+  ++pending_version_;
+  Dirty(q);
+}
+
+void QueueBook::Touched(const ClusterState& state, JobId job) {
+  if (enabled()) Dirty(state.job(job).spec.queue);
+}
+
+void QueueBook::Dirty(int32_t leaf) {
+  if (leaf < 0 || all_dirty_ || is_dirty_[static_cast<size_t>(leaf)]) return;
+  is_dirty_[static_cast<size_t>(leaf)] = 1;
+  dirty_.push_back(static_cast<size_t>(leaf));
+}
+
+const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s) {
   if (!enabled()) return shares_;
   const QuotaDims& dims = tree_.dims();
   const size_t n = tree_.size(), D = dims.size();
@@ -182,13 +203,34 @@ const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s,
     shares_epoch_ = UINT64_MAX;
   }
   if (half_life <= 0 && state.epoch() == shares_epoch_ && pending_version_ == shares_pending_version_) return shares_;
-  std::vector<QueueUsage> want = pending_;
-  if (more_demand) more_demand(want);
+  const auto finish = [&] {
+    for (size_t q : dirty_) is_dirty_[q] = 0;
+    dirty_.clear();
+    all_dirty_ = false;
+    shares_capacity_ = capacity_;
+    shares_epoch_ = state.epoch();
+    shares_pending_version_ = pending_version_;
+    ++version_;
+  };
+  if (half_life <= 0 && !all_dirty_ && shares_capacity_ == capacity_ && shares_.dims == D && shares_.fair.size() == n * D) {
+    // Only the leaves that changed (UpdateShares): the same shares as computed afresh.
+    std::vector<int64_t> usage(dirty_.size() * D), pending(dirty_.size() * D);
+    for (size_t i = 0; i < dirty_.size(); ++i) {
+      const size_t q = dirty_[i];
+      for (size_t d = 0; d < D; ++d) {
+        usage[i * D + d] = state.queue_usage(q)[Fixed(d)];
+        pending[i * D + d] = pending_[q][Fixed(d)] + extra_[q][Fixed(d)];
+      }
+    }
+    if (UpdateShares(tree_, capacity_, dirty_, usage, pending, weight_, sharing_.reclaim_to_fair_share, shares_)) ++shares_version_;
+    finish();
+    return shares_;
+  }
   std::vector<int64_t> usage(n * D, 0), pending(n * D, 0);
   for (size_t q = 0; q < n; ++q) {
     for (size_t d = 0; d < D; ++d) {
       usage[q * D + d] = state.queue_usage(q)[Fixed(d)];
-      pending[q * D + d] = want[q][Fixed(d)];
+      pending[q * D + d] = pending_[q][Fixed(d)] + extra_[q][Fixed(d)];
     }
   }
   std::vector<int64_t> milli_weight;
@@ -217,12 +259,9 @@ const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s,
   const bool basis = half_life <= 0 && shares_capacity_.size() == D;
   QueueShares fresh = ComputeShares(tree_, capacity_, usage, pending, milli_weight, sharing_.weights,
                                     sharing_.reclaim_to_fair_share, basis ? &shares_ : nullptr, basis ? &shares_capacity_ : nullptr);
-  shares_capacity_ = capacity_;
   if (fresh.fair != shares_.fair || fresh.entitled != shares_.entitled) ++shares_version_;
   shares_ = std::move(fresh);
-  shares_epoch_ = state.epoch();
-  shares_pending_version_ = pending_version_;
-  ++version_;
+  finish();
   return shares_;
 }
 

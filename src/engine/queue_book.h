@@ -96,14 +96,21 @@ class QueueBook {
 
   // A waiting job joins (+1) or leaves (-1) its queue's demand. No-op for a job without a queue.
   void Pending(const ClusterState& state, JobId job, int sign);
+  // Demand beyond the waiting jobs': `replicas` (negative: fewer) more replicas of running `job`
+  // are wanted (the engine's running elastic jobs' room to grow). No-op for a job without a queue.
+  void Extra(const ClusterState& state, JobId job, int64_t replicas);
+  // What `job`'s queue holds changed (ClusterState::queue_log): its figures are counted again at
+  // the next Refresh. AllChanged: every queue's (the log overflowed).
+  void Touched(const ClusterState& state, JobId job);
+  void AllChanged() { all_dirty_ = true; }
   // The nodes changed (joined, failed, cordoned, ready again): capacity is counted anew.
   void CapacityChanged() { capacity_dirty_ = true; }
-  // The shares now (computed again when what the queues hold or want, or the capacity, changed).
-  // `more_demand` (may be null), called only when they are computed again, adds demand beyond
-  // the waiting jobs' to its argument (per queue, leaves only): the engine's running elastic
-  // jobs' room to grow.
-  const QueueShares& Refresh(const ClusterState& state, int64_t now_s,
-                             const std::function<void(std::vector<QueueUsage>&)>& more_demand = nullptr);
+  // The shares now, for the waiting jobs' demand plus Extra's: computed again when what the queues
+  // hold or want, or the capacity, changed. REQUIRES: every change of what a queue holds since
+  // the last call was reported (Touched or AllChanged). With fixed weights (no time-based
+  // fairness) and the same capacity, only the queues reported changed (Touched, Pending, Extra)
+  // are counted again (UpdateShares): O(changed queues x depth x siblings), not O(queues).
+  const QueueShares& Refresh(const ClusterState& state, int64_t now_s);
   // The request of `replicas` replicas of `job` in the dimensions its demand counts (see the
   // header comment).
   QueueUsage Demand(const ClusterState& state, JobId job, int64_t replicas) const { return Request(state, job, replicas, false); }
@@ -225,6 +232,13 @@ class QueueBook {
   SharingSpec sharing_;
   std::vector<char> managed_;        // per quota dimension: some queue names it (else unchecked)
   std::vector<QueueUsage> pending_;  // per queue (leaves)
+  std::vector<QueueUsage> extra_;    // per queue (leaves): Extra's demand
+  // The leaves whose usage or demand changed since the last computation (each once), or all.
+  void Dirty(int32_t leaf);
+  std::vector<size_t> dirty_;
+  std::vector<char> is_dirty_;
+  bool all_dirty_ = true;
+  std::vector<int64_t> weight_;  // ShareWeights' with fixed weights
   std::vector<int64_t> capacity_;    // per quota dimension
   bool capacity_dirty_ = true;
   QueueShares shares_;

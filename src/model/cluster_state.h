@@ -375,6 +375,18 @@ class ClusterState {
   // (-1: none), and what each queue holds is counted anew from the bound tasks. O(tasks + jobs).
   // REQUIRES: remap has an entry per queue of the old tree, each -1 or a queue of `parent`.
   void ReplaceQueues(std::vector<int32_t> parent, const std::vector<int32_t>& remap);
+  // The queue log: the jobs whose bound tasks changed what their queue holds (a bind, a release,
+  // a Standby entry or exit), in order, repeats included, since the last ClearQueueLog — so that
+  // whoever keeps figures per queue recounts only the queues that changed. Past kQueueLogMax
+  // entries (nobody clears it) the log is emptied and queue_log_overflowed() is set (recount
+  // everything); ReplaceQueues sets it too. Only jobs that name a queue are logged.
+  const std::vector<JobId>& queue_log() const { return queue_log_; }
+  bool queue_log_overflowed() const { return queue_log_overflowed_; }
+  void ClearQueueLog() {
+    queue_log_.clear();
+    queue_log_overflowed_ = false;
+  }
+  static constexpr size_t kQueueLogMax = size_t{1} << 20;
   size_t queue_count() const { return queue_usage_.size(); }
   int32_t queue_parent(size_t q) const { return queue_parent_[q]; }
   const QueueUsage& queue_usage(size_t q) const { return queue_usage_[q]; }
@@ -491,6 +503,8 @@ class ClusterState {
   void CountQueue(const Task& t, int sign);
   std::vector<QueueUsage> queue_usage_;
   std::vector<QueueUsage> queue_preemptible_;
+  std::vector<JobId> queue_log_;
+  bool queue_log_overflowed_ = false;
   // Per queue: the GPU sizes its own preemptible jobs' bound tasks hold (queue_min_preemptible),
   // one entry per (node model, GPU milli) with the count of such tasks.
   struct HeldSize {

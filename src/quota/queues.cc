@@ -1,6 +1,7 @@
 #include "quota/queues.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 namespace estuary {
@@ -224,6 +225,14 @@ void Split(const QueueTree& tree, const std::vector<size_t>& kids, size_t d, int
 
 }  // namespace
 
+std::vector<int64_t> ShareWeights(const QueueTree& tree, const std::vector<int64_t>& milli_weight, bool weights) {
+  std::vector<int64_t> weight(tree.size());
+  for (size_t q = 0; q < tree.size(); ++q) {
+    weight[q] = !weights ? 1000 : milli_weight.empty() ? tree.spec(q).weight * 1000 : std::max<int64_t>(1, milli_weight[q]);
+  }
+  return weight;
+}
+
 QueueShares ComputeShares(const QueueTree& tree, const std::vector<int64_t>& capacity, const std::vector<int64_t>& leaf_usage,
                           const std::vector<int64_t>& leaf_pending, const std::vector<int64_t>& milli_weight, bool weights,
                           bool reclaim_to_fair_share, const QueueShares* previous,
@@ -259,10 +268,7 @@ QueueShares ComputeShares(const QueueTree& tree, const std::vector<int64_t>& cap
       }
     }
   }
-  std::vector<int64_t> weight(n);
-  for (size_t q = 0; q < n; ++q) {
-    weight[q] = !weights ? 1000 : milli_weight.empty() ? tree.spec(q).weight * 1000 : std::max<int64_t>(1, milli_weight[q]);
-  }
+  const std::vector<int64_t> weight = ShareWeights(tree, milli_weight, weights);
   // Top-down: each parent's amount is shared among its children. A split is a function of the
   // amount and the children's demands (the tree and weights fixed): where neither changed since
   // `previous`, its parts are copied.
@@ -301,6 +307,115 @@ QueueShares ComputeShares(const QueueTree& tree, const std::vector<int64_t>& cap
     }
   }
   return s;
+}
+
+bool UpdateShares(const QueueTree& tree, const std::vector<int64_t>& capacity, const std::vector<size_t>& leaves,
+                  const std::vector<int64_t>& usage_rows, const std::vector<int64_t>& pending_rows,
+                  const std::vector<int64_t>& weight, bool reclaim_to_fair_share, QueueShares& s) {
+  const size_t D = s.dims;
+  const auto depth = [&](size_t q) {
+    size_t k = 0;
+    for (int p = tree.parent(q); p >= 0; p = tree.parent(static_cast<size_t>(p))) ++k;
+    return k;
+  };
+  // Inner queues to sum again (their children's demand changed), by depth; the roots' split.
+  std::vector<std::vector<size_t>> resum;
+  std::vector<char> marked(tree.size(), 0);
+  bool split_roots = false;
+  const auto demand_changed = [&](size_t q) {
+    const int p = tree.parent(q);
+    if (p < 0) {
+      split_roots = true;
+      return;
+    }
+    const size_t pq = static_cast<size_t>(p);
+    if (marked[pq]) return;
+    marked[pq] = 1;
+    const size_t k = depth(pq);
+    if (resum.size() <= k) resum.resize(k + 1);
+    resum[k].push_back(pq);
+  };
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const size_t q = leaves[i];
+    bool changed = false;
+    for (size_t d = 0; d < D; ++d) {
+      const int64_t u = usage_rows[i * D + d];
+      const int64_t du = u - s.usage[q * D + d];
+      if (du != 0) {
+        for (int p = static_cast<int>(q); p >= 0; p = tree.parent(static_cast<size_t>(p))) s.usage[static_cast<size_t>(p) * D + d] += du;
+      }
+      const int64_t demand = std::min(tree.limit(q)[d], u + pending_rows[i * D + d]);
+      if (demand != s.demand[q * D + d]) {
+        s.demand[q * D + d] = demand;
+        changed = true;
+      }
+    }
+    if (changed) demand_changed(q);
+  }
+  // Bottom-up: each marked inner queue's demand is its children's, capped at its limit; its own
+  // children are shared out again below (`split`).
+  std::vector<std::vector<size_t>> split(resum.size());
+  for (size_t k = resum.size(); k-- > 0;) {
+    for (size_t p : resum[k]) {
+      split[k].push_back(p);
+      bool changed = false;
+      for (size_t d = 0; d < D; ++d) {
+        int64_t want = 0;
+        for (size_t c : tree.children(p)) want += s.demand[c * D + d];
+        const int64_t demand = std::min(tree.limit(p)[d], want);
+        if (demand != s.demand[p * D + d]) {
+          s.demand[p * D + d] = demand;
+          changed = true;
+        }
+      }
+      if (changed) demand_changed(p);  // marks a queue of depth k - 1 (or the roots)
+    }
+  }
+  // Top-down: the splits whose amount or children's demand changed, as ComputeShares makes them.
+  bool any = false;
+  std::vector<int64_t> fair_before, entitled_before;
+  const auto redo = [&](const std::vector<size_t>& kids, size_t k, const std::function<void(size_t)>& each) {
+    fair_before.resize(kids.size() * D);
+    entitled_before.resize(kids.size() * D);
+    for (size_t i = 0; i < kids.size(); ++i) {
+      for (size_t d = 0; d < D; ++d) {
+        fair_before[i * D + d] = s.fair[kids[i] * D + d];
+        entitled_before[i * D + d] = s.entitled[kids[i] * D + d];
+      }
+    }
+    for (size_t d = 0; d < D; ++d) each(d);
+    for (size_t i = 0; i < kids.size(); ++i) {
+      const size_t c = kids[i];
+      bool changed = false;
+      for (size_t d = 0; d < D; ++d) {
+        changed = changed || fair_before[i * D + d] != s.fair[c * D + d] || entitled_before[i * D + d] != s.entitled[c * D + d];
+      }
+      if (!changed) continue;
+      any = true;
+      if (tree.leaf(c) || marked[c] == 2) continue;
+      marked[c] = 2;  // its children are shared out again
+      if (split.size() <= k) split.resize(k + 1);
+      split[k].push_back(c);
+    }
+  };
+  if (split_roots) {
+    redo(tree.roots(), 0, [&](size_t d) {
+      Split(tree, tree.roots(), d, capacity[d], s, weight, true, s.fair);
+      Split(tree, tree.roots(), d, capacity[d], s, weight, reclaim_to_fair_share, s.entitled);
+    });
+  }
+  for (size_t k = 0; k < split.size(); ++k) {
+    for (size_t i = 0; i < split[k].size(); ++i) {
+      const size_t p = split[k][i];
+      if (marked[p] == 3) continue;  // listed twice (its demand and its amount changed)
+      marked[p] = 3;
+      redo(tree.children(p), k + 1, [&](size_t d) {
+        Split(tree, tree.children(p), d, s.fair[p * D + d], s, weight, true, s.fair);
+        Split(tree, tree.children(p), d, s.entitled[p * D + d], s, weight, true, s.entitled);
+      });
+    }
+  }
+  return any;
 }
 
 }  // namespace estuary

@@ -197,6 +197,21 @@ QueueShares ComputeShares(const QueueTree& tree, const std::vector<int64_t>& cap
                           bool weights, bool reclaim_to_fair_share, const QueueShares* previous = nullptr,
                           const std::vector<int64_t>* previous_capacity = nullptr);
 
+// The weights ComputeShares shares surpluses by, per queue (milli): 1000 each without `weights`,
+// else `milli_weight`'s (at least 1), or each queue's weight x 1000 when it is empty.
+std::vector<int64_t> ShareWeights(const QueueTree& tree, const std::vector<int64_t>& milli_weight, bool weights);
+
+// Updates `s` in place — shares ComputeShares gave for `tree` with `capacity` and the weights
+// `weight` (ShareWeights') — after the leaves in `leaves` (distinct) changed: rows[i * s.dims + d]
+// is leaves[i]'s new usage (`usage_rows`) and pending demand (`pending_rows`) in dimension d. The
+// result is exactly what ComputeShares gives for the new figures: only the changed leaves' paths
+// are summed again, and only the splits whose amount or whose children's demand changed are made
+// again — O(leaves x depth x (siblings + dimensions)) plus those splits, not O(queues). Returns
+// whether any fair or entitled figure changed.
+bool UpdateShares(const QueueTree& tree, const std::vector<int64_t>& capacity, const std::vector<size_t>& leaves,
+                  const std::vector<int64_t>& usage_rows, const std::vector<int64_t>& pending_rows,
+                  const std::vector<int64_t>& weight, bool reclaim_to_fair_share, QueueShares& s);
+
 // Water-filling: shares `amount` among claimants with caps `cap` (>= 0) in proportion to
 // `weight` (> 0), each at most its cap; returns each one's part. The parts sum to
 // min(amount, sum of caps). Units that proportion leaves over go one each to the claimants with

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/rng.h"
 
 namespace estuary {
@@ -135,6 +137,73 @@ TEST(QueueTree, SharesFromThePreviousOnesEqualSharesComputedAfreshOverRandomChan
     last_capacity = capacity;
   }
   EXPECT_GE(changed, 40);  // the rounds did change the shares (54 of 200 with this seed)
+}
+
+TEST(QueueTree, SharesUpdatedForTheChangedLeavesEqualSharesComputedAfresh) {
+  // 3 orgs, each with 3 teams, the first team of each with 2 sub-teams (leaves at depths 1 and
+  // 2), guarantees in total and per model, limits and weights, on a cluster tight enough that
+  // surpluses are water-filled. 400 rounds, each changing what one to four leaves hold or want
+  // in any dimension: the shares updated in place (UpdateShares) are those computed from nothing
+  // — usage, demand, fair and entitled alike — with reclaim to guarantee and to fair share.
+  std::vector<QueueSpec> specs;
+  for (int o = 0; o < 3; ++o) {
+    const std::string org = "org" + std::to_string(o);
+    QueueSpec s = Queue(org, "", 30 + 10 * o, 1 + o);
+    if (o == 2) s.limit.gpu_milli = 90 * G;
+    if (o == 0) s.guarantee.model_milli["H800"] = 20 * G;
+    specs.push_back(s);
+    for (int k = 0; k < 3; ++k) {
+      const std::string team = org + "-t" + std::to_string(k);
+      QueueSpec ts = Queue(team, org, k < 2 ? 8 : 0, 1 + k);
+      if (k == 2) ts.limit.gpu_milli = 25 * G;
+      specs.push_back(ts);
+      if (k != 0) continue;
+      for (int u = 0; u < 2; ++u) specs.push_back(Queue(team + "-s" + std::to_string(u), team, u == 0 ? 4 : 0, 1 + u));
+    }
+  }
+  const auto t = QueueTree::Build(specs, TwoModels());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const size_t D = t->dims().size(), n = t->size();
+  std::vector<size_t> leaves;
+  for (size_t q = 0; q < n; ++q) {
+    if (t->leaf(q)) leaves.push_back(q);
+  }
+  for (const bool to_fair : {false, true}) {
+    std::vector<int64_t> capacity(D, 0), usage(n * D, 0), pending(n * D, 0);
+    for (size_t d = 0; d < D; ++d) capacity[d] = 150 * G;
+    const std::vector<int64_t> weight = ShareWeights(*t, {}, true);
+    QueueShares kept = ComputeShares(*t, capacity, usage, pending, {}, true, to_fair);
+    Rng rng(to_fair ? 11 : 5);
+    int changed = 0;
+    for (int round = 0; round < 400; ++round) {
+      std::vector<size_t> touched;
+      const int k = 1 + static_cast<int>(rng.Uniform(4));
+      for (int i = 0; i < k; ++i) {
+        const size_t q = leaves[rng.Uniform(leaves.size())];
+        const size_t d = rng.Uniform(D);
+        usage[q * D + d] = static_cast<int64_t>(rng.Uniform(50)) * G;
+        pending[q * D + d] = static_cast<int64_t>(rng.Uniform(70)) * G;
+        if (std::find(touched.begin(), touched.end(), q) == touched.end()) touched.push_back(q);
+      }
+      std::vector<int64_t> u_rows, p_rows;
+      for (size_t q : touched) {
+        for (size_t d = 0; d < D; ++d) {
+          u_rows.push_back(usage[q * D + d]);
+          p_rows.push_back(pending[q * D + d]);
+        }
+      }
+      const QueueShares before = kept;
+      const bool any = UpdateShares(*t, capacity, touched, u_rows, p_rows, weight, to_fair, kept);
+      const QueueShares fresh = ComputeShares(*t, capacity, usage, pending, {}, true, to_fair);
+      ASSERT_EQ(kept.usage, fresh.usage) << "round " << round;
+      ASSERT_EQ(kept.demand, fresh.demand) << "round " << round;
+      ASSERT_EQ(kept.fair, fresh.fair) << "round " << round;
+      ASSERT_EQ(kept.entitled, fresh.entitled) << "round " << round;
+      EXPECT_EQ(any, before.fair != kept.fair || before.entitled != kept.entitled) << "round " << round;
+      changed += any;
+    }
+    EXPECT_GE(changed, 100) << to_fair;  // the rounds did change the shares
+  }
 }
 
 TEST(QueueTree, AGuaranteeComesFirstAndWhatOneQueueDoesNotWantGoesToTheOthers) {
