@@ -238,6 +238,14 @@ int Engine::ShapeOf(JobId id) {
     shape_info_.back().queue = js.queue;
     queue_.SetClass(it->second, c->second);
     if (js.priority >= kHpPriority) hp_shapes_.push_back(it->second);
+    if (shape_info_.back().blocks) {
+      // Highest priority first; among equals, in order of creation (Absorb).
+      const int sh = it->second;
+      const auto at = std::upper_bound(blocking_shapes_.begin(), blocking_shapes_.end(), sh, [&](int a, int b) {
+        return shape_info_[static_cast<size_t>(a)].priority > shape_info_[static_cast<size_t>(b)].priority;
+      });
+      blocking_shapes_.insert(at, sh);
+    }
     if (js.queue >= 0) {
       const size_t q = static_cast<size_t>(js.queue);
       if (shapes_of_queue_.size() <= q) {
@@ -1157,11 +1165,11 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   // nodes are held). One whose Reclaim is infeasible still blocks: the room left free accumulates
   // for it. A waiting single-replica job below HP was just tried and could not use the free
   // capacity as it is: it is not owed it.
+  // The blocking shapes by priority, highest first: the first with such a job sets it.
   int32_t blocking = external_blocking;
-  for (size_t sh = 0; sh < shape_info_.size(); ++sh) {
-    const ShapeInfo& i = shape_info_[sh];
-    if (!i.blocks || i.priority <= blocking) continue;
-    const int shape = static_cast<int>(sh);
+  for (int shape : blocking_shapes_) {
+    const ShapeInfo& i = shape_info_[static_cast<size_t>(shape)];
+    if (i.priority <= blocking) break;
     if (queue_.FirstOf(shape, [&](size_t li) { return !locals_[li].reclaiming; }) != SIZE_MAX) blocking = i.priority;
   }
   if (book_.enabled()) RefreshShares(now_s);

@@ -709,6 +709,7 @@ class Engine {
   std::map<std::string, int> shapes_;
   std::map<std::string, int> classes_;  // a shape's request without its queue (PendingQueue::SetClass)
   std::vector<int> hp_shapes_;                   // the HP shapes
+  std::vector<int> blocking_shapes_;             // the shapes that may block Absorb, by priority (highest first)
   std::vector<std::vector<int>> shapes_of_queue_;  // per leaf queue: its shapes
   std::vector<int64_t> queue_min_gpu_;             // per leaf queue: its shapes' least ShapeInfo::min_gpu
   std::vector<int> unqueued_shapes_;               // the shapes of jobs naming no queue
