@@ -24,9 +24,9 @@ using testing::StartOf;
 const std::string kCluster = std::string(ESTUARY_SOURCE_DIR) + "/examples/clusters/two-asw.yaml";
 // The recipe as docs/peers.md gives it (and the examples use it).
 const std::string kRecipe =
-    "{name: kai, policy: kai-binpack, queue: priority, align: false, topology: true, "
+    "{name: kai, policy: kai-binpack, queue: priority, align: false, topology: true, absorb: true, "
     "preempt: {grace_s: 60, victims: estuary}, "
-    "defrag: {interval_s: 0, trigger_after_s: 1, trigger_min_gpus: 2, trigger_cooldown_s: 60, chain_depth: 0, "
+    "defrag: {interval_s: 0, trigger_after_s: 1, trigger_min_gpus: 2, trigger_cooldown_s: 600, chain_depth: 0, "
     "rounds: 1, max_moves: 16, per_node: 16, per_job: 16, startup_s: 60}}";
 
 // The recipe without one of its parts: `cut` (e.g. the defrag mapping) removed.
@@ -38,7 +38,7 @@ std::string RecipeWithout(const std::string& cut) {
   return r;
 }
 const std::string kConsolidation =
-    ", defrag: {interval_s: 0, trigger_after_s: 1, trigger_min_gpus: 2, trigger_cooldown_s: 60, chain_depth: 0, "
+    ", defrag: {interval_s: 0, trigger_after_s: 1, trigger_min_gpus: 2, trigger_cooldown_s: 600, chain_depth: 0, "
     "rounds: 1, max_moves: 16, per_node: 16, per_job: 16, startup_s: 60}";
 
 std::string Scenario(const std::string& cluster, const std::string& jobs, const std::string& conf, SimTime duration,
@@ -172,7 +172,7 @@ std::string BorrowThenReclaim() {
 const std::string kTwoNodes =
     "generate: {total_gpus: 16, gpus_per_node: 8, nodes_per_asw_min: 2, nodes_per_asw_max: 2, seed: 1}";
 const std::string kFairShareSharing =
-    ", absorb: true, sharing: {reclaim_to: fair-share, cooldown_s: 0, reborrow_s: 0, rebalance: false}}";
+    ", sharing: {reclaim_to: fair-share, cooldown_s: 0, reborrow_s: 0, rebalance: false}}";
 
 TEST(Kai, AQueueUnderItsDeservedQuotaReclaimsWhatAnotherQueueBorrowed) {
   // b1 (8 GPUs) keeps b within its deserved 8 (GuaranteeDeservedQuota), and a holds 16 of its 8:
@@ -225,7 +225,7 @@ TEST(Kai, TheRecipeParsesIntoItsKeys) {
   EXPECT_EQ(c.defrag.trigger_after_s, 1);
   EXPECT_EQ(c.defrag.plan.max_chain_depth, 0);  // one hop
   EXPECT_EQ(c.defrag.plan.max_rounds, 1);       // no task moves twice in a plan
-  EXPECT_FALSE(c.absorb);
+  EXPECT_TRUE(c.absorb);  // KAI's elastic plugin: a running elastic job's extra pods start later
   EXPECT_FALSE(c.standby);
   EXPECT_FALSE(c.reserve.enabled);
 }
