@@ -171,8 +171,9 @@ std::string BorrowThenReclaim() {
 }
 const std::string kTwoNodes =
     "generate: {total_gpus: 16, gpus_per_node: 8, nodes_per_asw_min: 2, nodes_per_asw_max: 2, seed: 1}";
-const std::string kFairShareSharing =
-    ", sharing: {reclaim_to: fair-share, cooldown_s: 0, reborrow_s: 0, rebalance: false}}";
+// KAI's reclaim strategies as estuary's sharing keys (docs/peers.md): reclaim to the guarantee and
+// rebalance to the fair share (both defaults), no cooldown, no hold on re-borrowing.
+const std::string kFairShareSharing = ", sharing: {cooldown_s: 0, reborrow_s: 0}}";
 
 TEST(Kai, AQueueUnderItsDeservedQuotaReclaimsWhatAnotherQueueBorrowed) {
   // b1 (8 GPUs) keeps b within its deserved 8 (GuaranteeDeservedQuota), and a holds 16 of its 8:
