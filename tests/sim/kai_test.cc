@@ -76,6 +76,39 @@ TEST(Kai, BinpackPutsEveryOneGpuJobOnTheNodeWithTheFewestFreeGpus) {
   EXPECT_EQ(r->metrics.at("migrations_started_count"), 0);
 }
 
+// Two generated 8-GPU nodes of 96 cores. x (4 GPUs, 90 cores) opens node A; y (6 GPUs) does not
+// fit A's 4 free GPUs and takes B; z (1 GPU, 1 core) at 2 s, then w (4 GPUs) at 10 s. x and y
+// run past the end; z for 1000 s.
+std::string GpusVersusCpu() {
+  return "  - {name: x, duration_s: 100000, gpus: 4, cpu_cores: 90, memory_gib: 1}\n"
+         "  - {name: y, submit_s: 1, duration_s: 100000, gpus: 6, cpu_cores: 1, memory_gib: 1}\n"
+         "  - {name: z, submit_s: 2, duration_s: 1000, gpus: 1, cpu_cores: 1, memory_gib: 1}\n"
+         "  - {name: w, submit_s: 10, duration_s: 100, gpus: 4, cpu_cores: 1, memory_gib: 1}\n";
+}
+const std::string kTwoNodes96 =
+    "generate: {total_gpus: 16, gpus_per_node: 8, nodes_per_asw_min: 2, nodes_per_asw_max: 2, seed: 1}";
+
+TEST(Kai, BinpackCountsGpusOnlySoAOneGpuJobKeepsFourGpusTogether) {
+  // z: A has 4 free GPUs, B 2: KAI scores B 9, A 0, and z takes B. A keeps 4 free GPUs (and 6
+  // cores), so w starts on arrival at 10 s.
+  auto r = RunScenarioText(Scenario(kTwoNodes96, GpusVersusCpu(), kRecipe, 3000));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(StartOf(*r, "z"), 2);
+  EXPECT_EQ(StartOf(*r, "w"), 10);
+}
+
+TEST(Kai, BestFitWeighsTheCpuLeftAndSplitsTheFourGpus) {
+  // best-fit: A (5 cores, 3 GPUs left) 0.5 x 5000/128000 + 0.5 x 3000/8000 = 0.207 -> 79; B (94
+  // cores, 1 GPU left) 0.5 x 94000/128000 + 0.5 x 1000/8000 = 0.430 -> 57: z takes A, leaving
+  // 3 + 2 free GPUs, and w waits for z to end at 1002 s.
+  std::string conf = kRecipe;
+  conf.replace(conf.find("kai-binpack"), 11, "best-fit");
+  auto r = RunScenarioText(Scenario(kTwoNodes96, GpusVersusCpu(), conf, 3000));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(StartOf(*r, "z"), 2);
+  EXPECT_EQ(StartOf(*r, "w"), 1002);
+}
+
 // KAI's topology documentation (docs/topology/README.md, "Example"): zone A has rack A1 of two
 // 1-GPU nodes and racks A2-A4 of one each (5 GPUs); zone B has racks B1-B3 of two each (6 GPUs).
 std::string ZonesAndRacksSpec() {
@@ -187,6 +220,41 @@ TEST(Kai, AQueueUnderItsDeservedQuotaReclaimsWhatAnotherQueueBorrowed) {
   EXPECT_EQ(StartOf(*r, "a2"), 1);
   EXPECT_EQ(StartOf(*r, "b1"), 160);
   EXPECT_EQ(r->metrics.at("evictions_count"), 1);
+}
+
+TEST(Kai, ReclaimTakesFromTheQueueFurthestAboveItsFairShare) {
+  // Five 8-GPU nodes; guarantees a 8, b 8, c 24. b's three whole-node jobs and a's two fill the
+  // cluster at 0-4 s; c1 (8 GPUs) arrives at 100 s, within c's guarantee. Fair shares over the
+  // demand (a 16, b 24, c 8): guarantees a 8, b 8, c 8; the other 16 GPUs split by weight, 8 to
+  // a and 8 to b: a 16, b 16, c 8. b holds 24, 8 above its share; a holds exactly its share. The
+  // victim is one of b's jobs (KAI's reversed queue order: the most saturated queue first; a
+  // queue-name order would pick a), and c1 starts at 100 + 60 = 160 s.
+  const std::string queues =
+      "queues:\n  - {name: a, guarantee: {gpus: 8}}\n  - {name: b, guarantee: {gpus: 8}}\n"
+      "  - {name: c, guarantee: {gpus: 24}}\n";
+  std::string jobs;
+  int at = 0;
+  for (const char* j : {"a1", "a2", "b1", "b2", "b3"}) {
+    jobs += std::string("  - {name: ") + j + ", queue: " + std::string(1, j[0]) + ", class: lp, submit_s: " +
+            std::to_string(at++) + ", duration_s: 50000, gpus: 8, cpu_cores: 1, memory_gib: 1}\n";
+  }
+  jobs += "  - {name: c1, queue: c, class: lp, submit_s: 100, duration_s: 1000, gpus: 8, cpu_cores: 1, memory_gib: 1}\n";
+  const std::string five_nodes =
+      "generate: {total_gpus: 40, gpus_per_node: 8, nodes_per_asw_min: 5, nodes_per_asw_max: 5, seed: 1}";
+  std::string conf = kRecipe;
+  conf.replace(conf.size() - 1, 1, kFairShareSharing);
+  auto r = RunScenarioText(Scenario(five_nodes, jobs, conf, 1000, queues));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(StartOf(*r, "c1"), 160);
+  EXPECT_EQ(r->metrics.at("evictions_count"), 1);
+  int waiting_a = 0, waiting_b = 0;
+  for (const SimJobRecord& j : r->jobs) {
+    if (SimJobStatusText(j) != "pending") continue;
+    waiting_a += j.name[0] == 'a';
+    waiting_b += j.name[0] == 'b';
+  }
+  EXPECT_EQ(waiting_a, 0);
+  EXPECT_EQ(waiting_b, 1);
 }
 
 TEST(Kai, ThePriorityDocsExampleAHigherPriorityPodPreemptsALowerOneOfItsQueue) {
