@@ -87,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(
             "no topology levels)"},
         Bad{"MisspeltPolicy", "{name: a, policy: k8s-fir}",
             "s.yaml:7: field 'policy': unknown policy 'k8s-fir' (known: random, dotprod, gpu-clustering, gpu-packing, "
-            "best-fit, fgd, k8s-fit, volcano-binpack)"}),
+            "best-fit, fgd, k8s-fit, volcano-binpack, kai-binpack)"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(K8sDefault, TheRecipeParsesIntoItsKeys) {

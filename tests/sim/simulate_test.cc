@@ -139,7 +139,7 @@ TEST(Simulate, TheHyperscaleScenarioGeneratesAlibabasScale) {
   auto cluster = LoadScenarioCluster(*sc);
   ASSERT_TRUE(cluster.ok());
   EXPECT_EQ(cluster->total_gpu_milli(), int64_t{155408} * 1000);  // 155,410 GPUs in whole 8-GPU nodes
-  EXPECT_EQ(sc->configurations.size(), 5u);  // estuary, best-fit and the peers k8s-default, slurm and volcano
+  EXPECT_EQ(sc->configurations.size(), 6u);  // estuary, best-fit and the peers k8s-default, slurm, volcano and kai
   EXPECT_EQ(sc->duration_s, 7 * 24 * 3600);
 }
 

@@ -2,9 +2,12 @@
 // by hand from the published definitions, not by running the code.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "sched/framework/session.h"
 #include "sched/plugins/fgd/fgd.h"
 #include "sched/plugins/fgd/typical_tasks.h"
+#include "sched/plugins/kai/kai.h"
 #include "sched/plugins/register.h"
 #include "sched/plugins/volcano/volcano.h"
 #include "tests/testing/fixtures.h"
@@ -269,7 +272,72 @@ TEST(VolcanoBinpack, IsAPolicyOfNodeorderPlusBinpackInOneFixedPoint) {
                            {"volcano-binpack", 1},
                            {"k8s-least-allocated", kVolcanoScoreUnit},
                            {"volcano-balanced-allocation", kVolcanoScoreUnit}}));
-  EXPECT_EQ(PolicyNames().back(), "volcano-binpack");
+  EXPECT_NE(std::find(PolicyNames().begin(), PolicyNames().end(), "volcano-binpack"), PolicyNames().end());
+}
+
+// Three default nodes (96 cores, 8 GPUs): "full" with 90 cores and 4 GPUs bound, "packed" with
+// 2 cores and 6 GPUs bound, "empty" with nothing; a pod of 1 core and 1 GPU.
+struct KaiNodes {
+  ClusterBuilder c;
+  NodeId full, packed, empty;
+  KaiNodes() {
+    full = c.AddNode("full");
+    packed = c.AddNode("packed");
+    empty = c.AddNode("empty");
+    c.state.Bind(c.Submit("cpu-heavy", Req().Cpu(90000).Gpus(4)), full, Idx({0, 1, 2, 3}));
+    c.state.Bind(c.Submit("gpu-heavy", Req().Cpu(2000).Gpus(6)), packed, Idx({0, 1, 2, 3, 4, 5}));
+  }
+  // The plugin's scores of `t` on the three nodes, normalised over them as feasible nodes.
+  std::vector<int64_t> Scores(TaskId t) {
+    auto p = Score("kai-binpack", c.state);
+    std::vector<int64_t> s;
+    for (NodeId n : {full, packed, empty}) s.push_back(p->Score(c.state.task(t), c.state.node(n)));
+    p->Normalize(s);
+    return s;
+  }
+};
+
+TEST(KaiBinpack, PacksAGpuPodOntoTheNodeWithTheFewestNonAllocatedGpus) {
+  KaiNodes k;
+  // Non-allocated GPUs 4000, 2000, 8000 milli: min 2000, max 8000. pack.go:
+  // full 9 x (1 - 2000/6000) = 6, packed 9 x (1 - 0) = 9, empty 9 x (1 - 1) = 0.
+  EXPECT_EQ(k.Scores(k.c.Submit("pod", Req().Cpu(1000).Gpus(1))),
+            (std::vector<int64_t>{6 * kKaiScoreUnit, 9 * kKaiScoreUnit, 0}));
+}
+
+TEST(KaiBinpack, IgnoresCpuForAGpuPodWhereBestFitDoesNot) {
+  KaiNodes k;
+  const Task& pod = k.c.state.task(k.c.Submit("pod", Req().Cpu(1000).Gpus(1)));
+  // best-fit weighs the CPU left half: full 0.5 x 5000/128000 + 0.5 x 3000/8000 = 0.20703 -> 79;
+  // packed 0.5 x 93000/128000 + 0.5 x 1000/8000 = 0.42578 -> 57: best-fit takes full, KAI packed.
+  EXPECT_EQ(Score("best-fit", k.c.state)->Score(pod, k.c.state.node(k.full)), 79);
+  EXPECT_EQ(Score("best-fit", k.c.state)->Score(pod, k.c.state.node(k.packed)), 57);
+  auto kai = Score("kai-binpack", k.c.state);
+  EXPECT_GT(kai->Score(pod, k.c.state.node(k.packed)), kai->Score(pod, k.c.state.node(k.full)));
+}
+
+TEST(KaiBinpack, PacksACpuOnlyPodByCpu) {
+  KaiNodes k;
+  // Non-allocated CPU 6000, 94000, 96000: min 6000, max 96000. full 9; packed 9 x 2000/90000 =
+  // 0.2 -> floor(0.2 x 2^32) units; empty 0.
+  EXPECT_EQ(k.Scores(k.c.Submit("cpu", Req().Cpu(1000))),
+            (std::vector<int64_t>{9 * kKaiScoreUnit, 9 * kKaiScoreUnit / 45, 0}));
+}
+
+TEST(KaiBinpack, EqualNodesAllScoreNineAndNoResourceScoresZero) {
+  // pack.go: min == max gives every node MaxHighDensity; max == 0 gives 0.
+  EXPECT_EQ(KaiBinpackScore(3000, 3000, 3000), 9 * kKaiScoreUnit);
+  EXPECT_EQ(KaiBinpackScore(0, 0, 0), 0);
+  // One unit of free capacity apart still differs in fixed point (the order is kept).
+  EXPECT_GT(KaiBinpackScore(0, 1000000, 0), KaiBinpackScore(0, 1000000, 1));
+}
+
+TEST(KaiBinpack, IsAPolicyOfTheBinpackScoreAloneWithBestFitGpus) {
+  auto p = OpenbPolicy("kai-binpack");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->scores, (std::vector<std::pair<std::string, int64_t>>{{"kai-binpack", 1}}));
+  EXPECT_EQ(p->gpu_select, "best");
+  EXPECT_EQ(PolicyNames().back(), "kai-binpack");
 }
 
 TEST(Policies, TheSixOpenbPoliciesAreRegisteredAndUnknownNamesAreErrors) {

@@ -4,6 +4,7 @@
 #include "sched/plugins/basic/basic.h"
 #include "sched/plugins/fgd/fgd.h"
 #include "sched/plugins/k8s/k8s.h"
+#include "sched/plugins/kai/kai.h"
 #include "sched/plugins/volcano/volcano.h"
 
 namespace estuary {
@@ -12,6 +13,7 @@ void RegisterBuiltinPlugins(Registry& r) {
   RegisterBasicPlugins(r);
   RegisterK8sPlugins(r);
   RegisterVolcanoPlugins(r);
+  RegisterKaiPlugins(r);
   r.RegisterScore("fgd", [](const PluginContext& c) {
     ESTUARY_CHECK(c.typical != nullptr);
     return std::make_unique<FgdScore>(c.typical);
@@ -42,6 +44,7 @@ const std::vector<std::string>& PolicyNames() {
     std::vector<std::string> v = OpenbPolicyNames();
     v.push_back("k8s-fit");
     v.push_back("volcano-binpack");
+    v.push_back("kai-binpack");
     return v;
   }();
   return names;
@@ -68,6 +71,16 @@ StatusOr<PolicyConfig> OpenbPolicy(const std::string& name) {
     p.scores = {{"volcano-binpack", 1},
                 {"k8s-least-allocated", kVolcanoScoreUnit},
                 {"volcano-balanced-allocation", kVolcanoScoreUnit}};
+    p.gpu_select = "best";
+    return p;
+  }
+  if (name == "kai-binpack") {
+    // KAI-Scheduler's default node order: nodeplacement's binpack (the fewest non-allocated GPUs,
+    // or CPU for a CPU-only task) is the only band of its score that differs between estuary's
+    // nodes; devices packed within the node (gpupack: the best-fitting GPUs).
+    PolicyConfig p;
+    p.name = name;
+    p.scores = {{"kai-binpack", 1}};
     p.gpu_select = "best";
     return p;
   }

@@ -21,7 +21,8 @@ const Registry& BuiltinRegistry();
 const std::vector<std::string>& OpenbPolicyNames();
 // The policies a scheduler configuration may name: the openb ones, then the peers' (`k8s-fit`:
 // kube-scheduler's default NodeResourcesFit LeastAllocated + BalancedAllocation; `volcano-binpack`:
-// Volcano's nodeorder + binpack scores; docs/peers.md).
+// Volcano's nodeorder + binpack scores; `kai-binpack`: KAI-Scheduler's binpack node order;
+// docs/peers.md).
 const std::vector<std::string>& PolicyNames();
 // The PolicyConfig of one of PolicyNames(); NotFound naming the known ones otherwise.
 StatusOr<PolicyConfig> OpenbPolicy(const std::string& name);
