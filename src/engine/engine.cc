@@ -44,6 +44,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(ClusterState cluster, EngineCon
   auto book = QueueBook::Create(m->options_.queues, m->options_.sharing, m->state_, m->options_.intern_queue_models);
   if (!book.ok()) return book.status();
   m->book_ = std::move(*book);
+  m->book_.WatchEvictions(&m->being_evicted_);
   m->state_.SetQueues(m->book_.Parents());
   m->exit_ = *exit;
   m->options_.allocate.grace_s = m->options_.grace_s;  // victims' cost (SecondsSinceCheckpoint)
@@ -466,6 +467,7 @@ Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int
   state_.ReplaceQueues(book->Parents(), remap);
   book->Succeed(book_);
   book_ = std::move(*book);
+  book_.WatchEvictions(&being_evicted_);
   // The shapes follow their jobs' queues (a shape's key names its queue's index); one whose queue
   // is gone has no job left and none joins it.
   std::map<std::string, int> shapes;
@@ -621,6 +623,7 @@ int64_t Engine::ScheduleEviction(size_t li, const PreemptionPlan& plan, int64_t 
   ev.for_local = li;
   ev.tasks = plan.evict;
   ev.whole = plan.evicted_jobs;
+  book_.EvictionsChanged();
   for (TaskId t : ev.tasks) {
     being_evicted_[t.value()] = 1;
     book_.Leaving(state_, t, 1);
@@ -724,6 +727,7 @@ void Engine::EndEvictions(int64_t now_s) {
   });
   std::stable_sort(due.begin(), due.end(), [](const Eviction& a, const Eviction& b) { return a.at < b.at; });
   for (const Eviction& ev : due) {
+    book_.EvictionsChanged();
     for (TaskId t : ev.tasks) {
       being_evicted_[t.value()] = 0;
       book_.Leaving(state_, t, -1);
@@ -1926,6 +1930,7 @@ bool Engine::ApplyStandbyTarget(size_t li, int32_t replicas, int64_t now_s) {
       for (TaskId v : state_.job(JobId(j)).tasks) {
         if (state_.task(v).state != TaskState::kBound || being_evicted_[v.value()]) continue;
         being_evicted_[v.value()] = 1;
+        book_.EvictionsChanged();
         r.noticed.push_back(v);
         if (vi != SIZE_MAX) notices_.push_back({locals_[vi].fed, v, r.at});
       }
@@ -1994,6 +1999,7 @@ void Engine::EndRestores(int64_t now_s) {
   });
   for (const Restore& r : due) {
     for (TaskId v : r.noticed) being_evicted_[v.value()] = 0;
+    if (!r.noticed.empty()) book_.EvictionsChanged();
     restoring_[r.task.value()] = 0;
     // It left Standby meanwhile (its job ended, its node failed): nothing to restore.
     if (state_.task(r.task).state != TaskState::kBound || !state_.task(r.task).standby) continue;

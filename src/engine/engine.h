@@ -257,6 +257,9 @@ class Engine {
   // Takes the cluster (its nodes and topology; no jobs). Fails on an unknown policy, bad
   // migration options, a bad exit model or a headroom the cluster cannot hold.
   static StatusOr<std::unique_ptr<Engine>> Create(ClusterState cluster, EngineConfig config);
+  // Not copied nor moved: its queue book watches its own members (QueueBook::WatchEvictions).
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
   const std::string& name() const { return options_.name; }
   // Submission of `job` at `now_s` under `mode` (see the header comment). A job already running

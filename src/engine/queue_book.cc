@@ -408,7 +408,8 @@ bool QueueBook::MayBeBelow(const ClusterState& state, size_t q, Bound bound) con
   return false;
 }
 
-int64_t QueueBook::Takeable(const ClusterState& state, size_t v, GpuModelSet models, int64_t budget) {
+int64_t QueueBook::Takeable(const ClusterState& state, size_t v, GpuModelSet models, int64_t budget,
+                            bool unheld_only) const {
   const uint64_t bits = models.bits();
   int64_t held = 0;
   for (JobId id : state.queue_preemptible_jobs(v)) {
@@ -418,6 +419,8 @@ int64_t QueueBook::Takeable(const ClusterState& state, size_t v, GpuModelSet mod
     for (TaskId t : j.tasks) {
       const Task& k = state.task(t);
       if (k.state != TaskState::kBound || k.standby) continue;  // Standby tasks hold no GPUs
+      if (evicting_ != nullptr && t.value() < evicting_->size() && (*evicting_)[t.value()]) continue;
+      if (unheld_only && state.node(k.node).reservation.valid()) continue;
       ++bound;
       task = k.req.TotalGpuMilli();
       all += task;
@@ -506,8 +509,8 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
   // (VictimCached) until any of those changes. Each filter gets budgets of its own.
   const TaskRequest& first = state.task(j.tasks.front()).req;
   const bool want_supply = supply != nullptr && !hp && first.NeedsGpu();
-  const VictimKey key{leaf,       static_cast<int32_t>(bound), hp ? prio : 0, model,       guaranteed,
-                      depth < 64, within_bits,                 first.models.bits(), want_supply};
+  const VictimKey key{leaf,       static_cast<int32_t>(bound), hp ? prio : 0,        model,      guaranteed,
+                      depth < 64, !j.reservation.valid(),      within_bits,         first.models.bits(), want_supply};
   const std::tuple<uint64_t, uint64_t, uint64_t, int64_t> stamp{state.epoch(), version_, changes_, now_s};
   if (victim_stamp_ != stamp) {
     victim_cache_.clear();
@@ -579,7 +582,7 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
         // A budget smaller than v's smallest task takes none of v's work (a victim unit, a
         // whole job or an elastic step, holds at least one task).
         if (budget < state.queue_min_preemptible(v, first.models)) continue;
-        takeable += std::min(budget, Takeable(state, v, first.models, budget));
+        takeable += std::min(budget, Takeable(state, v, first.models, budget, key.unheld_only));
       }
     }
     fresh = VictimCached{b.initial, b.rank, hp ? nullptr : std::move(from), want_supply ? takeable : INT64_MAX};

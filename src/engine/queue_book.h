@@ -201,6 +201,12 @@ class QueueBook {
   // ancestors. No-op unless SharingSpec::count_in_flight. REQUIRES: matched as Claim's.
   void Leaving(const ClusterState& state, TaskId task, int sign);
 
+  // The engine's tasks being evicted (per TaskId; null: none known): a Reclaim's plan takes none
+  // of them, so the victims' supply (Supply, Victims) leaves them out. EvictionsChanged: some
+  // task's entry changed (what was worked out from them is worked out again).
+  void WatchEvictions(const std::vector<char>* evicting) { evicting_ = evicting; }
+  void EvictionsChanged() { ++changes_; }
+
   // Queue q's entry of `v` (one of shares()' vectors) in the total-GPU dimension, GPU milli.
   int64_t Gpu(const std::vector<int64_t>& v, size_t q) const { return v[q * shares_.dims + QuotaDims::kGpu]; }
 
@@ -213,7 +219,9 @@ class QueueBook {
   // An upper bound on the GPUs (milli) on nodes of `models` a Reclaim could take from leaf queue
   // v with `budget`: what v's preemptible jobs whose smallest victim unit fits in the budget hold
   // there. O(v's preemptible jobs' tasks).
-  static int64_t Takeable(const ClusterState& state, size_t v, GpuModelSet models, int64_t budget);
+  // Tasks being evicted already (evicting_, when set) hold nothing a plan may take, nor, with
+  // `unheld_only` (a job without a reservation of its own), tasks on nodes a reservation holds.
+  int64_t Takeable(const ClusterState& state, size_t v, GpuModelSet models, int64_t budget, bool unheld_only) const;
   // Victims and RebalanceVictims: `bound` kEntitled or kFair; `supply` as Victims'. Without
   // `filter`, only *owed and *supply are wanted (the filter returned is empty).
   VictimFilter VictimsUpTo(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, Bound bound,
@@ -239,6 +247,7 @@ class QueueBook {
   std::vector<char> is_dirty_;
   bool all_dirty_ = true;
   std::vector<int64_t> weight_;  // ShareWeights' with fixed weights
+  const std::vector<char>* evicting_ = nullptr;
   std::vector<int64_t> capacity_;    // per quota dimension
   bool capacity_dirty_ = true;
   QueueShares shares_;
@@ -257,6 +266,7 @@ class QueueBook {
   struct VictimKey {
     int32_t leaf, bound, prio, model;
     bool guaranteed, cacheable;  // cacheable: the path's within bits fit the key
+    bool unheld_only;            // the job holds no reservation: victims on held nodes do not count
     uint64_t within_bits, models;
     bool supply;
     auto operator<=>(const VictimKey&) const = default;

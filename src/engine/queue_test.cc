@@ -463,6 +463,36 @@ TEST(EngineQueues, GpusAlreadyLeavingAVictimsQueueCountAgainstWhatMayStillBeTake
   EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 2}, {"c", 2}}));
 }
 
+TEST(EngineQueues, TheVictimsSupplyLeavesOutTasksBeingEvictedAndForAJobWithoutAReservationHeldNodes) {
+  // 2 nodes; a is guaranteed all 16 GPUs, b nothing. a idle: b runs sixteen 1-GPU jobs (8 per
+  // node). a queues a 4-GPU job `first` and a 4 x 4-GPU gang `gang`: first's Reclaim evicts four
+  // of b's tasks on one node and holds that node for it; the gang is not owed (4 claimed + 16 >
+  // 16) and waits. b may lose 12 more GPUs (16 held, 4 leaving, entitled to none). For one more
+  // 4-GPU replica of the gang (owed: 4 + 4 <= 16), what a Reclaim could take is b's 8 tasks on the
+  // other node: the 4 leaving are no victims again, and the 4 still running on the held node are
+  // out of reach of a job without a reservation. `first`, which holds that node, could reach
+  // those 4 too: 12.
+  Cluster c(2, {Q("a", 16), Q("b", 0)});
+  for (uint32_t i = 0; i < 16; ++i) {
+    EngineJob j = testing::WholeGpuJob(10 + i, 1, 1, 300, true);
+    j.queue = "b";
+    c.Submit(j, 0);
+  }
+  c.Cycle(0);
+  ASSERT_EQ(c.e().state().queue_usage(1)[kQueueGpu], 16 * kG);
+  EngineJob first = testing::WholeGpuJob(40, 1, 4, 300, true), gang = testing::WholeGpuJob(41, 4, 4, 300, true);
+  first.queue = gang.queue = "a";
+  c.Submit(first, 100);
+  c.Submit(gang, 100);
+  EXPECT_EQ(Count(c.Cycle(100), EngineEvent::Kind::kReclaim), 1);
+  const std::optional<JobId> j1 = c.e().JobOf(40), j2 = c.e().JobOf(41);
+  ASSERT_TRUE(j1 && j2);
+  ASSERT_TRUE(c.e().state().job(*j1).reservation.valid());
+  ASSERT_FALSE(c.e().state().job(*j2).reservation.valid());
+  EXPECT_EQ(c.e().queue_book().Supply(c.e().state(), *j2, 1, 100), 8 * kG);
+  EXPECT_EQ(c.e().queue_book().Supply(c.e().state(), *j1, 1, 100), 12 * kG);
+}
+
 TEST(EngineQueues, ABudgetSmallerThanAVictimJobsWholeTakesNothingOfItAndOneAsLargeTakesItWhole) {
   // 8 nodes; a is guaranteed 4, b 1, c 3. a idle: b runs a rigid 4-node gang (3 above its
   // guarantee), c four 1-node jobs (1 above). a queues two 1-node jobs. The gang is b's only
