@@ -17,7 +17,9 @@
 // (2 x 4, 2 x 8, 4 x 8, 8 x 8 GPUs), 10% elastic (1..4 x 8, 1..8 x 1 GPUs); 8 cores and 64 GiB
 // per GPU; priority 100, 250 or 400 (LP; below 400 preemptible).
 // Variants: queues:1 — every job names its team; queues:0 — the same cluster, the same jobs
-// (the same draws), the queue names dropped and no queues configured.
+// (the same draws), the queue names dropped and no queues configured; queues:2 — as queues:1 with
+// SharingSpec::reclaim off: the queues' bookkeeping (shares, admission by fair share, limits,
+// guarantees) without the Reclaims they cause (queues:0's jobs are all LP and never reclaim).
 // Fill (untimed, once per variant; bench/full_cluster.h, FillOptions::start_now false): the queue
 // fills the cluster — 100,000 jobs queued and a cycle run, then as many more as started, until a
 // cycle starts none — so that with queues each queue holds what its fair share let it start
