@@ -255,8 +255,10 @@ int Engine::ShapeOf(JobId id) {
       }
       shapes_of_queue_[q].push_back(it->second);
       queue_min_gpu_[q] = std::min(queue_min_gpu_[q], shape_info_.back().min_gpu);
+      if (q < leaf_lists_.size()) leaf_lists_[q].valid = false;  // listed at the next pass
     } else {
       unqueued_shapes_.push_back(it->second);
+      queue_.SetListed(it->second, true);
     }
   }
   return it->second;
@@ -490,7 +492,12 @@ Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int
     } else if (i.queue == -1) {
       unqueued_shapes_.push_back(sh);
     }
+    // Listed anew at the next pass.
+    queue_.SetListed(sh, i.queue == -1);
   }
+  leaf_lists_.clear();
+  shape_held_.assign(shape_info_.size(), 0);
+  shapes_held_ = 0;
   shapes_ = std::move(shapes);
   for (Local& l : locals_) {
     if (!book_.enabled()) l.demand_counted = false;
@@ -816,35 +823,47 @@ void Engine::TryQueue(int64_t now_s) {
       if (q >= 0 && static_cast<size_t>(q) < n) keeps[static_cast<size_t>(q)] = 1;
       return false;
     });
-    marks.listed = unqueued_shapes_;
-    const auto hold = [&](int sh) {
-      marks.held[static_cast<size_t>(sh)] = 1;
-      marks.any_held = true;
-    };
-    for (size_t q = 0; q < n && q < shapes_of_queue_.size(); ++q) {
-      if (!book_.tree().leaf(q) || shapes_of_queue_[q].empty()) continue;
-      const QueueUsage fair = book_.RoomByDim(state_, q, Bound::kFair, Bound::kFair);
-      std::optional<QueueUsage> kept;
-      if (keeps[q]) kept = book_.RoomByDim(state_, q, Bound::kGuarantee, Bound::kLimit);
-      // No GPU room for the least of its shapes: all held back (a CPU-only shape needs none).
-      const int64_t gpu = std::max(fair[kQueueGpu], kept ? (*kept)[kQueueGpu] : 0);
-      if (gpu < queue_min_gpu_[q] && queue_min_gpu_[q] > 0) {
-        for (int sh : shapes_of_queue_[q]) hold(sh);
-        continue;
-      }
-      for (int sh : shapes_of_queue_[q]) {
-        if (Roomy(fair, sh) || (kept && Roomy(*kept, sh))) marks.listed.push_back(sh);
-        else hold(sh);
-      }
-    }
+    marks.any_held = ListShapes(keeps);
     QueuePass(now_s, Bound::kFair, &marks);
     if (marks.any_held) QueuePass(now_s, Bound::kLimit, &marks);
   }
 }
 
+bool Engine::ListShapes(const std::vector<char>& keeps) {
+  using Bound = QueueBook::Bound;
+  const size_t n = std::min(book_.tree().size(), shapes_of_queue_.size());
+  if (leaf_lists_.size() < n) leaf_lists_.resize(n);
+  if (shape_held_.size() < shape_info_.size()) shape_held_.resize(shape_info_.size(), 0);
+  for (size_t q = 0; q < n; ++q) {
+    if (!book_.tree().leaf(q) || shapes_of_queue_[q].empty()) continue;
+    const QueueUsage fair = book_.RoomByDim(state_, q, Bound::kFair, Bound::kFair);
+    LeafList& list = leaf_lists_[q];
+    const bool kept = keeps[q] != 0;
+    const QueueUsage kept_room = kept ? book_.RoomByDim(state_, q, Bound::kGuarantee, Bound::kLimit) : QueueUsage{};
+    if (list.valid && list.fair == fair && list.kept == kept && (!kept || list.kept_room == kept_room)) continue;
+    shapes_held_ -= list.held;
+    list = LeafList{true, fair, kept, kept_room, 0};
+    // No GPU room for the least of its shapes: all held back (a CPU-only shape needs none).
+    const int64_t gpu = std::max(fair[kQueueGpu], kept ? kept_room[kQueueGpu] : 0);
+    const bool none = gpu < queue_min_gpu_[q] && queue_min_gpu_[q] > 0;
+    for (int sh : shapes_of_queue_[q]) {
+      const bool listed = !none && (Roomy(fair, sh) || (kept && Roomy(kept_room, sh)));
+      queue_.SetListed(sh, listed);
+      shape_held_[static_cast<size_t>(sh)] = listed ? 0 : 1;
+      list.held += listed ? 0 : 1;
+    }
+    shapes_held_ += list.held;
+  }
+  return shapes_held_ > 0;
+}
+
 int32_t Engine::QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bound bound) const {
   const Job& j = state_.job(locals_[li].id);
-  const int64_t room = book_.Room(state_, j.id, leaf_bound, bound);
+  // As QueueBook::Room, from the shape's one-replica request (which Roomy reads).
+  const int64_t room = j.spec.queue < 0 || !book_.enabled()
+                           ? INT64_MAX
+                           : RoomReplicas(book_.RoomByDim(state_, static_cast<size_t>(j.spec.queue), leaf_bound, bound),
+                                          locals_[li].shape);
   return static_cast<int32_t>(std::min<int64_t>(INT32_MAX, int64_t{j.bound_tasks} + std::min<int64_t>(room, INT32_MAX)));
 }
 
@@ -896,16 +915,24 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
         return PendingQueue::Outcome::kWaits;
       },
       holders_,
-      second  ? PendingQueue::Scope{[&](int sh) { return marks->held[static_cast<size_t>(sh)] != 0; },
+      second  ? PendingQueue::Scope{[&](int sh) {
+                                      return marks->held[static_cast<size_t>(sh)] != 0 || shape_held_[static_cast<size_t>(sh)] != 0;
+                                    },
                                     [&](int cls) { return !marks->full[static_cast<size_t>(cls)]; }, nullptr}
-      : marks ? PendingQueue::Scope{nullptr, nullptr, &marks->listed}
+      : marks ? PendingQueue::Scope{nullptr, nullptr, nullptr, true}
               : PendingQueue::Scope{});
 }
 
 bool Engine::Roomy(const QueueUsage& room, int sh) const {
-  // As QueueRoom for a job with nothing bound: the least room over the dimensions it requests.
+  // As QueueRoom for a job with nothing bound.
   const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
-  int64_t replicas = INT32_MAX;
+  return std::min<int64_t>(RoomReplicas(room, sh), INT32_MAX) / i.step * i.step >= i.min_start;
+}
+
+int64_t Engine::RoomReplicas(const QueueUsage& room, int sh) const {
+  // The least room over the dimensions it requests.
+  const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
+  int64_t replicas = INT64_MAX;
   const auto bound = [&](size_t d, int64_t per) {
     if (per > 0 && room[d] != INT64_MAX) replicas = std::min(replicas, room[d] / per);
   };
@@ -913,7 +940,7 @@ bool Engine::Roomy(const QueueUsage& room, int sh) const {
   if (i.one_model >= 0) bound(kQueueModel + static_cast<size_t>(i.one_model), i.one_gpu);
   bound(kQueueCpu, i.one_cpu);
   bound(kQueueMemory, i.one_mem);
-  return replicas / i.step * i.step >= i.min_start;
+  return replicas;
 }
 
 JobAttempt Engine::TryStartUpTo(size_t li, int32_t cap, int64_t now_s) {

@@ -565,16 +565,32 @@ class Engine {
   // TryStart with at most `cap` replicas (its max when that is lower).
   JobAttempt TryStartUpTo(size_t li, int32_t cap, int64_t now_s);
   // What a cycle's first allocate pass (kFair) found, for its second (kLimit).
+  // The shapes the first pass looks at are the listed ones (PendingQueue::SetListed): those whose
+  // queue had room, at the pass's start, for their min replicas (Engine::QueueRoom within fair
+  // shares; for a queue with a job kept from borrowing, or within its guarantee), and the shapes
+  // of jobs naming no queue. The others are held back unseen (shape_held_): room only shrinks
+  // within the cycle.
   struct PassMarks {
-    std::vector<char> held;  // per shape: held back for its queue's room
-    bool any_held = false;
+    std::vector<char> held;  // per shape: held back in the pass for its queue's room
+    bool any_held = false;   // some shape is held back (here or in shape_held_)
     std::vector<char> full;  // per class: a job of it found no capacity
-    // The shapes the first pass looks at: those whose queue had room, at the pass's start, for
-    // their min replicas (Engine::QueueRoom within fair shares; for a queue with a job kept from
-    // borrowing, or within its guarantee). The others are held back unseen (`held`): room only
-    // shrinks within the cycle.
-    std::vector<int> listed;
   };
+  // Lists the shapes of every leaf queue for the first pass (above) and returns whether any is
+  // held back. A leaf's shapes are looked at again only when its room (QueueBook::RoomByDim
+  // within fair shares, and within its guarantee when `keeps` it) changed since they last were,
+  // or it has new shapes: O(leaves x depth x dimensions + shapes of the changed leaves).
+  bool ListShapes(const std::vector<char>& keeps);
+  // Per leaf queue: the rooms its shapes were last listed with (ListShapes).
+  struct LeafList {
+    bool valid = false;  // false: list its shapes again
+    QueueUsage fair{};
+    bool kept = false;   // whether `kept_room` counted
+    QueueUsage kept_room{};
+    int64_t held = 0;    // its shapes held back
+  };
+  std::vector<LeafList> leaf_lists_;
+  std::vector<char> shape_held_;  // per shape: held back by ListShapes
+  int64_t shapes_held_ = 0;       // the sum of leaf_lists_[q].held
   // One pass over the queue within `bound` (none: no queues). A first pass (kFair) marks in
   // `marks` the shapes it held back for their queue's room and the classes that found no
   // capacity; a kLimit pass given `marks` tries only the shapes held back in classes that did
@@ -583,6 +599,9 @@ class Engine {
   // Whether a waiting job of shape `sh` would have room for its min replicas (as QueueRoom, in
   // whole steps) in a queue with room `room` per dimension (QueueBook::RoomByDim, RoomWithClaims).
   bool Roomy(const QueueUsage& room, int sh) const;
+  // How many replicas of a job of shape `sh` a queue with room `room` per dimension has room for
+  // (INT64_MAX: nothing bounds them).
+  int64_t RoomReplicas(const QueueUsage& room, int sh) const;
   // Queues local li (at the front: a requeue) at now_s; arms its defragmentation trigger.
   void Enqueue(size_t li, bool front, int64_t now_s);
   // The cycle's `reserve` and `defrag` actions (EngineConfig::reserve, ::defrag).

@@ -10,6 +10,7 @@ void PendingQueue::SetClass(int shape, int cls) {
   if (it == named_.end() || it->first != cls) {
     it = named_.insert(it, {cls, static_cast<int>(heads_.size())});
     heads_.emplace_back();
+    listed_heads_.emplace_back();
     caller_class_.push_back(cls);
   }
   class_of_[static_cast<size_t>(shape)] = it->second;
@@ -21,16 +22,31 @@ int PendingQueue::ClassOf(int shape) {
   if (c < 0) {  // a class of its own
     c = static_cast<int>(heads_.size());
     heads_.emplace_back();
+    listed_heads_.emplace_back();
     caller_class_.push_back(-1);
   }
   return c;
 }
 
 void PendingQueue::NewHead(int shape, const std::pair<Key, size_t>* old) {
-  auto& heads = heads_[static_cast<size_t>(ClassOf(shape))];
-  if (old != nullptr) heads.erase({old->first, shape});
+  const size_t c = static_cast<size_t>(ClassOf(shape));
   const auto& set = shapes_[static_cast<size_t>(shape)];
-  if (!set.empty()) heads.insert({set.begin()->first, shape});
+  for (auto* heads : {&heads_[c], listed(shape) ? &listed_heads_[c] : nullptr}) {
+    if (heads == nullptr) continue;
+    if (old != nullptr) heads->erase({old->first, shape});
+    if (!set.empty()) heads->insert({set.begin()->first, shape});
+  }
+}
+
+void PendingQueue::SetListed(int shape, bool listed) {
+  if (listed_.size() <= static_cast<size_t>(shape)) listed_.resize(static_cast<size_t>(shape) + 1, 0);
+  if ((listed_[static_cast<size_t>(shape)] != 0) == listed) return;
+  listed_[static_cast<size_t>(shape)] = listed ? 1 : 0;
+  if (static_cast<size_t>(shape) >= shapes_.size() || shapes_[static_cast<size_t>(shape)].empty()) return;
+  const size_t c = static_cast<size_t>(ClassOf(shape));
+  const std::pair<Key, int> head{shapes_[static_cast<size_t>(shape)].begin()->first, shape};
+  if (listed) listed_heads_[c].insert(head);
+  else listed_heads_[c].erase(head);
 }
 
 void PendingQueue::Push(size_t i, int32_t priority, int shape, bool front) {
@@ -114,6 +130,8 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
   std::vector<char> filtered(n_shapes, 0);  // the shape filter was asked: 1 accepted, 2 refused
   std::vector<char> class_ok(n_classes, 0);  // the class filter was asked: 1 accepted, 2 refused
   std::vector<std::pair<Key, int>> last(n_classes, {{INT64_MIN, INT64_MIN}, INT32_MIN});  // last shape looked at
+  // The classes' shapes looked at.
+  const auto& heads_of = scope.listed && scope.shapes == nullptr ? listed_heads_ : heads_;
   auto accepted = [&](int s) {
     char& f = filtered[static_cast<size_t>(s)];
     if (f == 0) f = !scope.shape || scope.shape(s) ? 1 : 2;
@@ -137,7 +155,7 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
   };
   // Class c's next shape not yet looked at (and accepted by the filter), as a due entry.
   auto arm = [&](int c) {
-    const auto& heads = heads_[static_cast<size_t>(c)];
+    const auto& heads = heads_of[static_cast<size_t>(c)];
     for (auto it = heads.upper_bound(last[static_cast<size_t>(c)]); it != heads.end(); ++it) {
       const int s = it->second;
       if (state[static_cast<size_t>(s)] != 0 || !accepted(s)) continue;
@@ -159,7 +177,7 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
     }
   } else {
     for (size_t c = 0; c < n_classes; ++c) {
-      if (!heads_[c].empty() && class_accepted(c)) arm(static_cast<int>(c));
+      if (!heads_of[c].empty() && class_accepted(c)) arm(static_cast<int>(c));
     }
   }
   std::vector<int> skipped;       // shapes whose job waited for its shape
@@ -222,7 +240,7 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
         for (size_t c = 0; c < n_classes; ++c) {
           if (class_ok[c] != 2) continue;
           class_ok[c] = 0;
-          if (!heads_[c].empty() && class_accepted(c)) arm(static_cast<int>(c));
+          if (!heads_of[c].empty() && class_accepted(c)) arm(static_cast<int>(c));
         }
       }
     }

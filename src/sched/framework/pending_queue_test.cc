@@ -265,6 +265,91 @@ TEST(PendingQueueClasses, AScopeTriesOnlyTheListedShapesAndTheClassesItAccepts) 
   EXPECT_EQ(tried, (std::vector<size_t>{0, 2, 3}));
 }
 
+TEST(PendingQueueClasses, ListedShapesArePassedAsTheirListWouldBe) {
+  // By hand: shapes 0, 1 of class 1; shape 2 of class 2. Listed: 1 and 2 (2 before its jobs
+  // came), then 2 no longer.
+  {
+    PendingQueue q(false);
+    q.SetClass(0, 1);
+    q.SetClass(1, 1);
+    q.SetClass(2, 2);
+    q.SetListed(2, true);
+    for (size_t i = 0; i < 6; ++i) q.Push(i, 0, static_cast<int>(i % 3), false);
+    q.SetListed(1, true);
+    EXPECT_TRUE(q.listed(1));
+    EXPECT_FALSE(q.listed(0));
+    std::vector<size_t> tried;
+    const auto record = [&](size_t i) {
+      tried.push_back(i);
+      return Outcome::kStays;
+    };
+    q.Pass(record, {}, PendingQueue::Scope{nullptr, nullptr, nullptr, true});
+    EXPECT_EQ(tried, (std::vector<size_t>{1, 2, 4, 5}));
+    q.SetListed(2, false);
+    tried.clear();
+    q.Pass(record, {}, PendingQueue::Scope{nullptr, nullptr, nullptr, true});
+    EXPECT_EQ(tried, (std::vector<size_t>{1, 4}));
+  }
+  // At random: a pass over the listed shapes tries the same jobs, in the same order, as one
+  // handed their list, whatever the outcomes, own jobs and changes of the list between passes.
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    uint64_t x = seed;
+    auto next = [&](int n) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<int>((x >> 33) % static_cast<uint64_t>(n));
+    };
+    PendingQueue lazy(seed % 2 == 0), handed(seed % 2 == 0);
+    constexpr int kShapes = 12;
+    for (int sh = 0; sh < kShapes; ++sh) {
+      lazy.SetClass(sh, sh % 3);
+      handed.SetClass(sh, sh % 3);
+    }
+    std::vector<char> listed(kShapes, 0);
+    size_t jobs = 0;
+    for (int round = 0; round < 6; ++round) {
+      for (int k = 0; k < 25; ++k, ++jobs) {
+        const int sh = next(kShapes), priority = next(3);
+        const bool front = next(4) == 0;
+        lazy.Push(jobs, priority, sh, front);
+        handed.Push(jobs, priority, sh, front);
+      }
+      for (int k = 0; k < 5; ++k) {
+        const int sh = next(kShapes);
+        listed[static_cast<size_t>(sh)] = static_cast<char>(next(2));
+        lazy.SetListed(sh, listed[static_cast<size_t>(sh)] != 0);
+      }
+      std::vector<int> list;
+      for (int sh = 0; sh < kShapes; ++sh) {
+        if (listed[static_cast<size_t>(sh)]) list.push_back(sh);
+      }
+      std::vector<size_t> own;
+      for (size_t i = 0; i < jobs; ++i) {
+        if (lazy.Contains(i) && next(10) == 0) own.push_back(i);
+      }
+      // An outcome fixed by the job and the round.
+      const auto outcome = [&](size_t i) {
+        const uint64_t h = (i * 2654435761u + static_cast<uint64_t>(round) * 40503u) % 7;
+        return h < 2 ? Outcome::kStarted : h < 4 ? Outcome::kWaits : h < 5 ? Outcome::kShapeWaits : Outcome::kStays;
+      };
+      std::vector<size_t> tried_lazy, tried_handed;
+      lazy.Pass(
+          [&](size_t i) {
+            tried_lazy.push_back(i);
+            return outcome(i);
+          },
+          own, PendingQueue::Scope{nullptr, nullptr, nullptr, true});
+      handed.Pass(
+          [&](size_t i) {
+            tried_handed.push_back(i);
+            return outcome(i);
+          },
+          own, PendingQueue::Scope{nullptr, nullptr, &list});
+      EXPECT_EQ(tried_lazy, tried_handed) << "seed " << seed << " round " << round;
+      EXPECT_EQ(lazy.InOrder(), handed.InOrder()) << "seed " << seed << " round " << round;
+    }
+  }
+}
+
 TEST(PendingQueueClasses, APassWithClassesMatchesTryingEveryJobWhenWaitsFollowCapacityAndRoom) {
   // The engine's use: a job of class c in queue r needs c + 1 units of capacity (shared) and of
   // its queue's room. Trying every job in order and the class-skipping pass start the same jobs.
