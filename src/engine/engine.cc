@@ -840,16 +840,22 @@ bool Engine::ListShapes(const std::vector<char>& keeps) {
     LeafList& list = leaf_lists_[q];
     const bool kept = keeps[q] != 0;
     const QueueUsage kept_room = kept ? book_.RoomByDim(state_, q, Bound::kGuarantee, Bound::kLimit) : QueueUsage{};
-    if (list.valid && list.fair == fair && list.kept == kept && (!kept || list.kept_room == kept_room)) continue;
+    const QueueUsage limit = book_.RoomByDim(state_, q, Bound::kLimit, Bound::kLimit);
+    if (list.valid && list.fair == fair && list.limit == limit && list.kept == kept && (!kept || list.kept_room == kept_room)) {
+      continue;
+    }
     shapes_held_ -= list.held;
-    list = LeafList{true, fair, kept, kept_room, 0};
+    list = LeafList{true, fair, limit, kept, kept_room, 0};
     // No GPU room for the least of its shapes: all held back (a CPU-only shape needs none).
     const int64_t gpu = std::max(fair[kQueueGpu], kept ? kept_room[kQueueGpu] : 0);
     const bool none = gpu < queue_min_gpu_[q] && queue_min_gpu_[q] > 0;
+    const bool none_within_limit = limit[kQueueGpu] < queue_min_gpu_[q] && queue_min_gpu_[q] > 0;
     for (int sh : shapes_of_queue_[q]) {
       const bool listed = !none && (Roomy(fair, sh) || (kept && Roomy(kept_room, sh)));
       queue_.SetListed(sh, listed);
-      shape_held_[static_cast<size_t>(sh)] = listed ? 0 : 1;
+      // Held back, but tried by the second pass only with room within the limits: without, every
+      // job of the shape would wait for its queue's room there (room only shrinks in a cycle).
+      shape_held_[static_cast<size_t>(sh)] = !listed && !none_within_limit && Roomy(limit, sh) ? 1 : 0;
       list.held += listed ? 0 : 1;
     }
     shapes_held_ += list.held;

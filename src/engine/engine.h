@@ -568,28 +568,30 @@ class Engine {
   // The shapes the first pass looks at are the listed ones (PendingQueue::SetListed): those whose
   // queue had room, at the pass's start, for their min replicas (Engine::QueueRoom within fair
   // shares; for a queue with a job kept from borrowing, or within its guarantee), and the shapes
-  // of jobs naming no queue. The others are held back unseen (shape_held_): room only shrinks
-  // within the cycle.
+  // of jobs naming no queue. The others are held back unseen: room only shrinks within the
+  // cycle. Of those, the second pass tries the ones with room within the limits (shape_held_).
   struct PassMarks {
     std::vector<char> held;  // per shape: held back in the pass for its queue's room
-    bool any_held = false;   // some shape is held back (here or in shape_held_)
+    bool any_held = false;   // some shape is held back (here or by ListShapes)
     std::vector<char> full;  // per class: a job of it found no capacity
   };
   // Lists the shapes of every leaf queue for the first pass (above) and returns whether any is
   // held back. A leaf's shapes are looked at again only when its room (QueueBook::RoomByDim
-  // within fair shares, and within its guarantee when `keeps` it) changed since they last were,
-  // or it has new shapes: O(leaves x depth x dimensions + shapes of the changed leaves).
+  // within fair shares, within the limits, and within its guarantee when `keeps` it) changed
+  // since they last were, or it has new shapes: O(leaves x depth x dimensions + shapes of the
+  // changed leaves).
   bool ListShapes(const std::vector<char>& keeps);
   // Per leaf queue: the rooms its shapes were last listed with (ListShapes).
   struct LeafList {
     bool valid = false;  // false: list its shapes again
     QueueUsage fair{};
+    QueueUsage limit{};  // its room within the limits
     bool kept = false;   // whether `kept_room` counted
     QueueUsage kept_room{};
     int64_t held = 0;    // its shapes held back
   };
   std::vector<LeafList> leaf_lists_;
-  std::vector<char> shape_held_;  // per shape: held back by ListShapes
+  std::vector<char> shape_held_;  // per shape: held back by ListShapes with room within the limits
   int64_t shapes_held_ = 0;       // the sum of leaf_lists_[q].held
   // One pass over the queue within `bound` (none: no queues). A first pass (kFair) marks in
   // `marks` the shapes it held back for their queue's room and the classes that found no
