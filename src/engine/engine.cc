@@ -258,7 +258,7 @@ int Engine::ShapeOf(JobId id) {
       if (q < leaf_lists_.size()) leaf_lists_[q].valid = false;  // listed at the next pass
     } else {
       unqueued_shapes_.push_back(it->second);
-      queue_.SetListed(it->second, true);
+      queue_.SetListed(it->second, true, kFirstPass);
     }
   }
   return it->second;
@@ -493,10 +493,10 @@ Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int
       unqueued_shapes_.push_back(sh);
     }
     // Listed anew at the next pass.
-    queue_.SetListed(sh, i.queue == -1);
+    queue_.SetListed(sh, i.queue == -1, kFirstPass);
+    queue_.SetListed(sh, false, kSecondPass);
   }
   leaf_lists_.clear();
-  shape_held_.assign(shape_info_.size(), 0);
   shapes_held_ = 0;
   shapes_ = std::move(shapes);
   for (Local& l : locals_) {
@@ -825,6 +825,13 @@ void Engine::TryQueue(int64_t now_s) {
     });
     marks.any_held = ListShapes(keeps);
     QueuePass(now_s, Bound::kFair, &marks);
+    // What the first pass held back for its queue's room, the second tries too (its leaf is
+    // listed anew at the next cycle).
+    for (int sh : marks.waited) {
+      queue_.SetListed(sh, true, kSecondPass);
+      const int32_t q = shape_info_[static_cast<size_t>(sh)].queue;
+      if (q >= 0 && static_cast<size_t>(q) < leaf_lists_.size()) leaf_lists_[static_cast<size_t>(q)].valid = false;
+    }
     if (marks.any_held) QueuePass(now_s, Bound::kLimit, &marks);
   }
 }
@@ -833,29 +840,36 @@ bool Engine::ListShapes(const std::vector<char>& keeps) {
   using Bound = QueueBook::Bound;
   const size_t n = std::min(book_.tree().size(), shapes_of_queue_.size());
   if (leaf_lists_.size() < n) leaf_lists_.resize(n);
-  if (shape_held_.size() < shape_info_.size()) shape_held_.resize(shape_info_.size(), 0);
+  // Per leaf: its rooms within fair shares, within the limits and (kept from borrowing) within
+  // its guarantee, in the managed dimensions — compared with those its shapes were listed with.
+  const size_t m = book_.managed_count();
+  std::vector<int64_t> rooms(3 * m);
   for (size_t q = 0; q < n; ++q) {
     if (!book_.tree().leaf(q) || shapes_of_queue_[q].empty()) continue;
-    const QueueUsage fair = book_.RoomByDim(state_, q, Bound::kFair, Bound::kFair);
-    LeafList& list = leaf_lists_[q];
     const bool kept = keeps[q] != 0;
-    const QueueUsage kept_room = kept ? book_.RoomByDim(state_, q, Bound::kGuarantee, Bound::kLimit) : QueueUsage{};
-    const QueueUsage limit = book_.RoomByDim(state_, q, Bound::kLimit, Bound::kLimit);
-    if (list.valid && list.fair == fair && list.limit == limit && list.kept == kept && (!kept || list.kept_room == kept_room)) {
-      continue;
-    }
+    book_.RoomByManagedDim(state_, q, Bound::kFair, Bound::kFair, rooms.data());
+    book_.RoomByManagedDim(state_, q, Bound::kLimit, Bound::kLimit, rooms.data() + m);
+    if (kept) book_.RoomByManagedDim(state_, q, Bound::kGuarantee, Bound::kLimit, rooms.data() + 2 * m);
+    else std::fill(rooms.begin() + static_cast<std::ptrdiff_t>(2 * m), rooms.end(), 0);
+    LeafList& list = leaf_lists_[q];
+    if (list.valid && list.kept == kept && list.rooms == rooms) continue;
     shapes_held_ -= list.held;
-    list = LeafList{true, fair, limit, kept, kept_room, 0};
+    list.valid = true;
+    list.kept = kept;
+    list.rooms = rooms;
+    list.held = 0;
+    const QueueUsage fair = book_.FromManaged(rooms.data()), limit = book_.FromManaged(rooms.data() + m);
+    const QueueUsage kept_room = book_.FromManaged(rooms.data() + 2 * m);
     // No GPU room for the least of its shapes: all held back (a CPU-only shape needs none).
     const int64_t gpu = std::max(fair[kQueueGpu], kept ? kept_room[kQueueGpu] : 0);
     const bool none = gpu < queue_min_gpu_[q] && queue_min_gpu_[q] > 0;
     const bool none_within_limit = limit[kQueueGpu] < queue_min_gpu_[q] && queue_min_gpu_[q] > 0;
     for (int sh : shapes_of_queue_[q]) {
       const bool listed = !none && (Roomy(fair, sh) || (kept && Roomy(kept_room, sh)));
-      queue_.SetListed(sh, listed);
+      queue_.SetListed(sh, listed, kFirstPass);
       // Held back, but tried by the second pass only with room within the limits: without, every
       // job of the shape would wait for its queue's room there (room only shrinks in a cycle).
-      shape_held_[static_cast<size_t>(sh)] = !listed && !none_within_limit && Roomy(limit, sh) ? 1 : 0;
+      queue_.SetListed(sh, !listed && !none_within_limit && Roomy(limit, sh), kSecondPass);
       list.held += listed ? 0 : 1;
     }
     shapes_held_ += list.held;
@@ -896,6 +910,7 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
                 step * step;
           if (cap < (min + step - 1) / step * step) {
             if (marks != nullptr && !second) {
+              if (!marks->held[static_cast<size_t>(l.shape)]) marks->waited.push_back(l.shape);
               marks->held[static_cast<size_t>(l.shape)] = 1;
               marks->any_held = true;
             }
@@ -921,11 +936,9 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
         return PendingQueue::Outcome::kWaits;
       },
       holders_,
-      second  ? PendingQueue::Scope{[&](int sh) {
-                                      return marks->held[static_cast<size_t>(sh)] != 0 || shape_held_[static_cast<size_t>(sh)] != 0;
-                                    },
-                                    [&](int cls) { return !marks->full[static_cast<size_t>(cls)]; }, nullptr}
-      : marks ? PendingQueue::Scope{nullptr, nullptr, nullptr, true}
+      second  ? PendingQueue::Scope{nullptr, [&](int cls) { return !marks->full[static_cast<size_t>(cls)]; }, nullptr,
+                                    kSecondPass}
+      : marks ? PendingQueue::Scope{nullptr, nullptr, nullptr, kFirstPass}
               : PendingQueue::Scope{});
 }
 

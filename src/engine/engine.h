@@ -568,10 +568,12 @@ class Engine {
   // The shapes the first pass looks at are the listed ones (PendingQueue::SetListed): those whose
   // queue had room, at the pass's start, for their min replicas (Engine::QueueRoom within fair
   // shares; for a queue with a job kept from borrowing, or within its guarantee), and the shapes
-  // of jobs naming no queue. The others are held back unseen: room only shrinks within the
-  // cycle. Of those, the second pass tries the ones with room within the limits (shape_held_).
+  // of jobs naming no queue (PendingQueue list kFirstPass). The others are held back unseen: room
+  // only shrinks within the cycle. Of those, the second pass tries the ones with room within the
+  // limits, and those the first held back in the pass (list kSecondPass).
   struct PassMarks {
     std::vector<char> held;  // per shape: held back in the pass for its queue's room
+    std::vector<int> waited;  // the shapes `held` marks
     bool any_held = false;   // some shape is held back (here or by ListShapes)
     std::vector<char> full;  // per class: a job of it found no capacity
   };
@@ -583,16 +585,14 @@ class Engine {
   bool ListShapes(const std::vector<char>& keeps);
   // Per leaf queue: the rooms its shapes were last listed with (ListShapes).
   struct LeafList {
-    bool valid = false;  // false: list its shapes again
-    QueueUsage fair{};
-    QueueUsage limit{};  // its room within the limits
-    bool kept = false;   // whether `kept_room` counted
-    QueueUsage kept_room{};
-    int64_t held = 0;    // its shapes held back
+    bool valid = false;          // false: list its shapes again
+    bool kept = false;           // whether its room within its guarantee counted
+    std::vector<int64_t> rooms;  // within fair shares, the limits, its guarantee (managed dimensions)
+    int64_t held = 0;            // its shapes held back
   };
   std::vector<LeafList> leaf_lists_;
-  std::vector<char> shape_held_;  // per shape: held back by ListShapes with room within the limits
-  int64_t shapes_held_ = 0;       // the sum of leaf_lists_[q].held
+  int64_t shapes_held_ = 0;  // the sum of leaf_lists_[q].held
+  static constexpr int kFirstPass = 0, kSecondPass = 1;  // the passes' lists of shapes
   // One pass over the queue within `bound` (none: no queues). A first pass (kFair) marks in
   // `marks` the shapes it held back for their queue's room and the classes that found no
   // capacity; a kLimit pass given `marks` tries only the shapes held back in classes that did

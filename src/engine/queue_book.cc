@@ -57,6 +57,9 @@ StatusOr<QueueBook> QueueBook::Create(std::vector<QueueSpec> specs, SharingSpec 
       if (a->memory_mib) b.managed_[dims.memory()] = 1;
     }
   }
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (b.managed_[d]) b.managed_list_.push_back({d, b.Fixed(d)});
+  }
   return b;
 }
 
@@ -325,19 +328,46 @@ int64_t QueueBook::GpuRoom(const ClusterState& state, size_t leaf, Bound leaf_bo
   return room;
 }
 
+const int64_t* QueueBook::Caps(size_t q, Bound bound) const {
+  switch (bound) {
+    case Bound::kLimit: return tree_.limit(q).data();
+    case Bound::kGuarantee: return tree_.guarantee(q).data();
+    case Bound::kFair: return &shares_.fair[q * shares_.dims];
+    case Bound::kEntitled: return &shares_.entitled[q * shares_.dims];
+  }
+  return nullptr;
+}
+
 QueueUsage QueueBook::RoomByDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound) const {
-  QueueUsage room;
-  room.fill(INT64_MAX);
+  std::array<int64_t, kQueueDims> managed;
+  RoomByManagedDim(state, leaf, leaf_bound, bound, managed.data());
+  return FromManaged(managed.data());
+}
+
+void QueueBook::RoomByManagedDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound,
+                                 int64_t* room) const {
+  // As Cap per dimension, a queue's row at a time (a hot path: the engine asks it for every
+  // leaf queue every cycle).
+  const size_t m = managed_list_.size();
+  std::fill(room, room + m, INT64_MAX);
   for (int p = static_cast<int>(leaf); p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
     const size_t q = static_cast<size_t>(p);
-    for (size_t d = 0; d < tree_.dims().size(); ++d) {
-      const int64_t cap = Cap(q, d, q == leaf ? leaf_bound : bound);
-      if (!managed_[d] || cap == kNoLimit) continue;
-      int64_t& r = room[Fixed(d)];
-      r = std::min(r, std::max<int64_t>(0, cap - state.queue_usage(q)[Fixed(d)]));
+    const int64_t* caps = Caps(q, q == leaf ? leaf_bound : bound);
+    const QueueUsage& use = state.queue_usage(q);
+    for (size_t i = 0; i < m; ++i) {
+      const auto [d, f] = managed_list_[i];
+      const int64_t cap = caps[d];
+      if (cap == kNoLimit) continue;
+      room[i] = std::min(room[i], std::max<int64_t>(0, cap - use[f]));
     }
   }
-  return room;
+}
+
+QueueUsage QueueBook::FromManaged(const int64_t* room) const {
+  QueueUsage out;
+  out.fill(INT64_MAX);
+  for (size_t i = 0; i < managed_list_.size(); ++i) out[managed_list_[i].second] = room[i];
+  return out;
 }
 
 QueueUsage QueueBook::RoomWithClaims(const ClusterState& state, size_t q, Bound bound) const {

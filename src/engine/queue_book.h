@@ -158,6 +158,11 @@ class QueueBook {
   // quota, or a dimension no quota names). Room(job) is the least of room[d] / (job's one-replica
   // Request)[d] over the dimensions it requests. O(depth x dimensions).
   QueueUsage RoomByDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound) const;
+  // The same in the managed dimensions alone: room[i] for the i-th of them (managed_count()
+  // entries), in a fixed order; FromManaged(room) == RoomByDim(...).
+  void RoomByManagedDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound, int64_t* room) const;
+  size_t managed_count() const { return managed_list_.size(); }
+  QueueUsage FromManaged(const int64_t* room) const;
   // Per dimension of QueueUsage: what queue q alone has room for within `bound`, its Reclaims
   // under way counted as held (negative when above it; INT64_MAX where nothing bounds it).
   // Within(q alone, claims) holds for a request r iff r[d] <= room[d] wherever r[d] > 0.
@@ -239,6 +244,9 @@ class QueueBook {
   QueueTree tree_;
   SharingSpec sharing_;
   std::vector<char> managed_;        // per quota dimension: some queue names it (else unchecked)
+  std::vector<std::pair<size_t, size_t>> managed_list_;  // the managed dimensions d, with Fixed(d)
+  // Queue q's row of Cap(q, d, bound) over the quota dimensions d.
+  const int64_t* Caps(size_t q, Bound bound) const;
   std::vector<QueueUsage> pending_;  // per queue (leaves)
   std::vector<QueueUsage> extra_;    // per queue (leaves): Extra's demand
   // The leaves whose usage or demand changed since the last computation (each once), or all.

@@ -10,7 +10,7 @@ void PendingQueue::SetClass(int shape, int cls) {
   if (it == named_.end() || it->first != cls) {
     it = named_.insert(it, {cls, static_cast<int>(heads_.size())});
     heads_.emplace_back();
-    listed_heads_.emplace_back();
+    for (auto& lists : listed_heads_) lists.emplace_back();
     caller_class_.push_back(cls);
   }
   class_of_[static_cast<size_t>(shape)] = it->second;
@@ -22,7 +22,7 @@ int PendingQueue::ClassOf(int shape) {
   if (c < 0) {  // a class of its own
     c = static_cast<int>(heads_.size());
     heads_.emplace_back();
-    listed_heads_.emplace_back();
+    for (auto& lists : listed_heads_) lists.emplace_back();
     caller_class_.push_back(-1);
   }
   return c;
@@ -31,22 +31,23 @@ int PendingQueue::ClassOf(int shape) {
 void PendingQueue::NewHead(int shape, const std::pair<Key, size_t>* old) {
   const size_t c = static_cast<size_t>(ClassOf(shape));
   const auto& set = shapes_[static_cast<size_t>(shape)];
-  for (auto* heads : {&heads_[c], listed(shape) ? &listed_heads_[c] : nullptr}) {
+  for (auto* heads : {&heads_[c], listed(shape, 0) ? &listed_heads_[0][c] : nullptr, listed(shape, 1) ? &listed_heads_[1][c] : nullptr}) {
     if (heads == nullptr) continue;
     if (old != nullptr) heads->erase({old->first, shape});
     if (!set.empty()) heads->insert({set.begin()->first, shape});
   }
 }
 
-void PendingQueue::SetListed(int shape, bool listed) {
+void PendingQueue::SetListed(int shape, bool listed, int list) {
   if (listed_.size() <= static_cast<size_t>(shape)) listed_.resize(static_cast<size_t>(shape) + 1, 0);
-  if ((listed_[static_cast<size_t>(shape)] != 0) == listed) return;
-  listed_[static_cast<size_t>(shape)] = listed ? 1 : 0;
+  if (this->listed(shape, list) == listed) return;
+  listed_[static_cast<size_t>(shape)] ^= static_cast<char>(1 << list);
   if (static_cast<size_t>(shape) >= shapes_.size() || shapes_[static_cast<size_t>(shape)].empty()) return;
   const size_t c = static_cast<size_t>(ClassOf(shape));
   const std::pair<Key, int> head{shapes_[static_cast<size_t>(shape)].begin()->first, shape};
-  if (listed) listed_heads_[c].insert(head);
-  else listed_heads_[c].erase(head);
+  auto& heads = listed_heads_[static_cast<size_t>(list)][c];
+  if (listed) heads.insert(head);
+  else heads.erase(head);
 }
 
 void PendingQueue::Push(size_t i, int32_t priority, int shape, bool front) {
@@ -131,7 +132,7 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
   std::vector<char> class_ok(n_classes, 0);  // the class filter was asked: 1 accepted, 2 refused
   std::vector<std::pair<Key, int>> last(n_classes, {{INT64_MIN, INT64_MIN}, INT32_MIN});  // last shape looked at
   // The classes' shapes looked at.
-  const auto& heads_of = scope.listed && scope.shapes == nullptr ? listed_heads_ : heads_;
+  const auto& heads_of = scope.list >= 0 && scope.shapes == nullptr ? listed_heads_[static_cast<size_t>(scope.list)] : heads_;
   auto accepted = [&](int s) {
     char& f = filtered[static_cast<size_t>(s)];
     if (f == 0) f = !scope.shape || scope.shape(s) ? 1 : 2;

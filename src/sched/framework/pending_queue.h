@@ -23,6 +23,7 @@
 // Thread-safety: none.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -64,11 +65,15 @@ class PendingQueue {
   // the first accepted), or SIZE_MAX.
   size_t FirstOf(int shape, const std::function<bool(size_t)>& accept) const;
   size_t shapes() const { return shapes_.size(); }
-  // Marks `shape` (>= 0) listed or not (none is at first): a pass with Scope::listed looks only at
-  // the listed shapes, lazily as at every shape otherwise — O(log) per change, so that a caller
-  // whose list changes little between passes does not hand over every listed shape each pass.
-  void SetListed(int shape, bool listed);
-  bool listed(int shape) const { return static_cast<size_t>(shape) < listed_.size() && listed_[static_cast<size_t>(shape)]; }
+  // Marks `shape` (>= 0) in list `list` (0 .. kLists - 1) or not (none is at first): a pass with
+  // Scope::list looks only at that list's shapes, lazily as at every shape otherwise — O(log) per
+  // change, so that a caller whose lists change little between passes does not hand over every
+  // listed shape each pass.
+  static constexpr int kLists = 2;
+  void SetListed(int shape, bool listed, int list = 0);
+  bool listed(int shape, int list = 0) const {
+    return static_cast<size_t>(shape) < listed_.size() && (listed_[static_cast<size_t>(shape)] >> list & 1) != 0;
+  }
 
   // Which shapes a pass tries (every one by default; the jobs of `own` always).
   struct Scope {
@@ -78,8 +83,8 @@ class PendingQueue {
                                      // the classes it refused are asked again once an own job started)
     // Only these shapes, looked at all at once (not lazily: for a few shapes out of many).
     const std::vector<int>* shapes = nullptr;
-    // Only the listed shapes (SetListed), looked at lazily (ignored with `shapes`).
-    bool listed = false;
+    // >= 0: only the shapes of that list (SetListed), looked at lazily (ignored with `shapes`).
+    int list = -1;
   };
   // One pass. `attempt(i)` tries job i and says what became of it: started or infeasible jobs
   // leave the queue; a job that waits stays, and (unless it is one of `own`) its class (kWaits)
@@ -111,8 +116,9 @@ class PendingQueue {
   std::vector<std::set<std::pair<Key, size_t>>> shapes_;
   std::vector<int> class_of_;                        // per shape: its class (internal), -1 none yet
   std::vector<std::set<std::pair<Key, int>>> heads_;  // per class: (first job's key, shape), non-empty shapes
-  std::vector<std::set<std::pair<Key, int>>> listed_heads_;  // per class: heads_' entries of listed shapes
-  std::vector<char> listed_;                                 // per shape: SetListed
+  // Per list, per class: heads_' entries of the list's shapes.
+  std::array<std::vector<std::set<std::pair<Key, int>>>, kLists> listed_heads_;
+  std::vector<char> listed_;  // per shape: bit l set when in list l
   std::vector<std::pair<int, int>> named_;           // (caller's class, internal class), sorted
   std::vector<int> caller_class_;                    // per class: the caller's number, -1 none
   int64_t back_ = 0, front_ = 0;  // next positions at the back (ascending) and front (descending)

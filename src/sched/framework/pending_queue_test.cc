@@ -283,15 +283,15 @@ TEST(PendingQueueClasses, ListedShapesArePassedAsTheirListWouldBe) {
       tried.push_back(i);
       return Outcome::kStays;
     };
-    q.Pass(record, {}, PendingQueue::Scope{nullptr, nullptr, nullptr, true});
+    q.Pass(record, {}, PendingQueue::Scope{nullptr, nullptr, nullptr, 0});
     EXPECT_EQ(tried, (std::vector<size_t>{1, 2, 4, 5}));
     q.SetListed(2, false);
     tried.clear();
-    q.Pass(record, {}, PendingQueue::Scope{nullptr, nullptr, nullptr, true});
+    q.Pass(record, {}, PendingQueue::Scope{nullptr, nullptr, nullptr, 0});
     EXPECT_EQ(tried, (std::vector<size_t>{1, 4}));
   }
-  // At random: a pass over the listed shapes tries the same jobs, in the same order, as one
-  // handed their list, whatever the outcomes, own jobs and changes of the list between passes.
+  // At random: a pass over a list's shapes tries the same jobs, in the same order, as one handed
+  // the list, whatever the outcomes, own jobs, changes of the lists between passes.
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     uint64_t x = seed;
     auto next = [&](int n) {
@@ -305,6 +305,7 @@ TEST(PendingQueueClasses, ListedShapesArePassedAsTheirListWouldBe) {
       handed.SetClass(sh, sh % 3);
     }
     std::vector<char> listed(kShapes, 0);
+    const int which = static_cast<int>(seed % PendingQueue::kLists);
     size_t jobs = 0;
     for (int round = 0; round < 6; ++round) {
       for (int k = 0; k < 25; ++k, ++jobs) {
@@ -316,7 +317,8 @@ TEST(PendingQueueClasses, ListedShapesArePassedAsTheirListWouldBe) {
       for (int k = 0; k < 5; ++k) {
         const int sh = next(kShapes);
         listed[static_cast<size_t>(sh)] = static_cast<char>(next(2));
-        lazy.SetListed(sh, listed[static_cast<size_t>(sh)] != 0);
+        lazy.SetListed(sh, listed[static_cast<size_t>(sh)] != 0, which);
+        lazy.SetListed(next(kShapes), next(2) != 0, 1 - which);  // the other list: no bearing
       }
       std::vector<int> list;
       for (int sh = 0; sh < kShapes; ++sh) {
@@ -337,7 +339,7 @@ TEST(PendingQueueClasses, ListedShapesArePassedAsTheirListWouldBe) {
             tried_lazy.push_back(i);
             return outcome(i);
           },
-          own, PendingQueue::Scope{nullptr, nullptr, nullptr, true});
+          own, PendingQueue::Scope{nullptr, nullptr, nullptr, which});
       handed.Pass(
           [&](size_t i) {
             tried_handed.push_back(i);
