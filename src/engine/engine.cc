@@ -221,8 +221,11 @@ int Engine::ShapeOf(JobId id) {
       shapes_.emplace(cls + "/" + std::to_string(js.queue) + wall, static_cast<int>(shapes_.size()));
   if (added) {
     const auto [c, new_class] = classes_.emplace(cls, static_cast<int>(classes_.size()));
-    shape_info_.push_back({js.priority >= kHpPriority || js.min_replicas > 1, js.priority >= kHpPriority, js.priority,
-                           int64_t{js.max_replicas} * req.gpu_count});
+    shape_info_.emplace_back();
+    shape_info_.back().blocks = js.priority >= kHpPriority || js.min_replicas > 1;
+    shape_info_.back().hp = js.priority >= kHpPriority;
+    shape_info_.back().priority = js.priority;
+    shape_info_.back().gpus = int64_t{js.max_replicas} * req.gpu_count;
     shape_info_.back().cls = c->second;
     shape_info_.back().models = req.NeedsGpu() ? req.models : GpuModelSet();
     const int64_t step = options_.allocate.align ? std::max<int32_t>(1, js.step) : 1;

@@ -2115,7 +2115,8 @@ void Service::Impl::HandleEvents(const std::vector<EngineEvent>& events, Pass& p
       case EngineEvent::Kind::kMoveStarted:
       case EngineEvent::Kind::kMoved:
       case EngineEvent::Kind::kMoveAborted:
-      case EngineEvent::Kind::kMoveCancelled: break;
+      case EngineEvent::Kind::kMoveCancelled:
+      case EngineEvent::Kind::kStandbyRefused: break;
     }
   }
 }

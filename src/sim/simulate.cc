@@ -878,6 +878,8 @@ void ScenarioRun::OnEvent(const EngineEvent& e) {
       SetLent(j, e.replicas, e.t);
       Log(e.t, i, "restore", e.replicas, e.detail);
       break;
+    // A replica that could not enter Standby after all keeps its GPUs: nothing is lent.
+    case EngineEvent::Kind::kStandbyRefused: Log(e.t, i, "standby-refused", e.replicas, e.detail); break;
     case EngineEvent::Kind::kMoveStarted: Log(e.t, i, "migrate-start", e.replicas, e.detail); break;
     case EngineEvent::Kind::kMoved: Log(e.t, i, "migrate", e.replicas, e.detail); break;
     case EngineEvent::Kind::kMoveAborted: Log(e.t, i, "migrate-abort", e.replicas, e.detail); break;
