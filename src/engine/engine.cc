@@ -1356,7 +1356,11 @@ std::optional<int64_t> Engine::NextDue() const {
   }
   if (!triggers_.empty()) due = due ? std::min(*due, triggers_.front().at) : triggers_.front().at;
   if (!relax_.empty()) due = due ? std::min(*due, relax_.front().at) : relax_.front().at;
-  if (regrow_due_ != INT64_MAX) due = due ? std::min(*due, regrow_due_) : regrow_due_;
+  // A shrunk job's cooldown matters only to Absorb (which resets regrow_due_ as it passes).
+  // (With no elastic job running there is nothing to regrow: when one starts, Absorb runs.)
+  if (options_.absorb && !elastic_running_.empty() && regrow_due_ != INT64_MAX) {
+    due = due ? std::min(*due, regrow_due_) : regrow_due_;
+  }
   // A planned job: the plan is renewed (and jobs backfilled) every interval.
   if (planned_.li != SIZE_MAX && next_backfill_ > now_) due = due ? std::min(*due, next_backfill_) : next_backfill_;
   for (const auto& [job, ws] : windows_) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,32 @@ TEST(EngineQueues, ATeamAtItsGuaranteeButBelowItsFairShareGetsItBackFromAnotherT
   c = setup(off);
   for (int64_t t : {100, 160, 1000}) EXPECT_TRUE(c->Cycle(t).empty()) << t;
   EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 6}, {"b", 2}}));
+}
+
+TEST(EngineQueues, WithoutAbsorbAShrunkJobsCooldownIsNeverDueAgain) {
+  // As above, with Absorb off: b's rebalance shrinks a's elastic job at 160 and its cooldown ends
+  // at 460. Nothing grows without Absorb, so once that time has passed nothing is due — a driver
+  // that runs a cycle at NextDue() moves on (before, NextDue() stayed at 460 and the simulator
+  // ran cycles at 460 for ever).
+  Cluster c(8, {Q("a", 16), Q("b", 16)});
+  c.e().SetAbsorb(false);
+  EngineJob elastic = NodeJob(1, "a", 8, 2);
+  elastic.step = 2;
+  c.Submit(elastic, 0);
+  c.Submit(NodeJob(2, "b", 2), 0);
+  c.Cycle(0);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 6}, {"b", 2}}));
+  c.Submit(NodeJob(3, "b", 2), 100);
+  c.Cycle(100);
+  const std::vector<EngineEvent> ev = c.Cycle(160);
+  ASSERT_EQ(Count(ev, EngineEvent::Kind::kShrunk), 1);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 4}}));
+  for (int64_t t : {460, 461}) {
+    EXPECT_TRUE(c.Cycle(t).empty()) << t;
+    const std::optional<int64_t> due = c.e().NextDue();
+    EXPECT_TRUE(!due || *due > t) << t << ": due " << *due;
+  }
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 4}}));
 }
 
 TEST(EngineQueues, AShortfallBelowATenthOfTheFairShareEvictsNothing) {
