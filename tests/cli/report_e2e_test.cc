@@ -129,8 +129,10 @@ std::vector<std::string> AttributeValues(const std::string& dom, const std::stri
 }
 
 TEST_F(ReportEndToEnd, TheSimulateReportOfQueuesChartsEveryQueueOfEveryConfigurationFromQueuesCsv) {
-  // examples/fair-share.yaml's first six hours, one seed: five configurations of two orgs with
+  // examples/fair-share.yaml's first six hours, one seed: eight configurations of two orgs with
   // three teams each.
+  const std::vector<std::string> kConfigurations = {"static-quota", "borrow-only", "kueue-like", "estuary",
+                                                    "kai",          "k8s-default", "slurm",      "volcano"};
   std::string yaml = ReadText(std::string(ESTUARY_SOURCE_DIR) + "/examples/fair-share.yaml");
   yaml.replace(yaml.find("duration_s: 604800"), 18, "duration_s: 21600");
   yaml.replace(yaml.find("seeds: [1, 2, 3]"), 16, "seeds: [1]");
@@ -142,14 +144,14 @@ TEST_F(ReportEndToEnd, TheSimulateReportOfQueuesChartsEveryQueueOfEveryConfigura
   const std::string dom = DumpDom(dir_, out + "/report.html");
   auto body = BodyAttributes(dom);
   EXPECT_EQ(body["data-status"], "ok");
-  // Every canvas drew: the simulate charts and 5 configurations x 8 queues.
+  // Every canvas drew: the simulate charts and 8 configurations x 8 queues.
   const std::vector<std::string> ids = AttributeValues(dom, "data-chart-id");
   size_t queue_charts = 0;
   for (const std::string& id : ids) queue_charts += id.rfind("queue:", 0) == 0;
-  EXPECT_EQ(queue_charts, 40u);
+  EXPECT_EQ(queue_charts, 64u);
   EXPECT_EQ(body["data-charts"], std::to_string(ids.size()));
   EXPECT_EQ(AttributeValues(dom, "data-panel"),
-            (std::vector<std::string>{"static-quota", "borrow-only", "kueue-like", "estuary", "kai"}));
+            kConfigurations);
   EXPECT_EQ(AttributeValues(dom, "data-shown"), std::vector<std::string>{"static-quota"});
   // Each panel lists the queues depth first, a chart titled by the queue's path.
   const std::vector<std::string> tree = {"research (its 3 queues' sum)", "research / nlp", "research / vision",
@@ -157,8 +159,8 @@ TEST_F(ReportEndToEnd, TheSimulateReportOfQueuesChartsEveryQueueOfEveryConfigura
                                          "product / ads", "product / infra"};
   std::vector<std::string> titles = AttributeValues(dom, "data-title");
   for (auto& t : titles) t = testing::Decode(t);
-  ASSERT_EQ(titles.size(), 40u);
-  for (size_t c = 0; c < 5; ++c) {
+  ASSERT_EQ(titles.size(), 64u);
+  for (size_t c = 0; c < kConfigurations.size(); ++c) {
     EXPECT_EQ(std::vector<std::string>(titles.begin() + 8 * c, titles.begin() + 8 * (c + 1)), tree) << "panel " << c;
   }
   // The metrics table: one column per configuration, each cell the summary's mean.
@@ -169,7 +171,7 @@ TEST_F(ReportEndToEnd, TheSimulateReportOfQueuesChartsEveryQueueOfEveryConfigura
     ASSERT_NE(row, std::string::npos) << metric;
     const std::string cells = dom.substr(row, dom.find("</tr>", row) - row);
     size_t at = cells.find("</td>");
-    for (const char* conf : {"static-quota", "borrow-only", "kueue-like", "estuary", "kai"}) {
+    for (const std::string& conf : kConfigurations) {
       at = cells.find('>', cells.find("<td", at)) + 1;
       const double shown = std::stod(cells.substr(at, cells.find('<', at) - at));
       EXPECT_NEAR(shown, summary["configurations"][conf][metric].get<double>(), 0.0051) << metric << " of " << conf;
@@ -209,7 +211,7 @@ TEST_F(ReportEndToEnd, TheSimulateReportOfQueuesChartsEveryQueueOfEveryConfigura
     }
     ++rows;
   }
-  EXPECT_EQ(rows, 40u * 36u);  // 8 queues x 5 configurations x 36 samples (every 10 min from 0 to 5 h 50 min)
+  EXPECT_EQ(rows, 64u * 36u);  // 8 queues x 8 configurations x 36 samples (every 10 min from 0 to 5 h 50 min)
   for (const auto& [id, n] : point) EXPECT_EQ((*charts[id])["series"][0]["y"].size(), n) << id;
   EXPECT_EQ(std::vector<std::string>({"allocated", "guaranteed", "fair share", "borrowed", "lent", "pending"}),
             [&] {
