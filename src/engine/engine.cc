@@ -500,6 +500,7 @@ Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int
     queue_.SetListed(sh, false, kSecondPass);
   }
   leaf_lists_.clear();
+  queue_figures_.clear();
   shapes_held_ = 0;
   shapes_ = std::move(shapes);
   for (Local& l : locals_) {
@@ -846,15 +847,37 @@ bool Engine::ListShapes(const std::vector<char>& keeps) {
   // Per leaf: its rooms within fair shares, within the limits and (kept from borrowing) within
   // its guarantee, in the managed dimensions — compared with those its shapes were listed with.
   const size_t m = book_.managed_count();
+  // The queues whose figures changed since the last listing: a leaf none of whose path changed
+  // has the same rooms (its guarantees and limits change only with SetQueues, which lists anew).
+  const size_t queues = book_.tree().size();
+  if (queue_figures_.size() != 2 * m * queues) {
+    queue_figures_.assign(2 * m * queues, INT64_MIN);  // INT64_MIN: never seen (nothing holds it)
+  }
+  std::vector<int64_t> figures(2 * m);
+  std::vector<char> changed(queues, 0);
+  for (size_t q = 0; q < queues; ++q) {
+    book_.ManagedFigures(state_, q, figures.data());
+    int64_t* seen = &queue_figures_[q * 2 * m];
+    if (std::equal(figures.begin(), figures.end(), seen)) continue;
+    std::copy(figures.begin(), figures.end(), seen);
+    changed[q] = 1;
+  }
   std::vector<int64_t> rooms(3 * m);
   for (size_t q = 0; q < n; ++q) {
     if (!book_.tree().leaf(q) || shapes_of_queue_[q].empty()) continue;
     const bool kept = keeps[q] != 0;
+    LeafList& list = leaf_lists_[q];
+    if (list.valid && list.kept == kept) {
+      bool path_changed = false;
+      for (int p = static_cast<int>(q); p >= 0 && !path_changed; p = book_.tree().parent(static_cast<size_t>(p))) {
+        path_changed = changed[static_cast<size_t>(p)] != 0;
+      }
+      if (!path_changed) continue;
+    }
     book_.RoomByManagedDim(state_, q, Bound::kFair, Bound::kFair, rooms.data());
     book_.RoomByManagedDim(state_, q, Bound::kLimit, Bound::kLimit, rooms.data() + m);
     if (kept) book_.RoomByManagedDim(state_, q, Bound::kGuarantee, Bound::kLimit, rooms.data() + 2 * m);
     else std::fill(rooms.begin() + static_cast<std::ptrdiff_t>(2 * m), rooms.end(), 0);
-    LeafList& list = leaf_lists_[q];
     if (list.valid && list.kept == kept && list.rooms == rooms) continue;
     shapes_held_ -= list.held;
     list.valid = true;

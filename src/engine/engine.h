@@ -580,8 +580,9 @@ class Engine {
   // Lists the shapes of every leaf queue for the first pass (above) and returns whether any is
   // held back. A leaf's shapes are looked at again only when its room (QueueBook::RoomByDim
   // within fair shares, within the limits, and within its guarantee when `keeps` it) changed
-  // since they last were, or it has new shapes: O(leaves x depth x dimensions + shapes of the
-  // changed leaves).
+  // since they last were, or it has new shapes; its room is computed again only when what a
+  // queue on its path holds or its fair share changed: O(queues x dimensions + the changed
+  // leaves' rooms and shapes).
   bool ListShapes(const std::vector<char>& keeps);
   // Per leaf queue: the rooms its shapes were last listed with (ListShapes).
   struct LeafList {
@@ -591,6 +592,8 @@ class Engine {
     int64_t held = 0;            // its shapes held back
   };
   std::vector<LeafList> leaf_lists_;
+  // Per queue: QueueBook::ManagedFigures at the last ListShapes (2 x managed dimensions each).
+  std::vector<int64_t> queue_figures_;
   int64_t shapes_held_ = 0;  // the sum of leaf_lists_[q].held
   static constexpr int kFirstPass = 0, kSecondPass = 1;  // the passes' lists of shapes
   // One pass over the queue within `bound` (none: no queues). A first pass (kFair) marks in

@@ -363,6 +363,16 @@ void QueueBook::RoomByManagedDim(const ClusterState& state, size_t leaf, Bound l
   }
 }
 
+void QueueBook::ManagedFigures(const ClusterState& state, size_t q, int64_t* out) const {
+  const QueueUsage& use = state.queue_usage(q);
+  const int64_t* fair = Caps(q, Bound::kFair);
+  const size_t m = managed_list_.size();
+  for (size_t i = 0; i < m; ++i) {
+    out[i] = use[managed_list_[i].second];
+    out[m + i] = fair[managed_list_[i].first];
+  }
+}
+
 QueueUsage QueueBook::FromManaged(const int64_t* room) const {
   QueueUsage out;
   out.fill(INT64_MAX);

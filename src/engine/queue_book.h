@@ -163,6 +163,9 @@ class QueueBook {
   void RoomByManagedDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound, int64_t* room) const;
   size_t managed_count() const { return managed_list_.size(); }
   QueueUsage FromManaged(const int64_t* room) const;
+  // What queue q's rooms depend on besides its guarantee and limit, in the managed dimensions:
+  // out[0, m) what it holds, out[m, 2m) its fair share (the last Refresh's), m = managed_count().
+  void ManagedFigures(const ClusterState& state, size_t q, int64_t* out) const;
   // Per dimension of QueueUsage: what queue q alone has room for within `bound`, its Reclaims
   // under way counted as held (negative when above it; INT64_MAX where nothing bounds it).
   // Within(q alone, claims) holds for a request r iff r[d] <= room[d] wherever r[d] > 0.

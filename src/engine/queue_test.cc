@@ -95,7 +95,9 @@ TEST(EngineQueues, AReturningTeamTakesFromTheQueueFurthestAboveItsFairShareFirst
   ev = c.Cycle(160);
   ASSERT_EQ(Count(ev, EngineEvent::Kind::kShrunk), 1);
   for (const EngineEvent& x : ev) {
-    if (x.kind == EngineEvent::Kind::kShrunk) EXPECT_EQ(x.job, 1u);
+    if (x.kind == EngineEvent::Kind::kShrunk) {
+      EXPECT_EQ(x.job, 1u);
+    }
   }
   EXPECT_EQ(c.e().Running(3), 1);
   EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 1}, {"b", 3}, {"c", 2}}));

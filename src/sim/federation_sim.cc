@@ -416,7 +416,8 @@ void FederationRun::HandleEvents(SimTime t) {
         case MemberEvent::Kind::kMoveStarted:
         case MemberEvent::Kind::kMoved:
         case MemberEvent::Kind::kMoveAborted:
-        case MemberEvent::Kind::kMoveCancelled: break;
+        case MemberEvent::Kind::kMoveCancelled:
+        case MemberEvent::Kind::kStandbyRefused: break;
       }
     }
   }
