@@ -816,7 +816,6 @@ void Engine::TryQueue(int64_t now_s) {
     // Fair shares first; then what is left, to the shapes their fair share held back (the
     // others waited for capacity, which only shrinks within the cycle).
     PassMarks marks;
-    marks.held.assign(shape_info_.size(), 0);
     marks.full.assign(classes_.size(), 0);
     const size_t n = book_.tree().size();
     // The queues of jobs kept from borrowing (they start within their guarantee in this pass).
@@ -905,7 +904,7 @@ bool Engine::ListShapes(const std::vector<char>& keeps) {
 
 int32_t Engine::QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bound bound) const {
   const Job& j = state_.job(locals_[li].id);
-  // As QueueBook::Room, from the shape's one-replica request (which Roomy reads).
+  // Its leaf's room in replicas of its shape's one-replica request (which Roomy reads too).
   const int64_t room = j.spec.queue < 0 || !book_.enabled()
                            ? INT64_MAX
                            : RoomReplicas(book_.RoomByDim(state_, static_cast<size_t>(j.spec.queue), leaf_bound, bound),
@@ -936,8 +935,7 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
                 step * step;
           if (cap < (min + step - 1) / step * step) {
             if (marks != nullptr && !second) {
-              if (!marks->held[static_cast<size_t>(l.shape)]) marks->waited.push_back(l.shape);
-              marks->held[static_cast<size_t>(l.shape)] = 1;
+              marks->waited.push_back(l.shape);
               marks->any_held = true;
             }
             return PendingQueue::Outcome::kShapeWaits;  // its queue has no room for it

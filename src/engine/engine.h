@@ -572,9 +572,8 @@ class Engine {
   // only shrinks within the cycle. Of those, the second pass tries the ones with room within the
   // limits, and those the first held back in the pass (list kSecondPass).
   struct PassMarks {
-    std::vector<char> held;  // per shape: held back in the pass for its queue's room
-    std::vector<int> waited;  // the shapes `held` marks
-    bool any_held = false;   // some shape is held back (here or by ListShapes)
+    std::vector<int> waited;  // the shapes held back in the pass for their queue's room (repeats possible)
+    bool any_held = false;    // some shape is held back (here or by ListShapes)
     std::vector<char> full;  // per class: a job of it found no capacity
   };
   // Lists the shapes of every leaf queue for the first pass (above) and returns whether any is

@@ -299,35 +299,6 @@ int64_t QueueBook::Cap(size_t q, size_t d, Bound bound) const {
   return kNoLimit;
 }
 
-int64_t QueueBook::Room(const ClusterState& state, JobId job, Bound bound) const { return Room(state, job, bound, bound); }
-
-int64_t QueueBook::Room(const ClusterState& state, JobId job, Bound leaf_bound, Bound bound) const {
-  const int32_t leaf = state.job(job).spec.queue;
-  if (leaf < 0 || !enabled()) return INT64_MAX;
-  const QueueUsage one = Request(state, job, 1, true);
-  int64_t room = INT64_MAX;
-  for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
-    const size_t q = static_cast<size_t>(p);
-    for (size_t d = 0; d < tree_.dims().size(); ++d) {
-      const int64_t per = one[Fixed(d)];
-      const int64_t cap = Cap(q, d, p == leaf ? leaf_bound : bound);
-      if (!managed_[d] || per == 0 || cap == kNoLimit) continue;
-      room = std::min(room, std::max<int64_t>(0, cap - state.queue_usage(q)[Fixed(d)]) / per);
-    }
-  }
-  return room;
-}
-
-int64_t QueueBook::GpuRoom(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound) const {
-  int64_t room = INT64_MAX;
-  for (int p = static_cast<int>(leaf); p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
-    const size_t q = static_cast<size_t>(p);
-    const int64_t cap = Cap(q, QuotaDims::kGpu, q == leaf ? leaf_bound : bound);
-    if (cap != kNoLimit) room = std::min(room, std::max<int64_t>(0, cap - state.queue_usage(q)[kQueueGpu]));
-  }
-  return room;
-}
-
 const int64_t* QueueBook::Caps(size_t q, Bound bound) const {
   switch (bound) {
     case Bound::kLimit: return tree_.limit(q).data();

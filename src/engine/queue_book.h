@@ -143,20 +143,11 @@ class QueueBook {
   // queue.
   bool Within(const ClusterState& state, JobId job, int64_t replicas, Bound bound, std::string* why) const;
 
-  // How many more replicas of `job` its queue and every ancestor have room for within `bound`
-  // (as Within counts them): INT64_MAX when nothing bounds it, 0 when none fit.
-  int64_t Room(const ClusterState& state, JobId job, Bound bound) const;
-  // As Room, but `leaf_bound` in the job's leaf queue and `bound` in its ancestors.
-  int64_t Room(const ClusterState& state, JobId job, Bound leaf_bound, Bound bound) const;
-
-  // The GPUs (milli, in total) leaf queue `leaf` and its ancestors have room for within
-  // `leaf_bound` (the leaf) and `bound` (the ancestors): a bound on every job's Room there, as
-  // replicas x GPUs per replica. INT64_MAX when nothing bounds it. O(depth).
-  int64_t GpuRoom(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound) const;
   // Per dimension of QueueUsage: what leaf queue `leaf` and its ancestors have room for within
   // `leaf_bound` (the leaf) and `bound` (the ancestors) — INT64_MAX where nothing bounds it (no
-  // quota, or a dimension no quota names). Room(job) is the least of room[d] / (job's one-replica
-  // Request)[d] over the dimensions it requests. O(depth x dimensions).
+  // quota, or a dimension no quota names). A job has room for the least of room[d] / (its
+  // one-replica Request)[d] more replicas over the dimensions it requests (as Within counts
+  // them). O(depth x dimensions).
   QueueUsage RoomByDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound) const;
   // The same in the managed dimensions alone: room[i] for the i-th of them (managed_count()
   // entries), in a fixed order; FromManaged(room) == RoomByDim(...).
