@@ -508,6 +508,7 @@ Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int
     else if (l.demand_counted) book_.Pending(state_, l.id, 1);
     l.elastic_counted = 0;  // the new book counts no room to grow yet
   }
+  FileElasticByLeaf();
   for (size_t li : elastic_running_) SyncElastic(li);
   return Status::Ok();
 }
@@ -1224,13 +1225,51 @@ void Engine::Rebalance(int64_t now_s) {
 }
 
 void Engine::SetElastic(size_t li, bool elastic) {
-  const bool gpuless = locals_[li].gpus == 0;
+  Local& l = locals_[li];
+  const bool gpuless = l.gpus == 0;
+  const size_t none = book_.tree().size();  // the list of jobs without a queue
+  const int32_t q = state_.job(l.id).spec.queue;
+  const size_t leaf = q < 0 ? none : static_cast<size_t>(q);
+  if (elastic_of_leaf_.size() != none + 1) FileElasticByLeaf();
   if (elastic) {
-    if (elastic_running_.insert(li).second) elastic_gpuless_ += gpuless;
+    if (elastic_running_.insert(li).second) {
+      elastic_gpuless_ += gpuless;
+      std::vector<size_t>& list = elastic_of_leaf_[leaf];
+      l.elastic_slot = list.size();
+      l.step_gpu = StepGpu(li);
+      list.push_back(li);
+      elastic_min_step_gpu_[leaf] = std::min(elastic_min_step_gpu_[leaf], l.step_gpu);
+    }
   } else if (elastic_running_.erase(li) != 0) {
     elastic_gpuless_ -= gpuless;
+    std::vector<size_t>& list = elastic_of_leaf_[leaf];
+    locals_[list.back()].elastic_slot = l.elastic_slot;
+    list[l.elastic_slot] = list.back();
+    list.pop_back();
+    l.elastic_slot = SIZE_MAX;
   }
   SyncElastic(li);
+}
+
+void Engine::FileElasticByLeaf() {
+  const size_t none = book_.tree().size();
+  elastic_of_leaf_.assign(none + 1, {});
+  elastic_min_step_gpu_.assign(none + 1, INT64_MAX);
+  for (size_t li : elastic_running_) {
+    const int32_t q = state_.job(locals_[li].id).spec.queue;
+    const size_t leaf = q < 0 ? none : static_cast<size_t>(q);
+    locals_[li].elastic_slot = elastic_of_leaf_[leaf].size();
+    locals_[li].step_gpu = StepGpu(li);
+    elastic_of_leaf_[leaf].push_back(li);
+    elastic_min_step_gpu_[leaf] = std::min(elastic_min_step_gpu_[leaf], locals_[li].step_gpu);
+  }
+}
+
+int64_t Engine::StepGpu(size_t li) const {
+  const Job& j = state_.job(locals_[li].id);
+  const int64_t step = options_.allocate.align ? std::max<int32_t>(1, j.spec.step) : 1;
+  const TaskRequest& req = state_.task(j.tasks.front()).req;
+  return req.NeedsGpu() ? step * req.TotalGpuMilli() : 0;
 }
 
 void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
@@ -1267,15 +1306,33 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   // case, at no cost however many elastic jobs run).
   if (elastic_gpuless_ == 0 && state_.allocated_gpu_milli() >= state_.total_gpu_milli()) return;
   std::vector<JobId> running;
-  for (size_t li : elastic_running_) running.push_back(locals_[li].id);
   // With queues, each step only within the job's queue's fair share (limit without weights,
   // guarantee without borrowing).
   std::function<bool(const Job&, int32_t)> may_grow;
-  if (book_.enabled()) {
+  if (!book_.enabled()) {
+    for (size_t li : elastic_running_) running.push_back(locals_[li].id);
+  } else {
     const SharingSpec& sh = book_.sharing();
     const QueueBook::Bound bound = !sh.borrow ? QueueBook::Bound::kGuarantee
                                    : sh.weights ? QueueBook::Bound::kFair
                                                 : QueueBook::Bound::kLimit;
+    // A job whose queue has no room within `bound` for one step of it in GPUs in total would be
+    // refused by may_grow, and a queue's room only shrinks while AbsorbAction runs: a leaf
+    // without room for the least step of its jobs is passed over — O(leaves x depth), not
+    // O(elastic jobs), on a cluster whose queues are at their fair shares.
+    if (elastic_of_leaf_.size() != book_.tree().size() + 1) FileElasticByLeaf();
+    for (size_t leaf = 0; leaf < elastic_of_leaf_.size(); ++leaf) {
+      const std::vector<size_t>& list = elastic_of_leaf_[leaf];
+      if (list.empty()) continue;
+      const bool queued = leaf < book_.tree().size();
+      if (queued && book_.GpuRoom(state_, leaf, bound) < elastic_min_step_gpu_[leaf]) continue;
+      int64_t least = INT64_MAX;
+      for (size_t li : list) {
+        running.push_back(locals_[li].id);
+        least = std::min(least, locals_[li].step_gpu);
+      }
+      elastic_min_step_gpu_[leaf] = least;
+    }
     may_grow = [&, bound, now_s](const Job& j, int32_t replicas) {
       return now_s >= locals_[local_of_job_[j.id.value()]].no_grow_until && book_.Within(state_, j.id, replicas, bound, nullptr);
     };

@@ -537,6 +537,8 @@ class Engine {
     int64_t no_grow_until = 0;    // a queue's Reclaim shrank it: Absorb leaves it alone until then
     int64_t no_borrow_until = 0;  // a queue's Reclaim evicted it: it starts only within fair shares until then
     int32_t claimed = 0;          // replicas its queue's Reclaim under way claims (QueueBook::Claim); 0: none
+    size_t elastic_slot = SIZE_MAX;  // its index in elastic_of_leaf_ while it runs elastic
+    int64_t step_gpu = 0;            // StepGpu, while it runs elastic
     // Relaxed required levels (EngineJob::required_max_wait_s): its own required level (-1: none)
     // and the wait after which it accepts the next level up (0: never).
     int32_t required_level = -1, preferred_level = -1;  // its own (EngineJob's) levels
@@ -769,8 +771,19 @@ class Engine {
   std::vector<char> being_evicted_;  // per TaskId
   std::set<size_t> elastic_running_;
   int64_t elastic_gpuless_ = 0;  // of elastic_running_, the jobs without GPUs (Local::gpus 0)
-  // Adds local li to elastic_running_ or takes it out.
+  // elastic_running_ by leaf queue (index: the queue; the last: jobs without one), in no order;
+  // Local::elastic_slot is a job's index in its list.
+  std::vector<std::vector<size_t>> elastic_of_leaf_;
+  // Per leaf queue: at most the least GPUs in total (milli) one step of growth of an elastic job
+  // of it requests (0 with a job that requests none): Absorb passes over a leaf without that
+  // room within its bound. Lowered as jobs join, raised when Absorb looks at the leaf's jobs.
+  std::vector<int64_t> elastic_min_step_gpu_;
+  // Adds local li to elastic_running_ (and elastic_of_leaf_) or takes it out.
   void SetElastic(size_t li, bool elastic);
+  // Files elastic_running_ by leaf queue anew (the queues changed).
+  void FileElasticByLeaf();
+  // The GPUs in total (milli) one step of growth of local li requests (QueueBook::Within's).
+  int64_t StepGpu(size_t li) const;
   std::vector<EngineEvent> events_;
   std::function<void(uint32_t, int64_t)> reclaim_observer_;
   uint64_t absorb_seen_release_ = UINT64_MAX;

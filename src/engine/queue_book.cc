@@ -315,6 +315,16 @@ QueueUsage QueueBook::RoomByDim(const ClusterState& state, size_t leaf, Bound le
   return FromManaged(managed.data());
 }
 
+int64_t QueueBook::GpuRoom(const ClusterState& state, size_t leaf, Bound bound) const {
+  int64_t room = INT64_MAX;
+  for (int p = static_cast<int>(leaf); p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
+    const size_t q = static_cast<size_t>(p);
+    const int64_t cap = Cap(q, QuotaDims::kGpu, bound);
+    if (cap != kNoLimit) room = std::min(room, std::max<int64_t>(0, cap - state.queue_usage(q)[kQueueGpu]));
+  }
+  return room;
+}
+
 void QueueBook::RoomByManagedDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound,
                                  int64_t* room) const {
   // As Cap per dimension, a queue's row at a time (a hot path: the engine asks it for every

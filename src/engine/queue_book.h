@@ -149,6 +149,9 @@ class QueueBook {
   // one-replica Request)[d] more replicas over the dimensions it requests (as Within counts
   // them). O(depth x dimensions).
   QueueUsage RoomByDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound) const;
+  // RoomByDim(state, leaf, bound, bound)[kQueueGpu] alone: the room in GPUs in total (milli,
+  // clamped at 0). O(depth).
+  int64_t GpuRoom(const ClusterState& state, size_t leaf, Bound bound) const;
   // The same in the managed dimensions alone: room[i] for the i-th of them (managed_count()
   // entries), in a fixed order; FromManaged(room) == RoomByDim(...).
   void RoomByManagedDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound, int64_t* room) const;

@@ -361,6 +361,45 @@ TEST(EngineQueues, WeightsTwoToOneSplitIdleCapacityTwoToOneWhateverTheArrivalOrd
   EXPECT_EQ(d.Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 6}}));
 }
 
+TEST(EngineQueues, ElasticJobsGrowOnlyWithinTheirQueuesFairShareAsJobsEndAndQueuesChange) {
+  // 8 nodes, no guarantees, weights 1:1, no Reclaim (growth alone is looked at). a queues two
+  // elastic jobs (1..8 nodes), b one (1..2): b's demand is 2 nodes, so a's fair share is 6. a's
+  // first job takes all 6; its second waits within a's fair share.
+  SharingSpec no_reclaim;
+  no_reclaim.reclaim = false;
+  no_reclaim.rebalance = false;
+  Cluster c(8, {Q("a", 0), Q("b", 0)}, no_reclaim);
+  c.Submit(NodeJob(1, "a", 8, 1), 0);
+  c.Submit(NodeJob(2, "a", 8, 1), 0);
+  c.Submit(NodeJob(3, "b", 2, 1), 0);
+  c.Cycle(0);
+  EXPECT_EQ(c.e().Running(1), 6);
+  EXPECT_EQ(c.e().Running(2), 0);
+  EXPECT_EQ(c.e().Running(3), 2);
+  EXPECT_TRUE(c.Cycle(1).empty());
+  // b's job ends: a's fair share is 8, and its second job starts on the 2 nodes.
+  c.e().Finish(3, 10);
+  c.Cycle(10);
+  EXPECT_EQ(c.e().Running(2), 2);
+  EXPECT_TRUE(c.Cycle(11).empty());
+  // The admin lists b first (every index moves) and caps a at 5 nodes: nothing shrinks (a limit
+  // keeps jobs from starting or growing). b queues an elastic job (1..8) on the full cluster.
+  QueueSpec a = Q("a", 0);
+  a.limit.gpu_milli = 5 * 8 * kG;
+  ASSERT_TRUE(c.e().SetQueues({Q("b", 0), a}, no_reclaim).ok());
+  c.Submit(NodeJob(4, "b", 8, 1), 20);
+  EXPECT_TRUE(c.Cycle(20).empty());
+  // a's first job ends: a (demand up to its limit of 5) and b (demand 8) have 4 nodes each as
+  // fair shares. b's job starts on 4; a's second job grows from 2 to 4 (Absorb).
+  c.e().Finish(1, 30);
+  std::vector<EngineEvent> ev = c.Cycle(30);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kGrown), 1);
+  EXPECT_EQ(c.e().Running(2), 4);
+  EXPECT_EQ(c.e().Running(4), 4);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 4}}));
+  EXPECT_TRUE(c.Cycle(31).empty());
+}
+
 TEST(EngineQueues, AChildQueueBorrowsItsParentsUnusedGuaranteeBeforeAnotherOrg) {
   // Orgs A and B are guaranteed 2 nodes each of 4; A's teams a1 and a2 one each. a2 is idle. B
   // queues four 1-node jobs first, then a1 four: a1 gets A's 2 (its own and a2's), B its 2.
