@@ -40,7 +40,8 @@
 //                  the work up to the notice (JobSpec::checkpoint_on_notice_s)
 //   restart_cost_s integer 0..10^12, default 0: what restarting a replica costs (victim choice)
 //   walltime_s     integer 0..10^12, default 0 (no limit): each run of the job is stopped at the
-//                  latest walltime_s after it started (a simulation ends it as "timeout");
+//                  latest walltime_s after it started, and the job ends (the engine's timed-out;
+//                  a simulation's "timeout", the service's failed "timed out: ...");
 //                  backfill plans with it as the run's end (docs/schema.md)
 //   usable_step    integer 0..100000, default 0 (= step): the job can use only multiples of it
 //   labels         object of string -> string (at most 32 entries, keys of 1..128 and values of

@@ -297,6 +297,7 @@ const char* EngineEventKindName(EngineEvent::Kind kind) {
     case EngineEvent::Kind::kMoveAborted: return "move-aborted";
     case EngineEvent::Kind::kMoveCancelled: return "move-cancelled";
     case EngineEvent::Kind::kStandbyRefused: return "standby-refused";
+    case EngineEvent::Kind::kTimedOut: return "timed-out";
   }
   return "?";
 }
@@ -370,6 +371,7 @@ void Engine::OnStart(size_t li, int64_t now_s, int32_t granted) {
   l.running = true;
   l.refused_seq = UINT64_MAX;
   state_.SetJobStart(l.id, now_s);
+  WatchWalltime(li, true);
   if (state_.job(l.id).spec.walltime_s > 0) ++walltime_starts_;
   if (l.min_replicas < l.max_replicas) {
     SetElastic(li, true);
@@ -1251,6 +1253,30 @@ void Engine::SetElastic(size_t li, bool elastic) {
   SyncElastic(li);
 }
 
+void Engine::WatchWalltime(size_t li, bool on) {
+  const Local& l = locals_[li];
+  const Job& j = state_.job(l.id);
+  if (j.spec.walltime_s <= 0 || j.started_at_s < 0) return;
+  const std::pair<int64_t, uint32_t> limit{j.started_at_s + j.spec.walltime_s, l.fed};
+  if (on) walltimes_.insert(limit);
+  else walltimes_.erase(limit);
+}
+
+void Engine::EndWalltimes(int64_t now_s) {
+  // In order of the limits, then of the jobs' ids (a run whose work ended exactly at its limit
+  // was finished by its driver before this cycle).
+  while (!walltimes_.empty() && walltimes_.begin()->first <= now_s) {
+    const uint32_t job = walltimes_.begin()->second;
+    const size_t li = LocalOf(job);
+    if (li == SIZE_MAX || !locals_[li].running) {  // not expected: every stop takes its limit out
+      walltimes_.erase(walltimes_.begin());
+      continue;
+    }
+    Log(EngineEvent::Kind::kTimedOut, now_s, li, state_.job(locals_[li].id).bound_tasks);
+    Leave(job, now_s, true);  // takes its limit out of walltimes_
+  }
+}
+
 void Engine::FileElasticByLeaf() {
   const size_t none = book_.tree().size();
   elastic_of_leaf_.assign(none + 1, {});
@@ -1388,6 +1414,7 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
   const auto grow = std::find(actions.begin(), actions.end(), EngineAction::kAbsorb);
   const auto first = options.part == CyclePart::kGrow ? grow : actions.begin();
   const auto last = options.part == CyclePart::kBeforeGrow ? grow : actions.end();
+  if (first == actions.begin()) EndWalltimes(now_s);
   // A replica that entered Standby after the list's last `allocate` lent GPUs no pass of this
   // cycle offered to the queue: the actions run again until none did, so that the cycle ends at a
   // fixed point (another cycle at the same time changes nothing), whatever the driver's rhythm.
@@ -1434,6 +1461,7 @@ std::optional<int64_t> Engine::NextDue() const {
   }
   if (!triggers_.empty()) due = due ? std::min(*due, triggers_.front().at) : triggers_.front().at;
   if (!relax_.empty()) due = due ? std::min(*due, relax_.front().at) : relax_.front().at;
+  if (!walltimes_.empty()) due = due ? std::min(*due, walltimes_.begin()->first) : walltimes_.begin()->first;
   // A shrunk job's cooldown matters only to Absorb (which resets regrow_due_ as it passes).
   // (With no elastic job running there is nothing to regrow: when one starts, Absorb runs.)
   if (options_.absorb && !elastic_running_.empty() && regrow_due_ != INT64_MAX) {
@@ -1544,7 +1572,10 @@ void Engine::Leave(uint32_t job, int64_t now_s, bool finished) {
     if (state_.task(t).standby) ExitStandbyNow(t, now_s);
     state_.Finish(t);
   }
-  if (l.running) state_.SetJobStart(l.id, -1);
+  if (l.running) {
+    WatchWalltime(li, false);
+    state_.SetJobStart(l.id, -1);
+  }
   l.running = l.reclaiming = false;
   SetElastic(li, false);
 }
@@ -1853,6 +1884,7 @@ bool Engine::Adopt(const EngineJob& job, const std::vector<Placement>& placement
   Local& l = locals_[*li];
   l.running = true;
   state_.SetJobStart(l.id, started_s);
+  WatchWalltime(*li, true);
   if (l.min_replicas < l.max_replicas) SetElastic(*li, true);
   return true;
 }
@@ -1975,6 +2007,7 @@ void Engine::ReturnWhole(size_t vi, int64_t now_s, uint32_t for_job, const std::
     if (state_.task(t).borrowed) ++node_evictions_[state_.task(t).node.value()];
     Free(t, now_s);
   }
+  WatchWalltime(vi, false);
   v.running = false;
   state_.SetJobStart(v.id, -1);
   SetElastic(vi, false);

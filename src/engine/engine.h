@@ -780,6 +780,13 @@ class Engine {
   std::vector<int64_t> elastic_min_step_gpu_;
   // Adds local li to elastic_running_ (and elastic_of_leaf_) or takes it out.
   void SetElastic(size_t li, bool elastic);
+  // The walltime limits of the runs under way (JobSpec::walltime_s): (started_at_s +
+  // walltime_s, the job's id), earliest first. A run that reaches its limit is ended by the
+  // cycle at that time (EndWalltimes: kTimedOut, then the job finishes as Finish would end it).
+  std::set<std::pair<int64_t, uint32_t>> walltimes_;
+  // Local li's run starts (`on`, started_at_s set) or stops (before started_at_s is cleared).
+  void WatchWalltime(size_t li, bool on);
+  void EndWalltimes(int64_t now_s);
   // Files elastic_running_ by leaf queue anew (the queues changed).
   void FileElasticByLeaf();
   // The GPUs in total (milli) one step of growth of local li requests (QueueBook::Within's).

@@ -544,6 +544,63 @@ std::vector<EngineEvent> StepAndTake(Engine& m, int64_t t) {
   return events;
 }
 
+// ---- Walltime limits (JobSpec::walltime_s: Slurm's --time) ----
+
+TEST(Engine, ARunReachingItsWalltimeIsEndedByTheCycleAtItsLimitAndAWaitingJobTakesItsNodesThere) {
+  // 2 nodes. Job 1 (2 nodes, walltime 100 s) starts at 10; job 2 (2 nodes) waits behind it.
+  auto m = LiveEngine(2, 30);
+  EngineJob a = Job(1, 2, 8, 300);
+  a.walltime_s = 100;
+  ASSERT_TRUE(m->Submit(a, SubmitMode::kEnqueue, 10).accepted);
+  ASSERT_TRUE(m->Submit(Job(2, 2, 8, 300), SubmitMode::kEnqueue, 10).accepted);
+  StepAndTake(*m, 10);
+  ASSERT_EQ(m->Running(1), 2);
+  EXPECT_EQ(m->NextDue(), std::optional<int64_t>(110));
+  EXPECT_TRUE(StepAndTake(*m, 109).empty());
+  // At 110 the limit ends job 1 (finished: not queued again) and job 2 starts in the same cycle.
+  const std::vector<EngineEvent> ev = StepAndTake(*m, 110);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kTimedOut);
+  EXPECT_EQ(ev[0].job, 1u);
+  EXPECT_EQ(ev[0].replicas, 2);
+  EXPECT_EQ(ev[1].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(ev[1].job, 2u);
+  EXPECT_EQ(m->Running(1), 0);
+  EXPECT_EQ(m->queued(), 0u);
+  EXPECT_FALSE(m->NextDue().has_value());  // job 2 has no limit
+  EXPECT_TRUE(StepAndTake(*m, 111).empty());
+}
+
+TEST(Engine, AWalltimeCountsFromEachRunsStartAndAJobThatEndsFirstIsNotTimedOut) {
+  // 2 nodes. HP job 3 arrives at 50 and takes job 1's node (job 1: walltime 100 s, started at
+  // 0) after the grace period; job 1, back with its driver, is submitted again and runs from 200:
+  // it is timed out at 300, not at 100. Job 2 (walltime 100) ends at 90 on its own.
+  auto m = LiveEngine(2, 30);
+  EngineJob a = Job(1, 1, 8, 300, true), b = Job(2, 1, 8, 300);
+  a.walltime_s = b.walltime_s = 100;
+  ASSERT_TRUE(m->Submit(a, SubmitMode::kEnqueue, 0).accepted);
+  ASSERT_TRUE(m->Submit(b, SubmitMode::kEnqueue, 0).accepted);
+  StepAndTake(*m, 0);
+  ASSERT_EQ(m->Running(1) + m->Running(2), 2);
+  ASSERT_TRUE(m->Submit(Job(3, 1, 8, 900), SubmitMode::kEnqueue, 50).accepted);
+  StepAndTake(*m, 50);  // the Reclaim: job 1 is evicted after the grace period
+  StepAndTake(*m, 80);
+  ASSERT_EQ(m->Running(1), 0);
+  ASSERT_EQ(m->Running(3), 1);
+  m->Finish(2, 90);
+  m->Finish(3, 200);
+  ASSERT_TRUE(m->Submit(a, SubmitMode::kEnqueue, 200).accepted);
+  std::vector<EngineEvent> ev = StepAndTake(*m, 200);
+  ASSERT_EQ(m->Running(1), 1);
+  for (const EngineEvent& e : ev) EXPECT_NE(e.kind, EngineEvent::Kind::kTimedOut);
+  EXPECT_EQ(m->NextDue(), std::optional<int64_t>(300));
+  ev = StepAndTake(*m, 300);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kTimedOut);
+  EXPECT_EQ(ev[0].job, 1u);
+}
+
+
 TEST(Engine, AJobShrunkByAReclaimAfterANodeFailureTookItsOtherReplicasIsEvictedWholeAndRunsAgain) {
   // An elastic LP job (4 x 4 GPUs, min 2, step 2) fills both nodes; an HP job of 8 GPUs Reclaims
   // the two replicas on one node (keeping min). During the grace period the other node fails:

@@ -414,7 +414,8 @@ constexpr EngineEvent::Kind kEventKinds[] = {
     EngineEvent::Kind::kStarted,     EngineEvent::Kind::kGrown,       EngineEvent::Kind::kShrunk,
     EngineEvent::Kind::kReturned,    EngineEvent::Kind::kReclaim,     EngineEvent::Kind::kStandby,
     EngineEvent::Kind::kRestored,    EngineEvent::Kind::kMoveStarted, EngineEvent::Kind::kMoved,
-    EngineEvent::Kind::kMoveAborted, EngineEvent::Kind::kMoveCancelled, EngineEvent::Kind::kStandbyRefused};
+    EngineEvent::Kind::kMoveAborted, EngineEvent::Kind::kMoveCancelled, EngineEvent::Kind::kStandbyRefused,
+    EngineEvent::Kind::kTimedOut};
 
 Json EventJson(const EngineEvent& e) {
   return {{"kind", EngineEventKindName(e.kind)}, {"job", e.job},     {"replicas", e.replicas}, {"for_job", e.for_job},

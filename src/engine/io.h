@@ -92,6 +92,8 @@ struct EngineEvent {
     kStandbyRefused,  // a replica could not enter Standby after all (EngineJob::
                       // acknowledge_standby: its standby_enter hook failed); `detail`: "TASK@NODE:GPUS: why"; nothing
                       // was lent and it is active again
+    kTimedOut,  // its run reached its walltime limit (EngineJob::walltime_s): the engine ended the
+                // job (finished, not requeued); the driver stops what still runs of it
   };
   Kind kind = Kind::kStarted;
   int64_t t = 0;
@@ -106,7 +108,8 @@ struct EngineEvent {
 };
 
 // The name of an event kind: "started", "grown", "shrunk", "returned", "reclaim", "standby",
-// "restored", "move-started", "moved", "move-aborted", "move-cancelled", "standby-refused".
+// "restored", "move-started", "moved", "move-aborted", "move-cancelled", "standby-refused",
+// "timed-out".
 const char* EngineEventKindName(EngineEvent::Kind kind);
 
 // The price of evicting work for a job now (Engine::QuoteReclaim): the engine's own victim choice.

@@ -2117,6 +2117,13 @@ void Service::Impl::HandleEvents(const std::vector<EngineEvent>& events, Pass& p
       case EngineEvent::Kind::kMoveAborted:
       case EngineEvent::Kind::kMoveCancelled:
       case EngineEvent::Kind::kStandbyRefused: break;
+      case EngineEvent::Kind::kTimedOut:
+        // The engine ended the job at its walltime limit: its replicas are stopped (Reconcile).
+        if (Ended(j.view.phase)) break;
+        j.in_engine = false;  // ended there already
+        s.EndJob(j, JobPhase::kFailed, "timed out: its run reached walltime_s " + std::to_string(j.view.request.walltime_s),
+                 p.now_ms);
+        break;
     }
   }
 }

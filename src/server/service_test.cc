@@ -224,6 +224,47 @@ TEST_F(ServiceTest, CancellingARunningJobStopsItsReplicasAndFreesItsGpus) {
   EXPECT_EQ(Get(*id).phase, JobPhase::kCancelled);
 }
 
+TEST_F(ServiceTest, ARunningJobIsStoppedAtItsWalltimeAndStaysFailedWithTheReasonAcrossARestart) {
+  // Job j (2 replicas, walltime 60 s) is bound at T and runs; job k waits for its GPUs.
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0", 4)}).ok());
+  JobRequest r = Job("j", 2, 2);
+  r.walltime_s = 60;
+  const uint64_t id = RunJob(kAlice, r);
+  auto k = service_->Submit(kAlice, Job("k", 1, 4));
+  ASSERT_TRUE(k.ok());
+  for (int i = 0; i < 59; ++i) {  // the agent's heartbeats keep its node alive
+    clock_.ms += 1'000;
+    ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+    Pass();
+  }
+  EXPECT_EQ(Get(id).phase, JobPhase::kRunning);
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  // At T + 60 s: j fails with the reason, its replicas are told to stop, and k starts on the GPUs.
+  clock_.ms += 1'000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  const JobView v = Get(id);
+  EXPECT_EQ(v.phase, JobPhase::kFailed);
+  EXPECT_EQ(v.reason, "timed out: its run reached walltime_s 60");
+  const std::vector<Order> orders = Orders(kAgentA);
+  int stops = 0, starts = 0;
+  for (const Order& o : orders) {
+    stops += o.op == Order::Op::kStop && o.job == id;
+    starts += o.op == Order::Op::kStart && o.job == *k;
+  }
+  EXPECT_EQ(stops, 2);
+  EXPECT_EQ(starts, 1);
+  ReportAll(kAgentA, orders, TaskReport::State::kRunning);
+  Pass();
+  Pass();  // stability: further passes order nothing
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_EQ(Get(*k).phase, JobPhase::kRunning);
+  Reopen();
+  Pass();
+  EXPECT_EQ(Get(id).phase, JobPhase::kFailed);
+  EXPECT_EQ(Get(*k).phase, JobPhase::kRunning);
+}
+
 TEST_F(ServiceTest, AJobThatFitsNoNodeWaitsWithItsReasonAndStartsWhenANodeRegisters) {
   auto id = service_->Submit(kAlice, Job("big", 1, 8));
   ASSERT_TRUE(id.ok());

@@ -417,7 +417,8 @@ void FederationRun::HandleEvents(SimTime t) {
         case MemberEvent::Kind::kMoved:
         case MemberEvent::Kind::kMoveAborted:
         case MemberEvent::Kind::kMoveCancelled:
-        case MemberEvent::Kind::kStandbyRefused: break;
+        case MemberEvent::Kind::kStandbyRefused:
+        case MemberEvent::Kind::kTimedOut: break;  // a federation scenario has no walltimes (rejected)
       }
     }
   }

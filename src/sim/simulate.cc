@@ -344,15 +344,15 @@ class ScenarioRun {
  private:
   // Events, ordered by (time, kind, index): job ends, node events (listed, then generated repairs
   // in creation order), the failure model's next draw, arrivals, service demand and Standby
-  // window edges, the engine's own due times, and walltime limits (last: a run whose work ends
+  // window edges, and the engine's own due times (walltime limits among them: the engine ends
+  // such runs as its cycle at that time begins, after every event here — a run whose work ends
   // exactly at its limit finishes).
-  enum EvKind : int { kEnd = 0, kNode = 1, kJobAction = 2, kFailureDraw = 3, kArrival = 4, kService = 5, kDue = 6, kWalltime = 7 };
+  enum EvKind : int { kEnd = 0, kNode = 1, kJobAction = 2, kFailureDraw = 3, kArrival = 4, kService = 5, kDue = 6 };
   struct Ev {
     SimTime t;
     int kind;
     size_t idx;     // kEnd, kArrival: job; kNode: node event; kJobAction: Scenario::job_actions
-    SimTime start;  // kEnd: the job's gen when scheduled; generated repairs: the failure they repair;
-                    // kWalltime: the start of the run it limits
+    SimTime start;  // kEnd: the job's gen when scheduled; generated repairs: the failure they repair
     bool operator>(const Ev& o) const { return std::tie(t, kind, idx) > std::tie(o.t, o.kind, o.idx); }
   };
   struct NodeEv {
@@ -809,10 +809,6 @@ void ScenarioRun::OnStart(size_t i, const EngineEvent& e) {
   Reschedule(i, now);
   slowed_runs_ += j.slow != kSlowBase;
   Log(now, i, "start", e.replicas, e.detail);
-  // Slurm's rule: a run still going at its walltime limit is stopped then, its work unfinished.
-  if (j.tmpl.walltime_s > 0 && now + j.tmpl.walltime_s < sc_.duration_s) {
-    events_.push({now + j.tmpl.walltime_s, kWalltime, i, now});
-  }
   if (j.large && asw_) asws_per_large_.push_back(static_cast<double>(DomainsAndNodes(state(), j.id, *data_, *asw_).first));
 }
 
@@ -880,6 +876,17 @@ void ScenarioRun::OnEvent(const EngineEvent& e) {
       break;
     // A replica that could not enter Standby after all keeps its GPUs: nothing is lent.
     case EngineEvent::Kind::kStandbyRefused: Log(e.t, i, "standby-refused", e.replicas, e.detail); break;
+    // Slurm's rule, which the engine keeps: a run still going at its walltime limit is stopped
+    // then, its work unfinished; the job ends (no requeue).
+    case EngineEvent::Kind::kTimedOut:
+      Progress(j, e.t);
+      j.started_at = -1;
+      j.bound = 0;
+      j.timed_out = true;
+      j.finish = e.t;
+      ++walltime_kills_;
+      Log(e.t, i, "timeout", 0);
+      break;
     case EngineEvent::Kind::kMoveStarted: Log(e.t, i, "migrate-start", e.replicas, e.detail); break;
     case EngineEvent::Kind::kMoved: Log(e.t, i, "migrate", e.replicas, e.detail); break;
     case EngineEvent::Kind::kMoveAborted: Log(e.t, i, "migrate-abort", e.replicas, e.detail); break;
@@ -950,17 +957,6 @@ bool ScenarioRun::ApplyEventsAt(SimTime t, bool* failed, bool* demand_step) {
       j.finished = true;
       j.finish = t;
       Log(t, e.idx, "finish", 0);
-    } else if (e.kind == kWalltime) {
-      SimJob& j = jobs_[e.idx];
-      if (j.started_at != e.start || j.finished || j.cancelled) continue;  // that run already ended
-      Progress(j, t);
-      engine_->Finish(static_cast<uint32_t>(e.idx), t);
-      j.started_at = -1;
-      j.bound = 0;
-      j.timed_out = true;
-      j.finish = t;
-      ++walltime_kills_;
-      Log(t, e.idx, "timeout", 0);
     } else if (e.kind == kNode) {
       const NodeEv ne = node_events_[e.idx];
       if (ne.fail) {

@@ -3,11 +3,13 @@
 // commands are small scripts run as real processes, as the tenant's Unix user, and what they
 // print is read back through the service.
 #include <pwd.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -214,6 +216,22 @@ TEST_F(RealAgentTest, ACommandThatExitsWithThreeFailsItsJobWithThatExitCodeAndOn
   EXPECT_EQ(done["reason"], "replica 0 failed: the job has no command (it can run only on fake agents)");
 }
 
+
+TEST_F(RealAgentTest, AJobPastItsWalltimeFailsWithTheReasonAndItsProcessIsStopped) {
+  StartServe();
+  StartRealAgent("node-a", testing::kAgentToken);
+  WaitNodes(1);
+  const std::string id = Submit({{"name", "too-long"}, {"command", "echo pid=$$; exec sleep 600"}, {"walltime_s", 2}});
+  const Json done = WaitEnded(id);
+  EXPECT_EQ(done["state"], "failed");
+  EXPECT_EQ(done["reason"], "timed out: its run reached walltime_s 2");
+  // Its process (the shell exec'd into sleep) is gone: the agent stopped it.
+  std::string log;
+  ASSERT_TRUE(WaitFor([&] { return (log = Logs(id, 0)).find("pid=") != std::string::npos; })) << log;
+  const pid_t pid = static_cast<pid_t>(std::stol(log.substr(log.find("pid=") + 4)));
+  ASSERT_GT(pid, 1);
+  EXPECT_TRUE(WaitFor([&] { return kill(pid, 0) != 0 && errno == ESRCH; })) << "pid " << pid << " still runs";
+}
 
 // The GPUs a replica may use, from its log line "gpus=0,1,2,3".
 std::set<int> GpusIn(const std::string& log) {

@@ -78,8 +78,11 @@ TEST(Slurm, AJobOverItsWalltimeIsStoppedAndTheBackfillPlanHolds) {
   EXPECT_EQ(StartOf(*r, "big1"), 1000);
   EXPECT_EQ(r->metrics.at("jobs_timed_out_count"), 1);
   for (const SimJobRecord& j : r->jobs) {
-    if (j.name == "long2") EXPECT_EQ(SimJobStatusText(j), "timeout");
-    if (j.name == "big1") EXPECT_EQ(SimJobStatusText(j), "finished");
+    if (j.name == "long2") {
+      EXPECT_EQ(SimJobStatusText(j), "timeout");
+    } else if (j.name == "big1") {
+      EXPECT_EQ(SimJobStatusText(j), "finished");
+    }
   }
 }
 
@@ -103,8 +106,9 @@ TEST(Slurm, AnHpJobRequeuesTheLowestPriorityVictimFirst) {
   EXPECT_EQ(r->metrics.at("evictions_count"), 1);
   for (const SimJobRecord& j : r->jobs) {
     // The spot job waits again (requeued) while the LP jobs run on; it restarts when hp ends.
-    if (j.name == "spot") EXPECT_EQ(SimJobStatusText(j), "running");
-    if (j.name.rfind("lp", 0) == 0) EXPECT_EQ(SimJobStatusText(j), "running") << j.name;
+    if (j.name == "spot" || j.name.rfind("lp", 0) == 0) {
+      EXPECT_EQ(SimJobStatusText(j), "running") << j.name;
+    }
   }
 }
 
