@@ -880,6 +880,7 @@ void ScenarioRun::OnEvent(const EngineEvent& e) {
     // then, its work unfinished; the job ends (no requeue).
     case EngineEvent::Kind::kTimedOut:
       Progress(j, e.t);
+      CloseRun(j, e.t, RunEnd::kUnfinished);  // its GPU time counts (goodput up to its checkpoint)
       j.started_at = -1;
       j.bound = 0;
       j.timed_out = true;

@@ -72,6 +72,20 @@ TEST(Goodput, AVictimEvictedAfter90sWithA60sCheckpointKeeps60sAndLoses30sOnItsEi
   EXPECT_NEAR(r->metrics.at("preemption_lost_gpu_hours"), Hours(240), 1e-9);
 }
 
+TEST(Goodput, ARunStoppedAtItsWalltimeKeepsItsWorkUpToItsLastCheckpointAndTheRestIsUnkept) {
+  // One 8-GPU job of 1,000 s of work, checkpoint every 60 s, walltime 150 s, on the eight-node
+  // cluster alone; end at 400 s. Its run [0, 150) is stopped at 150: kept 120 s x 8 = 960,
+  // unkept 30 s x 8 = 240; nothing runs after it. run = 150 x 8 = 1200.
+  const std::string yaml = "name: t\nduration_s: 400\ncluster:\n  spec: " + kCluster +
+                           "\njobs:\n  - {name: w, gpus: 8, class: lp, duration_s: 1000, checkpoint_interval_s: 60, "
+                           "walltime_s: 150}\nconfigurations:\n  - {name: a}\n";
+  auto r = RunScenarioText(yaml);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(StatusOf(*r, "w"), SimJobStatus::kTimedOut);
+  EXPECT_EQ(r->metrics.at("jobs_timed_out_count"), 1);
+  ExpectSplit(*r, 1200, 960, 0, 0, 0, 240);
+}
+
 // lp runs 250 s of work, checkpoints every 600 s (none before its eviction) and pays 10 s on a
 // restart; hp runs [90, 190) and lp restarts at 190 s. End at 500 s.
 const std::string kResumes = ", duration_s: 250, checkpoint_interval_s: 600, restart_cost_s: 10";
