@@ -29,6 +29,7 @@ struct FJob {
   SimTime first_start = -1, started_at = -1, finish = -1;
   int member = -1;  // the member it runs on (-1: none)
   bool finished = false;
+  bool timed_out = false;  // its member's engine stopped its last run at its walltime (walltime_s)
   // The work model: work in replica-seconds x kWorkScale at max replicas; `rate` replica units
   // per second while running.
   int64_t work_left = 0, work_at_checkpoint = 0, rate = 0;
@@ -417,8 +418,21 @@ void FederationRun::HandleEvents(SimTime t) {
         case MemberEvent::Kind::kMoved:
         case MemberEvent::Kind::kMoveAborted:
         case MemberEvent::Kind::kMoveCancelled:
-        case MemberEvent::Kind::kStandbyRefused:
-        case MemberEvent::Kind::kTimedOut: break;  // a federation scenario has no walltimes (rejected)
+        case MemberEvent::Kind::kStandbyRefused: break;
+        case MemberEvent::Kind::kTimedOut:
+          // Its member's engine ended it at its walltime limit (Slurm's rule): its work stays
+          // unfinished and it is not dispatched again.
+          Progress(j, t);
+          fed().Left(j.fed.id);
+          j.started_at = -1;
+          j.member = -1;
+          j.rate = 0;
+          j.bound = 0;
+          ++j.gen;
+          j.timed_out = true;
+          j.finish = t;
+          Log(t, i, "timeout", 0, members[m]->name());
+          break;
       }
     }
   }
@@ -570,6 +584,7 @@ SimulateResult FederationRun::Finish() {
     rec.status = inf                ? SimJobStatus::kInfeasible
                  : j.started_at >= 0 ? SimJobStatus::kRunning
                  : j.finished        ? SimJobStatus::kFinished
+                 : j.timed_out       ? SimJobStatus::kTimedOut
                                      : SimJobStatus::kPending;
     if (inf) rec.reason = fed().Reason(j.fed.id);
     res.jobs.push_back(rec);
@@ -604,6 +619,12 @@ SimulateResult FederationRun::Finish() {
   mt["jobs_infeasible_count"] = static_cast<double>(infeasible);
   mt["jobs_waiting_end_count"] = static_cast<double>(waiting);
   mt["lp_jobs_finished_count"] = static_cast<double>(lp_finished);
+  // Only for workloads with walltimes, as in the single-cluster summary.
+  if (std::any_of(jobs.begin(), jobs.end(), [](const FJob& j) { return j.tmpl.walltime_s > 0; })) {
+    mt["jobs_timed_out_count"] = static_cast<double>(std::count_if(jobs.begin(), jobs.end(), [&](const FJob& j) {
+      return j.timed_out && j.submit >= warmup && j.submit < sc.duration_s;
+    }));
+  }
   if (lp_finished > 0) mt["lp_jct_mean_s"] = lp_jct / static_cast<double>(lp_finished);
   mt["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s - warmup);
   mt["warmup_s"] = static_cast<double>(warmup);

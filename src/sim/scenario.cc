@@ -269,10 +269,6 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
       return where(InvalidArgument(std::string("field '") + key + "': only in a federation scenario (root key federation:)"));
     }
   }
-  // The federation simulator does not stop runs at their walltime (issue 21 covers one cluster).
-  if (src.value().contains("walltime_s") && fed.enabled) {
-    return where(InvalidArgument("field 'walltime_s': not supported in a federation scenario"));
-  }
   JobTemplate j;
   j.line = m.Mark().line + 1;
   j.name = r.name;

@@ -252,8 +252,6 @@ std::vector<BadScenario> Cases() {
        "s.yaml:5: field 'models[1]': 'H800' repeats models[0]"},
       {"ModelsAsAMapping", kSingle + "jobs:\n  - {name: j, gpus: 8, models: {H800: 1}}\nconfigurations:\n  - {name: c}\n",
        "s.yaml:5: field 'models': expected a string or an array"},
-      {"Walltime", kFed + "jobs:\n  - {name: j, gpus: 8, walltime_s: 600}\n" + kConf,
-       "s.yaml:7: field 'walltime_s': not supported in a federation scenario"},
       {"Backfill", conf_after_job + "configurations:\n  - {name: c, federation: blind, backfill: easy}\n",
        "s.yaml:9: field 'backfill': not supported in a federation scenario"},
       {"Events", kFed + kJob + "events:\n  - {at_s: 5, fail_node: n}\n" + kConf,

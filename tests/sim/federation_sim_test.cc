@@ -1,5 +1,10 @@
 // Federation runs of `estuary simulate` (RunFederation) as specifications: small scenarios whose
 // outcome follows from the rules, every member's invariants checked at every event time.
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -280,6 +285,43 @@ TEST(FederationSim, AnEvictionLosesTheGpusTheVictimHeldTimesTheTimeSinceItsLastC
   EXPECT_EQ(lp_starts, 1);  // it waits behind the HP job afterwards
   EXPECT_EQ(res.metrics.at("evictions_count"), 1);
   EXPECT_NEAR(res.metrics.at("preemption_lost_gpu_hours"), 4.0 * 459 / 3600, 1e-9);
+}
+
+// Two members of one 8-GPU node each. `long` (8 GPUs, 1,000 s of work, walltime 300 s) and `next`
+// (8 GPUs, 100 s) may run only on member a; `other` runs on b. long starts at 0 and is stopped at
+// 300 by a's engine (its limit); next starts on a's node then and finishes at 400.
+const char* kWalltime = R"(name: walltime
+duration_s: 1000
+sample_interval_s: 100
+seeds: [1]
+federation:
+  members:
+    - {name: a, cluster: {generate: {total_gpus: 8, seed: 1, models: "H800:8:128:2048"}}}
+    - {name: b, cluster: {generate: {total_gpus: 8, seed: 2, models: "H800:8:128:2048"}}}
+jobs:
+  - {name: long, class: lp, gpus: 8, cpu_cores: 8, memory_gib: 8, duration_s: 1000, walltime_s: 300, home: a, home_only: true}
+  - {name: next, class: lp, submit_s: 10, gpus: 8, cpu_cores: 8, memory_gib: 8, duration_s: 100, home: a, home_only: true}
+  - {name: other, class: lp, gpus: 8, cpu_cores: 8, memory_gib: 8, duration_s: 100000, home: b, home_only: true}
+configurations:
+  - {name: reclaim-aware, federation: reclaim-aware}
+)";
+
+TEST(FederationSim, AMembersEngineStopsARunAtItsWalltimeAndTheNextJobTakesItsNode) {
+  const FedRun r = Load(kWalltime);
+  const SimulateResult res = RunConfig(r, "reclaim-aware");
+  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> seen;  // job -> (kind, time)
+  for (const SimJobEvent& e : res.job_events) seen[e.job].emplace_back(e.kind, e.time);
+  using P = std::pair<std::string, int64_t>;
+  EXPECT_EQ(seen["long"], (std::vector<P>{{"start", 0}, {"timeout", 300}}));
+  EXPECT_EQ(seen["next"], (std::vector<P>{{"start", 300}, {"finish", 400}}));
+  EXPECT_EQ(res.metrics.at("jobs_timed_out_count"), 1);
+  for (const SimJobRecord& j : res.jobs) {
+    if (j.name == "long") {
+      EXPECT_EQ(j.status, SimJobStatus::kTimedOut);
+    } else if (j.name == "next") {
+      EXPECT_EQ(j.status, SimJobStatus::kFinished);
+    }
+  }
 }
 
 TEST(FederationSim, TheSameSeedGivesTheSameResults) {
