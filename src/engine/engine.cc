@@ -223,7 +223,7 @@ int Engine::ShapeOf(JobId id) {
     const auto [c, new_class] = classes_.emplace(cls, static_cast<int>(classes_.size()));
     shape_info_.emplace_back();
     shape_info_.back().blocks = js.priority >= kHpPriority || js.min_replicas > 1;
-    shape_info_.back().hp = js.priority >= kHpPriority;
+    shape_info_.back().hp = js.priority >= options_.preemptor_min_priority;
     shape_info_.back().priority = js.priority;
     shape_info_.back().gpus = int64_t{js.max_replicas} * req.gpu_count;
     shape_info_.back().cls = c->second;
@@ -241,7 +241,7 @@ int Engine::ShapeOf(JobId id) {
     }
     shape_info_.back().queue = js.queue;
     queue_.SetClass(it->second, c->second);
-    if (js.priority >= kHpPriority) hp_shapes_.push_back(it->second);
+    if (js.priority >= options_.preemptor_min_priority) hp_shapes_.push_back(it->second);
     if (shape_info_.back().blocks) {
       // Highest priority first; among equals, in order of creation (Absorb).
       const int sh = it->second;
@@ -422,8 +422,9 @@ Admission Engine::Submit(const EngineJob& job, SubmitMode mode, int64_t now_s) {
   } else if (mode == SubmitMode::kQueue) {
     Enqueue(*li, false, now_s);
     r.accepted = true;
-    // An HP job queued here reclaims in this cycle, as ReclaimQueued would.
-    if (l.priority >= kHpPriority && !StartReclaim(*li, now_s, &why)) l.refused_seq = state_.release_seq();
+    // A job that reclaims by priority (HP by default) queued here reclaims in this cycle, as
+    // ReclaimQueued would.
+    if (l.priority >= options_.preemptor_min_priority && !StartReclaim(*li, now_s, &why)) l.refused_seq = state_.release_seq();
     r.reclaiming = l.reclaiming;
   } else if (mode == SubmitMode::kStartNow) {
     r.reason = a.reason;
@@ -666,8 +667,11 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
       return false;
     }
   }
-  if (l.priority < kHpPriority && !owed) {
-    *why = book_.enabled() ? "only HP jobs, and jobs their queue is owed capacity for, reclaim" : "only HP jobs reclaim";
+  if (l.priority < options_.preemptor_min_priority && !owed) {
+    const std::string who = options_.preemptor_min_priority == kHpPriority
+                                ? "HP jobs"
+                                : "jobs of priority " + std::to_string(options_.preemptor_min_priority) + " or more";
+    *why = book_.enabled() ? "only " + who + ", and jobs their queue is owed capacity for, reclaim" : "only " + who + " reclaim";
     return false;
   }
   return ReclaimWith(li, now_s, filter, owed, owed ? "queue" : "", why);
@@ -1132,7 +1136,7 @@ void Engine::ReclaimQueued(int64_t now_s) {
         // owed, its shape's later jobs are not either (the shape fixes the queue, the request,
         // min replicas and priority; the pass changes neither usage nor shares): skipped.
         const JobSpec& spec = state_.job(l.id).spec;
-        if (l.priority < kHpPriority && !book_.Owed(state_, l.id, spec.min_replicas)) {
+        if (l.priority < options_.preemptor_min_priority && !book_.Owed(state_, l.id, spec.min_replicas)) {
           return PendingQueue::Outcome::kShapeWaits;
         }
         const bool own = state_.job(l.id).reservation.valid();
@@ -1903,7 +1907,7 @@ std::optional<ReclaimQuote> Engine::QuoteReclaim(const EngineJob& job, int64_t n
   const std::optional<size_t> li = Materialize(job, &why);
   if (!li) return std::nullopt;
   const Local& l = locals_[*li];
-  if (l.running || l.reclaiming || queue_.Contains(*li) || l.priority < kHpPriority) return std::nullopt;
+  if (l.running || l.reclaiming || queue_.Contains(*li) || l.priority < options_.preemptor_min_priority) return std::nullopt;
   const bool opened = OpenHeadroom(*li);
   const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
   if (opened) CloseHeadroom(now_s);

@@ -176,6 +176,11 @@ struct EngineConfig {
   uint64_t seed = 0;
   AllocateOptions allocate;
   int64_t grace_s = 60;      // Reclaim's eviction grace period (default 60 s, Alibaba's bound)
+  // Who reclaims by priority: a waiting job at or above this priority (default kHpPriority: HP
+  // jobs) may evict preemptible work of a lower priority (kube's PriorityClass preemption: 0,
+  // every job). Below it a job reclaims only what its queue is owed. HP work is never a victim of
+  // a headroom's drain whatever this is.
+  int32_t preemptor_min_priority = kHpPriority;
   // How long victims take to exit within it (GracefulExit): 0 (default): the whole grace period;
   // else a lognormal of this mean and P95 bounded by grace_s (Alibaba: 13 s and 48 s). A Reclaim's
   // victims are freed, and its job starts, when the last of its victim jobs has exited.
@@ -736,7 +741,7 @@ class Engine {
   std::vector<size_t> local_of_job_;  // state JobId -> local index
   std::map<std::string, int> shapes_;
   std::map<std::string, int> classes_;  // a shape's request without its queue (PendingQueue::SetClass)
-  std::vector<int> hp_shapes_;                   // the HP shapes
+  std::vector<int> hp_shapes_;  // the shapes that reclaim by priority (EngineConfig::preemptor_min_priority)
   std::vector<int> blocking_shapes_;             // the shapes that may block Absorb, by priority (highest first)
   std::vector<std::vector<int>> shapes_of_queue_;  // per leaf queue: its shapes
   std::vector<int64_t> queue_min_gpu_;             // per leaf queue: its shapes' least ShapeInfo::min_gpu
@@ -744,7 +749,7 @@ class Engine {
   std::vector<size_t> no_borrow_;  // the locals kept from borrowing (Local::no_borrow_until), pruned lazily
   struct ShapeInfo {
     bool blocks = false;  // an HP job or a gang (it may block Absorb)
-    bool hp = false;      // an HP job (it may Reclaim)
+    bool hp = false;      // it reclaims by priority (at or above EngineConfig::preemptor_min_priority)
     int32_t priority = 0;
     int64_t gpus = 0;     // max replicas x GPUs per replica
     int cls = 0;          // its class (classes_)

@@ -460,6 +460,7 @@ Json ConfigJson(const EngineConfig& c) {
           {"pack_level", c.allocate.pack_level},
           {"victims", c.allocate.victims == VictimSelection::kKube ? "k8s" : "estuary"},
           {"grace_s", c.grace_s},
+          {"preemptor_min_priority", c.preemptor_min_priority},
           {"exit_mean_s", c.exit_mean_s},
           {"exit_p95_s", c.exit_p95_s},
           {"absorb", c.absorb},
@@ -517,6 +518,7 @@ EngineConfig ConfigFrom(const Fields& f) {
     else if (v != "estuary") f.Fail("victims", "unknown victim selection '" + v + "'");
   }
   c.grace_s = f.Int("grace_s", c.grace_s);
+  c.preemptor_min_priority = f.I32("preemptor_min_priority", c.preemptor_min_priority);
   c.exit_mean_s = f.Int("exit_mean_s", c.exit_mean_s);
   c.exit_p95_s = f.Int("exit_p95_s", c.exit_p95_s);
   c.absorb = f.Bool("absorb", c.absorb);

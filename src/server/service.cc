@@ -1625,7 +1625,7 @@ StatusOr<Service::Explanation> Service::Explain(const Principal& who, uint64_t i
   Explanation e;
   e.phase = j.view.phase;
   e.reason = j.view.reason;
-  e.may_reclaim = j.view.request.priority >= kHpPriority;
+  e.may_reclaim = j.view.request.priority >= s.engine->options().preemptor_min_priority;
   if (j.view.phase != JobPhase::kPending) return e;
   const Engine::Explanation x = s.engine->Explain(static_cast<uint32_t>(id), s.clock->Now());
   if (!x.known) {

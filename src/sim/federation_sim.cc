@@ -286,6 +286,7 @@ Status FederationRun::MakeMember(const ClusterState& cluster, const std::string&
   mo.allocate.align = config.align;
   mo.allocate.topology = config.topology;
   mo.allocate.victims = config.victims;
+  mo.preemptor_min_priority = config.preemptor_min_priority;
   mo.grace_s = config.grace_s;
   mo.exit_mean_s = config.exit_mean_s;
   mo.exit_p95_s = config.exit_p95_s;

@@ -511,8 +511,13 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
   }
   sc.priority_queue = queue == "priority";
   if (const YAML::Node p = m["preempt"]) {
-    if (!p.IsMap()) return c.Err(p, "preempt", "expected a mapping {grace_s, exit_mean_s, exit_p95_s, victims}");
-    ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "exit_mean_s", "exit_p95_s", "victims"}));
+    if (!p.IsMap()) {
+      return c.Err(p, "preempt", "expected a mapping {grace_s, exit_mean_s, exit_p95_s, victims, preemptor_min_priority}");
+    }
+    ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "exit_mean_s", "exit_p95_s", "victims", "preemptor_min_priority"}));
+    int64_t from = kHpPriority;
+    ESTUARY_ASSIGN_OR_RETURN(from, Int(c, p, "preemptor_min_priority", kHpPriority, 0, kMaxPriority));
+    sc.preemptor_min_priority = static_cast<int32_t>(from);
     sc.preempt = true;
     std::string victims;
     ESTUARY_ASSIGN_OR_RETURN(victims, Str(c, p, "victims", false));

@@ -229,6 +229,10 @@ struct SchedulerConfig {
   // `preempt: {victims: estuary | k8s}` (default estuary): how Reclaim chooses its victims
   // (AllocateOptions::victims; k8s: kube-scheduler's default preemption, docs/peers.md).
   VictimSelection victims = VictimSelection::kEstuary;
+  // `preempt: {preemptor_min_priority: P}` (0..1000, default 700 = kHpPriority): jobs at or above
+  // P reclaim by priority (EngineConfig::preemptor_min_priority; 0: every job may evict
+  // preemptible work of a lower priority, as kube's PriorityClass preemption).
+  int32_t preemptor_min_priority = kHpPriority;
   int64_t exit_mean_s = 0;
   int64_t exit_p95_s = 0;
   // Absorb (issue 4): after every cycle, running elastic jobs grow toward max in whole steps

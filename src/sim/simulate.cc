@@ -257,6 +257,7 @@ StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& s
   e.allocate.align = config.align;
   e.allocate.topology = config.topology;
   e.allocate.victims = config.victims;
+  e.preemptor_min_priority = config.preemptor_min_priority;
   if (!config.pack_plane.empty()) {
     const auto plane = state.topology().FindPlane(config.pack_plane);
     if (!plane) return InvalidArgument(ConfigWhere(sc, config, "pack") + "plane: the cluster has no plane '" + config.pack_plane + "'");

@@ -118,9 +118,59 @@ TEST(Reclaim, TheFeasibilityCheckRefusesAndEvictsNothingWhenEvenFullReclaimCanno
   for (int i = 0; i < 8; ++i) EXPECT_EQ(StatusOf(*r, "j" + std::to_string(i)), SimJobStatus::kRunning);
 }
 
+// Eight 8-GPU nodes: four spot jobs (priority 100, preemptible), two LP jobs (300, preemptible)
+// and two dev jobs (500, not preemptible) fill them from 0 s. At 1000 s an LP gang of two whole
+// nodes and a dev job of one arrive.
+std::string MixedPriorities(const std::string& preempt) {
+  std::string jobs;
+  for (int i = 0; i < 8; ++i) {
+    const char* cls = i < 4 ? "spot" : i < 6 ? "lp" : "dev";
+    jobs += "  - {name: " + std::string(cls) + std::to_string(i) + ", duration_s: 100000, gpus: 8, class: " + cls + "}\n";
+  }
+  return "name: t\nduration_s: 2000\ncluster:\n  spec: " + kCluster + "\njobs:\n" + jobs +
+         "  - {name: lpgang, submit_s: 1000, duration_s: 100000, replicas: 2, gpus: 8, class: lp}\n"
+         "  - {name: devnew, submit_s: 1000, duration_s: 100000, gpus: 8, class: dev}\n"
+         "configurations:\n  - {name: a, preempt: {grace_s: 60" + preempt + "}}\n";
+}
+
+TEST(Reclaim, OnlyHpJobsReclaimByPriorityUnlessThePreemptorThresholdIsLowered) {
+  // By default neither the LP gang nor the dev job is HP: nothing is evicted, both wait.
+  auto r = RunScenarioText(MixedPriorities(""));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->metrics.at("evictions_count"), 0);
+  EXPECT_EQ(StartOf(*r, "lpgang"), -1);
+  EXPECT_EQ(StartOf(*r, "devnew"), -1);
+  // With every job a preemptor (kube's PriorityClass rule), each evicts preemptible work of a
+  // lower priority only: spot jobs (100) for both, never the LP jobs (300, equal to the gang's)
+  // for the gang, and never the dev jobs (not preemptible). The four spot nodes cover the gang's
+  // two and the dev job's one: three spot jobs are evicted, 60 s later both start.
+  r = RunScenarioText(MixedPriorities(", preemptor_min_priority: 0"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->metrics.at("evictions_count"), 3);
+  EXPECT_EQ(StartOf(*r, "lpgang"), 1060);
+  EXPECT_EQ(StartOf(*r, "devnew"), 1060);
+  int spot_running = 0;
+  for (int i = 0; i < 4; ++i) spot_running += StatusOf(*r, "spot" + std::to_string(i)) == SimJobStatus::kRunning;
+  EXPECT_EQ(spot_running, 1);
+  for (const char* j : {"lp4", "lp5", "dev6", "dev7"}) EXPECT_EQ(StatusOf(*r, j), SimJobStatus::kRunning) << j;
+  // From 500 (the dev class) only the dev job reclaims: one spot job is evicted.
+  r = RunScenarioText(MixedPriorities(", preemptor_min_priority: 500"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->metrics.at("evictions_count"), 1);
+  EXPECT_EQ(StartOf(*r, "devnew"), 1060);
+  EXPECT_EQ(StartOf(*r, "lpgang"), -1);
+}
+
 TEST(Reclaim, BadPreemptSectionsAreRejected) {
   for (const auto& [conf, message] :
-       {std::pair{"preempt: 60", "s.yaml:7: field 'preempt': expected a mapping {grace_s, exit_mean_s, exit_p95_s, victims}"},
+       {std::pair{"preempt: 60",
+                  "s.yaml:7: field 'preempt': expected a mapping {grace_s, exit_mean_s, exit_p95_s, victims, "
+                  "preemptor_min_priority}"},
+        std::pair{"preempt: {preemptor_min_priority: -1}", "s.yaml:7: field 'preemptor_min_priority': -1 is outside [0, 1000]"},
+        std::pair{"preempt: {preemptor_min_priority: 1001}",
+                  "s.yaml:7: field 'preemptor_min_priority': 1001 is outside [0, 1000]"},
+        std::pair{"preempt: {preemptor_min_priority: high}",
+                  "s.yaml:7: field 'preemptor_min_priority': expected an integer"},
         std::pair{"preempt: {grace_s: 60, exit_mean_s: 13}",
                   "s.yaml:7: field 'exit_p95_s': exit_mean_s and exit_p95_s go together"},
         std::pair{"preempt: {grace_s: 60, exit_mean_s: 13, exit_p95_s: 60}",
