@@ -94,6 +94,7 @@ Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, S
   e.allocate.align = c.align;
   e.allocate.topology = c.topology;
   e.allocate.victims = c.victims;
+  e.preemptor_min_priority = c.preemptor_min_priority;
   e.priority_queue = c.priority_queue;
   e.hold_survivors = c.hold_survivors;
   if (!c.preempt) std::erase(e.actions, EngineAction::kReclaim);

@@ -362,7 +362,7 @@ class Service {
     bool fits_now = false;      // idle capacity holds its min replicas now (it starts next pass)
     bool reclaim_feasible = false;   // evicting preemptible work below its priority would make room
     int32_t victims = 0, victims_max_priority = 0;
-    bool may_reclaim = false;   // its priority allows Reclaim (HP)
+    bool may_reclaim = false;   // its priority allows Reclaim (EngineConfig::preemptor_min_priority; HP by default)
     std::string shortfall;      // when even Reclaim cannot: what is missing
     std::vector<std::string> held_nodes;  // its reservation's nodes, if any
     // With queues (Engine::Explanation): the quota that holds it ("queue 'a' would hold 24 of its

@@ -347,6 +347,54 @@ TEST_F(ServiceTest, AnHpJobReclaimsFromPreemptibleWorkAfterTheGracePeriodAndFurt
   EXPECT_EQ(Get(lp).phase, JobPhase::kPending);
 }
 
+TEST_F(ServiceTest, WithEveryJobAPreemptorAnLpJobReclaimsFromSpotWorkAndNotFromWorkOfItsOwnPriority) {
+  // One 8-GPU node: a spot job (100) on 4 GPUs and an LP job (300) on 4. A second LP job of 4
+  // GPUs waits: by default it may not reclaim (not HP); with preemptor_min_priority 0 it evicts
+  // the spot job, never the LP one, and starts after the grace period.
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  const uint64_t spot = RunJob(kAlice, Job("spot", 1, 4, 100, true));
+  const uint64_t lp = RunJob(kAlice, Job("lp", 1, 4, 300, true));
+  auto waiting = service_->Submit(kBob, Job("lp2", 1, 4, 300, true));
+  ASSERT_TRUE(waiting.ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  auto x = service_->Explain(kBob, *waiting);
+  ASSERT_TRUE(x.ok());
+  EXPECT_FALSE(x->may_reclaim);
+  ServiceOptions o;
+  o.engine = EngineConfig{};
+  o.engine->preemptor_min_priority = 0;
+  Reopen(o);
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  x = service_->Explain(kBob, *waiting);
+  ASSERT_TRUE(x.ok());
+  EXPECT_TRUE(x->may_reclaim);
+  const std::vector<Order> notice = Orders(kAgentA);
+  ASSERT_EQ(notice.size(), 1u);
+  EXPECT_EQ(notice[0].op, Order::Op::kEvict);
+  EXPECT_EQ(notice[0].job, spot);
+  clock_.ms += 60000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  const std::vector<Order> swap = Orders(kAgentA);
+  ASSERT_EQ(swap.size(), 2u);
+  EXPECT_EQ(swap[0].op, Order::Op::kStop);
+  EXPECT_EQ(swap[0].job, spot);
+  EXPECT_EQ(swap[1].op, Order::Op::kStart);
+  EXPECT_EQ(swap[1].job, *waiting);
+  ReportAll(kAgentA, swap, TaskReport::State::kRunning);
+  for (int i = 0; i < 3; ++i) {  // stability: the spot job waits, nothing else is evicted
+    clock_.ms += 1000;
+    ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+    Pass();
+  }
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_EQ(Get(lp).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(*waiting, kBob).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(spot).phase, JobPhase::kPending);
+}
+
 // A victim's instance that exits with an error while its stop is on the way (a real process
 // killed by its stop signal may) has stopped; it neither fails its job nor keeps the replica from
 // starting again when the job is bound again.
