@@ -91,16 +91,11 @@ Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, S
   }
   if (!c.federation.empty()) return InvalidArgument(where + "federation: not supported by the service");
   EngineConfig e;
-  e.allocate.align = c.align;
-  e.allocate.topology = c.topology;
-  e.allocate.victims = c.victims;
-  e.preemptor_min_priority = c.preemptor_min_priority;
+  ApplyPlacementAndReclaim(c, e);  // its grace_s: ServiceOptions::grace_s below wins (as --grace-s)
   e.priority_queue = c.priority_queue;
   e.hold_survivors = c.hold_survivors;
   if (!c.preempt) std::erase(e.actions, EngineAction::kReclaim);
   if (c.backfill.easy) EnableBackfill(c.backfill, &e);
-  e.exit_mean_s = c.exit_mean_s;
-  e.exit_p95_s = c.exit_p95_s;
   e.standby_grace_s = c.standby ? c.standby_grace_s : c.grace_s;
   e.reserve = {c.reserve.enabled, c.reserve.replan_s, c.reserve.after_s, c.reserve.min_gpus, c.reserve.max_gpus,
                c.reserve.max_jobs};

@@ -283,13 +283,7 @@ Status FederationRun::MakeMember(const ClusterState& cluster, const std::string&
   mo.name = name;
   mo.policy = config.policy;
   mo.seed = seed ^ (0x6d656d626572ULL * (index + 1));
-  mo.allocate.align = config.align;
-  mo.allocate.topology = config.topology;
-  mo.allocate.victims = config.victims;
-  mo.preemptor_min_priority = config.preemptor_min_priority;
-  mo.grace_s = config.grace_s;
-  mo.exit_mean_s = config.exit_mean_s;
-  mo.exit_p95_s = config.exit_p95_s;
+  ApplyPlacementAndReclaim(config, mo);
   mo.absorb = config.absorb;
   mo.summary = summary;
   mo.summary_period_s = fs.summary_period_s;

@@ -751,6 +751,16 @@ Status ParseEvents(const Ctx& c, const YAML::Node& root, Scenario& s) {
   return Status::Ok();
 }
 
+void ApplyPlacementAndReclaim(const SchedulerConfig& c, EngineConfig& e) {
+  e.allocate.align = c.align;
+  e.allocate.topology = c.topology;
+  e.allocate.victims = c.victims;
+  e.preemptor_min_priority = c.preemptor_min_priority;
+  e.grace_s = c.grace_s;
+  e.exit_mean_s = c.exit_mean_s;
+  e.exit_p95_s = c.exit_p95_s;
+}
+
 StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& path) {
   Ctx c{path};
   YAML::Node loaded;

@@ -366,6 +366,12 @@ StatusOr<SchedulerConfig> ReadSchedulerConfig(const std::string& path, const std
 StatusOr<SchedulerConfig> ParseSchedulerConfigText(const std::string& text, const std::string& path,
                                                    const std::string& name);
 
+// The engine fields every driver (the simulator, the federation's members, `estuary serve
+// --config`) takes from configuration `c` alike: placement (align, topology, the victim
+// selection) and Reclaim's rules (who reclaims, the grace period, the exit model). Each driver
+// sets the rest itself (its actions, queue order, Standby, holds, ...).
+void ApplyPlacementAndReclaim(const SchedulerConfig& c, EngineConfig& e);
+
 // A job file as a user submits it (`estuary submit FILE`): one job of the job schema in JSON or
 // YAML, checked as the service checks a job (DecodeJob, JobUse::kService), as JSON ready to send.
 // `text` is the file's content; `path` names it in messages ("FILE:LINE: field 'gpus': ...").

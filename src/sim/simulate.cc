@@ -254,10 +254,7 @@ StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& s
   e.policy = config.policy;
   e.typical = std::move(typical);
   e.seed = seed;
-  e.allocate.align = config.align;
-  e.allocate.topology = config.topology;
-  e.allocate.victims = config.victims;
-  e.preemptor_min_priority = config.preemptor_min_priority;
+  ApplyPlacementAndReclaim(config, e);
   if (!config.pack_plane.empty()) {
     const auto plane = state.topology().FindPlane(config.pack_plane);
     if (!plane) return InvalidArgument(ConfigWhere(sc, config, "pack") + "plane: the cluster has no plane '" + config.pack_plane + "'");
@@ -270,9 +267,6 @@ StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& s
     e.allocate.pack_level = *level;
   }
   // Reclaim (and its exit model) only with `preempt`; the simulator requeues evicted jobs itself.
-  e.grace_s = config.grace_s;
-  e.exit_mean_s = config.exit_mean_s;
-  e.exit_p95_s = config.exit_p95_s;
   if (config.exit_mean_s > 0) {
     auto fitted = GracefulExit::Fitted(config.grace_s, config.exit_mean_s, config.exit_p95_s, seed);
     if (!fitted.ok()) return InvalidArgument(ConfigWhere(sc, config, "preempt") + fitted.status().message());
