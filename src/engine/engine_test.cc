@@ -549,6 +549,8 @@ std::vector<EngineEvent> StepAndTake(Engine& m, int64_t t) {
 TEST(Engine, ARunReachingItsWalltimeIsEndedByTheCycleAtItsLimitAndAWaitingJobTakesItsNodesThere) {
   // 2 nodes. Job 1 (2 nodes, walltime 100 s) starts at 10; job 2 (2 nodes) waits behind it.
   auto m = LiveEngine(2, 30);
+  std::vector<EngineInput> log;
+  m->RecordInputs(&log);
   EngineJob a = Job(1, 2, 8, 300);
   a.walltime_s = 100;
   ASSERT_TRUE(m->Submit(a, SubmitMode::kEnqueue, 10).accepted);
@@ -569,6 +571,17 @@ TEST(Engine, ARunReachingItsWalltimeIsEndedByTheCycleAtItsLimitAndAWaitingJobTak
   EXPECT_EQ(m->queued(), 0u);
   EXPECT_FALSE(m->NextDue().has_value());  // job 2 has no limit
   EXPECT_TRUE(StepAndTake(*m, 111).empty());
+  // The timeout is the engine's decision, not an input: the inputs replayed decide it again.
+  auto replay = LiveEngine(2, 30);
+  std::vector<EngineEvent> again;
+  for (const EngineInput& in : log) {
+    replay->Apply(in);
+    for (const EngineEvent& e : replay->TakeEvents()) again.push_back(e);
+  }
+  ASSERT_EQ(again.size(), 3u);  // job 1 started, timed out; job 2 started
+  EXPECT_EQ(again[1].kind, EngineEvent::Kind::kTimedOut);
+  EXPECT_EQ(again[1].t, 110);
+  EXPECT_EQ(replay->Running(2), 2);
 }
 
 TEST(Engine, AWalltimeCountsFromEachRunsStartAndAJobThatEndsFirstIsNotTimedOut) {
