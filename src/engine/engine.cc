@@ -423,11 +423,15 @@ Admission Engine::Submit(const EngineJob& job, SubmitMode mode, int64_t now_s) {
     Enqueue(*li, false, now_s);
     r.accepted = true;
     // A job that reclaims by priority (HP by default) queued here reclaims in this cycle, as
-    // ReclaimQueued would.
-    if (l.priority >= options_.preemptor_min_priority && !StartReclaim(*li, now_s, &why)) l.refused_seq = state_.release_seq();
+    // ReclaimQueued would (only when the cycle has the reclaim action).
+    if (Reclaims() && l.priority >= options_.preemptor_min_priority && !StartReclaim(*li, now_s, &why)) {
+      l.refused_seq = state_.release_seq();
+    }
     r.reclaiming = l.reclaiming;
   } else if (mode == SubmitMode::kStartNow) {
     r.reason = a.reason;
+  } else if (!Reclaims()) {
+    r.reason = a.reason.empty() ? "Reclaim is off (the cycle has no reclaim action)" : a.reason;
   } else if (StartReclaim(*li, now_s, &why)) {
     r.accepted = r.reclaiming = true;
   } else {
@@ -1907,7 +1911,9 @@ std::optional<ReclaimQuote> Engine::QuoteReclaim(const EngineJob& job, int64_t n
   const std::optional<size_t> li = Materialize(job, &why);
   if (!li) return std::nullopt;
   const Local& l = locals_[*li];
-  if (l.running || l.reclaiming || queue_.Contains(*li) || l.priority < options_.preemptor_min_priority) return std::nullopt;
+  if (l.running || l.reclaiming || queue_.Contains(*li) || l.priority < options_.preemptor_min_priority || !Reclaims()) {
+    return std::nullopt;
+  }
   const bool opened = OpenHeadroom(*li);
   const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
   if (opened) CloseHeadroom(now_s);

@@ -26,6 +26,8 @@
 //                                       (grace_s later, or sooner with an exit model:
 //                                       EngineConfig::exit_mean_s) and it starts then;
 //                                       otherwise rejected, with nothing evicted.
+//   Without the `reclaim` action in EngineConfig::actions (Reclaim off), kQueue only queues and
+//   kStartOrReclaim is rejected as kStartNow is; QuoteReclaim quotes nothing.
 // The cycle (RunCycle) runs EngineConfig::actions in order; the actions (EngineAction):
 //   evictions  evictions whose grace ended: the victims' tasks are unbound (elastic jobs shrink,
 //              others are evicted whole: requeued at the front, EngineConfig::requeue, or
@@ -57,6 +59,7 @@
 // Thread-safety: none.
 #pragma once
 
+#include <algorithm>
 #include <climits>
 #include <functional>
 #include <map>
@@ -785,6 +788,11 @@ class Engine {
   std::vector<int64_t> elastic_min_step_gpu_;
   // Adds local li to elastic_running_ (and elastic_of_leaf_) or takes it out.
   void SetElastic(size_t li, bool elastic);
+  // Whether the cycle has the reclaim action (a configuration with `preempt`): without it no
+  // Reclaim starts, neither in a cycle nor on a Submit (kQueue, kStartOrReclaim) or a quote.
+  bool Reclaims() const {
+    return std::find(options_.actions.begin(), options_.actions.end(), EngineAction::kReclaim) != options_.actions.end();
+  }
   // The walltime limits of the runs under way (JobSpec::walltime_s): (started_at_s +
   // walltime_s, the job's id), earliest first. A run that reaches its limit is ended by the
   // cycle at that time (EndWalltimes: kTimedOut, then the job finishes as Finish would end it).

@@ -104,6 +104,47 @@ TEST(FederationSim, BlindDispatchPreemptsNeedlesslyWhileReclaimAwareUsesIdleCapa
   EXPECT_EQ(hp_starts, 1);
 }
 
+// Both members full of LP work (8 x 1 GPU twice on each); an HP job of 8 GPUs arrives at 100.
+// With `preempt` it evicts on one member and starts after the grace period; a configuration
+// without `preempt` evicts nothing in any mode: the HP job waits.
+const char* kFullMembers = R"(name: full
+duration_s: 3000
+sample_interval_s: 100
+seeds: [1]
+federation:
+  members:
+    - {name: a, cluster: {generate: {total_gpus: 16, seed: 1, models: "H800:1:128:2048"}}}
+    - {name: b, cluster: {generate: {total_gpus: 16, seed: 2, models: "H800:1:128:2048"}}}
+jobs:
+  - {name: lp1, class: lp, replicas: 8, gpus: 1, cpu_cores: 1, memory_gib: 1, duration_s: 100000, home: a, home_only: true}
+  - {name: lp2, class: lp, replicas: 8, gpus: 1, cpu_cores: 1, memory_gib: 1, duration_s: 100000, home: a, home_only: true}
+  - {name: lp3, class: lp, replicas: 8, gpus: 1, cpu_cores: 1, memory_gib: 1, duration_s: 100000, home: b, home_only: true}
+  - {name: lp4, class: lp, replicas: 8, gpus: 1, cpu_cores: 1, memory_gib: 1, duration_s: 100000, home: b, home_only: true}
+  - {name: hp, class: hp-training, submit_s: 100, gpus: 8, cpu_cores: 8, memory_gib: 8, duration_s: 1000}
+configurations:
+  - {name: aware, federation: reclaim-aware, preempt: {grace_s: 60}}
+  - {name: aware-off, federation: reclaim-aware}
+  - {name: blind-off, federation: blind}
+  - {name: merged-off, federation: merged}
+)";
+
+TEST(FederationSim, AConfigurationWithoutPreemptEvictsNothingInAnyMode) {
+  const FedRun r = Load(kFullMembers);
+  const SimulateResult on = RunConfig(r, "aware");
+  EXPECT_EQ(on.metrics.at("evictions_count"), 1);
+  EXPECT_EQ(on.metrics.at("hp_sched_delay_p99_s"), 60);
+  for (const char* name : {"aware-off", "blind-off", "merged-off"}) {
+    const SimulateResult off = RunConfig(r, name);
+    EXPECT_EQ(off.metrics.at("evictions_count"), 0) << name;
+    EXPECT_EQ(off.metrics.at("reclaims_count"), 0) << name;
+    for (const SimJobRecord& j : off.jobs) {
+      if (j.name == "hp") {
+        EXPECT_EQ(j.status, SimJobStatus::kPending) << name;
+      }
+    }
+  }
+}
+
 // A warm-up leaves out of the metrics what happened before it, and keeps it in the time series.
 // In kNeedless, blind's Reclaim for the HP job is decided at 100 and evicts at 160; every job is
 // submitted by 100 and runs past the end.
