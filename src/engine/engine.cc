@@ -46,6 +46,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(ClusterState cluster, EngineCon
   m->book_ = std::move(*book);
   m->book_.WatchEvictions(&m->being_evicted_);
   m->state_.SetQueues(m->book_.Parents());
+  m->FileElasticByLeaf();
   m->exit_ = *exit;
   m->options_.allocate.grace_s = m->options_.grace_s;  // victims' cost (SecondsSinceCheckpoint)
   m->policy_ = *policy;
@@ -1240,7 +1241,6 @@ void Engine::SetElastic(size_t li, bool elastic) {
   const size_t none = book_.tree().size();  // the list of jobs without a queue
   const int32_t q = state_.job(l.id).spec.queue;
   const size_t leaf = q < 0 ? none : static_cast<size_t>(q);
-  if (elastic_of_leaf_.size() != none + 1) FileElasticByLeaf();
   if (elastic) {
     if (elastic_running_.insert(li).second) {
       elastic_gpuless_ += gpuless;
@@ -1354,7 +1354,6 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
     // refused by may_grow, and a queue's room only shrinks while AbsorbAction runs: a leaf
     // without room for the least step of its jobs is passed over — O(leaves x depth), not
     // O(elastic jobs), on a cluster whose queues are at their fair shares.
-    if (elastic_of_leaf_.size() != book_.tree().size() + 1) FileElasticByLeaf();
     for (size_t leaf = 0; leaf < elastic_of_leaf_.size(); ++leaf) {
       const std::vector<size_t>& list = elastic_of_leaf_[leaf];
       if (list.empty()) continue;

@@ -800,7 +800,7 @@ class Engine {
   // Local li's run starts (`on`, started_at_s set) or stops (before started_at_s is cleared).
   void WatchWalltime(size_t li, bool on);
   void EndWalltimes(int64_t now_s);
-  // Files elastic_running_ by leaf queue anew (the queues changed).
+  // Files elastic_running_ by leaf queue anew (at Create, and when the queues changed).
   void FileElasticByLeaf();
   // The GPUs in total (milli) one step of growth of local li requests (QueueBook::Within's).
   int64_t StepGpu(size_t li) const;

@@ -485,6 +485,47 @@ Status ParseFederationMode(const Ctx& c, const YAML::Node& m, const FederationSp
   return Status::Ok();
 }
 
+// A configuration's `preempt` section (Reclaim on, its grace, exit model, victim selection and
+// who reclaims) into *sc; `topology` already read (k8s victims need it off).
+Status ParsePreempt(const Ctx& c, const YAML::Node& p, SchedulerConfig* sc) {
+  if (!p.IsMap()) {
+    return c.Err(p, "preempt", "expected a mapping {grace_s, exit_mean_s, exit_p95_s, victims, preemptor_min_priority}");
+  }
+  ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "exit_mean_s", "exit_p95_s", "victims", "preemptor_min_priority"}));
+  int64_t from = kHpPriority;
+  ESTUARY_ASSIGN_OR_RETURN(from, Int(c, p, "preemptor_min_priority", kHpPriority, 0, kMaxPriority));
+  sc->preemptor_min_priority = static_cast<int32_t>(from);
+  sc->preempt = true;
+  std::string victims;
+  ESTUARY_ASSIGN_OR_RETURN(victims, Str(c, p, "victims", false));
+  if (!victims.empty() && victims != "estuary" && victims != "k8s") {
+    return c.Err(p["victims"], "victims", "unknown victim selection '" + victims + "' (known: estuary, k8s)");
+  }
+  if (victims == "k8s") {
+    // kube's default preemption knows no topology domains (preempt_k8s.h).
+    if (sc->topology) {
+      return c.Err(p["victims"], "victims",
+                   "k8s victim selection needs 'topology: false' (kube's default profile has no topology levels)");
+    }
+    sc->victims = VictimSelection::kKube;
+  }
+  ESTUARY_ASSIGN_OR_RETURN(sc->grace_s, Int(c, p, "grace_s", sc->grace_s, 0, 86400));
+  ESTUARY_ASSIGN_OR_RETURN(sc->exit_mean_s, Int(c, p, "exit_mean_s", 0, 0, 86400));
+  ESTUARY_ASSIGN_OR_RETURN(sc->exit_p95_s, Int(c, p, "exit_p95_s", 0, 0, 86400));
+  if ((sc->exit_mean_s > 0) != (sc->exit_p95_s > 0)) {
+    const char* missing = sc->exit_mean_s > 0 ? "exit_p95_s" : "exit_mean_s";
+    return c.Err(p, missing, "exit_mean_s and exit_p95_s go together");
+  }
+  if (sc->exit_mean_s > 0) {
+    if (auto fitted = GracefulExit::Fitted(sc->grace_s, sc->exit_mean_s, sc->exit_p95_s, 0); !fitted.ok()) {
+      const std::string& msg = fitted.status().message();
+      const std::string field = msg.substr(0, msg.find(':'));
+      return c.Err(p[field], field, msg.substr(msg.find(':') + 2));
+    }
+  }
+  return Status::Ok();
+}
+
 // One entry of `configurations:` (the scheduler-configuration schema, docs/simulate.md).
 StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m, const FederationSpec& fed,
                                                const std::vector<QueueSpec>& root_queues) {
@@ -510,43 +551,7 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
     return c.Err(m["queue"], "queue", "unknown queue order '" + queue + "' (known: fifo, priority)");
   }
   sc.priority_queue = queue == "priority";
-  if (const YAML::Node p = m["preempt"]) {
-    if (!p.IsMap()) {
-      return c.Err(p, "preempt", "expected a mapping {grace_s, exit_mean_s, exit_p95_s, victims, preemptor_min_priority}");
-    }
-    ESTUARY_RETURN_IF_ERROR(Known(c, p, {"grace_s", "exit_mean_s", "exit_p95_s", "victims", "preemptor_min_priority"}));
-    int64_t from = kHpPriority;
-    ESTUARY_ASSIGN_OR_RETURN(from, Int(c, p, "preemptor_min_priority", kHpPriority, 0, kMaxPriority));
-    sc.preemptor_min_priority = static_cast<int32_t>(from);
-    sc.preempt = true;
-    std::string victims;
-    ESTUARY_ASSIGN_OR_RETURN(victims, Str(c, p, "victims", false));
-    if (!victims.empty() && victims != "estuary" && victims != "k8s") {
-      return c.Err(p["victims"], "victims", "unknown victim selection '" + victims + "' (known: estuary, k8s)");
-    }
-    if (victims == "k8s") {
-      // kube's default preemption knows no topology domains (preempt_k8s.h).
-      if (sc.topology) {
-        return c.Err(p["victims"], "victims",
-                     "k8s victim selection needs 'topology: false' (kube's default profile has no topology levels)");
-      }
-      sc.victims = VictimSelection::kKube;
-    }
-    ESTUARY_ASSIGN_OR_RETURN(sc.grace_s, Int(c, p, "grace_s", sc.grace_s, 0, 86400));
-    ESTUARY_ASSIGN_OR_RETURN(sc.exit_mean_s, Int(c, p, "exit_mean_s", 0, 0, 86400));
-    ESTUARY_ASSIGN_OR_RETURN(sc.exit_p95_s, Int(c, p, "exit_p95_s", 0, 0, 86400));
-    if ((sc.exit_mean_s > 0) != (sc.exit_p95_s > 0)) {
-      const char* missing = sc.exit_mean_s > 0 ? "exit_p95_s" : "exit_mean_s";
-      return c.Err(p, missing, "exit_mean_s and exit_p95_s go together");
-    }
-    if (sc.exit_mean_s > 0) {
-      if (auto fitted = GracefulExit::Fitted(sc.grace_s, sc.exit_mean_s, sc.exit_p95_s, 0); !fitted.ok()) {
-        const std::string& msg = fitted.status().message();
-        const std::string field = msg.substr(0, msg.find(':'));
-        return c.Err(p[field], field, msg.substr(msg.find(':') + 2));
-      }
-    }
-  }
+  if (const YAML::Node p = m["preempt"]) ESTUARY_RETURN_IF_ERROR(ParsePreempt(c, p, &sc));
   ESTUARY_ASSIGN_OR_RETURN(sc.absorb, Bool(c, m, "absorb", false));
   ESTUARY_ASSIGN_OR_RETURN(sc.hold_survivors, Bool(c, m, "hold_survivors", false));
   if (const YAML::Node b = m["backfill"]) {
