@@ -572,7 +572,7 @@ void Engine::RestoreHeadroom(int64_t now_s) {
     int64_t replicas = 0;
     for (NodeId n : h.nodes) replicas += state_.node(n).spec.gpu_count / k;
     if (replicas < l.min_replicas) {
-      const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
+      const PreemptionPlan plan = PlanReclaim(l.id, now_s, {});
       if (!plan.feasible) {
         h.retry_at = now_s + options_.headroom_retry_s;
         continue;
@@ -699,13 +699,27 @@ bool Engine::Hopeless(size_t li, int64_t supply, std::string* why) const {
   return true;
 }
 
+PreemptionPlan Engine::PlanReclaim(JobId id, int64_t now_s, VictimFilter filter) const {
+  if (options_.allocate.victims == VictimSelection::kVolcano) {
+    // Volcano tries nodes in the order of its policy's score for the preemptor's pending task.
+    const Job& job = state_.job(id);
+    const auto pending = std::find_if(job.tasks.begin(), job.tasks.end(),
+                                      [&](TaskId t) { return state_.task(t).state == TaskState::kPending; });
+    if (pending != job.tasks.end()) {
+      const Task& task = state_.task(*pending);
+      filter.node_score = [this, &task](const Node& n) { return session_->Score(task, n); };
+    }
+  }
+  return PreemptAction::Plan(state_, id, now_s, options_.allocate, being_evicted_, filter);
+}
+
 bool Engine::ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail,
                          std::string* why) {
   Local& l = locals_[li];
   // The headroom is open to the job while it reclaims: its nodes count as free for the plan, and
   // those the plan chooses are held for the job (CloseHeadroom leaves them out).
   const bool opened = OpenHeadroom(li);
-  const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_, filter);
+  const PreemptionPlan plan = PlanReclaim(l.id, now_s, filter);
   const bool conflict =
       std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId t) { return being_evicted_[t.value()] != 0; });
   if (!plan.feasible || plan.evict.empty() || conflict) {
@@ -1801,7 +1815,7 @@ Engine::Explanation Engine::Explain(uint32_t job, int64_t now_s) const {
            (!sh.weights || book_.Within(state_, id, need, QueueBook::Bound::kFair, &e.quota)));
     filter = book_.Victims(state_, id, need, now_s, &e.owed);
   }
-  const PreemptionPlan plan = PreemptAction::Plan(state_, id, now_s, options_.allocate, being_evicted_, filter);
+  const PreemptionPlan plan = PlanReclaim(id, now_s, std::move(filter));
   if (!plan.feasible) {
     e.reason = plan.reason;
     return e;
@@ -1914,7 +1928,7 @@ std::optional<ReclaimQuote> Engine::QuoteReclaim(const EngineJob& job, int64_t n
     return std::nullopt;
   }
   const bool opened = OpenHeadroom(*li);
-  const PreemptionPlan plan = PreemptAction::Plan(state_, l.id, now_s, options_.allocate, being_evicted_);
+  const PreemptionPlan plan = PlanReclaim(l.id, now_s, {});
   if (opened) CloseHeadroom(now_s);
   // Nothing to evict: it fits on the headroom (or on idle capacity the driver did not know of).
   if (!plan.feasible) return std::nullopt;

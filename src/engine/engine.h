@@ -667,6 +667,9 @@ class Engine {
   // kReclaim with `detail`. `owed`: a queue's Reclaim (its victims' detail "queue reclaim", the
   // cooldown and the claim of QueueBook::Reclaimed and ::Claim). False (nothing changed) with
   // `why` otherwise.
+  // PreemptAction::Plan for job `id` under the configuration, with `filter` given what the victim
+  // selection needs from the engine (victims: volcano — the policy's node scores).
+  PreemptionPlan PlanReclaim(JobId id, int64_t now_s, VictimFilter filter) const;
   bool ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail, std::string* why);
   // Whether no Reclaim plan for local li can exist, with `supply` (QueueBook::Supply: at most
   // what its victims hold on its models' nodes; INT64_MAX: unknown): its min replicas (a step

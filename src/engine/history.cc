@@ -458,7 +458,7 @@ Json ConfigJson(const EngineConfig& c) {
           {"topology", c.allocate.topology},
           {"pack_plane", IdJson(c.allocate.pack_plane)},
           {"pack_level", c.allocate.pack_level},
-          {"victims", c.allocate.victims == VictimSelection::kKube ? "k8s" : "estuary"},
+          {"victims", VictimSelectionName(c.allocate.victims)},
           {"grace_s", c.grace_s},
           {"preemptor_min_priority", c.preemptor_min_priority},
           {"exit_mean_s", c.exit_mean_s},
@@ -514,8 +514,8 @@ EngineConfig ConfigFrom(const Fields& f) {
   c.allocate.pack_level = f.I32("pack_level", c.allocate.pack_level);
   if (f.Has("victims")) {
     const std::string v = f.Str("victims");
-    if (v == "k8s") c.allocate.victims = VictimSelection::kKube;
-    else if (v != "estuary") f.Fail("victims", "unknown victim selection '" + v + "'");
+    if (const auto named = VictimSelectionNamed(v)) c.allocate.victims = *named;
+    else f.Fail("victims", "unknown victim selection '" + v + "'");
   }
   c.grace_s = f.Int("grace_s", c.grace_s);
   c.preemptor_min_priority = f.I32("preemptor_min_priority", c.preemptor_min_priority);

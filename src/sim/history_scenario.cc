@@ -168,7 +168,7 @@ std::string ConfigurationYaml(const EngineConfig& c) {
   if (std::find(c.actions.begin(), c.actions.end(), EngineAction::kReclaim) != c.actions.end()) {
     y << "    preempt: {grace_s: " << c.grace_s;
     if (c.exit_mean_s > 0) y << ", exit_mean_s: " << c.exit_mean_s << ", exit_p95_s: " << c.exit_p95_s;
-    if (c.allocate.victims == VictimSelection::kKube) y << ", victims: k8s";
+    if (c.allocate.victims != VictimSelection::kEstuary) y << ", victims: " << VictimSelectionName(c.allocate.victims);
     if (c.preemptor_min_priority != kHpPriority) {
       y << ", preemptor_min_priority: " << std::clamp<int32_t>(c.preemptor_min_priority, 0, kMaxPriority);
     }

@@ -498,16 +498,17 @@ Status ParsePreempt(const Ctx& c, const YAML::Node& p, SchedulerConfig* sc) {
   sc->preempt = true;
   std::string victims;
   ESTUARY_ASSIGN_OR_RETURN(victims, Str(c, p, "victims", false));
-  if (!victims.empty() && victims != "estuary" && victims != "k8s") {
-    return c.Err(p["victims"], "victims", "unknown victim selection '" + victims + "' (known: estuary, k8s)");
+  const std::optional<VictimSelection> named = VictimSelectionNamed(victims.empty() ? "estuary" : victims);
+  if (!named) {
+    return c.Err(p["victims"], "victims", "unknown victim selection '" + victims + "' (known: estuary, k8s, volcano)");
   }
-  if (victims == "k8s") {
+  sc->victims = *named;
+  if (*named == VictimSelection::kKube) {
     // kube's default preemption knows no topology domains (preempt_k8s.h).
     if (sc->topology) {
       return c.Err(p["victims"], "victims",
                    "k8s victim selection needs 'topology: false' (kube's default profile has no topology levels)");
     }
-    sc->victims = VictimSelection::kKube;
   }
   ESTUARY_ASSIGN_OR_RETURN(sc->grace_s, Int(c, p, "grace_s", sc->grace_s, 0, 86400));
   ESTUARY_ASSIGN_OR_RETURN(sc->exit_mean_s, Int(c, p, "exit_mean_s", 0, 0, 86400));

@@ -79,7 +79,7 @@ INSTANTIATE_TEST_SUITE_P(
     Scenarios, K8sDefaultBadInput,
     ::testing::Values(
         Bad{"UnknownVictimSelection", "{name: a, topology: false, preempt: {victims: kube}}",
-            "s.yaml:7: field 'victims': unknown victim selection 'kube' (known: estuary, k8s)"},
+            "s.yaml:7: field 'victims': unknown victim selection 'kube' (known: estuary, k8s, volcano)"},
         Bad{"VictimsNotAString", "{name: a, topology: false, preempt: {victims: [k8s]}}",
             "s.yaml:7: field 'victims': expected a non-empty string"},
         Bad{"K8sVictimsWithTopology", "{name: a, preempt: {victims: k8s}}",

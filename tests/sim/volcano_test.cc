@@ -92,6 +92,53 @@ TEST(Volcano, WithoutTheTopologyConstraintTheSameGangStartsAcrossDomainsAtOnce) 
   EXPECT_EQ(StartOf(*r, "g"), 10);
 }
 
+// big (120 cores) at 0 s and lp1-lp7 (8 cores) at 1-7 s: eight LP whole-node jobs on the eight
+// H800 nodes; hp (priority 800, 8 GPUs, 8 cores) arrives at 100 s and must preempt one.
+std::string FullOfLpThenHp() {
+  std::string jobs =
+      "  - {name: big, submit_s: 0, duration_s: 10000, gpus: 8, cpu_cores: 120, models: H800, priority: 100, "
+      "preemptible: true}\n";
+  for (int i = 1; i < 8; ++i) {
+    jobs += "  - {name: lp" + std::to_string(i) + ", submit_s: " + std::to_string(i) +
+            ", duration_s: 10000, gpus: 8, cpu_cores: 8, models: H800, priority: 100, preemptible: true}\n";
+  }
+  return jobs + "  - {name: hp, submit_s: 100, duration_s: 100, gpus: 8, cpu_cores: 8, models: H800, priority: 800}\n";
+}
+
+std::vector<std::string> Evicted(const SimulateResult& r) {
+  std::vector<std::string> out;
+  for (const SimJobEvent& e : r.job_events) {
+    if (e.kind == "evict") out.push_back(e.job);
+  }
+  return out;
+}
+
+StatusOr<SimulateResult> RunWithEvents(const std::string& yaml) {
+  auto sc = ParseScenario(yaml, "s.yaml");
+  if (!sc.ok()) return sc.status();
+  auto cluster = LoadScenarioCluster(*sc);
+  if (!cluster.ok()) return cluster.status();
+  return RunScenario(*sc, *cluster, sc->configurations[0], 1, /*check_invariants=*/true, /*record_events=*/true);
+}
+
+TEST(Volcano, ItsPreemptionEvictsOnTheNodeItsScoresRankFirstNotTheCheapestVictim) {
+  // hp's scores of the full nodes (docs/peers.md, the volcano-binpack sum): big's node — binpack
+  // (128/128 + 2/2048 + 0 x 2) / 4 x 1000 = 250.2 (the GPU term is 0, beyond capacity), least
+  // allocated (0 + 99.9) / 2 = 49, balanced over (1, 0.001, 1) 52: ~351; an lp node — binpack
+  // (16/128 + 2/2048) / 4 x 1000 = 31.5, least allocated (87.5 + 99.9) / 2 = 93, balanced over
+  // (0.125, 0.001, 1) 55: ~180. Volcano's preempt takes big's node first and evicts big there.
+  std::string recipe = kRecipe;
+  recipe.replace(recipe.find("victims: estuary"), 16, "victims: volcano");
+  auto r = RunWithEvents(Scenario(FullOfLpThenHp(), recipe, 1000));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Evicted(*r), (std::vector<std::string>{"big"}));
+  EXPECT_EQ(StartOf(*r, "hp"), 160);  // after the 60 s grace period
+  // estuary's own choice evicts the victim that loses least work: lp7, the last started.
+  auto own = RunWithEvents(Scenario(FullOfLpThenHp(), kRecipe, 1000));
+  ASSERT_TRUE(own.ok()) << own.status().message();
+  EXPECT_EQ(Evicted(*own), (std::vector<std::string>{"lp7"}));
+}
+
 TEST(Volcano, TheRecipeParsesIntoItsKeys) {
   auto s = ParseScenario("name: t\ncluster:\n  spec: c.yaml\njobs:\n  - {name: j, gpus: 1}\nconfigurations:\n  - " +
                              kRecipe + "\n",
@@ -104,6 +151,12 @@ TEST(Volcano, TheRecipeParsesIntoItsKeys) {
   EXPECT_TRUE(c.topology);
   EXPECT_TRUE(c.preempt);
   EXPECT_EQ(c.victims, VictimSelection::kEstuary);
+  std::string own = kRecipe;
+  own.replace(own.find("victims: estuary"), 16, "victims: volcano");
+  auto v = ParseScenario("name: t\ncluster:\n  spec: c.yaml\njobs:\n  - {name: j, gpus: 1}\nconfigurations:\n  - " + own + "\n",
+                         "s.yaml");
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->configurations[0].victims, VictimSelection::kVolcano);
   EXPECT_FALSE(c.absorb);
   EXPECT_FALSE(c.standby);
   EXPECT_FALSE(c.defrag.enabled);

@@ -6,6 +6,22 @@
 
 namespace estuary {
 
+const char* VictimSelectionName(VictimSelection v) {
+  switch (v) {
+    case VictimSelection::kEstuary: return "estuary";
+    case VictimSelection::kKube: return "k8s";
+    case VictimSelection::kVolcano: return "volcano";
+  }
+  return "estuary";
+}
+
+std::optional<VictimSelection> VictimSelectionNamed(std::string_view name) {
+  for (VictimSelection v : {VictimSelection::kEstuary, VictimSelection::kKube, VictimSelection::kVolcano}) {
+    if (name == VictimSelectionName(v)) return v;
+  }
+  return std::nullopt;
+}
+
 JobAttempt AllocateAction::TryStart(Session& session, ClusterState& state, JobId job_id, const AllocateOptions& options) {
   const JobSpec& spec = state.job(job_id).spec;
   const int32_t step = options.align ? std::max<int32_t>(1, spec.step) : 1;

@@ -34,6 +34,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sched/framework/session.h"
@@ -53,7 +54,12 @@ struct JobAttempt {
 enum class VictimSelection {
   kEstuary,  // estuary's cost-ordered greedy over whole jobs and elastic chunks (preempt.h)
   kKube,     // kube-scheduler's default preemption, replica by replica (preempt_k8s.h)
+  kVolcano,  // Volcano's preempt action, replica by replica in node-score order (preempt_volcano.h)
 };
+// The configuration's names of the selections (`preempt: {victims}`): estuary, k8s, volcano.
+const char* VictimSelectionName(VictimSelection v);
+// The selection named `name`, or nullopt for an unknown name.
+std::optional<VictimSelection> VictimSelectionNamed(std::string_view name);
 
 // What a scheduler configuration lets the action use. Defaults: everything on.
 struct AllocateOptions {

@@ -8,6 +8,7 @@
 
 #include "common/check.h"
 #include "sched/actions/preempt_k8s.h"
+#include "sched/actions/preempt_volcano.h"
 #include "sched/actions/preempt_room.h"
 
 namespace estuary {
@@ -692,6 +693,9 @@ PreemptionPlan PreemptAction::Plan(const ClusterState& state, JobId preemptor, i
   }
   if (options.victims == VictimSelection::kKube) {
     return KubePreemptionPlan(state, preemptor, req, need, now_s, options.align, being_evicted, filter);
+  }
+  if (options.victims == VictimSelection::kVolcano) {
+    return VolcanoPreemptionPlan(state, preemptor, req, need, now_s, options, being_evicted, filter);
   }
   // The nodes of the models the job may use: only victims with a task there can make room for
   // it, and only they may spend what the budgets allow (VictimFilter::take).

@@ -109,6 +109,10 @@ struct VictimFilter {
   // list: filters are copied), so the candidates are found from their lists
   // (ClusterState::queue_preemptible_jobs) rather than from every task on the nodes.
   std::shared_ptr<const std::vector<int32_t>> queues;
+  // `victims: volcano` only (preempt_volcano.h): the preemptor's score of a node under its
+  // scheduler's policy, on the state before the plan; higher is tried first. Without it, node id
+  // order.
+  std::function<int64_t(const Node&)> node_score;
 };
 
 struct PreemptionPlan {

@@ -128,6 +128,12 @@ namespace {
 bool WorseEntry(const auto& a, const auto& b) { return a.score < b.score || (a.score == b.score && a.rank > b.rank); }
 }  // namespace
 
+int64_t Session::Score(const Task& task, const Node& node) {
+  int64_t total = 0;
+  for (Scorer& sc : scorers_) total += sc.weight * sc.plugin->Score(task, node);
+  return total;
+}
+
 void Session::IndexPush(ClassIndex& ci, const Task& task, NodeId id) {
   const NodeFit& f = state_.fits()[id.value()];
   if (!FitsBuiltin(task.req, f, JobId())) return;

@@ -90,6 +90,10 @@ class Session {
   // cannot hold it; they count as lacking GPUs in the rejection reasons, as Decide's do).
   Outcome DecideHolding(TaskId task);
 
+  // `task`'s score of `node` under the policy (its scorers' weighted sum) on the state now, as
+  // Decide ranks feasible nodes; the node need not be feasible. Not cached.
+  int64_t Score(const Task& task, const Node& node);
+
   const SessionOptions& options() const { return options_; }
   Rng& rng() { return rng_; }
   // Cache statistics (for benchmarks and docs).
