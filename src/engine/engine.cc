@@ -1169,9 +1169,12 @@ void Engine::ReclaimQueued(int64_t now_s) {
           if (info.refused_seq == shape_seq && supply <= info.refused_supply) return PendingQueue::Outcome::kShapeWaits;
         }
         // The plan (O(cluster)) only where its GPUs could be found at all (a queue's victims may
-        // be of any priority: always planned).
+        // be of any priority: always planned) and, without queues, where some preemptible work
+        // of a lower priority runs: else a plan could evict nothing, and is refused.
         std::string why;
-        if ((book_.enabled() || !PreemptAction::CannotFit(state_, l.id, options_.allocate)) && StartReclaim(li, now_s, &why)) {
+        const bool victims = book_.enabled() || (state_.PreemptibleGpuMilliBelow(l.priority) > 0 &&
+                                                 !PreemptAction::CannotFit(state_, l.id, options_.allocate));
+        if (victims && StartReclaim(li, now_s, &why)) {
           return PendingQueue::Outcome::kStays;
         }
         if (own) {

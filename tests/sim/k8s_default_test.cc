@@ -16,7 +16,7 @@ using testing::StartOf;
 const std::string kCluster = std::string(ESTUARY_SOURCE_DIR) + "/examples/clusters/two-asw.yaml";
 const std::string kRecipe =
     "{name: k8s-default, policy: k8s-fit, queue: priority, align: false, topology: false, "
-    "preempt: {grace_s: 60, victims: k8s}}";
+    "preempt: {grace_s: 60, victims: k8s, preemptor_min_priority: 0}}";
 
 // The eight 8-GPU H800 nodes of the two-ASW example each run one LP job, lp<i> submitted (and
 // started) at i s; lp1, lp2 and lp3 checkpoint every 300, 400 and 700 s, the others never. At
@@ -102,6 +102,7 @@ TEST(K8sDefault, TheRecipeParsesIntoItsKeys) {
   EXPECT_FALSE(c.topology);
   EXPECT_TRUE(c.preempt);
   EXPECT_EQ(c.victims, VictimSelection::kKube);
+  EXPECT_EQ(c.preemptor_min_priority, 0);  // kube's PriorityClass rule: any higher priority preempts
   EXPECT_FALSE(c.absorb);
   EXPECT_FALSE(c.standby);
   EXPECT_FALSE(c.defrag.enabled);

@@ -25,7 +25,7 @@ const std::string kCluster = std::string(ESTUARY_SOURCE_DIR) + "/examples/cluste
 // The recipe as docs/peers.md gives it (and the examples use it).
 const std::string kRecipe =
     "{name: kai, policy: kai-binpack, queue: priority, align: false, topology: true, absorb: true, "
-    "preempt: {grace_s: 60, victims: estuary}, "
+    "preempt: {grace_s: 60, victims: estuary, preemptor_min_priority: 0}, "
     "defrag: {interval_s: 0, trigger_after_s: 1, trigger_min_gpus: 2, trigger_cooldown_s: 600, chain_depth: 0, "
     "rounds: 1, max_moves: 16, per_node: 16, per_job: 16, startup_s: 60}}";
 
@@ -289,6 +289,7 @@ TEST(Kai, TheRecipeParsesIntoItsKeys) {
   EXPECT_TRUE(c.topology);
   EXPECT_TRUE(c.preempt);
   EXPECT_EQ(c.victims, VictimSelection::kEstuary);
+  EXPECT_EQ(c.preemptor_min_priority, 0);  // any pending job preempts lower priorities of its queue
   EXPECT_TRUE(c.defrag.enabled);
   EXPECT_EQ(c.defrag.interval_s, 0);
   EXPECT_EQ(c.defrag.trigger_after_s, 1);

@@ -18,10 +18,10 @@ using testing::StartOf;
 const std::string kCluster = std::string(ESTUARY_SOURCE_DIR) + "/examples/clusters/two-asw.yaml";
 const std::string kRecipe =
     "{name: volcano, policy: volcano-binpack, queue: priority, align: false, topology: true, "
-    "preempt: {grace_s: 60, victims: estuary}}";
+    "preempt: {grace_s: 60, victims: volcano, preemptor_min_priority: 0}}";
 const std::string kK8s =
     "{name: k8s-default, policy: k8s-fit, queue: priority, align: false, topology: false, "
-    "preempt: {grace_s: 60, victims: k8s}}";
+    "preempt: {grace_s: 60, victims: k8s, preemptor_min_priority: 0}}";
 
 std::string Scenario(const std::string& jobs, const std::string& conf, SimTime duration) {
   return "name: t\nduration_s: " + std::to_string(duration) + "\ncluster:\n  spec: " + kCluster + "\njobs:\n" + jobs +
@@ -127,14 +127,14 @@ TEST(Volcano, ItsPreemptionEvictsOnTheNodeItsScoresRankFirstNotTheCheapestVictim
   // allocated (0 + 99.9) / 2 = 49, balanced over (1, 0.001, 1) 52: ~351; an lp node — binpack
   // (16/128 + 2/2048) / 4 x 1000 = 31.5, least allocated (87.5 + 99.9) / 2 = 93, balanced over
   // (0.125, 0.001, 1) 55: ~180. Volcano's preempt takes big's node first and evicts big there.
-  std::string recipe = kRecipe;
-  recipe.replace(recipe.find("victims: estuary"), 16, "victims: volcano");
-  auto r = RunWithEvents(Scenario(FullOfLpThenHp(), recipe, 1000));
+  auto r = RunWithEvents(Scenario(FullOfLpThenHp(), kRecipe, 1000));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(Evicted(*r), (std::vector<std::string>{"big"}));
   EXPECT_EQ(StartOf(*r, "hp"), 160);  // after the 60 s grace period
   // estuary's own choice evicts the victim that loses least work: lp7, the last started.
-  auto own = RunWithEvents(Scenario(FullOfLpThenHp(), kRecipe, 1000));
+  std::string recipe = kRecipe;
+  recipe.replace(recipe.find("victims: volcano"), 16, "victims: estuary");
+  auto own = RunWithEvents(Scenario(FullOfLpThenHp(), recipe, 1000));
   ASSERT_TRUE(own.ok()) << own.status().message();
   EXPECT_EQ(Evicted(*own), (std::vector<std::string>{"lp7"}));
 }
@@ -150,13 +150,8 @@ TEST(Volcano, TheRecipeParsesIntoItsKeys) {
   EXPECT_FALSE(c.align);
   EXPECT_TRUE(c.topology);
   EXPECT_TRUE(c.preempt);
-  EXPECT_EQ(c.victims, VictimSelection::kEstuary);
-  std::string own = kRecipe;
-  own.replace(own.find("victims: estuary"), 16, "victims: volcano");
-  auto v = ParseScenario("name: t\ncluster:\n  spec: c.yaml\njobs:\n  - {name: j, gpus: 1}\nconfigurations:\n  - " + own + "\n",
-                         "s.yaml");
-  ASSERT_TRUE(v.ok()) << v.status().message();
-  EXPECT_EQ(v->configurations[0].victims, VictimSelection::kVolcano);
+  EXPECT_EQ(c.victims, VictimSelection::kVolcano);
+  EXPECT_EQ(c.preemptor_min_priority, 0);  // any starving job preempts lower priorities of its queue
   EXPECT_FALSE(c.absorb);
   EXPECT_FALSE(c.standby);
   EXPECT_FALSE(c.defrag.enabled);
