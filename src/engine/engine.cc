@@ -1492,7 +1492,7 @@ std::optional<int64_t> Engine::NextDue() const {
     due = due ? std::min(*due, regrow_due_) : regrow_due_;
   }
   // A planned job: the plan is renewed (and jobs backfilled) every interval.
-  if (planned_.li != SIZE_MAX && next_backfill_ > now_) due = due ? std::min(*due, next_backfill_) : next_backfill_;
+  if (!planned_.empty() && next_backfill_ > now_) due = due ? std::min(*due, next_backfill_) : next_backfill_;
   for (const auto& [job, ws] : windows_) {
     for (const StandbyWindowSpec& w : ws) {
       for (int64_t edge : {w.from_s, std::max(w.from_s, w.to_s - options_.standby_grace_s)}) {
@@ -1803,8 +1803,14 @@ Engine::Explanation Engine::Explain(uint32_t job, int64_t now_s) const {
   e.known = true;
   const JobId id = locals_[li].id;
   e.topology = TopologyWords(li);
-  if (planned_.li == li && planned_.hold.valid() && state_.job(id).reservation == planned_.hold) {
-    e.planned = "planned to start at " + std::to_string(planned_.start_s) + " on " + planned_.where;
+  for (const Planned& p : planned_) {
+    if (p.li != li) continue;
+    // Its plan stands while it holds the plan's nodes, or (conservative) holds none: its nodes
+    // are held for earlier plans.
+    const ReservationId r = state_.job(id).reservation;
+    if ((p.hold.valid() && r == p.hold) || (!p.hold.valid() && !r.valid())) {
+      e.planned = "planned to start at " + std::to_string(p.start_s) + " on " + p.where;
+    }
   }
   VictimFilter filter;
   if (book_.enabled()) {
@@ -2292,51 +2298,93 @@ void EnableBackfill(const EngineBackfill& b, EngineConfig* e) {
 
 void Engine::Backfill(int64_t now_s) {
   if (!options_.backfill.easy) return;
-  const bool moved_on = planned_.li != SIZE_MAX && !queue_.Contains(planned_.li);
+  const bool moved_on =
+      std::any_of(planned_.begin(), planned_.end(), [&](const Planned& p) { return !queue_.Contains(p.li); });
   if (!moved_on && now_s < next_backfill_) return;
-  // 1. The last plan's hold goes (if the reserve action or a Reclaim did not replace it).
-  if (planned_.li != SIZE_MAX) {
-    const ReservationId r = state_.job(locals_[planned_.li].id).reservation;
-    if (r.valid() && r == planned_.hold) state_.ReleaseReservation(r);
+  // 1. The last round's holds go (those the reserve action or a Reclaim did not replace).
+  for (const Planned& p : planned_) {
+    const ReservationId r = state_.job(locals_[p.li].id).reservation;
+    if (p.hold.valid() && r == p.hold) state_.ReleaseReservation(r);
   }
-  planned_ = Planned{};
-  // 2. The first waiting job, planned for unless other holds already serve it. (The queue's
-  //    passes look at one job per shape once its first waits: O(shapes), however long the queue.)
+  planned_.clear();
+  // 2. The jobs planned for: the first waiting one (EASY), or the first `depth` in queue order
+  //    that hold no reservation of their own (conservative). (The queue's pass looks at one job
+  //    per shape once a job of it is not taken: O(shapes + depth), however long the queue.)
   using Outcome = PendingQueue::Outcome;
-  size_t head = SIZE_MAX;
+  const size_t depth = options_.backfill.conservative ? static_cast<size_t>(std::max(1, options_.backfill.depth)) : 1;
+  std::vector<size_t> heads;
   queue_.Pass(
       [&](size_t li) {
-        if (head != SIZE_MAX) return Outcome::kWaits;
+        if (heads.size() >= depth) return Outcome::kWaits;
         if (locals_[li].reclaiming) return Outcome::kStays;
-        head = li;
-        return Outcome::kWaits;
+        if (options_.backfill.conservative && state_.job(locals_[li].id).reservation.valid()) return Outcome::kStays;
+        heads.push_back(li);
+        return Outcome::kStays;
       },
       {});
-  if (head == SIZE_MAX) return;  // nothing waits: the next job to wait is planned for at once
+  if (heads.empty()) return;  // nothing waits: the next job to wait is planned for at once
   next_backfill_ = now_s + options_.backfill.interval_s;
-  const JobId head_id = locals_[head].id;
-  if (state_.job(head_id).reservation.valid()) return;
-  if (unplanned_ == std::make_pair(head, walltime_starts_)) return;
-  const BackfillPlan plan = BackfillAction::Plan(state_, head_id, now_s, options_.allocate);
-  const std::vector<NodeId> nodes = Unheld(plan.nodes);
-  if (!plan.found || nodes.empty()) {
-    unplanned_ = {head, walltime_starts_};
-    return;
+  if (unplanned_.size() < locals_.size()) unplanned_.resize(locals_.size(), -1);
+  // 3. Each job's plan, in queue order, around the plans before it (conservative: each occupies
+  //    its nodes from its start for its walltime — forever without one).
+  std::vector<BackfillBlock> blocks;
+  for (size_t li : heads) {
+    const JobId id = locals_[li].id;
+    if (state_.job(id).reservation.valid()) continue;  // (EASY) other holds serve it
+    // No time found for it, and no job with a walltime started since (EASY: the last head only).
+    if (options_.backfill.conservative ? unplanned_[li] == walltime_starts_
+                                       : unplanned_head_ == std::make_pair(li, walltime_starts_)) {
+      continue;
+    }
+    const BackfillPlan plan = BackfillAction::Plan(state_, id, now_s, options_.allocate, blocks);
+    const std::vector<NodeId> nodes = Unheld(plan.nodes);
+    if (!plan.found || nodes.empty()) {
+      unplanned_[li] = walltime_starts_;
+      unplanned_head_ = {li, walltime_starts_};
+      continue;
+    }
+    Planned p;
+    p.li = li;
+    p.start_s = plan.start_s;
+    p.where = plan.domain.valid() ? state_.topology().domain(plan.domain).name
+                                  : std::to_string(nodes.size()) + (nodes.size() == 1 ? " node" : " nodes");
+    p.nodes = nodes;
+    const int64_t walltime = state_.job(id).spec.walltime_s;
+    for (NodeId n : nodes) {
+      blocks.push_back({n, plan.start_s, walltime > 0 ? plan.start_s + walltime : INT64_MAX});
+    }
+    if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
+    planned_.push_back(std::move(p));
   }
-  planned_.li = head;
-  planned_.start_s = plan.start_s;
-  planned_.where = plan.domain.valid() ? state_.topology().domain(plan.domain).name
-                                       : std::to_string(nodes.size()) + (nodes.size() == 1 ? " node" : " nodes");
-  if (std::find(holders_.begin(), holders_.end(), head) == holders_.end()) holders_.push_back(head);
-  // 3. Jobs that end by the planned start may use its nodes too: tried, in queue order, before
-  //    the hold is made. A shape's jobs share their walltime (ShapeOf), so a shape that ends too
-  //    late is skipped whole; a job that finds no room skips its class.
+  // 4. By planned start, earliest first: the jobs that end by it may start now on every node no
+  //    earlier plan holds — tried, in queue order, before that start's nodes are held (a node
+  //    is held for the earliest plan that needs it). A shape's jobs share their walltime
+  //    (ShapeOf), so a shape that ends too late is skipped whole; a job that finds no room skips
+  //    its class.
+  std::vector<size_t> order(planned_.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return planned_[a].start_s < planned_[b].start_s; });
+  std::vector<char> is_planned(locals_.size(), 0);
+  for (const Planned& p : planned_) is_planned[p.li] = 1;
+  for (size_t k = 0; k < order.size(); ++k) {
+    Planned& p = planned_[order[k]];
+    if (k == 0 || planned_[order[k - 1]].start_s != p.start_s) BackfillBefore(p.start_s, is_planned, now_s);
+    const std::vector<NodeId> still = Unheld(p.nodes);
+    if (!still.empty()) p.hold = state_.AddReservation(locals_[p.li].id, still);
+  }
+  // A plan none of whose nodes could be held is no plan (EASY: the head plans again next round).
+  std::erase_if(planned_, [&](const Planned& p) { return !p.hold.valid() && !options_.backfill.conservative; });
+}
+
+void Engine::BackfillBefore(int64_t start_s, const std::vector<char>& is_planned, int64_t now_s) {
+  using Outcome = PendingQueue::Outcome;
   queue_.Pass(
       [&](size_t li) {
         const Local& l = locals_[li];
         const JobSpec& spec = state_.job(l.id).spec;
-        if (li == head || l.reclaiming || state_.job(l.id).reservation.valid()) return Outcome::kStays;
-        if (spec.walltime_s <= 0 || now_s + spec.walltime_s > plan.start_s) return Outcome::kShapeWaits;
+        if (is_planned[li] || l.reclaiming || state_.job(l.id).reservation.valid()) return Outcome::kStays;
+        if (spec.walltime_s <= 0 || now_s + spec.walltime_s > start_s) return Outcome::kShapeWaits;
         int32_t cap = INT32_MAX;
         if (book_.enabled()) {  // within its queue's limits, as the allocate pass's last bound
           const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
@@ -2352,12 +2400,6 @@ void Engine::Backfill(int64_t now_s) {
         return a.kind == OutcomeKind::kInfeasible ? Outcome::kShapeWaits : Outcome::kWaits;
       },
       {});
-  const std::vector<NodeId> still = Unheld(nodes);
-  if (still.empty()) {
-    planned_ = Planned{};
-    return;
-  }
-  planned_.hold = state_.AddReservation(head_id, still);
 }
 
 void Engine::PlanDefrag(int64_t now_s) {

@@ -134,8 +134,10 @@ struct EngineReserve {
 // walltime being part of its shape) and one BackfillAction::Plan per interval while a job waits.
 struct EngineConfig;
 struct EngineBackfill {
-  bool easy = false;        // default off
-  int64_t interval_s = 30;  // Slurm's bf_interval default
+  bool easy = false;          // backfill on (EASY unless `conservative`); default off
+  int64_t interval_s = 30;    // Slurm's bf_interval default
+  bool conservative = false;  // plan for the first `depth` waiting jobs, not only the first
+  int32_t depth = 100;        // conservative: jobs planned for in a round (>= 1)
 };
 
 // Turns EASY backfill on in `e` with `b`'s interval: EngineConfig::backfill, and the `backfill`
@@ -622,19 +624,24 @@ class Engine {
   void RenewHolds(int64_t now_s);
   // The cycle's `backfill` action (EngineConfig::backfill).
   void Backfill(int64_t now_s);
+  // The jobs that ended by `start_s` start now where they can (a pass over the queue), except the
+  // planned ones (`is_planned`, per local) and those holding a reservation.
+  void BackfillBefore(int64_t start_s, const std::vector<char>& is_planned, int64_t now_s);
   struct Planned {
-    size_t li = SIZE_MAX;     // the job planned for (SIZE_MAX: none)
-    ReservationId hold;       // the hold made for it
+    size_t li = SIZE_MAX;     // the job planned for
+    ReservationId hold;       // the hold made for it (invalid: its nodes are held for earlier plans)
     int64_t start_s = 0;
     std::string where;        // its domain's name, or "N nodes"
+    std::vector<NodeId> nodes;  // the plan's nodes not held by others when it was made
   };
-  Planned planned_;
+  std::vector<Planned> planned_;  // this round's plans, in queue order
   int64_t next_backfill_ = 0;  // the next planning (0: at the first cycle)
   // Jobs with a walltime started so far, and the head whose plan last found no time with that
   // count: it is planned for again only when another such job started (a plan needs their ends)
   // or the head changed — so that a workload without walltimes costs no planning.
   int64_t walltime_starts_ = 0;
-  std::pair<size_t, int64_t> unplanned_{SIZE_MAX, -1};
+  std::vector<int64_t> unplanned_;  // per local: walltime_starts_ when its plan last found no time (-1: none)
+  std::pair<size_t, int64_t> unplanned_head_{SIZE_MAX, -1};  // EASY: the last such job and count
   void PlanDefrag(int64_t now_s);
   // Ends a job's tasks and its place here (Cancel, Finish).
   void Leave(uint32_t job, int64_t now_s, bool finished);

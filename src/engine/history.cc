@@ -489,6 +489,10 @@ Json ConfigJson(const EngineConfig& c) {
           {"intern_queue_models", c.intern_queue_models}};
   // Only when on: histories of configurations without backfill read as they did.
   if (c.backfill.easy) out["backfill"] = {{"easy", true}, {"interval_s", c.backfill.interval_s}};
+  if (c.backfill.easy && c.backfill.conservative) {
+    out["backfill"]["conservative"] = true;
+    out["backfill"]["depth"] = c.backfill.depth;
+  }
   return out;
 }
 
@@ -507,6 +511,8 @@ EngineConfig ConfigFrom(const Fields& f) {
     const Fields b = f.At("backfill");
     c.backfill.easy = b.Bool("easy", false);
     c.backfill.interval_s = b.Int("interval_s", c.backfill.interval_s);
+    c.backfill.conservative = b.Bool("conservative", false);
+    c.backfill.depth = b.I32("depth", c.backfill.depth);
   }
   c.allocate.align = f.Bool("align", c.allocate.align);
   c.allocate.topology = f.Bool("topology", c.allocate.topology);

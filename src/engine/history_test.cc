@@ -22,6 +22,9 @@ std::vector<HistoryRecord> OneOfEachKind() {
   config.reserve.enabled = true;
   config.headroom.push_back({WholeGpuJob(7, 2, 8, 900), 16});
   config.actions = {EngineAction::kAllocate, EngineAction::kAbsorb};
+  config.backfill = {true, 45, true, 7};  // conservative, 7 jobs a round
+  config.allocate.victims = VictimSelection::kVolcano;
+  config.preemptor_min_priority = 0;
   EngineJob job = WholeGpuJob(3, 2, 4, 800, true);
   job.models = {"H800"};
   job.plane = "data";
@@ -102,6 +105,17 @@ TEST(HistoryText, EveryKindOfRecordSurvivesARoundTrip) {
   EXPECT_EQ(HistoryRecordJson(all[7])["input"]["op"], "evacuate");
   EXPECT_EQ(HistoryRecordJson(all.back())["n"], 3);
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["policy"], "fgd");
+  EXPECT_EQ(HistoryRecordJson(all.front())["config"]["victims"], "volcano");
+  EXPECT_EQ(HistoryRecordJson(all.front())["config"]["preemptor_min_priority"], 0);
+  EXPECT_EQ(HistoryRecordJson(all.front())["config"]["backfill"]["conservative"], true);
+  EXPECT_EQ(HistoryRecordJson(all.front())["config"]["backfill"]["depth"], 7);
+  auto config = HistoryRecordFromJson(HistoryRecordJson(all.front()));
+  ASSERT_TRUE(config.ok());
+  const EngineConfig& c = std::get<HistorySegment>(config->what).config;
+  EXPECT_TRUE(c.backfill.easy && c.backfill.conservative);
+  EXPECT_EQ(c.backfill.depth, 7);
+  EXPECT_EQ(c.backfill.interval_s, 45);
+  EXPECT_EQ(c.allocate.victims, VictimSelection::kVolcano);
 }
 
 TEST(HistoryText, ConsecutiveIdenticalCyclesFoldIntoOneRecord) {

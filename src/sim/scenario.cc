@@ -556,21 +556,32 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
   ESTUARY_ASSIGN_OR_RETURN(sc.absorb, Bool(c, m, "absorb", false));
   ESTUARY_ASSIGN_OR_RETURN(sc.hold_survivors, Bool(c, m, "hold_survivors", false));
   if (const YAML::Node b = m["backfill"]) {
-    // `backfill: easy` or `{mode: easy, interval_s: 30}`.
+    // `backfill: easy | conservative | off` or `{mode, interval_s: 30, depth: 100}`.
+    // (A depth is asked for before `mode` is rebound: yaml-cpp's assignment writes through.)
+    std::optional<YAML::Node> depth_given;
+    if (b.IsMap() && b["depth"]) depth_given = b["depth"];
     YAML::Node mode = b;
     if (b.IsMap()) {
-      ESTUARY_RETURN_IF_ERROR(Known(c, b, {"mode", "interval_s"}));
+      ESTUARY_RETURN_IF_ERROR(Known(c, b, {"mode", "interval_s", "depth"}));
       ESTUARY_ASSIGN_OR_RETURN(sc.backfill.interval_s, Int(c, b, "interval_s", sc.backfill.interval_s, 1, 86400));
+      int64_t depth = sc.backfill.depth;
+      ESTUARY_ASSIGN_OR_RETURN(depth, Int(c, b, "depth", sc.backfill.depth, 1, 100000));
+      sc.backfill.depth = static_cast<int32_t>(depth);
       mode = b["mode"];
-      if (!mode) return c.Err(b, "mode", "missing (easy or off)");
+      if (!mode) return c.Err(b, "mode", "missing (easy, conservative or off)");
     }
-    if (!mode.IsScalar()) return c.Err(mode, "backfill", "expected easy, off or a mapping {mode, interval_s}");
+    if (!mode.IsScalar()) {
+      return c.Err(mode, "backfill", "expected easy, conservative, off or a mapping {mode, interval_s, depth}");
+    }
     const std::string v = mode.Scalar();
-    if (v == "conservative") {
-      return c.Err(mode, "backfill", "conservative backfill is not modelled yet (known: easy, off)");
+    if (v != "easy" && v != "conservative" && v != "off") {
+      return c.Err(mode, "backfill", "unknown backfill '" + v + "' (known: easy, conservative, off)");
     }
-    if (v != "easy" && v != "off") return c.Err(mode, "backfill", "unknown backfill '" + v + "' (known: easy, off)");
-    sc.backfill.easy = v == "easy";
+    if (depth_given && v != "conservative") {
+      return c.Err(*depth_given, "depth", "only conservative backfill plans for more than the first job");
+    }
+    sc.backfill.easy = v != "off";
+    sc.backfill.conservative = v == "conservative";
   }
   if (const YAML::Node p = m["standby"]) {
     if (!p.IsMap()) return c.Err(p, "standby", "expected a mapping {grace_s, lend_max_priority}");

@@ -1,4 +1,4 @@
-// EASY backfill (EngineConfig::backfill, the `backfill` action; BackfillAction) through the
+// EASY and conservative backfill (EngineConfig::backfill, the `backfill` action; BackfillAction) through the
 // engine's own cycle, with hand-computed timelines. The test is the driver: it submits jobs,
 // runs cycles, and ends each job when its work (here: its walltime) is over, as the simulator
 // does. ClusterState::CheckInvariants() runs after every step; extra cycles at the end change
@@ -36,11 +36,24 @@ EngineJob Job(uint32_t id, int nodes, int64_t walltime_s) {
   return j;
 }
 
+// As Config(true), with conservative backfill planning for the first `depth` waiting jobs.
+EngineConfig Conservative(int32_t depth) {
+  EngineConfig o = Config(false);
+  o.name = "conservative";
+  EngineBackfill b;
+  b.easy = true;
+  b.conservative = true;
+  b.depth = depth;
+  EnableBackfill(b, &o);
+  return o;
+}
+
 // A driver: the engine, the times jobs started, and every job ended at start + walltime.
 class Driver {
  public:
-  explicit Driver(bool backfill, int nodes = 4) {
-    auto e = Engine::Create(testing::TwoAswCluster(nodes), Config(backfill));
+  explicit Driver(bool backfill, int nodes = 4) : Driver(Config(backfill), nodes) {}
+  Driver(const EngineConfig& config, int nodes) {
+    auto e = Engine::Create(testing::TwoAswCluster(nodes), config);
     EXPECT_TRUE(e.ok()) << e.status().message();
     engine = std::move(*e);
   }
@@ -230,6 +243,96 @@ TEST(Backfill, SlurmsDocumentationExampleABigJobWaitsAndSmallShortJobsFillIn) {
   const size_t seen = d.events.size();
   for (int64_t t : {1200, 1230, 1260}) d.Cycle(t);
   EXPECT_EQ(d.events.size(), seen);
+}
+
+// The timeline of the conservative tests. Five 8-GPU nodes.
+//   t=0   b (1 node, walltime 300) and a (3 nodes, walltime 1000) start: one node is free.
+//   t=10  j1 (3 nodes, walltime 1000) waits: by the walltimes it starts at 1000 (a's nodes free);
+//         planned on the free node and two of a's (most room now first, then node id: b's node
+//         has the highest id).
+//   t=20  j2 (2 nodes, walltime 500) and j3 (1 node, walltime 5000) arrive, in that order.
+// At the planning of t=40, conservative also plans j2 and j3 around j1: j2 may use the free node
+// before j1 needs it (40..540 or 300..800 end before 1000), so with b's node (free at 300) it is
+// planned at 300; j3 runs too long to come before any plan: b's node is j2's from 300 to 800,
+// then free for good — j3 is planned at 800 there (a's third node frees only at 1000).
+void ConservativePrologue(Driver& d) {
+  d.Submit(Job(2, 1, 300), 0);
+  d.Submit(Job(1, 3, 1000), 0);
+  ASSERT_EQ(d.StartOf(1), 0);
+  ASSERT_EQ(d.StartOf(2), 0);
+  // The premise of the plans below: b's node has a higher id than a's three, so j1's plan (the
+  // free node, then busy nodes by id) takes two of a's nodes and leaves b's out.
+  const ClusterState& s = d.engine->state();
+  const NodeId b_node = s.task(s.job(*d.engine->JobOf(2)).tasks.front()).node;
+  for (TaskId t : s.job(*d.engine->JobOf(1)).tasks) ASSERT_LT(s.task(t).node.value(), b_node.value());
+  d.Submit(Job(11, 3, 1000), 10);
+  d.Submit(Job(12, 2, 500), 20);
+  d.Submit(Job(13, 1, 5000), 20);
+  d.RunTo(40);
+  EXPECT_EQ(d.StartOf(11), -1);
+  EXPECT_EQ(d.StartOf(12), -1);
+  EXPECT_EQ(d.StartOf(13), -1);
+}
+
+TEST(ConservativeBackfill, EveryWaitingJobIsPlannedAroundThePlansBeforeIt) {
+  Driver d(Conservative(100), 5);
+  ConservativePrologue(d);
+  EXPECT_EQ(d.engine->Explain(11, 40).planned, "planned to start at 1000 on 3 nodes");
+  EXPECT_EQ(d.engine->Explain(12, 40).planned, "planned to start at 300 on 2 nodes");
+  // j3's node is held for j2, whose plan comes first there: j3 holds nothing and keeps its plan.
+  EXPECT_EQ(d.engine->Explain(13, 40).planned, "planned to start at 800 on 1 node");
+  EXPECT_TRUE(d.engine->HeldNodes(13).empty());
+  EXPECT_EQ(d.engine->HeldNodes(12).size(), 2u);
+}
+
+TEST(ConservativeBackfill, ALongSmallJobCannotTakeTheNodeASecondJobIsPlannedOn) {
+  // b ends at 300: j2 starts on its two held nodes (b's and the free one), as planned; j3 finds
+  // no node (both held) and starts at 800 when j2 ends, on b's node as planned; j1 starts at
+  // 1000 as planned. Nobody's plan slipped.
+  Driver d(Conservative(100), 5);
+  ConservativePrologue(d);
+  d.RunTo(300);
+  EXPECT_EQ(d.StartOf(12), 300);
+  EXPECT_EQ(d.StartOf(13), -1);
+  EXPECT_EQ(d.engine->Explain(13, 300).planned, "planned to start at 800 on 1 node");
+  d.RunTo(800);
+  EXPECT_EQ(d.ended.at(12), 800);
+  EXPECT_EQ(d.StartOf(13), 800);
+  d.RunTo(1000);
+  EXPECT_EQ(d.StartOf(11), 1000);
+  EXPECT_EQ(d.engine->Running(11), 3);
+  // Stable: further cycles change nothing until the next end (j1's, at 2000).
+  const size_t seen = d.events.size();
+  for (int64_t t : {1000, 1001, 1030, 1999}) d.Cycle(t);
+  EXPECT_EQ(d.events.size(), seen);
+}
+
+TEST(ConservativeBackfill, EasyProtectsTheFirstJobOnlySoTheLongSmallJobDelaysTheSecond) {
+  // The same workload under EASY: only j1 is planned. At 300 b's node is free and held by no
+  // one: the allocate pass cannot start j2 (one node) but starts j3 there, until 5300. The
+  // backfill at 300 lets j2 (300 + 500 <= 1000) onto j1's held nodes, but only the free one is
+  // free: it waits. j1 starts at 1000 as planned; j2 gets two nodes when j1 ends, at 2000.
+  Driver d(true, 5);
+  ConservativePrologue(d);
+  d.RunTo(300);
+  EXPECT_EQ(d.StartOf(13), 300);
+  EXPECT_EQ(d.StartOf(12), -1);
+  d.RunTo(1000);
+  EXPECT_EQ(d.StartOf(11), 1000);
+  EXPECT_EQ(d.StartOf(12), -1);
+  d.RunTo(2000);
+  EXPECT_EQ(d.StartOf(12), 2000);
+}
+
+TEST(ConservativeBackfill, ADepthOfOneIsEasy) {
+  // Planning for the first job only: the same timeline as EASY's.
+  Driver d(Conservative(1), 5);
+  ConservativePrologue(d);
+  EXPECT_EQ(d.engine->Explain(12, 40).planned, "");
+  d.RunTo(2000);
+  EXPECT_EQ(d.StartOf(13), 300);
+  EXPECT_EQ(d.StartOf(11), 1000);
+  EXPECT_EQ(d.StartOf(12), 2000);
 }
 
 TEST(Backfill, EnableBackfillListsTheActionOnceRightAfterAllocate) {

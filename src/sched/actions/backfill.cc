@@ -39,7 +39,8 @@ int64_t Fit(const Room& w, const TaskRequest& r) {
 
 }  // namespace
 
-BackfillPlan BackfillAction::Plan(const ClusterState& state, JobId job_id, int64_t now_s, const AllocateOptions& options) {
+BackfillPlan BackfillAction::Plan(const ClusterState& state, JobId job_id, int64_t now_s, const AllocateOptions& options,
+                                  std::span<const BackfillBlock> blocks) {
   BackfillPlan plan;
   const Job& job = state.job(job_id);
   TaskRequest req;
@@ -87,9 +88,6 @@ BackfillPlan BackfillAction::Plan(const ClusterState& state, JobId job_id, int64
     groups.push_back(DomainId());
     for (const Node& n : state.nodes()) add(n, 0);
   }
-  std::vector<int64_t> held(groups.size(), 0);
-  for (const Room& w : rooms) held[w.group] += w.fit;
-
   // 2. The releases of the running tasks on those nodes, in order of their walltime end.
   struct Release {
     int64_t at;
@@ -107,21 +105,50 @@ BackfillPlan BackfillAction::Plan(const ClusterState& state, JobId job_id, int64
     }
   }
   std::sort(releases.begin(), releases.end());
+  // The blocks of candidate nodes, for a run of the job's walltime: a node is off for the starts
+  // t with from - walltime < t < to (the run would meet the block).
+  constexpr int64_t kForever = INT64_MAX / 4;
+  const int64_t run = job.spec.walltime_s > 0 ? job.spec.walltime_s : kForever;
+  struct Edge {
+    int64_t at;
+    size_t room;
+    bool operator<(const Edge& o) const { return std::tie(at, room) < std::tie(o.at, o.room); }
+  };
+  std::vector<Edge> offs, ons;  // off: for starts after `at`; on again: for starts at `at` or later
+  std::vector<int32_t> blocked(rooms.size(), 0);
+  for (const BackfillBlock& b : blocks) {
+    if (b.node.value() >= room_of.size() || room_of[b.node.value()] == SIZE_MAX || b.to_s <= now_s) continue;
+    const size_t r = room_of[b.node.value()];
+    offs.push_back({b.from_s - run, r});
+    if (b.to_s != INT64_MAX) ons.push_back({b.to_s, r});
+  }
+  std::sort(offs.begin(), offs.end());
+  std::sort(ons.begin(), ons.end());
+  std::vector<int64_t> held(groups.size(), 0);
+  for (const Room& w : rooms) held[w.group] += w.fit;
 
-  // 3. The earliest time a group holds the job.
+  // 3. The earliest time a group holds the job, on its nodes not blocked then.
   const auto first_holding = [&]() -> size_t {
     for (size_t g = 0; g < held.size(); ++g) {
       if (held[g] >= need) return g;
     }
     return SIZE_MAX;
   };
-  size_t group = first_holding();
-  int64_t at = now_s;
-  for (size_t i = 0; i < releases.size() && group == SIZE_MAX;) {
-    at = releases[i].at;
-    for (; i < releases.size() && releases[i].at == at; ++i) {
-      const Task& task = state.task(releases[i].task);
-      Room& w = rooms[room_of[task.node.value()]];
+  const auto block = [&](size_t r, int sign) {
+    Room& w = rooms[r];
+    if (blocked[r] == 0) held[w.group] -= w.fit;
+    blocked[r] += sign;
+    if (blocked[r] == 0) held[w.group] += w.fit;
+  };
+  size_t release = 0, off = 0, on = 0;
+  // Before the start at `t` is looked at: releases and block ends up to t, blocks met after t.
+  const auto advance = [&](int64_t t) {
+    for (; off < offs.size() && offs[off].at < t; ++off) block(offs[off].room, 1);
+    for (; on < ons.size() && ons[on].at <= t; ++on) block(ons[on].room, -1);
+    for (; release < releases.size() && releases[release].at <= t; ++release) {
+      const Task& task = state.task(releases[release].task);
+      const size_t r = room_of[task.node.value()];
+      Room& w = rooms[r];
       w.cpu += task.req.cpu_milli;
       w.mem += task.req.mem_mib;
       for (uint8_t g : task.gpus) {
@@ -131,17 +158,26 @@ BackfillPlan BackfillAction::Plan(const ClusterState& state, JobId job_id, int64
         if (!was_full && free == kMilliPerGpu) ++w.full;
       }
       const int64_t fit = Fit(w, req);
-      held[w.group] += fit - w.fit;
+      if (blocked[r] == 0) held[w.group] += fit - w.fit;
       w.fit = fit;
     }
+  };
+  int64_t at = now_s;
+  advance(at);
+  size_t group = first_holding();
+  while (group == SIZE_MAX && (release < releases.size() || on < ons.size())) {
+    at = INT64_MAX;
+    if (release < releases.size()) at = releases[release].at;
+    if (on < ons.size()) at = std::min(at, ons[on].at);
+    advance(at);
     group = first_holding();
   }
   if (group == SIZE_MAX) return plan;
 
   // 4. Its nodes: most room now first, until they hold the job.
   std::vector<const Room*> in;
-  for (const Room& w : rooms) {
-    if (w.group == group && w.fit > 0) in.push_back(&w);
+  for (size_t r = 0; r < rooms.size(); ++r) {
+    if (rooms[r].group == group && rooms[r].fit > 0 && blocked[r] == 0) in.push_back(&rooms[r]);
   }
   std::sort(in.begin(), in.end(), [](const Room* a, const Room* b) {
     return std::make_tuple(-a->now, -a->fit, a->node.value()) < std::make_tuple(-b->now, -b->fit, b->node.value());

@@ -14,12 +14,21 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/cluster_state.h"
 #include "sched/actions/allocate.h"
 
 namespace estuary {
+
+// A node planned for another job over [from_s, to_s) (to_s: INT64_MAX for a job without a
+// walltime): a plan made after it may use the node only outside that time.
+struct BackfillBlock {
+  NodeId node;
+  int64_t from_s = 0;
+  int64_t to_s = 0;
+};
 
 struct BackfillPlan {
   bool found = false;         // false: no time by the known walltimes holds the job (nothing to hold)
@@ -38,8 +47,13 @@ class BackfillAction {
   // first domain, in the level's order, to hold them); otherwise any nodes (a preferred level is
   // not planned for). The plan's nodes: those of that domain (or cluster) with room for a replica
   // at start_s, most room now first (then more room at start_s, then node id), until they hold
-  // the replicas. O((nodes + running tasks) log(running tasks)).
-  static BackfillPlan Plan(const ClusterState& state, JobId job, int64_t now_s, const AllocateOptions& options);
+  // the replicas.
+  // `blocks` (conservative backfill: the plans made before this one): a node is used only at a
+  // start t where the job, running [t, t + its walltime) — forever without one —, meets none of
+  // the node's blocks; a node it meets at t may serve a later t (after the block ends).
+  // O((nodes + running tasks + blocks) log(running tasks + blocks)).
+  static BackfillPlan Plan(const ClusterState& state, JobId job, int64_t now_s, const AllocateOptions& options,
+                           std::span<const BackfillBlock> blocks = {});
 };
 
 }  // namespace estuary

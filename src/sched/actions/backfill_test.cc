@@ -31,9 +31,10 @@ struct Cluster : testing::AswCluster {
     return j;
   }
   // A waiting gang of `replicas` tasks of `req` (min = max).
-  JobId Waiting(int replicas, TaskRequest req, bool one_asw = false) {
+  JobId Waiting(int replicas, TaskRequest req, bool one_asw = false, int64_t walltime_s = 0) {
     JobSpec s;
     s.name = "head";
+    s.walltime_s = walltime_s;
     s.min_replicas = s.max_replicas = replicas;
     if (one_asw) {
       s.topology.plane = data;
@@ -77,6 +78,42 @@ TEST(BackfillPlan, DownNodesAndNodesHeldForAnotherJobAreNeverPlanned) {
   ASSERT_TRUE(p.found);
   EXPECT_EQ(p.start_s, 50);
   EXPECT_EQ(p.nodes, (std::vector<NodeId>{k.N(0), k.N(3)}));
+}
+
+// Conservative backfill's blocks: the plans made before the job's occupy their nodes for a time.
+TEST(BackfillPlan, ABlockedNodeServesARunThatEndsBeforeItsBlockOrStartsAfterIt) {
+  // Two idle nodes; n0 is planned for [50, 200), n1 from 0 until 1000. A one-node job running
+  // 50 s ends as n0's block begins: it starts now on n0. Running 100 s it would meet both blocks
+  // now: it starts at 200 on n0, when n0's block ends (n1's ends only at 1000).
+  Cluster k(std::vector<std::string>(2, ""));
+  const std::vector<BackfillBlock> blocks = {{k.N(0), 50, 200}, {k.N(1), 0, 1000}};
+  const JobId short_run = k.Waiting(1, Req().Gpus(8), false, 50);
+  BackfillPlan p = BackfillAction::Plan(k.c.state, short_run, 0, AllocateOptions{}, blocks);
+  ASSERT_TRUE(p.found);
+  EXPECT_EQ(p.start_s, 0);
+  EXPECT_EQ(p.nodes, std::vector<NodeId>{k.N(0)});
+  const JobId long_run = k.Waiting(1, Req().Gpus(8), false, 100);
+  p = BackfillAction::Plan(k.c.state, long_run, 0, AllocateOptions{}, blocks);
+  ASSERT_TRUE(p.found);
+  EXPECT_EQ(p.start_s, 200);
+  EXPECT_EQ(p.nodes, std::vector<NodeId>{k.N(0)});
+  // Two replicas: both nodes are free of blocks only from 1000.
+  const JobId pair = k.Waiting(2, Req().Gpus(8), false, 100);
+  p = BackfillAction::Plan(k.c.state, pair, 0, AllocateOptions{}, blocks);
+  ASSERT_TRUE(p.found);
+  EXPECT_EQ(p.start_s, 1000);
+}
+
+TEST(BackfillPlan, AJobWithoutAWalltimeStartsOnlyAfterEveryBlockOfItsNodesAndNeverBeforeAnEndlessOne) {
+  // n0 planned for [50, 200); n1 planned from 300 for good (a plan without a walltime). A job
+  // without a walltime would run forever: before 200 it meets n0's block, and n1 never frees.
+  Cluster k(std::vector<std::string>(2, ""));
+  const std::vector<BackfillBlock> blocks = {{k.N(0), 50, 200}, {k.N(1), 300, INT64_MAX}};
+  const BackfillPlan p = BackfillAction::Plan(k.c.state, k.Waiting(1, Req().Gpus(8)), 0, AllocateOptions{}, blocks);
+  ASSERT_TRUE(p.found);
+  EXPECT_EQ(p.start_s, 200);
+  EXPECT_EQ(p.nodes, std::vector<NodeId>{k.N(0)});
+  EXPECT_FALSE(BackfillAction::Plan(k.c.state, k.Waiting(2, Req().Gpus(8)), 0, AllocateOptions{}, blocks).found);
 }
 
 TEST(BackfillPlan, WorkWithoutAWalltimeNeverEndsSoNoTimeHoldsTheJob) {
