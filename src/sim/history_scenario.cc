@@ -181,6 +181,12 @@ std::string ConfigurationYaml(const EngineConfig& c) {
     y << "    reserve: {after_s: " << r.after_s << ", max_jobs: " << r.max_jobs << ", min_gpus: " << r.min_gpus
       << ", max_gpus: " << r.max_gpus << ", replan_s: " << r.replan_s << "}\n";
   }
+  if (c.backfill.easy) {
+    y << "    backfill: {mode: " << (c.backfill.conservative ? "conservative" : "easy")
+      << ", interval_s: " << c.backfill.interval_s;
+    if (c.backfill.conservative) y << ", depth: " << c.backfill.depth;
+    y << "}\n";
+  }
   if (c.defrag.enabled) {
     const EngineDefrag& d = c.defrag;
     y << "    defrag: {interval_s: " << d.interval_s << ", trigger_after_s: " << d.trigger_after_s

@@ -13,6 +13,7 @@
 #include <map>
 #include <tuple>
 
+#include "sim/history_scenario.h"
 #include "sim/scenario.h"
 #include "tests/testing/bad_input.h"
 #include "tests/testing/temp_dir.h"
@@ -731,6 +732,47 @@ TEST(Simulate, AGangSplitThreeToOneOverTwoAswsSpansTwoDomainsWithTheEntropyOfTha
   EXPECT_EQ(JobRecord(*r, "pair").entropy, 0.0);
   EXPECT_EQ(r->metrics.at("domains_per_multinode_job_mean"), 1.5);
   EXPECT_NEAR(r->metrics.at("entropy_per_multinode_job_mean"), h / 2, 1e-12);
+}
+
+}  // namespace
+}  // namespace estuary
+
+namespace estuary {
+namespace {
+
+// A history's what-if scenario (sim/history_scenario.h) keeps the recorded configuration's
+// victim selection, preemptor rule and backfill, and the scenario reads them back as recorded.
+TEST(HistoryScenario, TheRecordedVictimsPreemptorRuleAndConservativeBackfillReadBack) {
+  EngineConfig config;
+  config.allocate.victims = VictimSelection::kVolcano;
+  config.preemptor_min_priority = 0;
+  config.backfill = {true, 45, true, 7};
+  AddNodeInput node;
+  node.spec.name = "n0";
+  node.spec.cpu_milli = 64000;
+  node.spec.mem_mib = 1 << 20;
+  node.spec.gpu_count = 8;
+  node.gpu_model = "H800";
+  EngineJob job;
+  job.id = 1;
+  job.name = "j1";
+  job.per_replica.gpu_count = 8;
+  job.per_replica.gpu_milli = kMilliPerGpu;
+  job.walltime_s = 600;
+  const std::vector<HistoryRecord> history = {
+      {HistorySegment{config}}, {EngineInput{0, node}}, {EngineInput{1, SubmitInput{job, SubmitMode::kEnqueue}}}};
+  auto h = HistoryToScenario(history, "what-if", "what-if.cluster.yaml");
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  auto sc = ParseScenario(h->scenario_yaml, "what-if.yaml");
+  ASSERT_TRUE(sc.ok()) << sc.status().message() << "\n" << h->scenario_yaml;
+  ASSERT_EQ(sc->configurations.size(), 1u);
+  const SchedulerConfig& c = sc->configurations[0];
+  EXPECT_EQ(c.victims, VictimSelection::kVolcano);
+  EXPECT_EQ(c.preemptor_min_priority, 0);
+  EXPECT_TRUE(c.backfill.easy);
+  EXPECT_TRUE(c.backfill.conservative);
+  EXPECT_EQ(c.backfill.depth, 7);
+  EXPECT_EQ(c.backfill.interval_s, 45);
 }
 
 }  // namespace
