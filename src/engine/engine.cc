@@ -2369,7 +2369,12 @@ void Engine::Backfill(int64_t now_s) {
   for (const Planned& p : planned_) is_planned[p.li] = 1;
   for (size_t k = 0; k < order.size(); ++k) {
     Planned& p = planned_[order[k]];
-    if (k == 0 || planned_[order[k - 1]].start_s != p.start_s) BackfillBefore(p.start_s, is_planned, now_s);
+    if (k == 0) {
+      BackfillBefore(INT64_MIN, p.start_s, is_planned, now_s);
+    } else if (planned_[order[k - 1]].start_s != p.start_s) {
+      // The jobs ending by the previous start were tried with more room than is left now.
+      BackfillBefore(planned_[order[k - 1]].start_s, p.start_s, is_planned, now_s);
+    }
     const std::vector<NodeId> still = Unheld(p.nodes);
     if (!still.empty()) p.hold = state_.AddReservation(locals_[p.li].id, still);
   }
@@ -2377,14 +2382,16 @@ void Engine::Backfill(int64_t now_s) {
   std::erase_if(planned_, [&](const Planned& p) { return !p.hold.valid() && !options_.backfill.conservative; });
 }
 
-void Engine::BackfillBefore(int64_t start_s, const std::vector<char>& is_planned, int64_t now_s) {
+void Engine::BackfillBefore(int64_t after_s, int64_t start_s, const std::vector<char>& is_planned, int64_t now_s) {
   using Outcome = PendingQueue::Outcome;
   queue_.Pass(
       [&](size_t li) {
         const Local& l = locals_[li];
         const JobSpec& spec = state_.job(l.id).spec;
         if (is_planned[li] || l.reclaiming || state_.job(l.id).reservation.valid()) return Outcome::kStays;
-        if (spec.walltime_s <= 0 || now_s + spec.walltime_s > start_s) return Outcome::kShapeWaits;
+        if (spec.walltime_s <= 0 || now_s + spec.walltime_s > start_s || now_s + spec.walltime_s <= after_s) {
+          return Outcome::kShapeWaits;
+        }
         int32_t cap = INT32_MAX;
         if (book_.enabled()) {  // within its queue's limits, as the allocate pass's last bound
           const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;

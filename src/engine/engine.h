@@ -624,9 +624,10 @@ class Engine {
   void RenewHolds(int64_t now_s);
   // The cycle's `backfill` action (EngineConfig::backfill).
   void Backfill(int64_t now_s);
-  // The jobs that ended by `start_s` start now where they can (a pass over the queue), except the
-  // planned ones (`is_planned`, per local) and those holding a reservation.
-  void BackfillBefore(int64_t start_s, const std::vector<char>& is_planned, int64_t now_s);
+  // The jobs that end after `after_s` and by `start_s` (now + walltime_s) start now where they can
+  // (a pass over the queue), except the planned ones (`is_planned`, per local) and those holding
+  // a reservation.
+  void BackfillBefore(int64_t after_s, int64_t start_s, const std::vector<char>& is_planned, int64_t now_s);
   struct Planned {
     size_t li = SIZE_MAX;     // the job planned for
     ReservationId hold;       // the hold made for it (invalid: its nodes are held for earlier plans)
