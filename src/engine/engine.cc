@@ -2328,6 +2328,9 @@ void Engine::Backfill(int64_t now_s) {
   // 3. Each job's plan, in queue order, around the plans before it (conservative: each occupies
   //    its nodes from its start for its walltime — forever without one).
   std::vector<BackfillBlock> blocks;
+  // (Conservative: the running work's ends sorted once for the round; nothing starts meanwhile.)
+  std::optional<BackfillReleases> releases;
+  if (options_.backfill.conservative) releases = BackfillReleases::Of(state_, now_s);
   for (size_t li : heads) {
     const JobId id = locals_[li].id;
     if (state_.job(id).reservation.valid()) continue;  // (EASY) other holds serve it
@@ -2336,7 +2339,8 @@ void Engine::Backfill(int64_t now_s) {
                                        : unplanned_head_ == std::make_pair(li, walltime_starts_)) {
       continue;
     }
-    const BackfillPlan plan = BackfillAction::Plan(state_, id, now_s, options_.allocate, blocks);
+    const BackfillPlan plan =
+        BackfillAction::Plan(state_, id, now_s, options_.allocate, blocks, releases ? &*releases : nullptr);
     const std::vector<NodeId> nodes = Unheld(plan.nodes);
     if (!plan.found || nodes.empty()) {
       unplanned_[li] = walltime_starts_;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "common/check.h"
+
 namespace estuary {
 
 namespace {
@@ -37,10 +39,29 @@ int64_t Fit(const Room& w, const TaskRequest& r) {
   return k;
 }
 
+// The ends of node `n`'s running tasks onto `out` (BackfillReleases' rule).
+void AddReleases(const ClusterState& state, NodeId n, int64_t now_s, std::vector<BackfillReleases::Release>& out) {
+  for (TaskId t : state.node(n).tasks) {
+    const Task& task = state.task(t);
+    if (task.standby || task.borrowed) continue;  // lent or borrowed GPUs: not freed by its end
+    const Job& j = state.job(task.job);
+    if (j.spec.walltime_s <= 0 || j.started_at_s < 0) continue;  // never ends, as far as we know
+    out.push_back({std::max(now_s, j.started_at_s + j.spec.walltime_s), t});
+  }
+}
+
 }  // namespace
 
+BackfillReleases BackfillReleases::Of(const ClusterState& state, int64_t now_s) {
+  BackfillReleases out;
+  out.now_s = now_s;
+  for (const Node& n : state.nodes()) AddReleases(state, n.id, now_s, out.releases);
+  std::sort(out.releases.begin(), out.releases.end());
+  return out;
+}
+
 BackfillPlan BackfillAction::Plan(const ClusterState& state, JobId job_id, int64_t now_s, const AllocateOptions& options,
-                                  std::span<const BackfillBlock> blocks) {
+                                  std::span<const BackfillBlock> blocks, const BackfillReleases* sorted) {
   BackfillPlan plan;
   const Job& job = state.job(job_id);
   TaskRequest req;
@@ -89,22 +110,17 @@ BackfillPlan BackfillAction::Plan(const ClusterState& state, JobId job_id, int64
     for (const Node& n : state.nodes()) add(n, 0);
   }
   // 2. The releases of the running tasks on those nodes, in order of their walltime end.
-  struct Release {
-    int64_t at;
-    TaskId task;
-    bool operator<(const Release& o) const { return std::tie(at, task) < std::tie(o.at, o.task); }
-  };
+  using Release = BackfillReleases::Release;
   std::vector<Release> releases;
-  for (const Room& w : rooms) {
-    for (TaskId t : state.node(w.node).tasks) {
-      const Task& task = state.task(t);
-      if (task.standby || task.borrowed) continue;  // lent or borrowed GPUs: not freed by its end
-      const Job& j = state.job(task.job);
-      if (j.spec.walltime_s <= 0 || j.started_at_s < 0) continue;  // never ends, as far as we know
-      releases.push_back({std::max(now_s, j.started_at_s + j.spec.walltime_s), t});
+  if (sorted != nullptr) {
+    ESTUARY_CHECK(sorted->now_s == now_s);
+    for (const Release& r : sorted->releases) {
+      if (room_of[state.task(r.task).node.value()] != SIZE_MAX) releases.push_back(r);
     }
+  } else {
+    for (const Room& w : rooms) AddReleases(state, w.node, now_s, releases);
+    std::sort(releases.begin(), releases.end());
   }
-  std::sort(releases.begin(), releases.end());
   // The blocks of candidate nodes, for a run of the job's walltime: a node is off for the starts
   // t with from - walltime < t < to (the run would meet the block).
   constexpr int64_t kForever = INT64_MAX / 4;

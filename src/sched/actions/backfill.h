@@ -15,6 +15,8 @@
 
 #include <cstdint>
 #include <span>
+#include <tuple>
+#include <vector>
 #include <vector>
 
 #include "model/cluster_state.h"
@@ -28,6 +30,22 @@ struct BackfillBlock {
   NodeId node;
   int64_t from_s = 0;
   int64_t to_s = 0;
+};
+
+// The running work's walltime ends at one time, sorted once for several plans (a conservative
+// round plans up to `depth` jobs on the same state): every bound task with a walltime, not in
+// Standby and not borrowed, with its end (started_at + walltime, or `now_s` when past), in order
+// of (end, task id). Valid while the state's tasks do not change.
+struct BackfillReleases {
+  struct Release {
+    int64_t at;
+    TaskId task;
+    bool operator<(const Release& o) const { return std::tie(at, task) < std::tie(o.at, o.task); }
+  };
+  std::vector<Release> releases;
+  int64_t now_s = 0;
+  // O(tasks log tasks).
+  static BackfillReleases Of(const ClusterState& state, int64_t now_s);
 };
 
 struct BackfillPlan {
@@ -52,8 +70,10 @@ class BackfillAction {
   // start t where the job, running [t, t + its walltime) — forever without one —, meets none of
   // the node's blocks; a node it meets at t may serve a later t (after the block ends).
   // O((nodes + running tasks + blocks) log(running tasks + blocks)).
+  // `releases`: BackfillReleases::Of(state, now_s) made beforehand (the same plan, without
+  // sorting the running work's ends again); null: made here, for the candidate nodes only.
   static BackfillPlan Plan(const ClusterState& state, JobId job, int64_t now_s, const AllocateOptions& options,
-                           std::span<const BackfillBlock> blocks = {});
+                           std::span<const BackfillBlock> blocks = {}, const BackfillReleases* releases = nullptr);
 };
 
 }  // namespace estuary

@@ -116,6 +116,43 @@ TEST(BackfillPlan, AJobWithoutAWalltimeStartsOnlyAfterEveryBlockOfItsNodesAndNev
   EXPECT_FALSE(BackfillAction::Plan(k.c.state, k.Waiting(2, Req().Gpus(8)), 0, AllocateOptions{}, blocks).found);
 }
 
+TEST(BackfillPlan, TheRunningWorksEndsSortedOnceGiveTheSamePlans) {
+  // Work ending at 50 (n0), 30 and 90 (two halves of n1), 70 (n2, held for another job), 20 (n3),
+  // never (n4): the plans of several jobs (a whole node at 20, two at 50, three at 90 — the held
+  // n2 never counts —, half a node at 20), with and without BackfillReleases made beforehand, and
+  // the ends on the held node left out as the plan's own gathering leaves them out.
+  Cluster k(std::vector<std::string>(5, ""));
+  k.Running(0, Req().Gpus(8), kAll, 0, 50);
+  k.Running(1, Req().Gpus(4), Idx({0, 1, 2, 3}), 0, 30);
+  k.Running(1, Req().Gpus(4), Idx({4, 5, 6, 7}), 0, 90);
+  k.Running(2, Req().Gpus(8), kAll, 0, 70);
+  k.Running(3, Req().Gpus(8), kAll, 0, 20);
+  k.Running(4, Req().Gpus(8), kAll, 0, 0);
+  JobSpec other;
+  other.name = "other";
+  const JobId o = k.c.state.AddJob(other);
+  k.c.state.AddTask(o, "other-0", Req().Gpus(8));
+  const std::vector<NodeId> held = {k.N(2)};
+  k.c.state.AddReservation(o, held);
+  const BackfillReleases sorted = BackfillReleases::Of(k.c.state, 10);
+  EXPECT_EQ(sorted.releases.size(), 5u);  // every end but the endless task's
+  const std::vector<BackfillBlock> blocks = {{k.N(3), 40, 60}};
+  const std::vector<std::pair<JobId, int64_t>> expected = {
+      {k.Waiting(1, Req().Gpus(8)), 20}, {k.Waiting(2, Req().Gpus(8)), 50}, {k.Waiting(3, Req().Gpus(8)), 90},
+      {k.Waiting(1, Req().Gpus(4), false, 30), 20}};
+  for (const auto& [job, start] : expected) {
+    for (const std::span<const BackfillBlock> b : {std::span<const BackfillBlock>(), std::span<const BackfillBlock>(blocks)}) {
+      const BackfillPlan once = BackfillAction::Plan(k.c.state, job, 10, AllocateOptions{}, b, &sorted);
+      const BackfillPlan own = BackfillAction::Plan(k.c.state, job, 10, AllocateOptions{}, b);
+      ASSERT_TRUE(own.found);
+      EXPECT_EQ(once.found, own.found);
+      EXPECT_EQ(once.start_s, own.start_s);
+      EXPECT_EQ(once.nodes, own.nodes);
+      if (b.empty()) EXPECT_EQ(own.start_s, start);
+    }
+  }
+}
+
 TEST(BackfillPlan, WorkWithoutAWalltimeNeverEndsSoNoTimeHoldsTheJob) {
   Cluster k(std::vector<std::string>(2, ""));
   k.Running(0, Req().Gpus(8), kAll, 0, 0);
