@@ -2384,6 +2384,11 @@ void Engine::Backfill(int64_t now_s) {
   }
   // A plan none of whose nodes could be held is no plan (EASY: the head plans again next round).
   std::erase_if(planned_, [&](const Planned& p) { return !p.hold.valid() && !options_.backfill.conservative; });
+  // (Conservative) a job planned to start now — on nodes another plan held when this cycle's
+  // allocate pass ran — starts now, on its own hold.
+  const bool due = std::any_of(planned_.begin(), planned_.end(),
+                               [&](const Planned& p) { return p.start_s <= now_s && p.hold.valid(); });
+  if (options_.backfill.conservative && due) TryQueue(now_s);
 }
 
 void Engine::BackfillBefore(int64_t after_s, int64_t start_s, const std::vector<char>& is_planned, int64_t now_s) {

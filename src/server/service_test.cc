@@ -395,6 +395,65 @@ TEST_F(ServiceTest, WithEveryJobAPreemptorAnLpJobReclaimsFromSpotWorkAndNotFromW
   EXPECT_EQ(Get(spot).phase, JobPhase::kPending);
 }
 
+TEST_F(ServiceTest, ConservativeBackfillFromItsConfigurationPlansEveryWaitingJobAndBackfillsAShortOne) {
+  // Two 8-GPU nodes; j1 (one node, walltime 1000 s) runs from S. j2 (both nodes, walltime 100 s)
+  // waits: planned at S + 1000 on both nodes, which are held for it. j3 (one node, walltime
+  // 5000 s), submitted next, waits too: the round at S + 30 plans it around j2's plan, at S + 1100
+  // (a run from earlier would meet j2's 100 s on either node). j4 (one node, walltime 500 s) ends
+  // before S + 1000: at the round after (S + 60) it starts on the idle node.
+  ServiceOptions o;
+  o.engine = EngineConfig{};
+  EngineBackfill b;
+  b.easy = true;
+  b.conservative = true;
+  b.depth = 10;
+  EnableBackfill(b, &*o.engine);
+  Reopen(o);
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  JobRequest r1 = Job("j1", 1, 8);
+  r1.walltime_s = 1000;
+  RunJob(kAlice, r1);
+  const int64_t start = clock_.ms / 1000;
+  JobRequest r2 = Job("j2", 2, 8);
+  r2.walltime_s = 100;
+  JobRequest r3 = Job("j3", 1, 8);
+  r3.walltime_s = 5000;
+  const auto j2 = service_->Submit(kAlice, r2);
+  ASSERT_TRUE(j2.ok());
+  Pass();  // j2 is planned for: the idle node is held
+  const auto j3 = service_->Submit(kAlice, r3);
+  ASSERT_TRUE(j3.ok());
+  clock_.ms += 30'000;  // the next round plans j3
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());  // the idle node stays held for j2
+  auto x2 = service_->Explain(kAlice, *j2);
+  auto x3 = service_->Explain(kAlice, *j3);
+  ASSERT_TRUE(x2.ok() && x3.ok());
+  EXPECT_EQ(x2->planned, "planned to start at " + std::to_string(start + 1000) + " on 2 nodes");
+  EXPECT_EQ(x3->planned, "planned to start at " + std::to_string(start + 1100) + " on 1 node");
+  JobRequest r4 = Job("j4", 1, 8);
+  r4.walltime_s = 500;
+  const auto j4 = service_->Submit(kAlice, r4);
+  ASSERT_TRUE(j4.ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());  // not before the next round
+  clock_.ms += 30'000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  const std::vector<Order> orders = Orders(kAgentA);
+  ASSERT_EQ(orders.size(), 1u);
+  EXPECT_EQ(orders[0].op, Order::Op::kStart);
+  EXPECT_EQ(orders[0].job, *j4);
+  ReportAll(kAgentA, orders, TaskReport::State::kRunning);
+  Pass();
+  Pass();  // stability: further passes order nothing, the plans stand
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  x2 = service_->Explain(kAlice, *j2);
+  ASSERT_TRUE(x2.ok());
+  EXPECT_EQ(x2->planned, "planned to start at " + std::to_string(start + 1000) + " on 2 nodes");
+}
+
 // A victim's instance that exits with an error while its stop is on the way (a real process
 // killed by its stop signal may) has stopped; it neither fails its job nor keeps the replica from
 // starting again when the job is bound again.
