@@ -13,6 +13,7 @@
 
 #include "sched/actions/preempt.h"
 #include "tests/testing/fixtures.h"
+#include "tests/testing/preempt_cluster.h"
 
 namespace estuary {
 namespace {
@@ -23,47 +24,14 @@ using Names = std::set<std::string>;
 constexpr int64_t kNow = 10000;
 constexpr int32_t kHp = 800;
 
-struct Cluster : testing::AswCluster {
+struct Cluster : testing::PreemptCluster {
   static Cluster Flat(int nodes) { return Cluster(std::vector<std::string>(nodes, "")); }
-  using AswCluster::AswCluster;
+  using PreemptCluster::PreemptCluster;
 
-  // A running preemptible job (unless `preemptible` is false) with one task of `gpus` GPUs on
-  // each node of `on`, started at `started_s`.
-  JobId Run(const std::string& name, const std::vector<int>& on, int gpus, int32_t priority, int64_t started_s = 0,
-            bool preemptible = true, int32_t min = 0) {
-    JobSpec s;
-    s.name = name;
-    s.min_replicas = s.max_replicas = static_cast<int32_t>(on.size());
-    if (min > 0) s.min_replicas = min;
-    s.priority = priority;
-    s.preemptible = preemptible;
-    const JobId j = c.state.AddJob(s);
-    for (size_t i = 0; i < on.size(); ++i) {
-      const TaskId t = c.state.AddTask(j, name + "-" + std::to_string(i), Req().Cpu(1000).Gpus(gpus));
-      const Node& n = c.state.node(N(on[i]));
-      GpuIndices g;
-      for (int k = 0; k < n.spec.gpu_count && g.size < gpus; ++k) {
-        if (n.gpu_free[k] == kMilliPerGpu) g.Push(k);
-      }
-      c.state.Bind(t, N(on[i]), g);
-    }
-    c.state.SetJobStart(j, started_s);
-    return j;
-  }
+  // A waiting gang at HP priority.
   JobId Gang(const std::string& name, int replicas, TaskRequest req, bool required_asw = false) {
-    JobSpec s;
-    s.name = name;
-    s.min_replicas = s.max_replicas = replicas;
-    s.priority = kHp;
-    if (required_asw) {
-      s.topology.plane = data;
-      s.topology.required_level = 0;
-    }
-    const JobId j = c.state.AddJob(s);
-    for (int i = 0; i < replicas; ++i) c.state.AddTask(j, name + "-" + std::to_string(i), req);
-    return j;
+    return PreemptCluster::Gang(name, replicas, req, kHp, required_asw);
   }
-  // The plan with node scores `scores` (by node index; none: every node 0, node id order).
   PreemptionPlan Volcano(JobId j, const std::map<int, int64_t>& scores = {}, bool topology = false) const {
     AllocateOptions o;
     o.topology = topology;
@@ -79,16 +47,6 @@ struct Cluster : testing::AswCluster {
     const PreemptionPlan p = PreemptAction::Plan(c.state, j, kNow, o, {}, f);
     EXPECT_TRUE(c.state.CheckInvariants().ok());
     return p;
-  }
-  Names Jobs(const PreemptionPlan& p) const {
-    Names out;
-    for (JobId j : p.evicted_jobs) out.insert(c.state.job(j).spec.name);
-    return out;
-  }
-  std::vector<std::string> Nodes(const PreemptionPlan& p) const {
-    std::vector<std::string> out;
-    for (NodeId n : p.nodes) out.push_back(c.state.node(n).spec.name);
-    return out;
   }
 };
 
