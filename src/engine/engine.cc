@@ -2450,6 +2450,16 @@ void Engine::PlanDefrag(int64_t now_s) {
     }
   }
   if (!plan_now) return;
+  if (d.assemble && !due.empty()) {  // room for the job that came due first; the others look again
+    for (size_t k = 1; k < due.size(); ++k) {
+      Trigger tr = due[k];
+      tr.at = now_s + d.trigger_cooldown_s;
+      triggers_.push_back(tr);
+      std::push_heap(triggers_.begin(), triggers_.end(), std::greater<Trigger>());
+    }
+    Assemble(due.front().li, now_s);
+    return;
+  }
   const int64_t t0 = options_.planning_clock != nullptr ? options_.planning_clock->ElapsedNs() : 0;
   const DefragPlan plan = DefragAction::Plan(state_, Locked(), d.plan);
   if (options_.planning_clock != nullptr) {
@@ -2463,6 +2473,43 @@ void Engine::PlanDefrag(int64_t now_s) {
   if (plan.moves.empty()) return;
   migrations_.Submit(state_, plan);
   StepMigrations(now_s);
+}
+
+void Engine::Assemble(size_t li, int64_t now_s) {
+  const JobId id = locals_[li].id;
+  // Its own hold (survivors of a failure, an earlier plan) is planned anew with the rest.
+  std::vector<NodeId> had;
+  if (const ReservationId r = state_.job(id).reservation; r.valid()) {
+    had = state_.reservation(r).nodes;
+    state_.ReleaseReservation(r);
+  }
+  std::vector<NodeId> nodes = ReserveAction::Plan(state_, id, options_.allocate);
+  if (nodes.empty()) {  // nothing could ever hold it: what it held stays held
+    if (!had.empty()) state_.AddReservation(id, had);
+    return;
+  }
+  std::sort(nodes.begin(), nodes.end());
+  DefragOptions o = options_.defrag.plan;
+  o.objective = DefragOptions::Objective::kWholeFreeNodes;
+  o.evacuate = nodes;
+  const int64_t t0 = options_.planning_clock != nullptr ? options_.planning_clock->ElapsedNs() : 0;
+  const DefragPlan plan = DefragAction::Plan(state_, Locked(), o);  // before the hold pins their tasks
+  if (options_.planning_clock != nullptr) {
+    const int64_t ns = options_.planning_clock->ElapsedNs() - t0;
+    defrag_counters_.plan_ns_max = std::max(defrag_counters_.plan_ns_max, ns);
+    defrag_counters_.plan_ns_sum += ns;
+  }
+  state_.AddReservation(id, nodes);
+  if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
+  ++defrag_counters_.plans;
+  ++defrag_counters_.assembled;
+  last_plan_ = now_s;
+  defrag_counters_.vacated_planned += static_cast<int64_t>(plan.vacated.size());
+  if (!plan.moves.empty()) {
+    migrations_.Submit(state_, plan);
+    StepMigrations(now_s);
+  }
+  TryQueue(now_s);  // it may fit at once (its old hold and the free nodes of the new one)
 }
 
 std::vector<Engine::StartingMove> Engine::StartingMoves() const {

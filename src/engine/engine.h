@@ -129,7 +129,7 @@ struct EngineReserve {
 // nodes (the `allocate` pass, the hold in place). So a planned start is never delayed by a job
 // started after it was planned, as long as walltimes are honoured. A job whose plan finds no
 // time (its room depends on work without a walltime) holds nothing. Explain says "planned to
-// start at T on D". Conservative backfill (a plan for every waiting job) is not modelled.
+// start at T on D". Conservative backfill: `depth` jobs are planned for (below).
 // Cost: the head and the jobs let in come from two passes of the queue (O(shapes), a job's
 // walltime being part of its shape) and one BackfillAction::Plan per interval while a job waits.
 struct EngineConfig;
@@ -149,6 +149,16 @@ void EnableBackfill(const EngineBackfill& b, EngineConfig* e);
 // interval_s seconds (from interval_s on; 0: never), and when a job of at least trigger_min_gpus
 // GPUs (at max replicas) is still waiting trigger_after_s after it was queued (0: never) — at most
 // once per trigger_cooldown_s; a trigger within the cooldown looks again when it ends.
+// With `assemble`, a trigger does not plan for the whole cluster: it assembles room for the one
+// job that waited (issue 21, "topology that survives failures"). The nodes that would hold it with
+// the least work running on them (ReserveAction::Plan: inside one domain of its required level,
+// if it has one) are held for it (a Reservation, as the `reserve` action's holds; a hold it had —
+// survivors of a failure — is re-planned, so a gang that lost a node gets the cheapest other node
+// of its domain), and the work on them is migrated elsewhere make-before-break (DefragAction's
+// evacuation of those nodes, under the migration budget; a node whose tasks cannot all move keeps
+// them and is held until they end). The job starts as soon as they are free, on them or anywhere
+// else it fits; the hold goes when it starts or leaves. One job per plan: the others that came
+// due look again one cooldown later. The period's plans (interval_s) keep the objective.
 struct EngineDefrag {
   bool enabled = false;  // default off (a driver may still ask for plans: Engine::Defrag)
   int64_t interval_s = 3600;
@@ -156,12 +166,14 @@ struct EngineDefrag {
   int64_t trigger_min_gpus = 8;
   int64_t trigger_cooldown_s = 600;
   DefragOptions plan;  // the planner's options
+  bool assemble = false;  // a trigger assembles room for its job (above); default off
 };
 
 // What the engine's own defragmentation did (EngineDefrag).
 struct DefragCounters {
   int64_t plans = 0;
   int64_t triggered = 0;          // plans made for a waiting job (not on the period)
+  int64_t assembled = 0;          // of them, holds assembled for their job (EngineDefrag::assemble)
   int64_t vacated_planned = 0;    // nodes the plans meant to vacate
   int64_t plan_ns_max = 0, plan_ns_sum = 0;  // planning time (EngineConfig::planning_clock)
 };
@@ -644,6 +656,8 @@ class Engine {
   std::vector<int64_t> unplanned_;  // per local: walltime_starts_ when its plan last found no time (-1: none)
   std::pair<size_t, int64_t> unplanned_head_{SIZE_MAX, -1};  // EASY: the last such job and count
   void PlanDefrag(int64_t now_s);
+  // EngineDefrag::assemble for waiting job li: holds its nodes and submits their evacuation.
+  void Assemble(size_t li, int64_t now_s);
   // Ends a job's tasks and its place here (Cancel, Finish).
   void Leave(uint32_t job, int64_t now_s, bool finished);
   // "TASK@NODE:GPUS" of a bound task.

@@ -474,7 +474,7 @@ Json ConfigJson(const EngineConfig& c) {
           {"defrag",
            {{"enabled", d.enabled}, {"interval_s", d.interval_s}, {"trigger_after_s", d.trigger_after_s},
             {"trigger_min_gpus", d.trigger_min_gpus}, {"trigger_cooldown_s", d.trigger_cooldown_s},
-            {"plan", DefragJson(d.plan)}}},
+            {"plan", DefragJson(d.plan)}, {"assemble", d.assemble}}},
           {"lend_max_priority", c.lend_max_priority},
           {"migration",
            {{"max_concurrent", m.max_concurrent}, {"per_node", m.per_node}, {"per_job", m.per_job},
@@ -551,6 +551,7 @@ EngineConfig ConfigFrom(const Fields& f) {
     o.trigger_min_gpus = d.Int("trigger_min_gpus", o.trigger_min_gpus);
     o.trigger_cooldown_s = d.Int("trigger_cooldown_s", o.trigger_cooldown_s);
     if (d.Has("plan")) o.plan = DefragFrom(d.At("plan"));
+    o.assemble = d.Bool("assemble", o.assemble);
   }
   c.lend_max_priority = f.I32("lend_max_priority", c.lend_max_priority);
   if (f.Has("migration")) {

@@ -190,7 +190,8 @@ std::string ConfigurationYaml(const EngineConfig& c) {
   if (c.defrag.enabled) {
     const EngineDefrag& d = c.defrag;
     y << "    defrag: {interval_s: " << d.interval_s << ", trigger_after_s: " << d.trigger_after_s
-      << ", trigger_min_gpus: " << d.trigger_min_gpus << ", trigger_cooldown_s: " << d.trigger_cooldown_s << "}\n";
+      << ", trigger_min_gpus: " << d.trigger_min_gpus << ", trigger_cooldown_s: " << d.trigger_cooldown_s
+      << (d.assemble ? ", assemble: true" : "") << "}\n";
   }
   // The queue schema's JSON is YAML flow: written as the service holds it.
   if (!c.queues.empty()) y << "    queues: " << EncodeQueues(c.queues).dump() << "\n    sharing: " << EncodeSharing(c.sharing).dump() << "\n";

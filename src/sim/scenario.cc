@@ -610,7 +610,7 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
                                          "startup_s", "timeout_s", "fail_pct", "max_concurrent", "per_node",
                                          "per_job", "drain", "trigger_after_s", "trigger_min_gpus",
                                          "trigger_cooldown_s", "objective", "objective_plane",
-                                         "objective_level", "variants"}));
+                                         "objective_level", "variants", "assemble"}));
     DefragConfig& dc = sc.defrag;
     dc.enabled = true;
     int64_t v = 0;
@@ -655,6 +655,10 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
     }
     if (dc.interval_s == 0 && dc.trigger_after_s == 0) {
       return c.Err(d, "interval_s", "defrag runs neither periodically (interval_s 0) nor on a trigger (trigger_after_s 0)");
+    }
+    ESTUARY_ASSIGN_OR_RETURN(dc.assemble, Bool(c, d, "assemble", false));
+    if (dc.assemble && dc.trigger_after_s == 0) {
+      return c.Err(d["assemble"], "assemble", "assemble acts on a trigger: it needs trigger_after_s > 0");
     }
   }
   if (const YAML::Node p = m["pack"]) {

@@ -180,7 +180,9 @@ struct UtilisationProfile {
 // the MigrationExecutor (make-before-break over capacity reservations, budget in `migration`).
 // `defrag: {interval_s, max_moves, partition_nodes, chain_depth, rounds, startup_s, timeout_s,
 // fail_pct, max_concurrent, per_node, per_job, drain, trigger_after_s, trigger_min_gpus,
-// trigger_cooldown_s, objective, objective_plane, objective_level, variants}`; off by default.
+// trigger_cooldown_s, objective, objective_plane, objective_level, variants, assemble}`; off by
+// default. `assemble: true` (needs trigger_after_s): a trigger holds the nodes that would hold its
+// job with the least work on them and migrates that work off (EngineDefrag::assemble).
 struct DefragConfig {
   bool enabled = false;
   // The planner's objective: "nodes" (most whole free nodes, the default) or "domains" (most
@@ -192,6 +194,7 @@ struct DefragConfig {
   int64_t trigger_after_s = 0;
   int64_t trigger_min_gpus = 8;
   int64_t trigger_cooldown_s = 600;
+  bool assemble = false;
   DefragOptions plan;
   MigrationOptions migration;
 };

@@ -310,6 +310,7 @@ StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& s
     ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(state, plan));
     ESTUARY_RETURN_IF_ERROR(MigrationExecutor::Validate(dfc.migration));
     e.defrag = {true, dfc.interval_s, dfc.trigger_after_s, dfc.trigger_min_gpus, dfc.trigger_cooldown_s, plan};
+    e.defrag.assemble = dfc.assemble;
     e.migration = dfc.migration;
     e.migration.seed = seed ^ 0x6d696772617465ULL;
     e.planning_clock = planning_clock;
@@ -1202,6 +1203,7 @@ SimulateResult ScenarioRun::Finish() {
     m["double_occupancy_gpu_hours"] = static_cast<double>(k.double_occupancy_gpu_milli_s) / kMilliPerGpu / 3600.0;
     m["defrag_plans_count"] = static_cast<double>(d.plans);
     m["defrag_triggered_count"] = static_cast<double>(d.triggered);
+    m["defrag_assembled_count"] = static_cast<double>(d.assembled);
     m["defrag_plan_seconds_max"] = static_cast<double>(d.plan_ns_max) / 1e9;
     m["defrag_plan_seconds_mean"] = d.plans > 0 ? static_cast<double>(d.plan_ns_sum) / 1e9 / static_cast<double>(d.plans) : 0.0;
     m["defrag_planned_vacated_nodes_count"] = static_cast<double>(d.vacated_planned);

@@ -227,7 +227,103 @@ TEST(DefragSimBadInput, EveryFieldIsNamed) {
   EXPECT_EQ(err(", defrag: {objective: domains, objective_level: rdma_pod}"), "d.yaml:13: field 'objective_plane': missing");
   EXPECT_EQ(err(", defrag: {objective_plane: param}"),
             "d.yaml:13: field 'objective': objective_plane and objective_level need objective: domains");
+  EXPECT_EQ(err(", defrag: {interval_s: 600, assemble: true}"),
+            "d.yaml:13: field 'assemble': assemble acts on a trigger: it needs trigger_after_s > 0");
+  EXPECT_EQ(err(", defrag: {trigger_after_s: 60, assemble: 1}"), "d.yaml:13: field 'assemble': expected true or false");
 }
 
 }  // namespace
+// ---- assemble: a trigger holds the cheapest nodes for its job and migrates their work off ----
+
+std::string AssembleYaml(const std::string& jobs, const std::string& conf, const std::string& events = "") {
+  return "name: d\nduration_s: 20000\n"
+         "cluster:\n  generate: {total_gpus: 48, gpus_per_node: 8, nodes_per_asw_min: 3, nodes_per_asw_max: 3, seed: 1}\n"
+         "jobs:\n" + jobs + events + "configurations:\n  - {name: x, topology: true" + conf + "}\n";
+}
+
+std::string Job(const std::string& name, int64_t submit, int replicas, int gpus, int64_t duration,
+                const std::string& extra = "") {
+  return "  - {name: " + name + ", submit_s: " + std::to_string(submit) + ", replicas: " + std::to_string(replicas) +
+         ", gpus: " + std::to_string(gpus) + ", cpu_cores: 1, memory_gib: 1, duration_s: " + std::to_string(duration) +
+         extra + "}\n";
+}
+
+// Two ASWs of three 8-GPU nodes (node0000000-02, node0000003-05). Best fit with ties to the
+// lowest node: a + fa fill node0000000, w2 and w3 take node0000001 and 02, c + fc node0000003,
+// d + fd node0000004. At 1000 s the fillers end: node0000000 runs a (4 GPUs), node0000001 and 02
+// are free, node0000003 runs c and node0000004 d (4 GPUs each), node0000005 is free. g (3 x 8
+// GPUs in one ASW) arrives at 1100 s and fits in neither ASW; h (one whole node) arrives at 1450 s.
+std::string HeldAsw() {
+  return Job("a", 0, 1, 4, 100000) + Job("fa", 0, 1, 4, 1000) + Job("w2", 0, 1, 8, 1000) + Job("w3", 0, 1, 8, 1000) +
+         Job("c", 0, 1, 4, 100000) + Job("fc", 0, 1, 4, 1000) + Job("d", 0, 1, 4, 100000) + Job("fd", 0, 1, 4, 1000) +
+         Job("g", 1100, 3, 8, 5000, ", plane: data, required_level: asw") + Job("h", 1450, 1, 8, 100000);
+}
+
+TEST(DefragAssemble, ATriggerHoldsTheCheapestAswForTheGangAndMovesItsWorkOff) {
+  // At 1400 s (g waited 300 s) the cheapest nodes for g are node0000000-02 (4 GPUs in use,
+  // against 8 for node0000003-05): they are held for g, and a moves to node0000003's free GPUs
+  // 4-7 (best fit). h, at 1450 s, may not take a held node: it starts on node0000005. a's new
+  // instance is ready at 1520 s, and g starts on the whole ASW.
+  auto r = RunDefrag(AssembleYaml(HeldAsw(), ", defrag: {interval_s: 0, trigger_after_s: 300, startup_s: 120, assemble: true}"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(EventsOf(*r, "a"), (std::vector<std::string>{"0 start 1", "1400 migrate-start 1 a-0 node0000000->node0000003:4,5,6,7",
+                                                          "1520 migrate 1 a-0 node0000000->node0000003:4,5,6,7"}));
+  EXPECT_EQ(EventsOf(*r, "h"), (std::vector<std::string>{"1450 start 1"}));
+  EXPECT_EQ(EventsOf(*r, "g"), (std::vector<std::string>{"1520 start 3", "6520 finish 0"}));
+  EXPECT_EQ(r->metrics.at("defrag_assembled_count"), 1);
+  EXPECT_EQ(r->metrics.at("defrag_triggered_count"), 1);
+  // Stable: nothing else moves once g runs.
+  EXPECT_EQ(r->metrics.at("migrations_planned_count"), 1);
+  EXPECT_EQ(r->metrics.at("migrations_completed_count"), 1);
+  EXPECT_EQ(r->metrics.at("jobs_pending_end_count"), 0);
+}
+
+TEST(DefragAssemble, WithoutTheHoldAWholeNodeJobTakesTheFreedRoomAndTheGangWaits) {
+  // The same trigger planning for the whole cluster (objective nodes) moves a the same way, but
+  // h takes a free node of the first ASW at 1450 s, and g never has three nodes in one ASW.
+  auto r = RunDefrag(AssembleYaml(HeldAsw(), ", defrag: {interval_s: 0, trigger_after_s: 300, startup_s: 120}"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(EventsOf(*r, "g"), std::vector<std::string>{});
+  EXPECT_EQ(r->metrics.at("defrag_assembled_count"), 0);
+  EXPECT_EQ(r->metrics.at("jobs_pending_end_count"), 1);
+}
+
+// g (2 x 8 GPUs in one ASW) runs on node0000000 and 02, s on node0000001 (4 GPUs once its filler
+// ends at 400 s); t and u run 6 and 5 GPUs in the other ASW, whose third node is free.
+// node0000000 fails at 500 s for good: g is requeued, holding node0000002 (hold_survivors).
+std::string LostNode() {
+  return Job("g", 0, 2, 8, 5000, ", plane: data, required_level: asw") + Job("s", 0, 1, 4, 100000) +
+         Job("fs", 0, 1, 4, 400) + Job("t", 0, 1, 6, 100000) + Job("ft", 0, 1, 2, 400) + Job("u", 0, 1, 5, 100000) +
+         Job("fu", 0, 1, 3, 400);
+}
+
+TEST(DefragAssemble, AGangThatLostANodeGetsTheCheapestOtherNodeOfItsAswFreedByMigration) {
+  // At 800 s (300 s after the requeue) g's hold is planned anew: node0000002 and 01 (4 GPUs in
+  // use) against the other ASW's free node and u's (5). s leaves node0000001 for the only node it
+  // fits on, the free node0000004 (a drain may use a whole free node); g starts again at 920 s.
+  auto r = RunDefrag(AssembleYaml(LostNode(),
+                                  ", hold_survivors: true, defrag: {interval_s: 0, trigger_after_s: 300, startup_s: 120, assemble: true}",
+                                  "events:\n  - {at_s: 500, fail_node: node0000000}\n"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(EventsOf(*r, "s"), (std::vector<std::string>{"0 start 1", "800 migrate-start 1 s-0 node0000001->node0000004:0,1,2,3",
+                                                          "920 migrate 1 s-0 node0000001->node0000004:0,1,2,3"}));
+  const std::vector<std::string> g = EventsOf(*r, "g");
+  ASSERT_EQ(g.size(), 4u);
+  EXPECT_EQ(g[1], "500 requeue 0");
+  EXPECT_EQ(g[2], "920 start 2");
+  EXPECT_EQ(r->metrics.at("defrag_assembled_count"), 1);
+  EXPECT_EQ(r->metrics.at("migrations_planned_count"), 1);
+}
+
+TEST(DefragAssemble, WithoutAssembleTheGangHoldsItsSurvivorAndWaitsForARepair) {
+  // The whole-cluster plan finds nothing to vacate (no task fits on a node with slack).
+  auto r = RunDefrag(AssembleYaml(LostNode(), ", hold_survivors: true, defrag: {interval_s: 0, trigger_after_s: 300, startup_s: 120}",
+                                  "events:\n  - {at_s: 500, fail_node: node0000000}\n"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::vector<std::string> g = EventsOf(*r, "g");
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[1], "500 requeue 0");
+  EXPECT_EQ(r->metrics.at("migrations_planned_count"), 0);
+}
+
 }  // namespace estuary
