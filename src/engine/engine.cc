@@ -2426,6 +2426,11 @@ void Engine::PlanDefrag(int64_t now_s) {
     tick = true;
     while (next_defrag_ <= now_s) next_defrag_ += d.interval_s;
   }
+  const auto again = [&](Trigger tr, int64_t at) {  // tr's job looks again at `at`
+    tr.at = at;
+    triggers_.push_back(tr);
+    std::push_heap(triggers_.begin(), triggers_.end(), std::greater<Trigger>());
+  };
   // Jobs still waiting trigger_after_s after they were queued.
   std::vector<Trigger> due;
   while (!triggers_.empty() && triggers_.front().at <= now_s) {
@@ -2435,29 +2440,38 @@ void Engine::PlanDefrag(int64_t now_s) {
     const Local& l = locals_[tr.li];
     if (!l.running && queue_.Contains(tr.li) && l.queued_at == tr.queued_at) due.push_back(tr);
   }
-  if (migrations_.Busy()) return;  // one plan at a time: what came due now is dropped
+  if (migrations_.Busy()) {  // one plan at a time: what came due now is dropped (assemble: looks again)
+    if (d.assemble) {
+      for (const Trigger& tr : due) again(tr, now_s + d.trigger_cooldown_s);
+    }
+    return;
+  }
   bool plan_now = tick;
   if (!plan_now && !due.empty()) {
     if (last_plan_ < 0 || now_s - last_plan_ >= d.trigger_cooldown_s) {
       plan_now = true;
       ++defrag_counters_.triggered;
     } else {  // within the cooldown: the waiting jobs look again when it ends
-      for (Trigger tr : due) {
-        tr.at = last_plan_ + d.trigger_cooldown_s;
-        triggers_.push_back(tr);
-        std::push_heap(triggers_.begin(), triggers_.end(), std::greater<Trigger>());
-      }
+      for (const Trigger& tr : due) again(tr, last_plan_ + d.trigger_cooldown_s);
     }
   }
   if (!plan_now) return;
-  if (d.assemble && !due.empty()) {  // room for the job that came due first; the others look again
-    for (size_t k = 1; k < due.size(); ++k) {
-      Trigger tr = due[k];
-      tr.at = now_s + d.trigger_cooldown_s;
-      triggers_.push_back(tr);
-      std::push_heap(triggers_.begin(), triggers_.end(), std::greater<Trigger>());
+  if (d.assemble && !due.empty()) {
+    // One assembled hold at a time: the job that holds it is planned for anew when it comes due
+    // again; else the first job that came due. Every due job (it too) looks again a cooldown later.
+    const bool live = assembled_ != SIZE_MAX && queue_.Contains(assembled_) &&
+                      state_.job(locals_[assembled_].id).reservation.valid();
+    if (!live) assembled_ = SIZE_MAX;
+    size_t chosen = SIZE_MAX;
+    for (const Trigger& tr : due) {
+      if (live ? tr.li == assembled_ : chosen == SIZE_MAX) chosen = tr.li;
+      again(tr, now_s + d.trigger_cooldown_s);
     }
-    Assemble(due.front().li, now_s);
+    if (chosen == SIZE_MAX) {
+      if (!tick) --defrag_counters_.triggered;  // nothing planned
+      return;
+    }
+    Assemble(chosen, now_s);
     return;
   }
   const int64_t t0 = options_.planning_clock != nullptr ? options_.planning_clock->ElapsedNs() : 0;
@@ -2476,6 +2490,7 @@ void Engine::PlanDefrag(int64_t now_s) {
 }
 
 void Engine::Assemble(size_t li, int64_t now_s) {
+  if (locals_[li].reclaiming) return;  // a Reclaim is making room for it already
   const JobId id = locals_[li].id;
   // Its own hold (survivors of a failure, an earlier plan) is planned anew with the rest.
   std::vector<NodeId> had;
@@ -2501,6 +2516,7 @@ void Engine::Assemble(size_t li, int64_t now_s) {
   }
   state_.AddReservation(id, nodes);
   if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
+  assembled_ = li;
   ++defrag_counters_.plans;
   ++defrag_counters_.assembled;
   last_plan_ = now_s;

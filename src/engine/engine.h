@@ -157,8 +157,10 @@ void EnableBackfill(const EngineBackfill& b, EngineConfig* e);
 // of its domain), and the work on them is migrated elsewhere make-before-break (DefragAction's
 // evacuation of those nodes, under the migration budget; a node whose tasks cannot all move keeps
 // them and is held until they end). The job starts as soon as they are free, on them or anywhere
-// else it fits; the hold goes when it starts or leaves. One job per plan: the others that came
-// due look again one cooldown later. The period's plans (interval_s) keep the objective.
+// else it fits; the hold goes when it starts or leaves. One assembled hold at a time (unbounded
+// holds starve the rest of the queue): while a job holds one, other jobs that come due look again
+// one cooldown later, and the holder itself, still waiting a cooldown later, is planned for anew.
+// The period's plans (interval_s) keep the objective.
 struct EngineDefrag {
   bool enabled = false;  // default off (a driver may still ask for plans: Engine::Defrag)
   int64_t interval_s = 3600;
@@ -859,6 +861,7 @@ class Engine {
   std::vector<char> pinned_;             // per TaskId: locked against defragmentation
   int64_t next_replan_ = 0;              // the `reserve` action's next renewal (0: none)
   int64_t reservations_made_ = 0;
+  size_t assembled_ = SIZE_MAX;          // the job holding the assembled nodes (EngineDefrag::assemble)
   int64_t next_defrag_ = 0;              // the `defrag` action's next periodic plan (0: none)
   int64_t last_plan_ = -1;
   struct Trigger {

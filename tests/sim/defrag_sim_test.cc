@@ -288,6 +288,26 @@ TEST(DefragAssemble, WithoutTheHoldAWholeNodeJobTakesTheFreedRoomAndTheGangWaits
   EXPECT_EQ(r->metrics.at("jobs_pending_end_count"), 1);
 }
 
+TEST(DefragAssemble, OneJobHoldsAssembledNodesAtATime) {
+  // As above, but a is locked (never moved) and ends at 3000 s, and g2 (3 x 8 GPUs in one ASW,
+  // like g) arrives at 1150 s, h at 2100 s. At 1400 s g's hold takes the first ASW and nothing
+  // moves. g2 comes due at 1450 s, within the cooldown of g's plan, and again at 2000 s with g,
+  // whose hold is planned anew (the holder goes first): no hold for g2, so h finds node0000005
+  // free at 2100 s (a hold for g2 on the second ASW would have kept h waiting). g starts when a
+  // ends; g2 holds the second ASW from 3200 s, where nothing can move, and starts when g ends.
+  std::string jobs = HeldAsw();
+  jobs.replace(jobs.find(Job("a", 0, 1, 4, 100000)), Job("a", 0, 1, 4, 100000).size(), Job("a", 0, 1, 4, 3000, ", locked_pct: 100"));
+  jobs.replace(jobs.find(Job("h", 1450, 1, 8, 100000)), Job("h", 1450, 1, 8, 100000).size(), Job("h", 2100, 1, 8, 100000));
+  auto r = RunDefrag(AssembleYaml(jobs + Job("g2", 1150, 3, 8, 5000, ", plane: data, required_level: asw"),
+                                  ", defrag: {interval_s: 0, trigger_after_s: 300, startup_s: 120, assemble: true}"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(EventsOf(*r, "a"), (std::vector<std::string>{"0 start 1", "3000 finish 0"}));
+  EXPECT_EQ(EventsOf(*r, "h"), (std::vector<std::string>{"2100 start 1"}));
+  EXPECT_EQ(EventsOf(*r, "g"), (std::vector<std::string>{"3000 start 3", "8000 finish 0"}));
+  EXPECT_EQ(EventsOf(*r, "g2"), (std::vector<std::string>{"8000 start 3", "13000 finish 0"}));
+  EXPECT_EQ(r->metrics.at("migrations_planned_count"), 0);
+}
+
 // g (2 x 8 GPUs in one ASW) runs on node0000000 and 02, s on node0000001 (4 GPUs once its filler
 // ends at 400 s); t and u run 6 and 5 GPUs in the other ASW, whose third node is free.
 // node0000000 fails at 500 s for good: g is requeued, holding node0000002 (hold_survivors).
