@@ -282,6 +282,53 @@ TEST(Engine, ARequeuedGangRequiresItsLevelAgainForAnotherMaxWait) {
   ASSERT_TRUE(m->state().CheckInvariants().ok());
 }
 
+TEST(Engine, AGangBeingReclaimedForKeepsItsRequiredLevelUntilItsVictimsLeave) {
+  // As above, but job 1 (on n0) is preemptible LP and gang 3 is HP with a 30 s max wait; grace
+  // 100 s. At t = 0 the gang Reclaims job 1 (asw0 then holds it whole). Its relaxation, due at
+  // t = 30, is put off while the Reclaim is under way (30, 60, 90 s: relaxed, it would start on
+  // n1 and n3 at once, across both ASWs, and the eviction would be wasted); job 1 leaves at
+  // t = 100 and the gang starts in asw0 alone, still requiring it.
+  EngineConfig o;
+  o.name = "relax-reclaim";
+  o.requeue = true;
+  o.grace_s = 100;
+  auto e = Engine::Create(EngineCluster(4), o);
+  ASSERT_TRUE(e.ok());
+  Engine& m = **e;
+  const GpuIndices all = testing::Idx({0, 1, 2, 3, 4, 5, 6, 7});
+  ASSERT_TRUE(m.Adopt(Job(1, 1, 8, 100, true), {{0, NodeId(0), all}}, 0));
+  ASSERT_TRUE(m.Adopt(Job(2, 1, 8, 100), {{0, NodeId(2), all}}, 0));
+  EngineJob gang = Job(3, 2, 8, kHpPriority);
+  gang.plane = "data";
+  gang.required_level = "asw";
+  gang.required_max_wait_s = 30;
+  const Admission a = m.Submit(gang, SubmitMode::kQueue, 0);
+  EXPECT_FALSE(a.started);
+  EXPECT_TRUE(a.reclaiming);
+  m.TakeEvents();
+  for (int64_t t : {30, 60, 90, 99}) {
+    EXPECT_TRUE(m.RunCycle(t).empty()) << t;
+    EXPECT_EQ(m.Running(3), 0) << t;
+    EXPECT_EQ(m.state().job(JobId(2)).spec.topology.required_level, 0) << t;
+  }
+  // Job 1 leaves, the gang starts, and job 1 (requeued) starts again on n3, asw1's free node.
+  const std::vector<EngineEvent> at100 = m.RunCycle(100);
+  ASSERT_EQ(at100.size(), 3u);
+  EXPECT_EQ(at100[0].kind, EngineEvent::Kind::kReturned);
+  EXPECT_EQ(at100[0].job, 1u);
+  EXPECT_EQ(at100[1].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(at100[1].job, 3u);
+  EXPECT_EQ(at100[2].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(at100[2].job, 1u);
+  EXPECT_EQ(m.Running(3), 2);
+  EXPECT_EQ(m.state().job(JobId(2)).spec.topology.required_level, 0);
+  EXPECT_EQ(AswsOf(m, 3), (std::set<DomainId>{m.state().topology().NodeDomain(NodeId(0), *m.state().topology().FindPlane("data"), 0)}));
+  EXPECT_TRUE(m.RunCycle(101).empty());
+  EXPECT_TRUE(m.RunCycle(120).empty());  // the relaxation due now is void: the gang runs
+  EXPECT_TRUE(m.RunCycle(5000).empty());
+  ASSERT_TRUE(m.state().CheckInvariants().ok());
+}
+
 // hold_survivors: six 8-GPU nodes, n0-n2 in asw0 and n3-n5 in asw1. Gang 3 (2 x 8 GPUs, one asw
 // required) runs on n0 and n1, job 1 on n2, job 2 on n3 and job 4 on n4; n5 is free. n1 fails at t = 10: the rigid gang is requeued whole. Jobs 5 and 6 (1 x 8 GPUs
 // each) arrive at t = 10; job 1 ends at t = 100.
