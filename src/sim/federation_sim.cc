@@ -37,6 +37,15 @@ struct FJob {
   SimTime progress_t = 0;
   uint64_t gen = 0;
   bool restarted = false;
+  // Goodput accounting (FederationRun::Account, as ScenarioRun's in simulate.cc): the current
+  // run's allocated GPU milli x seconds inside [warmup_s, duration_s), counted up to acct_t at
+  // alloc_milli (the GPU milli of its usable replicas: bound, rounded down to its usable step), in
+  // all and within its restart period [started_at, restart_end), and both as they were at its last
+  // periodic checkpoint passed (0 before the first); its other bound replicas (unusable_milli) do
+  // no work.
+  SimTime acct_t = 0, restart_end = 0;
+  int64_t alloc_milli = 0, unusable_milli = 0;
+  int64_t run_gpu_ms = 0, restart_gpu_ms = 0, ckpt_gpu_ms = 0, ckpt_restart_ms = 0;
   // Needless-preemption accounting of the Reclaims made for this job.
   bool reclaim_needless = false;  // another member could have started it on idle capacity
   int reclaim_member = -1;
@@ -103,6 +112,12 @@ struct FederationRun {
   // The work model: progress up to t; after a job's replicas changed, its rate and end event.
   void Progress(FJob& j, SimTime t);
   void Reschedule(size_t i, SimTime t);
+  // Goodput accounting (goodput_gpu_hours): Account counts j's allocated GPU time up to t at its
+  // current allocation, and the snapshot at each periodic checkpoint passed; CloseRun ends its
+  // current run at t — the GPU time up to its last checkpoint (all of it when `finished`) counts
+  // as goodput, except its restart period. Only GPU time inside [warmup_s, duration_s) counts.
+  void Account(FJob& j, SimTime t);
+  void CloseRun(FJob& j, SimTime t, bool finished);
   // A victim was evicted for job `for_job` on member m.
   void Victim(uint32_t for_job, int m);
   // The members' events at t: starts, growth, shrinks, evictions and rejections, Reclaims.
@@ -143,6 +158,8 @@ struct FederationRun {
   std::set<SimTime> wakes;
   int64_t evictions = 0, needless = 0, reclaims = 0, late_rejections = 0, dispatches = 0, headroom_evictions = 0;
   double lost_gpu_hours = 0;
+  // Goodput accounting, GPU milli x seconds inside [warmup, duration): all runs, and their goodput.
+  int64_t run_ms = 0, goodput_ms = 0;
   // Samples.
   size_t nm = 0;
   double alloc_area = 0, hp_sum = 0, all_sum = 0, imbalance_sum = 0;
@@ -319,9 +336,12 @@ void FederationRun::Reschedule(size_t i, SimTime t) {
   FJob& j = jobs[i];
   if (j.started_at < 0) return;
   Progress(j, t);
+  Account(j, t);  // at the allocation it had until now
   const int64_t bound = members[static_cast<size_t>(j.member)]->Running(j.fed.id);
   j.bound = bound;
   const int64_t usable = j.tmpl.usable_step > 0 ? j.tmpl.usable_step : std::max<int32_t>(1, j.tmpl.step);
+  j.alloc_milli = bound / usable * usable * j.tmpl.per_replica.TotalGpuMilli();
+  j.unusable_milli = bound % usable * j.tmpl.per_replica.TotalGpuMilli();
   const int64_t rate = j.tmpl.linear_scaling ? bound / usable * usable : (bound > 0 ? j.tmpl.replicas : 0);
   if (rate == j.rate && j.gen > 0) return;
   j.rate = rate;
@@ -330,6 +350,35 @@ void FederationRun::Reschedule(size_t i, SimTime t) {
   const __int128 denom = static_cast<__int128>(rate) * kWorkScale;
   const SimTime need = static_cast<SimTime>((static_cast<__int128>(j.work_left) + denom - 1) / denom);
   events.push({std::max(t, j.progress_t) + need, kEnd, i, j.gen});
+}
+
+void FederationRun::Account(FJob& j, SimTime t) {
+  if (j.started_at < 0 || t <= j.acct_t) return;
+  const SimTime from = j.acct_t;  // >= started_at
+  // The part of [from, x) inside the window (x <= duration_s always).
+  auto span = [&](SimTime x) { return std::max<SimTime>(0, x - std::max(from, warmup)); };
+  const int64_t interval = j.tmpl.checkpoint_interval_s;
+  if (interval > 0) {
+    const SimTime last = j.started_at + (t - j.started_at) / interval * interval;
+    if (last > from) {
+      j.ckpt_gpu_ms = j.run_gpu_ms + j.alloc_milli * span(last);
+      j.ckpt_restart_ms = j.restart_gpu_ms + j.alloc_milli * span(std::min(last, j.restart_end));
+    }
+  }
+  j.run_gpu_ms += j.alloc_milli * span(t);
+  j.restart_gpu_ms += j.alloc_milli * span(std::min(t, j.restart_end));
+  run_ms += j.unusable_milli * span(t);
+  j.acct_t = t;
+}
+
+void FederationRun::CloseRun(FJob& j, SimTime t, bool finished) {
+  Account(j, t);
+  const int64_t kept = finished ? j.run_gpu_ms : j.ckpt_gpu_ms;
+  const int64_t kept_restart = finished ? j.restart_gpu_ms : j.ckpt_restart_ms;
+  run_ms += j.run_gpu_ms;
+  goodput_ms += kept - kept_restart;
+  j.run_gpu_ms = j.restart_gpu_ms = j.ckpt_gpu_ms = j.ckpt_restart_ms = 0;
+  j.alloc_milli = j.unusable_milli = 0;
 }
 
 void FederationRun::Victim(uint32_t for_job, int m) {
@@ -362,6 +411,9 @@ void FederationRun::HandleEvents(SimTime t) {
           }
           j.work_at_checkpoint = j.work_left;
           j.progress_t = t + (j.restarted ? j.tmpl.restart_cost_s : 0);
+          j.acct_t = t;
+          j.restart_end = j.progress_t;
+          j.alloc_milli = j.unusable_milli = 0;  // Reschedule sets them
           j.rate = 0;
           Reschedule(i, t);
           if (j.pending_victims > 0 && j.reclaim_member != static_cast<int>(m)) needless += j.pending_victims;
@@ -384,6 +436,7 @@ void FederationRun::HandleEvents(SimTime t) {
           if (e.for_job != UINT32_MAX) {
             Victim(e.for_job, static_cast<int>(m));
             Progress(j, t);
+            CloseRun(j, t, false);  // goodput up to its last checkpoint
             const int64_t ran = t - j.started_at, interval = j.tmpl.checkpoint_interval_s;
             // metrics.md §6: the GPUs it held as it was evicted x the time since its last checkpoint.
             lost_gpu_hours += static_cast<double>(j.bound * j.tmpl.per_replica.TotalGpuMilli()) / kMilliPerGpu *
@@ -391,7 +444,7 @@ void FederationRun::HandleEvents(SimTime t) {
             j.work_left = j.work_at_checkpoint;
             j.restarted = true;
             Log(t, i, "evict", 0, "reclaim");
-          } else {
+          } else {  // never fits there: it was waiting in the member's queue, not running
             ++late_rejections;
             Log(t, i, "reject", 0, members[m]->name() + ": " + e.detail);
           }
@@ -419,6 +472,7 @@ void FederationRun::HandleEvents(SimTime t) {
           // Its member's engine ended it at its walltime limit (Slurm's rule): its work stays
           // unfinished and it is not dispatched again.
           Progress(j, t);
+          CloseRun(j, t, false);  // goodput up to its last checkpoint
           fed().Left(j.fed.id);
           j.started_at = -1;
           j.member = -1;
@@ -517,6 +571,7 @@ Status FederationRun::Run() {
       if (kind == kEnd) {
         if (j.started_at < 0 || j.gen != gen) continue;  // rescheduled or evicted since
         Progress(j, t);
+        CloseRun(j, t, true);
         members[static_cast<size_t>(j.member)]->Cancel(j.fed.id, t);
         fed().Left(j.fed.id);
         j.started_at = -1;
@@ -555,6 +610,10 @@ Status FederationRun::Run() {
   }
   if (!at_warmup) at_warmup = Count();
   SampleUntil(sc.duration_s);
+  // Goodput: the runs still going at the end keep what their last checkpoint kept.
+  for (FJob& j : jobs) {
+    if (j.started_at >= 0) CloseRun(j, sc.duration_s, false);
+  }
   return Status::Ok();
 }
 
@@ -608,6 +667,9 @@ SimulateResult FederationRun::Finish() {
   mt["reclaims_count"] = static_cast<double>(total.reclaims - base.reclaims);
   mt["reclaims_cancelled_count"] = static_cast<double>(total.cancelled - base.cancelled);
   mt["preemption_lost_gpu_hours"] = total.lost_gpu_hours - base.lost_gpu_hours;
+  auto gpu_hours = [](int64_t milli_s) { return static_cast<double>(milli_s) / kMilliPerGpu / 3600.0; };
+  mt["run_gpu_hours"] = gpu_hours(run_ms);
+  mt["goodput_gpu_hours"] = gpu_hours(goodput_ms);
   mt["dispatches_count"] = static_cast<double>(total.dispatches - base.dispatches);
   mt["dispatch_rejections_count"] = static_cast<double>(total.rejections - base.rejections);
   mt["dispatch_retries_count"] = static_cast<double>(total.retries - base.retries);

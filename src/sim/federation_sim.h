@@ -43,9 +43,22 @@
 //   jobs_started_count, jobs_infeasible_count, jobs_waiting_end_count (at the federation or in a
 //   member's queue at the end), lp_jct_mean_s, lp_jobs_finished_count, preemption_lost_gpu_hours
 //   (per eviction: the GPUs the victim held x the time since its last checkpoint)
+//   run_gpu_hours, goodput_gpu_hours       as in the single-cluster simulator (docs/simulate.md):
+//                                          every run's bound replicas' GPUs integrated exactly
+//                                          (milli-GPU x s); of it, the work that counted — all of
+//                                          a run that finished, of a run evicted, stopped at its
+//                                          walltime or still going at the end the part up to its
+//                                          last periodic checkpoint (no checkpoints on notice
+//                                          here), less its restart period (restart_cost_s at the
+//                                          start of a run after the first) and less replicas
+//                                          beyond its last whole usable step
 //   warmup_s                               Scenario::warmup_s: every metric above covers
 //                                          [warmup_s, duration_s) — samples taken, jobs submitted,
-//                                          events at or after it; SimulateResult::samples keeps all
+//                                          events at or after it; run_gpu_hours and
+//                                          goodput_gpu_hours, like gpu_alloc_pct_mean, the GPU time
+//                                          inside it (a run across warmup_s counts from warmup_s,
+//                                          whether that part is kept decided as the run ends);
+//                                          SimulateResult::samples keeps all
 #pragma once
 
 #include <vector>

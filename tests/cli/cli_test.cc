@@ -472,7 +472,8 @@ TEST_F(Cli, AFederationScenarioWritesTheFourConfigurationsToTheSummary) {
   for (const char* c : {"blind", "idle-only", "reclaim-aware", "merged"}) {
     ASSERT_TRUE(j["configurations"].contains(c)) << c;
     for (const char* m : {"hp_sched_delay_p99_s", "needless_preemptions_count", "evictions_count", "dispatch_rejections_count",
-                          "alloc_ratio_hp_lp_pct", "member_a_alloc_ratio_hp_lp_pct", "alloc_imbalance_pct"}) {
+                          "alloc_ratio_hp_lp_pct", "member_a_alloc_ratio_hp_lp_pct", "alloc_imbalance_pct",
+                          "goodput_gpu_hours", "run_gpu_hours"}) {
       EXPECT_TRUE(j["configurations"][c].contains(m)) << c << " " << m;
     }
   }

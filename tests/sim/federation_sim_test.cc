@@ -365,6 +365,150 @@ TEST(FederationSim, AMembersEngineStopsARunAtItsWalltimeAndTheNextJobTakesItsNod
   }
 }
 
+// Goodput (goodput_gpu_hours, as in the single-cluster simulator): one member of one 8-GPU node.
+// `done` (2 replicas x 2 GPUs, 1,000 s of work) starts at 0 and finishes at 1,000; all of its run
+// is goodput: 2 x 2 x 1,000 = 4,000 GPU-s. `odd` (3 x 1 GPU, linear scaling, usable_step 2: 3,000
+// replica-s of work done by its 2 usable replicas) starts at 0 and finishes at 1,500; its third
+// replica does no work: goodput 2 x 1,500 = 3,000 GPU-s of its 3 x 1,500 = 4,500.
+const char* kGoodputFinished = R"(name: goodput-finished
+duration_s: 2000
+sample_interval_s: 100
+seeds: [1]
+federation:
+  members:
+    - {name: a, cluster: {generate: {total_gpus: 8, seed: 1, models: "H800:1:128:2048"}}}
+jobs:
+  - {name: done, class: lp, replicas: 2, gpus: 2, cpu_cores: 1, memory_gib: 1, duration_s: 1000}
+  - {name: odd, class: lp, replicas: 3, gpus: 1, cpu_cores: 1, memory_gib: 1, duration_s: 1000, scaling: linear,
+     usable_step: 2}
+configurations:
+  - {name: reclaim-aware, federation: reclaim-aware, preempt: {grace_s: 60}}
+)";
+
+// GPU-seconds in the metrics' GPU-hours.
+double GpuHours(int64_t gpu_s) { return static_cast<double>(gpu_s) / 3600.0; }
+
+TEST(FederationSim, AFinishedRunIsGoodputWholeExceptReplicasBeyondItsUsableStep) {
+  const SimulateResult res = RunConfig(Load(kGoodputFinished), "reclaim-aware");
+  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> seen;  // job -> (kind, time)
+  for (const SimJobEvent& e : res.job_events) seen[e.job].emplace_back(e.kind, e.time);
+  using P = std::pair<std::string, int64_t>;
+  ASSERT_EQ(seen["done"], (std::vector<P>{{"start", 0}, {"finish", 1000}}));
+  ASSERT_EQ(seen["odd"], (std::vector<P>{{"start", 0}, {"finish", 1500}}));
+  EXPECT_DOUBLE_EQ(res.metrics.at("goodput_gpu_hours"), GpuHours(2 * 2 * 1000 + 2 * 1500));
+  EXPECT_DOUBLE_EQ(res.metrics.at("run_gpu_hours"), GpuHours(2 * 2 * 1000 + 3 * 1500));
+}
+
+// One member of one 8-GPU node. `lp` (8 x 1 GPU, 1,000 s of work, a checkpoint every 300 s,
+// restart_cost_s 50) starts at 0; `hp` (8 GPUs, 500 s) arrives at 400 and Reclaims it: lp is
+// evicted at 460 (grace 60), having kept its work up to its checkpoint at 300; hp runs 460-960;
+// lp starts again at 960, restarts until 1,010 and does its 700 s left by 1,710.
+//   goodput: lp's first run up to 300 (8 x 300 = 2,400), its second run less its restart period
+//            (8 x (1,710 - 1,010) = 5,600), hp whole (8 x 500 = 4,000): 12,000 GPU-s
+//   run:     lp 8 x 460 + 8 x 750, hp 8 x 500: 13,680 GPU-s
+// With warmup_s 1,000 only GPU time from 1,000 counts: lp's second run from 1,000, of which
+// 1,000-1,010 is its restart period: goodput 8 x 700 = 5,600, run 8 x 710 = 5,680.
+const char* kGoodputEvicted = R"(name: goodput-evicted
+duration_s: 3000
+sample_interval_s: 100
+seeds: [1]
+federation:
+  members:
+    - {name: a, cluster: {generate: {total_gpus: 8, seed: 1, models: "H800:1:128:2048"}}}
+jobs:
+  - {name: lp, class: lp, replicas: 8, gpus: 1, cpu_cores: 1, memory_gib: 1, duration_s: 1000,
+     checkpoint_interval_s: 300, restart_cost_s: 50}
+  - {name: hp, class: hp-training, submit_s: 400, gpus: 8, cpu_cores: 1, memory_gib: 1, duration_s: 500}
+configurations:
+  - {name: reclaim-aware, federation: reclaim-aware, preempt: {grace_s: 60}}
+)";
+
+TEST(FederationSim, AnEvictedRunIsGoodputUpToItsLastCheckpointAndARestartPeriodIsNot) {
+  const SimulateResult res = RunConfig(Load(kGoodputEvicted), "reclaim-aware");
+  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> seen;  // job -> (kind, time)
+  for (const SimJobEvent& e : res.job_events) seen[e.job].emplace_back(e.kind, e.time);
+  using P = std::pair<std::string, int64_t>;
+  ASSERT_EQ(seen["lp"], (std::vector<P>{{"start", 0}, {"evict", 460}, {"start", 960}, {"finish", 1710}}));
+  ASSERT_EQ(seen["hp"], (std::vector<P>{{"reclaim", 400}, {"start", 460}, {"finish", 960}}));
+  EXPECT_DOUBLE_EQ(res.metrics.at("goodput_gpu_hours"), GpuHours(8 * 300 + 8 * 700 + 8 * 500));
+  EXPECT_DOUBLE_EQ(res.metrics.at("run_gpu_hours"), GpuHours(8 * 460 + 8 * 750 + 8 * 500));
+  EXPECT_DOUBLE_EQ(res.metrics.at("preemption_lost_gpu_hours"), GpuHours(8 * 160));
+  const SimulateResult late = RunConfig(Load(Inserted(kGoodputEvicted, "seeds:", "warmup_s: 1000")), "reclaim-aware");
+  EXPECT_DOUBLE_EQ(late.metrics.at("goodput_gpu_hours"), GpuHours(8 * 700));
+  EXPECT_DOUBLE_EQ(late.metrics.at("run_gpu_hours"), GpuHours(8 * 710));
+}
+
+// One member of one 8-GPU node; both jobs start at 0 and are still running at the end (2,000).
+// `ckpt` (2 x 2 GPUs, a checkpoint every 700 s) keeps its work up to 1,400: 4 x 1,400 = 5,600
+// GPU-s of goodput; `nockpt` (4 GPUs, no checkpoint) none. Run: 2 x 4 x 2,000 = 16,000 GPU-s.
+// With warmup_s 1,000: ckpt's 1,000-1,400 (1,600 GPU-s) of 8,000.
+const char* kGoodputUnfinished = R"(name: goodput-unfinished
+duration_s: 2000
+sample_interval_s: 100
+seeds: [1]
+federation:
+  members:
+    - {name: a, cluster: {generate: {total_gpus: 8, seed: 1, models: "H800:1:128:2048"}}}
+jobs:
+  - {name: ckpt, class: lp, replicas: 2, gpus: 2, cpu_cores: 1, memory_gib: 1, duration_s: 100000, checkpoint_interval_s: 700}
+  - {name: nockpt, class: lp, gpus: 4, cpu_cores: 1, memory_gib: 1, duration_s: 100000}
+configurations:
+  - {name: reclaim-aware, federation: reclaim-aware, preempt: {grace_s: 60}}
+)";
+
+TEST(FederationSim, ARunStillGoingAtTheEndIsGoodputUpToItsLastCheckpoint) {
+  const SimulateResult res = RunConfig(Load(kGoodputUnfinished), "reclaim-aware");
+  for (const SimJobEvent& e : res.job_events) {
+    EXPECT_EQ(e.kind, "start") << e.job;
+    EXPECT_EQ(e.time, 0) << e.job;
+  }
+  EXPECT_EQ(res.job_events.size(), 2u);
+  EXPECT_DOUBLE_EQ(res.metrics.at("goodput_gpu_hours"), GpuHours(4 * 1400));
+  EXPECT_DOUBLE_EQ(res.metrics.at("run_gpu_hours"), GpuHours(2 * 4 * 2000));
+  const SimulateResult late = RunConfig(Load(Inserted(kGoodputUnfinished, "seeds:", "warmup_s: 1000")), "reclaim-aware");
+  EXPECT_DOUBLE_EQ(late.metrics.at("goodput_gpu_hours"), GpuHours(4 * 400));
+  EXPECT_DOUBLE_EQ(late.metrics.at("run_gpu_hours"), GpuHours(2 * 4 * 1000));
+}
+
+// A cross-check on a generated workload (HP gangs Reclaiming elastic LP jobs that Absorb grows
+// and Reclaim shrinks): every run's GPU time after the warm-up, summed, is the allocated GPU time
+// the samples integrate (gpu_alloc_pct_mean of the 512 GPUs over the 5,400 s after warmup_s), in
+// every mode; goodput is a part of it.
+const char* kGoodputGenerated = R"(name: goodput-generated
+duration_s: 7200
+warmup_s: 1800
+sample_interval_s: 600
+seeds: [1]
+federation:
+  members:
+    - {name: a, cluster: {generate: {total_gpus: 256, seed: 1, models: "H800:1:128:2048"}}}
+    - {name: b, cluster: {generate: {total_gpus: 256, seed: 2, models: "A100:1:96:1024"}}}
+generator:
+  arrivals_per_hour: 200
+  classes:
+    - {share: 1, class: hp-training, replicas: 2, gpus: 8, cpu_cores: 32, memory_gib: 256, duration_mean_s: 1800}
+    - {share: 2, class: lp, replicas: {min: 4, max: 16, step: 4}, gpus: 1, cpu_cores: 4, memory_gib: 32, duration_mean_s: 3600,
+       checkpoint_interval_s: 600, restart_cost_s: 60}
+configurations:
+  - {name: blind, federation: blind, preempt: {grace_s: 60}, absorb: true}
+  - {name: reclaim-aware, federation: reclaim-aware, preempt: {grace_s: 60}, absorb: true}
+  - {name: merged, federation: merged, preempt: {grace_s: 60}, absorb: true}
+)";
+
+TEST(FederationSim, TheRunsGpuTimeIsTheAllocatedGpuTimeAndGoodputIsAPartOfIt) {
+  const FedRun r = Load(kGoodputGenerated);
+  for (const char* name : {"blind", "reclaim-aware", "merged"}) {
+    const SimulateResult res = RunConfig(r, name);
+    const double allocated_gpu_hours = res.metrics.at("gpu_alloc_pct_mean") / 100 * 512 * (7200 - 1800) / 3600;
+    const double run = res.metrics.at("run_gpu_hours"), goodput = res.metrics.at("goodput_gpu_hours");
+    EXPECT_GT(res.metrics.at("evictions_count"), 0) << name;
+    EXPECT_GT(run, 0) << name;
+    EXPECT_NEAR(run, allocated_gpu_hours, 1e-9 * allocated_gpu_hours) << name;
+    EXPECT_GT(goodput, 0) << name;
+    EXPECT_LT(goodput, run) << name;
+  }
+}
+
 TEST(FederationSim, TheSameSeedGivesTheSameResults) {
   const FedRun r = Load(kReclaim);
   const SimulateResult a = RunConfig(r, "reclaim-aware"), b = RunConfig(r, "reclaim-aware");
