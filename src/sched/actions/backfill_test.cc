@@ -148,7 +148,9 @@ TEST(BackfillPlan, TheRunningWorksEndsSortedOnceGiveTheSamePlans) {
       EXPECT_EQ(once.found, own.found);
       EXPECT_EQ(once.start_s, own.start_s);
       EXPECT_EQ(once.nodes, own.nodes);
-      if (b.empty()) EXPECT_EQ(own.start_s, start);
+      if (b.empty()) {
+        EXPECT_EQ(own.start_s, start);
+      }
     }
   }
 }
