@@ -377,6 +377,73 @@ TEST(Engine, WithoutHoldingSurvivorsTheRequeuedGangLosesItsAswToLaterJobs) {
   EXPECT_EQ(m->Running(3), 0);
 }
 
+// hold_survivors with Reclaim (issue 21: "a replacement inside its domain when one ... can be
+// freed by Reclaim"): n0-n2 in asw0, n3-n5 in asw1. HP gang 3 (2 x 8 GPUs, one asw required) runs
+// on n0 and n1; preemptible LP jobs 1, 2 and 4 run on n2, n3 and n4, non-preemptible job 7 on n5.
+// n1 fails at t = 10 for good and job 5 (8 GPUs, not preemptible) arrives; grace 60 s.
+std::unique_ptr<Engine> HpGangLosingANode(bool hold) {
+  EngineConfig o;
+  o.name = "survive-reclaim";
+  o.requeue = true;
+  o.grace_s = 60;
+  o.hold_survivors = hold;
+  auto e = Engine::Create(EngineCluster(6), o);
+  EXPECT_TRUE(e.ok());
+  Engine& m = **e;
+  const GpuIndices all = testing::Idx({0, 1, 2, 3, 4, 5, 6, 7});
+  EngineJob gang = Job(3, 2, 8, kHpPriority);
+  gang.plane = "data";
+  gang.required_level = "asw";
+  EXPECT_TRUE(m.Adopt(Job(1, 1, 8, 100, true), {{0, NodeId(2), all}}, 0));
+  EXPECT_TRUE(m.Adopt(Job(2, 1, 8, 100, true), {{0, NodeId(3), all}}, 0));
+  EXPECT_TRUE(m.Adopt(gang, {{0, NodeId(0), all}, {1, NodeId(1), all}}, 0));
+  EXPECT_TRUE(m.Adopt(Job(4, 1, 8, 100, true), {{0, NodeId(4), all}}, 0));
+  EXPECT_TRUE(m.Adopt(Job(7, 1, 8, 100), {{0, NodeId(5), all}}, 0));
+  m.FailNode(NodeId(1), 10);
+  EXPECT_EQ(m.Running(3), 0);
+  (void)m.Submit(Job(5, 1, 8, 100), SubmitMode::kQueue, 10);
+  m.RunCycle(10);
+  EXPECT_TRUE(m.state().CheckInvariants().ok());
+  return std::move(*e);
+}
+
+TEST(Engine, AnHpGangThatLostANodeReclaimsOneNodeOfItsAswBesideItsHeldSurvivor) {
+  // Held: n0 stays the gang's, so job 5 finds no node and the gang's Reclaim needs only one more
+  // node of asw0: job 1 on n2 (one victim). Job 1 leaves after the grace period and the gang starts
+  // again on n0 and n2 at t = 70; jobs 2 and 4 never stop.
+  auto m = HpGangLosingANode(true);
+  EXPECT_EQ(m->Running(5), 0);
+  m->RunCycle(69);
+  EXPECT_EQ(m->Running(3), 0);
+  m->RunCycle(70);
+  EXPECT_EQ(m->Running(3), 2);
+  EXPECT_EQ(AswsOf(*m, 3), (std::set<DomainId>{m->state().topology().NodeDomain(NodeId(0), *m->state().topology().FindPlane("data"), 0)}));
+  std::set<uint32_t> nodes;
+  for (TaskId t : m->state().job(JobId(2)).tasks) nodes.insert(m->state().task(t).node.value());
+  EXPECT_EQ(nodes, (std::set<uint32_t>{0, 2}));
+  EXPECT_EQ(m->Running(1), 0);
+  EXPECT_EQ(m->Running(2), 1);
+  EXPECT_EQ(m->Running(4), 1);
+  EXPECT_TRUE(m->HeldNodes(3).empty());
+  // Stable: later cycles evict nothing more and move nothing.
+  EXPECT_TRUE(m->RunCycle(71).empty());
+  EXPECT_TRUE(m->RunCycle(1000).empty());
+  EXPECT_EQ(m->Running(2) + m->Running(4), 2);
+  ASSERT_TRUE(m->state().CheckInvariants().ok());
+}
+
+TEST(Engine, WithoutHoldingSurvivorsTheHpGangReclaimsTwoNodesInTheOtherAsw) {
+  // Not held: job 5 takes n0 (not preemptible), so asw0 cannot hold the gang any more; its Reclaim
+  // evicts jobs 2 and 4 (two victims) and it starts in asw1 at t = 70; job 1 keeps running.
+  auto m = HpGangLosingANode(false);
+  EXPECT_EQ(m->Running(5), 1);
+  m->RunCycle(70);
+  EXPECT_EQ(m->Running(3), 2);
+  EXPECT_EQ(AswsOf(*m, 3), (std::set<DomainId>{m->state().topology().NodeDomain(NodeId(3), *m->state().topology().FindPlane("data"), 0)}));
+  EXPECT_EQ(m->Running(1), 1);
+  EXPECT_EQ(m->Running(2) + m->Running(4), 0);
+}
+
 // ---- FGD without a trace: typical tasks learned from the submitted jobs ----
 
 TEST(Engine, FgdLearnsItsTypicalTasksFromTheJobsSubmittedAtDoublingCounts) {
