@@ -301,6 +301,7 @@ Status FederationRun::MakeMember(const ClusterState& cluster, const std::string&
   mo.policy = config.policy;
   mo.seed = seed ^ (0x6d656d626572ULL * (index + 1));
   ApplyPlacementAndReclaim(config, mo);
+  mo.priority_queue = config.priority_queue;  // true: a federation's configurations queue by priority
   if (!config.preempt) std::erase(mo.actions, EngineAction::kReclaim);  // members never reclaim then
   mo.absorb = config.absorb;
   mo.summary = summary;

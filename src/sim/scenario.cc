@@ -464,8 +464,13 @@ Status ParseFederationMode(const Ctx& c, const YAML::Node& m, const FederationSp
   if (!fed.enabled) {
     if (m["federation"]) return c.Err(m["federation"], "federation", "the scenario has no federation: (root key)");
   } else {
-    for (const char* key : {"reserve", "standby", "defrag", "pack", "queues", "sharing", "backfill"}) {
+    // hold_survivors needs requeue, and members hand every job they stop back to the federation.
+    for (const char* key : {"reserve", "standby", "defrag", "pack", "queues", "sharing", "backfill", "hold_survivors"}) {
       if (m[key]) return c.Err(m[key], key, "not supported in a federation scenario");
+    }
+    // The federation's queue and its members' are in priority order (FedScheduler, MemberOptions).
+    if (const YAML::Node q = m["queue"]; q && q.IsScalar() && q.Scalar() == "fifo") {
+      return c.Err(q, "queue", "fifo is not supported in a federation scenario: the federation and its members queue by priority");
     }
     if (!m["federation"]) return c.Err(m, "federation", "missing: a configuration of a federation scenario needs one of " + known);
     ESTUARY_ASSIGN_OR_RETURN(sc->federation, Str(c, m, "federation", true));
@@ -551,7 +556,7 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
   if (!queue.empty() && queue != "fifo" && queue != "priority") {
     return c.Err(m["queue"], "queue", "unknown queue order '" + queue + "' (known: fifo, priority)");
   }
-  sc.priority_queue = queue == "priority";
+  sc.priority_queue = queue == "priority" || fed.enabled;  // a federation queues by priority (above)
   if (const YAML::Node p = m["preempt"]) ESTUARY_RETURN_IF_ERROR(ParsePreempt(c, p, &sc));
   ESTUARY_ASSIGN_OR_RETURN(sc.absorb, Bool(c, m, "absorb", false));
   ESTUARY_ASSIGN_OR_RETURN(sc.hold_survivors, Bool(c, m, "hold_survivors", false));

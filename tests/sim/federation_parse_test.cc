@@ -96,6 +96,7 @@ TEST(FederationParse, AValidScenarioParsesIntoItsMembersJobsAndConfigurations) {
   ASSERT_EQ(s->configurations.size(), 4u);
   EXPECT_EQ(s->configurations[0].federation, "blind");
   EXPECT_FALSE(s->configurations[0].blind_least_loaded);
+  EXPECT_TRUE(s->configurations[0].priority_queue);  // a federation queues by priority, `queue:` or not
   EXPECT_EQ(s->configurations[1].federation, "blind");
   EXPECT_TRUE(s->configurations[1].blind_least_loaded);
   EXPECT_EQ(s->configurations[2].federation, "reclaim-aware");
@@ -272,6 +273,10 @@ std::vector<BadScenario> Cases() {
        "s.yaml:9: field 'defrag': not supported in a federation scenario"},
       {"Pack", conf_after_job + "configurations:\n  - {name: c, federation: blind, pack: {plane: data, level: asw}}\n",
        "s.yaml:9: field 'pack': not supported in a federation scenario"},
+      {"HoldSurvivors", conf_after_job + "configurations:\n  - {name: c, federation: blind, hold_survivors: true}\n",
+       "s.yaml:9: field 'hold_survivors': not supported in a federation scenario"},
+      {"FifoQueue", conf_after_job + "configurations:\n  - {name: c, federation: blind, queue: fifo}\n",
+       "s.yaml:9: field 'queue': fifo is not supported in a federation scenario: the federation and its members queue by priority"},
   };
 }
 
