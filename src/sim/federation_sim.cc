@@ -114,10 +114,14 @@ struct FederationRun {
   void Reschedule(size_t i, SimTime t);
   // Goodput accounting (goodput_gpu_hours): Account counts j's allocated GPU time up to t at its
   // current allocation, and the snapshot at each periodic checkpoint passed; CloseRun ends its
-  // current run at t — the GPU time up to its last checkpoint (all of it when `finished`) counts
-  // as goodput, except its restart period. Only GPU time inside [warmup_s, duration_s) counts.
+  // current run at t — the GPU time up to its last checkpoint (all of it when it finished) counts
+  // as goodput, except its restart period (restart_gpu_hours); the rest is lost to the eviction
+  // (eviction_lost_gpu_hours) or not kept (unkept_gpu_hours: still going at the end, or stopped at
+  // its walltime). Replicas beyond the last whole usable step are unusable_gpu_hours. Only GPU
+  // time inside [warmup_s, duration_s) counts; the five parts sum to run_gpu_hours.
+  enum class RunEnd { kFinished, kEvicted, kUnkept };
   void Account(FJob& j, SimTime t);
-  void CloseRun(FJob& j, SimTime t, bool finished);
+  void CloseRun(FJob& j, SimTime t, RunEnd end);
   // A victim was evicted for job `for_job` on member m.
   void Victim(uint32_t for_job, int m);
   // The members' events at t: starts, growth, shrinks, evictions and rejections, Reclaims.
@@ -159,7 +163,7 @@ struct FederationRun {
   int64_t evictions = 0, needless = 0, reclaims = 0, late_rejections = 0, dispatches = 0, headroom_evictions = 0;
   double lost_gpu_hours = 0;
   // Goodput accounting, GPU milli x seconds inside [warmup, duration): all runs, and their goodput.
-  int64_t run_ms = 0, goodput_ms = 0;
+  int64_t run_ms = 0, goodput_ms = 0, restart_ms = 0, evicted_ms = 0, unkept_ms = 0, unusable_ms = 0;
   // Samples.
   size_t nm = 0;
   double alloc_area = 0, hp_sum = 0, all_sum = 0, imbalance_sum = 0;
@@ -369,15 +373,19 @@ void FederationRun::Account(FJob& j, SimTime t) {
   j.run_gpu_ms += j.alloc_milli * span(t);
   j.restart_gpu_ms += j.alloc_milli * span(std::min(t, j.restart_end));
   run_ms += j.unusable_milli * span(t);
+  unusable_ms += j.unusable_milli * span(t);
   j.acct_t = t;
 }
 
-void FederationRun::CloseRun(FJob& j, SimTime t, bool finished) {
+void FederationRun::CloseRun(FJob& j, SimTime t, RunEnd end) {
   Account(j, t);
+  const bool finished = end == RunEnd::kFinished;
   const int64_t kept = finished ? j.run_gpu_ms : j.ckpt_gpu_ms;
   const int64_t kept_restart = finished ? j.restart_gpu_ms : j.ckpt_restart_ms;
   run_ms += j.run_gpu_ms;
   goodput_ms += kept - kept_restart;
+  restart_ms += kept_restart;
+  (end == RunEnd::kEvicted ? evicted_ms : unkept_ms) += j.run_gpu_ms - kept;
   j.run_gpu_ms = j.restart_gpu_ms = j.ckpt_gpu_ms = j.ckpt_restart_ms = 0;
   j.alloc_milli = j.unusable_milli = 0;
 }
@@ -437,7 +445,7 @@ void FederationRun::HandleEvents(SimTime t) {
           if (e.for_job != UINT32_MAX) {
             Victim(e.for_job, static_cast<int>(m));
             Progress(j, t);
-            CloseRun(j, t, false);  // goodput up to its last checkpoint
+            CloseRun(j, t, RunEnd::kEvicted);  // goodput up to its last checkpoint
             const int64_t ran = t - j.started_at, interval = j.tmpl.checkpoint_interval_s;
             // metrics.md §6: the GPUs it held as it was evicted x the time since its last checkpoint.
             lost_gpu_hours += static_cast<double>(j.bound * j.tmpl.per_replica.TotalGpuMilli()) / kMilliPerGpu *
@@ -473,7 +481,7 @@ void FederationRun::HandleEvents(SimTime t) {
           // Its member's engine ended it at its walltime limit (Slurm's rule): its work stays
           // unfinished and it is not dispatched again.
           Progress(j, t);
-          CloseRun(j, t, false);  // goodput up to its last checkpoint
+          CloseRun(j, t, RunEnd::kUnkept);  // goodput up to its last checkpoint
           fed().Left(j.fed.id);
           j.started_at = -1;
           j.member = -1;
@@ -572,7 +580,7 @@ Status FederationRun::Run() {
       if (kind == kEnd) {
         if (j.started_at < 0 || j.gen != gen) continue;  // rescheduled or evicted since
         Progress(j, t);
-        CloseRun(j, t, true);
+        CloseRun(j, t, RunEnd::kFinished);
         members[static_cast<size_t>(j.member)]->Cancel(j.fed.id, t);
         fed().Left(j.fed.id);
         j.started_at = -1;
@@ -613,7 +621,7 @@ Status FederationRun::Run() {
   SampleUntil(sc.duration_s);
   // Goodput: the runs still going at the end keep what their last checkpoint kept.
   for (FJob& j : jobs) {
-    if (j.started_at >= 0) CloseRun(j, sc.duration_s, false);
+    if (j.started_at >= 0) CloseRun(j, sc.duration_s, RunEnd::kUnkept);
   }
   return Status::Ok();
 }
@@ -671,6 +679,10 @@ SimulateResult FederationRun::Finish() {
   auto gpu_hours = [](int64_t milli_s) { return static_cast<double>(milli_s) / kMilliPerGpu / 3600.0; };
   mt["run_gpu_hours"] = gpu_hours(run_ms);
   mt["goodput_gpu_hours"] = gpu_hours(goodput_ms);
+  mt["restart_gpu_hours"] = gpu_hours(restart_ms);
+  mt["eviction_lost_gpu_hours"] = gpu_hours(evicted_ms);
+  mt["unkept_gpu_hours"] = gpu_hours(unkept_ms);
+  mt["unusable_gpu_hours"] = gpu_hours(unusable_ms);
   mt["dispatches_count"] = static_cast<double>(total.dispatches - base.dispatches);
   mt["dispatch_rejections_count"] = static_cast<double>(total.rejections - base.rejections);
   mt["dispatch_retries_count"] = static_cast<double>(total.retries - base.retries);

@@ -397,6 +397,11 @@ TEST(FederationSim, AFinishedRunIsGoodputWholeExceptReplicasBeyondItsUsableStep)
   ASSERT_EQ(seen["odd"], (std::vector<P>{{"start", 0}, {"finish", 1500}}));
   EXPECT_DOUBLE_EQ(res.metrics.at("goodput_gpu_hours"), GpuHours(2 * 2 * 1000 + 2 * 1500));
   EXPECT_DOUBLE_EQ(res.metrics.at("run_gpu_hours"), GpuHours(2 * 2 * 1000 + 3 * 1500));
+  // The rest of the run is odd's third replica: 1 GPU x 1,500 s, unusable.
+  EXPECT_DOUBLE_EQ(res.metrics.at("unusable_gpu_hours"), GpuHours(1500));
+  for (const char* none : {"restart_gpu_hours", "eviction_lost_gpu_hours", "unkept_gpu_hours"}) {
+    EXPECT_EQ(res.metrics.at(none), 0) << none;
+  }
 }
 
 // One member of one 8-GPU node. `lp` (8 x 1 GPU, 1,000 s of work, a checkpoint every 300 s,
@@ -433,9 +438,17 @@ TEST(FederationSim, AnEvictedRunIsGoodputUpToItsLastCheckpointAndARestartPeriodI
   EXPECT_DOUBLE_EQ(res.metrics.at("goodput_gpu_hours"), GpuHours(8 * 300 + 8 * 700 + 8 * 500));
   EXPECT_DOUBLE_EQ(res.metrics.at("run_gpu_hours"), GpuHours(8 * 460 + 8 * 750 + 8 * 500));
   EXPECT_DOUBLE_EQ(res.metrics.at("preemption_lost_gpu_hours"), GpuHours(8 * 160));
+  // The rest: lp's first run after its checkpoint (300-460) lost to the eviction, and its second
+  // run's restart period (960-1,010).
+  EXPECT_DOUBLE_EQ(res.metrics.at("eviction_lost_gpu_hours"), GpuHours(8 * 160));
+  EXPECT_DOUBLE_EQ(res.metrics.at("restart_gpu_hours"), GpuHours(8 * 50));
+  EXPECT_EQ(res.metrics.at("unkept_gpu_hours"), 0);
+  EXPECT_EQ(res.metrics.at("unusable_gpu_hours"), 0);
   const SimulateResult late = RunConfig(Load(Inserted(kGoodputEvicted, "seeds:", "warmup_s: 1000")), "reclaim-aware");
   EXPECT_DOUBLE_EQ(late.metrics.at("goodput_gpu_hours"), GpuHours(8 * 700));
   EXPECT_DOUBLE_EQ(late.metrics.at("run_gpu_hours"), GpuHours(8 * 710));
+  EXPECT_DOUBLE_EQ(late.metrics.at("restart_gpu_hours"), GpuHours(8 * 10));
+  EXPECT_EQ(late.metrics.at("eviction_lost_gpu_hours"), 0);
 }
 
 // One member of one 8-GPU node; both jobs start at 0 and are still running at the end (2,000).
@@ -465,9 +478,12 @@ TEST(FederationSim, ARunStillGoingAtTheEndIsGoodputUpToItsLastCheckpoint) {
   EXPECT_EQ(res.job_events.size(), 2u);
   EXPECT_DOUBLE_EQ(res.metrics.at("goodput_gpu_hours"), GpuHours(4 * 1400));
   EXPECT_DOUBLE_EQ(res.metrics.at("run_gpu_hours"), GpuHours(2 * 4 * 2000));
+  // Not kept: ckpt's 1,400-2,000 and all of nockpt's run.
+  EXPECT_DOUBLE_EQ(res.metrics.at("unkept_gpu_hours"), GpuHours(4 * 600 + 4 * 2000));
   const SimulateResult late = RunConfig(Load(Inserted(kGoodputUnfinished, "seeds:", "warmup_s: 1000")), "reclaim-aware");
   EXPECT_DOUBLE_EQ(late.metrics.at("goodput_gpu_hours"), GpuHours(4 * 400));
   EXPECT_DOUBLE_EQ(late.metrics.at("run_gpu_hours"), GpuHours(2 * 4 * 1000));
+  EXPECT_DOUBLE_EQ(late.metrics.at("unkept_gpu_hours"), GpuHours(4 * 600 + 4 * 1000));
 }
 
 // A cross-check on a generated workload (HP gangs Reclaiming elastic LP jobs that Absorb grows
@@ -506,6 +522,17 @@ TEST(FederationSim, TheRunsGpuTimeIsTheAllocatedGpuTimeAndGoodputIsAPartOfIt) {
     EXPECT_NEAR(run, allocated_gpu_hours, 1e-9 * allocated_gpu_hours) << name;
     EXPECT_GT(goodput, 0) << name;
     EXPECT_LT(goodput, run) << name;
+    // The run splits into goodput, restart periods, work lost to evictions, work not kept at the
+    // end and unusable replicas.
+    double parts = 0;
+    for (const char* m : {"goodput_gpu_hours", "restart_gpu_hours", "eviction_lost_gpu_hours", "unkept_gpu_hours",
+                          "unusable_gpu_hours"}) {
+      EXPECT_GE(res.metrics.at(m), 0) << name << " " << m;
+      parts += res.metrics.at(m);
+    }
+    EXPECT_NEAR(parts, run, 1e-9 * run) << name;
+    EXPECT_GT(res.metrics.at("eviction_lost_gpu_hours"), 0) << name;
+    EXPECT_GT(res.metrics.at("restart_gpu_hours"), 0) << name;
   }
 }
 
