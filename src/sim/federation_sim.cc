@@ -372,8 +372,9 @@ void FederationRun::Account(FJob& j, SimTime t) {
   }
   j.run_gpu_ms += j.alloc_milli * span(t);
   j.restart_gpu_ms += j.alloc_milli * span(std::min(t, j.restart_end));
-  run_ms += j.unusable_milli * span(t);
-  unusable_ms += j.unusable_milli * span(t);
+  const int64_t unusable = j.unusable_milli * span(t);
+  run_ms += unusable;
+  unusable_ms += unusable;
   j.acct_t = t;
 }
 

@@ -468,10 +468,6 @@ Status ParseFederationMode(const Ctx& c, const YAML::Node& m, const FederationSp
     for (const char* key : {"reserve", "standby", "defrag", "pack", "queues", "sharing", "backfill", "hold_survivors"}) {
       if (m[key]) return c.Err(m[key], key, "not supported in a federation scenario");
     }
-    // The federation's queue and its members' are in priority order (FedScheduler, MemberOptions).
-    if (const YAML::Node q = m["queue"]; q && q.IsScalar() && q.Scalar() == "fifo") {
-      return c.Err(q, "queue", "fifo is not supported in a federation scenario: the federation and its members queue by priority");
-    }
     if (!m["federation"]) return c.Err(m, "federation", "missing: a configuration of a federation scenario needs one of " + known);
     ESTUARY_ASSIGN_OR_RETURN(sc->federation, Str(c, m, "federation", true));
     if (std::find_if(std::begin(kFederationModes), std::end(kFederationModes),
@@ -556,7 +552,11 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
   if (!queue.empty() && queue != "fifo" && queue != "priority") {
     return c.Err(m["queue"], "queue", "unknown queue order '" + queue + "' (known: fifo, priority)");
   }
-  sc.priority_queue = queue == "priority" || fed.enabled;  // a federation queues by priority (above)
+  // The federation's queue and its members' are in priority order (FedScheduler, MemberOptions).
+  if (fed.enabled && queue == "fifo") {
+    return c.Err(m["queue"], "queue", "fifo is not supported in a federation scenario: the federation and its members queue by priority");
+  }
+  sc.priority_queue = queue == "priority" || fed.enabled;
   if (const YAML::Node p = m["preempt"]) ESTUARY_RETURN_IF_ERROR(ParsePreempt(c, p, &sc));
   ESTUARY_ASSIGN_OR_RETURN(sc.absorb, Bool(c, m, "absorb", false));
   ESTUARY_ASSIGN_OR_RETURN(sc.hold_survivors, Bool(c, m, "hold_survivors", false));
