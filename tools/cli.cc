@@ -351,6 +351,8 @@ int RunClusterCheck(const ClusterFlags& f) {
 struct SimulateFlags {
   std::string scenario, out;
   std::vector<std::string> table;  // --table: metrics to print as a table (rows) by configuration (columns)
+  std::string seeds;  // --seeds: replaces the scenario's seeds (ParseSeeds' forms); empty: the scenario's
+  std::vector<std::string> only;  // --configurations: these of the scenario's, in this order; empty: all
   bool check_invariants = false;
   bool events = false;  // record job events (job_events.csv)
   int threads = 0;  // 0: one per hardware thread
@@ -403,6 +405,35 @@ StatusOr<std::string> SimulateTable(const std::vector<std::vector<SimulateResult
   return o.str();
 }
 
+// `simulate --seeds` and `--configurations`: the scenario's seeds replaced, its configurations
+// narrowed to the named ones (in the flag's order). An unknown or repeated name, or bad seeds, is
+// bad input naming the flag.
+Status NarrowScenario(const SimulateFlags& f, Scenario& sc) {
+  if (!f.seeds.empty()) {
+    auto seeds = ParseSeeds(f.seeds);
+    if (!seeds.ok()) return seeds.status();
+    sc.seeds = std::move(*seeds);
+  }
+  if (f.only.empty()) return Status::Ok();
+  std::vector<SchedulerConfig> kept;
+  for (const std::string& name : f.only) {
+    const auto it = std::find_if(sc.configurations.begin(), sc.configurations.end(),
+                                 [&](const SchedulerConfig& c) { return c.name == name; });
+    if (it == sc.configurations.end()) {
+      std::string known;
+      for (const SchedulerConfig& c : sc.configurations) known += (known.empty() ? "" : ", ") + c.name;
+      return InvalidArgument("--configurations: " + f.scenario + " has no configuration '" + name + "' (it has: " +
+                             known + ")");
+    }
+    if (std::any_of(kept.begin(), kept.end(), [&](const SchedulerConfig& c) { return c.name == name; })) {
+      return InvalidArgument("--configurations: '" + name + "' is named twice");
+    }
+    kept.push_back(*it);
+  }
+  sc.configurations = std::move(kept);
+  return Status::Ok();
+}
+
 int RunSimulateCommand(const SimulateFlags& f) {
   if (!f.out.empty()) {
     Status st = MakeOutputDir(f.out);
@@ -412,6 +443,8 @@ int RunSimulateCommand(const SimulateFlags& f) {
   if (IsHistoryFile(f.scenario)) return RunHistoryReplay(f.scenario, f.out);
   auto sc = ReadScenario(f.scenario);
   if (!sc.ok()) return Fail(sc.status());
+  Status narrowed = NarrowScenario(f, *sc);
+  if (!narrowed.ok()) return Fail(narrowed);
   // A federation scenario: the members' clusters (and their union for `merged`).
   std::vector<ClusterState> member_clusters;
   std::optional<ClusterState> merged;
@@ -934,6 +967,11 @@ int RunCli(int argc, char** argv) {
   simulate->add_option("--table", sf.table,
                        "print these metrics (a comma list) as a table, one column per configuration, means over "
                        "seeds, instead of every metric of the first seed")
+      ->delimiter(',');
+  simulate->add_option("--seeds", sf.seeds, "run these seeds instead of the scenario's: A-B or a comma list")
+      ->default_str("");
+  simulate->add_option("--configurations", sf.only,
+                       "run only these of the scenario's configurations (a comma list of names), in this order")
       ->delimiter(',');
 
   ClusterFlags cf;

@@ -173,6 +173,48 @@ TEST(SimulateTable, AMetricNoConfigurationHasIsRejectedNamingTheFlagAndTheMetric
                            {"--table", "no_such_metric"}));
 }
 
+// --- simulate --seeds and --configurations ----------------------------------------------------
+
+TEST(SimulateSelection, RunsOnlyTheNamedConfigurationsOnTheGivenSeedsWithTheSameFiguresAsTheWholeRun) {
+  TempDir dir;
+  const std::string sc = (fs::path(ESTUARY_SOURCE_DIR) / "examples" / "topology-small.yaml").string();  // seeds 1, 2
+  const std::string whole = (dir.path() / "whole").string(), part = (dir.path() / "part").string();
+  ASSERT_EQ(RunEstuary({"simulate", sc, "--out", whole}).exit_code, 0);
+  const RunResult r = RunEstuary({"simulate", sc, "--out", part, "--seeds", "2,3", "--configurations", "unaware"});
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_THAT(r.out, HasSubstr("1 configurations, 2 seeds")) << r;
+  const nlohmann::json a = nlohmann::json::parse(ReadFile(whole + "/summary.json"));
+  const nlohmann::json b = nlohmann::json::parse(ReadFile(part + "/summary.json"));
+  EXPECT_EQ(b["seeds"], nlohmann::json::parse("[2, 3]"));
+  ASSERT_EQ(b["configurations"].size(), 1u);
+  ASSERT_TRUE(b["configurations"].contains("unaware"));
+  // Seed 2 of `unaware` is the same run as in the whole scenario; seed 3 is a new one.
+  // (Every metric but the planner's measured wall time.)
+  const nlohmann::json& seed2 = a["per_seed"]["unaware"]["2"];
+  ASSERT_GT(seed2.size(), 10u);
+  for (const auto& [metric, value] : seed2.items()) {
+    if (metric.find("_seconds_") != std::string::npos) continue;
+    EXPECT_EQ(b["per_seed"]["unaware"]["2"][metric], value) << metric;
+  }
+  EXPECT_TRUE(b["per_seed"]["unaware"].contains("3"));
+  EXPECT_FALSE(a["per_seed"]["unaware"].contains("3"));
+  // The configurations run in the flag's order.
+  const RunResult both = RunEstuary({"simulate", sc, "--seeds", "1", "--configurations", "unaware,estuary",
+                                     "--table", "jobs_started_count"});
+  ASSERT_EQ(both.exit_code, 0) << both;
+  EXPECT_TRUE(std::regex_search(both.out, std::regex(R"(metric +unaware +estuary)"))) << both;
+}
+
+TEST(SimulateSelection, BadSeedsAndUnknownOrRepeatedConfigurationsAreRejectedNamingTheFlag) {
+  const std::string sc = (fs::path(ESTUARY_SOURCE_DIR) / "examples" / "topology-small.yaml").string();
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--seeds", "5-2"}), {"--seeds", "5-2", "below its start"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--seeds", "1,x"}), {"--seeds", "'x'"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--configurations", "estuary,nosuch"}),
+                           {"--configurations", "nosuch", "estuary, unaware"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", sc, "--configurations", "estuary,estuary"}),
+                           {"--configurations", "'estuary' is named twice"}));
+}
+
 // --- agent --token-file -----------------------------------------------------------------------
 
 TEST(AgentTokenFile, BadTokenFilesAreRejectedNamingTheFile) {
