@@ -440,7 +440,18 @@ int RunSimulateCommand(const SimulateFlags& f) {
     if (!st.ok()) return Fail(InvalidArgument("--out: " + st.message()));
   }
   // A service's exported history (docs/history.md): replayed exactly.
-  if (IsHistoryFile(f.scenario)) return RunHistoryReplay(f.scenario, f.out);
+  if (IsHistoryFile(f.scenario)) {
+    // One recorded run, replayed exactly: nothing to choose among or tabulate.
+    const char* flag = !f.seeds.empty()   ? "--seeds"
+                       : !f.only.empty()  ? "--configurations"
+                       : !f.table.empty() ? "--table"
+                                          : nullptr;
+    if (flag != nullptr) {
+      return Fail(InvalidArgument(std::string(flag) + ": " + f.scenario +
+                                  " is a service history (one recorded run, replayed exactly); the flag is for scenarios"));
+    }
+    return RunHistoryReplay(f.scenario, f.out);
+  }
   auto sc = ReadScenario(f.scenario);
   if (!sc.ok()) return Fail(sc.status());
   Status narrowed = NarrowScenario(f, *sc);

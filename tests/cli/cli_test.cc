@@ -1165,6 +1165,10 @@ TEST_F(Cli, HistoryExportAndReplayRejectBadInputNamingTheFileLineAndField) {
   EXPECT_THAT(r.out, HasSubstr("0 events replayed, 1 recorded"));
   const nlohmann::json s = nlohmann::json::parse(ReadFile(Out("replay") + "/summary.json"));
   EXPECT_FALSE(s["identical"].get<bool>());
+  // A scenario's flags are refused for a history, not ignored.
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", wrong, "--seeds", "1-3"}), {"--seeds", wrong, "service history"}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", wrong, "--configurations", "estuary"}), {"--configurations", wrong}));
+  EXPECT_TRUE(RejectedWith(RunEstuary({"simulate", wrong, "--table", "jobs_started_count"}), {"--table", wrong}));
   // history scenario: the file's errors, and a history without nodes or jobs.
   EXPECT_TRUE(RejectedWith(RunEstuary({"history", "scenario", bad, "--out", Out("w.yaml")}),
                            {bad + ":3: input.min_replicas: expected an integer"}));
