@@ -812,9 +812,13 @@ struct Service::Impl {
     std::set<uint64_t> touched;
     bool nodes_added = false;  // new room: parked jobs may fit
   };
-  // The steps of a pass, in RunOnce's order: one queued input applied; nodes whose heartbeats
-  // stopped failed; Standby windows handed to the engine; the engine's events turned into job
-  // states; eviction notices turned into orders; reservations that served their purpose ended.
+  // The steps of a pass, in RunOnce's order: the queued inputs applied; parked jobs admitted
+  // again when nodes were added; nodes whose heartbeats stopped failed; Standby windows handed to
+  // the engine; a due defragmentation; the engine's events turned into job states; eviction
+  // notices turned into orders; reservations that served their purpose ended; the touched jobs
+  // reconciled and stored; ended jobs past their retention retired; the engine compacted when
+  // due; a dashboard sample taken when due. After the pass (outside `mu`): the batch committed,
+  // the callers answered, the orders handed to their agents.
   // Recovery (Open), in order: nodes; jobs, task records, cancellations and windows; the jobs
   // re-admitted (running ones adopted where they ran), their reservations held again.
   Status RecoverNodes(int64_t now_ms);
@@ -828,6 +832,16 @@ struct Service::Impl {
   void HandleEvents(const std::vector<EngineEvent>& events, Pass& p);
   void NoticeEvictions(Pass& p);
   void EndReservations(Pass& p);
+  void AdmitParked(Pass& p);
+  void DefragIfDue(Pass& p);
+  void ReconcileTouched(Pass& p);
+  void RetireEnded(Pass& p);
+  void CompactIfDue(Pass& p);
+  void SampleIfDue(int64_t now_ms);
+  // Hands `out` to the agents' order queues (each order numbered in its agent's sequence), what
+  // frees GPUs first: stops, eviction notices, Standby, resumes, and last the starts and moves
+  // (which may use GPUs just freed). Takes `mu`.
+  void SendOrders(std::vector<std::pair<std::string, Order>>& out);
 
   void Admit(JobRec& j, int64_t now_s) {
     // Behind the jobs already waiting (the simulator's arrival semantics): the pass's cycle tries
@@ -2167,6 +2181,106 @@ void Service::Impl::EndReservations(Pass& p) {
   }
 }
 
+void Service::Impl::AdmitParked(Pass& p) {
+  if (!p.nodes_added) return;
+  for (auto& [id, j] : jobs) {
+    if (j.parked && !Ended(j.view.phase)) {
+      Admit(j, p.now_s);
+      p.touched.insert(id);
+    }
+  }
+}
+
+void Service::Impl::DefragIfDue(Pass& p) {
+  if (defrag_interval_s <= 0 || p.now_ms - defragged_ms < defrag_interval_s * 1000) return;
+  defragged_ms = p.now_ms;
+  (void)engine->Defrag(DefragOptions{}, p.now_s);  // the default options are valid
+}
+
+void Service::Impl::ReconcileTouched(Pass& p) {
+  // Placements that changed without an event (moves, Standby), and the moves under way.
+  for (uint32_t id : engine->TakeTouched()) p.touched.insert(id);
+  moving.clear();
+  for (const Engine::StartingMove& m : engine->StartingMoves()) moving.emplace(m.task.value(), m);
+  EndReservations(p);
+  for (uint64_t id : p.touched) {
+    Reconcile(id, p.batch, p.out);
+    p.batch.Put(JobKey(id), JobJson(jobs.at(id)));
+  }
+}
+
+void Service::Impl::RetireEnded(Pass& p) {
+  // Ended jobs are retired once their retention is over: forgotten here and in the store (the
+  // engine keeps a small record of each until the next restart).
+  while (!ended.empty() && ended.front().first + opt.retain_ended_ms <= p.now_ms) {
+    const uint64_t id = ended.front().second;
+    if (p.touched.count(id)) break;  // seen in this pass: retired in the next
+    ended.pop_front();
+    const auto it = jobs.find(id);
+    if (it == jobs.end() || !Ended(it->second.view.phase)) continue;
+    for (size_t i = 0; i < it->second.tasks.size(); ++i) {
+      if (it->second.tasks[i].state != TaskState::kNone) p.batch.Delete(TaskKey(id, i));
+    }
+    p.batch.Delete(JobKey(id));
+    jobs.erase(it);
+    if (logs) logs->RemoveJob(id);
+    ++jobs_retired_total;
+  }
+}
+
+void Service::Impl::CompactIfDue(Pass& p) {
+  // The engine forgets ended jobs only by being rebuilt without them.
+  if (opt.compact_min_jobs < 0 || p.now_ms - compact_checked_ms < opt.compact_check_ms) return;
+  compact_checked_ms = p.now_ms;
+  int64_t live = 0;
+  for (const auto& [id, j] : jobs) live += j.in_engine;
+  const int64_t known = static_cast<int64_t>(engine->jobs_known());
+  if (known > opt.compact_min_jobs && known > 2 * live) CompactEngine(p.now_s, p.batch);
+}
+
+void Service::Impl::SampleIfDue(int64_t now_ms) {
+  if (now_ms - sampled_ms < opt.sample_period_ms) return;
+  sampled_ms = now_ms;
+  Sample smp;
+  smp.t_ms = now_ms;
+  const ClusterState& st = engine->state();
+  for (const Node& n : st.nodes()) {
+    if (n.state == NodeState::kReady) smp.gpus += n.spec.gpu_count;
+  }
+  smp.gpus_allocated = static_cast<double>(st.allocated_gpu_milli()) / kMilliPerGpu;
+  for (const auto& [id, j] : jobs) {
+    smp.pending += j.view.phase == JobPhase::kPending;
+    smp.running += j.view.phase == JobPhase::kRunning;
+  }
+  samples.push_back(smp);
+  while (samples.size() > opt.samples_kept) samples.pop_front();
+}
+
+void Service::Impl::SendOrders(std::vector<std::pair<std::string, Order>>& out) {
+  if (out.empty()) return;
+  const auto rank = [](Order::Op op) {
+    switch (op) {
+      case Order::Op::kStop: return 0;
+      case Order::Op::kEvict: return 1;
+      case Order::Op::kStandby: return 2;
+      case Order::Op::kResume: return 3;
+      case Order::Op::kStart:
+      case Order::Op::kMigrate: return 4;
+    }
+    return 4;
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return rank(a.second.op) < rank(b.second.op); });
+  {
+    std::lock_guard lk(mu);
+    for (auto& [agent, o] : out) {
+      AgentRec& a = agents[agent];
+      o.seq = a.next_seq++;
+      a.orders.push_back(std::move(o));
+    }
+  }
+  orders_cv.notify_all();
+}
+
 void Service::RunOnce() {
   Impl& s = *impl_;
   std::lock_guard run(s.run_mu);
@@ -2176,79 +2290,22 @@ void Service::RunOnce() {
   {
     std::lock_guard lk(s.mu);
     const int64_t now_ms = s.clock->NowMs();
-    const int64_t now_s = now_ms / 1000;
     s.pass_now_ms = now_ms;
-    Impl::Pass pass{now_ms, now_s, batch, out, waiters, {}, false};
-    std::set<uint64_t>& touched = pass.touched;
+    Impl::Pass pass{now_ms, now_ms / 1000, batch, out, waiters, {}, false};
     std::deque<Impl::Input> inputs = std::exchange(s.inputs, {});
     for (Impl::Input& in : inputs) s.ApplyInput(in, pass);
-    if (pass.nodes_added) {
-      for (auto& [id, j] : s.jobs) {
-        if (j.parked && !Ended(j.view.phase)) {
-          s.Admit(j, now_s);
-          touched.insert(id);
-        }
-      }
-    }
+    s.AdmitParked(pass);
     s.FailSilentNodes(pass);
     s.HandOverWindows(pass);
-    if (s.defrag_interval_s > 0 && now_ms - s.defragged_ms >= s.defrag_interval_s * 1000) {
-      s.defragged_ms = now_ms;
-      (void)s.engine->Defrag(DefragOptions{}, now_s);  // the default options are valid
-    }
+    s.DefragIfDue(pass);
     // The inputs' events (node failures, cancels, ...) first, then the cycle's.
     s.HandleEvents(s.engine->TakeEvents(), pass);
-    s.HandleEvents(s.engine->RunCycle(now_s), pass);
+    s.HandleEvents(s.engine->RunCycle(pass.now_s), pass);
     s.NoticeEvictions(pass);
-    // Placements that changed without an event (moves, Standby), and the moves under way.
-    for (uint32_t id : s.engine->TakeTouched()) touched.insert(id);
-    s.moving.clear();
-    for (const Engine::StartingMove& m : s.engine->StartingMoves()) s.moving.emplace(m.task.value(), m);
-    s.EndReservations(pass);
-    for (uint64_t id : touched) {
-      s.Reconcile(id, batch, out);
-      batch.Put(JobKey(id), Impl::JobJson(s.jobs.at(id)));
-    }
-    // Ended jobs are retired once their retention is over: forgotten here and in the store (the
-    // engine keeps a small record of each until the next restart).
-    while (!s.ended.empty() && s.ended.front().first + s.opt.retain_ended_ms <= now_ms) {
-      const uint64_t id = s.ended.front().second;
-      if (touched.count(id)) break;  // seen in this pass: retired in the next
-      s.ended.pop_front();
-      const auto it = s.jobs.find(id);
-      if (it == s.jobs.end() || !Ended(it->second.view.phase)) continue;
-      for (size_t i = 0; i < it->second.tasks.size(); ++i) {
-        if (it->second.tasks[i].state != Impl::TaskState::kNone) batch.Delete(TaskKey(id, i));
-      }
-      batch.Delete(JobKey(id));
-      s.jobs.erase(it);
-      if (s.logs) s.logs->RemoveJob(id);
-      ++s.jobs_retired_total;
-    }
-    // The engine forgets ended jobs only by being rebuilt without them.
-    if (s.opt.compact_min_jobs >= 0 && now_ms - s.compact_checked_ms >= s.opt.compact_check_ms) {
-      s.compact_checked_ms = now_ms;
-      int64_t live = 0;
-      for (const auto& [id, j] : s.jobs) live += j.in_engine;
-      const int64_t known = static_cast<int64_t>(s.engine->jobs_known());
-      if (known > s.opt.compact_min_jobs && known > 2 * live) s.CompactEngine(now_s, batch);
-    }
-    if (now_ms - s.sampled_ms >= s.opt.sample_period_ms) {
-      s.sampled_ms = now_ms;
-      Sample smp;
-      smp.t_ms = now_ms;
-      const ClusterState& st = s.engine->state();
-      for (const Node& n : st.nodes()) {
-        if (n.state == NodeState::kReady) smp.gpus += n.spec.gpu_count;
-      }
-      smp.gpus_allocated = static_cast<double>(st.allocated_gpu_milli()) / kMilliPerGpu;
-      for (const auto& [id, j] : s.jobs) {
-        smp.pending += j.view.phase == JobPhase::kPending;
-        smp.running += j.view.phase == JobPhase::kRunning;
-      }
-      s.samples.push_back(smp);
-      while (s.samples.size() > s.opt.samples_kept) s.samples.pop_front();
-    }
+    s.ReconcileTouched(pass);
+    s.RetireEnded(pass);
+    s.CompactIfDue(pass);
+    s.SampleIfDue(now_ms);
     // The pass's history goes with what it stores; a pass that stores nothing changed nothing, and
     // its cycle waits here for the next one (a bounded number of them).
     if (!batch.empty() || s.history.size() + s.recorded.size() > 4096) s.StoreHistory(batch);
@@ -2269,30 +2326,7 @@ void Service::RunOnce() {
   for (auto& [w, ws] : waiters) {
     if (w) w->done.set_value(ws);
   }
-  if (out.empty()) return;
-  // Within a pass, what frees GPUs goes first: stops, then eviction notices, Standby, resumes,
-  // and last the starts (which may use GPUs just freed).
-  const auto rank = [](Order::Op op) {
-    switch (op) {
-      case Order::Op::kStop: return 0;
-      case Order::Op::kEvict: return 1;
-      case Order::Op::kStandby: return 2;
-      case Order::Op::kResume: return 3;
-      case Order::Op::kStart:
-      case Order::Op::kMigrate: return 4;
-    }
-    return 4;
-  };
-  std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return rank(a.second.op) < rank(b.second.op); });
-  {
-    std::lock_guard lk(s.mu);
-    for (auto& [agent, o] : out) {
-      Impl::AgentRec& a = s.agents[agent];
-      o.seq = a.next_seq++;
-      a.orders.push_back(std::move(o));
-    }
-  }
-  s.orders_cv.notify_all();
+  s.SendOrders(out);
 }
 
 void Service::Start() {
