@@ -934,6 +934,16 @@ CLI::App* AddReplayCommand(CLI::App& app, ReplayFlags& rf) {
 
 }  // namespace
 
+// Every option and argument of `app` and its subcommands that takes a value refuses an empty one
+// (`--seeds ''`, `--out ''`): bad input naming the flag, never read as "not given".
+void RefuseEmptyValues(CLI::App& app) {
+  static const CLI::Validator kNotEmpty(
+      [](std::string& v) { return v.empty() ? std::string("an empty value (give one, or leave the flag out)") : std::string(); },
+      "NOT EMPTY", "not empty");
+  for (CLI::Option* o : app.get_options([](CLI::Option* o) { return o->get_type_size_max() > 0; })) o->check(kNotEmpty);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) RefuseEmptyValues(*sub);
+}
+
 int RunCli(int argc, char** argv) {
   CLI::App app{"estuary: a GPU-cluster scheduler and trace-driven simulator", "estuary"};
   app.require_subcommand(1);
@@ -1039,6 +1049,7 @@ int RunCli(int argc, char** argv) {
                  argv[1]);
     return 2;
   }
+  RefuseEmptyValues(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -787,6 +787,87 @@ void ApplyPlacementAndReclaim(const SchedulerConfig& c, EngineConfig& e) {
   e.exit_p95_s = c.exit_p95_s;
 }
 
+namespace {
+
+// `generator:` ({arrivals_per_hour, classes}) into s.stream; the jobs' models and homes are
+// checked against s.federation.
+Status ParseGenerator(const Ctx& c, const YAML::Node& g, Scenario& s) {
+  ESTUARY_RETURN_IF_ERROR(Known(c, g, {"arrivals_per_hour", "classes"}));
+  ESTUARY_ASSIGN_OR_RETURN(s.stream.arrivals_per_hour, Real(c, g, "arrivals_per_hour", 0, 0, 1e7));
+  const YAML::Node classes = g["classes"];
+  if (!classes || !classes.IsSequence() || classes.size() == 0) return c.Err(g, "classes", "expected a non-empty list");
+  for (const YAML::Node& m : classes) {
+    GeneratedClass gc;
+    ESTUARY_ASSIGN_OR_RETURN(gc.share, Real(c, m, "share", 1, 1e-12, 1e12));
+    ESTUARY_ASSIGN_OR_RETURN(gc.job, ParseJob(c, m, true, s.federation));
+    ESTUARY_ASSIGN_OR_RETURN(gc.diurnal, Bool(c, m, "diurnal", false));
+    if (const YAML::Node b = m["bursts"]) {
+      if (!b.IsMap()) return c.Err(b, "bursts", "expected a mapping {every_s, for_s, offset_s}");
+      ESTUARY_RETURN_IF_ERROR(Known(c, b, {"every_s", "for_s", "offset_s"}));
+      ESTUARY_ASSIGN_OR_RETURN(gc.burst_every_s, Int(c, b, "every_s", 0, 1, kMaxTime));
+      if (!b["every_s"]) return c.Err(b, "every_s", "missing");
+      ESTUARY_ASSIGN_OR_RETURN(gc.burst_for_s, Int(c, b, "for_s", 0, 1, kMaxTime));
+      if (!b["for_s"]) return c.Err(b, "for_s", "missing");
+      if (gc.burst_for_s > gc.burst_every_s) {
+        return c.Err(b["for_s"], "for_s",
+                     std::to_string(gc.burst_for_s) + " is above 'every_s' " + std::to_string(gc.burst_every_s) +
+                         " (a burst lasts at most its period)");
+      }
+      ESTUARY_ASSIGN_OR_RETURN(gc.burst_offset_s, Int(c, b, "offset_s", 0, 0, kMaxTime));
+    }
+    if (gc.job.name.empty()) gc.job.name = "gen" + std::to_string(s.stream.classes.size());
+    s.stream.classes.push_back(gc);
+  }
+  return Status::Ok();
+}
+
+// `utilisation:` ({class: percent}) into `p`.
+Status ParseUtilisation(const Ctx& c, const YAML::Node& u, UtilisationProfile& p) {
+  if (!u.IsMap()) return c.Err(u, "utilisation", "expected a mapping {class: percent}");
+  ESTUARY_RETURN_IF_ERROR(Known(c, u, {"hp-inference", "hp-training", "dev", "lp", "spot", "other"}));
+  for (auto [key, out] : {std::pair{"hp-inference", &p.hp_inference}, std::pair{"hp-training", &p.hp_training},
+                          std::pair{"dev", &p.dev}, std::pair{"lp", &p.lp}, std::pair{"spot", &p.spot},
+                          std::pair{"other", &p.other}}) {
+    ESTUARY_ASSIGN_OR_RETURN(*out, Int(c, u, key, *out, 0, 100));
+  }
+  return Status::Ok();
+}
+
+// `network:` ({plane, level, cross_domain_slowdown_pct, comm_share_pct}) into `n` (enabled).
+Status ParseNetwork(const Ctx& c, const YAML::Node& m, NetworkModel& n) {
+  if (!m.IsMap()) return c.Err(m, "network", "expected a mapping {plane, level, cross_domain_slowdown_pct, comm_share_pct}");
+  ESTUARY_RETURN_IF_ERROR(Known(c, m, {"plane", "level", "cross_domain_slowdown_pct", "comm_share_pct"}));
+  n.enabled = true;
+  n.line = m.Mark().line + 1;
+  std::string v;
+  ESTUARY_ASSIGN_OR_RETURN(v, Str(c, m, "plane", false));
+  if (!v.empty()) n.plane = v;
+  ESTUARY_ASSIGN_OR_RETURN(v, Str(c, m, "level", false));
+  if (!v.empty()) n.level = v;
+  ESTUARY_ASSIGN_OR_RETURN(n.cross_domain_slowdown_pct,
+                           Int(c, m, "cross_domain_slowdown_pct", n.cross_domain_slowdown_pct, 0, 1000));
+  ESTUARY_ASSIGN_OR_RETURN(n.comm_share_pct, Int(c, m, "comm_share_pct", n.comm_share_pct, 0, 100));
+  return Status::Ok();
+}
+
+// `failures:` ({node_mtbf_h, repair_s, seed}).
+StatusOr<FailureModel> ParseFailures(const Ctx& c, const YAML::Node& f) {
+  if (!f.IsMap()) return c.Err(f, "failures", "expected {node_mtbf_h: HOURS, repair_s: SECONDS, seed: N}");
+  ESTUARY_RETURN_IF_ERROR(Known(c, f, {"node_mtbf_h", "repair_s", "seed"}));
+  FailureModel fm;
+  ESTUARY_ASSIGN_OR_RETURN(fm.node_mtbf_h, PositiveReal(c, f, "node_mtbf_h", "hours"));
+  if (!f["repair_s"]) return c.Err(f, "repair_s", "missing");
+  ESTUARY_ASSIGN_OR_RETURN(fm.repair_s, Int(c, f, "repair_s", 0, 1, kMaxTime));
+  if (f["seed"]) {
+    int64_t seed = 0;
+    ESTUARY_ASSIGN_OR_RETURN(seed, Int(c, f, "seed", 0, 0, kMaxTime));
+    fm.seed = static_cast<uint64_t>(seed);
+  }
+  return fm;
+}
+
+}  // namespace
+
 StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& path) {
   Ctx c{path};
   YAML::Node loaded;
@@ -846,82 +927,18 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       s.jobs.push_back(j);
     }
   }
-  if (const YAML::Node g = root["generator"]) {
-    ESTUARY_RETURN_IF_ERROR(Known(c, g, {"arrivals_per_hour", "classes"}));
-    ESTUARY_ASSIGN_OR_RETURN(s.stream.arrivals_per_hour, Real(c, g, "arrivals_per_hour", 0, 0, 1e7));
-    const YAML::Node classes = g["classes"];
-    if (!classes || !classes.IsSequence() || classes.size() == 0) return c.Err(g, "classes", "expected a non-empty list");
-    for (const YAML::Node& m : classes) {
-      GeneratedClass gc;
-      ESTUARY_ASSIGN_OR_RETURN(gc.share, Real(c, m, "share", 1, 1e-12, 1e12));
-      ESTUARY_ASSIGN_OR_RETURN(gc.job, ParseJob(c, m, true, s.federation));
-      ESTUARY_ASSIGN_OR_RETURN(gc.diurnal, Bool(c, m, "diurnal", false));
-      if (const YAML::Node b = m["bursts"]) {
-        if (!b.IsMap()) return c.Err(b, "bursts", "expected a mapping {every_s, for_s, offset_s}");
-        ESTUARY_RETURN_IF_ERROR(Known(c, b, {"every_s", "for_s", "offset_s"}));
-        ESTUARY_ASSIGN_OR_RETURN(gc.burst_every_s, Int(c, b, "every_s", 0, 1, kMaxTime));
-        if (!b["every_s"]) return c.Err(b, "every_s", "missing");
-        ESTUARY_ASSIGN_OR_RETURN(gc.burst_for_s, Int(c, b, "for_s", 0, 1, kMaxTime));
-        if (!b["for_s"]) return c.Err(b, "for_s", "missing");
-        if (gc.burst_for_s > gc.burst_every_s) {
-          return c.Err(b["for_s"], "for_s",
-                       std::to_string(gc.burst_for_s) + " is above 'every_s' " + std::to_string(gc.burst_every_s) +
-                           " (a burst lasts at most its period)");
-        }
-        ESTUARY_ASSIGN_OR_RETURN(gc.burst_offset_s, Int(c, b, "offset_s", 0, 0, kMaxTime));
-      }
-      if (gc.job.name.empty()) gc.job.name = "gen" + std::to_string(s.stream.classes.size());
-      s.stream.classes.push_back(gc);
-    }
-  }
+  if (const YAML::Node g = root["generator"]) ESTUARY_RETURN_IF_ERROR(ParseGenerator(c, g, s));
   if (const YAML::Node t = root["tidal"]) ESTUARY_RETURN_IF_ERROR(ParseTidal(c, t, path, s.federation.enabled, s.tidal));
   for (const GeneratedClass& gc : s.stream.classes) {
     if (gc.diurnal && !s.tidal.enabled) return c.Err(root, "tidal", "a generator class is diurnal but there is no tidal curve");
   }
-  if (const YAML::Node u = root["utilisation"]) {
-    if (!u.IsMap()) return c.Err(u, "utilisation", "expected a mapping {class: percent}");
-    ESTUARY_RETURN_IF_ERROR(Known(c, u, {"hp-inference", "hp-training", "dev", "lp", "spot", "other"}));
-    UtilisationProfile& p = s.utilisation;
-    for (auto [key, out] : {std::pair{"hp-inference", &p.hp_inference}, std::pair{"hp-training", &p.hp_training},
-                            std::pair{"dev", &p.dev}, std::pair{"lp", &p.lp}, std::pair{"spot", &p.spot},
-                            std::pair{"other", &p.other}}) {
-      ESTUARY_ASSIGN_OR_RETURN(*out, Int(c, u, key, *out, 0, 100));
-    }
-  }
+  if (const YAML::Node u = root["utilisation"]) ESTUARY_RETURN_IF_ERROR(ParseUtilisation(c, u, s.utilisation));
   if (s.jobs.empty() && s.stream.arrivals_per_hour == 0 && s.tidal.services == 0) {
     return c.Err(root, "jobs", "no jobs, no generator and no services");
   }
   ESTUARY_RETURN_IF_ERROR(ParseEvents(c, root, s));
-  if (const YAML::Node m = root["network"]) {
-    if (!m.IsMap()) return c.Err(m, "network", "expected a mapping {plane, level, cross_domain_slowdown_pct, comm_share_pct}");
-    ESTUARY_RETURN_IF_ERROR(Known(c, m, {"plane", "level", "cross_domain_slowdown_pct", "comm_share_pct"}));
-    NetworkModel& n = s.network;
-    n.enabled = true;
-    n.line = m.Mark().line + 1;
-    std::string v;
-    ESTUARY_ASSIGN_OR_RETURN(v, Str(c, m, "plane", false));
-    if (!v.empty()) n.plane = v;
-    ESTUARY_ASSIGN_OR_RETURN(v, Str(c, m, "level", false));
-    if (!v.empty()) n.level = v;
-    ESTUARY_ASSIGN_OR_RETURN(n.cross_domain_slowdown_pct,
-                             Int(c, m, "cross_domain_slowdown_pct", n.cross_domain_slowdown_pct, 0, 1000));
-    ESTUARY_ASSIGN_OR_RETURN(n.comm_share_pct, Int(c, m, "comm_share_pct", n.comm_share_pct, 0, 100));
-  }
-  // Failure-rate model.
-  if (const YAML::Node f = root["failures"]) {
-    if (!f.IsMap()) return c.Err(f, "failures", "expected {node_mtbf_h: HOURS, repair_s: SECONDS, seed: N}");
-    ESTUARY_RETURN_IF_ERROR(Known(c, f, {"node_mtbf_h", "repair_s", "seed"}));
-    FailureModel fm;
-    ESTUARY_ASSIGN_OR_RETURN(fm.node_mtbf_h, PositiveReal(c, f, "node_mtbf_h", "hours"));
-    if (!f["repair_s"]) return c.Err(f, "repair_s", "missing");
-    ESTUARY_ASSIGN_OR_RETURN(fm.repair_s, Int(c, f, "repair_s", 0, 1, kMaxTime));
-    if (f["seed"]) {
-      int64_t seed = 0;
-      ESTUARY_ASSIGN_OR_RETURN(seed, Int(c, f, "seed", 0, 0, kMaxTime));
-      fm.seed = static_cast<uint64_t>(seed);
-    }
-    s.failures = fm;
-  }
+  if (const YAML::Node m = root["network"]) ESTUARY_RETURN_IF_ERROR(ParseNetwork(c, m, s.network));
+  if (const YAML::Node f = root["failures"]) ESTUARY_ASSIGN_OR_RETURN(s.failures, ParseFailures(c, f));
   // The organisation's queues (before the configurations, which inherit them).
   if (const YAML::Node q = root["queues"]) {
     if (s.federation.enabled) return c.Err(q, "queues", "not supported in a federation scenario");

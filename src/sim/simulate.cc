@@ -410,6 +410,15 @@ class ScenarioRun {
   void Sample();
   // The means over the samples (metrics.md), into `m`.
   void SampleMeans(std::map<std::string, double>& m) const;
+  // Finish's parts, each adding its metrics to `m` (simulate.h lists them): the defragmentation
+  // counters; one record per submitted job and the delays by job size, priority and kind; the
+  // counts of failures, evictions and jobs; the work model's GPU-hours (runs still going at the
+  // end are closed first); the tidal figures (absorb, Standby, idle hours, LP completion).
+  void DefragMetrics(std::map<std::string, double>& m) const;
+  void JobRecordsAndDelays(std::map<std::string, double>& m);
+  void CountMetrics(std::map<std::string, double>& m) const;
+  void WorkMetrics(std::map<std::string, double>& m);
+  void TidalMetrics(std::map<std::string, double>& m) const;
 
   const Scenario& sc_;
   const SchedulerConfig& config_;
@@ -1188,33 +1197,26 @@ void ScenarioRun::SampleMeans(std::map<std::string, double>& m) const {
   if (config_.reserve.enabled) m["held_idle_gpus_mean"] = held_idle_ / static_cast<double>(samples_);
 }
 
-SimulateResult ScenarioRun::Finish() {
-  auto& m = res_.metrics;
-  // Defragmentation (every configuration; zero without `defrag`).
-  {
-    const MigrationCounters k = engine_->migration_counters();
-    const DefragCounters& d = engine_->defrag_counters();
-    m["migrations_planned_count"] = static_cast<double>(k.planned);
-    m["migrations_started_count"] = static_cast<double>(k.started);
-    m["migrations_completed_count"] = static_cast<double>(k.completed);
-    m["migrations_aborted_count"] = static_cast<double>(k.aborted);
-    m["migrations_cancelled_count"] = static_cast<double>(k.cancelled);
-    m["defrag_vacated_nodes_count"] = static_cast<double>(k.groups_completed);
-    m["double_occupancy_gpu_hours"] = static_cast<double>(k.double_occupancy_gpu_milli_s) / kMilliPerGpu / 3600.0;
-    m["defrag_plans_count"] = static_cast<double>(d.plans);
-    m["defrag_triggered_count"] = static_cast<double>(d.triggered);
-    m["defrag_assembled_count"] = static_cast<double>(d.assembled);
-    m["defrag_plan_seconds_max"] = static_cast<double>(d.plan_ns_max) / 1e9;
-    m["defrag_plan_seconds_mean"] = d.plans > 0 ? static_cast<double>(d.plan_ns_sum) / 1e9 / static_cast<double>(d.plans) : 0.0;
-    m["defrag_planned_vacated_nodes_count"] = static_cast<double>(d.vacated_planned);
-  }
-  m["free_nodes"] = static_cast<double>(FreeNodes(state()));
-  m["allocated_unusable_gpus"] = static_cast<double>(UnusableGpus(state(), jobs_));
-  if (after_failure_) {
-    m["free_nodes_after_failure"] = static_cast<double>(after_failure_->first);
-    m["allocated_unusable_gpus_after_failure"] = static_cast<double>(after_failure_->second);
-  }
-  m["gpu_alloc_pct_mean"] = alloc_area_ / static_cast<double>(sc_.duration_s);
+void ScenarioRun::DefragMetrics(std::map<std::string, double>& m) const {
+  // Every configuration; zero without `defrag`.
+  const MigrationCounters k = engine_->migration_counters();
+  const DefragCounters& d = engine_->defrag_counters();
+  m["migrations_planned_count"] = static_cast<double>(k.planned);
+  m["migrations_started_count"] = static_cast<double>(k.started);
+  m["migrations_completed_count"] = static_cast<double>(k.completed);
+  m["migrations_aborted_count"] = static_cast<double>(k.aborted);
+  m["migrations_cancelled_count"] = static_cast<double>(k.cancelled);
+  m["defrag_vacated_nodes_count"] = static_cast<double>(k.groups_completed);
+  m["double_occupancy_gpu_hours"] = static_cast<double>(k.double_occupancy_gpu_milli_s) / kMilliPerGpu / 3600.0;
+  m["defrag_plans_count"] = static_cast<double>(d.plans);
+  m["defrag_triggered_count"] = static_cast<double>(d.triggered);
+  m["defrag_assembled_count"] = static_cast<double>(d.assembled);
+  m["defrag_plan_seconds_max"] = static_cast<double>(d.plan_ns_max) / 1e9;
+  m["defrag_plan_seconds_mean"] = d.plans > 0 ? static_cast<double>(d.plan_ns_sum) / 1e9 / static_cast<double>(d.plans) : 0.0;
+  m["defrag_planned_vacated_nodes_count"] = static_cast<double>(d.vacated_planned);
+}
+
+void ScenarioRun::JobRecordsAndDelays(std::map<std::string, double>& m) {
   int64_t started = 0, infeasible = 0;
   std::vector<double> hp_delays, delays_8gpu;
   std::vector<double> delays, large_delays, multinode_domains, multinode_entropy;
@@ -1258,19 +1260,43 @@ SimulateResult ScenarioRun::Finish() {
     if (j.large) large_delays.push_back(d);
     if (j.tmpl.priority >= kHpPriority) hp_delays.push_back(d);
     if (j.tmpl.per_replica.gpu_count == 8) delays_8gpu.push_back(d);
-    const int64_t gpus = int64_t{j.tmpl.replicas} * j.tmpl.per_replica.gpu_count;
     for (SizeBucket& b : buckets) {
-      if (gpus >= b.lo && gpus < b.hi) b.delays.push_back(d);
+      if (rec.gpus >= b.lo && rec.gpus < b.hi) b.delays.push_back(d);
     }
   }
+  auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
   for (const SizeBucket& b : buckets) {
     if (b.delays.empty()) continue;
     m[std::string("sched_delay_p90_gpus_") + b.name + "_s"] = Percentile(b.delays, 90);
-    double sum = 0;
-    for (double d : b.delays) sum += d;
-    m[std::string("sched_delay_mean_gpus_") + b.name + "_s"] = sum / static_cast<double>(b.delays.size());
+    m[std::string("sched_delay_mean_gpus_") + b.name + "_s"] = mean(b.delays);
   }
   m["jobs_started_count"] = static_cast<double>(started);
+  m["jobs_infeasible_count"] = static_cast<double>(infeasible);
+  m["sched_delay_p90_s"] = Percentile(delays, 90);
+  if (!large_delays.empty()) m["sched_delay_p90_large_s"] = Percentile(large_delays, 90);
+  if (!delays_8gpu.empty()) m["sched_delay_p90_8gpu_s"] = Percentile(delays_8gpu, 90);
+  if (!hp_delays.empty()) {
+    m["hp_sched_delay_p50_s"] = Percentile(hp_delays, 50);
+    m["hp_sched_delay_p90_s"] = Percentile(hp_delays, 90);
+    m["hp_sched_delay_p99_s"] = Percentile(hp_delays, 99);
+  }
+  if (!multinode_domains.empty()) m["domains_per_multinode_job_mean"] = mean(multinode_domains);
+  if (!multinode_entropy.empty()) m["entropy_per_multinode_job_mean"] = mean(multinode_entropy);
+  if (!asws_per_large_.empty()) m["asws_per_large_job_mean"] = mean(asws_per_large_);
+}
+
+void ScenarioRun::CountMetrics(std::map<std::string, double>& m) const {
+  m["free_nodes"] = static_cast<double>(FreeNodes(state()));
+  m["allocated_unusable_gpus"] = static_cast<double>(UnusableGpus(state(), jobs_));
+  if (after_failure_) {
+    m["free_nodes_after_failure"] = static_cast<double>(after_failure_->first);
+    m["allocated_unusable_gpus_after_failure"] = static_cast<double>(after_failure_->second);
+  }
+  m["gpu_alloc_pct_mean"] = alloc_area_ / static_cast<double>(sc_.duration_s);
   m["node_failures_count"] = static_cast<double>(node_failures_);
   m["jobs_requeued_by_failure_count"] = static_cast<double>(requeued_by_failure_);
   // Only for workloads with walltimes, so that other runs' summaries stay as they were.
@@ -1279,10 +1305,14 @@ SimulateResult ScenarioRun::Finish() {
   }
   m["jobs_shrunk_by_failure_count"] = static_cast<double>(shrunk_by_failure_);
   m["jobs_pending_end_count"] = static_cast<double>(engine_->queued());
-  m["jobs_infeasible_count"] = static_cast<double>(infeasible);
   m["evictions_count"] = static_cast<double>(evictions_);
   m["hp_evictions_count"] = static_cast<double>(hp_evictions_);
   m["preemption_lost_gpu_hours"] = lost_gpu_hours_;
+  if (sc_.network.enabled) m["network_slowed_runs_count"] = static_cast<double>(slowed_runs_);
+  if (config_.reserve.enabled) m["reservations_made_count"] = static_cast<double>(engine_->reservations_made());
+}
+
+void ScenarioRun::WorkMetrics(std::map<std::string, double>& m) {
   // Goodput: the runs still going at the end keep what their last checkpoint kept.
   for (SimJob& j : jobs_) {
     if (j.started_at >= 0 && j.service < 0) CloseRun(j, sc_.duration_s, RunEnd::kUnfinished);
@@ -1295,6 +1325,9 @@ SimulateResult ScenarioRun::Finish() {
   m["failure_lost_gpu_hours"] = gpu_hours(failure_lost_ms_);
   m["unkept_gpu_hours"] = gpu_hours(unkept_ms_);
   m["unusable_gpu_hours"] = gpu_hours(unusable_ms_);
+}
+
+void ScenarioRun::TidalMetrics(std::map<std::string, double>& m) const {
   if (config_.absorb) m["absorbed_replicas_count"] = static_cast<double>(absorbed_replicas_);
   if (config_.standby) {
     m["standby_entries_count"] = static_cast<double>(standby_entries_);
@@ -1318,29 +1351,16 @@ SimulateResult ScenarioRun::Finish() {
   }
   if (lp_finished > 0) m["lp_jct_mean_s"] = lp_jct / static_cast<double>(lp_finished);
   m["lp_jobs_finished_count"] = static_cast<double>(lp_finished);
-  if (sc_.network.enabled) m["network_slowed_runs_count"] = static_cast<double>(slowed_runs_);
-  if (config_.reserve.enabled) m["reservations_made_count"] = static_cast<double>(engine_->reservations_made());
-  m["sched_delay_p90_s"] = Percentile(delays, 90);
-  if (!large_delays.empty()) m["sched_delay_p90_large_s"] = Percentile(large_delays, 90);
-  if (!delays_8gpu.empty()) m["sched_delay_p90_8gpu_s"] = Percentile(delays_8gpu, 90);
-  if (!hp_delays.empty()) {
-    m["hp_sched_delay_p50_s"] = Percentile(hp_delays, 50);
-    m["hp_sched_delay_p90_s"] = Percentile(hp_delays, 90);
-    m["hp_sched_delay_p99_s"] = Percentile(hp_delays, 99);
-  }
+}
+
+SimulateResult ScenarioRun::Finish() {
+  auto& m = res_.metrics;
+  DefragMetrics(m);
+  CountMetrics(m);
+  JobRecordsAndDelays(m);
+  WorkMetrics(m);
+  TidalMetrics(m);
   SampleMeans(m);
-  auto mean = [](const std::vector<double>& v) {
-    double s = 0;
-    for (double x : v) s += x;
-    return s / static_cast<double>(v.size());
-  };
-  if (!multinode_domains.empty()) m["domains_per_multinode_job_mean"] = mean(multinode_domains);
-  if (!multinode_entropy.empty()) m["entropy_per_multinode_job_mean"] = mean(multinode_entropy);
-  if (!asws_per_large_.empty()) {
-    double s = 0;
-    for (double x : asws_per_large_) s += x;
-    m["asws_per_large_job_mean"] = s / static_cast<double>(asws_per_large_.size());
-  }
   if (queue_metrics_) {
     queue_metrics_->Finish(sc_.duration_s, m);
     res_.queue_samples = queue_metrics_->TakeSamples();

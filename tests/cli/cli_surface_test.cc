@@ -215,6 +215,32 @@ TEST(SimulateSelection, BadSeedsAndUnknownOrRepeatedConfigurationsAreRejectedNam
                            {"--configurations", "'estuary' is named twice"}));
 }
 
+// An empty value is bad input naming the flag, for every command (before: `--seeds ''` ran the
+// scenario's own seeds and `--out ''` wrote nothing, silently) — and nothing runs.
+TEST(EmptyValues, AnEmptyValueForAnyFlagOrArgumentIsRejectedNamingItBeforeAnythingRuns) {
+  TempDir dir;
+  const std::string sc = (fs::path(ESTUARY_SOURCE_DIR) / "examples" / "topology-small.yaml").string();
+  const std::string out = (dir.path() / "out").string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"simulate", sc, "--seeds", "", "--out", out}, "--seeds"},
+      {{"simulate", sc, "--out", ""}, "--out"},
+      {{"simulate", sc, "--configurations", "", "--out", out}, "--configurations"},
+      {{"simulate", sc, "--table", "", "--out", out}, "--table"},
+      {{"simulate", "", "--out", out}, "scenario"},
+      {{"cluster", "generate", "--out", ""}, "--out"},
+      {{"serve", "--listen", "", "--data", out, "--tokens", out}, "--listen"},
+      {{"jobs", "--server", ""}, "--server"},
+  };
+  for (const auto& [args, flag] : cases) {
+    const RunResult r = RunEstuary(args);
+    EXPECT_TRUE(RejectedWith(r, {flag, "an empty value"})) << flag << ": " << r;
+    EXPECT_FALSE(fs::exists(out)) << flag << ": something ran";
+  }
+  // A value that is not empty still passes the check (the scenario runs and writes its summary).
+  EXPECT_EQ(RunEstuary({"simulate", sc, "--seeds", "1", "--configurations", "estuary", "--out", out}).exit_code, 0);
+  EXPECT_TRUE(fs::exists(fs::path(out) / "summary.json"));
+}
+
 // --- agent --token-file -----------------------------------------------------------------------
 
 TEST(AgentTokenFile, BadTokenFilesAreRejectedNamingTheFile) {
