@@ -939,8 +939,8 @@ CLI::App* AddReplayCommand(CLI::App& app, ReplayFlags& rf) {
 void RefuseEmptyValues(CLI::App& app) {
   static const CLI::Validator kNotEmpty(
       [](std::string& v) { return v.empty() ? std::string("an empty value (give one, or leave the flag out)") : std::string(); },
-      "NOT EMPTY", "not empty");
-  for (CLI::Option* o : app.get_options([](CLI::Option* o) { return o->get_type_size_max() > 0; })) o->check(kNotEmpty);
+      "", "not empty");  // no description: --help shows the flags as before
+  for (CLI::Option* o : app.get_options([](CLI::Option* o) { return o->get_items_expected_max() > 0; })) o->check(kNotEmpty);
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) RefuseEmptyValues(*sub);
 }
 

@@ -15,6 +15,7 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/testing/temp_dir.h"
 
@@ -43,7 +44,7 @@ inline std::ostream& operator<<(std::ostream& o, const RunResult& r) {
 }
 
 // Runs `estuary args...` and captures its exit code, stdout and stderr separately.
-inline RunResult RunEstuary(std::initializer_list<std::string> args) {
+inline RunResult RunEstuary(const std::vector<std::string>& args) {
   TempDir io;
   const std::string out = (io.path() / "stdout").string(), err = (io.path() / "stderr").string();
   // 512 MiB of address space, except under the sanitizers (ASan's shadow memory needs far more).
