@@ -97,8 +97,7 @@ Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, S
   if (!c.preempt) std::erase(e.actions, EngineAction::kReclaim);
   if (c.backfill.easy) EnableBackfill(c.backfill, &e);
   e.standby_grace_s = c.standby ? c.standby_grace_s : c.grace_s;
-  e.reserve = {c.reserve.enabled, c.reserve.replan_s, c.reserve.after_s, c.reserve.min_gpus, c.reserve.max_gpus,
-               c.reserve.max_jobs};
+  e.reserve = c.reserve.ToEngine();
   if (c.defrag.enabled) {
     const DefragConfig& d = c.defrag;
     e.defrag = {true, d.interval_s, d.trigger_after_s, d.trigger_min_gpus, d.trigger_cooldown_s, d.plan};

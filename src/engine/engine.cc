@@ -74,6 +74,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(ClusterState cluster, EngineCon
   m->node_evictions_.assign(m->state_.num_nodes(), 0);
   if (m->options_.reserve.enabled) {
     if (m->options_.reserve.replan_s <= 0) return InvalidArgument("reserve: replan_s must be > 0");
+    if (m->options_.reserve.drain_after_s < 0) return InvalidArgument("reserve: drain_after_s must be >= 0");
     m->next_replan_ = m->options_.reserve.replan_s;
   }
   if (m->options_.defrag.enabled) {
@@ -2272,12 +2273,14 @@ void Engine::RenewHolds(int64_t now_s) {
     const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
     return i.gpus >= r.min_gpus && i.gpus <= r.max_gpus;
   };
+  std::vector<char> empty_only;  // per waiting job: not yet waited drain_after_s
   for (size_t li : queue_.InOrder(sized)) {
     const Local& l = locals_[li];
     if (l.reclaiming || now_s - l.submitted < r.after_s) continue;
     waiting.push_back(l.id);
+    empty_only.push_back(r.drain_after_s > 0 && now_s - l.submitted < r.drain_after_s ? 1 : 0);
   }
-  const int made = ReserveAction::Renew(state_, waiting, static_cast<int>(r.max_jobs), options_.allocate);
+  const int made = ReserveAction::Renew(state_, waiting, static_cast<int>(r.max_jobs), options_.allocate, empty_only);
   for (JobId w : waiting) {
     const size_t li = local_of_job_[w.value()];
     if (state_.job(w).reservation.valid() && std::find(holders_.begin(), holders_.end(), li) == holders_.end()) {

@@ -115,6 +115,10 @@ struct EngineReserve {
   int64_t min_gpus = 128;   // of at least min_gpus
   int64_t max_gpus = int64_t{1} << 40;  // and at most max_gpus GPUs at max replicas,
   int64_t max_jobs = 1;     // the first max_jobs of them in queue order (none already reclaiming)
+  // 0: a hold takes the nodes with the least work from the first (they drain). > 0: until the job
+  // has waited drain_after_s since its submission its hold takes only empty nodes (as many as
+  // there are, up to its need: ReserveAction::Plan's empty_only), from then on as with 0.
+  int64_t drain_after_s = 0;
 };
 
 // EASY backfill (the `backfill` action; BackfillAction, docs/schema.md `backfill`). At the first

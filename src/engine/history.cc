@@ -470,7 +470,7 @@ Json ConfigJson(const EngineConfig& c) {
           {"standby_grace_s", c.standby_grace_s},
           {"reserve",
            {{"enabled", r.enabled}, {"replan_s", r.replan_s}, {"after_s", r.after_s}, {"min_gpus", r.min_gpus},
-            {"max_gpus", r.max_gpus}, {"max_jobs", r.max_jobs}}},
+            {"max_gpus", r.max_gpus}, {"max_jobs", r.max_jobs}, {"drain_after_s", r.drain_after_s}}},
           {"defrag",
            {{"enabled", d.enabled}, {"interval_s", d.interval_s}, {"trigger_after_s", d.trigger_after_s},
             {"trigger_min_gpus", d.trigger_min_gpus}, {"trigger_cooldown_s", d.trigger_cooldown_s},
@@ -541,6 +541,7 @@ EngineConfig ConfigFrom(const Fields& f) {
     o.min_gpus = r.Int("min_gpus", o.min_gpus);
     o.max_gpus = r.Int("max_gpus", o.max_gpus);
     o.max_jobs = r.Int("max_jobs", o.max_jobs);
+    o.drain_after_s = r.Int("drain_after_s", o.drain_after_s);
   }
   if (f.Has("defrag")) {
     const Fields d = f.At("defrag");

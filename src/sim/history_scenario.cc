@@ -179,7 +179,7 @@ std::string ConfigurationYaml(const EngineConfig& c) {
   if (c.reserve.enabled) {
     const EngineReserve& r = c.reserve;
     y << "    reserve: {after_s: " << r.after_s << ", max_jobs: " << r.max_jobs << ", min_gpus: " << r.min_gpus
-      << ", max_gpus: " << r.max_gpus << ", replan_s: " << r.replan_s << "}\n";
+      << ", max_gpus: " << r.max_gpus << ", replan_s: " << r.replan_s << ", drain_after_s: " << r.drain_after_s << "}\n";
   }
   if (c.backfill.easy) {
     y << "    backfill: {mode: " << (c.backfill.conservative ? "conservative" : "easy")

@@ -599,8 +599,10 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
     sc.lend_max_priority = static_cast<int32_t>(v);
   }
   if (const YAML::Node r = m["reserve"]) {
-    if (!r.IsMap()) return c.Err(r, "reserve", "expected a mapping {after_s, max_jobs, min_gpus, max_gpus, replan_s}");
-    ESTUARY_RETURN_IF_ERROR(Known(c, r, {"after_s", "max_jobs", "min_gpus", "max_gpus", "replan_s"}));
+    if (!r.IsMap()) {
+      return c.Err(r, "reserve", "expected a mapping {after_s, max_jobs, min_gpus, max_gpus, replan_s, drain_after_s}");
+    }
+    ESTUARY_RETURN_IF_ERROR(Known(c, r, {"after_s", "max_jobs", "min_gpus", "max_gpus", "replan_s", "drain_after_s"}));
     ReserveConfig& rc = sc.reserve;
     rc.enabled = true;
     ESTUARY_ASSIGN_OR_RETURN(rc.after_s, Int(c, r, "after_s", rc.after_s, 0, kMaxTime));
@@ -608,6 +610,7 @@ StatusOr<SchedulerConfig> ParseSchedulerConfig(const Ctx& c, const YAML::Node& m
     ESTUARY_ASSIGN_OR_RETURN(rc.min_gpus, Int(c, r, "min_gpus", rc.min_gpus, 0, int64_t{1} << 40));
     ESTUARY_ASSIGN_OR_RETURN(rc.max_gpus, Int(c, r, "max_gpus", rc.max_gpus, rc.min_gpus, int64_t{1} << 40));
     ESTUARY_ASSIGN_OR_RETURN(rc.replan_s, Int(c, r, "replan_s", rc.replan_s, 1, kMaxTime));
+    ESTUARY_ASSIGN_OR_RETURN(rc.drain_after_s, Int(c, r, "drain_after_s", rc.drain_after_s, 0, kMaxTime));
   }
   if (const YAML::Node d = m["defrag"]) {
     if (!d.IsMap()) return c.Err(d, "defrag", "expected a mapping {interval_s, max_moves, partition_nodes, ...}");

@@ -132,6 +132,9 @@ struct ReserveConfig {
   int64_t min_gpus = 128;
   int64_t max_gpus = int64_t{1} << 40;
   int64_t replan_s = 300;
+  int64_t drain_after_s = 0;  // EngineReserve::drain_after_s
+  // As the engine takes it: the one mapping of the simulator and the service.
+  EngineReserve ToEngine() const { return {enabled, replan_s, after_s, min_gpus, max_gpus, max_jobs, drain_after_s}; }
 };
 
 // A failure-rate model (key `failures`): every node fails independently as a Poisson process of

@@ -287,8 +287,7 @@ StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& s
   }
   e.queues = config.queues;
   e.sharing = config.sharing;
-  const ReserveConfig& r = config.reserve;
-  e.reserve = {r.enabled, r.replan_s, r.after_s, r.min_gpus, r.max_gpus, r.max_jobs};
+  e.reserve = config.reserve.ToEngine();
   const DefragConfig& dfc = config.defrag;
   if (dfc.enabled) {
     DefragOptions plan = dfc.plan;

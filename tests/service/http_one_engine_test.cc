@@ -197,7 +197,7 @@ TEST_P(HttpOneEngine, TheServicesDecisionsOverHttpAreTheSimulatorsReplayOfItsApp
             0);
   std::ofstream(dir_ + "/conf.yaml") << "{name: all-on, policy: best-fit, queue: priority, align: true, topology: true,\n"
                                         " preempt: {grace_s: 1}, absorb: true, standby: {grace_s: 1, lend_max_priority: 100},\n"
-                                        " reserve: {after_s: 3, min_gpus: 16, replan_s: 2}}\n";
+                                        " reserve: {after_s: 3, min_gpus: 16, replan_s: 2, drain_after_s: 5}}\n";
   StartServe({"--config", dir_ + "/conf.yaml"});
   agent_ = testing::Spawn(ESTUARY_BINARY,
                           {"agent", "--server", "http://127.0.0.1:" + std::to_string(port_), "--token", testing::kAgentToken,

@@ -123,6 +123,41 @@ TEST(Reserve, AHoldDrainsAnAswForTheWaitingGang) {
   EXPECT_GE(r->metrics.at("reservations_made_count"), 1);
 }
 
+// drain_after_s: on the two-ASW example, `a` (3 replicas of 5 GPUs, one per node, until 1000 s)
+// and `b` (3 of 6 GPUs, until 5000 s) leave one node of each ASW empty; `gang` needs a whole ASW
+// (4 nodes) from 10 s; a 3-GPU `filler` arrives at 500 s for 10,000 s and fits best on a's nodes
+// (3 GPUs free each; b's have 2).
+StatusOr<SimulateResult> RunDrainScenario(int64_t drain_after_s) {
+  return RunScenarioText("name: t\nduration_s: 20000\ncluster:\n  spec: " + kCluster +
+                         "\njobs:\n"
+                         "  - {name: a, duration_s: 1000, replicas: 3, gpus: 5, plane: data, required_level: asw}\n"
+                         "  - {name: b, duration_s: 5000, replicas: 3, gpus: 6, plane: data, required_level: asw}\n"
+                         "  - {name: gang, submit_s: 10, duration_s: 100, replicas: 4, gpus: 8, plane: data, "
+                         "required_level: asw}\n"
+                         "  - {name: filler, submit_s: 500, duration_s: 10000, gpus: 3}\n"
+                         "configurations:\n  - {name: a, reserve: {after_s: 100, max_jobs: 1, min_gpus: 32, "
+                         "replan_s: 100, drain_after_s: " + std::to_string(drain_after_s) + "}}\n");
+}
+
+TEST(Reserve, BeforeDrainAfterSAHoldTakesOnlyEmptyNodesAndFromThenOnDrainsBusyOnes) {
+  // drain_after_s 300: from the tick at 200 s the gang holds only a's empty fourth node (the ASWs
+  // tie on empty room: the first); from 400 s (waited 390 s) it drains a's whole ASW (15 GPUs in
+  // use against b's 18), so the filler avoids it and takes b's empty node at 500 s, and the gang
+  // starts on a's ASW when a ends at 1000 s.
+  auto early = RunDrainScenario(300);
+  ASSERT_TRUE(early.ok()) << early.status().message();
+  EXPECT_EQ(StartOf(*early, "filler"), 500);
+  EXPECT_EQ(StartOf(*early, "gang"), 1000);
+  // drain_after_s 2000: at 500 s only the empty node is held, so the filler takes one of a's
+  // nodes (the best fit); when a ends a's ASW still runs the filler. The hold drains a's ASW from
+  // 2100 s (its filler runs until 10,500 s), and the gang starts when b ends and frees the other
+  // ASW at 5000 s.
+  auto late = RunDrainScenario(2000);
+  ASSERT_TRUE(late.ok()) << late.status().message();
+  EXPECT_EQ(StartOf(*late, "filler"), 500);
+  EXPECT_EQ(StartOf(*late, "gang"), 5000);
+}
+
 struct Bad {
   const char* name;
   std::string text;
@@ -161,6 +196,8 @@ INSTANTIATE_TEST_SUITE_P(
             "s.yaml:7: field 'max_gpus': 128 is outside [256, "},
         Bad{"ReserveZeroReplan", "configurations:\n  - {name: a, reserve: {replan_s: 0}}\n",
             "s.yaml:7: field 'replan_s': 0 is outside [1, "},
+        Bad{"ReserveNegativeDrain", "configurations:\n  - {name: a, reserve: {drain_after_s: -5}}\n",
+            "s.yaml:7: field 'drain_after_s': -5 is outside [0, "},
         Bad{"ReserveUnknownField", "configurations:\n  - {name: a, reserve: {for: ever}}\n",
             "s.yaml:7: field 'for': unknown field"},
         Bad{"PackNotAMapping", "configurations:\n  - {name: a, pack: asw}\n", "s.yaml:7: field 'pack': expected a mapping"},

@@ -34,7 +34,8 @@ std::pair<int64_t, size_t> CheapestPrefix(std::vector<Candidate>& c, int64_t nee
 
 }  // namespace
 
-std::vector<NodeId> ReserveAction::Plan(const ClusterState& state, JobId job_id, const AllocateOptions& options) {
+std::vector<NodeId> ReserveAction::Plan(const ClusterState& state, JobId job_id, const AllocateOptions& options,
+                                        bool empty_only) {
   const Job& job = state.job(job_id);
   TaskRequest req;
   bool any = false;
@@ -53,6 +54,7 @@ std::vector<NodeId> ReserveAction::Plan(const ClusterState& state, JobId job_id,
     if (n.reservation.valid() && state.reservation(n.reservation).owner != job_id) return std::nullopt;
     const int64_t cap = AllocateAction::ReplicasFitting(state, n, req, true);
     if (cap <= 0) return std::nullopt;
+    if (empty_only && !n.tasks.empty()) return std::nullopt;
     return Candidate{int64_t{n.spec.gpu_count} * kMilliPerGpu - n.gpu_free_total, n.spec.cpu_milli - n.cpu_free, group,
                      n.id.value(), cap};
   };
@@ -61,7 +63,8 @@ std::vector<NodeId> ReserveAction::Plan(const ClusterState& state, JobId job_id,
   std::vector<Candidate> c;
   std::vector<NodeId> out;
   if (options.topology && tc.plane.valid() && tc.required_level >= 0) {
-    int64_t best_cost = 0;
+    int64_t best_cost = 0, best_room = 0;
+    std::vector<NodeId> partial;  // empty_only: the empty nodes of the domain with the most room
     for (DomainId d : topo.DomainsAt(tc.plane, tc.required_level)) {
       if (req.NeedsGpu() && state.domain_free(d).gpu_milli / req.TotalGpuMilli() < need) {
         continue;  // cannot hold the job even empty (the aggregate bounds it)
@@ -71,12 +74,21 @@ std::vector<NodeId> ReserveAction::Plan(const ClusterState& state, JobId job_id,
         if (auto x = candidate(state.node(n), 0)) c.push_back(*x);
       }
       const auto [cost, len] = CheapestPrefix(c, need);
+      if (len == 0 && empty_only && out.empty()) {
+        int64_t room = 0;
+        for (const Candidate& x : c) room += x.capacity;
+        if (room > best_room) {
+          best_room = room;
+          partial.clear();
+          for (const Candidate& x : c) partial.push_back(NodeId(x.node));
+        }
+      }
       if (len == 0 || (!out.empty() && cost >= best_cost)) continue;
       best_cost = cost;
       out.clear();
       for (size_t i = 0; i < len; ++i) out.push_back(NodeId(c[i].node));
     }
-    return out;
+    return out.empty() ? partial : out;
   }
   const bool grouped = options.topology && tc.plane.valid() && tc.preferred_level >= 0;
   for (const Node& n : state.nodes()) {
@@ -87,13 +99,13 @@ std::vector<NodeId> ReserveAction::Plan(const ClusterState& state, JobId job_id,
     }
     if (auto x = candidate(n, group)) c.push_back(*x);
   }
-  const auto [cost, len] = CheapestPrefix(c, need);
-  for (size_t i = 0; i < len; ++i) out.push_back(NodeId(c[i].node));
+  const size_t len = CheapestPrefix(c, need).second;
+  for (size_t i = 0; i < (len == 0 && empty_only ? c.size() : len); ++i) out.push_back(NodeId(c[i].node));
   return out;
 }
 
 int ReserveAction::Renew(ClusterState& state, std::span<const JobId> waiting, int max_jobs,
-                         const AllocateOptions& options) {
+                         const AllocateOptions& options, std::span<const char> empty_only) {
   const size_t k = std::min<size_t>(waiting.size(), static_cast<size_t>(std::max(0, max_jobs)));
   for (JobId j : waiting) {
     if (state.job(j).reservation.valid()) state.ReleaseReservation(state.job(j).reservation);
@@ -101,7 +113,7 @@ int ReserveAction::Renew(ClusterState& state, std::span<const JobId> waiting, in
   int made = 0;
   for (size_t i = 0; i < k; ++i) {
     if (state.job(waiting[i]).reservation.valid()) continue;  // listed twice: held already
-    std::vector<NodeId> nodes = Plan(state, waiting[i], options);
+    std::vector<NodeId> nodes = Plan(state, waiting[i], options, i < empty_only.size() && empty_only[i] != 0);
     if (nodes.empty()) continue;
     state.AddReservation(waiting[i], nodes);
     ++made;

@@ -30,14 +30,21 @@ class ReserveAction {
   // options.topology) the nodes all come from one domain of that level: in each domain such a
   // prefix, and the domain whose prefix has the least GPU in use (ties: domain order). Otherwise the cheapest nodes of the cluster, grouped by
   // domain of the preferred level when there is one (ties in cost go to the lower domain).
-  static std::vector<NodeId> Plan(const ClusterState& state, JobId job, const AllocateOptions& options);
+  //
+  // `empty_only`: only nodes with no work bound to them are chosen, and when they cannot hold the
+  // job the plan is all of them (with a required level: those of the domain with the most room on
+  // its empty nodes; ties: domain order) — a hold that drains nothing and grows as nodes empty.
+  static std::vector<NodeId> Plan(const ClusterState& state, JobId job, const AllocateOptions& options,
+                                  bool empty_only = false);
 
   // Re-plans the holds of the jobs in `waiting` (every job that waits and may hold nodes, oldest
   // first): releases all their reservations, then holds Plan()'s nodes for each of the first
   // `max_jobs`, in order (a later job does not get nodes held for an earlier one). Reservations
-  // of other jobs are left alone; a job listed twice is held once. Returns the number of
+  // of other jobs are left alone; a job listed twice is held once. `empty_only` (empty, or one
+  // flag per job of `waiting`): Plan's `empty_only` for that job. Returns the number of
   // reservations made.
-  static int Renew(ClusterState& state, std::span<const JobId> waiting, int max_jobs, const AllocateOptions& options);
+  static int Renew(ClusterState& state, std::span<const JobId> waiting, int max_jobs, const AllocateOptions& options,
+                   std::span<const char> empty_only = {});
 };
 
 }  // namespace estuary

@@ -229,6 +229,55 @@ TEST(ReservePlan, APreferredAswGroupsEqualCostNodesByAswButNeverOutranksCost) {
 // ---------------------------------------------------------------------------------------------
 // ReplicasFitting and holds
 
+// empty_only (EngineReserve::drain_after_s): a hold that drains nothing.
+TEST(ReservePlan, EmptyOnlyTakesOnlyNodesWithoutWorkAndAllOfThemWhenTheyFallShort) {
+  Cluster g = Cluster::Flat(6);
+  g.Run(1, 1);  // n1 and n3 run one GPU each; n0, n2, n4 and n5 are empty
+  g.Run(3, 1);
+  JobId two = g.Gang("two", 2, 2, 1, kWholeNode);
+  // Enough empty nodes: the cheapest prefix, as without empty_only (all cost 0: lowest ids).
+  EXPECT_EQ(g.NamesOf(ReserveAction::Plan(g.c.state, two, {}, true)), (Names{"n0", "n2"}));
+  // Five replicas, four empty nodes: all four, never the busy n1 or n3 (without empty_only the
+  // plan drains one of them: n1, the lower id of equal cost).
+  JobId five = g.Gang("five", 5, 5, 1, kWholeNode);
+  EXPECT_EQ(g.NamesOf(ReserveAction::Plan(g.c.state, five, {}, true)), (Names{"n0", "n2", "n4", "n5"}));
+  EXPECT_EQ(g.NamesOf(ReserveAction::Plan(g.c.state, five, {})), (Names{"n0", "n1", "n2", "n4", "n5"}));
+  // Nothing empty: no nodes.
+  for (int i : {0, 2, 4, 5}) g.Run(i, 1);
+  EXPECT_TRUE(ReserveAction::Plan(g.c.state, two, {}, true).empty());
+}
+
+TEST(ReservePlan, EmptyOnlyWithARequiredAswTakesTheAswWithTheMostRoomOnItsEmptyNodes) {
+  // asw1: n0 empty, n1-n3 busy; asw2: n4, n5 empty, n6-n7 busy. No ASW has three empty nodes
+  // (each could hold three replicas once its work ends).
+  Cluster g({"asw1", "asw1", "asw1", "asw1", "asw2", "asw2", "asw2", "asw2"});
+  for (int i : {1, 2, 3, 6, 7}) g.Run(i, 1);
+  JobId j = g.GangInOneAsw("train", 3, 3, 1, kWholeNode);
+  EXPECT_EQ(g.NamesOf(ReserveAction::Plan(g.c.state, j, {}, true)), (Names{"n4", "n5"}));
+  // When one ASW's empty nodes can hold it, that ASW's (the cheapest sufficient prefix).
+  JobId pair = g.GangInOneAsw("pair", 2, 2, 1, kWholeNode);
+  EXPECT_EQ(g.NamesOf(ReserveAction::Plan(g.c.state, pair, {}, true)), (Names{"n4", "n5"}));
+}
+
+TEST(ReserveRenew, EmptyOnlyIsPerJobAndAHoldGrowsAsNodesEmpty) {
+  Cluster g = Cluster::Flat(4);
+  const TaskId on1 = g.Run(1, 2);
+  g.Run(2, 2);
+  g.Run(3, 2);
+  JobId a = g.Gang("a", 3, 3, 1, kWholeNode);
+  const std::vector<JobId> waiting = {a};
+  const std::vector<char> empty_only = {1};
+  ASSERT_EQ(ReserveAction::Renew(g.c.state, waiting, 1, {}, empty_only), 1);
+  EXPECT_EQ(g.HeldFor(a), (Names{"n0"}));  // only the empty node: nothing drains
+  g.c.state.Unbind(on1);                    // n1 empties
+  ASSERT_EQ(ReserveAction::Renew(g.c.state, waiting, 1, {}, empty_only), 1);
+  EXPECT_EQ(g.HeldFor(a), (Names{"n0", "n1"}));
+  // Without the flag the same job's hold drains busy nodes too.
+  ASSERT_EQ(ReserveAction::Renew(g.c.state, waiting, 1, {}, std::vector<char>{0}), 1);
+  EXPECT_EQ(g.HeldFor(a), (Names{"n0", "n1", "n2"}));
+  g.ExpectInvariants();
+}
+
 TEST(ReserveReplicasFitting, AHeldNodeHoldsReplicasOfItsOwnerOnly) {
   Cluster g = Cluster::Flat(1);
   JobId owner = g.Gang("owner", 2, 2, 1, Req().Gpus(4));
