@@ -932,8 +932,6 @@ CLI::App* AddReplayCommand(CLI::App& app, ReplayFlags& rf) {
   return replay;
 }
 
-}  // namespace
-
 // Every option and argument of `app` and its subcommands that takes a value refuses an empty one
 // (`--seeds ''`, `--out ''`): bad input naming the flag, never read as "not given".
 void RefuseEmptyValues(CLI::App& app) {
@@ -943,6 +941,8 @@ void RefuseEmptyValues(CLI::App& app) {
   for (CLI::Option* o : app.get_options([](CLI::Option* o) { return o->get_items_expected_max() > 0; })) o->check(kNotEmpty);
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) RefuseEmptyValues(*sub);
 }
+
+}  // namespace
 
 int RunCli(int argc, char** argv) {
   CLI::App app{"estuary: a GPU-cluster scheduler and trace-driven simulator", "estuary"};
