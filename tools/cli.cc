@@ -513,6 +513,9 @@ int RunSimulateCommand(const SimulateFlags& f) {
     std::printf("simulate %s: %zu nodes, %zu configurations, %zu seeds, %.2f s\n", sc->name.c_str(), cluster->num_nodes(),
                 sc->configurations.size(), sc->seeds.size(), wall);
   }
+  // A metric no run has (a typo) is known only now: the outputs are written all the same, so that
+  // the run is not lost, and then it is bad input.
+  StatusOr<std::string> table = std::string();
   if (f.table.empty()) {
     for (const auto& per_seed : results) {
       const SimulateResult& r = per_seed.front();
@@ -521,14 +524,17 @@ int RunSimulateCommand(const SimulateFlags& f) {
       std::printf("\n");
     }
   } else {
-    auto table = SimulateTable(results, f.table);
-    if (!table.ok()) return Fail(table.status());
-    std::fputs(table->c_str(), stdout);
+    table = SimulateTable(results, f.table);
+    if (table.ok()) std::fputs(table->c_str(), stdout);
   }
   if (!f.out.empty()) {
     auto html = WriteSimulateOutputs(f.out, sc->name, results, wall);
     if (!html.ok()) return Fail(html.status());
     std::printf("summary: %s/summary.json\nreport:  %s\n", f.out.c_str(), html->c_str());
+  }
+  if (!table.ok()) {
+    return Fail(InvalidArgument(table.status().message() +
+                                (f.out.empty() ? std::string() : "; the run's outputs are in " + f.out)));
   }
   return 0;
 }

@@ -173,6 +173,19 @@ TEST(SimulateTable, AMetricNoConfigurationHasIsRejectedNamingTheFlagAndTheMetric
                            {"--table", "no_such_metric"}));
 }
 
+TEST(SimulateTable, AMisspelledMetricDoesNotLoseTheRunItsOutputsAreWrittenAndTheErrorSaysWhere) {
+  TempDir dir;
+  const std::string sc = (fs::path(ESTUARY_SOURCE_DIR) / "examples" / "topology-small.yaml").string();
+  const std::string out = (dir.path() / "out").string();
+  const RunResult r = RunEstuary({"simulate", sc, "--out", out, "--table", "gpu_alloc_pct_maen"});
+  EXPECT_TRUE(RejectedWith(r, {"--table", "gpu_alloc_pct_maen", out})) << r;
+  // The run's figures are there: every configuration of the scenario with its metrics.
+  const nlohmann::json summary = nlohmann::json::parse(ReadFile(out + "/summary.json"));
+  EXPECT_TRUE(summary["configurations"]["estuary"].contains("gpu_alloc_pct_mean")) << summary.dump();
+  EXPECT_TRUE(summary["configurations"]["unaware"].contains("gpu_alloc_pct_mean")) << summary.dump();
+  EXPECT_TRUE(fs::exists(out + "/report.html"));
+}
+
 // --- simulate --seeds and --configurations ----------------------------------------------------
 
 TEST(SimulateSelection, RunsOnlyTheNamedConfigurationsOnTheGivenSeedsWithTheSameFiguresAsTheWholeRun) {
