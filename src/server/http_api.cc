@@ -11,6 +11,7 @@
 
 #include "api/queue_json.h"
 #include "common/base64.h"
+#include "engine/history.h"
 #include "server/dashboard.h"
 #include "server/openapi.h"
 
@@ -674,9 +675,15 @@ struct HttpApi::Impl {
   // The scheduler configuration and defragmentation (admin).
   void ConfigRoutes() {
     httplib::Server& s = *server;
+    // The keys PUT changes, and (read only) the engine's whole configuration as a history's
+    // `config` record.
     const auto config_json = [](const Service::Config& c) {
-      return Json{{"policy", c.policy}, {"grace_s", c.grace_s}, {"absorb", c.absorb},
-                  {"heartbeat_timeout_s", c.heartbeat_timeout_s}, {"defrag_interval_s", c.defrag_interval_s}};
+      return Json{{"policy", c.policy},
+                  {"grace_s", c.grace_s},
+                  {"absorb", c.absorb},
+                  {"heartbeat_timeout_s", c.heartbeat_timeout_s},
+                  {"defrag_interval_s", c.defrag_interval_s},
+                  {"engine", HistoryRecordJson(HistoryRecord{HistorySegment{c.engine}})["config"]}};
     };
     s.Get("/v1/config", [this, config_json](const httplib::Request& req, httplib::Response& res) {
       const Principal* p = Auth(req, res);

@@ -103,7 +103,7 @@ std::string_view OpenApiDocument() {
       "post": {"summary": "An admin's action on a node", "responses": {"200": {"description": "the node"}, "404": {"description": "no such node"}}}
     },
     "/v1/config": {
-      "get": {"summary": "The scheduler configuration (admin)", "responses": {"200": {"description": "policy, grace_s, absorb, heartbeat_timeout_s, defrag_interval_s"}}},
+      "get": {"summary": "The scheduler configuration (admin)", "responses": {"200": {"description": "policy, grace_s, absorb, heartbeat_timeout_s, defrag_interval_s, and (read only) engine: the engine's whole configuration in use, as a history's config record (docs/history.md)"}}},
       "put": {"summary": "Change grace_s, absorb, heartbeat_timeout_s or defrag_interval_s (admin; stored)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {"grace_s": {"type": "integer", "minimum": 0, "maximum": 86400}, "absorb": {"type": "boolean"}, "heartbeat_timeout_s": {"type": "integer", "minimum": 1, "maximum": 86400}, "defrag_interval_s": {"type": "integer", "minimum": 0, "maximum": 604800}}}}}},
         "responses": {"200": {"description": "the configuration"}, "400": {"description": "an invalid field"}}}
     },

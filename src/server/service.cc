@@ -1563,6 +1563,7 @@ Service::Config Service::GetConfig() const {
   c.absorb = s.engine->options().absorb;
   c.heartbeat_timeout_s = s.opt.heartbeat_timeout_ms / 1000;
   c.defrag_interval_s = s.defrag_interval_s;
+  c.engine = s.engine->options();
   return c;
 }
 

@@ -288,6 +288,9 @@ class Service {
     bool absorb = true;
     int64_t heartbeat_timeout_s = 30;
     int64_t defrag_interval_s = 0;  // a defragmentation is planned this often (0: only on request)
+    // The engine's whole configuration in use (what `--config` and the flags made of it, with the
+    // changes above): GET /v1/config shows it as a history's `config` record (docs/history.md).
+    EngineConfig engine;
   };
   Config GetConfig() const;
   struct ConfigChange {

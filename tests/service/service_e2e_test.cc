@@ -98,22 +98,25 @@ TEST_F(ServiceE2E, JobsSubmittedOverHttpRunOnTheFakeAgentsAndSucceed) {
 // examples/tidal-week.yaml (priority queue, Reclaim, Absorb, Standby), its `k8s-default` peer
 // entry (k8s-fit, kube's victims, docs/peers.md), and a file of one
 // configuration whose values differ from the service's defaults — and with policy fgd (which
-// learns its typical tasks from the submitted jobs): the configuration is the one in use, and
-// jobs run to success.
+// learns its typical tasks from the submitted jobs): the configuration is the one in use — read
+// back whole from GET /v1/config's `engine` — and jobs run to success.
 TEST_F(ServiceE2E, ServeRunsJobsWithAScenariosConfigurationAndWithPolicyFgd) {
-  std::ofstream(dir_ + "/conf.yaml") << "{name: packed, policy: gpu-packing, preempt: {grace_s: 45}, absorb: false}\n";
+  std::ofstream(dir_ + "/conf.yaml") << "{name: packed, policy: gpu-packing, preempt: {grace_s: 45}, absorb: false,\n"
+                                        " queue: fifo, reserve: {after_s: 300, max_jobs: 2, min_gpus: 16, max_gpus: 64,\n"
+                                        " replan_s: 30, drain_after_s: 2400}}\n";
   struct Case {
     std::vector<std::string> flags;
     std::string policy;
     int grace_s;
     bool absorb;
+    bool packed = false;  // the file above: its queue order (fifo) and holds are the engine's
   };
   for (const Case& k : {Case{{"--config", std::string(ESTUARY_SOURCE_DIR) + "/examples/tidal-week.yaml", "--configuration",
                               "tidal"}, "best-fit", 60, true},
                         Case{{"--config", std::string(ESTUARY_SOURCE_DIR) + "/examples/tidal-week.yaml", "--configuration",
                               "k8s-default"}, "k8s-fit", 60, false},
-                        Case{{"--config", dir_ + "/conf.yaml"}, "gpu-packing", 45, false},
-                        Case{{"--config", dir_ + "/conf.yaml", "--grace-s", "30"}, "gpu-packing", 30, false},
+                        Case{{"--config", dir_ + "/conf.yaml"}, "gpu-packing", 45, false, true},
+                        Case{{"--config", dir_ + "/conf.yaml", "--grace-s", "30"}, "gpu-packing", 30, false, true},
                         Case{{"--policy", "fgd"}, "fgd", 60, true}}) {
     StartServe(k.flags);
     StartAgent(4);
@@ -124,6 +127,16 @@ TEST_F(ServiceE2E, ServeRunsJobsWithAScenariosConfigurationAndWithPolicyFgd) {
     EXPECT_EQ(cj["policy"], k.policy) << conf->body;
     EXPECT_EQ(cj["grace_s"], k.grace_s) << conf->body;
     EXPECT_EQ(cj["absorb"], k.absorb) << conf->body;
+    // The engine's own configuration agrees, and carries what the file gave beyond those keys.
+    const Json& e = cj["engine"];
+    EXPECT_EQ(e["policy"], k.policy) << conf->body;
+    EXPECT_EQ(e["grace_s"], k.grace_s) << conf->body;
+    EXPECT_EQ(e["absorb"], k.absorb) << conf->body;
+    EXPECT_EQ(e["priority_queue"], !k.packed) << conf->body;  // the service's default and tidal-week's: priority
+    const Json reserve = k.packed ? Json{{"enabled", true}, {"after_s", 300}, {"max_jobs", 2}, {"min_gpus", 16},
+                                         {"max_gpus", 64}, {"replan_s", 30}, {"drain_after_s", 2400}}
+                                  : Json{{"enabled", false}};
+    for (const auto& [key, value] : reserve.items()) EXPECT_EQ(e["reserve"][key], value) << key << ": " << conf->body;
     std::set<std::string> ids;
     for (int i = 0; i < 10; ++i) {
       auto r = c.Post("/v1/jobs", As(kTenant), JobBody(i, 1), "application/json");
