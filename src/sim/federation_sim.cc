@@ -14,38 +14,27 @@
 #include "federation/in_process_member.h"
 #include "sim/job_stream.h"
 #include "sim/metrics.h"
+#include "sim/work_model.h"
 
 namespace estuary {
 namespace {
 
-constexpr int64_t kWorkScale = 10000;  // work units per replica-second
 
-struct FJob {
+// A job of the federation; its current run's work and GPU time: RunWork (work_model.h; GPU time
+// counts inside [warmup_s, duration_s) only).
+struct FJob : RunWork {
   JobTemplate tmpl;
   FedJob fed;
   int home = 0;
   std::vector<int> allowed;  // empty: every member
   SimTime submit = 0, duration = 0;
-  SimTime first_start = -1, started_at = -1, finish = -1;
+  SimTime first_start = -1, finish = -1;
   int member = -1;  // the member it runs on (-1: none)
   bool finished = false;
   bool timed_out = false;  // its member's engine stopped its last run at its walltime (walltime_s)
-  // The work model: work in replica-seconds x kWorkScale at max replicas; `rate` replica units
-  // per second while running.
-  int64_t work_left = 0, work_at_checkpoint = 0, rate = 0;
   int64_t bound = 0;  // replicas it held when last looked at (start, grow, shrink): what an eviction frees
-  SimTime progress_t = 0;
   uint64_t gen = 0;
   bool restarted = false;
-  // Goodput accounting (FederationRun::Account, as ScenarioRun's in simulate.cc): the current
-  // run's allocated GPU milli x seconds inside [warmup_s, duration_s), counted up to acct_t at
-  // alloc_milli (the GPU milli of its usable replicas: bound, rounded down to its usable step), in
-  // all and within its restart period [started_at, restart_end), and both as they were at its last
-  // periodic checkpoint passed (0 before the first); its other bound replicas (unusable_milli) do
-  // no work.
-  SimTime acct_t = 0, restart_end = 0;
-  int64_t alloc_milli = 0, unusable_milli = 0;
-  int64_t run_gpu_ms = 0, restart_gpu_ms = 0, ckpt_gpu_ms = 0, ckpt_restart_ms = 0;
   // Needless-preemption accounting of the Reclaims made for this job.
   bool reclaim_needless = false;  // another member could have started it on idle capacity
   int reclaim_member = -1;
@@ -119,7 +108,6 @@ struct FederationRun {
   // (eviction_lost_gpu_hours) or not kept (unkept_gpu_hours: still going at the end, or stopped at
   // its walltime). Replicas beyond the last whole usable step are unusable_gpu_hours. Only GPU
   // time inside [warmup_s, duration_s) counts; the five parts sum to run_gpu_hours.
-  enum class RunEnd { kFinished, kEvicted, kUnkept };
   void Account(FJob& j, SimTime t);
   void CloseRun(FJob& j, SimTime t, RunEnd end);
   // A victim was evicted for job `for_job` on member m.
@@ -163,7 +151,7 @@ struct FederationRun {
   int64_t evictions = 0, needless = 0, reclaims = 0, late_rejections = 0, dispatches = 0, headroom_evictions = 0;
   double lost_gpu_hours = 0;
   // Goodput accounting, GPU milli x seconds inside [warmup, duration): all runs, and their goodput.
-  int64_t run_ms = 0, goodput_ms = 0, restart_ms = 0, evicted_ms = 0, unkept_ms = 0, unusable_ms = 0;
+  WorkTotals work;
   // Samples.
   size_t nm = 0;
   double alloc_area = 0, hp_sum = 0, all_sum = 0, imbalance_sum = 0;
@@ -325,17 +313,7 @@ void FederationRun::Log(SimTime t, size_t i, const char* kind, int64_t replicas,
   if (record_events) res.job_events.push_back({t, jobs[i].tmpl.name, kind, static_cast<int32_t>(replicas), std::move(detail)});
 }
 
-void FederationRun::Progress(FJob& j, SimTime t) {
-  if (j.started_at < 0 || t <= j.progress_t || j.rate == 0) return;
-  auto done = [&](SimTime e) { return static_cast<int64_t>(static_cast<__int128>(e) * j.rate * kWorkScale); };
-  const int64_t interval = j.tmpl.checkpoint_interval_s;
-  if (interval > 0) {
-    const SimTime last = j.started_at + (t - j.started_at) / interval * interval;
-    if (last > j.progress_t) j.work_at_checkpoint = std::max<int64_t>(0, j.work_left - done(last - j.progress_t));
-  }
-  j.work_left = std::max<int64_t>(0, j.work_left - done(t - j.progress_t));
-  j.progress_t = t;
-}
+void FederationRun::Progress(FJob& j, SimTime t) { j.RunWork::Progress(t, j.tmpl.checkpoint_interval_s); }
 
 void FederationRun::Reschedule(size_t i, SimTime t) {
   FJob& j = jobs[i];
@@ -352,42 +330,18 @@ void FederationRun::Reschedule(size_t i, SimTime t) {
   j.rate = rate;
   ++j.gen;
   if (rate == 0) return;
-  const __int128 denom = static_cast<__int128>(rate) * kWorkScale;
-  const SimTime need = static_cast<SimTime>((static_cast<__int128>(j.work_left) + denom - 1) / denom);
-  events.push({std::max(t, j.progress_t) + need, kEnd, i, j.gen});
+  events.push({j.EndAt(t), kEnd, i, j.gen});
 }
 
 void FederationRun::Account(FJob& j, SimTime t) {
-  if (j.started_at < 0 || t <= j.acct_t) return;
-  const SimTime from = j.acct_t;  // >= started_at
-  // The part of [from, x) inside the window (x <= duration_s always).
-  auto span = [&](SimTime x) { return std::max<SimTime>(0, x - std::max(from, warmup)); };
-  const int64_t interval = j.tmpl.checkpoint_interval_s;
-  if (interval > 0) {
-    const SimTime last = j.started_at + (t - j.started_at) / interval * interval;
-    if (last > from) {
-      j.ckpt_gpu_ms = j.run_gpu_ms + j.alloc_milli * span(last);
-      j.ckpt_restart_ms = j.restart_gpu_ms + j.alloc_milli * span(std::min(last, j.restart_end));
-    }
-  }
-  j.run_gpu_ms += j.alloc_milli * span(t);
-  j.restart_gpu_ms += j.alloc_milli * span(std::min(t, j.restart_end));
-  const int64_t unusable = j.unusable_milli * span(t);
-  run_ms += unusable;
-  unusable_ms += unusable;
-  j.acct_t = t;
+  // x <= duration_s always: the window's end needs no clipping.
+  j.RunWork::Account(t, j.tmpl.checkpoint_interval_s, warmup, work);
 }
 
 void FederationRun::CloseRun(FJob& j, SimTime t, RunEnd end) {
   Account(j, t);
   const bool finished = end == RunEnd::kFinished;
-  const int64_t kept = finished ? j.run_gpu_ms : j.ckpt_gpu_ms;
-  const int64_t kept_restart = finished ? j.restart_gpu_ms : j.ckpt_restart_ms;
-  run_ms += j.run_gpu_ms;
-  goodput_ms += kept - kept_restart;
-  restart_ms += kept_restart;
-  (end == RunEnd::kEvicted ? evicted_ms : unkept_ms) += j.run_gpu_ms - kept;
-  j.run_gpu_ms = j.restart_gpu_ms = j.ckpt_gpu_ms = j.ckpt_restart_ms = 0;
+  j.CloseGpuTime(end, finished ? j.run_gpu_ms : j.ckpt_gpu_ms, finished ? j.restart_gpu_ms : j.ckpt_restart_ms, work);
   j.alloc_milli = j.unusable_milli = 0;
 }
 
@@ -482,7 +436,7 @@ void FederationRun::HandleEvents(SimTime t) {
           // Its member's engine ended it at its walltime limit (Slurm's rule): its work stays
           // unfinished and it is not dispatched again.
           Progress(j, t);
-          CloseRun(j, t, RunEnd::kUnkept);  // goodput up to its last checkpoint
+          CloseRun(j, t, RunEnd::kUnfinished);  // goodput up to its last checkpoint
           fed().Left(j.fed.id);
           j.started_at = -1;
           j.member = -1;
@@ -622,7 +576,7 @@ Status FederationRun::Run() {
   SampleUntil(sc.duration_s);
   // Goodput: the runs still going at the end keep what their last checkpoint kept.
   for (FJob& j : jobs) {
-    if (j.started_at >= 0) CloseRun(j, sc.duration_s, RunEnd::kUnkept);
+    if (j.started_at >= 0) CloseRun(j, sc.duration_s, RunEnd::kUnfinished);
   }
   return Status::Ok();
 }
@@ -677,13 +631,7 @@ SimulateResult FederationRun::Finish() {
   mt["reclaims_count"] = static_cast<double>(total.reclaims - base.reclaims);
   mt["reclaims_cancelled_count"] = static_cast<double>(total.cancelled - base.cancelled);
   mt["preemption_lost_gpu_hours"] = total.lost_gpu_hours - base.lost_gpu_hours;
-  auto gpu_hours = [](int64_t milli_s) { return static_cast<double>(milli_s) / kMilliPerGpu / 3600.0; };
-  mt["run_gpu_hours"] = gpu_hours(run_ms);
-  mt["goodput_gpu_hours"] = gpu_hours(goodput_ms);
-  mt["restart_gpu_hours"] = gpu_hours(restart_ms);
-  mt["eviction_lost_gpu_hours"] = gpu_hours(evicted_ms);
-  mt["unkept_gpu_hours"] = gpu_hours(unkept_ms);
-  mt["unusable_gpu_hours"] = gpu_hours(unusable_ms);
+  WorkMetrics(work, false, mt);  // no node failures in a federation
   mt["dispatches_count"] = static_cast<double>(total.dispatches - base.dispatches);
   mt["dispatch_rejections_count"] = static_cast<double>(total.rejections - base.rejections);
   mt["dispatch_retries_count"] = static_cast<double>(total.retries - base.retries);

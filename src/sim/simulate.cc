@@ -21,6 +21,7 @@
 #include "sim/job_stream.h"
 #include "sim/metrics.h"
 #include "sim/queue_metrics.h"
+#include "sim/work_model.h"
 
 namespace estuary {
 
@@ -49,14 +50,15 @@ std::string SimJobStatusText(const SimJobRecord& r) {
 
 namespace {
 
-struct SimJob {
+// A job of the scenario; its current run's work and GPU time: RunWork (work_model.h; not for
+// services).
+struct SimJob : RunWork {
   JobTemplate tmpl;
   JobId id;                 // its job in the engine's state, once submitted
   bool submitted = false;
   SimTime submit = 0;
   SimTime duration = 0;
   SimTime first_start = -1;
-  SimTime started_at = -1;  // start of the current run (-1: not running)
   int32_t bound = 0;        // replicas bound now, as the engine's events said
   bool large = false;
   bool finished = false;    // its last run ended and it is not waiting again
@@ -68,14 +70,6 @@ struct SimJob {
   std::optional<std::pair<PlaneId, int>> spread_level;  // SimJobRecord's spread level
   std::optional<int64_t> domains;                       // at first start
   std::optional<double> entropy;                        // at first start
-  // The work model (JobTemplate::linear_scaling): work in replica-seconds x kWorkScale at max
-  // replicas; a running job progresses `rate` replica units per second (max replicas when fixed,
-  // its usable replicas when linear), slowed by `slow` / 10000 (the network model).
-  int64_t work_left = 0;
-  int64_t work_at_checkpoint = 0;  // work_left at the current run's last checkpoint (or start)
-  int64_t rate = 0;
-  int64_t slow = 10000;
-  SimTime progress_t = 0;  // progress is counted up to here (after a restart: start + restart cost)
   uint64_t gen = 0;        // identifies the scheduled end event (bumped on every reschedule)
   SimTime finish = -1;     // when its last run ended
   bool restarted = false;  // it was evicted or requeued: its next start pays restart_cost_s
@@ -83,17 +77,9 @@ struct SimJob {
   int64_t util_pct = 0;    // UtilisationProfile of its class
   bool lender = false;     // a service or a job with standby windows, under a standby configuration
   std::vector<char> locked;  // per replica: never moved by defragmentation
-  // Goodput accounting (ScenarioRun::Account; not for services): the current run's allocated GPU
-  // milli x seconds, counted up to acct_t at alloc_milli (the GPU milli of its usable replicas:
-  // bound, not in Standby, rounded down to its usable step), in all and within its restart period
-  // [started_at, restart_end), and both as they were at its last periodic checkpoint passed (its
-  // start before the first); its other bound replicas (unusable_milli) do no work.
-  SimTime acct_t = 0;
-  SimTime restart_end = 0;
-  int64_t alloc_milli = 0, unusable_milli = 0;
+  // RunWork's alloc_milli: the GPU milli of its usable replicas (bound, not in Standby, rounded
+  // down to its usable step).
   int32_t lent = 0;  // of its bound replicas, those in Standby (their GPUs count as the borrowers')
-  int64_t run_gpu_ms = 0, restart_gpu_ms = 0;
-  int64_t ckpt_gpu_ms = 0, ckpt_restart_ms = 0;
   // Checkpoints on notice (JobTemplate::checkpoint_on_notice_s) in the current run: the one being
   // written, from a notice at `t`, and the latest one written; t = -1: none.
   struct NoticeCheckpoint {
@@ -105,8 +91,6 @@ struct SimJob {
 };
 
 constexpr SimTime kMaxSimTime = 1'000'000'000'000;  // "to the end of any run"
-constexpr int64_t kWorkScale = 10000;  // work units per replica-second
-constexpr int64_t kSlowBase = 10000;   // `slow` of a job that is not slowed
 
 // A tidal service (TidalWorkload): its job, peak replicas and phase.
 struct Service {
@@ -377,7 +361,6 @@ class ScenarioRun {
   void Progress(SimJob& j, SimTime t);
   void Reschedule(size_t i, SimTime t);
   // How a run ended, for the goodput accounting.
-  enum class RunEnd { kFinished, kEvicted, kFailed, kUnfinished };
   // Returns the time of the checkpoint its next run resumes from (periodic or on notice).
   SimTime StopRun(size_t i, SimTime t, RunEnd how);
   // Goodput accounting (docs/simulate.md, goodput_gpu_hours): Account counts j's allocated GPU
@@ -451,8 +434,7 @@ class ScenarioRun {
           restore_evictions_ = 0;
   double lost_gpu_hours_ = 0;
   // Goodput accounting, GPU milli x seconds: all runs, and how they split (CloseRun).
-  int64_t run_ms_ = 0, goodput_ms_ = 0, restart_ms_ = 0, evict_lost_ms_ = 0, failure_lost_ms_ = 0, unkept_ms_ = 0,
-          unusable_ms_ = 0;
+  WorkTotals work_;
   std::vector<double> asws_per_large_;
   std::optional<std::pair<int64_t, int64_t>> after_failure_;
   // Samples (metrics.md): sums over samples.
@@ -658,15 +640,7 @@ void ScenarioRun::ScheduleFailureDraw() {
 }
 
 void ScenarioRun::Progress(SimJob& j, SimTime t) {
-  if (j.started_at < 0 || j.service >= 0 || t <= j.progress_t || j.rate == 0) return;
-  auto done = [&](SimTime e) { return static_cast<int64_t>(static_cast<__int128>(e) * j.rate * kWorkScale * kSlowBase / j.slow); };
-  const int64_t interval = j.tmpl.checkpoint_interval_s;
-  if (interval > 0) {
-    const SimTime last = j.started_at + (t - j.started_at) / interval * interval;
-    if (last > j.progress_t) j.work_at_checkpoint = std::max<int64_t>(0, j.work_left - done(last - j.progress_t));
-  }
-  j.work_left = std::max<int64_t>(0, j.work_left - done(t - j.progress_t));
-  j.progress_t = t;
+  if (j.service < 0) j.RunWork::Progress(t, j.tmpl.checkpoint_interval_s);
 }
 
 void ScenarioRun::Reschedule(size_t i, SimTime t) {
@@ -688,9 +662,7 @@ void ScenarioRun::Reschedule(size_t i, SimTime t) {
   j.slow = slow;
   ++j.gen;
   if (rate == 0) return;  // no usable replicas: no progress until it grows
-  const __int128 denom = static_cast<__int128>(rate) * kWorkScale * kSlowBase;
-  const SimTime need = static_cast<SimTime>((static_cast<__int128>(j.work_left) * slow + denom - 1) / denom);
-  events_.push({std::max(t, j.progress_t) + need, kEnd, i, static_cast<SimTime>(j.gen)});
+  events_.push({j.EndAt(t), kEnd, i, static_cast<SimTime>(j.gen)});
 }
 
 SimTime ScenarioRun::StopRun(size_t i, SimTime t, RunEnd how) {
@@ -711,22 +683,7 @@ SimTime ScenarioRun::StopRun(size_t i, SimTime t, RunEnd how) {
 }
 
 void ScenarioRun::Account(SimJob& j, SimTime t) {
-  if (j.started_at < 0 || j.service >= 0 || t <= j.acct_t) return;
-  const SimTime from = j.acct_t;  // >= started_at
-  auto restart_until = [&](SimTime x) { return std::max<SimTime>(0, std::min(x, j.restart_end) - from); };
-  const int64_t interval = j.tmpl.checkpoint_interval_s;
-  if (interval > 0) {
-    const SimTime last = j.started_at + (t - j.started_at) / interval * interval;
-    if (last > from) {
-      j.ckpt_gpu_ms = j.run_gpu_ms + j.alloc_milli * (last - from);
-      j.ckpt_restart_ms = j.restart_gpu_ms + j.alloc_milli * restart_until(last);
-    }
-  }
-  j.run_gpu_ms += j.alloc_milli * (t - from);
-  j.restart_gpu_ms += j.alloc_milli * restart_until(t);
-  unusable_ms_ += j.unusable_milli * (t - from);
-  run_ms_ += j.unusable_milli * (t - from);
-  j.acct_t = t;
+  if (j.service < 0) j.RunWork::Account(t, j.tmpl.checkpoint_interval_s, 0, work_);
 }
 
 SimTime ScenarioRun::CloseRun(SimJob& j, SimTime t, RunEnd how) {
@@ -744,17 +701,7 @@ SimTime ScenarioRun::CloseRun(SimJob& j, SimTime t, RunEnd how) {
     kept = j.notice_done.gpu_ms;
     kept_restart = j.notice_done.restart_ms;
   }
-  run_ms_ += j.run_gpu_ms;
-  goodput_ms_ += kept - kept_restart;
-  restart_ms_ += kept_restart;
-  const int64_t lost = j.run_gpu_ms - kept;
-  switch (how) {
-    case RunEnd::kFinished: break;
-    case RunEnd::kEvicted: evict_lost_ms_ += lost; break;
-    case RunEnd::kFailed: failure_lost_ms_ += lost; break;
-    case RunEnd::kUnfinished: unkept_ms_ += lost; break;
-  }
-  j.run_gpu_ms = j.restart_gpu_ms = j.ckpt_gpu_ms = j.ckpt_restart_ms = 0;
+  j.CloseGpuTime(how, kept, kept_restart, work_);
   j.notice_pending = j.notice_done = {};
   return kept_at;
 }
@@ -1316,14 +1263,7 @@ void ScenarioRun::WorkMetrics(std::map<std::string, double>& m) {
   for (SimJob& j : jobs_) {
     if (j.started_at >= 0 && j.service < 0) CloseRun(j, sc_.duration_s, RunEnd::kUnfinished);
   }
-  auto gpu_hours = [](int64_t milli_s) { return static_cast<double>(milli_s) / kMilliPerGpu / 3600.0; };
-  m["run_gpu_hours"] = gpu_hours(run_ms_);
-  m["goodput_gpu_hours"] = gpu_hours(goodput_ms_);
-  m["restart_gpu_hours"] = gpu_hours(restart_ms_);
-  m["eviction_lost_gpu_hours"] = gpu_hours(evict_lost_ms_);
-  m["failure_lost_gpu_hours"] = gpu_hours(failure_lost_ms_);
-  m["unkept_gpu_hours"] = gpu_hours(unkept_ms_);
-  m["unusable_gpu_hours"] = gpu_hours(unusable_ms_);
+  estuary::WorkMetrics(work_, true, m);
 }
 
 void ScenarioRun::TidalMetrics(std::map<std::string, double>& m) const {

@@ -1,0 +1,96 @@
+// The simulator's work model (sim/work_model.h), the one both drivers (a scenario, a federation)
+// use: progress at a rate slowed by the network, periodic checkpoints, when a run ends, and how
+// its GPU time splits into goodput, restart periods and work lost. Every figure is derived by hand.
+#include "sim/work_model.h"
+
+#include <gtest/gtest.h>
+
+namespace estuary {
+namespace {
+
+// A 2-replica job of 100 s at max replicas (work 200 replica-seconds) started at t = 10 with a
+// restart cost of 5 s, each replica 1 GPU (alloc 2,000 milli), a checkpoint every 30 s.
+RunWork Started() {
+  RunWork w;
+  w.started_at = 10;
+  w.work_left = w.work_at_checkpoint = 200 * kWorkScale;
+  w.rate = 2;
+  w.progress_t = w.restart_end = 15;
+  w.acct_t = 10;
+  w.alloc_milli = 2000;
+  return w;
+}
+
+TEST(RunWork, ProgressCountsFromTheRestartEndAndAPeriodicCheckpointPassedKeepsItsWork) {
+  RunWork w = Started();
+  // It would end 100 s after its restart.
+  EXPECT_EQ(w.EndAt(10), 115);
+  w.Progress(50, 30);  // 35 s of work at 2 replicas; the checkpoint at 40 had 25 s of it
+  EXPECT_EQ(w.work_left, (200 - 70) * kWorkScale);
+  EXPECT_EQ(w.work_at_checkpoint, (200 - 50) * kWorkScale);
+  EXPECT_EQ(w.progress_t, 50);
+  EXPECT_EQ(w.EndAt(50), 115);  // unchanged while nothing changes
+  // Spanning two domains from 50 on, 27% slower: 130 replica-s at 2 replicas = 65 s, x 1.27 =
+  // 82.55 s, rounded up.
+  w.slow = kSlowBase + 2700;
+  EXPECT_EQ(w.EndAt(50), 50 + 83);
+  // Not running, or at rate 0: no progress.
+  RunWork idle = Started();
+  idle.rate = 0;
+  idle.Progress(60, 30);
+  EXPECT_EQ(idle.work_left, 200 * kWorkScale);
+}
+
+TEST(RunWork, GpuTimeSplitsIntoGoodputRestartAndWorkLostByHowTheRunEnded) {
+  RunWork w = Started();
+  WorkTotals totals;
+  w.unusable_milli = 1000;  // a third replica beyond its usable step
+  w.Account(55, 30, 0, totals);
+  // 45 s at 2 GPUs, 5 of them in the restart period; the checkpoint at 40: 30 s, 5 of restart.
+  EXPECT_EQ(w.run_gpu_ms, 2000 * 45);
+  EXPECT_EQ(w.restart_gpu_ms, 2000 * 5);
+  EXPECT_EQ(w.ckpt_gpu_ms, 2000 * 30);
+  EXPECT_EQ(w.ckpt_restart_ms, 2000 * 5);
+  EXPECT_EQ(totals.unusable_ms, 1000 * 45);
+  EXPECT_EQ(totals.run_ms, 1000 * 45);
+  // Evicted at 55: what the checkpoint kept counts (25 s of goodput, 5 of restart), 15 s lost.
+  w.CloseGpuTime(RunEnd::kEvicted, w.ckpt_gpu_ms, w.ckpt_restart_ms, totals);
+  EXPECT_EQ(totals.goodput_ms, 2000 * 25);
+  EXPECT_EQ(totals.restart_ms, 2000 * 5);
+  EXPECT_EQ(totals.evict_lost_ms, 2000 * 15);
+  EXPECT_EQ(totals.failure_lost_ms + totals.unkept_ms, 0);
+  EXPECT_EQ(totals.run_ms, 1000 * 45 + 2000 * 45);  // every GPU-second, once
+  EXPECT_EQ(w.run_gpu_ms + w.restart_gpu_ms + w.ckpt_gpu_ms + w.ckpt_restart_ms, 0);
+}
+
+TEST(RunWork, OnlyGpuTimeFromTheWindowsStartCounts) {
+  // The federation's warm-up: from 40 on only. 15 s at 2 GPUs up to 55, none in the restart
+  // period (it ended at 15); the checkpoint at 40 had nothing yet.
+  RunWork w = Started();
+  WorkTotals totals;
+  w.Account(55, 30, 40, totals);
+  EXPECT_EQ(w.run_gpu_ms, 2000 * 15);
+  EXPECT_EQ(w.restart_gpu_ms, 0);
+  EXPECT_EQ(w.ckpt_gpu_ms, 0);
+  // A run that finishes keeps all of it.
+  w.CloseGpuTime(RunEnd::kFinished, w.run_gpu_ms, w.restart_gpu_ms, totals);
+  EXPECT_EQ(totals.goodput_ms, 2000 * 15);
+  EXPECT_EQ(totals.evict_lost_ms + totals.failure_lost_ms + totals.unkept_ms, 0);
+}
+
+TEST(WorkMetrics, GpuHoursOfEachPartAndTheFailureLineOnlyWhereFailuresExist) {
+  WorkTotals t;
+  t.run_ms = 3600 * 1000 * 3;  // 3 GPU-hours
+  t.goodput_ms = 3600 * 500;   // half a GPU-hour
+  std::map<std::string, double> with, without;
+  WorkMetrics(t, true, with);
+  WorkMetrics(t, false, without);
+  EXPECT_DOUBLE_EQ(with["run_gpu_hours"], 3.0);
+  EXPECT_DOUBLE_EQ(with["goodput_gpu_hours"], 0.5);
+  EXPECT_EQ(with.count("failure_lost_gpu_hours"), 1u);
+  EXPECT_EQ(without.count("failure_lost_gpu_hours"), 0u);
+  EXPECT_EQ(with.size(), without.size() + 1);
+}
+
+}  // namespace
+}  // namespace estuary
