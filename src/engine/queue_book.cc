@@ -492,8 +492,7 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
   const bool hp = prio >= kHpPriority && bound == Bound::kEntitled;
   *owed = false;
   if (supply != nullptr) *supply = INT64_MAX;
-  VictimFilter f;
-  if (!enabled() || leaf < 0) return f;
+  if (!enabled() || leaf < 0) return {};
   const size_t n = tree_.size();
   // Per queue of the job's path: whether the job's start keeps it within `bound`. The job
   // is owed what another queue v holds when every queue of its path below their common ancestor
@@ -508,25 +507,21 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
     if ((*within)[static_cast<size_t>(p)] && depth < 64) within_bits |= uint64_t{1} << depth;
   }
   *owed = (*within)[static_cast<size_t>(leaf)] != 0;
-  // Per queue: what it holds above `bound` (GPU milli; <= 0: nothing to take), less what
-  // is already on its way out — and nothing when it may not be reclaimed from now. A cooldown
-  // does not hold against a job whose start keeps its leaf queue within its guarantee: a
-  // guarantee comes back within the grace period, whoever reclaimed last.
-  // A rebalance (toward fair shares) waits out every cooldown.
+  // A cooldown does not hold against a job whose start keeps its leaf queue within its
+  // guarantee: a guarantee comes back within the grace period, whoever reclaimed last.
   const bool guaranteed = bound == Bound::kEntitled && *owed &&
                           QueueWithin(state, req, static_cast<size_t>(leaf), Bound::kGuarantee, nullptr, true);
   // The dimension budgets are counted in: GPUs in total; toward fair shares, the job's GPU model
   // when it names exactly one and the quotas name it (a model's fair share is what the queue may
   // hold of that model; its total-GPU fair share counts GPUs its jobs could not use).
   const int32_t model = bound == Bound::kFair ? FairModel(state.task(j.tasks.front()).req.models) : -1;
-  const size_t dim = model >= 0 ? tree_.dims().model(static_cast<size_t>(model)) : QuotaDims::kGpu;
   // Rebalancing: only for a shortfall of at least kRebalanceMinGapPct of the leaf's fair share.
   if (bound == Bound::kFair && *owed) {
     *owed = ShortOfFairShare(state, static_cast<size_t>(leaf), state.task(j.tasks.front()).req.models);
-    if (!*owed) return f;  // no rebalance: no victims (and no supply) to find
+    if (!*owed) return {};  // no rebalance: no victims (and no supply) to find
   }
-  // The per-queue figures below (budgets, ranks, the queues it may take from, the supply) are
-  // the same for every job with the same key in the same state, time and book: they are kept
+  // The per-queue figures (budgets, ranks, the queues it may take from, the supply) are the same
+  // for every job with the same key in the same state, time and book: they are kept
   // (VictimCached) until any of those changes. Each filter gets budgets of its own.
   const TaskRequest& first = state.task(j.tasks.front()).req;
   const bool want_supply = supply != nullptr && !hp && first.NeedsGpu();
@@ -540,88 +535,106 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
   }
   auto mine = std::make_shared<std::vector<char>>(n, 0);  // the preemptor's queue and ancestors
   for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) (*mine)[static_cast<size_t>(p)] = 1;
-  const QueueTree* tree = &tree_;
-  const ClusterState* st = &state;
-  // The preemptor is owed capacity below ancestor `top`.
-  auto owed_below = [tree, within, leaf](int top) {
-    for (int p = leaf; p >= 0 && p != top; p = tree->parent(static_cast<size_t>(p))) {
-      if (!(*within)[static_cast<size_t>(p)]) return false;
-    }
-    return true;
-  };
-  // Victim queue v's path up to (not including) the common ancestor with the preemptor's queue
-  // holds more than its entitlement everywhere (by budgets `ex`); returns that ancestor (-1: the
-  // root) or -2.
-  auto path_over = [tree, mine](const std::vector<int64_t>& ex, int32_t v) {
-    int p = v;
-    for (; p >= 0 && !(*mine)[static_cast<size_t>(p)]; p = tree->parent(static_cast<size_t>(p))) {
-      if (ex[static_cast<size_t>(p)] <= 0) return -2;
-    }
-    return p;
-  };
   const auto hit = key.cacheable ? victim_cache_.find(key) : victim_cache_.end();
   VictimCached fresh;
-  const VictimCached& c = hit != victim_cache_.end() ? hit->second : fresh;
   if (hit == victim_cache_.end()) {
-    auto [budget, added] = budget_cache_.try_emplace({static_cast<int32_t>(bound), model, guaranteed});
-    if (added) {
-      const std::vector<int64_t>& above = bound == Bound::kFair ? shares_.fair : shares_.entitled;
-      auto initial = std::make_shared<std::vector<int64_t>>(n, 0);
-      auto rank = std::make_shared<std::vector<int64_t>>(n, 0);
-      for (size_t q = 0; q < n; ++q) {
-        const int64_t have = state.queue_usage(q)[Fixed(dim)];
-        const bool open = tree_.spec(q).reclaimable && (guaranteed || now_s >= cooldown_until_[q]);
-        (*initial)[q] = open ? have - leaving_[q][Fixed(dim)] - shares_.at(above, q, dim) : 0;
-        const int64_t fair = std::max<int64_t>(1, shares_.at(shares_.fair, q, dim));
-        (*rank)[q] = -((have - fair) * 1000 / fair);  // furthest above its fair share first
-        if ((*initial)[q] > 0 && tree_.leaf(q)) budget->second.over.push_back(static_cast<int32_t>(q));
-      }
-      budget->second.initial = std::move(initial);
-      budget->second.rank = std::move(rank);
-    }
-    const BudgetCached& b = budget->second;
-    const std::vector<int64_t>* initial = b.initial.get();
-    // Not outranking anyone, the job takes only from the leaves it is owed by (`allowed` below).
-    auto from = std::make_shared<std::vector<int32_t>>();
-    // Per queue v it may take from: the GPUs of the job's models v's preemptible jobs hold, at
-    // most what v and its ancestors below the common ancestor hold above their entitlements (the
-    // budgets) — summed, an upper bound on what a plan could evict.
-    int64_t takeable = 0;
-    if (!hp) {
-      // A leaf whose own budget is not positive is no victim queue (path_over): only b.over.
-      for (const int32_t leaf_v : b.over) {
-        const size_t v = static_cast<size_t>(leaf_v);
-        if (leaf_v == leaf) continue;
-        const int top = path_over(*initial, leaf_v);
-        if (top == -2 || !owed_below(top)) continue;
-        from->push_back(static_cast<int32_t>(v));
-        if (!want_supply) continue;
-        int64_t budget = INT64_MAX;  // the least budget on v's path below the common ancestor
-        for (int p = static_cast<int>(v); p != top; p = tree_.parent(static_cast<size_t>(p))) {
-          budget = std::min(budget, (*initial)[static_cast<size_t>(p)]);
-        }
-        // A budget smaller than v's smallest task takes none of v's work (a victim unit, a
-        // whole job or an elastic step, holds at least one task).
-        if (budget < state.queue_min_preemptible(v, first.models)) continue;
-        takeable += std::min(budget, Takeable(state, v, first.models, budget, key.unheld_only));
-      }
-    }
-    fresh = VictimCached{b.initial, b.rank, hp ? nullptr : std::move(from), want_supply ? takeable : INT64_MAX};
+    fresh = VictimQueues(state, key, now_s, *within, *mine, first.models);
     if (key.cacheable) victim_cache_.emplace(key, fresh);
   }
+  const VictimCached& c = hit != victim_cache_.end() ? hit->second : fresh;
   if (want_supply) *supply = c.supply;
-  if (!filter) return f;
+  if (!filter) return {};
+  return Filter(state, c, leaf, hp ? prio : -1, model, std::move(within), std::move(mine));
+}
+
+bool QueueBook::OwedBelow(const std::vector<char>& within, int32_t leaf, int top) const {
+  for (int p = leaf; p >= 0 && p != top; p = tree_.parent(static_cast<size_t>(p))) {
+    if (!within[static_cast<size_t>(p)]) return false;
+  }
+  return true;
+}
+
+int QueueBook::PathOver(const std::vector<char>& mine, const std::vector<int64_t>& excess, int32_t v) const {
+  int p = v;
+  for (; p >= 0 && !mine[static_cast<size_t>(p)]; p = tree_.parent(static_cast<size_t>(p))) {
+    if (excess[static_cast<size_t>(p)] <= 0) return -2;
+  }
+  return p;
+}
+
+const QueueBook::BudgetCached& QueueBook::Budgets(const ClusterState& state, Bound bound, int32_t model, bool guaranteed,
+                                                  int64_t now_s) const {
+  auto [budget, added] = budget_cache_.try_emplace({static_cast<int32_t>(bound), model, guaranteed});
+  if (!added) return budget->second;
+  const size_t n = tree_.size();
+  const size_t dim = model >= 0 ? tree_.dims().model(static_cast<size_t>(model)) : QuotaDims::kGpu;
+  const std::vector<int64_t>& above = bound == Bound::kFair ? shares_.fair : shares_.entitled;
+  auto initial = std::make_shared<std::vector<int64_t>>(n, 0);
+  auto rank = std::make_shared<std::vector<int64_t>>(n, 0);
+  for (size_t q = 0; q < n; ++q) {
+    const int64_t have = state.queue_usage(q)[Fixed(dim)];
+    // Nothing to take from a queue that may not be reclaimed from now (a rebalance, toward fair
+    // shares, waits out every cooldown).
+    const bool open = tree_.spec(q).reclaimable && (guaranteed || now_s >= cooldown_until_[q]);
+    (*initial)[q] = open ? have - leaving_[q][Fixed(dim)] - shares_.at(above, q, dim) : 0;
+    const int64_t fair = std::max<int64_t>(1, shares_.at(shares_.fair, q, dim));
+    (*rank)[q] = -((have - fair) * 1000 / fair);  // furthest above its fair share first
+    if ((*initial)[q] > 0 && tree_.leaf(q)) budget->second.over.push_back(static_cast<int32_t>(q));
+  }
+  budget->second.initial = std::move(initial);
+  budget->second.rank = std::move(rank);
+  return budget->second;
+}
+
+QueueBook::VictimCached QueueBook::VictimQueues(const ClusterState& state, const VictimKey& key, int64_t now_s,
+                                                const std::vector<char>& within, const std::vector<char>& mine,
+                                                GpuModelSet models) const {
+  const BudgetCached& b = Budgets(state, static_cast<Bound>(key.bound), key.model, key.guaranteed, now_s);
+  const bool hp = key.prio != 0;
+  if (hp) return VictimCached{b.initial, b.rank, nullptr, INT64_MAX};
+  const std::vector<int64_t>& initial = *b.initial;
+  // Not outranking anyone, the job takes only from the leaves it is owed by (`allowed`).
+  auto from = std::make_shared<std::vector<int32_t>>();
+  // Per queue v it may take from: the GPUs of the job's models v's preemptible jobs hold, at
+  // most what v and its ancestors below the common ancestor hold above their entitlements (the
+  // budgets) — summed, an upper bound on what a plan could evict.
+  int64_t takeable = 0;
+  // A leaf whose own budget is not positive is no victim queue (PathOver): only b.over.
+  for (const int32_t leaf_v : b.over) {
+    if (leaf_v == key.leaf) continue;
+    const int top = PathOver(mine, initial, leaf_v);
+    if (top == -2 || !OwedBelow(within, key.leaf, top)) continue;
+    from->push_back(leaf_v);
+    if (!key.supply) continue;
+    int64_t budget = INT64_MAX;  // the least budget on v's path below the common ancestor
+    for (int p = leaf_v; p != top; p = tree_.parent(static_cast<size_t>(p))) {
+      budget = std::min(budget, initial[static_cast<size_t>(p)]);
+    }
+    // A budget smaller than v's smallest task takes none of v's work (a victim unit, a whole job
+    // or an elastic step, holds at least one task).
+    const size_t v = static_cast<size_t>(leaf_v);
+    if (budget < state.queue_min_preemptible(v, models)) continue;
+    takeable += std::min(budget, Takeable(state, v, models, budget, key.unheld_only));
+  }
+  return VictimCached{b.initial, b.rank, std::move(from), key.supply ? takeable : INT64_MAX};
+}
+
+VictimFilter QueueBook::Filter(const ClusterState& state, const VictimCached& c, int32_t leaf, int32_t hp_prio,
+                               int32_t model, std::shared_ptr<const std::vector<char>> within,
+                               std::shared_ptr<const std::vector<char>> mine) const {
+  VictimFilter f;
   f.queues = c.from;
+  const QueueBook* book = this;
+  const ClusterState* st = &state;
   auto excess = std::make_shared<std::vector<int64_t>>(*c.initial);
-  auto over_until = [path_over, excess](int32_t v) { return path_over(*excess, v); };
   f.allowed = [=](const Job& v) {
     const int32_t vq = v.spec.queue;
     // In a model's dimension, only jobs of that model count against its budgets.
     if (model >= 0 && st->task(v.tasks.front()).req.models.bits() != uint64_t{1} << model) return false;
-    const bool outranked = hp && v.spec.priority < prio;
+    const bool outranked = hp_prio >= 0 && v.spec.priority < hp_prio;
     if (vq < 0 || vq == leaf) return outranked;
-    const int top = over_until(vq);
-    return top != -2 && (outranked || owed_below(top));
+    const int top = book->PathOver(*mine, *excess, vq);
+    return top != -2 && (outranked || book->OwedBelow(*within, leaf, top));
   };
   f.rank = [leaf, rank = c.rank](const Job& v) {
     const int32_t vq = v.spec.queue;
@@ -629,6 +642,7 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
   };
   std::shared_ptr<const std::vector<int64_t>> initial = c.initial;
   f.reset = [excess, initial] { *excess = *initial; };
+  const QueueTree* tree = &tree_;
   f.take = [tree, mine, excess, leaf](const Job& v, int64_t gpu) {
     const int32_t vq = v.spec.queue;
     if (vq < 0 || vq == leaf) return true;

@@ -291,6 +291,26 @@ class QueueBook {
   };
   mutable std::map<std::tuple<int32_t, int32_t, bool>, BudgetCached> budget_cache_;
   mutable std::tuple<uint64_t, uint64_t, uint64_t, int64_t> victim_stamp_{UINT64_MAX, 0, 0, 0};
+  // VictimsUpTo's parts. The preemptor (of leaf `leaf`) is owed capacity below ancestor `top`:
+  // every queue of its path below `top` is `within`.
+  bool OwedBelow(const std::vector<char>& within, int32_t leaf, int top) const;
+  // Victim queue v's path up to (not including) its common ancestor with the preemptor's queue
+  // (`mine`: that queue and its ancestors) holds more than its entitlement everywhere (by budgets
+  // `excess`): that ancestor (-1: the root), else -2.
+  int PathOver(const std::vector<char>& mine, const std::vector<int64_t>& excess, int32_t v) const;
+  // The budgets (per queue, what it holds above the key's bound in its dimension, less what is
+  // leaving; 0 where it may not be reclaimed from now) and ranks, kept in budget_cache_.
+  const BudgetCached& Budgets(const ClusterState& state, Bound bound, int32_t model, bool guaranteed,
+                              int64_t now_s) const;
+  // The figures of `key` (VictimCached): the queues a job not outranking anyone may take from
+  // and, with key.supply, the GPUs of `models` it could take there.
+  VictimCached VictimQueues(const ClusterState& state, const VictimKey& key, int64_t now_s,
+                            const std::vector<char>& within, const std::vector<char>& mine, GpuModelSet models) const;
+  // The filter of a preemptor of leaf `leaf` (hp_prio >= 0: an HP job of that priority, which
+  // outranks lower priorities; model >= 0: budgets in that model's dimension) over `c`, with
+  // budgets of its own.
+  VictimFilter Filter(const ClusterState& state, const VictimCached& c, int32_t leaf, int32_t hp_prio, int32_t model,
+                      std::shared_ptr<const std::vector<char>> within, std::shared_ptr<const std::vector<char>> mine) const;
   // Time-based fairness: decayed GPU usage (GPU milli x s) per queue, as of usage_at_.
   std::vector<double> decayed_;
   int64_t usage_at_ = -1;
