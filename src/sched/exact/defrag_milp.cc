@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <unordered_map>
 
@@ -111,12 +112,20 @@ bool Satisfies(const std::vector<Row>& rows, const std::vector<double>& x) {
   return true;
 }
 
-}  // namespace
+// The binary program of one instance: the nodes of N and their movable tasks, the columns
+// (x[t][n] per destination of each movable task, then e[n] per node that can become whole free),
+// a feasible start (nobody moves) and the rows.
+struct Model {
+  std::vector<NodeInfo> info;
+  std::vector<MovableTask> movable;  // by task id
+  int ncols = 0;
+  std::vector<double> start;
+  std::vector<Row> rows;
+  int whole_free_before = 0;
+};
 
-StatusOr<ExactDefragResult> SolveExactDefrag(const ClusterState& state, std::span<const NodeId> nodes,
-                                             std::span<const char> locked, const ExactDefragOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
-  // (1) Input.
+// (1) The nodes must be known, distinct and at most 64; the time limit positive.
+Status CheckInput(const ClusterState& state, std::span<const NodeId> nodes, const ExactDefragOptions& options) {
   if (nodes.size() > 64) {
     return InvalidArgument("exact defrag: " + std::to_string(nodes.size()) +
                            " nodes; the exact model is meant for small instances (at most 64 nodes)");
@@ -131,20 +140,22 @@ StatusOr<ExactDefragResult> SolveExactDefrag(const ClusterState& state, std::spa
       return InvalidArgument("exact defrag: duplicate node " + state.node(n).spec.name);
     }
   }
+  return Status::Ok();
+}
 
-  // (2) Movable tasks and capacity per node.
-  ExactDefragResult res;
-  std::vector<NodeInfo> info(nodes.size());
-  std::vector<MovableTask> movable;
+// (2) Each node's capacity once its movable tasks have left, and those tasks (not locked, not in
+// Standby or borrowed, whole GPUs, on a node that would take them back).
+void FindMovable(const ClusterState& state, std::span<const NodeId> nodes, std::span<const char> locked, Model& mo) {
+  mo.info.resize(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = state.node(nodes[i]);
-    NodeInfo& ni = info[i];
+    NodeInfo& ni = mo.info[i];
     ni.id = n.id;
     ni.cpu_avail = n.cpu_free;
     ni.mem_avail = n.mem_free;
     ni.gpu_avail = n.full_free_gpus;
     ni.has_gpus = n.spec.gpu_count > 0;
-    if (ni.has_gpus && n.full_free_gpus == n.spec.gpu_count) ++res.whole_free_before;
+    if (ni.has_gpus && n.full_free_gpus == n.spec.gpu_count) ++mo.whole_free_before;
     for (TaskId tid : n.tasks) {
       const Task& t = state.task(tid);
       const bool is_locked = tid.value() < locked.size() && locked[tid.value()] != 0;
@@ -157,26 +168,28 @@ StatusOr<ExactDefragResult> SolveExactDefrag(const ClusterState& state, std::spa
       MovableTask m;
       m.id = tid;
       m.cur = static_cast<int>(i);
-      movable.push_back(std::move(m));
+      mo.movable.push_back(std::move(m));
     }
     ni.can_be_free = ni.has_gpus && ni.gpu_avail == n.spec.gpu_count;
   }
-  std::sort(movable.begin(), movable.end(), [](const MovableTask& a, const MovableTask& b) { return a.id < b.id; });
+  std::sort(mo.movable.begin(), mo.movable.end(), [](const MovableTask& a, const MovableTask& b) { return a.id < b.id; });
+}
 
-  // (3) Columns: x[t][n] per destination, then e[n]. Stage-1 objective: minimise -sum e.
-  int ncols = 0;
-  std::vector<double> start;
-  for (MovableTask& m : movable) {
+// (3) The columns: a task's destinations are its node and every node of N that takes its job,
+// admits its GPU model, has room for it alone and (a task confined to a domain) lies in its
+// domain; then e[n]. The start: nobody moves, and a node already whole free counts.
+void AddColumns(const ClusterState& state, Model& mo) {
+  for (MovableTask& m : mo.movable) {
     const Task& t = state.task(m.id);
-    const Node& cur = state.node(info[m.cur].id);
+    const Node& cur = state.node(mo.info[m.cur].id);
     const JobSpec& js = state.job(t.job).spec;
     const bool confined = js.topology.plane.valid() && js.topology.required_level >= 0;
     DomainId dom;
     if (confined) dom = state.topology().NodeDomain(cur.id, js.topology.plane, js.topology.required_level);
-    for (size_t i = 0; i < info.size(); ++i) {
+    for (size_t i = 0; i < mo.info.size(); ++i) {
       const bool is_cur = static_cast<int>(i) == m.cur;
       if (!is_cur) {
-        const NodeInfo& ni = info[i];
+        const NodeInfo& ni = mo.info[i];
         const Node& n = state.node(ni.id);
         if (!Receives(state, n, t.job)) continue;
         if (t.req.gpu_count > 0 && (!ni.has_gpus || !t.req.models.Admits(n.spec.model))) continue;
@@ -187,23 +200,27 @@ StatusOr<ExactDefragResult> SolveExactDefrag(const ClusterState& state, std::spa
           }
         }
       }
-      m.dests.push_back({static_cast<int>(i), ncols++});
-      start.push_back(is_cur ? 1.0 : 0.0);
+      m.dests.push_back({static_cast<int>(i), mo.ncols++});
+      mo.start.push_back(is_cur ? 1.0 : 0.0);
     }
   }
-  for (NodeInfo& ni : info) {
+  std::vector<char> has_gpu_task(mo.info.size(), 0);
+  for (const MovableTask& m : mo.movable) {
+    if (state.task(m.id).req.gpu_count > 0) has_gpu_task[m.cur] = 1;
+  }
+  for (size_t i = 0; i < mo.info.size(); ++i) {
+    NodeInfo& ni = mo.info[i];
     if (!ni.can_be_free) continue;
-    ni.e_col = ncols++;
-    start.push_back(0.0);
+    ni.e_col = mo.ncols++;
+    mo.start.push_back(has_gpu_task[i] ? 0.0 : 1.0);
   }
-  std::vector<double> obj1(ncols, 0.0);
-  for (const NodeInfo& ni : info) {
-    if (ni.e_col >= 0) obj1[ni.e_col] = -1.0;
-  }
+}
 
-  // Rows.
-  std::vector<Row> rows;
-  for (const MovableTask& m : movable) {
+// (3) The rows: each movable task on exactly one destination; per node, CPU, memory and GPUs
+// within its capacity (only rows that could bind); e[n] = 1 only with no GPU task on n.
+void AddRows(const ClusterState& state, Model& mo) {
+  std::vector<Row>& rows = mo.rows;
+  for (const MovableTask& m : mo.movable) {
     Row r;
     for (auto [i, c] : m.dests) {
       r.cols.push_back(c);
@@ -212,9 +229,10 @@ StatusOr<ExactDefragResult> SolveExactDefrag(const ClusterState& state, std::spa
     r.lo = r.hi = 1.0;
     rows.push_back(std::move(r));
   }
+  const std::vector<NodeInfo>& info = mo.info;
   std::vector<Row> cpu(info.size()), mem(info.size()), gpu(info.size());
   std::vector<Row> excl;
-  for (const MovableTask& m : movable) {
+  for (const MovableTask& m : mo.movable) {
     const TaskRequest& q = state.task(m.id).req;
     for (auto [i, c] : m.dests) {
       if (q.cpu_milli > 0) { cpu[i].cols.push_back(c); cpu[i].coefs.push_back(static_cast<double>(q.cpu_milli)); }
@@ -244,73 +262,82 @@ StatusOr<ExactDefragResult> SolveExactDefrag(const ClusterState& state, std::spa
     }
   }
   for (Row& r : excl) rows.push_back(std::move(r));
-  // Stage-1 start: nobody moves; every node that is already whole free counts.
-  {
-    std::vector<char> has_gpu_task(info.size(), 0);
-    for (const MovableTask& m : movable) {
-      if (state.task(m.id).req.gpu_count > 0) has_gpu_task[m.cur] = 1;
-    }
-    for (size_t i = 0; i < info.size(); ++i) {
-      if (info[i].e_col >= 0) start[info[i].e_col] = has_gpu_task[i] ? 0.0 : 1.0;
+}
+
+// (4), (5) The two stages within `seconds` (`elapsed`: the seconds used so far): the best
+// solution found (the start when none) and whether both stages proved it optimal. Stage 1
+// maximises the whole free nodes; stage 2 keeps that many and maximises the tasks that stay.
+std::pair<std::vector<double>, bool> SolveStages(Model& mo, double seconds, const std::function<double()>& elapsed) {
+  std::vector<double> best = mo.start;
+  if (mo.ncols == 0) return {best, true};
+  std::vector<double> obj1(mo.ncols, 0.0);
+  for (const NodeInfo& ni : mo.info) {
+    if (ni.e_col >= 0) obj1[ni.e_col] = -1.0;
+  }
+  StageOutcome s1 = SolveStage(mo.ncols, mo.rows, obj1, mo.start, seconds - elapsed());
+  if (!s1.x.empty() && Satisfies(mo.rows, s1.x)) best = s1.x;
+  bool optimal = s1.optimal;
+  double z = 0;
+  for (const NodeInfo& ni : mo.info) {
+    if (ni.e_col >= 0) z += std::round(best[ni.e_col]);
+  }
+  const double left = seconds - elapsed();
+  if (left <= 0) return {best, false};
+  Row keep;
+  for (const NodeInfo& ni : mo.info) {
+    if (ni.e_col < 0) continue;
+    keep.cols.push_back(ni.e_col);
+    keep.coefs.push_back(1.0);
+  }
+  keep.lo = z;
+  keep.hi = 1e30;
+  mo.rows.push_back(std::move(keep));
+  std::vector<double> obj2(mo.ncols, 0.0);
+  for (const MovableTask& m : mo.movable) {
+    for (auto [i, c] : m.dests) {
+      if (i == m.cur) obj2[c] = -1.0;
     }
   }
-  res.variables = ncols;
-  res.constraints = static_cast<int64_t>(rows.size());
+  StageOutcome s2 = SolveStage(mo.ncols, mo.rows, obj2, best, left);
+  if (!s2.x.empty() && Satisfies(mo.rows, s2.x)) best = s2.x;
+  return {best, optimal && s2.optimal};
+}
 
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  std::vector<double> best = start;
-  bool optimal = false;
-  if (ncols > 0) {
-    // (4) Stage 1.
-    StageOutcome s1 = SolveStage(ncols, rows, obj1, start, options.time_limit_s - elapsed());
-    if (!s1.x.empty() && Satisfies(rows, s1.x)) best = s1.x;
-    optimal = s1.optimal;
-    double z = 0;
-    for (const NodeInfo& ni : info) {
-      if (ni.e_col >= 0) z += std::round(best[ni.e_col]);
-    }
-    // (5) Stage 2: keep z whole free nodes, minimise moves (= maximise tasks that stay).
-    const double left = options.time_limit_s - elapsed();
-    if (left > 0) {
-      Row keep;
-      for (const NodeInfo& ni : info) {
-        if (ni.e_col < 0) continue;
-        keep.cols.push_back(ni.e_col);
-        keep.coefs.push_back(1.0);
-      }
-      keep.lo = z;
-      keep.hi = 1e30;
-      rows.push_back(std::move(keep));
-      std::vector<double> obj2(ncols, 0.0);
-      for (const MovableTask& m : movable) {
-        for (auto [i, c] : m.dests) {
-          if (i == m.cur) obj2[c] = -1.0;
-        }
-      }
-      StageOutcome s2 = SolveStage(ncols, rows, obj2, best, left);
-      if (!s2.x.empty() && Satisfies(rows, s2.x)) best = s2.x;
-      optimal = optimal && s2.optimal;
-    } else {
-      optimal = false;
-    }
-  } else {
-    optimal = true;
-  }
-
-  // (6) Read back and recount.
-  std::vector<int32_t> gpu_tasks_on(info.size(), 0);
-  for (const MovableTask& m : movable) {
+// (6) Each movable task's destination in `x`, the moves and the whole free nodes recounted.
+void ReadBack(const ClusterState& state, const Model& mo, const std::vector<double>& x, ExactDefragResult& res) {
+  std::vector<int32_t> gpu_tasks_on(mo.info.size(), 0);
+  for (const MovableTask& m : mo.movable) {
     int dest = m.cur;
     for (auto [i, c] : m.dests) {
-      if (best[c] > 0.5) dest = i;
+      if (x[c] > 0.5) dest = i;
     }
-    res.assignment.push_back({m.id, info[dest].id});
+    res.assignment.push_back({m.id, mo.info[dest].id});
     if (dest != m.cur) ++res.moved_tasks;
     if (state.task(m.id).req.gpu_count > 0) ++gpu_tasks_on[dest];
   }
-  for (size_t i = 0; i < info.size(); ++i) {
-    if (info[i].can_be_free && gpu_tasks_on[i] == 0) ++res.whole_free_after;
+  for (size_t i = 0; i < mo.info.size(); ++i) {
+    if (mo.info[i].can_be_free && gpu_tasks_on[i] == 0) ++res.whole_free_after;
   }
+}
+
+}  // namespace
+
+StatusOr<ExactDefragResult> SolveExactDefrag(const ClusterState& state, std::span<const NodeId> nodes,
+                                             std::span<const char> locked, const ExactDefragOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status input = CheckInput(state, nodes, options);
+  if (!input.ok()) return input;
+  Model mo;
+  FindMovable(state, nodes, locked, mo);
+  AddColumns(state, mo);
+  AddRows(state, mo);
+  ExactDefragResult res;
+  res.whole_free_before = mo.whole_free_before;
+  res.variables = mo.ncols;
+  res.constraints = static_cast<int64_t>(mo.rows.size());
+  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  const auto [best, optimal] = SolveStages(mo, options.time_limit_s, elapsed);
+  ReadBack(state, mo, best, res);
   res.optimal = optimal;
   res.solve_seconds = elapsed();
   return res;
