@@ -50,6 +50,170 @@ void AddReleases(const ClusterState& state, NodeId n, int64_t now_s, std::vector
   }
 }
 
+// BackfillAction::Plan's timeline over the candidate nodes of one job: their room, grouped by
+// domain of the job's required level (or all in one group), as the running tasks' walltimes end
+// (releases) and as other jobs' planned runs block nodes and free them again.
+class Sweep {
+ public:
+  // 1. The candidate nodes: schedulable, not held for another job, able to hold a replica of
+  // `req` at all.
+  Sweep(const ClusterState& state, JobId job, const TaskRequest& req, const AllocateOptions& options)
+      : state_(state), req_(req), room_of_(state.num_nodes(), SIZE_MAX) {
+    const Topology& topo = state.topology();
+    const TopologyConstraint& tc = state.job(job).spec.topology;
+    if (options.topology && tc.plane.valid() && tc.required_level >= 0) {
+      groups_ = topo.DomainsAt(tc.plane, tc.required_level);
+      for (size_t g = 0; g < groups_.size(); ++g) {
+        for (NodeId n : topo.domain(groups_[g]).nodes) Add(state.node(n), job, g);
+      }
+    } else {
+      groups_.push_back(DomainId());
+      for (const Node& n : state.nodes()) Add(n, job, 0);
+    }
+    blocked_.assign(rooms_.size(), 0);
+  }
+
+  // 2. The releases of the running tasks on the candidate nodes (from `sorted`, made at now_s,
+  // when given), in order of their walltime end.
+  void AddReleases(int64_t now_s, const BackfillReleases* sorted) {
+    if (sorted != nullptr) {
+      ESTUARY_CHECK(sorted->now_s == now_s);
+      for (const Release& r : sorted->releases) {
+        if (room_of_[state_.task(r.task).node.value()] != SIZE_MAX) releases_.push_back(r);
+      }
+    } else {
+      for (const Room& w : rooms_) estuary::AddReleases(state_, w.node, now_s, releases_);
+      std::sort(releases_.begin(), releases_.end());
+    }
+  }
+
+  // 2. The blocks of candidate nodes, for a run of `run` seconds: a node is off for the starts t
+  // with from - run < t < to (the run would meet the block).
+  void AddBlocks(std::span<const BackfillBlock> blocks, int64_t now_s, int64_t run) {
+    for (const BackfillBlock& b : blocks) {
+      if (b.node.value() >= room_of_.size() || room_of_[b.node.value()] == SIZE_MAX || b.to_s <= now_s) continue;
+      const size_t r = room_of_[b.node.value()];
+      offs_.push_back({b.from_s - run, r});
+      if (b.to_s != INT64_MAX) ons_.push_back({b.to_s, r});
+    }
+    std::sort(offs_.begin(), offs_.end());
+    std::sort(ons_.begin(), ons_.end());
+  }
+
+  // 3. The earliest time from now_s on at which a group holds `need` replicas on its nodes not
+  // blocked then, and that group (SIZE_MAX: none by the known walltimes).
+  std::pair<int64_t, size_t> Earliest(int64_t now_s, int64_t need) {
+    held_.assign(groups_.size(), 0);
+    for (const Room& w : rooms_) held_[w.group] += w.fit;
+    int64_t at = now_s;
+    Advance(at);
+    size_t group = FirstHolding(need);
+    while (group == SIZE_MAX && (release_ < releases_.size() || on_ < ons_.size())) {
+      at = INT64_MAX;
+      if (release_ < releases_.size()) at = releases_[release_].at;
+      if (on_ < ons_.size()) at = std::min(at, ons_[on_].at);
+      Advance(at);
+      group = FirstHolding(need);
+    }
+    return {at, group};
+  }
+
+  // 4. The nodes of `group` (after Earliest) that hold `need` replicas: most room now first, in
+  // node order.
+  std::vector<NodeId> NodesOf(size_t group, int64_t need) const {
+    std::vector<const Room*> in;
+    for (size_t r = 0; r < rooms_.size(); ++r) {
+      if (rooms_[r].group == group && rooms_[r].fit > 0 && blocked_[r] == 0) in.push_back(&rooms_[r]);
+    }
+    std::sort(in.begin(), in.end(), [](const Room* a, const Room* b) {
+      return std::make_tuple(-a->now, -a->fit, a->node.value()) < std::make_tuple(-b->now, -b->fit, b->node.value());
+    });
+    std::vector<NodeId> nodes;
+    int64_t got = 0;
+    for (const Room* w : in) {
+      if (got >= need) break;
+      nodes.push_back(w->node);
+      got += w->fit;
+    }
+    std::sort(nodes.begin(), nodes.end(), [](NodeId a, NodeId b) { return a.value() < b.value(); });
+    return nodes;
+  }
+
+  DomainId domain(size_t group) const { return groups_[group]; }
+
+ private:
+  using Release = BackfillReleases::Release;
+  struct Edge {
+    int64_t at;
+    size_t room;
+    bool operator<(const Edge& o) const { return std::tie(at, room) < std::tie(o.at, o.room); }
+  };
+
+  void Add(const Node& n, JobId job, size_t group) {
+    if (!n.Schedulable()) return;
+    if (n.reservation.valid() && state_.reservation(n.reservation).owner != job) return;
+    if (AllocateAction::ReplicasFitting(state_, n, req_, true) <= 0) return;  // never holds a replica
+    Room w;
+    w.node = n.id;
+    w.group = group;
+    w.cpu = n.cpu_free;
+    w.mem = n.mem_free;
+    w.gpu = n.gpu_free;
+    w.gpu_count = n.spec.gpu_count;
+    w.full = n.full_free_gpus;
+    w.now = w.fit = Fit(w, req_);
+    room_of_[n.id.value()] = rooms_.size();
+    rooms_.push_back(w);
+  }
+
+  size_t FirstHolding(int64_t need) const {
+    for (size_t g = 0; g < held_.size(); ++g) {
+      if (held_[g] >= need) return g;
+    }
+    return SIZE_MAX;
+  }
+
+  void Block(size_t r, int sign) {
+    const Room& w = rooms_[r];
+    if (blocked_[r] == 0) held_[w.group] -= w.fit;
+    blocked_[r] += sign;
+    if (blocked_[r] == 0) held_[w.group] += w.fit;
+  }
+
+  // Before the start at `t` is looked at: releases and block ends up to t, blocks met after t.
+  void Advance(int64_t t) {
+    for (; off_ < offs_.size() && offs_[off_].at < t; ++off_) Block(offs_[off_].room, 1);
+    for (; on_ < ons_.size() && ons_[on_].at <= t; ++on_) Block(ons_[on_].room, -1);
+    for (; release_ < releases_.size() && releases_[release_].at <= t; ++release_) {
+      const Task& task = state_.task(releases_[release_].task);
+      const size_t r = room_of_[task.node.value()];
+      Room& w = rooms_[r];
+      w.cpu += task.req.cpu_milli;
+      w.mem += task.req.mem_mib;
+      for (uint8_t g : task.gpus) {
+        MilliGpu& free = w.gpu[g];
+        const bool was_full = free == kMilliPerGpu;
+        free = static_cast<MilliGpu>(std::min<int64_t>(kMilliPerGpu, free + task.req.gpu_milli));
+        if (!was_full && free == kMilliPerGpu) ++w.full;
+      }
+      const int64_t fit = Fit(w, req_);
+      if (blocked_[r] == 0) held_[w.group] += fit - w.fit;
+      w.fit = fit;
+    }
+  }
+
+  const ClusterState& state_;
+  const TaskRequest& req_;
+  std::vector<DomainId> groups_;
+  std::vector<Room> rooms_;
+  std::vector<size_t> room_of_;  // per node: its index in rooms_ (SIZE_MAX: no candidate)
+  std::vector<Release> releases_;
+  std::vector<Edge> offs_, ons_;  // off: for starts after `at`; on again: for starts at `at` or later
+  std::vector<int32_t> blocked_;  // per room: blocks in force
+  std::vector<int64_t> held_;     // per group: replicas its unblocked rooms hold
+  size_t release_ = 0, off_ = 0, on_ = 0;
+};
+
 }  // namespace
 
 BackfillReleases BackfillReleases::Of(const ClusterState& state, int64_t now_s) {
@@ -64,150 +228,22 @@ BackfillPlan BackfillAction::Plan(const ClusterState& state, JobId job_id, int64
                                   std::span<const BackfillBlock> blocks, const BackfillReleases* sorted) {
   BackfillPlan plan;
   const Job& job = state.job(job_id);
-  TaskRequest req;
-  bool any = false;
-  for (TaskId t : job.tasks) {
-    if (state.task(t).state == TaskState::kPending) {
-      req = state.task(t).req;
-      any = true;
-      break;
-    }
-  }
-  if (!any) return plan;
+  const auto pending = std::find_if(job.tasks.begin(), job.tasks.end(),
+                                    [&](TaskId t) { return state.task(t).state == TaskState::kPending; });
+  if (pending == job.tasks.end()) return plan;
+  const TaskRequest req = state.task(*pending).req;
   const int64_t step = options.align ? std::max<int32_t>(1, job.spec.step) : 1;
   const int64_t need = (std::max<int64_t>(1, job.spec.min_replicas) + step - 1) / step * step;
-
-  // 1. The candidate nodes, grouped: by domain of the required level, or all in one group.
-  std::vector<Room> rooms;
-  std::vector<size_t> room_of(state.num_nodes(), SIZE_MAX);
-  const auto add = [&](const Node& n, size_t group) {
-    if (!n.Schedulable()) return;
-    if (n.reservation.valid() && state.reservation(n.reservation).owner != job_id) return;
-    if (AllocateAction::ReplicasFitting(state, n, req, true) <= 0) return;  // never holds a replica
-    Room w;
-    w.node = n.id;
-    w.group = group;
-    w.cpu = n.cpu_free;
-    w.mem = n.mem_free;
-    w.gpu = n.gpu_free;
-    w.gpu_count = n.spec.gpu_count;
-    w.full = n.full_free_gpus;
-    w.now = w.fit = Fit(w, req);
-    room_of[n.id.value()] = rooms.size();
-    rooms.push_back(w);
-  };
-  const Topology& topo = state.topology();
-  const TopologyConstraint& tc = job.spec.topology;
-  const bool required = options.topology && tc.plane.valid() && tc.required_level >= 0;
-  std::vector<DomainId> groups;
-  if (required) {
-    groups = topo.DomainsAt(tc.plane, tc.required_level);
-    for (size_t g = 0; g < groups.size(); ++g) {
-      for (NodeId n : topo.domain(groups[g]).nodes) add(state.node(n), g);
-    }
-  } else {
-    groups.push_back(DomainId());
-    for (const Node& n : state.nodes()) add(n, 0);
-  }
-  // 2. The releases of the running tasks on those nodes, in order of their walltime end.
-  using Release = BackfillReleases::Release;
-  std::vector<Release> releases;
-  if (sorted != nullptr) {
-    ESTUARY_CHECK(sorted->now_s == now_s);
-    for (const Release& r : sorted->releases) {
-      if (room_of[state.task(r.task).node.value()] != SIZE_MAX) releases.push_back(r);
-    }
-  } else {
-    for (const Room& w : rooms) AddReleases(state, w.node, now_s, releases);
-    std::sort(releases.begin(), releases.end());
-  }
-  // The blocks of candidate nodes, for a run of the job's walltime: a node is off for the starts
-  // t with from - walltime < t < to (the run would meet the block).
   constexpr int64_t kForever = INT64_MAX / 4;
-  const int64_t run = job.spec.walltime_s > 0 ? job.spec.walltime_s : kForever;
-  struct Edge {
-    int64_t at;
-    size_t room;
-    bool operator<(const Edge& o) const { return std::tie(at, room) < std::tie(o.at, o.room); }
-  };
-  std::vector<Edge> offs, ons;  // off: for starts after `at`; on again: for starts at `at` or later
-  std::vector<int32_t> blocked(rooms.size(), 0);
-  for (const BackfillBlock& b : blocks) {
-    if (b.node.value() >= room_of.size() || room_of[b.node.value()] == SIZE_MAX || b.to_s <= now_s) continue;
-    const size_t r = room_of[b.node.value()];
-    offs.push_back({b.from_s - run, r});
-    if (b.to_s != INT64_MAX) ons.push_back({b.to_s, r});
-  }
-  std::sort(offs.begin(), offs.end());
-  std::sort(ons.begin(), ons.end());
-  std::vector<int64_t> held(groups.size(), 0);
-  for (const Room& w : rooms) held[w.group] += w.fit;
-
-  // 3. The earliest time a group holds the job, on its nodes not blocked then.
-  const auto first_holding = [&]() -> size_t {
-    for (size_t g = 0; g < held.size(); ++g) {
-      if (held[g] >= need) return g;
-    }
-    return SIZE_MAX;
-  };
-  const auto block = [&](size_t r, int sign) {
-    Room& w = rooms[r];
-    if (blocked[r] == 0) held[w.group] -= w.fit;
-    blocked[r] += sign;
-    if (blocked[r] == 0) held[w.group] += w.fit;
-  };
-  size_t release = 0, off = 0, on = 0;
-  // Before the start at `t` is looked at: releases and block ends up to t, blocks met after t.
-  const auto advance = [&](int64_t t) {
-    for (; off < offs.size() && offs[off].at < t; ++off) block(offs[off].room, 1);
-    for (; on < ons.size() && ons[on].at <= t; ++on) block(ons[on].room, -1);
-    for (; release < releases.size() && releases[release].at <= t; ++release) {
-      const Task& task = state.task(releases[release].task);
-      const size_t r = room_of[task.node.value()];
-      Room& w = rooms[r];
-      w.cpu += task.req.cpu_milli;
-      w.mem += task.req.mem_mib;
-      for (uint8_t g : task.gpus) {
-        MilliGpu& free = w.gpu[g];
-        const bool was_full = free == kMilliPerGpu;
-        free = static_cast<MilliGpu>(std::min<int64_t>(kMilliPerGpu, free + task.req.gpu_milli));
-        if (!was_full && free == kMilliPerGpu) ++w.full;
-      }
-      const int64_t fit = Fit(w, req);
-      if (blocked[r] == 0) held[w.group] += fit - w.fit;
-      w.fit = fit;
-    }
-  };
-  int64_t at = now_s;
-  advance(at);
-  size_t group = first_holding();
-  while (group == SIZE_MAX && (release < releases.size() || on < ons.size())) {
-    at = INT64_MAX;
-    if (release < releases.size()) at = releases[release].at;
-    if (on < ons.size()) at = std::min(at, ons[on].at);
-    advance(at);
-    group = first_holding();
-  }
+  Sweep sweep(state, job_id, req, options);
+  sweep.AddReleases(now_s, sorted);
+  sweep.AddBlocks(blocks, now_s, job.spec.walltime_s > 0 ? job.spec.walltime_s : kForever);
+  const auto [at, group] = sweep.Earliest(now_s, need);
   if (group == SIZE_MAX) return plan;
-
-  // 4. Its nodes: most room now first, until they hold the job.
-  std::vector<const Room*> in;
-  for (size_t r = 0; r < rooms.size(); ++r) {
-    if (rooms[r].group == group && rooms[r].fit > 0 && blocked[r] == 0) in.push_back(&rooms[r]);
-  }
-  std::sort(in.begin(), in.end(), [](const Room* a, const Room* b) {
-    return std::make_tuple(-a->now, -a->fit, a->node.value()) < std::make_tuple(-b->now, -b->fit, b->node.value());
-  });
-  int64_t got = 0;
-  for (const Room* w : in) {
-    if (got >= need) break;
-    plan.nodes.push_back(w->node);
-    got += w->fit;
-  }
-  std::sort(plan.nodes.begin(), plan.nodes.end(), [](NodeId a, NodeId b) { return a.value() < b.value(); });
+  plan.nodes = sweep.NodesOf(group, need);
   plan.found = true;
   plan.start_s = at;
-  plan.domain = groups[group];
+  plan.domain = sweep.domain(group);
   return plan;
 }
 
