@@ -198,40 +198,49 @@ CLI::App* AddAgentCommand(CLI::App& app, AgentFlags& f) {
   return a;
 }
 
+namespace {
+
+// The service's and the HTTP server's options from `f`: the flags checked (each bad one named),
+// the scheduler configuration read (--config, else the built-in one) and single keys overridden
+// by their flags.
+Status ServeOptionsFrom(const ServeFlags& f, ServiceOptions* o, HttpOptions* ho) {
+  auto listen = ParseListen(f.listen);
+  if (!listen.ok()) return listen.status();
+  if (f.sync != "full" && f.sync != "normal") return InvalidArgument("--sync: '" + f.sync + "' is not full or normal");
+  if (f.store != "sqlite" && f.store != "etcd") return InvalidArgument("--store: '" + f.store + "' is not sqlite or etcd");
+  if (f.store == "sqlite" && f.data.empty()) return InvalidArgument("--data: required with --store sqlite");
+  if (f.store == "etcd" && f.etcd_endpoints.empty()) return InvalidArgument("--etcd-endpoints: required with --store etcd");
+  if (f.store == "sqlite" && !f.etcd_endpoints.empty()) return InvalidArgument("--etcd-endpoints: only with --store etcd");
+  if (!f.configuration.empty() && f.config.empty()) return InvalidArgument("--configuration: only with --config");
+  const std::string path = f.config.empty() ? "(the built-in service configuration)" : f.config;
+  auto conf = f.config.empty() ? ParseSchedulerConfigText(kServiceConfiguration, path, "")
+                               : ReadSchedulerConfig(f.config, f.configuration);
+  if (!conf.ok()) return conf.status();
+  if (Status st = ApplySchedulerConfig(*conf, path, o); !st.ok()) return st;
+  ho->host = listen->first;
+  ho->port = listen->second;
+  ho->max_body_bytes = static_cast<size_t>(f.max_body_bytes);
+  ho->rate_per_s = f.rate;
+  ho->burst = 2 * f.rate;
+  ho->tls_cert = f.tls_cert;
+  ho->tls_key = f.tls_key;
+  if (!f.policy.empty()) o->policy = f.policy;  // flags override single keys
+  if (f.grace_s >= 0) o->grace_s = f.grace_s;
+  o->heartbeat_timeout_ms = f.heartbeat_timeout_s * 1000;
+  o->retain_ended_ms = f.retain_ended_s * 1000;
+  o->logs_dir = !f.logs.empty() ? f.logs : f.store == "sqlite" ? f.data + "/logs" : "";
+  return Status::Ok();
+}
+
+}  // namespace
+
 int RunServeCommand(const ServeFlags& f) {
   const RealClock clock;
-  auto listen = ParseListen(f.listen);
-  if (!listen.ok()) return Fail(listen.status());
-  if (f.sync != "full" && f.sync != "normal") return Fail(InvalidArgument("--sync: '" + f.sync + "' is not full or normal"));
-  if (f.store != "sqlite" && f.store != "etcd") return Fail(InvalidArgument("--store: '" + f.store + "' is not sqlite or etcd"));
-  if (f.store == "sqlite" && f.data.empty()) return Fail(InvalidArgument("--data: required with --store sqlite"));
-  if (f.store == "etcd" && f.etcd_endpoints.empty()) return Fail(InvalidArgument("--etcd-endpoints: required with --store etcd"));
-  if (f.store == "sqlite" && !f.etcd_endpoints.empty()) return Fail(InvalidArgument("--etcd-endpoints: only with --store etcd"));
   ServiceOptions o;
-  if (!f.configuration.empty() && f.config.empty()) return Fail(InvalidArgument("--configuration: only with --config"));
-  {
-    const std::string path = f.config.empty() ? "(the built-in service configuration)" : f.config;
-    auto conf = f.config.empty() ? ParseSchedulerConfigText(kServiceConfiguration, path, "")
-                                 : ReadSchedulerConfig(f.config, f.configuration);
-    if (!conf.ok()) return Fail(conf.status());
-    const Status st = ApplySchedulerConfig(*conf, path, &o);
-    if (!st.ok()) return Fail(st);
-  }
+  HttpOptions ho;
+  if (Status st = ServeOptionsFrom(f, &o, &ho); !st.ok()) return Fail(st);
   auto tokens = TokenTable::Read(f.tokens);
   if (!tokens.ok()) return Fail(tokens.status());
-  HttpOptions ho;
-  ho.host = listen->first;
-  ho.port = listen->second;
-  ho.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
-  ho.rate_per_s = f.rate;
-  ho.burst = 2 * f.rate;
-  ho.tls_cert = f.tls_cert;
-  ho.tls_key = f.tls_key;
-  if (!f.policy.empty()) o.policy = f.policy;  // flags override single keys
-  if (f.grace_s >= 0) o.grace_s = f.grace_s;
-  o.heartbeat_timeout_ms = f.heartbeat_timeout_s * 1000;
-  o.retain_ended_ms = f.retain_ended_s * 1000;
-  o.logs_dir = !f.logs.empty() ? f.logs : f.store == "sqlite" ? f.data + "/logs" : "";
 
   BlockStopSignals();
   std::atomic<bool> stop{false}, lost{false};
