@@ -167,7 +167,7 @@ struct Task {
 struct TopologyConstraint {
   PlaneId plane;            // invalid: no constraint
   int required_level = -1;  // index into the plane's levels; -1: none
-  int preferred_level = -1; // index into the plane's levels; -1: none (not used by placement yet)
+  int preferred_level = -1; // index into the plane's levels; -1: none (with no required level: the fewest domains of it, AllocateAction::TryStartSpanning; a finer one beside required_level is not used yet)
 };
 
 // A job groups tasks with shared replica bounds: it runs when at least `min_replicas` of its
