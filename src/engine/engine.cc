@@ -5,6 +5,7 @@
 #include <climits>
 #include <functional>
 #include <iterator>
+#include <numeric>
 #include <set>
 #include <type_traits>
 #include <variant>
@@ -233,13 +234,15 @@ int Engine::ShapeOf(JobId id) {
     const int64_t step = options_.allocate.align ? std::max<int32_t>(1, js.step) : 1;
     ShapeInfo& info = shape_info_.back();
     info.min_gpu = (int64_t{js.min_replicas} + step - 1) / step * step * req.TotalGpuMilli();
-    info.step = static_cast<int32_t>(step);
-    info.min_start = static_cast<int32_t>((int64_t{js.min_replicas} + step - 1) / step * step);
-    info.one_cpu = req.cpu_milli;
-    info.one_mem = req.mem_mib;
+    ShapeNeed& need = info.need;
+    need.shape = it->second;
+    need.step = static_cast<int32_t>(step);
+    need.min_start = static_cast<int32_t>((int64_t{js.min_replicas} + step - 1) / step * step);
+    need.one_cpu = req.cpu_milli;
+    need.one_mem = req.mem_mib;
     if (req.NeedsGpu()) {
-      info.one_gpu = req.TotalGpuMilli();
-      if (std::popcount(req.models.bits()) == 1) info.one_model = std::countr_zero(req.models.bits());
+      need.one_gpu = req.TotalGpuMilli();
+      if (std::popcount(req.models.bits()) == 1) need.one_model = std::countr_zero(req.models.bits());
     }
     shape_info_.back().queue = js.queue;
     queue_.SetClass(it->second, c->second);
@@ -258,9 +261,9 @@ int Engine::ShapeOf(JobId id) {
         shapes_of_queue_.resize(q + 1);
         queue_min_gpu_.resize(q + 1, INT64_MAX);
       }
-      shapes_of_queue_[q].push_back(it->second);
+      shapes_of_queue_[q].push_back(shape_info_.back().need);
       queue_min_gpu_[q] = std::min(queue_min_gpu_[q], shape_info_.back().min_gpu);
-      if (q < leaf_lists_.size()) leaf_lists_[q].valid = false;  // listed at the next pass
+      Unlist(q);  // listed at the next pass
     } else {
       unqueued_shapes_.push_back(it->second);
       queue_.SetListed(it->second, true, kFirstPass);
@@ -499,7 +502,7 @@ Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int
     }
     shapes.emplace(cls + "/" + std::to_string(i.queue), sh);
     if (i.queue >= 0) {
-      shapes_of_queue_[static_cast<size_t>(i.queue)].push_back(sh);
+      shapes_of_queue_[static_cast<size_t>(i.queue)].push_back(i.need);
       queue_min_gpu_[static_cast<size_t>(i.queue)] = std::min(queue_min_gpu_[static_cast<size_t>(i.queue)], i.min_gpu);
     } else if (i.queue == -1) {
       unqueued_shapes_.push_back(sh);
@@ -509,6 +512,8 @@ Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int
     queue_.SetListed(sh, false, kSecondPass);
   }
   leaf_lists_.clear();
+  relist_.clear();
+  kept_leaves_.clear();
   queue_figures_.clear();
   shapes_held_ = 0;
   shapes_ = std::move(shapes);
@@ -860,73 +865,150 @@ void Engine::TryQueue(int64_t now_s) {
     for (int sh : marks.waited) {
       queue_.SetListed(sh, true, kSecondPass);
       const int32_t q = shape_info_[static_cast<size_t>(sh)].queue;
-      if (q >= 0 && static_cast<size_t>(q) < leaf_lists_.size()) leaf_lists_[static_cast<size_t>(q)].valid = false;
+      if (q >= 0) Unlist(static_cast<size_t>(q));
     }
     if (marks.any_held) QueuePass(now_s, Bound::kLimit, &marks);
   }
 }
 
 bool Engine::ListShapes(const std::vector<char>& keeps) {
-  using Bound = QueueBook::Bound;
   const size_t n = std::min(book_.tree().size(), shapes_of_queue_.size());
   if (leaf_lists_.size() < n) leaf_lists_.resize(n);
-  // Per leaf: its rooms within fair shares, within the limits and (kept from borrowing) within
-  // its guarantee, in the managed dimensions — compared with those its shapes were listed with.
-  const size_t m = book_.managed_count();
-  // The queues whose figures changed since the last listing: a leaf none of whose path changed
-  // has the same rooms (its guarantees and limits change only with SetQueues, which lists anew).
-  const size_t queues = book_.tree().size();
+  const QueueTree& tree = book_.tree();
+  // The queues whose figures (what they hold, their fair shares) changed since the last listing:
+  // a leaf none of whose path changed has the same rooms (its guarantees and limits change only
+  // with SetQueues, which lists anew). Only those the book reports may have changed are compared.
+  const size_t m = book_.managed_count(), queues = tree.size();
+  QueueBook::Changes changes = book_.TakeChanges();
   if (queue_figures_.size() != 2 * m * queues) {
     queue_figures_.assign(2 * m * queues, INT64_MIN);  // INT64_MIN: never seen (nothing holds it)
+    changes.all = true;
+  }
+  if (changes.all) {
+    changes.queues.resize(queues);
+    std::iota(changes.queues.begin(), changes.queues.end(), size_t{0});
   }
   std::vector<int64_t> figures(2 * m);
   std::vector<char> changed(queues, 0);
-  for (size_t q = 0; q < queues; ++q) {
+  for (size_t q : changes.queues) {
     book_.ManagedFigures(state_, q, figures.data());
     int64_t* seen = &queue_figures_[q * 2 * m];
     if (std::equal(figures.begin(), figures.end(), seen)) continue;
     std::copy(figures.begin(), figures.end(), seen);
     changed[q] = 1;
   }
+  // The leaves to look at: below a changed queue, not listed since their shapes changed, or kept
+  // from borrowing now or at the last listing.
+  std::vector<size_t> look;
+  std::vector<char> seen(n, 0);
+  const auto add = [&](size_t q) {
+    if (q < n && !seen[q]) {
+      seen[q] = 1;
+      look.push_back(q);
+    }
+  };
+  std::vector<size_t> below;
+  for (size_t q = 0; q < queues; ++q) {
+    if (!changed[q]) continue;
+    below.assign(1, q);
+    while (!below.empty()) {
+      const size_t at = below.back();
+      below.pop_back();
+      if (tree.leaf(at)) add(at);
+      else below.insert(below.end(), tree.children(at).begin(), tree.children(at).end());
+    }
+  }
+  for (size_t q : relist_) add(q);
+  relist_.clear();
+  for (size_t q : kept_leaves_) add(q);
+  kept_leaves_.clear();
+  for (size_t q = 0; q < n && !changes.all; ++q) {
+    if (keeps[q]) add(q);
+  }
+  if (changes.all) {
+    for (size_t q = 0; q < n; ++q) add(q);
+  }
+  std::sort(look.begin(), look.end());
   std::vector<int64_t> rooms(3 * m);
-  for (size_t q = 0; q < n; ++q) {
-    if (!book_.tree().leaf(q) || shapes_of_queue_[q].empty()) continue;
+  for (size_t q : look) {
+    if (!tree.leaf(q) || shapes_of_queue_[q].empty()) continue;
     const bool kept = keeps[q] != 0;
+    if (kept) kept_leaves_.push_back(q);
     LeafList& list = leaf_lists_[q];
     if (list.valid && list.kept == kept) {
       bool path_changed = false;
-      for (int p = static_cast<int>(q); p >= 0 && !path_changed; p = book_.tree().parent(static_cast<size_t>(p))) {
+      for (int p = static_cast<int>(q); p >= 0 && !path_changed; p = tree.parent(static_cast<size_t>(p))) {
         path_changed = changed[static_cast<size_t>(p)] != 0;
       }
       if (!path_changed) continue;
     }
-    book_.RoomByManagedDim(state_, q, Bound::kFair, Bound::kFair, rooms.data());
-    book_.RoomByManagedDim(state_, q, Bound::kLimit, Bound::kLimit, rooms.data() + m);
-    if (kept) book_.RoomByManagedDim(state_, q, Bound::kGuarantee, Bound::kLimit, rooms.data() + 2 * m);
-    else std::fill(rooms.begin() + static_cast<std::ptrdiff_t>(2 * m), rooms.end(), 0);
+    LeafRooms(q, kept, rooms.data());
     if (list.valid && list.kept == kept && list.rooms == rooms) continue;
-    shapes_held_ -= list.held;
-    list.valid = true;
-    list.kept = kept;
-    list.rooms = rooms;
-    list.held = 0;
-    const QueueUsage fair = book_.FromManaged(rooms.data()), limit = book_.FromManaged(rooms.data() + m);
-    const QueueUsage kept_room = book_.FromManaged(rooms.data() + 2 * m);
-    // No GPU room for the least of its shapes: all held back (a CPU-only shape needs none).
-    const int64_t gpu = std::max(fair[kQueueGpu], kept ? kept_room[kQueueGpu] : 0);
-    const bool none = gpu < queue_min_gpu_[q] && queue_min_gpu_[q] > 0;
-    const bool none_within_limit = limit[kQueueGpu] < queue_min_gpu_[q] && queue_min_gpu_[q] > 0;
-    for (int sh : shapes_of_queue_[q]) {
-      const bool listed = !none && (Roomy(fair, sh) || (kept && Roomy(kept_room, sh)));
-      queue_.SetListed(sh, listed, kFirstPass);
-      // Held back, but tried by the second pass only with room within the limits: without, every
-      // job of the shape would wait for its queue's room there (room only shrinks in a cycle).
-      queue_.SetListed(sh, !listed && !none_within_limit && Roomy(limit, sh), kSecondPass);
-      list.held += listed ? 0 : 1;
-    }
-    shapes_held_ += list.held;
+    ListLeaf(q, kept, rooms);
   }
   return shapes_held_ > 0;
+}
+
+void Engine::Unlist(size_t q) {
+  if (q < leaf_lists_.size()) leaf_lists_[q].valid = false;
+  relist_.push_back(q);
+}
+
+void Engine::LeafRooms(size_t q, bool kept, int64_t* rooms) const {
+  using Bound = QueueBook::Bound;
+  const size_t m = book_.managed_count();
+  book_.RoomByManagedDim(state_, q, Bound::kFair, Bound::kFair, rooms);
+  book_.RoomByManagedDim(state_, q, Bound::kLimit, Bound::kLimit, rooms + m);
+  if (kept) book_.RoomByManagedDim(state_, q, Bound::kGuarantee, Bound::kLimit, rooms + 2 * m);
+  else std::fill(rooms + 2 * m, rooms + 3 * m, 0);
+}
+
+Engine::LeafRoom Engine::RoomOf(size_t q, bool kept, const int64_t* rooms) const {
+  const size_t m = book_.managed_count();
+  LeafRoom r;
+  r.fair = book_.FromManaged(rooms);
+  r.limit = book_.FromManaged(rooms + m);
+  r.kept = book_.FromManaged(rooms + 2 * m);
+  r.is_kept = kept;
+  // No GPU room for the least of its shapes: all held back (a CPU-only shape needs none).
+  const int64_t gpu = std::max(r.fair[kQueueGpu], kept ? r.kept[kQueueGpu] : 0);
+  r.none = gpu < queue_min_gpu_[q] && queue_min_gpu_[q] > 0;
+  r.none_within_limit = r.limit[kQueueGpu] < queue_min_gpu_[q] && queue_min_gpu_[q] > 0;
+  return r;
+}
+
+void Engine::ListLeaf(size_t q, bool kept, const std::vector<int64_t>& rooms) {
+  LeafList& list = leaf_lists_[q];
+  shapes_held_ -= list.held;
+  list.valid = true;
+  list.kept = kept;
+  list.rooms = rooms;
+  list.held = 0;
+  const LeafRoom room = RoomOf(q, kept, rooms.data());
+  for (const ShapeNeed& need : shapes_of_queue_[q]) {
+    const bool listed = room.Lists(need);
+    queue_.SetListed(need.shape, listed, kFirstPass);
+    // Held back, but tried by the second pass only with room within the limits: without, every
+    // job of the shape would wait for its queue's room there (room only shrinks in a cycle).
+    queue_.SetListed(need.shape, !listed && !room.none_within_limit && need.Fits(room.limit), kSecondPass);
+    list.held += listed ? 0 : 1;
+  }
+  shapes_held_ += list.held;
+}
+
+void Engine::HoldBackAfterStart(size_t q, PassMarks& marks) {
+  if (q >= shapes_of_queue_.size() || q >= leaf_lists_.size() || !leaf_lists_[q].valid) return;
+  const bool kept = leaf_lists_[q].kept;
+  std::vector<int64_t> rooms(3 * book_.managed_count());
+  LeafRooms(q, kept, rooms.data());
+  const LeafRoom room = RoomOf(q, kept, rooms.data());
+  for (const ShapeNeed& need : shapes_of_queue_[q]) {
+    if (!queue_.listed(need.shape, kFirstPass) || room.Lists(need)) continue;
+    // As if the pass had come to it and found no room: held back for the second pass.
+    queue_.SetListed(need.shape, false, kFirstPass);
+    marks.waited.push_back(need.shape);
+    marks.any_held = true;
+  }
 }
 
 int32_t Engine::QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bound bound) const {
@@ -934,8 +1016,8 @@ int32_t Engine::QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bou
   // Its leaf's room in replicas of its shape's one-replica request (which Roomy reads too).
   const int64_t room = j.spec.queue < 0 || !book_.enabled()
                            ? INT64_MAX
-                           : RoomReplicas(book_.RoomByDim(state_, static_cast<size_t>(j.spec.queue), leaf_bound, bound),
-                                          locals_[li].shape);
+                           : shape_info_[static_cast<size_t>(locals_[li].shape)].need.Replicas(
+                                 book_.RoomByDim(state_, static_cast<size_t>(j.spec.queue), leaf_bound, bound));
   return static_cast<int32_t>(std::min<int64_t>(INT32_MAX, int64_t{j.bound_tasks} + std::min<int64_t>(room, INT32_MAX)));
 }
 
@@ -947,7 +1029,7 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
       [&](size_t li) {
         Local& l = locals_[li];
         const JobSpec& spec = state_.job(l.id).spec;
-        const int32_t min = spec.min_replicas;
+        const int32_t min = spec.min_replicas, queue = spec.queue;
         // A job a queue's Reclaim evicted does not borrow again for a while (no flapping): it
         // starts only within its leaf queue's guarantee, which no Reclaim takes back (not its
         // entitlement, which shrinks when a sister team's demand arrives), and within its
@@ -973,6 +1055,8 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
         if (a.started) {
           CountDemand(li, false);
           OnStart(li, now_s, a.granted);
+          // Its leaf's shapes it left no room for are not looked at again in this pass.
+          if (marks != nullptr && !second && queue >= 0) HoldBackAfterStart(static_cast<size_t>(queue), *marks);
           // What it held is free again: the classes that found no capacity are tried again.
           if (own && marks != nullptr) std::fill(marks->full.begin(), marks->full.end(), 0);
           return PendingQueue::Outcome::kStarted;
@@ -993,23 +1077,15 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
               : PendingQueue::Scope{});
 }
 
-bool Engine::Roomy(const QueueUsage& room, int sh) const {
-  // As QueueRoom for a job with nothing bound.
-  const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
-  return std::min<int64_t>(RoomReplicas(room, sh), INT32_MAX) / i.step * i.step >= i.min_start;
-}
-
-int64_t Engine::RoomReplicas(const QueueUsage& room, int sh) const {
-  // The least room over the dimensions it requests.
-  const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
+int64_t Engine::ShapeNeed::Replicas(const QueueUsage& room) const {
   int64_t replicas = INT64_MAX;
   const auto bound = [&](size_t d, int64_t per) {
     if (per > 0 && room[d] != INT64_MAX) replicas = std::min(replicas, room[d] / per);
   };
-  bound(kQueueGpu, i.one_gpu);
-  if (i.one_model >= 0) bound(kQueueModel + static_cast<size_t>(i.one_model), i.one_gpu);
-  bound(kQueueCpu, i.one_cpu);
-  bound(kQueueMemory, i.one_mem);
+  bound(kQueueGpu, one_gpu);
+  if (one_model >= 0) bound(kQueueModel + static_cast<size_t>(one_model), one_gpu);
+  bound(kQueueCpu, one_cpu);
+  bound(kQueueMemory, one_mem);
   return replicas;
 }
 
@@ -1146,7 +1222,8 @@ void Engine::ReclaimQueued(int64_t now_s) {
   // The shapes looked at: HP ones, and those of the queues that may be owed capacity.
   std::vector<int> shapes = hp_shapes_;
   for (size_t q = 0; q < shapes_of_queue_.size(); ++q) {
-    if (book_.MayBeBelow(state_, q, QueueBook::Bound::kEntitled)) shapes.insert(shapes.end(), shapes_of_queue_[q].begin(), shapes_of_queue_[q].end());
+    if (!book_.MayBeBelow(state_, q, QueueBook::Bound::kEntitled)) continue;
+    for (const ShapeNeed& need : shapes_of_queue_[q]) shapes.push_back(need.shape);
   }
   queue_.Pass(
       [&](size_t li) {
@@ -1209,10 +1286,11 @@ void Engine::Rebalance(int64_t now_s) {
   for (size_t q = 0; q < shapes_of_queue_.size(); ++q) {
     if (!book_.MayBeBelow(state_, q, QueueBook::Bound::kFair)) continue;
     const QueueUsage room = book_.RoomWithClaims(state_, q, QueueBook::Bound::kFair);
-    for (int sh : shapes_of_queue_[q]) {
-      const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
-      if (!Roomy(room, sh)) continue;
-      if (i.one_gpu == 0 || book_.ShortOfFairShare(state_, q, i.models)) shapes.push_back(sh);
+    for (const ShapeNeed& need : shapes_of_queue_[q]) {
+      if (!need.Fits(room)) continue;
+      if (need.one_gpu == 0 || book_.ShortOfFairShare(state_, q, shape_info_[static_cast<size_t>(need.shape)].models)) {
+        shapes.push_back(need.shape);
+      }
     }
   }
   queue_.Pass(

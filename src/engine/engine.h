@@ -594,6 +594,26 @@ class Engine {
   int32_t QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bound bound) const;
   // TryStart with at most `cap` replicas (its max when that is lower).
   JobAttempt TryStartUpTo(size_t li, int32_t cap, int64_t now_s);
+  // What a waiting job of one shape needs of its queue's room (a copy of the shape's, kept
+  // contiguous per leaf queue for ListShapes).
+  struct ShapeNeed {
+    int shape = -1;
+    int32_t min_start = 1;  // its min replicas in whole steps (with align)
+    int32_t step = 1;       // its step (1 without align)
+    // One replica's request in its queue's dimensions (QueueBook::Request, surely): the model's
+    // dimension (-1: none, or several models), GPU milli, CPU milli, memory MiB.
+    int32_t one_model = -1;
+    int64_t one_gpu = 0, one_cpu = 0, one_mem = 0;
+    // How many replicas a queue with room `room` per dimension (QueueBook::RoomByDim,
+    // RoomWithClaims) has room for: the least over the dimensions it requests (INT64_MAX:
+    // nothing bounds them).
+    int64_t Replicas(const QueueUsage& room) const;
+    // Whether such a queue has room for its min replicas, in whole steps (as QueueRoom for a job
+    // with nothing bound).
+    bool Fits(const QueueUsage& room) const {
+      return std::min<int64_t>(Replicas(room), INT32_MAX) / step * step >= min_start;
+    }
+  };
   // What a cycle's first allocate pass (kFair) found, for its second (kLimit).
   // The shapes the first pass looks at are the listed ones (PendingQueue::SetListed): those whose
   // queue had room, at the pass's start, for their min replicas (Engine::QueueRoom within fair
@@ -613,6 +633,26 @@ class Engine {
   // queue on its path holds or its fair share changed: O(queues x dimensions + the changed
   // leaves' rooms and shapes).
   bool ListShapes(const std::vector<char>& keeps);
+  // Leaf q's rooms within fair shares, within the limits and, `kept`, within its guarantee (else
+  // zeros), in the managed dimensions: 3 x QueueBook::managed_count() entries.
+  void LeafRooms(size_t q, bool kept, int64_t* rooms) const;
+  // A leaf's rooms (LeafRooms) per dimension, and whether its shapes are listed for the first pass.
+  struct LeafRoom {
+    QueueUsage fair{}, limit{}, kept{};
+    bool is_kept = false;
+    bool none = false;               // no GPU room for the least of its shapes
+    bool none_within_limit = false;  // the same within the limits
+    // Listed for the first pass: room for its min replicas within the fair shares, or within its
+    // guarantee for a leaf kept from borrowing.
+    bool Lists(const ShapeNeed& need) const { return !none && (need.Fits(fair) || (is_kept && need.Fits(kept))); }
+  };
+  LeafRoom RoomOf(size_t q, bool kept, const int64_t* rooms) const;
+  // Lists leaf q's shapes for both passes with its rooms `rooms` (LeafRooms).
+  void ListLeaf(size_t q, bool kept, const std::vector<int64_t>& rooms);
+  // A job of leaf q started in the first pass: the leaf's listed shapes it left no room for are
+  // held back (unlisted and marked waited, as if the pass had tried them), so that the pass does
+  // not come to each of them in turn.
+  void HoldBackAfterStart(size_t q, PassMarks& marks);
   // Per leaf queue: the rooms its shapes were last listed with (ListShapes).
   struct LeafList {
     bool valid = false;          // false: list its shapes again
@@ -621,6 +661,10 @@ class Engine {
     int64_t held = 0;            // its shapes held back
   };
   std::vector<LeafList> leaf_lists_;
+  // Leaf q's shapes are listed anew at the next ListShapes (they changed, or were held back).
+  void Unlist(size_t q);
+  std::vector<size_t> relist_;       // the leaves Unlist named since the last ListShapes
+  std::vector<size_t> kept_leaves_;  // the leaves kept from borrowing at the last ListShapes
   // Per queue: QueueBook::ManagedFigures at the last ListShapes (2 x managed dimensions each).
   std::vector<int64_t> queue_figures_;
   int64_t shapes_held_ = 0;  // the sum of leaf_lists_[q].held
@@ -630,12 +674,6 @@ class Engine {
   // capacity; a kLimit pass given `marks` tries only the shapes held back in classes that did
   // not.
   void QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, PassMarks* marks);
-  // Whether a waiting job of shape `sh` would have room for its min replicas (as QueueRoom, in
-  // whole steps) in a queue with room `room` per dimension (QueueBook::RoomByDim, RoomWithClaims).
-  bool Roomy(const QueueUsage& room, int sh) const;
-  // How many replicas of a job of shape `sh` a queue with room `room` per dimension has room for
-  // (INT64_MAX: nothing bounds them).
-  int64_t RoomReplicas(const QueueUsage& room, int sh) const;
   // Queues local li (at the front: a requeue) at now_s; arms its defragmentation trigger.
   void Enqueue(size_t li, bool front, int64_t now_s);
   // The cycle's `reserve` and `defrag` actions (EngineConfig::reserve, ::defrag).
@@ -777,7 +815,7 @@ class Engine {
   std::map<std::string, int> classes_;  // a shape's request without its queue (PendingQueue::SetClass)
   std::vector<int> hp_shapes_;  // the shapes that reclaim by priority (EngineConfig::preemptor_min_priority)
   std::vector<int> blocking_shapes_;             // the shapes that may block Absorb, by priority (highest first)
-  std::vector<std::vector<int>> shapes_of_queue_;  // per leaf queue: its shapes
+  std::vector<std::vector<ShapeNeed>> shapes_of_queue_;  // per leaf queue: its shapes' needs
   std::vector<int64_t> queue_min_gpu_;             // per leaf queue: its shapes' least ShapeInfo::min_gpu
   std::vector<int> unqueued_shapes_;               // the shapes of jobs naming no queue
   std::vector<size_t> no_borrow_;  // the locals kept from borrowing (Local::no_borrow_until), pruned lazily
@@ -794,12 +832,7 @@ class Engine {
     int64_t refused_supply = 0;  // with queues, below HP: QueueBook::Supply when it was refused
     GpuModelSet models;          // the models its request may use
     int64_t min_gpu = 0;         // GPUs (milli) of its min replicas (whole steps with align)
-    int32_t min_start = 1;       // its min replicas in whole steps (with align)
-    int32_t step = 1;            // its step (1 without align)
-    // One replica's request in its queue's dimensions (QueueBook::Request, surely): GPU milli,
-    // the model's dimension (-1: none, or several models), CPU milli, memory MiB.
-    int64_t one_gpu = 0, one_cpu = 0, one_mem = 0;
-    int32_t one_model = -1;
+    ShapeNeed need;              // what it needs of its queue's room
     uint64_t rebalance_refused_seq = UINT64_MAX;  // the same for Rebalance (jobs without a reservation)
     int64_t rebalance_refused_supply = 0;         // QueueBook::Supply's bound when Rebalance refused it
   };

@@ -37,6 +37,7 @@ StatusOr<QueueBook> QueueBook::Create(std::vector<QueueSpec> specs, SharingSpec 
   b.pending_.assign(n, QueueUsage{});
   b.extra_.assign(n, QueueUsage{});
   b.is_dirty_.assign(n, 0);
+  b.is_changed_.assign(n, 0);
   b.weight_ = ShareWeights(b.tree_, {}, sharing.weights);
   b.cooldown_until_.assign(n, INT64_MIN);
   b.claimed_.assign(n, QueueUsage{});
@@ -174,9 +175,28 @@ void QueueBook::Touched(const ClusterState& state, JobId job) {
 }
 
 void QueueBook::Dirty(int32_t leaf) {
+  if (leaf >= 0) Changed(static_cast<size_t>(leaf), true);
   if (leaf < 0 || all_dirty_ || is_dirty_[static_cast<size_t>(leaf)]) return;
   is_dirty_[static_cast<size_t>(leaf)] = 1;
   dirty_.push_back(static_cast<size_t>(leaf));
+}
+
+void QueueBook::Changed(size_t q, bool path) {
+  for (int p = static_cast<int>(q); p >= 0 && !all_changed_; p = path ? tree_.parent(static_cast<size_t>(p)) : -1) {
+    if (is_changed_[static_cast<size_t>(p)]) continue;
+    is_changed_[static_cast<size_t>(p)] = 1;
+    changed_.push_back(static_cast<size_t>(p));
+  }
+}
+
+QueueBook::Changes QueueBook::TakeChanges() {
+  Changes out;
+  out.all = all_changed_;
+  if (!all_changed_) out.queues = changed_;
+  for (size_t q : changed_) is_changed_[q] = 0;
+  changed_.clear();
+  all_changed_ = false;
+  return out;
 }
 
 const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s) {
@@ -225,7 +245,11 @@ const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s) 
         pending[i * D + d] = pending_[q][Fixed(d)] + extra_[q][Fixed(d)];
       }
     }
-    if (UpdateShares(tree_, capacity_, dirty_, usage, pending, weight_, sharing_.reclaim_to_fair_share, shares_)) ++shares_version_;
+    std::vector<size_t> moved;
+    if (UpdateShares(tree_, capacity_, dirty_, usage, pending, weight_, sharing_.reclaim_to_fair_share, shares_, &moved)) {
+      ++shares_version_;
+    }
+    for (size_t q : moved) Changed(q, false);
     finish();
     return shares_;
   }
@@ -264,6 +288,7 @@ const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s) 
                                     sharing_.reclaim_to_fair_share, basis ? &shares_ : nullptr, basis ? &shares_capacity_ : nullptr);
   if (fresh.fair != shares_.fair || fresh.entitled != shares_.entitled) ++shares_version_;
   shares_ = std::move(fresh);
+  all_changed_ = true;
   finish();
   return shares_;
 }

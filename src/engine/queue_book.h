@@ -111,6 +111,15 @@ class QueueBook {
   // fairness) and the same capacity, only the queues reported changed (Touched, Pending, Extra)
   // are counted again (UpdateShares): O(changed queues x depth x siblings), not O(queues).
   const QueueShares& Refresh(const ClusterState& state, int64_t now_s);
+  // The queues whose holdings or fair shares may have changed since the last call (a superset:
+  // the queues on the paths of those reported changed, and those whose fair or entitled shares
+  // a Refresh changed), or `all` when any may have (the first call, a log overflow, a Refresh
+  // that computed the shares afresh). REQUIRES: as Refresh's.
+  struct Changes {
+    bool all = true;
+    std::vector<size_t> queues;  // each once, without `all`
+  };
+  Changes TakeChanges();
   // The request of `replicas` replicas of `job` in the dimensions its demand counts (see the
   // header comment).
   QueueUsage Demand(const ClusterState& state, JobId job, int64_t replicas) const { return Request(state, job, replicas, false); }
@@ -251,6 +260,11 @@ class QueueBook {
   std::vector<size_t> dirty_;
   std::vector<char> is_dirty_;
   bool all_dirty_ = true;
+  // Since the last TakeChanges: queue q (alone, or with its ancestors) may have changed.
+  void Changed(size_t q, bool path);
+  std::vector<size_t> changed_;
+  std::vector<char> is_changed_;
+  bool all_changed_ = true;
   std::vector<int64_t> weight_;  // ShareWeights' with fixed weights
   const std::vector<char>* evicting_ = nullptr;
   std::vector<int64_t> capacity_;    // per quota dimension

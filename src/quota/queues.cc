@@ -311,24 +311,42 @@ QueueShares ComputeShares(const QueueTree& tree, const std::vector<int64_t>& cap
 
 bool UpdateShares(const QueueTree& tree, const std::vector<int64_t>& capacity, const std::vector<size_t>& leaves,
                   const std::vector<int64_t>& usage_rows, const std::vector<int64_t>& pending_rows,
-                  const std::vector<int64_t>& weight, bool reclaim_to_fair_share, QueueShares& s) {
+                  const std::vector<int64_t>& weight, bool reclaim_to_fair_share, QueueShares& s,
+                  std::vector<size_t>* changed_queues) {
   const size_t D = s.dims;
   const auto depth = [&](size_t q) {
     size_t k = 0;
     for (int p = tree.parent(q); p >= 0; p = tree.parent(static_cast<size_t>(p))) ++k;
     return k;
   };
-  // Inner queues to sum again (their children's demand changed), by depth; the roots' split.
+  // Whether queue q's demand in dimension d going from `was` to `now` may change the split of
+  // its parent's amount (else every part stays). Split gives q first its guaranteed part (the
+  // same when min(guarantee, demand) or its unlent part decides it both times), then a part of
+  // the surplus by water-filling up to demand less that: when its old part was below both its
+  // old and its new demand, q was not filled to its cap and is not now (its cap stays above the
+  // common level), and the others' caps are as they were — WaterFill makes the same parts (the
+  // same queues filled to their caps, the same level, the remainder by weight).
+  const auto moves_split = [&](size_t q, size_t d, int64_t was, int64_t now) {
+    const int64_t g = tree.guarantee(q)[d], unlent = tree.unlent(q)[d];
+    if (std::max(std::min(g, was), unlent) != std::max(std::min(g, now), unlent)) return true;
+    const int64_t fair = s.fair[q * D + d], entitled = s.entitled[q * D + d];
+    if (!(fair < was && fair < now)) return true;
+    const bool surplus = tree.parent(q) >= 0 || reclaim_to_fair_share;  // the entitled split's
+    return surplus && !(entitled < was && entitled < now);
+  };
+  // Inner queues to sum again (their children's demand changed), by depth, and whether their
+  // children are shared out again (`must_split`); the roots' split.
   std::vector<std::vector<size_t>> resum;
-  std::vector<char> marked(tree.size(), 0);
+  std::vector<char> marked(tree.size(), 0), must_split(tree.size(), 0);
   bool split_roots = false;
-  const auto demand_changed = [&](size_t q) {
+  const auto demand_changed = [&](size_t q, bool moves) {
     const int p = tree.parent(q);
     if (p < 0) {
-      split_roots = true;
+      split_roots = split_roots || moves;
       return;
     }
     const size_t pq = static_cast<size_t>(p);
+    must_split[pq] = must_split[pq] || moves;
     if (marked[pq]) return;
     marked[pq] = 1;
     const size_t k = depth(pq);
@@ -337,7 +355,7 @@ bool UpdateShares(const QueueTree& tree, const std::vector<int64_t>& capacity, c
   };
   for (size_t i = 0; i < leaves.size(); ++i) {
     const size_t q = leaves[i];
-    bool changed = false;
+    bool changed = false, moves = false;
     for (size_t d = 0; d < D; ++d) {
       const int64_t u = usage_rows[i * D + d];
       const int64_t du = u - s.usage[q * D + d];
@@ -346,29 +364,31 @@ bool UpdateShares(const QueueTree& tree, const std::vector<int64_t>& capacity, c
       }
       const int64_t demand = std::min(tree.limit(q)[d], u + pending_rows[i * D + d]);
       if (demand != s.demand[q * D + d]) {
+        moves = moves || moves_split(q, d, s.demand[q * D + d], demand);
         s.demand[q * D + d] = demand;
         changed = true;
       }
     }
-    if (changed) demand_changed(q);
+    if (changed) demand_changed(q, moves);
   }
   // Bottom-up: each marked inner queue's demand is its children's, capped at its limit; its own
   // children are shared out again below (`split`).
   std::vector<std::vector<size_t>> split(resum.size());
   for (size_t k = resum.size(); k-- > 0;) {
     for (size_t p : resum[k]) {
-      split[k].push_back(p);
-      bool changed = false;
+      if (must_split[p]) split[k].push_back(p);
+      bool changed = false, moves = false;
       for (size_t d = 0; d < D; ++d) {
         int64_t want = 0;
         for (size_t c : tree.children(p)) want += s.demand[c * D + d];
         const int64_t demand = std::min(tree.limit(p)[d], want);
         if (demand != s.demand[p * D + d]) {
+          moves = moves || moves_split(p, d, s.demand[p * D + d], demand);
           s.demand[p * D + d] = demand;
           changed = true;
         }
       }
-      if (changed) demand_changed(p);  // marks a queue of depth k - 1 (or the roots)
+      if (changed) demand_changed(p, moves);  // marks a queue of depth k - 1 (or the roots)
     }
   }
   // Top-down: the splits whose amount or children's demand changed, as ComputeShares makes them.
@@ -392,6 +412,7 @@ bool UpdateShares(const QueueTree& tree, const std::vector<int64_t>& capacity, c
       }
       if (!changed) continue;
       any = true;
+      if (changed_queues != nullptr) changed_queues->push_back(c);
       if (tree.leaf(c) || marked[c] == 2) continue;
       marked[c] = 2;  // its children are shared out again
       if (split.size() <= k) split.resize(k + 1);

@@ -206,11 +206,15 @@ std::vector<int64_t> ShareWeights(const QueueTree& tree, const std::vector<int64
 // is leaves[i]'s new usage (`usage_rows`) and pending demand (`pending_rows`) in dimension d. The
 // result is exactly what ComputeShares gives for the new figures: only the changed leaves' paths
 // are summed again, and only the splits whose amount or whose children's demand changed are made
-// again — O(leaves x depth x (siblings + dimensions)) plus those splits, not O(queues). Returns
-// whether any fair or entitled figure changed.
+// again — O(leaves x depth x (siblings + dimensions)) plus those splits, not O(queues); a split
+// is not made again when only demands changed that leave it as it was (a queue whose part was
+// below its demand before and after, with the same guaranteed part). Returns whether any fair or
+// entitled figure changed; `changed_queues` (if given) gets the queues whose fair or entitled
+// figures changed appended.
 bool UpdateShares(const QueueTree& tree, const std::vector<int64_t>& capacity, const std::vector<size_t>& leaves,
                   const std::vector<int64_t>& usage_rows, const std::vector<int64_t>& pending_rows,
-                  const std::vector<int64_t>& weight, bool reclaim_to_fair_share, QueueShares& s);
+                  const std::vector<int64_t>& weight, bool reclaim_to_fair_share, QueueShares& s,
+                  std::vector<size_t>* changed_queues = nullptr);
 
 // Water-filling: shares `amount` among claimants with caps `cap` (>= 0) in proportion to
 // `weight` (> 0), each at most its cap; returns each one's part. The parts sum to
