@@ -996,7 +996,7 @@ void Engine::ListLeaf(size_t q, bool kept, const std::vector<int64_t>& rooms) {
   shapes_held_ += list.held;
 }
 
-void Engine::HoldBackAfterStart(size_t q, PassMarks& marks) {
+void Engine::HoldBack(size_t q, PassMarks& marks) {
   if (q >= shapes_of_queue_.size() || q >= leaf_lists_.size() || !leaf_lists_[q].valid) return;
   const bool kept = leaf_lists_[q].kept;
   std::vector<int64_t> rooms(3 * book_.managed_count());
@@ -1046,6 +1046,8 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
             if (marks != nullptr && !second) {
               marks->waited.push_back(l.shape);
               marks->any_held = true;
+              // Its leaf's other shapes a start elsewhere on its path left no room for either.
+              if (queue >= 0) HoldBack(static_cast<size_t>(queue), *marks);
             }
             return PendingQueue::Outcome::kShapeWaits;  // its queue has no room for it
           }
@@ -1056,7 +1058,7 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
           CountDemand(li, false);
           OnStart(li, now_s, a.granted);
           // Its leaf's shapes it left no room for are not looked at again in this pass.
-          if (marks != nullptr && !second && queue >= 0) HoldBackAfterStart(static_cast<size_t>(queue), *marks);
+          if (marks != nullptr && !second && queue >= 0) HoldBack(static_cast<size_t>(queue), *marks);
           // What it held is free again: the classes that found no capacity are tried again.
           if (own && marks != nullptr) std::fill(marks->full.begin(), marks->full.end(), 0);
           return PendingQueue::Outcome::kStarted;

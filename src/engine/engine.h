@@ -649,10 +649,11 @@ class Engine {
   LeafRoom RoomOf(size_t q, bool kept, const int64_t* rooms) const;
   // Lists leaf q's shapes for both passes with its rooms `rooms` (LeafRooms).
   void ListLeaf(size_t q, bool kept, const std::vector<int64_t>& rooms);
-  // A job of leaf q started in the first pass: the leaf's listed shapes it left no room for are
-  // held back (unlisted and marked waited, as if the pass had tried them), so that the pass does
-  // not come to each of them in turn.
-  void HoldBackAfterStart(size_t q, PassMarks& marks);
+  // In the first pass, a job of leaf q started or found no room (a start elsewhere on its path
+  // took it): the leaf's listed shapes without room now are held back (unlisted and marked
+  // waited, as if the pass had come to each and found no room), so that the pass does not come
+  // to each of them in turn.
+  void HoldBack(size_t q, PassMarks& marks);
   // Per leaf queue: the rooms its shapes were last listed with (ListShapes).
   struct LeafList {
     bool valid = false;          // false: list its shapes again
