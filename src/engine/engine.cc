@@ -988,9 +988,12 @@ void Engine::ListLeaf(size_t q, bool kept, const std::vector<int64_t>& rooms) {
   for (const ShapeNeed& need : shapes_of_queue_[q]) {
     const bool listed = room.Lists(need);
     queue_.SetListed(need.shape, listed, kFirstPass);
-    // Held back, but tried by the second pass only with room within the limits: without, every
-    // job of the shape would wait for its queue's room there (room only shrinks in a cycle).
-    queue_.SetListed(need.shape, !listed && !room.none_within_limit && need.Fits(room.limit), kSecondPass);
+    // The second pass tries the shapes with room within the limits: without, every job of the
+    // shape would wait for its queue's room there (room only shrinks in a cycle). A shape listed
+    // for both is not tried twice: after the first pass it is held back (HoldBack, marked
+    // waited), out of jobs, or of a class that found no capacity, which the second skips. So a
+    // leaf's listing for the second pass does not follow its fair share, only its limits.
+    queue_.SetListed(need.shape, !room.none_within_limit && need.Fits(room.limit), kSecondPass);
     list.held += listed ? 0 : 1;
   }
   shapes_held_ += list.held;

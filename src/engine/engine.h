@@ -619,8 +619,9 @@ class Engine {
   // queue had room, at the pass's start, for their min replicas (Engine::QueueRoom within fair
   // shares; for a queue with a job kept from borrowing, or within its guarantee), and the shapes
   // of jobs naming no queue (PendingQueue list kFirstPass). The others are held back unseen: room
-  // only shrinks within the cycle. Of those, the second pass tries the ones with room within the
-  // limits, and those the first held back in the pass (list kSecondPass).
+  // only shrinks within the cycle. The second pass tries the shapes with room within the limits
+  // (whether listed for the first or not: what the first tried is done with, see ListLeaf) and
+  // those the first held back in the pass (list kSecondPass).
   struct PassMarks {
     std::vector<int> waited;  // the shapes held back in the pass for their queue's room (repeats possible)
     bool any_held = false;    // some shape is held back (here or by ListShapes)
