@@ -131,6 +131,10 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
   std::vector<char> filtered(n_shapes, 0);  // the shape filter was asked: 1 accepted, 2 refused
   std::vector<char> class_ok(n_classes, 0);  // the class filter was asked: 1 accepted, 2 refused
   std::vector<std::pair<Key, int>> last(n_classes, {{INT64_MIN, INT64_MIN}, INT32_MIN});  // last shape looked at
+  // Per class: the shape whose first attempt arms the class's next shape (-1: none). The next
+  // shape's first job comes after that attempt's job, so it is due no earlier; and when the
+  // attempt blocks the class, it is never looked at.
+  std::vector<int> arm_after(n_classes, -1);
   // The classes' shapes looked at.
   const auto& heads_of = scope.list >= 0 && scope.shapes == nullptr ? listed_heads_[static_cast<size_t>(scope.list)] : heads_;
   auto accepted = [&](int s) {
@@ -149,10 +153,12 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
     while (it != set.end() && slots_[it->second].own) ++it;
     if (it != set.end()) heap.push({*it, shape});
   };
-  // Shape s becomes active: its first job onto the heap.
+  // Shape s becomes active: its first job onto the heap. Returns whether one was pushed.
   auto activate = [&](int s) {
     state[static_cast<size_t>(s)] = 1;
+    const size_t before = heap.size();
     push_next(s, shapes_[static_cast<size_t>(s)].begin());
+    return heap.size() > before;
   };
   // Class c's next shape not yet looked at (and accepted by the filter), as a due entry.
   auto arm = [&](int c) {
@@ -192,12 +198,17 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
       const int s = static_cast<int>(entry.second);
       if (blocked[static_cast<size_t>(c)] || state[static_cast<size_t>(s)] != 0) continue;
       last[static_cast<size_t>(c)] = {entry.first, s};
-      activate(s);
-      arm(c);
+      // Its first job onto the heap: the next attempt (nothing is due between). When that is not
+      // its first job (one tried on its own), the class's next shape may be due before it.
+      if (activate(s) && !slots_[shapes_[static_cast<size_t>(s)].begin()->second].own) arm_after[static_cast<size_t>(c)] = s;
+      else arm(c);
       continue;
     }
     const size_t i = entry.second;
     const int my_class = tag >= 0 ? class_of_[static_cast<size_t>(tag)] : -1;
+    // This attempt arms its class's next shape (unless the class is blocked by then).
+    const bool arms = my_class >= 0 && arm_after[static_cast<size_t>(my_class)] == tag;
+    if (arms) arm_after[static_cast<size_t>(my_class)] = -1;
     if (my_class >= 0 && blocked[static_cast<size_t>(my_class)]) {
       state[static_cast<size_t>(tag)] = 0;  // looked at again if its class is tried again
       if (scope.shapes != nullptr) dropped.push_back(tag);
@@ -221,6 +232,7 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
       } else {
         push_next(tag, next);
       }
+      if (arms && !blocked[static_cast<size_t>(my_class)] && scope.shapes == nullptr) arm(my_class);
     } else if (o == Outcome::kStarted) {
       // What it held is free again: the skipped shapes and classes get another chance, from
       // their first jobs.
