@@ -126,9 +126,19 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
   using Entry = std::pair<std::pair<Key, size_t>, int>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
   const size_t n_shapes = shapes_.size(), n_classes = heads_.size();
-  // Per shape: 0 not looked at (or dropped with its class), 1 active or skipped.
-  std::vector<char> state(n_shapes, 0), blocked(n_classes, 0);
-  std::vector<char> filtered(n_shapes, 0);  // the shape filter was asked: 1 accepted, 2 refused
+  // Per shape: 0 not looked at (or dropped with its class), 1 active or skipped; and whether the
+  // shape filter was asked: 1 accepted, 2 refused. The queue's own arrays (zero between passes:
+  // the shapes looked at are cleared at the end), so that a pass costs nothing per shape it does
+  // not look at; a pass within a pass (from `attempt`) has its own.
+  std::vector<char> nested_state, nested_filtered;
+  const bool nested = in_pass_;
+  in_pass_ = true;
+  std::vector<char>& state = nested ? nested_state : shape_state_;
+  std::vector<char>& filtered = nested ? nested_filtered : shape_filtered_;
+  state.resize(std::max(state.size(), n_shapes), 0);
+  filtered.resize(std::max(filtered.size(), n_shapes), 0);
+  std::vector<int> looked_at;  // the shapes whose entries are set
+  std::vector<char> blocked(n_classes, 0);
   std::vector<char> class_ok(n_classes, 0);  // the class filter was asked: 1 accepted, 2 refused
   std::vector<std::pair<Key, int>> last(n_classes, {{INT64_MIN, INT64_MIN}, INT32_MIN});  // last shape looked at
   // Per class: the shape whose first attempt arms the class's next shape (-1: none). The next
@@ -139,7 +149,10 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
   const auto& heads_of = scope.list >= 0 && scope.shapes == nullptr ? listed_heads_[static_cast<size_t>(scope.list)] : heads_;
   auto accepted = [&](int s) {
     char& f = filtered[static_cast<size_t>(s)];
-    if (f == 0) f = !scope.shape || scope.shape(s) ? 1 : 2;
+    if (f == 0) {
+      f = !scope.shape || scope.shape(s) ? 1 : 2;
+      looked_at.push_back(s);
+    }
     return f == 1;
   };
   auto class_accepted = [&](size_t c) {
@@ -156,6 +169,7 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
   // Shape s becomes active: its first job onto the heap. Returns whether one was pushed.
   auto activate = [&](int s) {
     state[static_cast<size_t>(s)] = 1;
+    looked_at.push_back(s);
     const size_t before = heap.size();
     push_next(s, shapes_[static_cast<size_t>(s)].begin());
     return heap.size() > before;
@@ -259,6 +273,8 @@ void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std
     }
   }
   for (size_t i : own) slots_[i].own = false;
+  for (int s : looked_at) state[static_cast<size_t>(s)] = filtered[static_cast<size_t>(s)] = 0;
+  in_pass_ = nested;
 }
 
 }  // namespace estuary

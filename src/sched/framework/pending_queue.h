@@ -122,6 +122,9 @@ class PendingQueue {
   std::vector<std::pair<int, int>> named_;           // (caller's class, internal class), sorted
   std::vector<int> caller_class_;                    // per class: the caller's number, -1 none
   int64_t back_ = 0, front_ = 0;  // next positions at the back (ascending) and front (descending)
+  // Pass's per-shape marks (all zero between passes) and whether a pass is under way.
+  std::vector<char> shape_state_, shape_filtered_;
+  bool in_pass_ = false;
   size_t size_ = 0;
 };
 
