@@ -361,6 +361,34 @@ TEST(EngineQueues, WeightsTwoToOneSplitIdleCapacityTwoToOneWhateverTheArrivalOrd
   EXPECT_EQ(d.Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 6}}));
 }
 
+TEST(EngineQueues, JobsWithinTheirQueuesFairShareStartBeforeAnOlderJobBeyondItsShareAlsoAfterASisterJobStarted) {
+  // 6 nodes, three queues of equal weight, no guarantees, no Reclaim. b runs two 1-node jobs (the
+  // cluster was its alone), then queues b3; then c queues c1 and c2 (priority 100) and a queues
+  // a0 (priority 350) and a1, all 1-node jobs of priority 300 unless said. Fair shares: 2 nodes
+  // each, so b (holding 2) has no room and a and c have room for both their jobs. They start —
+  // a1 too, after a0 took half of a's room and c1 (of a1's request and priority, and older)
+  // started before it — and b3, older than a1, waits for capacity it would borrow beyond its
+  // share; extra cycles change nothing.
+  SharingSpec sharing;
+  sharing.reclaim = false;
+  Cluster c(6, {Q("a", 0), Q("b", 0), Q("c", 0)}, sharing);
+  c.Submit(NodeJob(10, "b", 1), 0);
+  c.Submit(NodeJob(11, "b", 1), 0);
+  c.Cycle(0);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 2}, {"c", 0}}));
+  c.Submit(NodeJob(12, "b", 1), 1);
+  c.Submit(NodeJob(30, "c", 1), 1);
+  c.Submit(NodeJob(31, "c", 1, 0, 100), 1);
+  c.Submit(NodeJob(20, "a", 1, 0, 350), 1);
+  c.Submit(NodeJob(21, "a", 1), 1);
+  EXPECT_EQ(Count(c.Cycle(1), EngineEvent::Kind::kStarted), 4);
+  for (uint32_t started : {20u, 21u, 30u, 31u}) EXPECT_GT(c.e().Running(started), 0) << started;
+  EXPECT_EQ(c.e().Running(12), 0);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 2}, {"c", 2}}));
+  for (int64_t t = 2; t < 5; ++t) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 2}, {"c", 2}}));
+}
+
 TEST(EngineQueues, ElasticJobsGrowOnlyWithinTheirQueuesFairShareAsJobsEndAndQueuesChange) {
   // 8 nodes, no guarantees, weights 1:1, no Reclaim (growth alone is looked at). a queues two
   // elastic jobs (1..8 nodes), b one (1..2): b's demand is 2 nodes, so a's fair share is 6. a's
