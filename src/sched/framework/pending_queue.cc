@@ -117,164 +117,214 @@ size_t PendingQueue::FirstOf(int shape, const std::function<bool(size_t)>& accep
   return SIZE_MAX;
 }
 
-void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std::vector<size_t>& own_jobs,
-                        const Scope& scope) {
-  // Heap entries, smallest first: ((key, job), tag). tag >= 0: the next job of active shape
-  // `tag`; -1: a job tried on its own; <= -2: class -tag-2's next shape is due (its first job's
-  // key; `job` holds the shape) — the class's shapes are looked at lazily, in the order of their
-  // first jobs (heads_), so that a skipped class's later shapes are never looked at.
+// One pass's state (see Pass). Heap entries, smallest first: ((key, job), tag). tag >= 0: the next
+// job of active shape `tag`; -1: a job tried on its own; <= -2: class -tag-2's next shape is due
+// (its first job's key; `job` holds the shape) — the class's shapes are looked at lazily, in the
+// order of their first jobs (heads_), so that a skipped class's later shapes are never looked at.
+class PendingQueue::PassRun {
+ public:
+  PassRun(PendingQueue& q, const std::function<Outcome(size_t)>& attempt, const Scope& scope)
+      : q_(q),
+        attempt_(attempt),
+        scope_(scope),
+        n_shapes_(q.shapes_.size()),
+        n_classes_(q.heads_.size()),
+        nested_(q.in_pass_),
+        state_(nested_ ? nested_state_ : q.shape_state_),
+        filtered_(nested_ ? nested_filtered_ : q.shape_filtered_),
+        blocked_(n_classes_, 0),
+        class_ok_(n_classes_, 0),
+        last_(n_classes_, kNoHead),
+        arm_after_(n_classes_, -1),
+        heads_of_(scope.list >= 0 && scope.shapes == nullptr ? q.listed_heads_[static_cast<size_t>(scope.list)] : q.heads_) {
+    q_.in_pass_ = true;
+    state_.resize(std::max(state_.size(), n_shapes_), 0);
+    filtered_.resize(std::max(filtered_.size(), n_shapes_), 0);
+  }
+  // Leaves the queue's per-shape marks as they were before the pass (all zero) and the own marks unset.
+  ~PassRun() {
+    for (size_t i : own_) q_.slots_[i].own = false;
+    for (int s : looked_at_) state_[static_cast<size_t>(s)] = filtered_[static_cast<size_t>(s)] = 0;
+    q_.in_pass_ = nested_;
+  }
+  PassRun(const PassRun&) = delete;
+  PassRun& operator=(const PassRun&) = delete;
+
+  // The jobs tried on their own onto the heap, then the shapes in scope (or their classes' first).
+  void Start(const std::vector<size_t>& own_jobs) {
+    for (size_t i : own_jobs) {
+      if (!q_.Contains(i) || q_.slots_[i].own) continue;
+      q_.slots_[i].own = true;
+      own_.push_back(i);
+      heap_.push({{q_.slots_[i].key, i}, -1});
+    }
+    if (scope_.shapes != nullptr) {
+      for (int s : *scope_.shapes) {
+        if (s < 0 || static_cast<size_t>(s) >= n_shapes_ || state_[static_cast<size_t>(s)] != 0 || q_.shapes_[static_cast<size_t>(s)].empty()) continue;
+        if (ClassAccepted(static_cast<size_t>(q_.class_of_[static_cast<size_t>(s)])) && Accepted(s)) Activate(s);
+      }
+    } else {
+      for (size_t c = 0; c < n_classes_; ++c) {
+        if (!heads_of_[c].empty() && ClassAccepted(c)) Arm(static_cast<int>(c));
+      }
+    }
+  }
+
+  void Run() {
+    while (!heap_.empty()) {
+      const Entry e = heap_.top();
+      heap_.pop();
+      if (e.second <= -2) ShapeDue(-2 - e.second, static_cast<int>(e.first.second), e.first.first);
+      else Try(e.first, e.second);
+    }
+  }
+
+ private:
   using Entry = std::pair<std::pair<Key, size_t>, int>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
-  const size_t n_shapes = shapes_.size(), n_classes = heads_.size();
+  using ShapeIt = std::set<std::pair<Key, size_t>>::const_iterator;
+  static constexpr std::pair<Key, int> kNoHead{{INT64_MIN, INT64_MIN}, INT32_MIN};
+
+  // Whether the shape filter accepts s (asked once per shape).
+  bool Accepted(int s) {
+    char& f = filtered_[static_cast<size_t>(s)];
+    if (f == 0) {
+      f = !scope_.shape || scope_.shape(s) ? 1 : 2;
+      looked_at_.push_back(s);
+    }
+    return f == 1;
+  }
+  // Whether the class filter accepts class c (asked once, until an own job starts).
+  bool ClassAccepted(size_t c) {
+    char& f = class_ok_[c];
+    if (f == 0) f = !scope_.cls || q_.caller_class_[c] < 0 || scope_.cls(q_.caller_class_[c]) ? 1 : 2;
+    return f == 1;
+  }
+  // The first job of `shape` at or after `it` that is not tried on its own, onto the heap.
+  void PushNext(int shape, ShapeIt it) {
+    const auto& set = q_.shapes_[static_cast<size_t>(shape)];
+    while (it != set.end() && q_.slots_[it->second].own) ++it;
+    if (it != set.end()) heap_.push({*it, shape});
+  }
+  // Shape s becomes active: its first job onto the heap. Returns whether one was pushed.
+  bool Activate(int s) {
+    state_[static_cast<size_t>(s)] = 1;
+    looked_at_.push_back(s);
+    const size_t before = heap_.size();
+    PushNext(s, q_.shapes_[static_cast<size_t>(s)].begin());
+    return heap_.size() > before;
+  }
+  // Class c's next shape not yet looked at (and accepted by the filter), as a due entry.
+  void Arm(int c) {
+    const auto& heads = heads_of_[static_cast<size_t>(c)];
+    for (auto it = heads.upper_bound(last_[static_cast<size_t>(c)]); it != heads.end(); ++it) {
+      const int s = it->second;
+      if (state_[static_cast<size_t>(s)] != 0 || !Accepted(s)) continue;
+      heap_.push({{it->first, static_cast<size_t>(s)}, -2 - c});
+      return;
+    }
+  }
+  // Class c's next shape s (first job's key `key`) is due: it becomes active.
+  void ShapeDue(int c, int s, const Key& key) {
+    if (blocked_[static_cast<size_t>(c)] || state_[static_cast<size_t>(s)] != 0) return;
+    last_[static_cast<size_t>(c)] = {key, s};
+    // Its first job onto the heap: the next attempt (nothing is due between). The class's next
+    // shape's first job comes after that attempt's job, so it is armed by that attempt (and never
+    // looked at when the attempt blocks the class). When the first job is one tried on its own,
+    // the class's next shape may be due before it: armed now.
+    if (Activate(s) && !q_.slots_[q_.shapes_[static_cast<size_t>(s)].begin()->second].own) arm_after_[static_cast<size_t>(c)] = s;
+    else Arm(c);
+  }
+  // Tries job entry.second (of active shape `tag`, or tried on its own when tag is -1).
+  void Try(const std::pair<Key, size_t>& entry, int tag) {
+    const size_t i = entry.second;
+    const int my_class = tag >= 0 ? q_.class_of_[static_cast<size_t>(tag)] : -1;
+    // This attempt arms its class's next shape (unless the class is blocked by then).
+    const bool arms = my_class >= 0 && arm_after_[static_cast<size_t>(my_class)] == tag;
+    if (arms) arm_after_[static_cast<size_t>(my_class)] = -1;
+    if (my_class >= 0 && blocked_[static_cast<size_t>(my_class)]) {
+      state_[static_cast<size_t>(tag)] = 0;  // looked at again if its class is tried again
+      if (scope_.shapes != nullptr) dropped_.push_back(tag);
+      return;
+    }
+    const Outcome o = attempt_(i);
+    const int my_shape = q_.slots_[i].shape;
+    auto next = std::next(q_.shapes_[static_cast<size_t>(my_shape)].find(entry));
+    if (o == Outcome::kStarted || o == Outcome::kInfeasible) {
+      q_.Remove(i);
+      next = q_.shapes_[static_cast<size_t>(my_shape)].upper_bound(entry);
+    }
+    if (tag < 0) {
+      if (o == Outcome::kStarted) Reopen();
+      return;
+    }
+    if (o == Outcome::kShapeWaits) {
+      skipped_.push_back(tag);
+    } else if (o == Outcome::kWaits) {
+      if (!blocked_[static_cast<size_t>(my_class)]) blocked_list_.push_back(my_class);
+      blocked_[static_cast<size_t>(my_class)] = 1;
+      state_[static_cast<size_t>(tag)] = 0;
+      if (scope_.shapes != nullptr) dropped_.push_back(tag);
+    } else {
+      PushNext(tag, next);
+    }
+    if (arms && !blocked_[static_cast<size_t>(my_class)] && scope_.shapes == nullptr) Arm(my_class);
+  }
+  // A job tried on its own started: what it held is free again, so the skipped shapes and classes
+  // get another chance, from their first jobs.
+  void Reopen() {
+    for (int s : skipped_) PushNext(s, q_.shapes_[static_cast<size_t>(s)].begin());
+    skipped_.clear();
+    for (int c : blocked_list_) {
+      blocked_[static_cast<size_t>(c)] = 0;
+      last_[static_cast<size_t>(c)] = kNoHead;
+      if (scope_.shapes == nullptr) Arm(c);
+    }
+    blocked_list_.clear();
+    for (int s : dropped_) {
+      if (state_[static_cast<size_t>(s)] == 0) Activate(s);
+    }
+    dropped_.clear();
+    // The class filter may accept more now (asked again): classes it refused are looked at.
+    if (scope_.cls && scope_.shapes == nullptr) {
+      for (size_t c = 0; c < n_classes_; ++c) {
+        if (class_ok_[c] != 2) continue;
+        class_ok_[c] = 0;
+        if (!heads_of_[c].empty() && ClassAccepted(c)) Arm(static_cast<int>(c));
+      }
+    }
+  }
+
+  PendingQueue& q_;
+  const std::function<Outcome(size_t)>& attempt_;
+  const Scope& scope_;
+  const size_t n_shapes_, n_classes_;
+  const bool nested_;  // a pass within a pass (from `attempt`): it has its own per-shape marks
+  std::vector<char> nested_state_, nested_filtered_;
   // Per shape: 0 not looked at (or dropped with its class), 1 active or skipped; and whether the
   // shape filter was asked: 1 accepted, 2 refused. The queue's own arrays (zero between passes:
   // the shapes looked at are cleared at the end), so that a pass costs nothing per shape it does
-  // not look at; a pass within a pass (from `attempt`) has its own.
-  std::vector<char> nested_state, nested_filtered;
-  const bool nested = in_pass_;
-  in_pass_ = true;
-  std::vector<char>& state = nested ? nested_state : shape_state_;
-  std::vector<char>& filtered = nested ? nested_filtered : shape_filtered_;
-  state.resize(std::max(state.size(), n_shapes), 0);
-  filtered.resize(std::max(filtered.size(), n_shapes), 0);
-  std::vector<int> looked_at;  // the shapes whose entries are set
-  std::vector<char> blocked(n_classes, 0);
-  std::vector<char> class_ok(n_classes, 0);  // the class filter was asked: 1 accepted, 2 refused
-  std::vector<std::pair<Key, int>> last(n_classes, {{INT64_MIN, INT64_MIN}, INT32_MIN});  // last shape looked at
-  // Per class: the shape whose first attempt arms the class's next shape (-1: none). The next
-  // shape's first job comes after that attempt's job, so it is due no earlier; and when the
-  // attempt blocks the class, it is never looked at.
-  std::vector<int> arm_after(n_classes, -1);
-  // The classes' shapes looked at.
-  const auto& heads_of = scope.list >= 0 && scope.shapes == nullptr ? listed_heads_[static_cast<size_t>(scope.list)] : heads_;
-  auto accepted = [&](int s) {
-    char& f = filtered[static_cast<size_t>(s)];
-    if (f == 0) {
-      f = !scope.shape || scope.shape(s) ? 1 : 2;
-      looked_at.push_back(s);
-    }
-    return f == 1;
-  };
-  auto class_accepted = [&](size_t c) {
-    char& f = class_ok[c];
-    if (f == 0) f = !scope.cls || caller_class_[c] < 0 || scope.cls(caller_class_[c]) ? 1 : 2;
-    return f == 1;
-  };
-  // The first job of `shape` at or after `it` that is not tried on its own, onto the heap.
-  auto push_next = [&](int shape, std::set<std::pair<Key, size_t>>::const_iterator it) {
-    const auto& set = shapes_[static_cast<size_t>(shape)];
-    while (it != set.end() && slots_[it->second].own) ++it;
-    if (it != set.end()) heap.push({*it, shape});
-  };
-  // Shape s becomes active: its first job onto the heap. Returns whether one was pushed.
-  auto activate = [&](int s) {
-    state[static_cast<size_t>(s)] = 1;
-    looked_at.push_back(s);
-    const size_t before = heap.size();
-    push_next(s, shapes_[static_cast<size_t>(s)].begin());
-    return heap.size() > before;
-  };
-  // Class c's next shape not yet looked at (and accepted by the filter), as a due entry.
-  auto arm = [&](int c) {
-    const auto& heads = heads_of[static_cast<size_t>(c)];
-    for (auto it = heads.upper_bound(last[static_cast<size_t>(c)]); it != heads.end(); ++it) {
-      const int s = it->second;
-      if (state[static_cast<size_t>(s)] != 0 || !accepted(s)) continue;
-      heap.push({{it->first, static_cast<size_t>(s)}, -2 - c});
-      return;
-    }
-  };
-  std::vector<size_t> own;
-  for (size_t i : own_jobs) {
-    if (!Contains(i) || slots_[i].own) continue;
-    slots_[i].own = true;
-    own.push_back(i);
-    heap.push({{slots_[i].key, i}, -1});
-  }
-  if (scope.shapes != nullptr) {
-    for (int s : *scope.shapes) {
-      if (s < 0 || static_cast<size_t>(s) >= n_shapes || state[static_cast<size_t>(s)] != 0 || shapes_[static_cast<size_t>(s)].empty()) continue;
-      if (class_accepted(static_cast<size_t>(class_of_[static_cast<size_t>(s)])) && accepted(s)) activate(s);
-    }
-  } else {
-    for (size_t c = 0; c < n_classes; ++c) {
-      if (!heads_of[c].empty() && class_accepted(c)) arm(static_cast<int>(c));
-    }
-  }
-  std::vector<int> skipped;       // shapes whose job waited for its shape
-  std::vector<int> blocked_list;  // classes whose job waited for their class
-  std::vector<int> dropped;       // with Scope::shapes: listed shapes dropped with their class
-  while (!heap.empty()) {
-    const auto [entry, tag] = heap.top();
-    heap.pop();
-    if (tag <= -2) {  // class c's next shape is due: it becomes active
-      const int c = -2 - tag;
-      const int s = static_cast<int>(entry.second);
-      if (blocked[static_cast<size_t>(c)] || state[static_cast<size_t>(s)] != 0) continue;
-      last[static_cast<size_t>(c)] = {entry.first, s};
-      // Its first job onto the heap: the next attempt (nothing is due between). When that is not
-      // its first job (one tried on its own), the class's next shape may be due before it.
-      if (activate(s) && !slots_[shapes_[static_cast<size_t>(s)].begin()->second].own) arm_after[static_cast<size_t>(c)] = s;
-      else arm(c);
-      continue;
-    }
-    const size_t i = entry.second;
-    const int my_class = tag >= 0 ? class_of_[static_cast<size_t>(tag)] : -1;
-    // This attempt arms its class's next shape (unless the class is blocked by then).
-    const bool arms = my_class >= 0 && arm_after[static_cast<size_t>(my_class)] == tag;
-    if (arms) arm_after[static_cast<size_t>(my_class)] = -1;
-    if (my_class >= 0 && blocked[static_cast<size_t>(my_class)]) {
-      state[static_cast<size_t>(tag)] = 0;  // looked at again if its class is tried again
-      if (scope.shapes != nullptr) dropped.push_back(tag);
-      continue;
-    }
-    const Outcome o = attempt(i);
-    const int my_shape = slots_[i].shape;
-    auto next = std::next(shapes_[static_cast<size_t>(my_shape)].find(entry));
-    if (o == Outcome::kStarted || o == Outcome::kInfeasible) {
-      Remove(i);
-      next = shapes_[static_cast<size_t>(my_shape)].upper_bound(entry);
-    }
-    if (tag >= 0) {
-      if (o == Outcome::kShapeWaits) {
-        skipped.push_back(tag);
-      } else if (o == Outcome::kWaits) {
-        if (!blocked[static_cast<size_t>(my_class)]) blocked_list.push_back(my_class);
-        blocked[static_cast<size_t>(my_class)] = 1;
-        state[static_cast<size_t>(tag)] = 0;
-        if (scope.shapes != nullptr) dropped.push_back(tag);
-      } else {
-        push_next(tag, next);
-      }
-      if (arms && !blocked[static_cast<size_t>(my_class)] && scope.shapes == nullptr) arm(my_class);
-    } else if (o == Outcome::kStarted) {
-      // What it held is free again: the skipped shapes and classes get another chance, from
-      // their first jobs.
-      for (int s : skipped) push_next(s, shapes_[static_cast<size_t>(s)].begin());
-      skipped.clear();
-      for (int c : blocked_list) {
-        blocked[static_cast<size_t>(c)] = 0;
-        last[static_cast<size_t>(c)] = {{INT64_MIN, INT64_MIN}, INT32_MIN};
-        if (scope.shapes == nullptr) arm(c);
-      }
-      blocked_list.clear();
-      for (int s : dropped) {
-        if (state[static_cast<size_t>(s)] == 0) activate(s);
-      }
-      dropped.clear();
-      // The class filter may accept more now (asked again): classes it refused are looked at.
-      if (scope.cls && scope.shapes == nullptr) {
-        for (size_t c = 0; c < n_classes; ++c) {
-          if (class_ok[c] != 2) continue;
-          class_ok[c] = 0;
-          if (!heads_of[c].empty() && class_accepted(c)) arm(static_cast<int>(c));
-        }
-      }
-    }
-  }
-  for (size_t i : own) slots_[i].own = false;
-  for (int s : looked_at) state[static_cast<size_t>(s)] = filtered[static_cast<size_t>(s)] = 0;
-  in_pass_ = nested;
+  // not look at.
+  std::vector<char>& state_;
+  std::vector<char>& filtered_;
+  std::vector<int> looked_at_;  // the shapes whose entries are set
+  std::vector<char> blocked_;   // per class: a job waited for its class
+  std::vector<char> class_ok_;  // per class: the class filter was asked: 1 accepted, 2 refused
+  std::vector<std::pair<Key, int>> last_;  // per class: the last shape looked at
+  // Per class: the shape whose first attempt arms the class's next shape (-1: none).
+  std::vector<int> arm_after_;
+  const std::vector<std::set<std::pair<Key, int>>>& heads_of_;  // the classes' shapes looked at
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap_;
+  std::vector<size_t> own_;        // the jobs tried on their own
+  std::vector<int> skipped_;       // shapes whose job waited for its shape
+  std::vector<int> blocked_list_;  // classes whose job waited for their class
+  std::vector<int> dropped_;       // with Scope::shapes: listed shapes dropped with their class
+};
+
+void PendingQueue::Pass(const std::function<Outcome(size_t)>& attempt, const std::vector<size_t>& own_jobs,
+                        const Scope& scope) {
+  PassRun run(*this, attempt, scope);
+  run.Start(own_jobs);
+  run.Run();
 }
 
 }  // namespace estuary

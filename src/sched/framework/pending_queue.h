@@ -102,6 +102,7 @@ class PendingQueue {
 
  private:
   using Key = std::pair<int64_t, int64_t>;  // (-priority or 0, position)
+  class PassRun;  // one pass's state
   struct Slot {
     bool queued = false;
     bool own = false;  // during a Pass: tried on its own
