@@ -943,6 +943,7 @@ bool Engine::ListShapes(const std::vector<char>& keeps) {
       if (!path_changed) continue;
     }
     LeafRooms(q, kept, rooms.data());
+    ClampRooms(q, rooms.data());
     if (list.valid && list.kept == kept && list.rooms == rooms) continue;
     ListLeaf(q, kept, rooms);
   }
@@ -961,6 +962,35 @@ void Engine::LeafRooms(size_t q, bool kept, int64_t* rooms) const {
   book_.RoomByManagedDim(state_, q, Bound::kLimit, Bound::kLimit, rooms + m);
   if (kept) book_.RoomByManagedDim(state_, q, Bound::kGuarantee, Bound::kLimit, rooms + 2 * m);
   else std::fill(rooms + 2 * m, rooms + 3 * m, 0);
+}
+
+void Engine::ClampRooms(size_t q, int64_t* rooms) {
+  const size_t m = book_.managed_count();
+  LeafList& list = leaf_lists_[q];
+  const std::vector<ShapeNeed>& needs = shapes_of_queue_[q];
+  if (list.clamp_shapes != needs.size() || list.clamp.size() != m) {
+    list.clamp.assign(m, {0, 0});
+    for (size_t i = 0; i < m; ++i) {
+      const size_t d = book_.managed_dim(i);
+      for (const ShapeNeed& need : needs) {
+        // A shape whose min is 0 would fit a room of 0 but not every negative room: no lower bound.
+        if (need.min_start < 1) list.clamp[i].first = INT64_MIN;
+        const int64_t one = d == kQueueGpu     ? need.one_gpu
+                            : d == kQueueCpu    ? need.one_cpu
+                            : d == kQueueMemory ? need.one_mem
+                            : need.one_model >= 0 && d == kQueueModel + static_cast<size_t>(need.one_model) ? need.one_gpu
+                                                                                                          : 0;
+        if (one > 0) list.clamp[i].second = std::max(list.clamp[i].second, int64_t{need.min_start} * one);
+      }
+    }
+    list.clamp_shapes = needs.size();
+  }
+  for (size_t b = 0; b < 3; ++b) {
+    for (size_t i = 0; i < m; ++i) {
+      int64_t& r = rooms[b * m + i];
+      r = std::clamp(r, list.clamp[i].first, std::max(list.clamp[i].first, list.clamp[i].second));
+    }
+  }
 }
 
 Engine::LeafRoom Engine::RoomOf(size_t q, bool kept, const int64_t* rooms) const {

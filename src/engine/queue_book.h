@@ -165,6 +165,8 @@ class QueueBook {
   // entries), in a fixed order; FromManaged(room) == RoomByDim(...).
   void RoomByManagedDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound, int64_t* room) const;
   size_t managed_count() const { return managed_list_.size(); }
+  // The dimension of QueueUsage that the i-th managed dimension is (i < managed_count()).
+  size_t managed_dim(size_t i) const { return managed_list_[i].second; }
   QueueUsage FromManaged(const int64_t* room) const;
   // What queue q's rooms depend on besides its guarantee and limit, in the managed dimensions:
   // out[0, m) what it holds, out[m, 2m) its fair share (the last Refresh's), m = managed_count().

@@ -216,7 +216,10 @@ class PendingQueue::PassRun {
   // Class c's next shape not yet looked at (and accepted by the filter), as a due entry.
   void Arm(int c) {
     const auto& heads = heads_of_[static_cast<size_t>(c)];
-    for (auto it = heads.upper_bound(last_[static_cast<size_t>(c)]); it != heads.end(); ++it) {
+    const std::pair<Key, int>& last = last_[static_cast<size_t>(c)];
+    // From the first shape when none was looked at yet (the usual case: O(1), not a descent
+    // through a set of hundreds of shapes for each class of a pass).
+    for (auto it = last == kNoHead ? heads.begin() : heads.upper_bound(last); it != heads.end(); ++it) {
       const int s = it->second;
       if (state_[static_cast<size_t>(s)] != 0 || !Accepted(s)) continue;
       heap_.push({{it->first, static_cast<size_t>(s)}, -2 - c});
