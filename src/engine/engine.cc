@@ -1009,21 +1009,31 @@ Engine::LeafRoom Engine::RoomOf(size_t q, bool kept, const int64_t* rooms) const
 
 void Engine::ListLeaf(size_t q, bool kept, const std::vector<int64_t>& rooms) {
   LeafList& list = leaf_lists_[q];
+  const std::vector<ShapeNeed>& needs = shapes_of_queue_[q];
+  // Listed as `list.listed` says (nothing listed or unlisted them since): only changes are passed on.
+  const bool known = list.valid && list.listed.size() == needs.size();
+  list.listed.resize(needs.size());
   shapes_held_ -= list.held;
   list.valid = true;
   list.kept = kept;
   list.rooms = rooms;
   list.held = 0;
   const LeafRoom room = RoomOf(q, kept, rooms.data());
-  for (const ShapeNeed& need : shapes_of_queue_[q]) {
+  for (size_t i = 0; i < needs.size(); ++i) {
+    const ShapeNeed& need = needs[i];
     const bool listed = room.Lists(need);
-    queue_.SetListed(need.shape, listed, kFirstPass);
     // The second pass tries the shapes with room within the limits: without, every job of the
     // shape would wait for its queue's room there (room only shrinks in a cycle). A shape listed
     // for both is not tried twice: after the first pass it is held back (HoldBack, marked
     // waited), out of jobs, or of a class that found no capacity, which the second skips. So a
     // leaf's listing for the second pass does not follow its fair share, only its limits.
-    queue_.SetListed(need.shape, !room.none_within_limit && need.Fits(room.limit), kSecondPass);
+    const bool second = !room.none_within_limit && need.Fits(room.limit);
+    const char bits = static_cast<char>((listed ? 1 << kFirstPass : 0) | (second ? 1 << kSecondPass : 0));
+    if (!known || bits != list.listed[i]) {
+      queue_.SetListed(need.shape, listed, kFirstPass);
+      queue_.SetListed(need.shape, second, kSecondPass);
+      list.listed[i] = bits;
+    }
     list.held += listed ? 0 : 1;
   }
   shapes_held_ += list.held;

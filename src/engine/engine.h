@@ -611,7 +611,12 @@ class Engine {
     // Whether such a queue has room for its min replicas, in whole steps (as QueueRoom for a job
     // with nothing bound).
     bool Fits(const QueueUsage& room) const {
-      return std::min<int64_t>(Replicas(room), INT32_MAX) / step * step >= min_start;
+      if (min_start < 1) return std::min<int64_t>(Replicas(room), INT32_MAX) / step * step >= min_start;
+      // The same without a division (min_start is a whole number of steps, >= 1): room for
+      // min_start replicas in each dimension it requests (INT64_MAX: unbounded, always enough).
+      const auto has = [&](size_t d, int64_t one) { return one <= 0 || room[d] >= int64_t{min_start} * one; };
+      return has(kQueueGpu, one_gpu) && (one_model < 0 || has(kQueueModel + static_cast<size_t>(one_model), one_gpu)) &&
+             has(kQueueCpu, one_cpu) && has(kQueueMemory, one_mem);
     }
   };
   // What a cycle's first allocate pass (kFair) found, for its second (kLimit).
@@ -668,6 +673,10 @@ class Engine {
     bool kept = false;           // whether its room within its guarantee counted
     std::vector<int64_t> rooms;  // within fair shares, the limits, its guarantee (managed dimensions)
     int64_t held = 0;            // its shapes held back
+    // Per shape (shapes_of_queue_[q]'s order): bit kFirstPass / kSecondPass when listed for that
+    // pass by the last listing (valid: still so; anything else that lists or unlists one of its
+    // shapes makes the leaf not valid).
+    std::vector<char> listed;
     // ClampRooms' bounds per managed dimension (lowest, highest), for its first `clamp_shapes`
     // shapes (shapes are only added; SetQueues clears the lists).
     std::vector<std::pair<int64_t, int64_t>> clamp;

@@ -31,23 +31,33 @@ int PendingQueue::ClassOf(int shape) {
 void PendingQueue::NewHead(int shape, const std::pair<Key, size_t>* old) {
   const size_t c = static_cast<size_t>(ClassOf(shape));
   const auto& set = shapes_[static_cast<size_t>(shape)];
-  for (auto* heads : {&heads_[c], listed(shape, 0) ? &listed_heads_[0][c] : nullptr, listed(shape, 1) ? &listed_heads_[1][c] : nullptr}) {
-    if (heads == nullptr) continue;
-    if (old != nullptr) heads->erase({old->first, shape});
-    if (!set.empty()) heads->insert({set.begin()->first, shape});
+  if (old != nullptr) heads_[c].erase({old->first, shape});
+  if (!set.empty()) heads_[c].insert({set.begin()->first, shape});
+  if (static_cast<size_t>(shape) >= listed_.size()) return;
+  for (int l = 0; l < kLists; ++l) {
+    auto& heads = listed_heads_[static_cast<size_t>(l)][c];
+    char& bits = listed_[static_cast<size_t>(shape)];
+    const char in = static_cast<char>(1 << (kLists + l));
+    if (entered(shape, l) && old != nullptr) heads.erase({old->first, shape});
+    bits = static_cast<char>(bits & ~in);
+    if (listed(shape, l) && !set.empty()) {
+      heads.insert({set.begin()->first, shape});
+      bits = static_cast<char>(bits | in);
+    }
   }
 }
 
 void PendingQueue::SetListed(int shape, bool listed, int list) {
   if (listed_.size() <= static_cast<size_t>(shape)) listed_.resize(static_cast<size_t>(shape) + 1, 0);
   if (this->listed(shape, list) == listed) return;
-  listed_[static_cast<size_t>(shape)] ^= static_cast<char>(1 << list);
+  char& bits = listed_[static_cast<size_t>(shape)];
+  bits = static_cast<char>(bits ^ (1 << list));
+  // Unlisted: its entry stays until a pass comes to it (or it is listed again before).
+  if (!listed || entered(shape, list)) return;
   if (static_cast<size_t>(shape) >= shapes_.size() || shapes_[static_cast<size_t>(shape)].empty()) return;
   const size_t c = static_cast<size_t>(ClassOf(shape));
-  const std::pair<Key, int> head{shapes_[static_cast<size_t>(shape)].begin()->first, shape};
-  auto& heads = listed_heads_[static_cast<size_t>(list)][c];
-  if (listed) heads.insert(head);
-  else heads.erase(head);
+  listed_heads_[static_cast<size_t>(list)][c].insert({shapes_[static_cast<size_t>(shape)].begin()->first, shape});
+  bits = static_cast<char>(bits | (1 << (kLists + list)));
 }
 
 void PendingQueue::Push(size_t i, int32_t priority, int shape, bool front) {
@@ -136,7 +146,8 @@ class PendingQueue::PassRun {
         class_ok_(n_classes_, 0),
         last_(n_classes_, kNoHead),
         arm_after_(n_classes_, -1),
-        heads_of_(scope.list >= 0 && scope.shapes == nullptr ? q.listed_heads_[static_cast<size_t>(scope.list)] : q.heads_) {
+        list_(scope.list >= 0 && scope.shapes == nullptr ? scope.list : -1),
+        heads_of_(list_ >= 0 ? q.listed_heads_[static_cast<size_t>(list_)] : q.heads_) {
     q_.in_pass_ = true;
     state_.resize(std::max(state_.size(), n_shapes_), 0);
     filtered_.resize(std::max(filtered_.size(), n_shapes_), 0);
@@ -215,12 +226,20 @@ class PendingQueue::PassRun {
   }
   // Class c's next shape not yet looked at (and accepted by the filter), as a due entry.
   void Arm(int c) {
-    const auto& heads = heads_of_[static_cast<size_t>(c)];
+    auto& heads = heads_of_[static_cast<size_t>(c)];
     const std::pair<Key, int>& last = last_[static_cast<size_t>(c)];
     // From the first shape when none was looked at yet (the usual case: O(1), not a descent
     // through a set of hundreds of shapes for each class of a pass).
     for (auto it = last == kNoHead ? heads.begin() : heads.upper_bound(last); it != heads.end(); ++it) {
-      const int s = it->second;
+      int s = it->second;
+      // A shape unlisted since it was entered: dropped now.
+      while (list_ >= 0 && !q_.listed(s, list_)) {
+        char& bits = q_.listed_[static_cast<size_t>(s)];
+        bits = static_cast<char>(bits & ~(1 << (kLists + list_)));
+        it = heads.erase(it);
+        if (it == heads.end()) return;
+        s = it->second;
+      }
       if (state_[static_cast<size_t>(s)] != 0 || !Accepted(s)) continue;
       heap_.push({{it->first, static_cast<size_t>(s)}, -2 - c});
       return;
@@ -315,7 +334,8 @@ class PendingQueue::PassRun {
   std::vector<std::pair<Key, int>> last_;  // per class: the last shape looked at
   // Per class: the shape whose first attempt arms the class's next shape (-1: none).
   std::vector<int> arm_after_;
-  const std::vector<std::set<std::pair<Key, int>>>& heads_of_;  // the classes' shapes looked at
+  const int list_;  // the list looked at (Scope::list), -1 every shape
+  std::vector<std::set<std::pair<Key, int>>>& heads_of_;  // the classes' shapes looked at (with unlisted ones: list_)
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap_;
   std::vector<size_t> own_;        // the jobs tried on their own
   std::vector<int> skipped_;       // shapes whose job waited for its shape

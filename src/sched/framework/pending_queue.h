@@ -66,9 +66,10 @@ class PendingQueue {
   size_t FirstOf(int shape, const std::function<bool(size_t)>& accept) const;
   size_t shapes() const { return shapes_.size(); }
   // Marks `shape` (>= 0) in list `list` (0 .. kLists - 1) or not (none is at first): a pass with
-  // Scope::list looks only at that list's shapes, lazily as at every shape otherwise — O(log) per
-  // change, so that a caller whose lists change little between passes does not hand over every
-  // listed shape each pass.
+  // Scope::list looks only at that list's shapes, lazily as at every shape otherwise — O(1) to
+  // unlist, O(log) to list (O(1) when it was unlisted since the last pass that came to it), so
+  // that a caller whose lists change little between passes does not hand over every listed shape
+  // each pass, and one whose shapes go out and back in costs little.
   static constexpr int kLists = 2;
   void SetListed(int shape, bool listed, int list = 0);
   bool listed(int shape, int list = 0) const {
@@ -117,9 +118,12 @@ class PendingQueue {
   std::vector<std::set<std::pair<Key, size_t>>> shapes_;
   std::vector<int> class_of_;                        // per shape: its class (internal), -1 none yet
   std::vector<std::set<std::pair<Key, int>>> heads_;  // per class: (first job's key, shape), non-empty shapes
-  // Per list, per class: heads_' entries of the list's shapes.
+  // Per list, per class: heads_' entries of the list's shapes, and of shapes unlisted since (a
+  // pass drops those as it comes to them).
   std::array<std::vector<std::set<std::pair<Key, int>>>, kLists> listed_heads_;
-  std::vector<char> listed_;  // per shape: bit l set when in list l
+  // Per shape: bit l set when in list l; bit kLists + l when its entry is in listed_heads_[l].
+  std::vector<char> listed_;
+  bool entered(int shape, int list) const { return (listed_[static_cast<size_t>(shape)] >> (kLists + list) & 1) != 0; }
   std::vector<std::pair<int, int>> named_;           // (caller's class, internal class), sorted
   std::vector<int> caller_class_;                    // per class: the caller's number, -1 none
   int64_t back_ = 0, front_ = 0;  // next positions at the back (ascending) and front (descending)

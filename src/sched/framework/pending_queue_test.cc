@@ -291,7 +291,8 @@ TEST(PendingQueueClasses, ListedShapesArePassedAsTheirListWouldBe) {
     EXPECT_EQ(tried, (std::vector<size_t>{1, 4}));
   }
   // At random: a pass over a list's shapes tries the same jobs, in the same order, as one handed
-  // the list, whatever the outcomes, own jobs, changes of the lists between passes.
+  // the list, whatever the outcomes, own jobs, changes of the lists between passes (also between
+  // arrivals that change an unlisted shape's first job, and a shape unlisted and listed again).
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     uint64_t x = seed;
     auto next = [&](int n) {
@@ -307,19 +308,21 @@ TEST(PendingQueueClasses, ListedShapesArePassedAsTheirListWouldBe) {
     std::vector<char> listed(kShapes, 0);
     const int which = static_cast<int>(seed % PendingQueue::kLists);
     size_t jobs = 0;
-    for (int round = 0; round < 6; ++round) {
+    const auto relist = [&] {
+      const int sh = next(kShapes);
+      listed[static_cast<size_t>(sh)] = static_cast<char>(next(2));
+      lazy.SetListed(sh, listed[static_cast<size_t>(sh)] != 0, which);
+      lazy.SetListed(next(kShapes), next(2) != 0, 1 - which);  // the other list: no bearing
+    };
+    for (int round = 0; round < 10; ++round) {
       for (int k = 0; k < 25; ++k, ++jobs) {
         const int sh = next(kShapes), priority = next(3);
         const bool front = next(4) == 0;
         lazy.Push(jobs, priority, sh, front);
         handed.Push(jobs, priority, sh, front);
+        if (next(5) == 0) relist();
       }
-      for (int k = 0; k < 5; ++k) {
-        const int sh = next(kShapes);
-        listed[static_cast<size_t>(sh)] = static_cast<char>(next(2));
-        lazy.SetListed(sh, listed[static_cast<size_t>(sh)] != 0, which);
-        lazy.SetListed(next(kShapes), next(2) != 0, 1 - which);  // the other list: no bearing
-      }
+      for (int k = 0; k < 5; ++k) relist();
       std::vector<int> list;
       for (int sh = 0; sh < kShapes; ++sh) {
         if (listed[static_cast<size_t>(sh)]) list.push_back(sh);
