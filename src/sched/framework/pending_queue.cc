@@ -270,11 +270,8 @@ class PendingQueue::PassRun {
     }
     const Outcome o = attempt_(i);
     const int my_shape = q_.slots_[i].shape;
-    auto next = std::next(q_.shapes_[static_cast<size_t>(my_shape)].find(entry));
-    if (o == Outcome::kStarted || o == Outcome::kInfeasible) {
-      q_.Remove(i);
-      next = q_.shapes_[static_cast<size_t>(my_shape)].upper_bound(entry);
-    }
+    const bool leaves = o == Outcome::kStarted || o == Outcome::kInfeasible;
+    if (leaves) q_.Remove(i);
     if (tag < 0) {
       if (o == Outcome::kStarted) Reopen();
       return;
@@ -286,8 +283,9 @@ class PendingQueue::PassRun {
       blocked_[static_cast<size_t>(my_class)] = 1;
       state_[static_cast<size_t>(tag)] = 0;
       if (scope_.shapes != nullptr) dropped_.push_back(tag);
-    } else {
-      PushNext(tag, next);
+    } else {  // its shape's next job (looked up only here: most attempts of a pass wait)
+      const auto& jobs = q_.shapes_[static_cast<size_t>(my_shape)];
+      PushNext(tag, leaves ? jobs.upper_bound(entry) : std::next(jobs.find(entry)));
     }
     if (arms && !blocked_[static_cast<size_t>(my_class)] && scope_.shapes == nullptr) Arm(my_class);
   }
