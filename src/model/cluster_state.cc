@@ -691,158 +691,186 @@ int64_t ClusterState::PreemptibleGpuMilliBelow(int32_t priority) const {
   return sum;
 }
 
-Status ClusterState::CheckInvariants() const {
-  auto fail = [](const std::string& what) { return Internal("invariant broken: " + what); };
+// Per node: what bound tasks (not on lent capacity) and available capacity reservations take of
+// its CPU, memory and each GPU; what its Standby tasks lend and its borrowers use. Totals over
+// the cluster.
+struct ClusterState::Recount {
+  explicit Recount(size_t nodes)
+      : cpu_used(nodes, 0), mem_used(nodes, 0), gpu_used(nodes), standby_gpus(nodes, 0), borrowed_gpus(nodes, 0),
+        standby_cpu(nodes, 0), borrowed_cpu(nodes, 0) {}
+  std::vector<MilliCpu> cpu_used;
+  std::vector<MemMiB> mem_used;
+  std::vector<std::array<int32_t, kMaxGpusPerNode>> gpu_used;
+  std::vector<uint32_t> standby_gpus, borrowed_gpus;
+  std::vector<MilliCpu> standby_cpu, borrowed_cpu;
   int64_t alloc_gpu = 0, alloc_cpu = 0, bound = 0;
+  int64_t reserved_gpu = 0, reserved_cpu = 0;
+  int64_t total_gpu = 0, total_cpu = 0;
   std::map<int32_t, int64_t> preemptible;  // preemptible_gpu_milli_ recounted
-  std::vector<MilliCpu> cpu_used(nodes_.size(), 0);
-  std::vector<MemMiB> mem_used(nodes_.size(), 0);
-  std::vector<std::array<int32_t, kMaxGpusPerNode>> gpu_used(nodes_.size());
-  std::vector<uint32_t> standby_gpus(nodes_.size(), 0), borrowed_gpus(nodes_.size(), 0);
-  std::vector<MilliCpu> standby_cpu(nodes_.size(), 0), borrowed_cpu(nodes_.size(), 0);
+};
+
+namespace {
+Status Broken(const std::string& what) { return Internal("invariant broken: " + what); }
+}  // namespace
+
+Status ClusterState::CheckInvariants() const {
+  Recount c(nodes_.size());
+  ESTUARY_RETURN_IF_ERROR(RecountTasks(c));
+  ESTUARY_RETURN_IF_ERROR(RecountReservations(c));
+  ESTUARY_RETURN_IF_ERROR(CheckNodes(c));
+  {
+    size_t lending = 0;
+    for (const Node& n : nodes_) lending += n.lent_free != 0;
+    if (lending != lending_.size()) return Broken("lending index size");
+  }
+  if (c.total_gpu != total_gpu_milli_ || c.total_cpu != total_cpu_milli_) return Broken("cluster capacity totals");
+  ESTUARY_RETURN_IF_ERROR(CheckHolds());
+  ESTUARY_RETURN_IF_ERROR(CheckIndexes());
+  if (c.alloc_gpu != allocated_gpu_milli_ || c.alloc_cpu != allocated_cpu_milli_ || c.bound != num_bound_) {
+    return Broken("cluster allocation totals");
+  }
+  std::erase_if(c.preemptible, [](const auto& e) { return e.second == 0; });
+  if (c.preemptible != preemptible_gpu_milli_) return Broken("preemptible GPUs by priority");
+  ESTUARY_RETURN_IF_ERROR(CheckQueueUsage());
+  return CheckJobCounts();
+}
+
+Status ClusterState::RecountTasks(Recount& c) const {
   for (const Task& t : tasks_) {
     if (t.state != TaskState::kBound) {
-      if (t.node.valid() || t.gpus.size != 0) return fail("unbound task '" + t.name + "' holds resources");
-      if (t.standby || t.borrowed) return fail("unbound task '" + t.name + "' marked standby or borrowed");
+      if (t.node.valid() || t.gpus.size != 0) return Broken("unbound task '" + t.name + "' holds resources");
+      if (t.standby || t.borrowed) return Broken("unbound task '" + t.name + "' marked standby or borrowed");
       continue;
     }
-    if (t.standby && t.borrowed) return fail("task '" + t.name + "' both standby and borrowed");
-    ++bound;
-    if (!t.node.valid() || t.node.value() >= nodes_.size()) return fail("task '" + t.name + "' on a missing node");
+    if (t.standby && t.borrowed) return Broken("task '" + t.name + "' both standby and borrowed");
+    ++c.bound;
+    if (!t.node.valid() || t.node.value() >= nodes_.size()) return Broken("task '" + t.name + "' on a missing node");
     const Node& n = nodes_[t.node.value()];
     if (std::count(n.tasks.begin(), n.tasks.end(), t.id) != 1) {
-      return fail("task '" + t.name + "' not listed exactly once on node '" + n.spec.name + "'");
+      return Broken("task '" + t.name + "' not listed exactly once on node '" + n.spec.name + "'");
     }
     const int want = t.req.NeedsGpu() ? t.req.gpu_count : 0;
-    if (t.gpus.size != want) return fail("task '" + t.name + "' bound to the wrong number of GPUs");
+    if (t.gpus.size != want) return Broken("task '" + t.name + "' bound to the wrong number of GPUs");
     uint32_t seen = 0;
     for (uint8_t g : t.gpus) {
-      if (g >= n.spec.gpu_count) return fail("task '" + t.name + "' on GPU index beyond node '" + n.spec.name + "'");
-      if (seen >> g & 1) return fail("task '" + t.name + "' bound twice to one GPU");
+      if (g >= n.spec.gpu_count) return Broken("task '" + t.name + "' on GPU index beyond node '" + n.spec.name + "'");
+      if (seen >> g & 1) return Broken("task '" + t.name + "' bound twice to one GPU");
       seen |= 1u << g;
     }
-    mem_used[n.id.value()] += t.req.mem_mib;
+    c.mem_used[n.id.value()] += t.req.mem_mib;
     if ((t.standby || t.borrowed) && !WholeGpuRequest(t.req)) {
-      return fail("standby or borrowed task '" + t.name + "' not on whole GPUs");
+      return Broken("standby or borrowed task '" + t.name + "' not on whole GPUs");
     }
     if (t.standby) {
-      standby_gpus[n.id.value()] |= seen;
-      standby_cpu[n.id.value()] += t.req.cpu_milli;
+      c.standby_gpus[n.id.value()] |= seen;
+      c.standby_cpu[n.id.value()] += t.req.cpu_milli;
     }
     if (t.borrowed) {
       // On lent capacity: its GPUs and CPU are its lender's, counted there.
-      if (borrowed_gpus[n.id.value()] & seen) return fail("borrowed tasks share a GPU on node '" + n.spec.name + "'");
-      borrowed_gpus[n.id.value()] |= seen;
-      borrowed_cpu[n.id.value()] += t.req.cpu_milli;
+      if (c.borrowed_gpus[n.id.value()] & seen) return Broken("borrowed tasks share a GPU on node '" + n.spec.name + "'");
+      c.borrowed_gpus[n.id.value()] |= seen;
+      c.borrowed_cpu[n.id.value()] += t.req.cpu_milli;
       continue;
     }
-    for (uint8_t g : t.gpus) gpu_used[n.id.value()][g] += t.req.gpu_milli;
-    cpu_used[n.id.value()] += t.req.cpu_milli;
-    alloc_gpu += int64_t{t.gpus.size} * t.req.gpu_milli;
-    alloc_cpu += t.req.cpu_milli;
+    for (uint8_t g : t.gpus) c.gpu_used[n.id.value()][g] += t.req.gpu_milli;
+    c.cpu_used[n.id.value()] += t.req.cpu_milli;
+    c.alloc_gpu += int64_t{t.gpus.size} * t.req.gpu_milli;
+    c.alloc_cpu += t.req.cpu_milli;
     const Job& j = jobs_[t.job.value()];
-    if (j.spec.preemptible && t.gpus.size != 0) preemptible[j.spec.priority] += int64_t{t.gpus.size} * t.req.gpu_milli;
+    if (j.spec.preemptible && t.gpus.size != 0) c.preemptible[j.spec.priority] += int64_t{t.gpus.size} * t.req.gpu_milli;
   }
-  // Available capacity reservations take from their node's free amounts like bound tasks.
-  int64_t reserved_gpu = 0, reserved_cpu = 0;
+  return Status::Ok();
+}
+
+// Available capacity reservations take from their node's free amounts like bound tasks.
+Status ClusterState::RecountReservations(Recount& c) const {
   std::vector<ReservationId> available;
   for (const Reservation& r : reservations_) {
     if (r.kind != Reservation::Kind::kCapacity) continue;
     const std::string name = "capacity reservation " + std::to_string(r.id.value());
-    if (r.active || !r.nodes.empty()) return fail(name + " marked as a node hold");
-    if (!r.owner.valid() || r.owner.value() >= jobs_.size()) return fail(name + " without an owner job");
+    if (r.active || !r.nodes.empty()) return Broken(name + " marked as a node hold");
+    if (!r.owner.valid() || r.owner.value() >= jobs_.size()) return Broken(name + " without an owner job");
     if (r.state == ReservationState::kConsumed) {
       if (!r.consumed_by.valid() || r.consumed_by.value() >= tasks_.size() ||
           tasks_[r.consumed_by.value()].job != r.owner) {
-        return fail(name + " consumed by a task not of its owner");
+        return Broken(name + " consumed by a task not of its owner");
       }
     } else if (r.consumed_by.valid()) {
-      return fail(name + " records a consumer but is not consumed");
+      return Broken(name + " records a consumer but is not consumed");
     }
     if (r.state != ReservationState::kAvailable) continue;  // holds nothing
     available.push_back(r.id);
-    if (!r.node.valid() || r.node.value() >= nodes_.size()) return fail(name + " on a missing node");
+    if (!r.node.valid() || r.node.value() >= nodes_.size()) return Broken(name + " on a missing node");
     const Node& n = nodes_[r.node.value()];
     const int want = r.req.NeedsGpu() ? r.req.gpu_count : 0;
-    if (r.gpus.size != want) return fail(name + " holds the wrong number of GPUs");
+    if (r.gpus.size != want) return Broken(name + " holds the wrong number of GPUs");
     uint32_t seen = 0;
     for (uint8_t g : r.gpus) {
-      if (g >= n.spec.gpu_count) return fail(name + " on GPU index beyond node '" + n.spec.name + "'");
-      if (seen >> g & 1) return fail(name + " holds one GPU twice");
+      if (g >= n.spec.gpu_count) return Broken(name + " on GPU index beyond node '" + n.spec.name + "'");
+      if (seen >> g & 1) return Broken(name + " holds one GPU twice");
       seen |= 1u << g;
-      gpu_used[n.id.value()][g] += r.req.gpu_milli;
+      c.gpu_used[n.id.value()][g] += r.req.gpu_milli;
     }
-    cpu_used[n.id.value()] += r.req.cpu_milli;
-    mem_used[n.id.value()] += r.req.mem_mib;
-    reserved_gpu += int64_t{r.gpus.size} * r.req.gpu_milli;
-    reserved_cpu += r.req.cpu_milli;
+    c.cpu_used[n.id.value()] += r.req.cpu_milli;
+    c.mem_used[n.id.value()] += r.req.mem_mib;
+    c.reserved_gpu += int64_t{r.gpus.size} * r.req.gpu_milli;
+    c.reserved_cpu += r.req.cpu_milli;
   }
-  if (available != available_capacity_) return fail("list of available capacity reservations");
-  if (reserved_gpu != reserved_gpu_milli_ || reserved_cpu != reserved_cpu_milli_) return fail("reserved capacity totals");
-  int64_t total_gpu = 0, total_cpu = 0;
+  if (available != available_capacity_) return Broken("list of available capacity reservations");
+  if (c.reserved_gpu != reserved_gpu_milli_ || c.reserved_cpu != reserved_cpu_milli_) return Broken("reserved capacity totals");
+  return Status::Ok();
+}
+
+Status ClusterState::CheckNodes(Recount& c) const {
   for (const Node& n : nodes_) {
     const size_t i = n.id.value();
-    total_gpu += int64_t{n.spec.gpu_count} * kMilliPerGpu;
-    total_cpu += n.spec.cpu_milli;
-    if (cpu_used[i] > n.spec.cpu_milli) return fail("CPU over-committed on node '" + n.spec.name + "'");
-    if (mem_used[i] > n.spec.mem_mib) return fail("memory over-committed on node '" + n.spec.name + "'");
-    if (n.cpu_free != n.spec.cpu_milli - cpu_used[i]) return fail("CPU accounting of node '" + n.spec.name + "'");
-    if (n.mem_free != n.spec.mem_mib - mem_used[i]) return fail("memory accounting of node '" + n.spec.name + "'");
+    c.total_gpu += int64_t{n.spec.gpu_count} * kMilliPerGpu;
+    c.total_cpu += n.spec.cpu_milli;
+    if (c.cpu_used[i] > n.spec.cpu_milli) return Broken("CPU over-committed on node '" + n.spec.name + "'");
+    if (c.mem_used[i] > n.spec.mem_mib) return Broken("memory over-committed on node '" + n.spec.name + "'");
+    if (n.cpu_free != n.spec.cpu_milli - c.cpu_used[i]) return Broken("CPU accounting of node '" + n.spec.name + "'");
+    if (n.mem_free != n.spec.mem_mib - c.mem_used[i]) return Broken("memory accounting of node '" + n.spec.name + "'");
     int64_t free_total = 0;
     int32_t full = 0;
     MilliGpu maxf = 0;
     for (int g = 0; g < n.spec.gpu_count; ++g) {
-      if (gpu_used[i][g] > kMilliPerGpu) return fail("GPU " + std::to_string(g) + " over-committed on node '" + n.spec.name + "'");
-      if (n.gpu_free[g] != kMilliPerGpu - gpu_used[i][g]) return fail("GPU accounting of node '" + n.spec.name + "'");
+      if (c.gpu_used[i][g] > kMilliPerGpu) return Broken("GPU " + std::to_string(g) + " over-committed on node '" + n.spec.name + "'");
+      if (n.gpu_free[g] != kMilliPerGpu - c.gpu_used[i][g]) return Broken("GPU accounting of node '" + n.spec.name + "'");
       free_total += n.gpu_free[g];
       full += n.gpu_free[g] == kMilliPerGpu;
       maxf = std::max(maxf, n.gpu_free[g]);
     }
     if (free_total != n.gpu_free_total || full != n.full_free_gpus || maxf != n.max_gpu_free) {
-      return fail("GPU summary of node '" + n.spec.name + "'");
+      return Broken("GPU summary of node '" + n.spec.name + "'");
     }
     const NodeFit& fit = fits_[i];
     if (fit.gpu_free_total != n.gpu_free_total || fit.cpu_free != n.cpu_free || fit.mem_free != n.mem_free || fit.full_free_gpus != n.full_free_gpus ||
         fit.max_gpu_free != n.max_gpu_free || fit.version != n.version || fit.model != n.spec.model ||
         fit.schedulable != n.Schedulable() ||
         fit.reserved_for != (n.reservation.valid() ? reservations_[n.reservation.value()].owner : JobId())) {
-      return fail("packed filter view of node '" + n.spec.name + "'");
+      return Broken("packed filter view of node '" + n.spec.name + "'");
     }
     for (TaskId id : n.tasks) {
       if (!id.valid() || id.value() >= tasks_.size() || tasks_[id.value()].node != n.id ||
           tasks_[id.value()].state != TaskState::kBound) {
-        return fail("node '" + n.spec.name + "' lists a task that is not bound to it");
+        return Broken("node '" + n.spec.name + "' lists a task that is not bound to it");
       }
     }
-    if (n.lent_gpus != standby_gpus[i] || n.lent_cpu != standby_cpu[i]) {
-      return fail("lent capacity of node '" + n.spec.name + "' differs from its standby tasks'");
+    if (n.lent_gpus != c.standby_gpus[i] || n.lent_cpu != c.standby_cpu[i]) {
+      return Broken("lent capacity of node '" + n.spec.name + "' differs from its standby tasks'");
     }
-    if ((borrowed_gpus[i] & ~n.lent_gpus) != 0) return fail("a borrowed task on an unlent GPU of node '" + n.spec.name + "'");
-    if (n.lent_free != (n.lent_gpus & ~borrowed_gpus[i])) return fail("lent-free GPUs of node '" + n.spec.name + "'");
-    if (n.lent_cpu_free != n.lent_cpu - borrowed_cpu[i] || n.lent_cpu_free < 0) {
-      return fail("lent CPU of node '" + n.spec.name + "'");
+    if ((c.borrowed_gpus[i] & ~n.lent_gpus) != 0) return Broken("a borrowed task on an unlent GPU of node '" + n.spec.name + "'");
+    if (n.lent_free != (n.lent_gpus & ~c.borrowed_gpus[i])) return Broken("lent-free GPUs of node '" + n.spec.name + "'");
+    if (n.lent_cpu_free != n.lent_cpu - c.borrowed_cpu[i] || n.lent_cpu_free < 0) {
+      return Broken("lent CPU of node '" + n.spec.name + "'");
     }
     const uint32_t pos = lending_pos_[i];
     if ((n.lent_free != 0) != (pos != kNotLending) ||
         (pos != kNotLending && (pos >= lending_.size() || lending_[pos] != n.id))) {
-      return fail("lending index entry of node '" + n.spec.name + "'");
+      return Broken("lending index entry of node '" + n.spec.name + "'");
     }
   }
-  {
-    size_t lending = 0;
-    for (const Node& n : nodes_) lending += n.lent_free != 0;
-    if (lending != lending_.size()) return fail("lending index size");
-  }
-  if (total_gpu != total_gpu_milli_ || total_cpu != total_cpu_milli_) return fail("cluster capacity totals");
-  ESTUARY_RETURN_IF_ERROR(CheckHolds());
-  ESTUARY_RETURN_IF_ERROR(CheckIndexes());
-  if (alloc_gpu != allocated_gpu_milli_ || alloc_cpu != allocated_cpu_milli_ || bound != num_bound_) {
-    return fail("cluster allocation totals");
-  }
-  std::erase_if(preemptible, [](const auto& e) { return e.second == 0; });
-  if (preemptible != preemptible_gpu_milli_) return fail("preemptible GPUs by priority");
-  ESTUARY_RETURN_IF_ERROR(CheckQueueUsage());
-  return CheckJobCounts();
+  return Status::Ok();
 }
 
 Status ClusterState::CheckQueueUsage() const {

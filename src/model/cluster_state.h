@@ -471,6 +471,13 @@ class ClusterState {
   Status CheckQueueUsage() const;
 
  private:
+  // CheckInvariants' recount, per node, of what bound tasks and available capacity reservations
+  // hold, and cluster totals; filled by RecountTasks then RecountReservations, checked against
+  // the nodes by CheckNodes (which sums the capacity totals).
+  struct Recount;
+  Status RecountTasks(Recount& c) const;
+  Status RecountReservations(Recount& c) const;
+  Status CheckNodes(Recount& c) const;
   void RefreshGpuSummary(Node& n);
   void SyncFit(const Node& n);
   void MoveBucket(NodeId id, int from, int to);
