@@ -77,172 +77,12 @@ class Solver {
          const AllocateOptions& options, std::span<const char> being_evicted, const VictimFilter& filter,
          const std::vector<NodeId>* only = nullptr)
       : state_(state), req_(req), need_(need) {
-    const int32_t prio = state.job(preemptor).spec.priority;
-    // The candidate jobs: those with a bound task (found from the nodes, so that jobs that ended
-    // long ago cost nothing), in id order.
-    // With VictimFilter::queues, from those queues' lists of preemptible jobs with a bound task
-    // (the same jobs, without visiting every task on the nodes).
-    std::vector<uint32_t> running;
-    if (filter.queues) {
-      std::vector<char> in_only;
-      if (only != nullptr) {
-        in_only.assign(state.num_nodes(), 0);
-        for (NodeId n : *only) in_only[n.value()] = 1;
-      }
-      for (int32_t q : *filter.queues) {
-        for (JobId j : state.queue_preemptible_jobs(static_cast<size_t>(q))) {
-          const bool there = std::any_of(state.job(j).tasks.begin(), state.job(j).tasks.end(), [&](TaskId t) {
-            const Task& task = state.task(t);
-            return task.state == TaskState::kBound && (only == nullptr || in_only[task.node.value()] != 0);
-          });
-          if (there) running.push_back(j.value());
-        }
-      }
-    } else {
-      std::vector<char> seen(state.jobs().size(), 0);
-      auto visit = [&](const Node& n) {
-        for (TaskId t : n.tasks) {
-          const uint32_t j = state.task(t).job.value();
-          if (!seen[j]) {
-            seen[j] = 1;
-            running.push_back(j);
-          }
-        }
-      };
-      if (only != nullptr) {
-        for (NodeId n : *only) visit(state.node(n));
-      } else {
-        for (const Node& n : state.nodes()) visit(n);
-      }
-    }
-    std::sort(running.begin(), running.end());
-    for (uint32_t jid : running) {
-      const Job& j = state.job(JobId(jid));
-      if (j.id == preemptor || !j.spec.preemptible) continue;
-      if (filter.allowed ? !filter.allowed(j) : j.spec.priority >= prio) continue;
-      VJob v;
-      v.id = j.id;
-      if (filter.rank) v.rank = filter.rank(j);
-      v.priority = j.spec.priority;
-      int64_t gpu = 0;
-      bool standby = false;
-      for (TaskId t : j.tasks) {
-        const Task& task = state.task(t);
-        if (task.state != TaskState::kBound) continue;
-        v.bound.push_back(t);
-        gpu += task.req.TotalGpuMilli();
-        standby |= task.standby;
-        standby |= t.value() < being_evicted.size() && being_evicted[t.value()] != 0;
-      }
-      // A job with a replica in Standby is no victim: its GPUs are lent (restore it first). Nor is
-      // one already being evicted for another preemptor.
-      if (v.bound.empty() || standby) continue;
-      const int64_t start = j.started_at_s < 0 || j.started_at_s > now ? now : j.started_at_s;
-      v.runtime = now - start;
-      v.cost = gpu * SecondsSinceCheckpoint(j, now, options.grace_s);
-      // Elastic surplus: shrink targets k < b, multiples of the step, k >= max(min, 1).
-      const int64_t b = static_cast<int64_t>(v.bound.size());
-      const int64_t step = options.align ? std::max<int32_t>(1, j.spec.step) : 1;
-      const int64_t floor_k = std::max<int64_t>(1, j.spec.min_replicas);
-      v.chunk_of.assign(v.bound.size(), kNotSurplus);
-      int64_t prev = b;
-      for (int64_t k = (b - 1) / step * step; k >= floor_k; k -= step) {
-        for (int64_t i = k; i < prev; ++i) v.chunk_of[i] = static_cast<int32_t>(v.shrink_to.size());
-        v.shrink_to.push_back(static_cast<int32_t>(k));
-        prev = k;
-      }
-      jobs_.push_back(std::move(v));
-    }
-    // The victim order: elastic chunks (rank, priority, id, chunk), then whole jobs (rank,
-    // priority, C, runtime, id). VJobs are in id order already.
-    std::vector<uint32_t> order(jobs_.size());
-    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      return std::tie(jobs_[a].rank, jobs_[a].priority) < std::tie(jobs_[b].rank, jobs_[b].priority);
-    });
-    std::vector<uint32_t> whole_order = order;
-    std::sort(whole_order.begin(), whole_order.end(), [&](uint32_t a, uint32_t b) {
-      const VJob &x = jobs_[a], &y = jobs_[b];
-      return std::tie(x.rank, x.priority, x.cost, x.runtime, a) < std::tie(y.rank, y.priority, y.cost, y.runtime, b);
-    });
-    if (filter.take) Budget(filter, order, whole_order);
-    for (uint32_t j : order) {
-      for (int32_t c = 0; c < static_cast<int32_t>(jobs_[j].shrink_to.size()); ++c) units_.push_back({j, c});
-    }
-    for (uint32_t j : whole_order) {
-      if (jobs_[j].whole_ok) units_.push_back({j, -1});
-    }
-    // Units touching each node, in victim order (CSR over node ids), and the nodes each unit
-    // touches (CSR over units, for invalidating cached candidates). The (node, unit) pairs come
-    // out in unit order, so a stable counting sort by node keeps victim order within a node.
+    AddVictims(Candidates(filter, only), preemptor, now, options, being_evicted, filter);
+    OrderUnits(filter);
+    IndexUnits();
+    InitNodes(preemptor, only);
+    EmptyPriorities();
     const size_t n_nodes = state.num_nodes();
-    std::vector<std::pair<uint32_t, uint32_t>> pairs;  // (node, unit), unit ascending
-    unode_start_.assign(units_.size() + 1, 0);
-    for (uint32_t u = 0; u < units_.size(); ++u) {
-      const VJob& v = jobs_[units_[u].job];
-      const size_t first = pairs.size();
-      for (size_t i = 0; i < v.bound.size(); ++i) {
-        if (units_[u].chunk >= 0 && v.chunk_of[i] != units_[u].chunk) continue;
-        pairs.emplace_back(state.task(v.bound[i]).node.value(), u);
-      }
-      // A unit's own pairs are few (its job's tasks): drop repeated nodes among them.
-      std::sort(pairs.begin() + static_cast<std::ptrdiff_t>(first), pairs.end());
-      pairs.erase(std::unique(pairs.begin() + static_cast<std::ptrdiff_t>(first), pairs.end()), pairs.end());
-      unode_start_[u + 1] = static_cast<uint32_t>(pairs.size());
-    }
-    unode_.resize(pairs.size());
-    for (size_t i = 0; i < pairs.size(); ++i) unode_[i] = pairs[i].first;
-    touch_start_.assign(n_nodes + 1, 0);
-    for (const auto& [n, u] : pairs) ++touch_start_[n + 1];
-    for (size_t n = 0; n < n_nodes; ++n) touch_start_[n + 1] += touch_start_[n];
-    touch_.resize(pairs.size());
-    std::vector<uint32_t> fill(touch_start_.begin(), touch_start_.end() - 1);
-    for (const auto& [n, u] : pairs) touch_[fill[n]++] = u;
-    // Per node of `only` (the sets solved are among them; elsewhere nothing is usable): replicas
-    // now, and with all its evictable work gone (the nodes without any: as now).
-    usable_.assign(n_nodes, 0);
-    fit0_.assign(n_nodes, 0);
-    cap_.assign(n_nodes, 0);
-    auto init = [&](const Node& n) {
-      const uint32_t i = n.id.value();
-      usable_[i] = n.Schedulable() && !(n.reservation.valid() && state.reservation(n.reservation).owner != preemptor);
-      if (usable_[i]) fit0_[i] = cap_[i] = Fits(n, FreeRoom(n), req);
-    };
-    if (only != nullptr) {
-      for (NodeId n : *only) init(state.node(n));
-    } else {
-      for (const Node& n : state.nodes()) init(n);
-    }
-    {
-      std::vector<int32_t> at(n_nodes, -1);  // index into full
-      std::vector<Room> full;
-      std::vector<uint32_t> where;
-      for (const VJob& v : jobs_) {
-        for (TaskId t : v.bound) {
-          const uint32_t n = state.task(t).node.value();
-          if (at[n] < 0) {
-            at[n] = static_cast<int32_t>(full.size());
-            full.push_back(FreeRoom(state.node(NodeId(n))));
-            where.push_back(n);
-          }
-          AddTask(full[static_cast<size_t>(at[n])], state.task(t), 1);
-        }
-      }
-      for (uint32_t n : where) {
-        if (usable_[n]) cap_[n] = Fits(state.node(NodeId(n)), full[static_cast<size_t>(at[n])], req);
-      }
-    }
-    // Per node: the least "highest evicted priority" of any plan that empties its GPUs — the
-    // highest priority among its evictable GPU tasks that no elastic chunk can remove.
-    empty_prio_.assign(n_nodes, kNoPriority);
-    for (const VJob& v : jobs_) {
-      for (size_t i = 0; i < v.bound.size(); ++i) {
-        const Task& t = state.task(v.bound[i]);
-        if (v.chunk_of[i] != kNotSurplus || !t.req.NeedsGpu()) continue;
-        int32_t& p = empty_prio_[t.node.value()];
-        p = std::max(p, v.priority);
-      }
-    }
     sel_.chunks.assign(jobs_.size(), 0);
     sel_.whole.assign(jobs_.size(), 0);
     slot_.assign(n_nodes, -1);
@@ -439,6 +279,203 @@ class Solver {
   }
 
  private:
+  // The ids of the candidate jobs: those with a bound task (on one of `only` when not null; found
+  // from the nodes, so that jobs that ended long ago cost nothing), in id order.
+  std::vector<uint32_t> Candidates(const VictimFilter& filter, const std::vector<NodeId>* only) const {
+    const ClusterState& state = state_;
+    // With VictimFilter::queues, from those queues' lists of preemptible jobs with a bound task
+    // (the same jobs, without visiting every task on the nodes).
+    std::vector<uint32_t> running;
+    if (filter.queues) {
+      std::vector<char> in_only;
+      if (only != nullptr) {
+        in_only.assign(state.num_nodes(), 0);
+        for (NodeId n : *only) in_only[n.value()] = 1;
+      }
+      for (int32_t q : *filter.queues) {
+        for (JobId j : state.queue_preemptible_jobs(static_cast<size_t>(q))) {
+          const bool there = std::any_of(state.job(j).tasks.begin(), state.job(j).tasks.end(), [&](TaskId t) {
+            const Task& task = state.task(t);
+            return task.state == TaskState::kBound && (only == nullptr || in_only[task.node.value()] != 0);
+          });
+          if (there) running.push_back(j.value());
+        }
+      }
+    } else {
+      std::vector<char> seen(state.jobs().size(), 0);
+      auto visit = [&](const Node& n) {
+        for (TaskId t : n.tasks) {
+          const uint32_t j = state.task(t).job.value();
+          if (!seen[j]) {
+            seen[j] = 1;
+            running.push_back(j);
+          }
+        }
+      };
+      if (only != nullptr) {
+        for (NodeId n : *only) visit(state.node(n));
+      } else {
+        for (const Node& n : state.nodes()) visit(n);
+      }
+    }
+    std::sort(running.begin(), running.end());
+    return running;
+  }
+
+  // jobs_: those of the candidates `running` that may be victims of `preemptor` (VJob: bound
+  // tasks, cost, runtime, elastic surplus chunks).
+  void AddVictims(const std::vector<uint32_t>& running, JobId preemptor, int64_t now, const AllocateOptions& options,
+                  std::span<const char> being_evicted, const VictimFilter& filter) {
+    const ClusterState& state = state_;
+    const int32_t prio = state.job(preemptor).spec.priority;
+    for (uint32_t jid : running) {
+      const Job& j = state.job(JobId(jid));
+      if (j.id == preemptor || !j.spec.preemptible) continue;
+      if (filter.allowed ? !filter.allowed(j) : j.spec.priority >= prio) continue;
+      VJob v;
+      v.id = j.id;
+      if (filter.rank) v.rank = filter.rank(j);
+      v.priority = j.spec.priority;
+      int64_t gpu = 0;
+      bool standby = false;
+      for (TaskId t : j.tasks) {
+        const Task& task = state.task(t);
+        if (task.state != TaskState::kBound) continue;
+        v.bound.push_back(t);
+        gpu += task.req.TotalGpuMilli();
+        standby |= task.standby;
+        standby |= t.value() < being_evicted.size() && being_evicted[t.value()] != 0;
+      }
+      // A job with a replica in Standby is no victim: its GPUs are lent (restore it first). Nor is
+      // one already being evicted for another preemptor.
+      if (v.bound.empty() || standby) continue;
+      const int64_t start = j.started_at_s < 0 || j.started_at_s > now ? now : j.started_at_s;
+      v.runtime = now - start;
+      v.cost = gpu * SecondsSinceCheckpoint(j, now, options.grace_s);
+      // Elastic surplus: shrink targets k < b, multiples of the step, k >= max(min, 1).
+      const int64_t b = static_cast<int64_t>(v.bound.size());
+      const int64_t step = options.align ? std::max<int32_t>(1, j.spec.step) : 1;
+      const int64_t floor_k = std::max<int64_t>(1, j.spec.min_replicas);
+      v.chunk_of.assign(v.bound.size(), kNotSurplus);
+      int64_t prev = b;
+      for (int64_t k = (b - 1) / step * step; k >= floor_k; k -= step) {
+        for (int64_t i = k; i < prev; ++i) v.chunk_of[i] = static_cast<int32_t>(v.shrink_to.size());
+        v.shrink_to.push_back(static_cast<int32_t>(k));
+        prev = k;
+      }
+      jobs_.push_back(std::move(v));
+    }
+  }
+
+  // units_: the victims' chunks and whole jobs, in victim order (VictimFilter::take applied).
+  void OrderUnits(const VictimFilter& filter) {
+    // The victim order: elastic chunks (rank, priority, id, chunk), then whole jobs (rank,
+    // priority, C, runtime, id). VJobs are in id order already.
+    std::vector<uint32_t> order(jobs_.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return std::tie(jobs_[a].rank, jobs_[a].priority) < std::tie(jobs_[b].rank, jobs_[b].priority);
+    });
+    std::vector<uint32_t> whole_order = order;
+    std::sort(whole_order.begin(), whole_order.end(), [&](uint32_t a, uint32_t b) {
+      const VJob &x = jobs_[a], &y = jobs_[b];
+      return std::tie(x.rank, x.priority, x.cost, x.runtime, a) < std::tie(y.rank, y.priority, y.cost, y.runtime, b);
+    });
+    if (filter.take) Budget(filter, order, whole_order);
+    for (uint32_t j : order) {
+      for (int32_t c = 0; c < static_cast<int32_t>(jobs_[j].shrink_to.size()); ++c) units_.push_back({j, c});
+    }
+    for (uint32_t j : whole_order) {
+      if (jobs_[j].whole_ok) units_.push_back({j, -1});
+    }
+  }
+
+  void IndexUnits() {
+    const ClusterState& state = state_;
+    // Units touching each node, in victim order (CSR over node ids), and the nodes each unit
+    // touches (CSR over units, for invalidating cached candidates). The (node, unit) pairs come
+    // out in unit order, so a stable counting sort by node keeps victim order within a node.
+    const size_t n_nodes = state.num_nodes();
+    std::vector<std::pair<uint32_t, uint32_t>> pairs;  // (node, unit), unit ascending
+    unode_start_.assign(units_.size() + 1, 0);
+    for (uint32_t u = 0; u < units_.size(); ++u) {
+      const VJob& v = jobs_[units_[u].job];
+      const size_t first = pairs.size();
+      for (size_t i = 0; i < v.bound.size(); ++i) {
+        if (units_[u].chunk >= 0 && v.chunk_of[i] != units_[u].chunk) continue;
+        pairs.emplace_back(state.task(v.bound[i]).node.value(), u);
+      }
+      // A unit's own pairs are few (its job's tasks): drop repeated nodes among them.
+      std::sort(pairs.begin() + static_cast<std::ptrdiff_t>(first), pairs.end());
+      pairs.erase(std::unique(pairs.begin() + static_cast<std::ptrdiff_t>(first), pairs.end()), pairs.end());
+      unode_start_[u + 1] = static_cast<uint32_t>(pairs.size());
+    }
+    unode_.resize(pairs.size());
+    for (size_t i = 0; i < pairs.size(); ++i) unode_[i] = pairs[i].first;
+    touch_start_.assign(n_nodes + 1, 0);
+    for (const auto& [n, u] : pairs) ++touch_start_[n + 1];
+    for (size_t n = 0; n < n_nodes; ++n) touch_start_[n + 1] += touch_start_[n];
+    touch_.resize(pairs.size());
+    std::vector<uint32_t> fill(touch_start_.begin(), touch_start_.end() - 1);
+    for (const auto& [n, u] : pairs) touch_[fill[n]++] = u;
+  }
+
+  void InitNodes(JobId preemptor, const std::vector<NodeId>* only) {
+    const ClusterState& state = state_;
+    const TaskRequest& req = req_;
+    const size_t n_nodes = state.num_nodes();
+    // Per node of `only` (the sets solved are among them; elsewhere nothing is usable): replicas
+    // now, and with all its evictable work gone (the nodes without any: as now).
+    usable_.assign(n_nodes, 0);
+    fit0_.assign(n_nodes, 0);
+    cap_.assign(n_nodes, 0);
+    auto init = [&](const Node& n) {
+      const uint32_t i = n.id.value();
+      usable_[i] = n.Schedulable() && !(n.reservation.valid() && state.reservation(n.reservation).owner != preemptor);
+      if (usable_[i]) fit0_[i] = cap_[i] = Fits(n, FreeRoom(n), req);
+    };
+    if (only != nullptr) {
+      for (NodeId n : *only) init(state.node(n));
+    } else {
+      for (const Node& n : state.nodes()) init(n);
+    }
+    {
+      std::vector<int32_t> at(n_nodes, -1);  // index into full
+      std::vector<Room> full;
+      std::vector<uint32_t> where;
+      for (const VJob& v : jobs_) {
+        for (TaskId t : v.bound) {
+          const uint32_t n = state.task(t).node.value();
+          if (at[n] < 0) {
+            at[n] = static_cast<int32_t>(full.size());
+            full.push_back(FreeRoom(state.node(NodeId(n))));
+            where.push_back(n);
+          }
+          AddTask(full[static_cast<size_t>(at[n])], state.task(t), 1);
+        }
+      }
+      for (uint32_t n : where) {
+        if (usable_[n]) cap_[n] = Fits(state.node(NodeId(n)), full[static_cast<size_t>(at[n])], req);
+      }
+    }
+  }
+
+  void EmptyPriorities() {
+    const ClusterState& state = state_;
+    const size_t n_nodes = state.num_nodes();
+    // Per node: the least "highest evicted priority" of any plan that empties its GPUs — the
+    // highest priority among its evictable GPU tasks that no elastic chunk can remove.
+    empty_prio_.assign(n_nodes, kNoPriority);
+    for (const VJob& v : jobs_) {
+      for (size_t i = 0; i < v.bound.size(); ++i) {
+        const Task& t = state.task(v.bound[i]);
+        if (v.chunk_of[i] != kNotSurplus || !t.req.NeedsGpu()) continue;
+        int32_t& p = empty_prio_[t.node.value()];
+        p = std::max(p, v.priority);
+      }
+    }
+  }
+
   // Whether candidate (s, gain, node) beats `b` (the header's key).
   template <typename B>
   static bool Better(const Spend& s, int64_t gain, uint32_t node, const B& b) {
