@@ -969,27 +969,22 @@ void Engine::ClampRooms(size_t q, int64_t* rooms) {
   LeafList& list = leaf_lists_[q];
   const std::vector<ShapeNeed>& needs = shapes_of_queue_[q];
   if (list.clamp_shapes != needs.size() || list.clamp.size() != m) {
-    list.clamp.assign(m, {0, 0});
+    list.clamp.assign(m, 0);
     for (size_t i = 0; i < m; ++i) {
       const size_t d = book_.managed_dim(i);
       for (const ShapeNeed& need : needs) {
-        // A shape whose min is 0 would fit a room of 0 but not every negative room: no lower bound.
-        if (need.min_start < 1) list.clamp[i].first = INT64_MIN;
         const int64_t one = d == kQueueGpu     ? need.one_gpu
                             : d == kQueueCpu    ? need.one_cpu
                             : d == kQueueMemory ? need.one_mem
                             : need.one_model >= 0 && d == kQueueModel + static_cast<size_t>(need.one_model) ? need.one_gpu
                                                                                                           : 0;
-        if (one > 0) list.clamp[i].second = std::max(list.clamp[i].second, int64_t{need.min_start} * one);
+        if (one > 0) list.clamp[i] = std::max(list.clamp[i], int64_t{need.min_start} * one);
       }
     }
     list.clamp_shapes = needs.size();
   }
   for (size_t b = 0; b < 3; ++b) {
-    for (size_t i = 0; i < m; ++i) {
-      int64_t& r = rooms[b * m + i];
-      r = std::clamp(r, list.clamp[i].first, std::max(list.clamp[i].first, list.clamp[i].second));
-    }
+    for (size_t i = 0; i < m; ++i) rooms[b * m + i] = std::min(rooms[b * m + i], list.clamp[i]);
   }
 }
 

@@ -642,12 +642,11 @@ class Engine {
   // Leaf q's rooms within fair shares, within the limits and, `kept`, within its guarantee (else
   // zeros), in the managed dimensions: 3 x QueueBook::managed_count() entries.
   void LeafRooms(size_t q, bool kept, int64_t* rooms) const;
-  // Leaf q's rooms (LeafRooms) each clamped to what its shapes' listing can tell apart: a shape
-  // fits a room when the room reaches min_start x one replica's need in each dimension it needs
-  // (ShapeNeed::Fits, with min_start >= 1), so a room below 0 lists as 0 does, and one at or
-  // above every shape's need as that need does. ListLeaf lists the same with the clamped rooms,
-  // and a leaf whose clamped rooms did not change (e.g. far above or below its fair share) is not
-  // listed anew.
+  // Leaf q's rooms (LeafRooms, never below 0) each capped at what its shapes' listing can tell
+  // apart: a shape fits a room when the room reaches min_start x one replica's need in each
+  // dimension it needs (ShapeNeed::Fits), so a room at or above every shape's need lists as that
+  // need does. ListLeaf lists the same with the capped rooms, and a leaf whose capped rooms did
+  // not change (e.g. far above its thresholds, or at 0) is not listed anew.
   void ClampRooms(size_t q, int64_t* rooms);
   // A leaf's rooms (LeafRooms) per dimension, and whether its shapes are listed for the first pass.
   struct LeafRoom {
@@ -677,9 +676,9 @@ class Engine {
     // pass by the last listing (valid: still so; anything else that lists or unlists one of its
     // shapes makes the leaf not valid).
     std::vector<char> listed;
-    // ClampRooms' bounds per managed dimension (lowest, highest), for its first `clamp_shapes`
-    // shapes (shapes are only added; SetQueues clears the lists).
-    std::vector<std::pair<int64_t, int64_t>> clamp;
+    // ClampRooms' cap per managed dimension, for its first `clamp_shapes` shapes (shapes are
+    // only added; SetQueues clears the lists).
+    std::vector<int64_t> clamp;
     size_t clamp_shapes = 0;
   };
   std::vector<LeafList> leaf_lists_;
