@@ -103,13 +103,17 @@ struct FederationRun {
   void Reschedule(size_t i, SimTime t);
   // Goodput accounting (goodput_gpu_hours): Account counts j's allocated GPU time up to t at its
   // current allocation, and the snapshot at each periodic checkpoint passed; CloseRun ends its
-  // current run at t — the GPU time up to its last checkpoint (all of it when it finished) counts
-  // as goodput, except its restart period (restart_gpu_hours); the rest is lost to the eviction
-  // (eviction_lost_gpu_hours) or not kept (unkept_gpu_hours: still going at the end, or stopped at
-  // its walltime). Replicas beyond the last whole usable step are unusable_gpu_hours. Only GPU
-  // time inside [warmup_s, duration_s) counts; the five parts sum to run_gpu_hours.
+  // current run at t — the GPU time up to its last checkpoint, periodic or on notice (all of it
+  // when it finished), counts as goodput, except its restart period (restart_gpu_hours); the rest
+  // is lost to the eviction (eviction_lost_gpu_hours) or not kept (unkept_gpu_hours: still going
+  // at the end, or stopped at its walltime) — and returns the checkpoint kept. Replicas beyond the
+  // last whole usable step are unusable_gpu_hours. Only GPU time inside [warmup_s, duration_s)
+  // counts; the five parts sum to run_gpu_hours.
   void Account(FJob& j, SimTime t);
-  void CloseRun(FJob& j, SimTime t, RunEnd end);
+  KeptCheckpoint CloseRun(FJob& j, SimTime t, RunEnd end);
+  // Checkpoint on notice: the members' eviction notices since the last call, taken at t (a victim
+  // with checkpoint_on_notice_s starts its checkpoint of the state at t: RunWork::Notice).
+  void TakeNotices(SimTime t);
   // A victim was evicted for job `for_job` on member m.
   void Victim(uint32_t for_job, int m);
   // The members' events at t: starts, growth, shrinks, evictions and rejections, Reclaims.
@@ -338,11 +342,27 @@ void FederationRun::Account(FJob& j, SimTime t) {
   j.RunWork::Account(t, j.tmpl.checkpoint_interval_s, warmup, work);
 }
 
-void FederationRun::CloseRun(FJob& j, SimTime t, RunEnd end) {
+KeptCheckpoint FederationRun::CloseRun(FJob& j, SimTime t, RunEnd end) {
   Account(j, t);
-  const bool finished = end == RunEnd::kFinished;
-  j.CloseGpuTime(end, finished ? j.run_gpu_ms : j.ckpt_gpu_ms, finished ? j.restart_gpu_ms : j.ckpt_restart_ms, work);
+  const KeptCheckpoint kept = j.RunWork::CloseRun(t, j.tmpl.checkpoint_interval_s, j.tmpl.checkpoint_on_notice_s, end, work);
   j.alloc_milli = j.unusable_milli = 0;
+  return kept;
+}
+
+void FederationRun::TakeNotices(SimTime t) {
+  for (auto& m : members) {
+    for (const Engine::EvictionNotice& n : m->engine().TakeEvictionNotices()) {
+      if (n.job >= jobs.size()) continue;
+      FJob& j = jobs[n.job];
+      const int64_t on_notice = j.tmpl.checkpoint_on_notice_s;
+      if (on_notice == 0 || j.started_at < 0) continue;
+      j.SettleNotice(t, on_notice);
+      if (j.notice_pending.t >= 0) continue;  // writing one already (or noticed for another task)
+      Progress(j, t);
+      Account(j, t);
+      j.Notice(t, on_notice);
+    }
+  }
 }
 
 void FederationRun::Victim(uint32_t for_job, int m) {
@@ -400,12 +420,12 @@ void FederationRun::HandleEvents(SimTime t) {
           if (e.for_job != UINT32_MAX) {
             Victim(e.for_job, static_cast<int>(m));
             Progress(j, t);
-            CloseRun(j, t, RunEnd::kEvicted);  // goodput up to its last checkpoint
-            const int64_t ran = t - j.started_at, interval = j.tmpl.checkpoint_interval_s;
+            // Goodput up to its last checkpoint, periodic or on notice; its next run resumes there.
+            const KeptCheckpoint kept = CloseRun(j, t, RunEnd::kEvicted);
             // metrics.md §6: the GPUs it held as it was evicted x the time since its last checkpoint.
             lost_gpu_hours += static_cast<double>(j.bound * j.tmpl.per_replica.TotalGpuMilli()) / kMilliPerGpu *
-                              static_cast<double>(interval > 0 ? ran % interval : ran) / 3600.0;
-            j.work_left = j.work_at_checkpoint;
+                              static_cast<double>(t - kept.at) / 3600.0;
+            j.work_left = kept.work_left;
             j.restarted = true;
             Log(t, i, "evict", 0, "reclaim");
           } else {  // never fits there: it was waiting in the member's queue, not running
@@ -560,6 +580,7 @@ Status FederationRun::Run() {
     }
     for (auto& m : members) m->Grow(t, fed().BlockingPriority());
     HandleEvents(t);
+    TakeNotices(t);
     auto wake = [&](std::optional<int64_t> at) {
       if (at && *at > t && *at < sc.duration_s && wakes.insert(*at).second) events.push({*at, kWake, 0, 0});
     };

@@ -80,14 +80,6 @@ struct SimJob : RunWork {
   // RunWork's alloc_milli: the GPU milli of its usable replicas (bound, not in Standby, rounded
   // down to its usable step).
   int32_t lent = 0;  // of its bound replicas, those in Standby (their GPUs count as the borrowers')
-  // Checkpoints on notice (JobTemplate::checkpoint_on_notice_s) in the current run: the one being
-  // written, from a notice at `t`, and the latest one written; t = -1: none.
-  struct NoticeCheckpoint {
-    SimTime t = -1;
-    int64_t gpu_ms = 0, restart_ms = 0;  // run_gpu_ms and restart_gpu_ms at t
-    int64_t work_left = 0;               // work_left at t
-  };
-  NoticeCheckpoint notice_pending, notice_done;
 };
 
 constexpr SimTime kMaxSimTime = 1'000'000'000'000;  // "to the end of any run"
@@ -367,16 +359,15 @@ class ScenarioRun {
   // time up to t at its current allocation, and the snapshot at each periodic checkpoint passed;
   // CloseRun ends its current run at t — the GPU time up to the checkpoint kept (all of it when
   // it finished) counts as goodput, except its restart period, which counts as restart; the rest
-  // is lost to `how` — and returns the time of the checkpoint kept (t when it finished).
+  // is lost to `how` — and returns the checkpoint kept (RunWork::CloseRun).
   void Account(SimJob& j, SimTime t);
   // A lender's replicas in Standby changed to `lent` at t (for the goodput accounting).
   void SetLent(SimJob& j, int32_t lent, SimTime t);
-  SimTime CloseRun(SimJob& j, SimTime t, RunEnd how);
+  KeptCheckpoint CloseRun(SimJob& j, SimTime t, RunEnd how);
   // Checkpoint on notice: the engine's eviction notices since the last call, taken at t (a
   // victim with checkpoint_on_notice_s starts its checkpoint of the state at t, unless it is
-  // writing one); SettleNotice makes a checkpoint finished by t the latest written.
+  // writing one: RunWork::Notice).
   void TakeNotices(SimTime t);
-  static void SettleNotice(SimJob& j, SimTime t);
   // Applies the events at time t; true when something happened (a cycle is due). `demand_step`:
   // the services' demand is to be followed now.
   bool ApplyEventsAt(SimTime t, bool* failed, bool* demand_step);
@@ -668,42 +659,23 @@ void ScenarioRun::Reschedule(size_t i, SimTime t) {
 SimTime ScenarioRun::StopRun(size_t i, SimTime t, RunEnd how) {
   SimJob& j = jobs_[i];
   Progress(j, t);
-  SettleNotice(j, t);
-  const SimTime notice = j.notice_done.t;
-  const int64_t notice_work = j.notice_done.work_left;
-  const SimTime kept = CloseRun(j, t, how);
-  // Resumed from the checkpoint on notice when that was the one kept.
-  j.work_left = notice >= 0 && kept == notice ? notice_work : j.work_at_checkpoint;
+  const KeptCheckpoint kept = CloseRun(j, t, how);
+  j.work_left = kept.work_left;  // resumed from the checkpoint kept, periodic or on notice
   j.started_at = -1;
   j.bound = 0;
   j.rate = 0;
   ++j.gen;
   j.restarted = true;
-  return kept;
+  return kept.at;
 }
 
 void ScenarioRun::Account(SimJob& j, SimTime t) {
   if (j.service < 0) j.RunWork::Account(t, j.tmpl.checkpoint_interval_s, 0, work_);
 }
 
-SimTime ScenarioRun::CloseRun(SimJob& j, SimTime t, RunEnd how) {
+KeptCheckpoint ScenarioRun::CloseRun(SimJob& j, SimTime t, RunEnd how) {
   Account(j, t);
-  SettleNotice(j, t);
-  const int64_t interval = j.tmpl.checkpoint_interval_s;
-  SimTime kept_at = interval > 0 ? j.started_at + (t - j.started_at) / interval * interval : j.started_at;
-  int64_t kept = j.ckpt_gpu_ms, kept_restart = j.ckpt_restart_ms;
-  if (how == RunEnd::kFinished) {
-    kept_at = t;
-    kept = j.run_gpu_ms;
-    kept_restart = j.restart_gpu_ms;
-  } else if (j.notice_done.t > kept_at) {
-    kept_at = j.notice_done.t;
-    kept = j.notice_done.gpu_ms;
-    kept_restart = j.notice_done.restart_ms;
-  }
-  j.CloseGpuTime(how, kept, kept_restart, work_);
-  j.notice_pending = j.notice_done = {};
-  return kept_at;
+  return j.RunWork::CloseRun(t, j.tmpl.checkpoint_interval_s, j.tmpl.checkpoint_on_notice_s, how, work_);
 }
 
 void ScenarioRun::SetLent(SimJob& j, int32_t lent, SimTime t) {
@@ -717,23 +689,17 @@ void ScenarioRun::SetLent(SimJob& j, int32_t lent, SimTime t) {
   j.unusable_milli = (held - usable) * j.tmpl.per_replica.TotalGpuMilli();
 }
 
-void ScenarioRun::SettleNotice(SimJob& j, SimTime t) {
-  if (j.notice_pending.t >= 0 && j.notice_pending.t + j.tmpl.checkpoint_on_notice_s <= t) {
-    j.notice_done = j.notice_pending;
-    j.notice_pending = {};
-  }
-}
-
 void ScenarioRun::TakeNotices(SimTime t) {
   for (const Engine::EvictionNotice& n : engine_->TakeEvictionNotices()) {
     if (n.job >= jobs_.size()) continue;
     SimJob& j = jobs_[n.job];
-    if (j.tmpl.checkpoint_on_notice_s == 0 || j.started_at < 0 || j.service >= 0) continue;
-    SettleNotice(j, t);
+    const int64_t on_notice = j.tmpl.checkpoint_on_notice_s;
+    if (on_notice == 0 || j.started_at < 0 || j.service >= 0) continue;
+    j.SettleNotice(t, on_notice);
     if (j.notice_pending.t >= 0) continue;  // writing one already (or noticed for another task)
     Progress(j, t);
     Account(j, t);
-    j.notice_pending = {t, j.run_gpu_ms, j.restart_gpu_ms, j.work_left};
+    j.Notice(t, on_notice);
   }
 }
 

@@ -69,4 +69,36 @@ void RunWork::CloseGpuTime(RunEnd how, int64_t kept, int64_t kept_restart, WorkT
   run_gpu_ms = restart_gpu_ms = ckpt_gpu_ms = ckpt_restart_ms = 0;
 }
 
+void RunWork::Notice(SimTime t, int64_t on_notice_s) {
+  if (on_notice_s == 0 || started_at < 0) return;
+  SettleNotice(t, on_notice_s);
+  if (notice_pending.t >= 0) return;  // writing one already (or noticed for another task)
+  notice_pending = {t, run_gpu_ms, restart_gpu_ms, work_left};
+}
+
+void RunWork::SettleNotice(SimTime t, int64_t on_notice_s) {
+  if (notice_pending.t >= 0 && notice_pending.t + on_notice_s <= t) {
+    notice_done = notice_pending;
+    notice_pending = {};
+  }
+}
+
+KeptCheckpoint RunWork::CloseRun(SimTime t, int64_t interval, int64_t on_notice_s, RunEnd how, WorkTotals& totals) {
+  SettleNotice(t, on_notice_s);
+  KeptCheckpoint k{interval > 0 ? started_at + (t - started_at) / interval * interval : started_at, work_at_checkpoint};
+  int64_t kept = ckpt_gpu_ms, kept_restart = ckpt_restart_ms;
+  if (how == RunEnd::kFinished) {
+    k = {t, work_left};
+    kept = run_gpu_ms;
+    kept_restart = restart_gpu_ms;
+  } else if (notice_done.t > k.at) {
+    k = {notice_done.t, notice_done.work_left};
+    kept = notice_done.gpu_ms;
+    kept_restart = notice_done.restart_ms;
+  }
+  CloseGpuTime(how, kept, kept_restart, totals);
+  notice_pending = notice_done = {};
+  return k;
+}
+
 }  // namespace estuary

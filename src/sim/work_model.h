@@ -50,6 +50,21 @@ struct WorkTotals {
 // failure_lost_gpu_hours.
 void WorkMetrics(const WorkTotals& t, bool failures, std::map<std::string, double>& m);
 
+// A checkpoint written on an eviction notice (JobSpec::checkpoint_on_notice_s): of the run's state
+// at `t` (-1: none) — its GPU time then (run_gpu_ms, restart_gpu_ms) and its work left.
+struct NoticeCheckpoint {
+  SimTime t = -1;
+  int64_t gpu_ms = 0, restart_ms = 0;
+  int64_t work_left = 0;
+};
+
+// The checkpoint a run that ended keeps: its time and the work left at it, which a next run
+// resumes from (a finished run: its end and its work left, 0).
+struct KeptCheckpoint {
+  SimTime at = 0;
+  int64_t work_left = 0;
+};
+
 // One job's current run (started_at -1: not running) and its work.
 struct RunWork {
   SimTime started_at = -1;
@@ -63,6 +78,8 @@ struct RunWork {
   int64_t alloc_milli = 0, unusable_milli = 0;
   int64_t run_gpu_ms = 0, restart_gpu_ms = 0;
   int64_t ckpt_gpu_ms = 0, ckpt_restart_ms = 0;
+  // Checkpoints on notice in the current run: the one being written and the latest written.
+  NoticeCheckpoint notice_pending, notice_done;
 
   // Counts the work done from progress_t to `t` at rate and slow (nothing when not running, at
   // rate 0, or t <= progress_t); a periodic checkpoint (every `interval` s from the start; 0:
@@ -79,6 +96,16 @@ struct RunWork {
   // restart_gpu_ms) counted — all when it finished, else what its checkpoint kept — the rest lost
   // by `how`; the run's counters start again at 0.
   void CloseGpuTime(RunEnd how, int64_t kept, int64_t kept_restart, WorkTotals& totals);
+  // An eviction notice at t to a job that checkpoints on notice in `on_notice_s` seconds: a
+  // checkpoint of the state at t starts (written at t + on_notice_s), unless one is being written.
+  // Nothing when not running or on_notice_s is 0. REQUIRES: Progress and Account up to t.
+  void Notice(SimTime t, int64_t on_notice_s);
+  // A checkpoint on notice written by t becomes the latest written.
+  void SettleNotice(SimTime t, int64_t on_notice_s);
+  // Ends the current run at t by `how` (CloseGpuTime): the checkpoint kept is the latest of the
+  // last periodic one (every `interval` s from its start; 0: none, the start) and the last written
+  // on notice — all of it when it finished. REQUIRES: Progress and Account up to t.
+  KeptCheckpoint CloseRun(SimTime t, int64_t interval, int64_t on_notice_s, RunEnd how, WorkTotals& totals);
 };
 
 }  // namespace estuary

@@ -451,6 +451,40 @@ TEST(FederationSim, AnEvictedRunIsGoodputUpToItsLastCheckpointAndARestartPeriodI
   EXPECT_EQ(late.metrics.at("eviction_lost_gpu_hours"), 0);
 }
 
+// The same with lp checkpointing on the eviction notice (checkpoint_on_notice_s, as in the
+// single-cluster simulator): the notice comes with hp's Reclaim at 400, the checkpoint of lp's
+// state at 400 is written by 420, before the eviction at 460, so lp keeps its work up to 400 (not
+// its periodic checkpoint at 300) and loses only 400-460. Its second run (960) restarts until
+// 1,010 and does the 600 s left by 1,610.
+//   goodput: 8 x 400 + 8 x (1,610 - 1,010) + 8 x 500 = 12,000 GPU-s (the same work, less lost)
+//   run:     lp 8 x 460 + 8 x 650, hp 8 x 500: 12,880 GPU-s; lost 8 x 60; restart 8 x 50.
+// A checkpoint that takes 61 s would be written at 461, after the eviction: as without it.
+TEST(FederationSim, AVictimThatCheckpointsOnTheNoticeWithinTheGraceLosesOnlyTheTimeSinceTheNotice) {
+  const std::string lp = "checkpoint_interval_s: 300, restart_cost_s: 50";
+  std::string yaml = kGoodputEvicted;
+  yaml.replace(yaml.find(lp), lp.size(), lp + ", checkpoint_on_notice_s: 20");
+  const SimulateResult res = RunConfig(Load(yaml), "reclaim-aware");
+  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> seen;  // job -> (kind, time)
+  for (const SimJobEvent& e : res.job_events) seen[e.job].emplace_back(e.kind, e.time);
+  using P = std::pair<std::string, int64_t>;
+  ASSERT_EQ(seen["lp"], (std::vector<P>{{"start", 0}, {"evict", 460}, {"start", 960}, {"finish", 1610}}));
+  ASSERT_EQ(seen["hp"], (std::vector<P>{{"reclaim", 400}, {"start", 460}, {"finish", 960}}));
+  EXPECT_DOUBLE_EQ(res.metrics.at("goodput_gpu_hours"), GpuHours(8 * 400 + 8 * 600 + 8 * 500));
+  EXPECT_DOUBLE_EQ(res.metrics.at("run_gpu_hours"), GpuHours(8 * 460 + 8 * 650 + 8 * 500));
+  EXPECT_DOUBLE_EQ(res.metrics.at("preemption_lost_gpu_hours"), GpuHours(8 * 60));
+  EXPECT_DOUBLE_EQ(res.metrics.at("eviction_lost_gpu_hours"), GpuHours(8 * 60));
+  EXPECT_DOUBLE_EQ(res.metrics.at("restart_gpu_hours"), GpuHours(8 * 50));
+
+  std::string slow = kGoodputEvicted;
+  slow.replace(slow.find(lp), lp.size(), lp + ", checkpoint_on_notice_s: 61");
+  const SimulateResult late = RunConfig(Load(slow), "reclaim-aware");
+  seen.clear();
+  for (const SimJobEvent& e : late.job_events) seen[e.job].emplace_back(e.kind, e.time);
+  EXPECT_EQ(seen["lp"], (std::vector<P>{{"start", 0}, {"evict", 460}, {"start", 960}, {"finish", 1710}}));
+  EXPECT_DOUBLE_EQ(late.metrics.at("goodput_gpu_hours"), GpuHours(8 * 300 + 8 * 700 + 8 * 500));
+  EXPECT_DOUBLE_EQ(late.metrics.at("eviction_lost_gpu_hours"), GpuHours(8 * 160));
+}
+
 // One member of one 8-GPU node; both jobs start at 0 and are still running at the end (2,000).
 // `ckpt` (2 x 2 GPUs, a checkpoint every 700 s) keeps its work up to 1,400: 4 x 1,400 = 5,600
 // GPU-s of goodput; `nockpt` (4 GPUs, no checkpoint) none. Run: 2 x 4 x 2,000 = 16,000 GPU-s.

@@ -78,6 +78,51 @@ TEST(RunWork, OnlyGpuTimeFromTheWindowsStartCounts) {
   EXPECT_EQ(totals.evict_lost_ms + totals.failure_lost_ms + totals.unkept_ms, 0);
 }
 
+TEST(RunWork, ARunEndingKeepsTheLaterOfItsPeriodicCheckpointAndOneWrittenOnNotice) {
+  // Notice at 45 (state: 30 s of work done from 15, 60 replica-s), a 10 s checkpoint written by
+  // 55; evicted at 60. The periodic checkpoint at 40 is earlier: the notice's is kept — 35 s of
+  // GPU time, 5 of them restart — and the run resumes with 140 replica-s left.
+  RunWork w = Started();
+  WorkTotals totals;
+  w.Progress(45, 30);
+  w.Account(45, 30, 0, totals);
+  w.Notice(45, 10);
+  w.Notice(50, 10);  // a second notice while writing: nothing new
+  EXPECT_EQ(w.notice_pending.t, 45);
+  w.Progress(60, 30);
+  w.Account(60, 30, 0, totals);
+  const KeptCheckpoint k = w.CloseRun(60, 30, 10, RunEnd::kEvicted, totals);
+  EXPECT_EQ(k.at, 45);
+  EXPECT_EQ(k.work_left, 140 * kWorkScale);
+  EXPECT_EQ(totals.goodput_ms, 2000 * 30);
+  EXPECT_EQ(totals.restart_ms, 2000 * 5);
+  EXPECT_EQ(totals.evict_lost_ms, 2000 * 15);
+  EXPECT_EQ(w.notice_pending.t, -1);
+  EXPECT_EQ(w.notice_done.t, -1);
+  // Not yet written when the run ends (a 20 s checkpoint from 45 is done at 65): the periodic one
+  // at 40 is kept, 25 s of work done, 150 replica-s left.
+  RunWork late = Started();
+  WorkTotals lt;
+  late.Progress(45, 30);
+  late.Account(45, 30, 0, lt);
+  late.Notice(45, 20);
+  late.Progress(60, 30);
+  late.Account(60, 30, 0, lt);
+  const KeptCheckpoint p = late.CloseRun(60, 30, 20, RunEnd::kEvicted, lt);
+  EXPECT_EQ(p.at, 40);
+  EXPECT_EQ(p.work_left, 150 * kWorkScale);
+  EXPECT_EQ(lt.evict_lost_ms, 2000 * 20);
+  // A finished run keeps all of it, at its end.
+  RunWork done = Started();
+  WorkTotals dt;
+  done.Progress(115, 30);
+  done.Account(115, 30, 0, dt);
+  const KeptCheckpoint f = done.CloseRun(115, 30, 0, RunEnd::kFinished, dt);
+  EXPECT_EQ(f.at, 115);
+  EXPECT_EQ(f.work_left, 0);
+  EXPECT_EQ(dt.goodput_ms + dt.restart_ms, 2000 * 105);
+}
+
 TEST(WorkMetrics, GpuHoursOfEachPartAndTheFailureLineOnlyWhereFailuresExist) {
   WorkTotals t;
   t.run_ms = 3600 * 1000 * 3;  // 3 GPU-hours
