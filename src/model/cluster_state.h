@@ -167,7 +167,7 @@ struct Task {
 struct TopologyConstraint {
   PlaneId plane;            // invalid: no constraint
   int required_level = -1;  // index into the plane's levels; -1: none
-  int preferred_level = -1; // index into the plane's levels; -1: none (with no required level: the fewest domains of it, AllocateAction::TryStartSpanning; a finer one beside required_level is not used yet)
+  int preferred_level = -1; // index into the plane's levels; -1: none (with no required level: the fewest domains of it, AllocateAction::TryStartSpanning; finer than required_level: the fewest domains of it inside the required domain, AllocateAction::TrySpanningWithin)
 };
 
 // A job groups tasks with shared replica bounds: it runs when at least `min_replicas` of its

@@ -189,10 +189,17 @@ JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& stat
                " replicas" + (cap_ever < need ? " even when empty" : " now");
     return a;
   }
+  const int64_t wanted = std::min<int64_t>(pending, job.spec.max_replicas);
+  return PlaceSegments(session, state, job_id, SpanSegments(topo, domains, cap, wanted), step, options,
+                       StartGrant(state, job_id));
+}
+
+std::vector<AllocateAction::Segment> AllocateAction::SpanSegments(const Topology& topo, const std::vector<DomainId>& domains,
+                                                                  const std::vector<int64_t>& cap, int64_t wanted) {
   // Alibaba's Alg. 2: repeatedly add the domain whose share of the remaining replicas, taken as
   // min(capacity, remaining), leaves the job's GPU entropy over domains lowest; ties go to the
   // domain left with less spare capacity, then to domain order.
-  int64_t remaining = std::min<int64_t>(pending, job.spec.max_replicas);
+  int64_t remaining = wanted;
   const int64_t job_total = remaining;  // shares are of the whole job, so a bigger take scores lower
   std::vector<int64_t> taken;  // replicas per chosen domain (GPU shares are proportional)
   std::vector<Segment> segments;
@@ -221,7 +228,7 @@ JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& stat
     segments.push_back({&topo.domain(domains[best]).nodes, best_take});
     remaining -= best_take;
   }
-  return PlaceSegments(session, state, job_id, segments, step, options, StartGrant(state, job_id));
+  return segments;
 }
 
 int64_t AllocateAction::ReplicasFitting(const ClusterState& state, const Node& n, const TaskRequest& r, bool capacity,
@@ -309,6 +316,10 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
               return a.spare != b.spare ? a.spare < b.spare : a.domain < b.domain;
             });
   for (const Candidate& c : candidates) {
+    if (tc.preferred_level > tc.required_level) {
+      JobAttempt a = TrySpanningWithin(session, state, job_id, DomainId(c.domain), req, need, wanted, step, options);
+      if (a.started) return a;
+    }
     JobAttempt a = Place(session, state, job_id, &topo.domain(DomainId(c.domain)).nodes, step, options);
     if (a.started) return a;
   }
@@ -320,6 +331,38 @@ JobAttempt AllocateAction::TryStartInDomain(Session& session, ClusterState& stat
              std::to_string(need) + " replicas (the best holds " + (bounded ? "at most " : "") +
              std::to_string(feasible ? best_now : best_ever) + (feasible ? " now)" : " when empty)");
   return a;
+}
+
+JobAttempt AllocateAction::TrySpanningWithin(Session& session, ClusterState& state, JobId job_id, DomainId within,
+                                             const TaskRequest& req, int64_t need, int64_t wanted, int32_t step,
+                                             const AllocateOptions& options) {
+  const Topology& topo = state.topology();
+  const TopologyConstraint& tc = state.job(job_id).spec.topology;
+  // The preferred level's domains inside `within`, in domain order, and what each holds now.
+  std::vector<DomainId> parts;
+  std::vector<int64_t> cap;
+  int64_t total = 0;
+  for (DomainId d : topo.DomainsAt(tc.plane, tc.preferred_level)) {
+    DomainId up = d;
+    while (up.valid() && topo.domain(up).level > tc.required_level) up = topo.domain(up).parent;
+    if (up != within) continue;
+    int64_t fit = 0;
+    if (UpperBound(state.domain_free(d).gpu_free_milli, req) > 0) {
+      for (NodeId n : topo.domain(d).nodes) fit += ReplicasFitting(state, state.node(n), req, false, job_id);
+    }
+    parts.push_back(d);
+    cap.push_back(fit);
+    total += fit;
+  }
+  if (std::min(total, wanted) / step * step < need) {
+    JobAttempt a;
+    a.job = job_id;
+    a.kind = OutcomeKind::kRetryable;
+    a.reason = "its preferred domains hold " + std::to_string(total) + " replicas now";
+    return a;
+  }
+  return PlaceSegments(session, state, job_id, SpanSegments(topo, parts, cap, wanted), step, options,
+                       StartGrant(state, job_id));
 }
 
 AllocateAction::Grant AllocateAction::StartGrant(const ClusterState& state, JobId job_id) {

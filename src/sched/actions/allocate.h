@@ -13,7 +13,11 @@
 // first, then best fit (least spare GPU capacity left after the job, so that large domains stay
 // whole), then domain order — each through the steps
 // above restricted to the domain's nodes, until one holds the job. When none can, the job waits;
-// it is infeasible when no domain could hold min replicas even empty.
+// it is infeasible when no domain could hold min replicas even empty. A job that also prefers a
+// finer level (a gang whose required level was relaxed keeps its old one as preferred, and KAI's
+// required + preferred topology) is first placed inside the chosen domain over as few domains of
+// its preferred level as possible, by the rule below; when those cannot hold it, over the whole
+// domain as before.
 //
 // A job with a preferred level but no required one may span domains of that level, as few as
 // possible: Alibaba's Alg. 2 chooses them greedily, each time the domain whose share
@@ -120,6 +124,18 @@ class AllocateAction {
                           int32_t step, const AllocateOptions& options);
   static JobAttempt TryStartInDomain(Session& session, ClusterState& state, JobId job, int32_t step,
                                      const AllocateOptions& options);
+  // Alibaba's Alg. 2 (TryStartSpanning): the domains of `domains` to take, and how many of
+  // `wanted` replicas from each, where cap[i] replicas fit now in domains[i] — as few domains as
+  // the job's GPU entropy over them allows; fewer than `wanted` in all when they hold fewer.
+  static std::vector<Segment> SpanSegments(const Topology& topo, const std::vector<DomainId>& domains,
+                                           const std::vector<int64_t>& cap, int64_t wanted);
+  // For a job that requires a level and prefers a finer one: placed inside `within` (a domain of
+  // its required level) over the fewest domains of its preferred level inside it, chosen as
+  // TryStartSpanning chooses them over the plane; not started (nothing bound) when those hold
+  // fewer than `need` replicas of `req` now (rounded down to a whole step) or the placement fails.
+  static JobAttempt TrySpanningWithin(Session& session, ClusterState& state, JobId job, DomainId within,
+                                      const TaskRequest& req, int64_t need, int64_t wanted, int32_t step,
+                                      const AllocateOptions& options);
   // For a gang (min_replicas > 1) of whole-GPU replicas placed anywhere: the attempt that fails,
   // when the nodes with enough wholly free GPUs (the state's free-GPU index) hold fewer replicas
   // than min_replicas rounded up to a whole step — found without placing replicas one by one and

@@ -266,6 +266,43 @@ TEST(AllocateSpanning, TooLittleRoomAnywhereLeavesNothingBound) {
   EXPECT_TRUE(g.c.state.CheckInvariants().ok());
 }
 
+// One spine of two 2-node ASWs: asw0 has n0 with 4 GPUs free and n1 full, asw1 has n2 with 4
+// free and n3 empty. A job of two 4-GPU replicas that requires the spine: best fit alone takes
+// the two tightest nodes, n0 and n2, across both ASWs; preferring the ASW as well it goes into
+// asw1, which holds 3 such replicas (asw0 holds 1): n2, then n3.
+std::map<std::string, int> InOneSpine(int preferred_level) {
+  Gang g;
+  const PlaneId data = *g.c.state.topology().AddPlane("data", {"spine", "asw", "node"});
+  for (int i = 0; i < 4; ++i) {
+    const NodeId n = g.c.AddNode("n" + std::to_string(i), testing::Gpus(8));
+    const std::vector<std::string> names = {"s0", i < 2 ? "asw0" : "asw1"};
+    EXPECT_TRUE(g.c.state.AssignDomains(n, data, names).ok());
+  }
+  g.c.state.Bind(g.c.Submit("half0", Req().Gpus(4)), NodeId(0), Idx({0, 1, 2, 3}));
+  g.c.state.Bind(g.c.Submit("full1", Req().Gpus(8)), NodeId(1), Idx({0, 1, 2, 3, 4, 5, 6, 7}));
+  g.c.state.Bind(g.c.Submit("half2", Req().Gpus(4)), NodeId(2), Idx({0, 1, 2, 3}));
+  JobSpec spec = Spec("train", 2, 2, 1);
+  spec.topology.plane = data;
+  spec.topology.required_level = 0;
+  spec.topology.preferred_level = preferred_level;
+  const JobId j = g.Submit(2, spec, Req().Gpus(4));
+  auto s = g.Open();
+  const JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  EXPECT_TRUE(a.started) << a.reason;
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
+  std::map<std::string, int> out;
+  for (TaskId t : g.c.state.job(j).tasks) {
+    if (g.c.state.task(t).state != TaskState::kBound) continue;
+    ++out[g.c.state.topology().domain(g.c.state.topology().NodeDomain(g.c.state.task(t).node, data, 1)).name];
+  }
+  return out;
+}
+
+TEST(AllocateInDomain, AFinerPreferredLevelPlacesTheJobInAsFewOfItsDomainsInsideTheRequiredOne) {
+  EXPECT_EQ(InOneSpine(-1), (std::map<std::string, int>{{"asw0", 1}, {"asw1", 1}}));
+  EXPECT_EQ(InOneSpine(1), (std::map<std::string, int>{{"asw1", 2}}));
+}
+
 TEST(AllocateInDomain, ASecondRoundForARunningJobChangesNothing) {
   TwoAsws g(4, 4);
   JobId j = g.SubmitInOneAsw(4, Spec("train", 4, 4, 1), Req().Gpus(8));
