@@ -48,6 +48,14 @@ std::string Inserted(const std::string& yaml, const std::string& key, const std:
   return out;
 }
 
+// A job's events as (kind, time), in order, by job name.
+using P = std::pair<std::string, int64_t>;
+std::map<std::string, std::vector<P>> Timelines(const SimulateResult& res) {
+  std::map<std::string, std::vector<P>> seen;
+  for (const SimJobEvent& e : res.job_events) seen[e.job].emplace_back(e.kind, e.time);
+  return seen;
+}
+
 SimulateResult RunConfig(const FedRun& r, const std::string& name, uint64_t seed = 1) {
   for (const SchedulerConfig& c : r.sc.configurations) {
     if (c.name != name) continue;
@@ -350,9 +358,7 @@ configurations:
 TEST(FederationSim, AMembersEngineStopsARunAtItsWalltimeAndTheNextJobTakesItsNode) {
   const FedRun r = Load(kWalltime);
   const SimulateResult res = RunConfig(r, "reclaim-aware");
-  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> seen;  // job -> (kind, time)
-  for (const SimJobEvent& e : res.job_events) seen[e.job].emplace_back(e.kind, e.time);
-  using P = std::pair<std::string, int64_t>;
+  std::map<std::string, std::vector<P>> seen = Timelines(res);
   EXPECT_EQ(seen["long"], (std::vector<P>{{"start", 0}, {"timeout", 300}}));
   EXPECT_EQ(seen["next"], (std::vector<P>{{"start", 300}, {"finish", 400}}));
   EXPECT_EQ(res.metrics.at("jobs_timed_out_count"), 1);
@@ -390,9 +396,7 @@ double GpuHours(int64_t gpu_s) { return static_cast<double>(gpu_s) / 3600.0; }
 
 TEST(FederationSim, AFinishedRunIsGoodputWholeExceptReplicasBeyondItsUsableStep) {
   const SimulateResult res = RunConfig(Load(kGoodputFinished), "reclaim-aware");
-  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> seen;  // job -> (kind, time)
-  for (const SimJobEvent& e : res.job_events) seen[e.job].emplace_back(e.kind, e.time);
-  using P = std::pair<std::string, int64_t>;
+  std::map<std::string, std::vector<P>> seen = Timelines(res);
   ASSERT_EQ(seen["done"], (std::vector<P>{{"start", 0}, {"finish", 1000}}));
   ASSERT_EQ(seen["odd"], (std::vector<P>{{"start", 0}, {"finish", 1500}}));
   EXPECT_DOUBLE_EQ(res.metrics.at("goodput_gpu_hours"), GpuHours(2 * 2 * 1000 + 2 * 1500));
@@ -430,9 +434,7 @@ configurations:
 
 TEST(FederationSim, AnEvictedRunIsGoodputUpToItsLastCheckpointAndARestartPeriodIsNot) {
   const SimulateResult res = RunConfig(Load(kGoodputEvicted), "reclaim-aware");
-  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> seen;  // job -> (kind, time)
-  for (const SimJobEvent& e : res.job_events) seen[e.job].emplace_back(e.kind, e.time);
-  using P = std::pair<std::string, int64_t>;
+  std::map<std::string, std::vector<P>> seen = Timelines(res);
   ASSERT_EQ(seen["lp"], (std::vector<P>{{"start", 0}, {"evict", 460}, {"start", 960}, {"finish", 1710}}));
   ASSERT_EQ(seen["hp"], (std::vector<P>{{"reclaim", 400}, {"start", 460}, {"finish", 960}}));
   EXPECT_DOUBLE_EQ(res.metrics.at("goodput_gpu_hours"), GpuHours(8 * 300 + 8 * 700 + 8 * 500));
@@ -464,9 +466,7 @@ TEST(FederationSim, AVictimThatCheckpointsOnTheNoticeWithinTheGraceLosesOnlyTheT
   std::string yaml = kGoodputEvicted;
   yaml.replace(yaml.find(lp), lp.size(), lp + ", checkpoint_on_notice_s: 20");
   const SimulateResult res = RunConfig(Load(yaml), "reclaim-aware");
-  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> seen;  // job -> (kind, time)
-  for (const SimJobEvent& e : res.job_events) seen[e.job].emplace_back(e.kind, e.time);
-  using P = std::pair<std::string, int64_t>;
+  std::map<std::string, std::vector<P>> seen = Timelines(res);
   ASSERT_EQ(seen["lp"], (std::vector<P>{{"start", 0}, {"evict", 460}, {"start", 960}, {"finish", 1610}}));
   ASSERT_EQ(seen["hp"], (std::vector<P>{{"reclaim", 400}, {"start", 460}, {"finish", 960}}));
   EXPECT_DOUBLE_EQ(res.metrics.at("goodput_gpu_hours"), GpuHours(8 * 400 + 8 * 600 + 8 * 500));
@@ -478,9 +478,7 @@ TEST(FederationSim, AVictimThatCheckpointsOnTheNoticeWithinTheGraceLosesOnlyTheT
   std::string slow = kGoodputEvicted;
   slow.replace(slow.find(lp), lp.size(), lp + ", checkpoint_on_notice_s: 61");
   const SimulateResult late = RunConfig(Load(slow), "reclaim-aware");
-  seen.clear();
-  for (const SimJobEvent& e : late.job_events) seen[e.job].emplace_back(e.kind, e.time);
-  EXPECT_EQ(seen["lp"], (std::vector<P>{{"start", 0}, {"evict", 460}, {"start", 960}, {"finish", 1710}}));
+  EXPECT_EQ(Timelines(late)["lp"], (std::vector<P>{{"start", 0}, {"evict", 460}, {"start", 960}, {"finish", 1710}}));
   EXPECT_DOUBLE_EQ(late.metrics.at("goodput_gpu_hours"), GpuHours(8 * 300 + 8 * 700 + 8 * 500));
   EXPECT_DOUBLE_EQ(late.metrics.at("eviction_lost_gpu_hours"), GpuHours(8 * 160));
 }

@@ -82,15 +82,18 @@ TEST(RunWork, ARunEndingKeepsTheLaterOfItsPeriodicCheckpointAndOneWrittenOnNotic
   // Notice at 45 (state: 30 s of work done from 15, 60 replica-s), a 10 s checkpoint written by
   // 55; evicted at 60. The periodic checkpoint at 40 is earlier: the notice's is kept — 35 s of
   // GPU time, 5 of them restart — and the run resumes with 140 replica-s left.
+  // Work and GPU time counted up to t (checkpoints every 30 s).
+  const auto to = [](RunWork& r, WorkTotals& totals, SimTime t) {
+    r.Progress(t, 30);
+    r.Account(t, 30, 0, totals);
+  };
   RunWork w = Started();
   WorkTotals totals;
-  w.Progress(45, 30);
-  w.Account(45, 30, 0, totals);
+  to(w, totals, 45);
   w.Notice(45, 10);
   w.Notice(50, 10);  // a second notice while writing: nothing new
   EXPECT_EQ(w.notice_pending.t, 45);
-  w.Progress(60, 30);
-  w.Account(60, 30, 0, totals);
+  to(w, totals, 60);
   const KeptCheckpoint k = w.CloseRun(60, 30, 10, RunEnd::kEvicted, totals);
   EXPECT_EQ(k.at, 45);
   EXPECT_EQ(k.work_left, 140 * kWorkScale);
@@ -103,11 +106,9 @@ TEST(RunWork, ARunEndingKeepsTheLaterOfItsPeriodicCheckpointAndOneWrittenOnNotic
   // at 40 is kept, 25 s of work done, 150 replica-s left.
   RunWork late = Started();
   WorkTotals lt;
-  late.Progress(45, 30);
-  late.Account(45, 30, 0, lt);
+  to(late, lt, 45);
   late.Notice(45, 20);
-  late.Progress(60, 30);
-  late.Account(60, 30, 0, lt);
+  to(late, lt, 60);
   const KeptCheckpoint p = late.CloseRun(60, 30, 20, RunEnd::kEvicted, lt);
   EXPECT_EQ(p.at, 40);
   EXPECT_EQ(p.work_left, 150 * kWorkScale);
@@ -115,8 +116,7 @@ TEST(RunWork, ARunEndingKeepsTheLaterOfItsPeriodicCheckpointAndOneWrittenOnNotic
   // A finished run keeps all of it, at its end.
   RunWork done = Started();
   WorkTotals dt;
-  done.Progress(115, 30);
-  done.Account(115, 30, 0, dt);
+  to(done, dt, 115);
   const KeptCheckpoint f = done.CloseRun(115, 30, 0, RunEnd::kFinished, dt);
   EXPECT_EQ(f.at, 115);
   EXPECT_EQ(f.work_left, 0);
