@@ -48,26 +48,8 @@ std::string MetricName(const std::string& member) {
 }
 
 FedJob ToFedJob(const JobTemplate& t, uint32_t id) {
-  FedJob f;
-  f.id = id;
-  f.name = t.name;
-  f.max_replicas = t.replicas;
-  f.min_replicas = t.min_replicas > 0 ? t.min_replicas : t.replicas;
-  f.step = t.step;
-  f.usable_step = t.usable_step;
-  f.per_replica = t.per_replica;
+  FedJob f = EngineJobOf(t, id);
   f.per_replica.models = GpuModelSet();
-  f.models = t.models;
-  f.plane = t.plane;
-  f.required_level = t.required_level;
-  f.preferred_level = t.preferred_level;
-  f.required_max_wait_s = t.required_max_wait_s;
-  f.priority = t.priority;
-  f.preemptible = t.preemptible;
-  f.checkpoint_interval_s = t.checkpoint_interval_s;
-  f.checkpoint_on_notice_s = t.checkpoint_on_notice_s;
-  f.restart_cost_s = t.restart_cost_s;
-  f.walltime_s = t.walltime_s;
   return f;
 }
 

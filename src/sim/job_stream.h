@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/rng.h"
+#include "engine/io.h"
 #include "sim/scenario.h"
 
 namespace estuary {
@@ -23,5 +24,10 @@ SimTime ExpDuration(Rng& rng, double mean);
 // The tidal curve's demand (per mille of the peak) at simulated time t for a clock whose local
 // hour at t = 0 is `start_hour`; days 5 and 6 of each week scaled by weekend_pct.
 int64_t TidalDemandPermille(const TidalWorkload& w, int64_t start_hour, SimTime t);
+// The engine's job (EngineJob, its id `id`) for a job of template `t`: every field of the job
+// schema the engine reads, min_replicas 0 read as max replicas. The simulator adds what it alone
+// knows (the replicas never moved by defragmentation); a federation clears per_replica.models (its
+// members admit by `models`, resolved against each member's cluster).
+EngineJob EngineJobOf(const JobTemplate& t, uint32_t id);
 
 }  // namespace estuary

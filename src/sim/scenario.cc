@@ -269,6 +269,9 @@ StatusOr<JobTemplate> ParseJob(const Ctx& c, const YAML::Node& m, bool generated
       return where(InvalidArgument(std::string("field '") + key + "': only in a federation scenario (root key federation:)"));
     }
   }
+  if (src.value().contains("queue") && fed.enabled) {
+    return where(InvalidArgument("field 'queue': not supported in a federation scenario (it has no queues)"));
+  }
   JobTemplate j;
   j.line = m.Mark().line + 1;
   j.name = r.name;

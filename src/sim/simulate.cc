@@ -190,27 +190,7 @@ Status Resolve(const Scenario& s, const ClusterState& state, JobTemplate& t) {
 
 // The engine's job for driver job `i`.
 EngineJob ToEngineJob(size_t i, const SimJob& j) {
-  const JobTemplate& t = j.tmpl;
-  EngineJob e;
-  e.id = static_cast<uint32_t>(i);
-  e.name = t.name;
-  e.max_replicas = t.replicas;
-  e.min_replicas = t.min_replicas > 0 ? t.min_replicas : t.replicas;
-  e.step = t.step;
-  e.usable_step = t.usable_step;
-  e.per_replica = t.per_replica;
-  e.models = t.models;
-  e.plane = t.plane;
-  e.required_level = t.required_level;
-  e.preferred_level = t.preferred_level;
-  e.required_max_wait_s = t.required_max_wait_s;
-  e.priority = t.priority;
-  e.preemptible = t.preemptible;
-  e.checkpoint_interval_s = t.checkpoint_interval_s;
-  e.checkpoint_on_notice_s = t.checkpoint_on_notice_s;
-  e.restart_cost_s = t.restart_cost_s;
-  e.walltime_s = t.walltime_s;
-  e.queue = t.queue;
+  EngineJob e = EngineJobOf(j.tmpl, static_cast<uint32_t>(i));
   e.locked = j.locked;
   return e;
 }

@@ -240,6 +240,8 @@ std::vector<BadScenario> Cases() {
       {"HomeOnAGeneratorClass",
        kFed + "generator:\n  arrivals_per_hour: 1\n  classes:\n    - {gpus: 8, home: a}\n" + "configurations:\n  - {name: c, federation: blind}\n",
        "s.yaml:9: field 'home': not in a generator class"},
+      {"JobQueue", kFed + "jobs:\n  - {name: j, gpus: 8, queue: team-a}\n" + kConf,
+       "s.yaml:7: field 'queue': not supported in a federation scenario"},
       {"HomeOnlyNotABool", kFed + "jobs:\n  - {name: j, gpus: 8, home_only: sometimes}\n" + kConf,
        "s.yaml:7: field 'home_only': expected a boolean"},
       {"GeneratedModelMixUnknownShape",
