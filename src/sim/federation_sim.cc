@@ -594,14 +594,7 @@ SimulateResult FederationRun::Finish() {
   double lp_jct = 0;
   for (const FJob& j : jobs) {
     if (j.submit >= sc.duration_s || j.submit < warmup) continue;
-    SimJobRecord rec;
-    rec.name = j.tmpl.name;
-    rec.replicas = j.tmpl.replicas;
-    rec.gpus_per_replica = j.tmpl.per_replica.gpu_count;
-    rec.gpus = int64_t{rec.replicas} * rec.gpus_per_replica;
-    rec.submit_s = j.submit;
-    rec.start_s = j.first_start;
-    rec.delay_s = (j.first_start >= 0 ? j.first_start : sc.duration_s) - j.submit;
+    SimJobRecord rec = JobRecordOf(j.tmpl, j.submit, j.first_start, sc.duration_s);
     const bool inf = fed().Infeasible(j.fed.id);
     rec.status = inf                ? SimJobStatus::kInfeasible
                  : j.started_at >= 0 ? SimJobStatus::kRunning

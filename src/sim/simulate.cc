@@ -1124,14 +1124,7 @@ void ScenarioRun::JobRecordsAndDelays(std::map<std::string, double>& m) {
     if (j.submit >= sc_.duration_s) continue;
     started += j.first_start >= 0;
     infeasible += j.infeasible;
-    SimJobRecord rec;
-    rec.name = j.tmpl.name;
-    rec.replicas = j.tmpl.replicas;
-    rec.gpus_per_replica = j.tmpl.per_replica.gpu_count;
-    rec.gpus = int64_t{rec.replicas} * rec.gpus_per_replica;
-    rec.submit_s = j.submit;
-    rec.start_s = j.first_start;
-    rec.delay_s = (j.first_start >= 0 ? j.first_start : sc_.duration_s) - j.submit;
+    SimJobRecord rec = JobRecordOf(j.tmpl, j.submit, j.first_start, sc_.duration_s);
     rec.granted = j.granted;
     rec.status = j.infeasible        ? SimJobStatus::kInfeasible
                  : j.cancelled       ? SimJobStatus::kCancelled
@@ -1254,6 +1247,18 @@ SimulateResult ScenarioRun::Finish() {
 }
 
 }  // namespace
+
+SimJobRecord JobRecordOf(const JobTemplate& t, SimTime submit, SimTime first_start, SimTime end) {
+  SimJobRecord rec;
+  rec.name = t.name;
+  rec.replicas = t.replicas;
+  rec.gpus_per_replica = t.per_replica.gpu_count;
+  rec.gpus = int64_t{rec.replicas} * rec.gpus_per_replica;
+  rec.submit_s = submit;
+  rec.start_s = first_start;
+  rec.delay_s = (first_start >= 0 ? first_start : end) - submit;
+  return rec;
+}
 
 StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& cluster, const SchedulerConfig& config,
                                      uint64_t seed, bool check_invariants, bool record_events) {

@@ -169,6 +169,10 @@ struct SimJobRecord {
   std::optional<double> entropy;
 };
 
+// The figures of a job's record that every driver fills alike — name, replicas and GPUs of
+// template `t`, its submit and first start (-1: never) and its delay — for a run ending at `end`.
+SimJobRecord JobRecordOf(const JobTemplate& t, SimTime submit, SimTime first_start, SimTime end);
+
 // A node failure or repair the run applied: every listed event, and the generated failures and
 // repairs of the failure-rate model (Scenario::failures). A generated failure never picks a node
 // that is down; a generated repair is applied only while the node is still down from the failure
