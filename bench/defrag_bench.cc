@@ -269,5 +269,50 @@ BENCHMARK(BM_DefragPlan)
     ->Iterations(1)
     ->UseRealTime();
 
+// An evacuation (a drain by migration: DefragOptions::evacuate, what `POST /v1/nodes/{name}/
+// evacuate` and the engine's assembled holds plan) of st.range(1) nodes of the fragmented cluster
+// of st.range(0) GPUs: the first nodes, in id order, that run at least two tasks (none locked
+// here: every task may move). Counters: plan_s, moves, vacated (of the listed nodes), tasks (on
+// the listed nodes), valid (as BM_DefragPlan).
+void BM_EvacuatePlan(benchmark::State& st) {
+  const Fragmented& f = ClusterOf(st.range(0));
+  DefragOptions o;
+  int64_t tasks = 0;
+  for (const Node& n : f.state.nodes()) {
+    if (static_cast<int64_t>(o.evacuate.size()) >= st.range(1)) break;
+    if (n.tasks.size() < 2) continue;
+    o.evacuate.push_back(n.id);
+    tasks += static_cast<int64_t>(n.tasks.size());
+  }
+  DefragPlan p;
+  double secs = 0;
+  for (auto _ : st) {
+    const auto t0 = std::chrono::steady_clock::now();
+    p = DefragAction::Plan(f.state, {}, o);
+    secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    benchmark::DoNotOptimize(p);
+  }
+  ClusterState copy = f.state;
+  bool valid = true;
+  for (const DefragMove& m : p.moves) {
+    copy.Unbind(m.task);
+    valid = valid && copy.CanBind(m.task, m.to, m.gpus);
+    if (!valid) break;
+    copy.Bind(m.task, m.to, m.gpus);
+  }
+  st.counters["valid"] = valid && copy.CheckInvariants().ok();
+  st.counters["plan_s"] = secs;
+  st.counters["moves"] = static_cast<double>(p.moves.size());
+  st.counters["vacated"] = static_cast<double>(p.vacated.size());
+  st.counters["tasks"] = static_cast<double>(tasks);
+}
+
+BENCHMARK(BM_EvacuatePlan)
+    ->Args({155410, 1})
+    ->Args({155410, 8})
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->UseRealTime();
+
 }  // namespace
 }  // namespace estuary

@@ -291,7 +291,7 @@ class PartitionSearch {
   bool TryVacate(int c) {
     WNode& n = r_.nodes[c];
     n.mark = NodeMark::kVacating;
-    budget_ = DefragAction::kAttemptBudget;
+    budget_ = DefragAction::AttemptBudget(r_.nodes.size());
     const size_t undo_mark = undo_.size(), move_mark = r_.moves.size();
     const int32_t chain_mark = next_chain_;
     std::vector<int> list;

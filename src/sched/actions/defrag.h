@@ -57,9 +57,9 @@
 //      When every task of the candidate is placed (move_cpu_only_tasks false: every GPU task),
 //      the node is vacated (kPlaceableShape: only when the partition's copies of the shape
 //      strictly grew); otherwise all tentative moves of the candidate are rolled back and the
-//      node stays exactly as it was. A search budget (kAttemptBudget node examinations per
-//      candidate) bounds the work; a candidate exceeding it fails (deterministically — the
-//      budget counts work, not time).
+//      node stays exactly as it was. A search budget (AttemptBudget: kAttemptBudget node examinations per
+//      candidate for each whole 500 nodes of its partition, at least once) bounds the work; a candidate
+//      exceeding it fails (deterministically — the budget counts work, not time).
 //   5. Variants (options.variants, default 4 — at least options.small_partition_variants, default
 //      32, for a partition of at most options.small_partition_nodes nodes, default 64;
 //      kWholeFreeDomains: 1): each partition is searched
@@ -91,6 +91,7 @@
 // Thread-safety: Plan reads `state` from several threads; the state must not change during Plan.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -170,9 +171,19 @@ struct DefragPlan {
 
 class DefragAction {
  public:
-  // Ejection pairs (d, e) tried per chain level, and node examinations allowed per candidate.
+  // Ejection pairs (d, e) tried per chain level, and node examinations allowed per candidate for
+  // each whole kBudgetNodes nodes of its partition (at least once).
   static constexpr int kEjectBranch = 8;
   static constexpr int64_t kAttemptBudget = 20000;
+  static constexpr int64_t kBudgetNodes = 500;
+  // The node examinations allowed per candidate in a partition of `nodes` nodes: kAttemptBudget
+  // for each whole kBudgetNodes nodes, at least once — so that a candidate's tasks get about as
+  // many destination searches in a partition of all nodes (an evacuation's; partition_nodes 0) as
+  // in one of the default size, which keeps its budget (a random partition has fewer than 750
+  // nodes). Before, an evacuation of a node with two tasks on 19,426 nodes failed for the budget.
+  static constexpr int64_t AttemptBudget(size_t nodes) {
+    return kAttemptBudget * std::max<int64_t>(1, static_cast<int64_t>(nodes) / kBudgetNodes);
+  }
 
   // OK, or the first bad option named: partition_nodes < 0 or == 1, max_chain_depth < 0,
   // max_rounds < 0, threads < 1, variants outside 1..64, an align level outside the plane,

@@ -138,6 +138,29 @@ TEST(DefragTest, AnEvacuationEmptiesOnlyTheListedNodeEvenCordonedOntoTheBestFits
   EXPECT_EQ(s.node(n2).full_free_gpus, 8);
 }
 
+TEST(DefragTest, AnEvacuationOnAClusterOfThousandsOfNodesMovesEveryTaskOfTheListedNode) {
+  // 3,000 nodes, n0 with eight 1-GPU tasks, the others empty: each task's direct search examines
+  // every node (3,000), eight of them 24,000 — more than kAttemptBudget, which bounds a candidate
+  // of a 500-node partition. The budget grows with the partition (AttemptBudget: 6 x 20,000 here),
+  // so the evacuation is planned whole: n0 vacated by eight moves.
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0");
+  for (int i = 1; i < 3000; ++i) c.AddNode("n" + std::to_string(i));
+  for (int g = 0; g < 8; ++g) Place(c, "t" + std::to_string(g), Req().Gpus(1), n0, Idx({g}));
+  EXPECT_EQ(DefragAction::AttemptBudget(3000), 6 * DefragAction::kAttemptBudget);
+  EXPECT_EQ(DefragAction::AttemptBudget(2), DefragAction::kAttemptBudget);
+  EXPECT_EQ(DefragAction::AttemptBudget(999), DefragAction::kAttemptBudget);
+  EXPECT_EQ(DefragAction::AttemptBudget(1000), 2 * DefragAction::kAttemptBudget);
+  DefragOptions o;
+  o.evacuate = {n0};
+  const DefragPlan p = DefragAction::Plan(c.state, {}, o);
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{n0});
+  EXPECT_EQ(p.moves.size(), 8u);
+  ClusterState s = c.state;
+  Apply(s, p);
+  EXPECT_EQ(s.node(n0).full_free_gpus, 8);
+}
+
 TEST(DefragTest, AnEvacuationUsesAWholeFreeNodeWhenNothingElseHasRoomAndNamesBadNodes) {
   ClusterBuilder c;
   const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1");
