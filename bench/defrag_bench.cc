@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <queue>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -193,6 +194,31 @@ Fragmented& ClusterOf(int64_t gpus) {
 
 void PlanAndReport(benchmark::State& st, const ClusterState& state, const std::vector<char>& locked);
 
+// The plan of `state` with options `o`, each iteration timed (steady clock; the last into *secs).
+DefragPlan TimedPlan(benchmark::State& st, const ClusterState& state, std::span<const char> locked,
+                     const DefragOptions& o, double* secs) {
+  DefragPlan p;
+  for (auto _ : st) {
+    const auto t0 = std::chrono::steady_clock::now();
+    p = DefragAction::Plan(state, locked, o);
+    *secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    benchmark::DoNotOptimize(p);
+  }
+  return p;
+}
+
+// Untimed: whether `p` applies to `state` move by move (CanBind before each Bind) and keeps every
+// invariant.
+bool Applies(const ClusterState& state, const DefragPlan& p) {
+  ClusterState copy = state;
+  for (const DefragMove& m : p.moves) {
+    copy.Unbind(m.task);
+    if (!copy.CanBind(m.task, m.to, m.gpus)) return false;
+    copy.Bind(m.task, m.to, m.gpus);
+  }
+  return copy.CheckInvariants().ok();
+}
+
 void BM_DefragPlan(benchmark::State& st) {
   Fragmented& f = ClusterOf(st.range(0));
   PlanAndReport(st, f.state, f.locked);
@@ -227,25 +253,9 @@ void PlanAndReport(benchmark::State& st, const ClusterState& state, const std::v
   DefragOptions o;
   o.threads = static_cast<int32_t>(st.range(1));
   if (st.range(2) > 0) o.variants = static_cast<int32_t>(st.range(2));  // 0: the default
-  DefragPlan p;
   double secs = 0;
-  for (auto _ : st) {
-    const auto t0 = std::chrono::steady_clock::now();
-    p = DefragAction::Plan(f.state, f.locked, o);
-    secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    benchmark::DoNotOptimize(p);
-  }
-  // Untimed: the plan applies move by move (CanBind before each Bind) and keeps every invariant.
-  ClusterState copy = f.state;
-  bool valid = true;
-  for (const DefragMove& m : p.moves) {
-    copy.Unbind(m.task);
-    valid = valid && copy.CanBind(m.task, m.to, m.gpus);
-    if (!valid) break;
-    copy.Bind(m.task, m.to, m.gpus);
-  }
-  valid = valid && copy.CheckInvariants().ok();
-  st.counters["valid"] = valid;
+  const DefragPlan p = TimedPlan(st, f.state, f.locked, o, &secs);
+  st.counters["valid"] = Applies(f.state, p);
   st.counters["nodes"] = static_cast<double>(f.state.num_nodes());
   st.counters["plan_s"] = secs;
   st.counters["moves"] = static_cast<double>(p.moves.size());
@@ -284,23 +294,9 @@ void BM_EvacuatePlan(benchmark::State& st) {
     o.evacuate.push_back(n.id);
     tasks += static_cast<int64_t>(n.tasks.size());
   }
-  DefragPlan p;
   double secs = 0;
-  for (auto _ : st) {
-    const auto t0 = std::chrono::steady_clock::now();
-    p = DefragAction::Plan(f.state, {}, o);
-    secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    benchmark::DoNotOptimize(p);
-  }
-  ClusterState copy = f.state;
-  bool valid = true;
-  for (const DefragMove& m : p.moves) {
-    copy.Unbind(m.task);
-    valid = valid && copy.CanBind(m.task, m.to, m.gpus);
-    if (!valid) break;
-    copy.Bind(m.task, m.to, m.gpus);
-  }
-  st.counters["valid"] = valid && copy.CheckInvariants().ok();
+  const DefragPlan p = TimedPlan(st, f.state, {}, o, &secs);
+  st.counters["valid"] = Applies(f.state, p);
   st.counters["plan_s"] = secs;
   st.counters["moves"] = static_cast<double>(p.moves.size());
   st.counters["vacated"] = static_cast<double>(p.vacated.size());
