@@ -336,13 +336,10 @@ void FederationRun::TakeNotices(SimTime t) {
     for (const Engine::EvictionNotice& n : m->engine().TakeEvictionNotices()) {
       if (n.job >= jobs.size()) continue;
       FJob& j = jobs[n.job];
-      const int64_t on_notice = j.tmpl.checkpoint_on_notice_s;
-      if (on_notice == 0 || j.started_at < 0) continue;
-      j.SettleNotice(t, on_notice);
-      if (j.notice_pending.t >= 0) continue;  // writing one already (or noticed for another task)
+      if (!j.StartsNoticeCheckpoint(t, j.tmpl.checkpoint_on_notice_s)) continue;
       Progress(j, t);
       Account(j, t);
-      j.Notice(t, on_notice);
+      j.Notice(t);
     }
   }
 }

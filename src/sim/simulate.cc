@@ -673,13 +673,10 @@ void ScenarioRun::TakeNotices(SimTime t) {
   for (const Engine::EvictionNotice& n : engine_->TakeEvictionNotices()) {
     if (n.job >= jobs_.size()) continue;
     SimJob& j = jobs_[n.job];
-    const int64_t on_notice = j.tmpl.checkpoint_on_notice_s;
-    if (on_notice == 0 || j.started_at < 0 || j.service >= 0) continue;
-    j.SettleNotice(t, on_notice);
-    if (j.notice_pending.t >= 0) continue;  // writing one already (or noticed for another task)
+    if (j.service >= 0 || !j.StartsNoticeCheckpoint(t, j.tmpl.checkpoint_on_notice_s)) continue;
     Progress(j, t);
     Account(j, t);
-    j.Notice(t, on_notice);
+    j.Notice(t);
   }
 }
 

@@ -69,12 +69,13 @@ void RunWork::CloseGpuTime(RunEnd how, int64_t kept, int64_t kept_restart, WorkT
   run_gpu_ms = restart_gpu_ms = ckpt_gpu_ms = ckpt_restart_ms = 0;
 }
 
-void RunWork::Notice(SimTime t, int64_t on_notice_s) {
-  if (on_notice_s == 0 || started_at < 0) return;
+bool RunWork::StartsNoticeCheckpoint(SimTime t, int64_t on_notice_s) {
+  if (on_notice_s == 0 || started_at < 0) return false;
   SettleNotice(t, on_notice_s);
-  if (notice_pending.t >= 0) return;  // writing one already (or noticed for another task)
-  notice_pending = {t, run_gpu_ms, restart_gpu_ms, work_left};
+  return notice_pending.t < 0;  // else writing one already (or noticed for another task)
 }
+
+void RunWork::Notice(SimTime t) { notice_pending = {t, run_gpu_ms, restart_gpu_ms, work_left}; }
 
 void RunWork::SettleNotice(SimTime t, int64_t on_notice_s) {
   if (notice_pending.t >= 0 && notice_pending.t + on_notice_s <= t) {

@@ -96,10 +96,13 @@ struct RunWork {
   // restart_gpu_ms) counted — all when it finished, else what its checkpoint kept — the rest lost
   // by `how`; the run's counters start again at 0.
   void CloseGpuTime(RunEnd how, int64_t kept, int64_t kept_restart, WorkTotals& totals);
-  // An eviction notice at t to a job that checkpoints on notice in `on_notice_s` seconds: a
-  // checkpoint of the state at t starts (written at t + on_notice_s), unless one is being written.
-  // Nothing when not running or on_notice_s is 0. REQUIRES: Progress and Account up to t.
-  void Notice(SimTime t, int64_t on_notice_s);
+  // Whether an eviction notice at t starts a checkpoint on notice (one taking `on_notice_s`
+  // seconds, 0: the job takes none): the run is going and is not writing one (one written by t
+  // is settled first, SettleNotice).
+  bool StartsNoticeCheckpoint(SimTime t, int64_t on_notice_s);
+  // The checkpoint on notice that starts at t, of the state at t. REQUIRES:
+  // StartsNoticeCheckpoint(t, ...); Progress and Account up to t.
+  void Notice(SimTime t);
   // A checkpoint on notice written by t becomes the latest written.
   void SettleNotice(SimTime t, int64_t on_notice_s);
   // Ends the current run at t by `how` (CloseGpuTime): the checkpoint kept is the latest of the

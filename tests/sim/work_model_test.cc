@@ -90,8 +90,9 @@ TEST(RunWork, ARunEndingKeepsTheLaterOfItsPeriodicCheckpointAndOneWrittenOnNotic
   RunWork w = Started();
   WorkTotals totals;
   to(w, totals, 45);
-  w.Notice(45, 10);
-  w.Notice(50, 10);  // a second notice while writing: nothing new
+  ASSERT_TRUE(w.StartsNoticeCheckpoint(45, 10));
+  w.Notice(45);
+  EXPECT_FALSE(w.StartsNoticeCheckpoint(50, 10));  // a second notice while writing: nothing new
   EXPECT_EQ(w.notice_pending.t, 45);
   to(w, totals, 60);
   const KeptCheckpoint k = w.CloseRun(60, 30, 10, RunEnd::kEvicted, totals);
@@ -107,7 +108,8 @@ TEST(RunWork, ARunEndingKeepsTheLaterOfItsPeriodicCheckpointAndOneWrittenOnNotic
   RunWork late = Started();
   WorkTotals lt;
   to(late, lt, 45);
-  late.Notice(45, 20);
+  ASSERT_TRUE(late.StartsNoticeCheckpoint(45, 20));
+  late.Notice(45);
   to(late, lt, 60);
   const KeptCheckpoint p = late.CloseRun(60, 30, 20, RunEnd::kEvicted, lt);
   EXPECT_EQ(p.at, 40);
