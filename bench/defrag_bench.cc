@@ -36,6 +36,7 @@
 
 #include "common/check.h"
 #include "common/rng.h"
+#include "full_cluster.h"
 #include "sched/actions/allocate.h"
 #include "sched/actions/defrag.h"
 #include "sched/framework/session.h"
@@ -309,6 +310,35 @@ BENCHMARK(BM_EvacuatePlan)
     ->Unit(benchmark::kSecond)
     ->Iterations(1)
     ->UseRealTime();
+
+// A plan on the generated cluster of 155,410 GPUs filled through the engine (bench/full_cluster.h:
+// jobs started until 400 in a row are rejected) with single tasks of 1 GPU (60%) or a whole node
+// (40%), the hyperscale example's mix of small jobs, after which every 100th job started ends —
+// a nearly full cluster (alloc% ~99), where few candidates can be vacated at all. Default
+// options, 1 thread. Counters as BM_DefragPlan.
+void BM_DefragPlanFull(benchmark::State& st) {
+  static const std::unique_ptr<FullCluster> f = FillCluster(
+      GeneratedCluster(), EngineConfig{},
+      [](uint32_t id, Rng& rng) {
+        EngineJob j;
+        j.id = id;
+        j.name = "j" + std::to_string(id);
+        const int gpus = rng.Uniform(10) < 6 ? 1 : 8;
+        j.per_replica.gpu_count = gpus;
+        j.per_replica.gpu_milli = kMilliPerGpu;
+        j.per_replica.cpu_milli = 8000 * gpus;
+        j.per_replica.mem_mib = 64 * 1024 * gpus;
+        return j;
+      },
+      FillOptions{true, 400, 0});
+  static const bool thinned = [] {
+    for (size_t i = 0; i < f->running.size(); i += 100) f->engine->Finish(f->running[i], f->now);
+    return true;
+  }();
+  ESTUARY_CHECK(thinned);
+  PlanAndReport(st, f->engine->state(), {});
+}
+BENCHMARK(BM_DefragPlanFull)->Args({155410, 1, 0})->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 }  // namespace
 }  // namespace estuary

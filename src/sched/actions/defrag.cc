@@ -305,13 +305,10 @@ class PartitionSearch {
       return x.id.value() < y.id.value();
     });
     const int64_t placeable_mark = placeable_;
-    bool ok = true;
-    for (int t : list) {
+    bool ok = RoomFor(list);
+    for (size_t i = 0; ok && i < list.size(); ++i) {
       chain_ = next_chain_++;
-      if (!Place(t, o_.max_chain_depth)) {
-        ok = false;
-        break;
-      }
+      ok = Place(list[i], o_.max_chain_depth);
     }
     // kPlaceableShape: a vacate is kept only when it raises the copies of the shape.
     if (ok && shape_ && placeable_ <= placeable_mark) ok = false;
@@ -324,6 +321,29 @@ class PartitionSearch {
     Rollback(undo_mark, move_mark);
     next_chain_ = chain_mark;
     n.mark = NodeMark::kNone;
+    return false;
+  }
+
+  // Whether the free GPU milli of the nodes that could take one of `list`'s tasks (DestOk's rules
+  // for any of them, capacity aside) covers what those tasks use. A vacate needs it: its moves
+  // only shift work among such nodes and add `list`'s to them, and no node joins them while it
+  // runs. So a vacate failing it is refused before any search, as the search would refuse it
+  // (nothing else changes: the search's state is rolled back on failure). On a full cluster
+  // most candidates fail it, and each would otherwise spend the whole attempt budget.
+  bool RoomFor(const std::vector<int>& list) const {
+    int64_t need = 0;
+    for (int t : list) need += r_.tasks[t].gpu_milli;
+    if (need == 0) return true;
+    int64_t room = 0;
+    for (const WNode& n : r_.nodes) {
+      if (n.gpu_count == 0 || n.gpu_free_total == 0 || !n.ready || n.evacuate || n.mark != NodeMark::kNone) continue;
+      if ((n.held && !n.reserved_for.valid()) || (n.WholeFree() && !evacuating_)) continue;
+      bool admits = false;
+      for (int t : list) admits = admits || (r_.tasks[t].req->NeedsGpu() && r_.tasks[t].req->models.Admits(n.model));
+      if (!admits) continue;
+      room += n.gpu_free_total;
+      if (room >= need) return true;
+    }
     return false;
   }
 

@@ -57,10 +57,13 @@
 //      When every task of the candidate is placed (move_cpu_only_tasks false: every GPU task),
 //      the node is vacated (kPlaceableShape: only when the partition's copies of the shape
 //      strictly grew); otherwise all tentative moves of the candidate are rolled back and the
-//      node stays exactly as it was. A search budget (AttemptBudget: kAttemptBudget node
-//      examinations per candidate for each whole 500 nodes of its partition, at least once)
-//      bounds the work; a candidate exceeding it fails (deterministically — the budget counts
-//      work, not time).
+//      node stays exactly as it was. A candidate whose GPU tasks use more GPU milli than the
+//      nodes that could take any of them have free in all (destinations' rules, capacity summed)
+//      cannot be vacated and is refused before any search: the same outcome, without spending
+//      its budget — on a nearly full cluster, most full candidates. A search budget
+//      (AttemptBudget: kAttemptBudget node examinations per candidate for each whole 500 nodes
+//      of its partition, at least once) bounds the work; a candidate exceeding it fails
+//      (deterministically — the budget counts work, not time).
 //   5. Variants (options.variants, default 4 — at least options.small_partition_variants, default
 //      32, for a partition of at most options.small_partition_nodes nodes, default 64;
 //      kWholeFreeDomains: 1): each partition is searched

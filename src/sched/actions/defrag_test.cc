@@ -222,6 +222,31 @@ TEST(DefragTest, ANodeWhoseTasksCannotAllBeReplacedIsLeftAsItWas) {
   EXPECT_EQ(p.whole_free_after, p.whole_free_before);
 }
 
+TEST(DefragTest, ANodeIsVacatedWhenTheOtherNodesHaveExactlyTheRoomItsTasksUse) {
+  // n0: a (1) + b (2). n1: c (7, locked), one GPU free. n2: d (6, locked), two free: the room
+  // elsewhere is exactly n0's three GPUs, which is enough (a vacate is refused without a search
+  // only when it is less).
+  ClusterBuilder c;
+  const NodeId n0 = c.AddNode("n0"), n1 = c.AddNode("n1"), n2 = c.AddNode("n2");
+  const TaskId a = Place(c, "a", Req().Gpus(1), n0, Idx({0}));
+  const TaskId b = Place(c, "b", Req().Gpus(2), n0, Idx({1, 2}));
+  const TaskId tc = Place(c, "c", Req().Gpus(7), n1, Idx({0, 1, 2, 3, 4, 5, 6}));
+  const TaskId td = Place(c, "d", Req().Gpus(6), n2, Idx({0, 1, 2, 3, 4, 5}));
+  std::vector<char> locked(c.state.tasks().size(), 0);
+  locked[tc.value()] = locked[td.value()] = 1;
+  DefragOptions o;
+  o.variants = 1;
+  const DefragPlan p = DefragAction::Plan(c.state, locked, o);
+  EXPECT_EQ(p.vacated, std::vector<NodeId>{n0});
+  ASSERT_EQ(p.moves.size(), 2u);
+  EXPECT_EQ(p.moves[0].task, b);  // the larger first
+  EXPECT_EQ(p.moves[0].to, n2);
+  EXPECT_EQ(p.moves[1].task, a);
+  EXPECT_EQ(p.moves[1].to, n1);
+  ClusterState s = c.state;
+  Apply(s, p);
+}
+
 // n0: t (4). n1: f1 (4, locked) + e1 (2). n2: f2 (6, locked) + e2 (1). n3: f3 (7, locked).
 struct ChainCluster {
   ClusterBuilder c;
