@@ -1,6 +1,7 @@
 #include "sched/actions/defrag.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <climits>
 #include <string>
@@ -290,6 +291,8 @@ class PartitionSearch {
 
   bool TryVacate(int c) {
     WNode& n = r_.nodes[c];
+    if (room_stale_) CountRoom();
+    const bool counted = MayReceive(n);
     n.mark = NodeMark::kVacating;
     budget_ = DefragAction::AttemptBudget(r_.nodes.size());
     const size_t undo_mark = undo_.size(), move_mark = r_.moves.size();
@@ -305,7 +308,7 @@ class PartitionSearch {
       return x.id.value() < y.id.value();
     });
     const int64_t placeable_mark = placeable_;
-    bool ok = RoomFor(list);
+    bool ok = RoomFor(list, counted ? &n : nullptr);
     for (size_t i = 0; ok && i < list.size(); ++i) {
       chain_ = next_chain_++;
       ok = Place(list[i], o_.max_chain_depth);
@@ -316,6 +319,7 @@ class PartitionSearch {
       n.mark = NodeMark::kVacated;
       r_.vacated.push_back(c);
       undo_.clear();
+      room_stale_ = true;
       return true;
     }
     Rollback(undo_mark, move_mark);
@@ -324,27 +328,50 @@ class PartitionSearch {
     return false;
   }
 
-  // Whether the free GPU milli of the nodes that could take one of `list`'s tasks (DestOk's rules
-  // for any of them, capacity aside) covers what those tasks use. A vacate needs it: its moves
-  // only shift work among such nodes and add `list`'s to them, and no node joins them while it
-  // runs. So a vacate failing it is refused before any search, as the search would refuse it
-  // (nothing else changes: the search's state is rolled back on failure). On a full cluster
-  // most candidates fail it, and each would otherwise spend the whole attempt budget.
-  bool RoomFor(const std::vector<int>& list) const {
-    int64_t need = 0;
-    for (int t : list) need += r_.tasks[t].gpu_milli;
-    if (need == 0) return true;
-    int64_t room = 0;
+  // Whether node `n` could receive a GPU task of some job (DestOk's rules but for the task's own
+  // node, job, model and required domain, and the chain; capacity aside) and has free GPU milli.
+  bool MayReceive(const WNode& n) const {
+    return n.gpu_count > 0 && n.gpu_free_total > 0 && n.ready && !n.evacuate && n.mark == NodeMark::kNone &&
+           !(n.held && !n.reserved_for.valid()) && !(n.WholeFree() && !evacuating_);
+  }
+  static int ModelSlot(GpuModelId m) { return m.valid() ? static_cast<int>(m.value()) : GpuModelSet::kMaxModels; }
+  // room_: the free GPU milli of the nodes that MayReceive, per GPU model, counted afresh after a
+  // vacate (a vacate rolled back leaves every node as it was).
+  void CountRoom() {
+    room_.fill(0);
     for (const WNode& n : r_.nodes) {
-      if (n.gpu_count == 0 || n.gpu_free_total == 0 || !n.ready || n.evacuate || n.mark != NodeMark::kNone) continue;
-      if ((n.held && !n.reserved_for.valid()) || (n.WholeFree() && !evacuating_)) continue;
-      bool admits = false;
-      for (int t : list) admits = admits || (r_.tasks[t].req->NeedsGpu() && r_.tasks[t].req->models.Admits(n.model));
-      if (!admits) continue;
-      room += n.gpu_free_total;
-      if (room >= need) return true;
+      if (MayReceive(n)) room_[ModelSlot(n.model)] += n.gpu_free_total;
     }
-    return false;
+    room_stale_ = false;
+  }
+
+  // Whether the free GPU milli of the nodes that could take one of `list`'s tasks (MayReceive, of
+  // a model one of them admits; `self`, the node being vacated, left out) covers what those tasks
+  // use. A vacate needs it: its moves only shift work among such nodes and add `list`'s to them,
+  // and no node joins them while it runs. So a vacate failing it is refused before any search, as
+  // the search would refuse it (nothing else changes: the search's state is rolled back on
+  // failure). On a full cluster most candidates fail it, and each would otherwise spend the
+  // whole attempt budget. O(models) with room_ counted.
+  bool RoomFor(const std::vector<int>& list, const WNode* self) const {
+    int64_t need = 0;
+    bool any_model = false;
+    uint64_t models = 0;
+    for (int t : list) {
+      const TaskRequest& req = *r_.tasks[t].req;
+      need += r_.tasks[t].gpu_milli;
+      if (!req.NeedsGpu()) continue;
+      any_model = any_model || req.models.Any();
+      models |= req.models.bits();
+    }
+    if (need == 0) return true;
+    int64_t room = any_model ? room_[GpuModelSet::kMaxModels] : 0;
+    for (int m = 0; m < GpuModelSet::kMaxModels; ++m) {
+      if (any_model || (models >> m & 1)) room += room_[m];
+    }
+    if (self != nullptr && (any_model || (self->model.valid() && (models >> ModelSlot(self->model) & 1)))) {
+      room -= self->gpu_free_total;
+    }
+    return room >= need;
   }
 
   // Whether task `t` may go to node `d` at all (capacity aside).
@@ -542,6 +569,8 @@ class PartitionSearch {
   int32_t chain_ = -1;
   int32_t next_chain_ = 0;
   int64_t budget_ = 0;
+  std::array<int64_t, GpuModelSet::kMaxModels + 1> room_{};  // see CountRoom; the last: no model
+  bool room_stale_ = true;
 };
 
 std::vector<std::vector<NodeId>> Partitions(const ClusterState& state, const DefragOptions& o) {
