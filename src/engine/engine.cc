@@ -376,6 +376,7 @@ void Engine::OnStart(size_t li, int64_t now_s, int32_t granted) {
   l.running = true;
   l.refused_seq = UINT64_MAX;
   state_.SetJobStart(l.id, now_s);
+  if (!state_.job(l.id).resume_nodes.empty()) state_.SetResumeNodes(l.id, {});
   WatchWalltime(li, true);
   if (state_.job(l.id).spec.walltime_s > 0) ++walltime_starts_;
   if (l.min_replicas < l.max_replicas) {
@@ -1703,6 +1704,7 @@ void Engine::Leave(uint32_t job, int64_t now_s, bool finished) {
   CountDemand(li, false);
   Unclaim(li);
   if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
+  if (!state_.job(l.id).resume_nodes.empty()) state_.SetResumeNodes(l.id, {});
   // Borrowers before lenders (a lender leaves Standby only once its borrowers are gone).
   std::vector<TaskId> tasks = state_.job(l.id).tasks;
   std::stable_partition(tasks.begin(), tasks.end(), [&](TaskId t) { return state_.task(t).borrowed; });
@@ -1800,12 +1802,14 @@ void Engine::StopNode(NodeId node, int64_t now_s, NodeState after, const std::st
   // The simulator's rule (NodeFailureAction): each job that lost replicas keeps the largest whole
   // number of steps (Align) it still holds when that is at least its min, else it is evicted
   // whole; borrowers of a Standby replica that stops leave with it.
-  // With hold_survivors, the other nodes of each gang on `node` confined to one domain.
+  // With hold_survivors, the other nodes of each job on `node` with a required or preferred level:
+  // a gang confined to one domain holds them, one that may span domains starts again in theirs.
   std::map<uint32_t, std::vector<NodeId>> survivors;  // by JobId value
   if (options_.hold_survivors && options_.requeue && options_.allocate.topology) {
     for (TaskId t : state_.node(node).tasks) {
       const Job& j = state_.job(state_.task(t).job);
-      if (!j.spec.topology.plane.valid() || j.spec.topology.required_level < 0 || survivors.contains(j.id.value())) continue;
+      const TopologyConstraint& tc = j.spec.topology;
+      if (!tc.plane.valid() || (tc.required_level < 0 && tc.preferred_level < 0) || survivors.contains(j.id.value())) continue;
       std::vector<NodeId>& nodes = survivors[j.id.value()];
       for (TaskId o : j.tasks) {
         const Task& task = state_.task(o);
@@ -1825,6 +1829,13 @@ void Engine::StopNode(NodeId node, int64_t now_s, NodeState after, const std::st
       ReturnWhole(li, now_s, UINT32_MAX, detail);
       const auto s = survivors.find(e.job.value());
       if (s == survivors.end() || !queue_.Contains(li) || state_.job(e.job).reservation.valid()) continue;
+      if (state_.job(e.job).spec.topology.required_level < 0) {
+        // It may span domains: nothing is held (its nodes are free for whoever fits, itself
+        // first, at the front of the queue), but it starts again in the domains it ran in rather
+        // than wherever the spanning rule would take it afresh (a run after run drift).
+        state_.SetResumeNodes(e.job, s->second);
+        continue;
+      }
       const std::vector<NodeId> hold = Unheld(s->second);
       if (hold.empty()) continue;
       state_.AddReservation(e.job, hold);

@@ -377,6 +377,73 @@ TEST(Engine, WithoutHoldingSurvivorsTheRequeuedGangLosesItsAswToLaterJobs) {
   EXPECT_EQ(m->Running(3), 0);
 }
 
+// hold_survivors for a job that may span ASWs: five ASWs of 4, 4, 1, 1 and 3 8-GPU nodes (asw0
+// n0-n3, asw1 n4-n7, asw2 n8, asw3 n9, asw4 n10-n12). Gang 1 (8 x 8 GPUs, prefers one ASW) runs
+// on n0-n7; n3 fails at t = 10 and the rigid gang is requeued whole; the cycle at t = 10 runs.
+std::unique_ptr<Engine> SpanningGangLosingANode(bool hold) {
+  testing::ClusterBuilder c;
+  const PlaneId data = *c.state.topology().AddPlane("data", {"asw", "node"});
+  const int sizes[] = {4, 4, 1, 1, 3};
+  int k = 0;
+  for (int a = 0; a < 5; ++a) {
+    for (int i = 0; i < sizes[a]; ++i) {
+      const NodeId n = c.AddNode("n" + std::to_string(k++), testing::NodeShape{});
+      const std::vector<std::string> asw = {"asw" + std::to_string(a)};
+      EXPECT_TRUE(c.state.AssignDomains(n, data, asw).ok());
+    }
+  }
+  EngineConfig o;
+  o.name = "resume";
+  o.requeue = true;
+  o.hold_survivors = hold;
+  auto e = Engine::Create(std::move(c.state), o);
+  EXPECT_TRUE(e.ok());
+  Engine& m = **e;
+  const GpuIndices all = testing::Idx({0, 1, 2, 3, 4, 5, 6, 7});
+  EngineJob gang = Job(1, 8, 8, 100);
+  gang.plane = "data";
+  gang.preferred_level = "asw";
+  std::vector<Engine::Placement> on;
+  for (uint32_t i = 0; i < 8; ++i) on.push_back({i, NodeId(i), all});
+  EXPECT_TRUE(m.Adopt(gang, on, 0));
+  m.FailNode(NodeId(3), 10);
+  EXPECT_EQ(m.Running(1), 0);
+  m.RunCycle(10);
+  EXPECT_TRUE(m.state().CheckInvariants().ok());
+  return std::move(*e);
+}
+
+std::map<std::string, int> ReplicasPerAsw(const Engine& m, uint32_t job) {
+  const ClusterState& s = m.state();
+  const PlaneId data = *s.topology().FindPlane("data");
+  std::map<std::string, int> out;
+  for (TaskId t : s.job(JobId(job - 1)).tasks) {
+    if (s.task(t).state == TaskState::kBound) ++out[s.topology().domain(s.topology().NodeDomain(s.task(t).node, data, 0)).name];
+  }
+  return out;
+}
+
+TEST(Engine, AGangThatMaySpanAswsRequeuedByAFailureStartsAgainInTheAswsItRanIn) {
+  // Free at t = 10: asw0 3 (its survivors n0-n2), asw1 4, asw2 1, asw3 1, asw4 3. Resuming it
+  // takes asw1 (4) and asw0 (3), then one more by entropy: asw2, asw3 and asw4 add the same,
+  // asw2 and asw3 keep no spare (asw4 two) and asw2 comes first: three ASWs, nothing held.
+  auto m = SpanningGangLosingANode(true);
+  EXPECT_EQ(m->Running(1), 8);
+  EXPECT_EQ(ReplicasPerAsw(*m, 1), (std::map<std::string, int>{{"asw0", 3}, {"asw1", 4}, {"asw2", 1}}));
+  EXPECT_TRUE(m->HeldNodes(1).empty());
+  EXPECT_TRUE(m->state().job(JobId(0)).resume_nodes.empty());  // used up by the start
+  EXPECT_TRUE(m->RunCycle(11).empty());  // stable
+  EXPECT_TRUE(m->RunCycle(5000).empty());
+}
+
+TEST(Engine, WithoutHoldingSurvivorsTheSpanningGangStartsAfreshOverMoreAsws) {
+  // Afresh (AllocateSpanning's entropy rule over 8 replicas): asw2 (1), asw3 (1), asw1 (4), then
+  // asw0 (2, tied with asw4 on entropy and spare, first in order): four ASWs.
+  auto m = SpanningGangLosingANode(false);
+  EXPECT_EQ(m->Running(1), 8);
+  EXPECT_EQ(ReplicasPerAsw(*m, 1), (std::map<std::string, int>{{"asw0", 2}, {"asw1", 4}, {"asw2", 1}, {"asw3", 1}}));
+}
+
 // hold_survivors with Reclaim (issue 21: "a replacement inside its domain when one ... can be
 // freed by Reclaim"): n0-n2 in asw0, n3-n5 in asw1. HP gang 3 (2 x 8 GPUs, one asw required) runs
 // on n0 and n1; preemptible LP jobs 1, 2 and 4 run on n2, n3 and n4, non-preemptible job 7 on n5.

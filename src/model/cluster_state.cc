@@ -66,6 +66,11 @@ JobId ClusterState::AddJob(JobSpec spec) {
   return jobs_.back().id;
 }
 
+void ClusterState::SetResumeNodes(JobId job, std::vector<NodeId> nodes) {
+  ESTUARY_CHECK(job.valid() && job.value() < jobs_.size());
+  jobs_[job.value()].resume_nodes = std::move(nodes);
+}
+
 void ClusterState::SetJobStart(JobId job, int64_t t) {
   ESTUARY_CHECK(job.valid() && job.value() < jobs_.size());
   jobs_[job.value()].started_at_s = t;

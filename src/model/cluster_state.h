@@ -224,6 +224,10 @@ struct Job {
   int64_t started_at_s = -1;  // when its current run started (set by the driver); -1: not running
   int32_t bound_tasks = 0;    // of its tasks, those bound now (borrowers included)
   bool uniform_request = true;  // all its tasks ask for the same TaskRequest
+  // Where its last run was, when a node failure requeued it and it may span domains (Engine,
+  // hold_survivors): its next start takes those nodes' domains of its preferred level first
+  // (AllocateAction::TryStartSpanning). Empty: none (cleared when it starts or leaves).
+  std::vector<NodeId> resume_nodes;
 };
 
 class ClusterState {
@@ -293,6 +297,8 @@ class ClusterState {
   void SetNodeState(NodeId node, NodeState state);
   // Records when `job`'s current run started (-1: not running); read by PreemptAction's costs.
   void SetJobStart(JobId job, int64_t t);
+  // Sets Job::resume_nodes (empty: none). REQUIRES: job is valid.
+  void SetResumeNodes(JobId job, std::vector<NodeId> nodes);
   // Changes a job's replica bounds. REQUIRES: 1 <= min <= max <= its task count.
   void SetJobBounds(JobId job, int32_t min_replicas, int32_t max_replicas);
   // Replaces the job's topology constraint (a waiting job that relaxed its required level).

@@ -190,20 +190,53 @@ JobAttempt AllocateAction::TryStartSpanning(Session& session, ClusterState& stat
     return a;
   }
   const int64_t wanted = std::min<int64_t>(pending, job.spec.max_replicas);
-  return PlaceSegments(session, state, job_id, SpanSegments(topo, domains, cap, wanted), step, options,
+  std::vector<Segment> segments = SpanSegments(topo, domains, cap, wanted);
+  if (!job.resume_nodes.empty()) {
+    // Resuming (Job::resume_nodes): the domains of its last run first, unless that spans more
+    // domains than a start afresh (one that fits in a single fresh domain goes there).
+    std::vector<char> resume(domains.size(), 0);
+    std::vector<int32_t> pos(topo.domains().size(), -1);
+    for (size_t i = 0; i < domains.size(); ++i) pos[domains[i].value()] = static_cast<int32_t>(i);
+    for (NodeId n : job.resume_nodes) {
+      const DomainId d = topo.NodeDomain(n, tc.plane, tc.preferred_level);
+      if (d.valid() && pos[d.value()] >= 0) resume[static_cast<size_t>(pos[d.value()])] = 1;
+    }
+    std::vector<Segment> again = SpanSegments(topo, domains, cap, wanted, resume);
+    if (again.size() <= segments.size()) segments = std::move(again);
+  }
+  return PlaceSegments(session, state, job_id, segments, step, options,
                        StartGrant(state, job_id));
 }
 
 std::vector<AllocateAction::Segment> AllocateAction::SpanSegments(const Topology& topo, const std::vector<DomainId>& domains,
-                                                                  const std::vector<int64_t>& cap, int64_t wanted) {
+                                                                  const std::vector<int64_t>& cap, int64_t wanted,
+                                                                  const std::vector<char>& first) {
   // Alibaba's Alg. 2: repeatedly add the domain whose share of the remaining replicas, taken as
   // min(capacity, remaining), leaves the job's GPU entropy over domains lowest; ties go to the
-  // domain left with less spare capacity, then to domain order.
+  // domain left with less spare capacity, then to domain order. The shares are of the whole job:
+  // a take above 1/e of it scores lower the bigger it is, one below the smaller it is (-p ln p
+  // grows with p up to 1/e), so a job more than e domains' worth starts with its smallest takes.
   int64_t remaining = wanted;
-  const int64_t job_total = remaining;  // shares are of the whole job, so a bigger take scores lower
+  const int64_t job_total = remaining;
   std::vector<int64_t> taken;  // replicas per chosen domain (GPU shares are proportional)
   std::vector<Segment> segments;
   std::vector<bool> used(domains.size(), false);
+  // The domains to resume in, the most replicas first.
+  while (remaining > 0 && !first.empty()) {
+    size_t best = domains.size();
+    for (size_t i = 0; i < domains.size(); ++i) {
+      if (!first[i] || used[i] || cap[i] == 0) continue;
+      const int64_t take = std::min(cap[i], remaining);
+      const int64_t best_take = best == domains.size() ? 0 : std::min(cap[best], remaining);
+      if (best == domains.size() || take > best_take || (take == best_take && cap[i] - take < cap[best] - best_take)) best = i;
+    }
+    if (best == domains.size()) break;
+    used[best] = true;
+    const int64_t take = std::min(cap[best], remaining);
+    taken.push_back(take);
+    segments.push_back({&topo.domain(domains[best]).nodes, take});
+    remaining -= take;
+  }
   while (remaining > 0) {
     size_t best = domains.size();
     double best_h = 0;

@@ -127,8 +127,11 @@ class AllocateAction {
   // Alibaba's Alg. 2 (TryStartSpanning): the domains of `domains` to take, and how many of
   // `wanted` replicas from each, where cap[i] replicas fit now in domains[i] — as few domains as
   // the job's GPU entropy over them allows; fewer than `wanted` in all when they hold fewer.
+  // The domains[i] with first[i] set (none when `first` is empty: the job's last run, resuming)
+  // come before the others, the most replicas first (ties: the least spare capacity left).
   static std::vector<Segment> SpanSegments(const Topology& topo, const std::vector<DomainId>& domains,
-                                           const std::vector<int64_t>& cap, int64_t wanted);
+                                           const std::vector<int64_t>& cap, int64_t wanted,
+                                           const std::vector<char>& first = {});
   // For a job that requires a level and prefers a finer one: placed inside `within` (a domain of
   // its required level) over the fewest domains of its preferred level inside it, chosen as
   // TryStartSpanning chooses them over the plane; not started (nothing bound) when those hold

@@ -251,6 +251,49 @@ TEST(AllocateSpanning, AJobThatFitsInOneAswStaysInIt) {
   EXPECT_EQ(g.ReplicasPerAsw(j), (std::map<std::string, int>{{"asw1", 4}}));
 }
 
+// Five ASWs of 4, 4, 1, 1 and 3 free 8-GPU nodes (asw0 n0-n3, asw1 n4-n7, asw2 n8, asw3 n9,
+// asw4 n10-n12) and a job of 8 x 8 GPUs that prefers one ASW, resuming from n0 and n4 or not.
+std::map<std::string, int> EightReplicasOverFiveAsws(std::vector<NodeId> resume) {
+  Asws g({4, 4, 1, 1, 3});
+  JobSpec spec = Spec("train", 8, 8, 1);
+  spec.topology.plane = g.data;
+  spec.topology.preferred_level = 0;
+  const JobId j = g.Submit(8, spec, Req().Gpus(8));
+  g.c.state.SetResumeNodes(j, std::move(resume));
+  auto s = g.Open();
+  const JobAttempt a = AllocateAction::TryStart(*s, g.c.state, j);
+  EXPECT_TRUE(a.started) << a.reason;
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
+  return g.ReplicasPerAsw(j);
+}
+
+TEST(AllocateSpanning, AFreshStartOfAJobOverSeveralAswsTakesItsSharesByEntropy) {
+  // Entropy added per take, of 8 replicas: 1 -> 0.260, 3 -> 0.368, 4 -> 0.347 (= 2 -> 0.347).
+  // asw2 (1), asw3 (1), then of 6 left asw0 (4, before asw1 in order), then of 2 left asw1 or
+  // asw4 tie and asw4 keeps less spare: four ASWs.
+  EXPECT_EQ(EightReplicasOverFiveAsws({}),
+            (std::map<std::string, int>{{"asw0", 4}, {"asw2", 1}, {"asw3", 1}, {"asw4", 2}}));
+}
+
+TEST(AllocateSpanning, AJobResumingTakesTheAswsOfItsLastRunFirst) {
+  // Its last run's ASWs (asw0, asw1) hold it in two ASWs, fewer than the fresh start's four.
+  EXPECT_EQ(EightReplicasOverFiveAsws({NodeId(0), NodeId(4)}), (std::map<std::string, int>{{"asw0", 4}, {"asw1", 4}}));
+}
+
+TEST(AllocateSpanning, AResumingJobThatFitsInOneFreshAswGoesThereInstead) {
+  // ASWs of 1, 1 and 2 free nodes; a job of 2 x 8 GPUs resuming from n0 (asw0) and n1 (asw1):
+  // its last run's ASWs would hold it in two, asw2 alone holds it.
+  Asws g({1, 1, 2});
+  JobSpec spec = Spec("train", 2, 2, 1);
+  spec.topology.plane = g.data;
+  spec.topology.preferred_level = 0;
+  const JobId j = g.Submit(2, spec, Req().Gpus(8));
+  g.c.state.SetResumeNodes(j, {NodeId(0), NodeId(1)});
+  auto s = g.Open();
+  ASSERT_TRUE(AllocateAction::TryStart(*s, g.c.state, j).started);
+  EXPECT_EQ(g.ReplicasPerAsw(j), (std::map<std::string, int>{{"asw2", 2}}));
+}
+
 TEST(AllocateSpanning, TooLittleRoomAnywhereLeavesNothingBound) {
   Asws g({2, 2});
   JobSpec spec = Spec("train", 5, 5, 1);
