@@ -144,20 +144,26 @@ TEST(Simulate, TheHyperscaleScenarioGeneratesAlibabasScale) {
   ASSERT_TRUE(cluster.ok());
   EXPECT_EQ(cluster->total_gpu_milli(), int64_t{155408} * 1000);  // 155,410 GPUs in whole 8-GPU nodes
   EXPECT_EQ(sc->duration_s, 7 * 24 * 3600);
-  // estuary, its ablation without head-of-line holds, best-fit and the peers.
+  // estuary, its ablations without periodic defragmentation and without head-of-line holds
+  // either, best-fit and the peers.
   std::vector<std::string> names;
   for (const SchedulerConfig& c : sc->configurations) names.push_back(c.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"estuary", "estuary-noreserve", "best-fit", "k8s-default", "slurm",
-                                             "volcano", "kai"}));
-  // estuary holds nodes for the oldest 128-256-GPU gang that waited 300 s (docs/topology-results.md);
-  // the ablation is the same recipe without.
+  EXPECT_EQ(names, (std::vector<std::string>{"estuary", "estuary-nodefrag", "estuary-noreserve", "best-fit", "k8s-default",
+                                             "slurm", "volcano", "kai"}));
+  // estuary holds nodes for the oldest 128-256-GPU gang that waited 300 s and defragments every
+  // 30 minutes (docs/topology-results.md); the ablations drop one, then both.
   const SchedulerConfig& e = sc->configurations[0];
   EXPECT_TRUE(e.reserve.enabled);
   EXPECT_EQ(e.reserve.after_s, 300);
   EXPECT_EQ(e.reserve.max_jobs, 1);
   EXPECT_EQ(e.reserve.min_gpus, 128);
   EXPECT_EQ(e.reserve.max_gpus, 256);
-  EXPECT_FALSE(sc->configurations[1].reserve.enabled);
+  EXPECT_TRUE(e.defrag.enabled);
+  EXPECT_EQ(e.defrag.interval_s, 1800);
+  EXPECT_TRUE(sc->configurations[1].reserve.enabled);
+  EXPECT_FALSE(sc->configurations[1].defrag.enabled);
+  EXPECT_FALSE(sc->configurations[2].reserve.enabled);
+  EXPECT_FALSE(sc->configurations[2].defrag.enabled);
 }
 
 TEST(Simulate, AJobsCpuAndMemoryMayBeGivenInTheServicesUnits) {
