@@ -204,24 +204,42 @@ std::optional<size_t> Engine::Materialize(const EngineJob& job, std::string* why
   return li;
 }
 
+size_t Engine::ShapeKeyHash::operator()(const ShapeKey& k) const {
+  uint64_t h = 0x9e3779b97f4a7c15ULL;
+  for (int64_t v : k.f) {
+    h ^= static_cast<uint64_t>(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdULL;
+  }
+  return static_cast<size_t>(h ^ (h >> 33));
+}
+
 int Engine::ShapeOf(JobId id) {
   // The shape: everything that decides whether the job can start now. Its class: the same but
-  // the queue (whether capacity holds the request).
+  // the queue (whether capacity holds the request) and the walltime (backfill lets in whole
+  // shapes by it).
   const Job& j = state_.job(id);
   const TaskRequest& req = state_.task(j.tasks.front()).req;
   const JobSpec& js = j.spec;
-  const std::string cls = std::to_string(req.cpu_milli) + "/" + std::to_string(req.mem_mib) + "/" +
-                          std::to_string(req.gpu_count) + "/" + std::to_string(req.gpu_milli) + "/" +
-                          std::to_string(req.models.bits()) + "/" + std::to_string(js.min_replicas) + "/" +
-                          std::to_string(js.max_replicas) + "/" + std::to_string(js.step) + "/" +
-                          std::to_string(js.topology.plane.valid() ? js.topology.plane.value() : UINT32_MAX) + "/" +
-                          std::to_string(js.topology.required_level) + "/" + std::to_string(js.topology.preferred_level) +
-                          "/" + std::to_string(js.priority) + "/" + std::to_string(js.preemptible);
-  // A walltime is part of the shape (backfill lets in whole shapes by it); without one the key is
-  // as it always was.
-  const std::string wall = js.walltime_s > 0 ? "/w" + std::to_string(js.walltime_s) : "";
-  const auto [it, added] =
-      shapes_.emplace(cls + "/" + std::to_string(js.queue) + wall, static_cast<int>(shapes_.size()));
+  ShapeKey key;
+  key.f = {req.cpu_milli,
+           req.mem_mib,
+           req.gpu_count,
+           req.gpu_milli,
+           static_cast<int64_t>(req.models.bits()),
+           js.min_replicas,
+           js.max_replicas,
+           js.step,
+           js.topology.plane.valid() ? int64_t{js.topology.plane.value()} : -1,
+           js.topology.required_level,
+           js.topology.preferred_level,
+           js.priority,
+           js.preemptible ? 1 : 0,
+           0,
+           0};
+  ShapeKey cls = key;
+  key.f[ShapeKey::kWalltime] = js.walltime_s > 0 ? js.walltime_s : 0;
+  key.f[ShapeKey::kQueue] = js.queue;
+  const auto [it, added] = shapes_.emplace(key, static_cast<int>(shapes_.size()));
   if (added) {
     const auto [c, new_class] = classes_.emplace(cls, static_cast<int>(classes_.size()));
     shape_info_.emplace_back();
@@ -488,20 +506,20 @@ Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int
   book_.WatchEvictions(&being_evicted_);
   // The shapes follow their jobs' queues (a shape's key names its queue's index); one whose queue
   // is gone has no job left and none joins it.
-  std::map<std::string, int> shapes;
+  std::vector<std::pair<int, ShapeKey>> by_id;
+  by_id.reserve(shapes_.size());
+  for (const auto& [key, sh] : shapes_) by_id.emplace_back(sh, key);
+  std::sort(by_id.begin(), by_id.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  decltype(shapes_) shapes;
   shapes_of_queue_.assign(book_.tree().size(), {});
   queue_min_gpu_.assign(book_.tree().size(), INT64_MAX);
   unqueued_shapes_.clear();
-  for (const auto& [key, sh] : shapes_) {
+  for (auto& [sh, key] : by_id) {
     ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
-    const std::string cls = key.substr(0, key.rfind('/'));
-    if (i.queue >= 0) i.queue = remap[static_cast<size_t>(i.queue)];
-    if (i.queue == -1 && key.substr(key.rfind('/') + 1) != "-1") {
-      shapes.emplace(cls + "/gone" + std::to_string(sh), sh);
-      i.queue = -2;
-      continue;
-    }
-    shapes.emplace(cls + "/" + std::to_string(i.queue), sh);
+    if (i.queue >= 0) i.queue = remap[static_cast<size_t>(i.queue)] >= 0 ? remap[static_cast<size_t>(i.queue)] : -2;
+    // A gone queue's shape keeps a key of its own that no job's names.
+    key.f[ShapeKey::kQueue] = i.queue == -2 ? INT64_MIN + sh : i.queue;
+    shapes.emplace(key, sh);
     if (i.queue >= 0) {
       shapes_of_queue_[static_cast<size_t>(i.queue)].push_back(i.need);
       queue_min_gpu_[static_cast<size_t>(i.queue)] = std::min(queue_min_gpu_[static_cast<size_t>(i.queue)], i.min_gpu);

@@ -60,6 +60,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <functional>
 #include <map>
@@ -832,8 +833,19 @@ class Engine {
     return it == by_fed_.end() ? SIZE_MAX : it->second;
   }
   std::vector<size_t> local_of_job_;  // state JobId -> local index
-  std::map<std::string, int> shapes_;
-  std::map<std::string, int> classes_;  // a shape's request without its queue (PendingQueue::SetClass)
+  // A shape's key (ShapeOf): its class's fields (the one-replica request, min, max, step,
+  // topology, priority, preemptibility), then its walltime and its queue. A class's key is the
+  // same with walltime and queue 0.
+  struct ShapeKey {
+    static constexpr size_t kWalltime = 13, kQueue = 14;
+    std::array<int64_t, 15> f{};
+    bool operator==(const ShapeKey&) const = default;
+  };
+  struct ShapeKeyHash {
+    size_t operator()(const ShapeKey& k) const;
+  };
+  std::unordered_map<ShapeKey, int, ShapeKeyHash> shapes_;
+  std::unordered_map<ShapeKey, int, ShapeKeyHash> classes_;  // a shape's request without its queue (PendingQueue::SetClass)
   std::vector<int> hp_shapes_;  // the shapes that reclaim by priority (EngineConfig::preemptor_min_priority)
   std::vector<int> blocking_shapes_;             // the shapes that may block Absorb, by priority (highest first)
   std::vector<std::vector<ShapeNeed>> shapes_of_queue_;  // per leaf queue: its shapes' needs

@@ -302,6 +302,29 @@ TEST(EngineQueueChange, AChangeThatWouldLeaveAJobOutsideALeafQueueIsRefusedAndCh
   EXPECT_EQ(c.e().Running(3), 2);
 }
 
+TEST(EngineQueueChange, JobsThatNamedNoQueueStillStartOnceQueuesAreSetWithOrWithoutAWalltime) {
+  // A cluster without queues (2 nodes): job 1 takes both; jobs 2 (a walltime of an hour) and 3
+  // (none), one node each, wait. The admin then sets queues: the jobs already there name none and
+  // keep their places; each starts as a node frees.
+  Cluster c(2, {});
+  c.Submit(NodeJob(1, "", 2), 0);
+  c.Cycle(0);
+  ASSERT_EQ(c.e().Running(1), 2);
+  EngineJob timed = NodeJob(2, "", 1);
+  timed.walltime_s = 3600;
+  c.Submit(timed, 10);
+  c.Submit(NodeJob(3, "", 1), 20);
+  EXPECT_TRUE(c.Cycle(30).empty());
+  ASSERT_TRUE(c.e().SetQueues({Q("a", 8)}, SharingSpec{}).ok());
+  EXPECT_TRUE(c.Cycle(40).empty());
+  c.e().Finish(1, 50);
+  const std::vector<EngineEvent> ev = c.Cycle(50);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kStarted), 2);
+  EXPECT_EQ(c.e().Running(2), 1);
+  EXPECT_EQ(c.e().Running(3), 1);
+  EXPECT_TRUE(c.Cycle(60).empty());
+}
+
 TEST(EngineQueues, ATeamReturningToAFullClusterGetsExactlyItsGuaranteeBackAfterOneGracePeriodFromElasticSurplus) {
   // 4 nodes. a is guaranteed 2 nodes, b and c 1 each. a is idle; b and c run elastic jobs of 1..2
   // nodes and grow to 2 each (a has no demand: each one's fair share is 2).
