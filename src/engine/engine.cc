@@ -1268,22 +1268,24 @@ void Engine::ReclaimQueued(int64_t now_s) {
   // come from queues above their entitlements) is looked at again only after a release on its
   // models, a change of fair shares or entitlements, a cooldown's end, or when the GPUs its
   // queue may take from grew (QueueBook::Supply) — not after every change of what queues hold.
+  if (book_.enabled()) RefreshShares(now_s);
+  // The shapes looked at: HP ones, and those of the queues that may be owed capacity (none when
+  // queues do not reclaim).
+  std::vector<int> shapes = hp_shapes_;
+  for (size_t q = 0; book_.enabled() && book_.sharing().reclaim && q < shapes_of_queue_.size(); ++q) {
+    if (!book_.MayBeBelow(state_, q, QueueBook::Bound::kEntitled)) continue;
+    for (const ShapeNeed& need : shapes_of_queue_[q]) shapes.push_back(need.shape);
+  }
+  if (shapes.empty() && holders_.empty()) return;  // the pass would look at no job
   uint64_t seq = state_.release_seq();
   uint64_t lp_epoch = 0;
   if (book_.enabled()) {
-    RefreshShares(now_s);
     seq = seq * 1000003 + book_.ReclaimEpoch(now_s);
     lp_epoch = book_.ReclaimEpoch(now_s, true);
   }
   const auto seq_of = [&](const ShapeInfo& i) {
     return !book_.enabled() || i.hp ? seq : state_.release_seq(i.models) * 1000003 + lp_epoch;
   };
-  // The shapes looked at: HP ones, and those of the queues that may be owed capacity.
-  std::vector<int> shapes = hp_shapes_;
-  for (size_t q = 0; q < shapes_of_queue_.size(); ++q) {
-    if (!book_.MayBeBelow(state_, q, QueueBook::Bound::kEntitled)) continue;
-    for (const ShapeNeed& need : shapes_of_queue_[q]) shapes.push_back(need.shape);
-  }
   queue_.Pass(
       [&](size_t li) {
         Local& l = locals_[li];
