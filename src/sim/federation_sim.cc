@@ -14,6 +14,7 @@
 #include "federation/in_process_member.h"
 #include "sim/job_stream.h"
 #include "sim/metrics.h"
+#include "sim/simulate.h"
 #include "sim/work_model.h"
 
 namespace estuary {
@@ -282,6 +283,9 @@ Status FederationRun::MakeMember(const ClusterState& cluster, const std::string&
   mo.priority_queue = config.priority_queue;  // true: a federation's configurations queue by priority
   if (!config.preempt) std::erase(mo.actions, EngineAction::kReclaim);  // members never reclaim then
   mo.absorb = config.absorb;
+  // The configuration's defragmentation, each member on its own nodes (the moves' randomness
+  // from the member's seed).
+  ESTUARY_RETURN_IF_ERROR(ApplyDefrag(sc, cluster, config, mo.seed, nullptr, &mo));
   mo.summary = summary;
   mo.summary_period_s = fs.summary_period_s;
   mo.headroom_retry_s = fs.headroom_retry_s;
@@ -363,6 +367,17 @@ void FederationRun::HandleEvents(SimTime t) {
   for (size_t m = 0; m < members.size(); ++m) {
     for (const MemberEvent& e : members[m]->TakeEvents()) {
       const size_t i = e.job;
+      // A member's defragmentation moves a task within the member, make-before-break: the job's
+      // work goes on (as in a single cluster). A headroom's tasks may move too: they are no job.
+      const char* move = e.kind == MemberEvent::Kind::kMoveStarted   ? "migrate-start"
+                         : e.kind == MemberEvent::Kind::kMoved         ? "migrate"
+                         : e.kind == MemberEvent::Kind::kMoveAborted   ? "migrate-abort"
+                         : e.kind == MemberEvent::Kind::kMoveCancelled ? "migrate-cancel"
+                                                                        : nullptr;
+      if (move != nullptr) {
+        if (i < jobs.size()) Log(t, i, move, e.replicas, members[m]->name() + ": " + e.detail);
+        continue;
+      }
       FJob& j = jobs[i];
       switch (e.kind) {
         case MemberEvent::Kind::kStarted: {
@@ -424,9 +439,9 @@ void FederationRun::HandleEvents(SimTime t) {
           ++reclaims;  // whether it was needed was measured as it was decided (observer below)
           Log(t, i, "reclaim", e.replicas, members[m]->name());
           break;
-        case MemberEvent::Kind::kStandby:  // members get no Standby windows or moves here
+        case MemberEvent::Kind::kStandby:  // members get no Standby windows here
         case MemberEvent::Kind::kRestored:
-        case MemberEvent::Kind::kMoveStarted:
+        case MemberEvent::Kind::kMoveStarted:  // moves: above
         case MemberEvent::Kind::kMoved:
         case MemberEvent::Kind::kMoveAborted:
         case MemberEvent::Kind::kMoveCancelled:
@@ -639,6 +654,30 @@ SimulateResult FederationRun::Finish() {
     }));
   }
   if (lp_finished > 0) mt["lp_jct_mean_s"] = lp_jct / static_cast<double>(lp_finished);
+  if (config.defrag.enabled) {
+    // The members' defragmentation, summed over them, over the whole run (warm-up included, as
+    // the single-cluster counts).
+    MigrationCounters k;
+    DefragCounters d;
+    for (const auto& m : members) {
+      const MigrationCounters& mk = m->engine().migration_counters();
+      const DefragCounters& md = m->engine().defrag_counters();
+      k.started += mk.started;
+      k.completed += mk.completed;
+      k.aborted += mk.aborted;
+      k.groups_completed += mk.groups_completed;
+      k.double_occupancy_gpu_milli_s += mk.double_occupancy_gpu_milli_s;
+      d.plans += md.plans;
+      d.triggered += md.triggered;
+    }
+    mt["migrations_started_count"] = static_cast<double>(k.started);
+    mt["migrations_completed_count"] = static_cast<double>(k.completed);
+    mt["migrations_aborted_count"] = static_cast<double>(k.aborted);
+    mt["defrag_vacated_nodes_count"] = static_cast<double>(k.groups_completed);
+    mt["double_occupancy_gpu_hours"] = static_cast<double>(k.double_occupancy_gpu_milli_s) / kMilliPerGpu / 3600.0;
+    mt["defrag_plans_count"] = static_cast<double>(d.plans);
+    mt["defrag_triggered_count"] = static_cast<double>(d.triggered);
+  }
   mt["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s - warmup);
   mt["warmup_s"] = static_cast<double>(warmup);
   if (samples > 0) {

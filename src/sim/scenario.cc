@@ -468,7 +468,7 @@ Status ParseFederationMode(const Ctx& c, const YAML::Node& m, const FederationSp
     if (m["federation"]) return c.Err(m["federation"], "federation", "the scenario has no federation: (root key)");
   } else {
     // hold_survivors needs requeue, and members hand every job they stop back to the federation.
-    for (const char* key : {"reserve", "standby", "defrag", "pack", "queues", "sharing", "backfill", "hold_survivors"}) {
+    for (const char* key : {"reserve", "standby", "pack", "queues", "sharing", "backfill", "hold_survivors"}) {
       if (m[key]) return c.Err(m[key], key, "not supported in a federation scenario");
     }
     if (!m["federation"]) return c.Err(m, "federation", "missing: a configuration of a federation scenario needs one of " + known);

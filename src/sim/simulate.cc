@@ -200,6 +200,40 @@ std::string ConfigWhere(const Scenario& sc, const SchedulerConfig& c, const std:
   return sc.path + ":" + std::to_string(c.line) + ": configuration '" + c.name + "': " + key + ": ";
 }
 
+}  // namespace
+
+Status ApplyDefrag(const Scenario& sc, const ClusterState& state, const SchedulerConfig& config, uint64_t seed,
+                   const Stopwatch* planning_clock, EngineConfig* e) {
+  const DefragConfig& dfc = config.defrag;
+  if (!dfc.enabled) return Status::Ok();
+  DefragOptions plan = dfc.plan;
+  if (dfc.objective == "domains") {
+    const auto plane = state.topology().FindPlane(dfc.objective_plane);
+    if (!plane) {
+      return InvalidArgument(ConfigWhere(sc, config, "defrag") + "objective_plane: the cluster has no plane '" +
+                             dfc.objective_plane + "'");
+    }
+    const auto level = state.topology().FindLevel(*plane, dfc.objective_level);
+    if (!level) {
+      return InvalidArgument(ConfigWhere(sc, config, "defrag") + "objective_level: plane '" + dfc.objective_plane +
+                             "' has no level '" + dfc.objective_level + "'");
+    }
+    plan.objective = DefragOptions::Objective::kWholeFreeDomains;
+    plan.objective_plane = *plane;
+    plan.objective_level = *level;
+  }
+  ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(state, plan));
+  ESTUARY_RETURN_IF_ERROR(MigrationExecutor::Validate(dfc.migration));
+  e->defrag = {true, dfc.interval_s, dfc.trigger_after_s, dfc.trigger_min_gpus, dfc.trigger_cooldown_s, plan};
+  e->defrag.assemble = dfc.assemble;
+  e->migration = dfc.migration;
+  e->migration.seed = seed ^ 0x6d696772617465ULL;
+  e->planning_clock = planning_clock;
+  return Status::Ok();
+}
+
+namespace {
+
 // The engine's configuration for a scenario's scheduler configuration (names resolved against
 // the cluster; errors name the configuration's key). `typical`: FGD's typical tasks.
 StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& state, const SchedulerConfig& config,
@@ -244,32 +278,7 @@ StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& s
   e.queues = config.queues;
   e.sharing = config.sharing;
   e.reserve = config.reserve.ToEngine();
-  const DefragConfig& dfc = config.defrag;
-  if (dfc.enabled) {
-    DefragOptions plan = dfc.plan;
-    if (dfc.objective == "domains") {
-      const auto plane = state.topology().FindPlane(dfc.objective_plane);
-      if (!plane) {
-        return InvalidArgument(ConfigWhere(sc, config, "defrag") + "objective_plane: the cluster has no plane '" +
-                               dfc.objective_plane + "'");
-      }
-      const auto level = state.topology().FindLevel(*plane, dfc.objective_level);
-      if (!level) {
-        return InvalidArgument(ConfigWhere(sc, config, "defrag") + "objective_level: plane '" + dfc.objective_plane +
-                               "' has no level '" + dfc.objective_level + "'");
-      }
-      plan.objective = DefragOptions::Objective::kWholeFreeDomains;
-      plan.objective_plane = *plane;
-      plan.objective_level = *level;
-    }
-    ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(state, plan));
-    ESTUARY_RETURN_IF_ERROR(MigrationExecutor::Validate(dfc.migration));
-    e.defrag = {true, dfc.interval_s, dfc.trigger_after_s, dfc.trigger_min_gpus, dfc.trigger_cooldown_s, plan};
-    e.defrag.assemble = dfc.assemble;
-    e.migration = dfc.migration;
-    e.migration.seed = seed ^ 0x6d696772617465ULL;
-    e.planning_clock = planning_clock;
-  }
+  ESTUARY_RETURN_IF_ERROR(ApplyDefrag(sc, state, config, seed, planning_clock, &e));
   return e;
 }
 

@@ -228,6 +228,12 @@ struct SimulateResult {
 // The scenario's cluster: its spec file read, or generated.
 StatusOr<ClusterState> LoadScenarioCluster(const Scenario& scenario);
 
+// Configuration `config`'s `defrag` into *e (EngineConfig::defrag and ::migration, the moves'
+// randomness from `seed`), its names resolved against `state`; nothing without one. Errors name
+// the configuration's key in the scenario's file. `planning_clock`: times the plans (may be null).
+Status ApplyDefrag(const Scenario& sc, const ClusterState& state, const SchedulerConfig& config, uint64_t seed,
+                   const Stopwatch* planning_clock, EngineConfig* e);
+
 StatusOr<SimulateResult> RunScenario(const Scenario& scenario, const ClusterState& cluster,
                                      const SchedulerConfig& config, uint64_t seed, bool check_invariants = false,
                                      bool record_events = false);

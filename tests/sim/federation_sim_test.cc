@@ -568,6 +568,66 @@ TEST(FederationSim, TheRunsGpuTimeIsTheAllocatedGpuTimeAndGoodputIsAPartOfIt) {
   }
 }
 
+// A member defragments its own nodes (`defrag`, as in a single cluster; tests/sim/defrag_sim_test.cc
+// has the same timeline): member "a" has three 8-GPU nodes in one ASW, "b" one node that `other`
+// fills. On "a", best fit packs w1 and w2 on one node, w3 and w4 on another (here the first two:
+// the member's dispatch order and seeded tie-break decide which pair is where); w2 and w4 end at
+// 1,000 s, leaving two half-used nodes. `e` (8 GPUs) takes the third at 1,100 s; `f`
+// (8 GPUs) arrives at 1,200 s and, dispatched blind to "a" (its home only), waits in a's queue.
+// 300 s later a's trigger plans to vacate the first node (the fewest tasks, then the least used,
+// then the first): the long job there moves to GPUs 4-7 of the second (make-before-break, its new
+// instance ready 120 s after the start), and f starts at 1,620 s on the vacated node.
+const char* kMemberDefrag = R"(name: member-defrag
+duration_s: 20000
+sample_interval_s: 100
+seeds: [1]
+federation:
+  members:
+    - {name: a, cluster: {generate: {total_gpus: 24, gpus_per_node: 8, nodes_per_asw_min: 3, nodes_per_asw_max: 3, seed: 1}}}
+    - {name: b, cluster: {generate: {total_gpus: 8, gpus_per_node: 8, seed: 2}}}
+jobs:
+  - {name: other, gpus: 8, cpu_cores: 1, memory_gib: 1, duration_s: 100000, home: b, home_only: true}
+  - {name: w1, gpus: 4, cpu_cores: 1, memory_gib: 1, duration_s: 100000, home: a, home_only: true}
+  - {name: w2, gpus: 4, cpu_cores: 1, memory_gib: 1, duration_s: 1000, home: a, home_only: true}
+  - {name: w3, gpus: 4, cpu_cores: 1, memory_gib: 1, duration_s: 100000, home: a, home_only: true}
+  - {name: w4, gpus: 4, cpu_cores: 1, memory_gib: 1, duration_s: 1000, home: a, home_only: true}
+  - {name: e, submit_s: 1100, gpus: 8, cpu_cores: 1, memory_gib: 1, duration_s: 100000, home: a, home_only: true}
+  - {name: f, submit_s: 1200, gpus: 8, cpu_cores: 1, memory_gib: 1, duration_s: 5000, home: a, home_only: true}
+configurations:
+  - {name: defrag, federation: blind, defrag: {interval_s: 0, trigger_after_s: 300, startup_s: 120}}
+  - {name: none, federation: blind}
+)";
+
+TEST(FederationSim, AMemberDefragmentsItsOwnNodesMakeBeforeBreakForAJobWaitingInItsQueue) {
+  const FedRun r = Load(kMemberDefrag);
+  const SimulateResult res = RunConfig(r, "defrag");
+  // The long job that shared the first node (w1 or w3: the member's seeded tie-break among empty
+  // nodes decides where w1 went) is the one moved.
+  std::vector<std::string> moves;
+  std::string moved;
+  for (const SimJobEvent& e : res.job_events) {
+    if (e.kind.rfind("migrate", 0) != 0) continue;
+    moves.push_back(std::to_string(e.time) + " " + e.kind + " " + e.detail);
+    moved = e.job;
+  }
+  ASSERT_TRUE(moved == "w1" || moved == "w3") << moved;
+  const std::string move = "a: " + moved + "-0 node0000001->node0000002:4,5,6,7";
+  EXPECT_EQ(moves, (std::vector<std::string>{"1500 migrate-start " + move, "1620 migrate " + move}));
+  std::map<std::string, std::vector<P>> seen = Timelines(res);
+  EXPECT_EQ(seen["f"], (std::vector<P>{{"start", 1620}, {"finish", 6620}}));
+  EXPECT_EQ(seen["other"], (std::vector<P>{{"start", 0}}));
+  EXPECT_EQ(res.metrics.at("migrations_started_count"), 1);
+  EXPECT_EQ(res.metrics.at("migrations_completed_count"), 1);
+  EXPECT_EQ(res.metrics.at("defrag_vacated_nodes_count"), 1);
+  EXPECT_EQ(res.metrics.at("defrag_triggered_count"), 1);
+  EXPECT_DOUBLE_EQ(res.metrics.at("double_occupancy_gpu_hours"), 4.0 * 120 / 3600);  // 4 GPUs twice for 120 s
+  // Without defragmentation f waits to the end, and no defragmentation figure is reported.
+  const SimulateResult none = RunConfig(r, "none");
+  std::map<std::string, std::vector<P>> waited = Timelines(none);
+  EXPECT_TRUE(waited["f"].empty());
+  EXPECT_EQ(none.metrics.count("migrations_completed_count"), 0u);
+}
+
 TEST(FederationSim, TheSameSeedGivesTheSameResults) {
   const FedRun r = Load(kReclaim);
   const SimulateResult a = RunConfig(r, "reclaim-aware"), b = RunConfig(r, "reclaim-aware");
