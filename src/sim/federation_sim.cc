@@ -117,6 +117,7 @@ struct FederationRun {
   uint64_t seed;
   bool check_invariants, record_events;
   FederationMeter* meter;
+  SteadyStopwatch planning_clock;  // times the members' defragmentation plans (nothing depends on it)
   const FederationSpec& fs;
   const size_t regions;
   const bool is_merged;
@@ -285,7 +286,7 @@ Status FederationRun::MakeMember(const ClusterState& cluster, const std::string&
   mo.absorb = config.absorb;
   // The configuration's defragmentation, each member on its own nodes (the moves' randomness
   // from the member's seed).
-  ESTUARY_RETURN_IF_ERROR(ApplyDefrag(sc, cluster, config, mo.seed, nullptr, &mo));
+  ESTUARY_RETURN_IF_ERROR(ApplyDefrag(sc, cluster, config, mo.seed, &planning_clock, &mo));
   mo.summary = summary;
   mo.summary_period_s = fs.summary_period_s;
   mo.headroom_retry_s = fs.headroom_retry_s;
@@ -655,28 +656,28 @@ SimulateResult FederationRun::Finish() {
   }
   if (lp_finished > 0) mt["lp_jct_mean_s"] = lp_jct / static_cast<double>(lp_finished);
   if (config.defrag.enabled) {
-    // The members' defragmentation, summed over them, over the whole run (warm-up included, as
-    // the single-cluster counts).
+    // The members' defragmentation, summed over them (the longest plan: the longest of any), over
+    // the whole run (warm-up included, as the single-cluster counts).
     MigrationCounters k;
     DefragCounters d;
     for (const auto& m : members) {
       const MigrationCounters& mk = m->engine().migration_counters();
       const DefragCounters& md = m->engine().defrag_counters();
+      k.planned += mk.planned;
       k.started += mk.started;
       k.completed += mk.completed;
       k.aborted += mk.aborted;
+      k.cancelled += mk.cancelled;
       k.groups_completed += mk.groups_completed;
       k.double_occupancy_gpu_milli_s += mk.double_occupancy_gpu_milli_s;
       d.plans += md.plans;
       d.triggered += md.triggered;
+      d.assembled += md.assembled;
+      d.vacated_planned += md.vacated_planned;
+      d.plan_ns_max = std::max(d.plan_ns_max, md.plan_ns_max);
+      d.plan_ns_sum += md.plan_ns_sum;
     }
-    mt["migrations_started_count"] = static_cast<double>(k.started);
-    mt["migrations_completed_count"] = static_cast<double>(k.completed);
-    mt["migrations_aborted_count"] = static_cast<double>(k.aborted);
-    mt["defrag_vacated_nodes_count"] = static_cast<double>(k.groups_completed);
-    mt["double_occupancy_gpu_hours"] = static_cast<double>(k.double_occupancy_gpu_milli_s) / kMilliPerGpu / 3600.0;
-    mt["defrag_plans_count"] = static_cast<double>(d.plans);
-    mt["defrag_triggered_count"] = static_cast<double>(d.triggered);
+    DefragCounterMetrics(k, d, mt);
   }
   mt["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s - warmup);
   mt["warmup_s"] = static_cast<double>(warmup);

@@ -232,6 +232,22 @@ Status ApplyDefrag(const Scenario& sc, const ClusterState& state, const Schedule
   return Status::Ok();
 }
 
+void DefragCounterMetrics(const MigrationCounters& k, const DefragCounters& d, std::map<std::string, double>& m) {
+  m["migrations_planned_count"] = static_cast<double>(k.planned);
+  m["migrations_started_count"] = static_cast<double>(k.started);
+  m["migrations_completed_count"] = static_cast<double>(k.completed);
+  m["migrations_aborted_count"] = static_cast<double>(k.aborted);
+  m["migrations_cancelled_count"] = static_cast<double>(k.cancelled);
+  m["defrag_vacated_nodes_count"] = static_cast<double>(k.groups_completed);
+  m["double_occupancy_gpu_hours"] = static_cast<double>(k.double_occupancy_gpu_milli_s) / kMilliPerGpu / 3600.0;
+  m["defrag_plans_count"] = static_cast<double>(d.plans);
+  m["defrag_triggered_count"] = static_cast<double>(d.triggered);
+  m["defrag_assembled_count"] = static_cast<double>(d.assembled);
+  m["defrag_plan_seconds_max"] = static_cast<double>(d.plan_ns_max) / 1e9;
+  m["defrag_plan_seconds_mean"] = d.plans > 0 ? static_cast<double>(d.plan_ns_sum) / 1e9 / static_cast<double>(d.plans) : 0.0;
+  m["defrag_planned_vacated_nodes_count"] = static_cast<double>(d.vacated_planned);
+}
+
 namespace {
 
 // The engine's configuration for a scenario's scheduler configuration (names resolved against
@@ -1097,21 +1113,7 @@ void ScenarioRun::SampleMeans(std::map<std::string, double>& m) const {
 
 void ScenarioRun::DefragMetrics(std::map<std::string, double>& m) const {
   // Every configuration; zero without `defrag`.
-  const MigrationCounters k = engine_->migration_counters();
-  const DefragCounters& d = engine_->defrag_counters();
-  m["migrations_planned_count"] = static_cast<double>(k.planned);
-  m["migrations_started_count"] = static_cast<double>(k.started);
-  m["migrations_completed_count"] = static_cast<double>(k.completed);
-  m["migrations_aborted_count"] = static_cast<double>(k.aborted);
-  m["migrations_cancelled_count"] = static_cast<double>(k.cancelled);
-  m["defrag_vacated_nodes_count"] = static_cast<double>(k.groups_completed);
-  m["double_occupancy_gpu_hours"] = static_cast<double>(k.double_occupancy_gpu_milli_s) / kMilliPerGpu / 3600.0;
-  m["defrag_plans_count"] = static_cast<double>(d.plans);
-  m["defrag_triggered_count"] = static_cast<double>(d.triggered);
-  m["defrag_assembled_count"] = static_cast<double>(d.assembled);
-  m["defrag_plan_seconds_max"] = static_cast<double>(d.plan_ns_max) / 1e9;
-  m["defrag_plan_seconds_mean"] = d.plans > 0 ? static_cast<double>(d.plan_ns_sum) / 1e9 / static_cast<double>(d.plans) : 0.0;
-  m["defrag_planned_vacated_nodes_count"] = static_cast<double>(d.vacated_planned);
+  DefragCounterMetrics(engine_->migration_counters(), engine_->defrag_counters(), m);
 }
 
 void ScenarioRun::JobRecordsAndDelays(std::map<std::string, double>& m) {

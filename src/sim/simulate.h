@@ -234,6 +234,10 @@ StatusOr<ClusterState> LoadScenarioCluster(const Scenario& scenario);
 Status ApplyDefrag(const Scenario& sc, const ClusterState& state, const SchedulerConfig& config, uint64_t seed,
                    const Stopwatch* planning_clock, EngineConfig* e);
 
+// The defragmentation metrics (migrations_*, defrag_*, double_occupancy_gpu_hours; docs/simulate.md)
+// of what `k` and `d` counted, into `m`.
+void DefragCounterMetrics(const MigrationCounters& k, const DefragCounters& d, std::map<std::string, double>& m);
+
 StatusOr<SimulateResult> RunScenario(const Scenario& scenario, const ClusterState& cluster,
                                      const SchedulerConfig& config, uint64_t seed, bool check_invariants = false,
                                      bool record_events = false);
