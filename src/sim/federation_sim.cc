@@ -101,6 +101,10 @@ struct FederationRun {
   void Victim(uint32_t for_job, int m);
   // The members' events at t: starts, growth, shrinks, evictions and rejections, Reclaims.
   void HandleEvents(SimTime t);
+  // Whether member m's event `e` is a move (logged when it is a job's; see the definition).
+  bool LoggedMove(SimTime t, size_t m, const MemberEvent& e);
+  // With `defrag`: the members' defragmentation metrics, summed over them.
+  void MemberDefragMetrics(std::map<std::string, double>& mt) const;
   void TakeDispatches();
   void SampleUntil(SimTime t);
   struct Counters {
@@ -364,21 +368,24 @@ void FederationRun::Victim(uint32_t for_job, int m) {
   }
 }
 
+bool FederationRun::LoggedMove(SimTime t, size_t m, const MemberEvent& e) {
+  // A member's defragmentation moves a task within the member, make-before-break: the job's work
+  // goes on (as in a single cluster). A headroom's tasks may move too: they are no job.
+  const char* move = e.kind == MemberEvent::Kind::kMoveStarted   ? "migrate-start"
+                     : e.kind == MemberEvent::Kind::kMoved         ? "migrate"
+                     : e.kind == MemberEvent::Kind::kMoveAborted   ? "migrate-abort"
+                     : e.kind == MemberEvent::Kind::kMoveCancelled ? "migrate-cancel"
+                                                                    : nullptr;
+  if (move == nullptr) return false;
+  if (e.job < jobs.size()) Log(t, e.job, move, e.replicas, members[m]->name() + ": " + e.detail);
+  return true;
+}
+
 void FederationRun::HandleEvents(SimTime t) {
   for (size_t m = 0; m < members.size(); ++m) {
     for (const MemberEvent& e : members[m]->TakeEvents()) {
       const size_t i = e.job;
-      // A member's defragmentation moves a task within the member, make-before-break: the job's
-      // work goes on (as in a single cluster). A headroom's tasks may move too: they are no job.
-      const char* move = e.kind == MemberEvent::Kind::kMoveStarted   ? "migrate-start"
-                         : e.kind == MemberEvent::Kind::kMoved         ? "migrate"
-                         : e.kind == MemberEvent::Kind::kMoveAborted   ? "migrate-abort"
-                         : e.kind == MemberEvent::Kind::kMoveCancelled ? "migrate-cancel"
-                                                                        : nullptr;
-      if (move != nullptr) {
-        if (i < jobs.size()) Log(t, i, move, e.replicas, members[m]->name() + ": " + e.detail);
-        continue;
-      }
+      if (LoggedMove(t, m, e)) continue;
       FJob& j = jobs[i];
       switch (e.kind) {
         case MemberEvent::Kind::kStarted: {
@@ -597,6 +604,31 @@ Status FederationRun::Run() {
   return Status::Ok();
 }
 
+void FederationRun::MemberDefragMetrics(std::map<std::string, double>& mt) const {
+  // The members' defragmentation, summed over them (the longest plan: the longest of any), over
+  // the whole run (warm-up included, as the single-cluster counts).
+  MigrationCounters k;
+  DefragCounters d;
+  for (const auto& m : members) {
+    const MigrationCounters& mk = m->engine().migration_counters();
+    const DefragCounters& md = m->engine().defrag_counters();
+    k.planned += mk.planned;
+    k.started += mk.started;
+    k.completed += mk.completed;
+    k.aborted += mk.aborted;
+    k.cancelled += mk.cancelled;
+    k.groups_completed += mk.groups_completed;
+    k.double_occupancy_gpu_milli_s += mk.double_occupancy_gpu_milli_s;
+    d.plans += md.plans;
+    d.triggered += md.triggered;
+    d.assembled += md.assembled;
+    d.vacated_planned += md.vacated_planned;
+    d.plan_ns_max = std::max(d.plan_ns_max, md.plan_ns_max);
+    d.plan_ns_sum += md.plan_ns_sum;
+  }
+  DefragCounterMetrics(k, d, mt);
+}
+
 SimulateResult FederationRun::Finish() {
   // Results: over [warmup, duration).
   const Counters total = Count();
@@ -655,30 +687,7 @@ SimulateResult FederationRun::Finish() {
     }));
   }
   if (lp_finished > 0) mt["lp_jct_mean_s"] = lp_jct / static_cast<double>(lp_finished);
-  if (config.defrag.enabled) {
-    // The members' defragmentation, summed over them (the longest plan: the longest of any), over
-    // the whole run (warm-up included, as the single-cluster counts).
-    MigrationCounters k;
-    DefragCounters d;
-    for (const auto& m : members) {
-      const MigrationCounters& mk = m->engine().migration_counters();
-      const DefragCounters& md = m->engine().defrag_counters();
-      k.planned += mk.planned;
-      k.started += mk.started;
-      k.completed += mk.completed;
-      k.aborted += mk.aborted;
-      k.cancelled += mk.cancelled;
-      k.groups_completed += mk.groups_completed;
-      k.double_occupancy_gpu_milli_s += mk.double_occupancy_gpu_milli_s;
-      d.plans += md.plans;
-      d.triggered += md.triggered;
-      d.assembled += md.assembled;
-      d.vacated_planned += md.vacated_planned;
-      d.plan_ns_max = std::max(d.plan_ns_max, md.plan_ns_max);
-      d.plan_ns_sum += md.plan_ns_sum;
-    }
-    DefragCounterMetrics(k, d, mt);
-  }
+  if (config.defrag.enabled) MemberDefragMetrics(mt);
   mt["gpu_alloc_pct_mean"] = alloc_area / static_cast<double>(sc.duration_s - warmup);
   mt["warmup_s"] = static_cast<double>(warmup);
   if (samples > 0) {
