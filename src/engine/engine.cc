@@ -255,6 +255,7 @@ int Engine::ShapeOf(JobId id) {
     ShapeNeed& need = info.need;
     need.shape = it->second;
     need.step = static_cast<int32_t>(step);
+    need.min_replicas = js.min_replicas;
     need.min_start = static_cast<int32_t>((int64_t{js.min_replicas} + step - 1) / step * step);
     need.one_cpu = req.cpu_milli;
     need.one_mem = req.mem_mib;
@@ -688,14 +689,17 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
     RefreshShares(now_s);
     const JobSpec& spec = state_.job(l.id).spec;
     const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
+    const int32_t need = (spec.min_replicas + step - 1) / step * step;
     int64_t supply = INT64_MAX;
-    filter = book_.Victims(state_, l.id, (spec.min_replicas + step - 1) / step * step, now_s, &owed, &supply);
+    (void)book_.Victims(state_, l.id, need, now_s, &owed, &supply, false);
     if (Hopeless(li, supply, why)) return false;
     // Within its limits only.
     if (QueueRoom(li, QueueBook::Bound::kLimit) < spec.min_replicas) {
       (void)book_.Within(state_, l.id, spec.min_replicas, QueueBook::Bound::kLimit, why);
       return false;
     }
+    // The victims themselves only now (the same figures, from the book's cache).
+    if (l.priority >= options_.preemptor_min_priority || owed) filter = book_.Victims(state_, l.id, need, now_s, &owed, &supply);
   }
   if (l.priority < options_.preemptor_min_priority && !owed) {
     const std::string who = options_.preemptor_min_priority == kHpPriority
@@ -718,9 +722,11 @@ bool Engine::Hopeless(size_t li, int64_t supply, std::string* why) const {
   const bool holder = job.reservation.valid();
   const int64_t free = holder ? state_.free_gpu_milli(req.models) : state_.unheld_free_gpu_milli(req.models);
   if (need <= free + supply) return false;
-  *why = "needs " + std::to_string(need) + " milli-GPU; its models' nodes have " + std::to_string(free) + " free" +
+  if (why != nullptr) {
+    *why = "needs " + std::to_string(need) + " milli-GPU; its models' nodes have " + std::to_string(free) + " free" +
          (holder ? "" : " that no reservation holds") + " and the queues it may take back from hold at most " +
-         std::to_string(supply) + " there";
+           std::to_string(supply) + " there";
+  }
   return true;
 }
 
@@ -1270,11 +1276,16 @@ void Engine::ReclaimQueued(int64_t now_s) {
   // queue may take from grew (QueueBook::Supply) — not after every change of what queues hold.
   if (book_.enabled()) RefreshShares(now_s);
   // The shapes looked at: HP ones, and those of the queues that may be owed capacity (none when
-  // queues do not reclaim).
+  // queues do not reclaim) whose jobs may be: a shape below HP whose min replicas its queue has no
+  // room for within its entitlement now is not owed in this pass either (the pass only claims
+  // more; the shares it is owed by change only with what queues hold or want, which it leaves).
   std::vector<int> shapes = hp_shapes_;
   for (size_t q = 0; book_.enabled() && book_.sharing().reclaim && q < shapes_of_queue_.size(); ++q) {
     if (!book_.MayBeBelow(state_, q, QueueBook::Bound::kEntitled)) continue;
-    for (const ShapeNeed& need : shapes_of_queue_[q]) shapes.push_back(need.shape);
+    const QueueUsage room = book_.RoomWithClaims(state_, q, QueueBook::Bound::kEntitled);
+    for (const ShapeNeed& need : shapes_of_queue_[q]) {
+      if (shape_info_[static_cast<size_t>(need.shape)].hp || need.MayBeOwed(room)) shapes.push_back(need.shape);
+    }
   }
   if (shapes.empty() && holders_.empty()) return;  // the pass would look at no job
   uint64_t seq = state_.release_seq();
@@ -1362,25 +1373,26 @@ void Engine::Rebalance(int64_t now_s) {
         const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
         bool below = false;
         int64_t supply = INT64_MAX;
-        VictimFilter filter =
-            book_.RebalanceVictims(state_, l.id, (spec.min_replicas + step - 1) / step * step, now_s, &below, &supply);
+        const int32_t need = (spec.min_replicas + step - 1) / step * step;
+        (void)book_.RebalanceVictims(state_, l.id, need, now_s, &below, &supply, false);
         if (!below || QueueRoom(li, QueueBook::Bound::kLimit) < spec.min_replicas) return PendingQueue::Outcome::kShapeWaits;
         ShapeInfo& info = shape_info_[static_cast<size_t>(l.shape)];
         const bool own = state_.job(l.id).reservation.valid();
         if (!own && info.rebalance_refused_seq == seq_of(info) && supply <= info.rebalance_refused_supply) {
           return PendingQueue::Outcome::kShapeWaits;
         }
-        std::string why;
-        if (!own && Hopeless(li, supply, &why)) {  // no plan (O(cluster)) is made
+        if (!own && Hopeless(li, supply, nullptr)) {  // no plan (O(cluster)) is made
           info.rebalance_refused_seq = seq_of(info);
           info.rebalance_refused_supply = supply;
           return PendingQueue::Outcome::kShapeWaits;
         }
+        VictimFilter filter = book_.RebalanceVictims(state_, l.id, need, now_s, &below, &supply);
         // A job a queue's Reclaim evicted whole (it may not borrow yet) is no victim again.
         filter.allowed = [&, allowed = filter.allowed](const Job& v) {
           const size_t vi = local_of_job_[v.id.value()];
           return (vi == SIZE_MAX || now_s >= locals_[vi].no_borrow_until) && allowed(v);
         };
+        std::string why;
         if (ReclaimWith(li, now_s, filter, true, "fair share", &why)) return PendingQueue::Outcome::kStays;
         if (!own) {
           info.rebalance_refused_seq = seq_of(info);

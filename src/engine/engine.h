@@ -599,8 +599,9 @@ class Engine {
   // contiguous per leaf queue for ListShapes).
   struct ShapeNeed {
     int shape = -1;
-    int32_t min_start = 1;  // its min replicas in whole steps (with align)
-    int32_t step = 1;       // its step (1 without align)
+    int32_t min_replicas = 1;  // its min replicas
+    int32_t min_start = 1;     // its min replicas in whole steps (with align)
+    int32_t step = 1;          // its step (1 without align)
     // One replica's request in its queue's dimensions (QueueBook::Request, surely): the model's
     // dimension (-1: none, or several models), GPU milli, CPU milli, memory MiB.
     int32_t one_model = -1;
@@ -613,9 +614,16 @@ class Engine {
     // with nothing bound).
     bool Fits(const QueueUsage& room) const {
       if (min_start < 1) return std::min<int64_t>(Replicas(room), INT32_MAX) / step * step >= min_start;
-      // The same without a division (min_start is a whole number of steps, >= 1): room for
-      // min_start replicas in each dimension it requests (INT64_MAX: unbounded, always enough).
-      const auto has = [&](size_t d, int64_t one) { return one <= 0 || room[d] >= int64_t{min_start} * one; };
+      // The same without a division (min_start is a whole number of steps, >= 1).
+      return Has(room, min_start);
+    }
+    // Whether a queue with room `room` (RoomWithClaims within its entitlement) may be owed its
+    // min replicas (QueueBook::Owed's test at the leaf): room for them in each dimension it
+    // requests; a job of no replicas requests nothing.
+    bool MayBeOwed(const QueueUsage& room) const { return min_replicas < 1 || Has(room, min_replicas); }
+    // Room for `replicas` (>= 1) replicas in each dimension it requests (INT64_MAX: unbounded).
+    bool Has(const QueueUsage& room, int64_t replicas) const {
+      const auto has = [&](size_t d, int64_t one) { return one <= 0 || room[d] >= replicas * one; };
       return has(kQueueGpu, one_gpu) && (one_model < 0 || has(kQueueModel + static_cast<size_t>(one_model), one_gpu)) &&
              has(kQueueCpu, one_cpu) && has(kQueueMemory, one_mem);
     }
@@ -762,7 +770,7 @@ class Engine {
   // Whether no Reclaim plan for local li can exist, with `supply` (QueueBook::Supply: at most
   // what its victims hold on its models' nodes; INT64_MAX: unknown): its min replicas (a step
   // multiple under Align) need more GPUs than those nodes have free plus `supply`. True with
-  // `why`. O(models): it spares the O(cluster) plan.
+  // `why` (may be null). O(models): it spares the O(cluster) plan.
   bool Hopeless(size_t li, int64_t supply, std::string* why) const;
   void Absorb(int64_t now_s, int32_t external_blocking);
   // Stops every task on `node` as NodeFailureAction does, leaves the node `after` (down or

@@ -496,16 +496,16 @@ bool QueueBook::ShortOfFairShare(const ClusterState& state, size_t q, GpuModelSe
 }
 
 VictimFilter QueueBook::Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed,
-                                int64_t* supply) const {
-  return VictimsUpTo(state, job, replicas, now_s, Bound::kEntitled, owed, supply);
+                                int64_t* supply, bool filter) const {
+  return VictimsUpTo(state, job, replicas, now_s, Bound::kEntitled, owed, supply, filter);
 }
 
 VictimFilter QueueBook::RebalanceVictims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s,
-                                         bool* below, int64_t* supply) const {
+                                         bool* below, int64_t* supply, bool filter) const {
   *below = false;
   if (supply != nullptr) *supply = INT64_MAX;
   if (!sharing_.rebalance) return VictimFilter{};
-  return VictimsUpTo(state, job, replicas, now_s, Bound::kFair, below, supply);
+  return VictimsUpTo(state, job, replicas, now_s, Bound::kFair, below, supply, filter);
 }
 
 VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, Bound bound,
@@ -524,14 +524,24 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
   // is (its org may be above its own entitlement while it is owed by a sister team).
   const bool reclaims = sharing_.reclaim && tree_.spec(static_cast<size_t>(leaf)).reclaim;
   const QueueUsage req = Request(state, job, replicas, true);
-  auto within = std::make_shared<std::vector<char>>(n, 0);
+  const auto within_at = [&](int p) {
+    return reclaims && QueueWithin(state, req, static_cast<size_t>(p), bound, nullptr, true);
+  };
   uint64_t within_bits = 0;  // per queue of the path, leaf first (the cache's key)
   int depth = 0;
   for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p)), ++depth) {
-    (*within)[static_cast<size_t>(p)] = reclaims && QueueWithin(state, req, static_cast<size_t>(p), bound, nullptr, true);
-    if ((*within)[static_cast<size_t>(p)] && depth < 64) within_bits |= uint64_t{1} << depth;
+    if (depth < 64 && within_at(p)) within_bits |= uint64_t{1} << depth;
   }
-  *owed = (*within)[static_cast<size_t>(leaf)] != 0;
+  // The same per queue (0 off the path), built only for what needs it (a cache miss, a filter).
+  const auto within_marks = [&] {
+    auto marks = std::make_shared<std::vector<char>>(n, 0);
+    int d = 0;
+    for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p)), ++d) {
+      (*marks)[static_cast<size_t>(p)] = d < 64 ? (within_bits >> d & 1) : within_at(p);
+    }
+    return marks;
+  };
+  *owed = (within_bits & 1) != 0;
   // A cooldown does not hold against a job whose start keeps its leaf queue within its
   // guarantee: a guarantee comes back within the grace period, whoever reclaimed last.
   const bool guaranteed = bound == Bound::kEntitled && *owed &&
@@ -558,17 +568,25 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
     budget_cache_.clear();
     victim_stamp_ = stamp;
   }
-  auto mine = std::make_shared<std::vector<char>>(n, 0);  // the preemptor's queue and ancestors
-  for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) (*mine)[static_cast<size_t>(p)] = 1;
+  const auto mine_marks = [&] {  // the preemptor's queue and ancestors
+    auto marks = std::make_shared<std::vector<char>>(n, 0);
+    for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) (*marks)[static_cast<size_t>(p)] = 1;
+    return marks;
+  };
+  std::shared_ptr<std::vector<char>> within, mine;
   const auto hit = key.cacheable ? victim_cache_.find(key) : victim_cache_.end();
   VictimCached fresh;
   if (hit == victim_cache_.end()) {
+    within = within_marks();
+    mine = mine_marks();
     fresh = VictimQueues(state, key, now_s, *within, *mine, first.models);
     if (key.cacheable) victim_cache_.emplace(key, fresh);
   }
   const VictimCached& c = hit != victim_cache_.end() ? hit->second : fresh;
   if (want_supply) *supply = c.supply;
   if (!filter) return {};
+  if (!within) within = within_marks();
+  if (!mine) mine = mine_marks();
   return Filter(state, c, leaf, hp ? prio : -1, model, std::move(within), std::move(mine));
 }
 

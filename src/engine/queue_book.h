@@ -191,16 +191,17 @@ class QueueBook {
   // header comment), and in `*owed` Owed(job, replicas). `*supply` (may be null): an upper bound
   // on the GPUs (milli) the victims hold — what the preemptible jobs of the queues the job may
   // take from hold of the models it may use; INT64_MAX for an HP job or one without GPUs (0: a plan has nothing to
-  // evict). Uses the last Refresh's shares.
+  // evict). Uses the last Refresh's shares. `filter` false: `*owed` and `*supply` alone, and an
+  // empty filter (no per-call copies of the per-queue figures: a caller that may stop at them).
   VictimFilter Victims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* owed,
-                       int64_t* supply = nullptr) const;
+                       int64_t* supply = nullptr, bool filter = true) const;
   // The victims a rebalancing Reclaim for waiting `job` (needing `replicas` replicas) may take now
   // (see the header comment), and in `*below` whether its queue is short of its fair share for it
   // (false, with no victims, when SharingSpec::rebalance is off or it is not). Uses the last
   // Refresh's shares.
-  // `*supply` (may be null): as Victims'.
+  // `*supply` (may be null) and `filter`: as Victims'.
   VictimFilter RebalanceVictims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* below,
-                                int64_t* supply = nullptr) const;
+                                int64_t* supply = nullptr, bool filter = true) const;
   // A rebalance needs its queue short of its fair share by at least this part of it (percent).
   static constexpr int64_t kRebalanceMinGapPct = 10;
   // A Reclaim for `job` owed capacity was decided at now_s: its queue and ancestors are not
