@@ -747,6 +747,7 @@ PreemptionPlan Engine::PlanReclaim(JobId id, int64_t now_s, VictimFilter filter)
 bool Engine::ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail,
                          std::string* why) {
   Local& l = locals_[li];
+  ++plans_;
   // The headroom is open to the job while it reclaims: its nodes count as free for the plan, and
   // those the plan chooses are held for the job (CloseHeadroom leaves them out).
   const bool opened = OpenHeadroom(li);
@@ -1297,6 +1298,7 @@ void Engine::ReclaimQueued(int64_t now_s) {
   const auto seq_of = [&](const ShapeInfo& i) {
     return !book_.enabled() || i.hp ? seq : state_.release_seq(i.models) * 1000003 + lp_epoch;
   };
+  BookAnswers asked;
   queue_.Pass(
       [&](size_t li) {
         Local& l = locals_[li];
@@ -1315,7 +1317,15 @@ void Engine::ReclaimQueued(int64_t now_s) {
         int64_t supply = INT64_MAX;
         if (!own && book_.enabled() && !info.hp) {
           const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
-          supply = book_.Supply(state_, l.id, (spec.min_replicas + step - 1) / step * step, now_s);
+          const int32_t need = (spec.min_replicas + step - 1) / step * step;
+          const std::optional<AskKey> key = AskKeyOf(li, need);
+          if (!key) {
+            supply = book_.Supply(state_, l.id, need, now_s);
+          } else {
+            const auto [at, added] = asked.try_emplace(*key);
+            if (added) at->second.supply = book_.Supply(state_, l.id, need, now_s);
+            supply = at->second.supply;
+          }
           if (info.refused_seq == shape_seq && supply <= info.refused_supply) return PendingQueue::Outcome::kShapeWaits;
         }
         // The plan (O(cluster)) only where its GPUs could be found at all (a queue's victims may
@@ -1324,7 +1334,10 @@ void Engine::ReclaimQueued(int64_t now_s) {
         std::string why;
         const bool victims = book_.enabled() || (state_.PreemptibleGpuMilliBelow(l.priority) > 0 &&
                                                  !PreemptAction::CannotFit(state_, l.id, options_.allocate));
-        if (victims && StartReclaim(li, now_s, &why)) {
+        const uint64_t plans = plans_;
+        const bool started = victims && StartReclaim(li, now_s, &why);
+        if (plans_ != plans) asked.clear();  // a plan may change what the book's answers depend on
+        if (started) {
           return PendingQueue::Outcome::kStays;
         }
         if (own) {
@@ -1351,6 +1364,7 @@ void Engine::Rebalance(int64_t now_s) {
   // shares and cooldowns, and what its victims' queues hold (QueueBook::Supply's bound).
   const uint64_t epoch = book_.ReclaimEpoch(now_s, true);
   const auto seq_of = [&](const ShapeInfo& i) { return state_.release_seq(i.models) * 1000003 + epoch; };
+  BookAnswers asked;
   // Only the shapes of the queues that may be short of their fair shares.
   // Of those, the shapes whose min replicas would keep their queue within its fair share
   // (RebalanceVictims' `below`, at the leaf) while it is short of it.
@@ -1374,10 +1388,18 @@ void Engine::Rebalance(int64_t now_s) {
         bool below = false;
         int64_t supply = INT64_MAX;
         const int32_t need = (spec.min_replicas + step - 1) / step * step;
-        (void)book_.RebalanceVictims(state_, l.id, need, now_s, &below, &supply, false);
+        const bool own = state_.job(l.id).reservation.valid();
+        const std::optional<AskKey> key = own ? std::nullopt : AskKeyOf(li, need);
+        if (!key) {
+          (void)book_.RebalanceVictims(state_, l.id, need, now_s, &below, &supply, false);
+        } else {
+          const auto [at, added] = asked.try_emplace(*key);
+          if (added) (void)book_.RebalanceVictims(state_, l.id, need, now_s, &at->second.yes, &at->second.supply, false);
+          below = at->second.yes;
+          supply = at->second.supply;
+        }
         if (!below || QueueRoom(li, QueueBook::Bound::kLimit) < spec.min_replicas) return PendingQueue::Outcome::kShapeWaits;
         ShapeInfo& info = shape_info_[static_cast<size_t>(l.shape)];
-        const bool own = state_.job(l.id).reservation.valid();
         if (!own && info.rebalance_refused_seq == seq_of(info) && supply <= info.rebalance_refused_supply) {
           return PendingQueue::Outcome::kShapeWaits;
         }
@@ -1393,6 +1415,7 @@ void Engine::Rebalance(int64_t now_s) {
           return (vi == SIZE_MAX || now_s >= locals_[vi].no_borrow_until) && allowed(v);
         };
         std::string why;
+        asked.clear();  // a plan may change what the book's answers depend on
         if (ReclaimWith(li, now_s, filter, true, "fair share", &why)) return PendingQueue::Outcome::kStays;
         if (!own) {
           info.rebalance_refused_seq = seq_of(info);
@@ -1402,6 +1425,19 @@ void Engine::Rebalance(int64_t now_s) {
       },
       holders_,
       PendingQueue::Scope{nullptr, nullptr, &shapes});
+}
+
+std::optional<Engine::AskKey> Engine::AskKeyOf(size_t li, int32_t replicas) const {
+  // From the shape alone (not the job's own records: a pass asks for hundreds of shapes).
+  const ShapeInfo& info = shape_info_[static_cast<size_t>(locals_[li].shape)];
+  const ShapeNeed& need = info.need;
+  // QueueBook::Request (surely) is one replica's CPU, memory and GPUs in total; the models add
+  // the model's dimension and the fair share's model (FairModel). A shape without GPUs is not
+  // keyed: its models (which it does not keep) still name the fair share's dimension; nor one
+  // without a queue.
+  if (need.one_gpu <= 0 || info.queue < 0) return std::nullopt;
+  return AskKey{info.queue, need.one_cpu, need.one_mem, need.one_gpu, static_cast<int64_t>(info.models.bits()), replicas,
+                info.priority >= kHpPriority ? 1 : 0};
 }
 
 void Engine::SetElastic(size_t li, bool elastic) {

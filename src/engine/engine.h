@@ -758,6 +758,19 @@ class Engine {
   // hold beyond them (QueueBook::RebalanceVictims); not a job a queue's Reclaim evicted whole
   // while it may not borrow (Local::no_borrow_until). kReclaim's detail is "fair share".
   void Rebalance(int64_t now_s);
+  // What the book answers, within one pass of ReclaimQueued or Rebalance, for a waiting job
+  // without a reservation of its own (QueueBook::Supply; RebalanceVictims' `below` and supply)
+  // depends only on the key: its queue, one replica's request, its models, the replicas asked and
+  // whether it is HP — so the shapes that differ only in a priority, a max or a walltime ask once.
+  // Kept while what the book's figures depend on is unchanged: the pass clears it after a plan.
+  using AskKey = std::array<int64_t, 7>;
+  std::optional<AskKey> AskKeyOf(size_t li, int32_t replicas) const;  // nullopt: not keyed (ask the book)
+  struct BookAnswer {
+    bool yes = false;  // below its fair share (Rebalance)
+    int64_t supply = INT64_MAX;
+  };
+  using BookAnswers = std::map<AskKey, BookAnswer>;
+  uint64_t plans_ = 0;  // Reclaim plans made (ReclaimWith calls)
   // StartReclaim's second half: plans local li's Reclaim with `filter` and, when there is a plan
   // none of whose victims is already leaving, holds its nodes, schedules the evictions and logs
   // kReclaim with `detail`. `owed`: a queue's Reclaim (its victims' detail "queue reclaim", the
