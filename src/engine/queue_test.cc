@@ -155,6 +155,39 @@ TEST(EngineQueues, ATeamAtItsGuaranteeButBelowItsFairShareGetsItBackFromAnotherT
   EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 6}, {"b", 2}}));
 }
 
+TEST(EngineQueues, ARebalanceClaimsWhatItsQueueIsShortOfSoAnotherJobOfTheSameRequestTakesNothingMore) {
+  // 12 nodes; a, b and c are guaranteed 2 nodes each, weights equal. b and c run a 2-node job
+  // each; a's elastic job (2..12 nodes, steps of 2) holds the other 8. b queues two 2-node jobs
+  // at once, 3 (priority 300) and 4 (priority 200): the same queue, request and min replicas in
+  // two shapes. The fair shares become a 5 nodes, b 5, c 2 (guarantees 2 each, the 6 left split 3
+  // and 3 between a, which wants 12, and b, which wants 6). b is 3 nodes short and a 3 above:
+  // job 3 (first in queue order) Reclaims one step of a's job (2 nodes), and its claim counts as
+  // held, so job 4 would take b to 6 nodes, above its fair share of 5 — though a still holds a
+  // node above its own. No second Reclaim, in that cycle or later.
+  Cluster c(12, {Q("a", 16), Q("b", 16), Q("c", 16)});
+  EngineJob elastic = NodeJob(1, "a", 12, 2);
+  elastic.step = 2;
+  c.Submit(NodeJob(2, "b", 2), 0);
+  c.Submit(NodeJob(5, "c", 2), 0);
+  c.Submit(elastic, 0);
+  c.Cycle(0);
+  ASSERT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 8}, {"b", 2}, {"c", 2}}));
+  c.Submit(NodeJob(3, "b", 2, 0, 300), 100);
+  c.Submit(NodeJob(4, "b", 2, 0, 200), 100);
+  std::vector<EngineEvent> ev = c.Cycle(100);
+  ASSERT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 1);
+  EXPECT_EQ(ev.back().job, 3u);
+  EXPECT_EQ(ev.back().detail, "fair share");
+  ev = c.Cycle(160);
+  ASSERT_EQ(Count(ev, EngineEvent::Kind::kShrunk), 1);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 0);
+  EXPECT_EQ(c.e().Running(3), 2);
+  EXPECT_EQ(c.e().Running(4), 0);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 6}, {"b", 4}, {"c", 2}}));
+  for (int64_t t : {161, 460, 461, 4000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+  EXPECT_EQ(c.e().Running(4), 0);
+}
+
 TEST(EngineQueues, WithoutAbsorbAShrunkJobsCooldownIsNeverDueAgain) {
   // As above, with Absorb off: b's rebalance shrinks a's elastic job at 160 and its cooldown ends
   // at 460. Nothing grows without Absorb, so once that time has passed nothing is due — a driver
