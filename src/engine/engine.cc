@@ -1327,6 +1327,13 @@ void Engine::ReclaimQueued(int64_t now_s) {
             supply = at->second.supply;
           }
           if (info.refused_seq == shape_seq && supply <= info.refused_supply) return PendingQueue::Outcome::kShapeWaits;
+          // Its GPUs cannot be found: StartReclaim would ask the book for the same supply and
+          // refuse it (Hopeless), so it is refused here.
+          if (Hopeless(li, supply, nullptr)) {
+            info.refused_seq = shape_seq;
+            info.refused_supply = supply;
+            return PendingQueue::Outcome::kShapeWaits;
+          }
         }
         // The plan (O(cluster)) only where its GPUs could be found at all (a queue's victims may
         // be of any priority: always planned) and, without queues, where some preemptible work
