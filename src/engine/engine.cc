@@ -1318,14 +1318,7 @@ void Engine::ReclaimQueued(int64_t now_s) {
         if (!own && book_.enabled() && !info.hp) {
           const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
           const int32_t need = (spec.min_replicas + step - 1) / step * step;
-          const std::optional<AskKey> key = AskKeyOf(li, need);
-          if (!key) {
-            supply = book_.Supply(state_, l.id, need, now_s);
-          } else {
-            const auto [at, added] = asked.try_emplace(*key);
-            if (added) at->second.supply = book_.Supply(state_, l.id, need, now_s);
-            supply = at->second.supply;
-          }
+          supply = Answer(&asked, li, need, [&] { return BookAnswer{false, book_.Supply(state_, l.id, need, now_s)}; }).supply;
           if (info.refused_seq == shape_seq && supply <= info.refused_supply) return PendingQueue::Outcome::kShapeWaits;
           // Its GPUs cannot be found: StartReclaim would ask the book for the same supply and
           // refuse it (Hopeless), so it is refused here.
@@ -1396,15 +1389,13 @@ void Engine::Rebalance(int64_t now_s) {
         int64_t supply = INT64_MAX;
         const int32_t need = (spec.min_replicas + step - 1) / step * step;
         const bool own = state_.job(l.id).reservation.valid();
-        const std::optional<AskKey> key = own ? std::nullopt : AskKeyOf(li, need);
-        if (!key) {
-          (void)book_.RebalanceVictims(state_, l.id, need, now_s, &below, &supply, false);
-        } else {
-          const auto [at, added] = asked.try_emplace(*key);
-          if (added) (void)book_.RebalanceVictims(state_, l.id, need, now_s, &at->second.yes, &at->second.supply, false);
-          below = at->second.yes;
-          supply = at->second.supply;
-        }
+        const BookAnswer answer = Answer(own ? nullptr : &asked, li, need, [&] {
+          BookAnswer a;
+          (void)book_.RebalanceVictims(state_, l.id, need, now_s, &a.yes, &a.supply, false);
+          return a;
+        });
+        below = answer.yes;
+        supply = answer.supply;
         if (!below || QueueRoom(li, QueueBook::Bound::kLimit) < spec.min_replicas) return PendingQueue::Outcome::kShapeWaits;
         ShapeInfo& info = shape_info_[static_cast<size_t>(l.shape)];
         if (!own && info.rebalance_refused_seq == seq_of(info) && supply <= info.rebalance_refused_supply) {
@@ -1445,6 +1436,15 @@ std::optional<Engine::AskKey> Engine::AskKeyOf(size_t li, int32_t replicas) cons
   if (need.one_gpu <= 0 || info.queue < 0) return std::nullopt;
   return AskKey{info.queue, need.one_cpu, need.one_mem, need.one_gpu, static_cast<int64_t>(info.models.bits()), replicas,
                 info.priority >= kHpPriority ? 1 : 0};
+}
+
+Engine::BookAnswer Engine::Answer(BookAnswers* asked, size_t li, int32_t replicas,
+                                  const std::function<BookAnswer()>& ask) const {
+  const std::optional<AskKey> key = asked != nullptr ? AskKeyOf(li, replicas) : std::nullopt;
+  if (!key) return ask();
+  const auto [at, added] = asked->try_emplace(*key);
+  if (added) at->second = ask();
+  return at->second;
 }
 
 void Engine::SetElastic(size_t li, bool elastic) {

@@ -770,6 +770,9 @@ class Engine {
     int64_t supply = INT64_MAX;
   };
   using BookAnswers = std::map<AskKey, BookAnswer>;
+  // The book's answer for local li asking `replicas`: from `asked` (may be null: not kept) when
+  // AskKeyOf keys it, else (and the first time) `ask()`, which is then kept.
+  BookAnswer Answer(BookAnswers* asked, size_t li, int32_t replicas, const std::function<BookAnswer()>& ask) const;
   uint64_t plans_ = 0;  // Reclaim plans made (ReclaimWith calls)
   // StartReclaim's second half: plans local li's Reclaim with `filter` and, when there is a plan
   // none of whose victims is already leaving, holds its nodes, schedules the evictions and logs
