@@ -1062,16 +1062,43 @@ void Engine::ListLeaf(size_t q, bool kept, const std::vector<int64_t>& rooms) {
 
 void Engine::HoldBack(size_t q, PassMarks& marks) {
   if (q >= shapes_of_queue_.size() || q >= leaf_lists_.size() || !leaf_lists_[q].valid) return;
-  const bool kept = leaf_lists_[q].kept;
+  const LeafList& list = leaf_lists_[q];
+  if (list.held == static_cast<int64_t>(shapes_of_queue_[q].size())) return;  // none was listed
+  if (marks.spent.size() <= q) marks.spent.resize(shapes_of_queue_.size(), 0);
+  if (marks.spent[q]) return;
   std::vector<int64_t> rooms(3 * book_.managed_count());
-  LeafRooms(q, kept, rooms.data());
-  const LeafRoom room = RoomOf(q, kept, rooms.data());
+  LeafRooms(q, list.kept, rooms.data());
+  const LeafRoom room = RoomOf(q, list.kept, rooms.data());
+  bool left = false;
   for (const ShapeNeed& need : shapes_of_queue_[q]) {
-    if (!queue_.listed(need.shape, kFirstPass) || room.Lists(need)) continue;
+    if (!queue_.listed(need.shape, kFirstPass)) continue;
+    if (room.Lists(need)) {
+      left = true;
+      continue;
+    }
     // As if the pass had come to it and found no room: held back for the second pass.
     queue_.SetListed(need.shape, false, kFirstPass);
     marks.waited.push_back(need.shape);
     marks.any_held = true;
+  }
+  marks.spent[q] = !left;
+}
+
+void Engine::HoldBackAround(size_t q, PassMarks& marks) {
+  HoldBack(q, marks);
+  // Its sister leaves share the room its parent had (and the leaves below an ancestor left with no
+  // GPU room within its fair share have none): held back now rather than each in turn.
+  const QueueTree& tree = book_.tree();
+  std::vector<size_t> below;
+  for (int a = tree.parent(q); a >= 0; a = tree.parent(static_cast<size_t>(a))) {
+    if (a != tree.parent(q) && book_.GpuRoom(state_, static_cast<size_t>(a), QueueBook::Bound::kFair) > 0) continue;
+    below.assign(1, static_cast<size_t>(a));
+    while (!below.empty()) {
+      const size_t at = below.back();
+      below.pop_back();
+      if (tree.leaf(at)) HoldBack(at, marks);
+      else below.insert(below.end(), tree.children(at).begin(), tree.children(at).end());
+    }
   }
 }
 
@@ -1111,7 +1138,7 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
               marks->waited.push_back(l.shape);
               marks->any_held = true;
               // Its leaf's other shapes a start elsewhere on its path left no room for either.
-              if (queue >= 0) HoldBack(static_cast<size_t>(queue), *marks);
+              if (queue >= 0) HoldBackAround(static_cast<size_t>(queue), *marks);
             }
             return PendingQueue::Outcome::kShapeWaits;  // its queue has no room for it
           }
@@ -1122,7 +1149,7 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
           CountDemand(li, false);
           OnStart(li, now_s, a.granted);
           // Its leaf's shapes it left no room for are not looked at again in this pass.
-          if (marks != nullptr && !second && queue >= 0) HoldBack(static_cast<size_t>(queue), *marks);
+          if (marks != nullptr && !second && queue >= 0) HoldBackAround(static_cast<size_t>(queue), *marks);
           // What it held is free again: the classes that found no capacity are tried again.
           if (own && marks != nullptr) std::fill(marks->full.begin(), marks->full.end(), 0);
           return PendingQueue::Outcome::kStarted;

@@ -640,6 +640,7 @@ class Engine {
     std::vector<int> waited;  // the shapes held back in the pass for their queue's room (repeats possible)
     bool any_held = false;    // some shape is held back (here or by ListShapes)
     std::vector<char> full;  // per class: a job of it found no capacity
+    std::vector<char> spent;  // per leaf queue: HoldBack left none of its shapes listed
   };
   // Lists the shapes of every leaf queue for the first pass (above) and returns whether any is
   // held back. A leaf's shapes are looked at again only when its room (QueueBook::RoomByDim
@@ -675,6 +676,10 @@ class Engine {
   // waited, as if the pass had come to each and found no room), so that the pass does not come
   // to each of them in turn.
   void HoldBack(size_t q, PassMarks& marks);
+  // HoldBack for leaf q, then for the other leaves below its parent, and below each ancestor with
+  // no GPU room left within its fair share (QueueBook::GpuRoom): a start in q took the room they
+  // share, so the pass need not come to each of them to find that out. O(the leaves below those).
+  void HoldBackAround(size_t q, PassMarks& marks);
   // Per leaf queue: the rooms its shapes were last listed with (ListShapes).
   struct LeafList {
     bool valid = false;          // false: list its shapes again

@@ -249,6 +249,15 @@ class PendingQueue::PassRun {
   void ShapeDue(int c, int s, const Key& key) {
     if (blocked_[static_cast<size_t>(c)] || state_[static_cast<size_t>(s)] != 0) return;
     last_[static_cast<size_t>(c)] = {key, s};
+    // Unlisted since it was armed (by an attempt before its turn): dropped, as Arm drops one it
+    // comes to, and the class's next shape is armed.
+    if (list_ >= 0 && !q_.listed(s, list_)) {
+      char& bits = q_.listed_[static_cast<size_t>(s)];
+      bits = static_cast<char>(bits & ~(1 << (kLists + list_)));
+      heads_of_[static_cast<size_t>(c)].erase({key, s});
+      Arm(c);
+      return;
+    }
     // Its first job onto the heap: the next attempt (nothing is due between). The class's next
     // shape's first job comes after that attempt's job, so it is armed by that attempt (and never
     // looked at when the attempt blocks the class). When the first job is one tried on its own,

@@ -69,7 +69,8 @@ class PendingQueue {
   // Scope::list looks only at that list's shapes, lazily as at every shape otherwise — O(1) to
   // unlist, O(log) to list (O(1) when it was unlisted since the last pass that came to it), so
   // that a caller whose lists change little between passes does not hand over every listed shape
-  // each pass, and one whose shapes go out and back in costs little.
+  // each pass, and one whose shapes go out and back in costs little. A shape unlisted during a
+  // pass (by an attempt) is not looked at by it unless it already was.
   static constexpr int kLists = 2;
   void SetListed(int shape, bool listed, int list = 0);
   bool listed(int shape, int list = 0) const {

@@ -265,6 +265,39 @@ TEST(PendingQueueClasses, AScopeTriesOnlyTheListedShapesAndTheClassesItAccepts) 
   EXPECT_EQ(tried, (std::vector<size_t>{0, 2, 3}));
 }
 
+TEST(PendingQueueClasses, AShapeUnlistedDuringAPassBeforeItsTurnIsNotTried) {
+  // By hand: shape 0 (class 1) holds jobs 0 and 2, shape 1 (class 2) jobs 1 and 3, shape 2
+  // (class 2) job 4; all listed. The pass's start arms both classes' first shapes; job 0's
+  // attempt unlists shape 1 before its turn, so its jobs are not tried and its class goes on with
+  // shape 2.
+  PendingQueue q(false);
+  q.SetClass(0, 1);
+  q.SetClass(1, 2);
+  q.SetClass(2, 2);
+  for (size_t i = 0; i < 4; ++i) q.Push(i, 0, static_cast<int>(i % 2), false);
+  q.Push(4, 0, 2, false);
+  for (int sh = 0; sh < 3; ++sh) q.SetListed(sh, true);
+  std::vector<size_t> tried;
+  q.Pass(
+      [&](size_t i) {
+        tried.push_back(i);
+        if (i == 0) q.SetListed(1, false);
+        return Outcome::kStays;
+      },
+      {}, PendingQueue::Scope{nullptr, nullptr, nullptr, 0});
+  EXPECT_EQ(tried, (std::vector<size_t>{0, 2, 4}));
+  // Listed again, it is looked at by the next pass.
+  q.SetListed(1, true);
+  tried.clear();
+  q.Pass(
+      [&](size_t i) {
+        tried.push_back(i);
+        return Outcome::kStays;
+      },
+      {}, PendingQueue::Scope{nullptr, nullptr, nullptr, 0});
+  EXPECT_EQ(tried, (std::vector<size_t>{0, 1, 2, 3, 4}));
+}
+
 TEST(PendingQueueClasses, ListedShapesArePassedAsTheirListWouldBe) {
   // By hand: shapes 0, 1 of class 1; shape 2 of class 2. Listed: 1 and 2 (2 before its jobs
   // came), then 2 no longer.
