@@ -1104,11 +1104,15 @@ void Engine::HoldBackAround(size_t q, PassMarks& marks) {
 
 int32_t Engine::QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bound bound) const {
   const Job& j = state_.job(locals_[li].id);
+  using Bound = QueueBook::Bound;
+  // No queue, or no limit on its path (within the limits): no bound, without a walk up the path.
+  if (j.spec.queue < 0 || !book_.enabled() ||
+      (leaf_bound == Bound::kLimit && bound == Bound::kLimit && book_.Unlimited(static_cast<size_t>(j.spec.queue)))) {
+    return INT32_MAX;
+  }
   // Its leaf's room in replicas of its shape's one-replica request (which Roomy reads too).
-  const int64_t room = j.spec.queue < 0 || !book_.enabled()
-                           ? INT64_MAX
-                           : shape_info_[static_cast<size_t>(locals_[li].shape)].need.Replicas(
-                                 book_.RoomByDim(state_, static_cast<size_t>(j.spec.queue), leaf_bound, bound));
+  const int64_t room = shape_info_[static_cast<size_t>(locals_[li].shape)].need.Replicas(
+      book_.RoomByDim(state_, static_cast<size_t>(j.spec.queue), leaf_bound, bound));
   return static_cast<int32_t>(std::min<int64_t>(INT32_MAX, int64_t{j.bound_tasks} + std::min<int64_t>(room, INT32_MAX)));
 }
 

@@ -61,6 +61,14 @@ StatusOr<QueueBook> QueueBook::Create(std::vector<QueueSpec> specs, SharingSpec 
   for (size_t d = 0; d < dims.size(); ++d) {
     if (b.managed_[d]) b.managed_list_.push_back({d, b.Fixed(d)});
   }
+  b.unlimited_.assign(n, 1);
+  for (size_t q = 0; q < n; ++q) {
+    for (int p = static_cast<int>(q); p >= 0 && b.unlimited_[q]; p = b.tree_.parent(static_cast<size_t>(p))) {
+      for (const auto& [d, f] : b.managed_list_) {
+        if (b.tree_.limit(static_cast<size_t>(p))[d] != kNoLimit) b.unlimited_[q] = 0;
+      }
+    }
+  }
   return b;
 }
 

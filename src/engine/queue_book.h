@@ -165,6 +165,9 @@ class QueueBook {
   // entries), in a fixed order; FromManaged(room) == RoomByDim(...).
   void RoomByManagedDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound, int64_t* room) const;
   size_t managed_count() const { return managed_list_.size(); }
+  // Neither queue q nor an ancestor has a limit in a managed dimension: RoomByManagedDim within
+  // kLimit (leaf and ancestors) is INT64_MAX in every one. O(1).
+  bool Unlimited(size_t q) const { return unlimited_[q] != 0; }
   // The dimension of QueueUsage that the i-th managed dimension is (i < managed_count()).
   size_t managed_dim(size_t i) const { return managed_list_[i].second; }
   QueueUsage FromManaged(const int64_t* room) const;
@@ -253,6 +256,7 @@ class QueueBook {
   QueueTree tree_;
   SharingSpec sharing_;
   std::vector<char> managed_;        // per quota dimension: some queue names it (else unchecked)
+  std::vector<char> unlimited_;  // per queue: Unlimited
   std::vector<std::pair<size_t, size_t>> managed_list_;  // the managed dimensions d, with Fixed(d)
   // Queue q's row of Cap(q, d, bound) over the quota dimensions d.
   const int64_t* Caps(size_t q, Bound bound) const;

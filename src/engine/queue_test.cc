@@ -543,6 +543,25 @@ TEST(EngineQueues, ALimitHoldsAQueueBelowItEvenOnAnIdleClusterAndTheExplanationN
   EXPECT_TRUE(d.Cycle(1).empty());
 }
 
+TEST(EngineQueues, AnOrgsLimitHoldsItsTeamWhichHasNoneOfItsOwnOnAnIdleCluster) {
+  // org (limit 16 GPUs) > team (no limit); other (no limit). Six idle nodes: the team starts
+  // two of its four one-node jobs, and no later cycle starts more; other's job starts.
+  QueueSpec org = Q("org", 0);
+  org.limit.gpu_milli = 16 * kG;
+  Cluster c(6, {org, Q("team", 0, 1, "org"), Q("other", 0)});
+  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(10 + i, "team", 1), 0);
+  c.Submit(NodeJob(20, "other", 1), 0);
+  c.Cycle(0);
+  EXPECT_EQ(c.Held().at("team"), 2);
+  EXPECT_EQ(c.Held().at("other"), 1);
+  EXPECT_TRUE(c.Cycle(1).empty());
+  // Only a queue with no limit on its path is unbounded within the limits.
+  const QueueBook& book = c.e().queue_book();
+  EXPECT_FALSE(book.Unlimited(0));
+  EXPECT_FALSE(book.Unlimited(1));
+  EXPECT_TRUE(book.Unlimited(2));
+}
+
 TEST(EngineQueues, AStaticQuotaCapsEachQueueAtItsGuaranteeAndBorrowingWithoutReclaimNeverGivesBack) {
   SharingSpec fixed;
   fixed.borrow = false;
