@@ -891,7 +891,11 @@ void Engine::TryQueue(int64_t now_s) {
     for (int sh : marks.waited) {
       queue_.SetListed(sh, true, kSecondPass);
       const int32_t q = shape_info_[static_cast<size_t>(sh)].queue;
-      if (q >= 0) Unlist(static_cast<size_t>(q));
+      // A leaf HoldBack kept its listing's record of is looked at again as it recorded (it is in
+      // relist_); any other, listed anew.
+      if (q >= 0 && !(leaf_lists_[static_cast<size_t>(q)].valid && leaf_lists_[static_cast<size_t>(q)].touched)) {
+        Unlist(static_cast<size_t>(q));
+      }
     }
     if (marks.any_held) QueuePass(now_s, Bound::kLimit, &marks);
   }
@@ -961,7 +965,7 @@ bool Engine::ListShapes(const std::vector<char>& keeps) {
     const bool kept = keeps[q] != 0;
     if (kept) kept_leaves_.push_back(q);
     LeafList& list = leaf_lists_[q];
-    if (list.valid && list.kept == kept) {
+    if (list.valid && list.kept == kept && !list.touched) {
       bool path_changed = false;
       for (int p = static_cast<int>(q); p >= 0 && !path_changed; p = tree.parent(static_cast<size_t>(p))) {
         path_changed = changed[static_cast<size_t>(p)] != 0;
@@ -970,6 +974,7 @@ bool Engine::ListShapes(const std::vector<char>& keeps) {
     }
     LeafRooms(q, kept, rooms.data());
     ClampRooms(q, rooms.data());
+    list.touched = false;
     if (list.valid && list.kept == kept && list.rooms == rooms) continue;
     ListLeaf(q, kept, rooms);
   }
@@ -1062,15 +1067,23 @@ void Engine::ListLeaf(size_t q, bool kept, const std::vector<int64_t>& rooms) {
 
 void Engine::HoldBack(size_t q, PassMarks& marks) {
   if (q >= shapes_of_queue_.size() || q >= leaf_lists_.size() || !leaf_lists_[q].valid) return;
-  const LeafList& list = leaf_lists_[q];
-  if (list.held == static_cast<int64_t>(shapes_of_queue_[q].size())) return;  // none was listed
+  LeafList& list = leaf_lists_[q];
+  const std::vector<ShapeNeed>& needs = shapes_of_queue_[q];
+  if (list.held == static_cast<int64_t>(needs.size())) return;  // none is listed
   if (marks.spent.size() <= q) marks.spent.resize(shapes_of_queue_.size(), 0);
   if (marks.spent[q]) return;
-  std::vector<int64_t> rooms(3 * book_.managed_count());
+  // Its rooms now within fair shares and its guarantee, with those within the limits as listed
+  // (the second pass's listing is not redone here): what the listing records below.
+  const size_t m = book_.managed_count();
+  std::vector<int64_t> rooms(3 * m);
   LeafRooms(q, list.kept, rooms.data());
+  ClampRooms(q, rooms.data());
+  std::copy(list.rooms.begin() + static_cast<std::ptrdiff_t>(m), list.rooms.begin() + static_cast<std::ptrdiff_t>(2 * m),
+            rooms.begin() + static_cast<std::ptrdiff_t>(m));
   const LeafRoom room = RoomOf(q, list.kept, rooms.data());
   bool left = false;
-  for (const ShapeNeed& need : shapes_of_queue_[q]) {
+  for (size_t i = 0; i < needs.size(); ++i) {
+    const ShapeNeed& need = needs[i];
     if (!queue_.listed(need.shape, kFirstPass)) continue;
     if (room.Lists(need)) {
       left = true;
@@ -1080,6 +1093,20 @@ void Engine::HoldBack(size_t q, PassMarks& marks) {
     queue_.SetListed(need.shape, false, kFirstPass);
     marks.waited.push_back(need.shape);
     marks.any_held = true;
+    ++list.held;
+    ++shapes_held_;
+    list.listed[i] = static_cast<char>(list.listed[i] & ~(1 << kFirstPass));
+    // One the second pass would not try by its limits is tried all the same (TryQueue), and the
+    // leaf listed anew at the next listing.
+    if ((list.listed[i] >> kSecondPass & 1) == 0) list.valid = false;
+  }
+  // Listed as ListLeaf would list it with these rooms (rooms only shrink within a cycle, so what
+  // was not listed for the first pass would not be now): the next listing looks at it again and
+  // lists it anew only if its rooms changed since.
+  if (list.valid) {
+    list.rooms = rooms;
+    list.touched = true;
+    relist_.push_back(q);
   }
   marks.spent[q] = !left;
 }

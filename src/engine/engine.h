@@ -690,6 +690,9 @@ class Engine {
     // pass by the last listing (valid: still so; anything else that lists or unlists one of its
     // shapes makes the leaf not valid).
     std::vector<char> listed;
+    // HoldBack held some of its shapes back after the listing and recorded its rooms then: the
+    // next listing computes its rooms whether or not its path changed.
+    bool touched = false;
     // ClampRooms' cap per managed dimension, for its first `clamp_shapes` shapes (shapes are
     // only added; SetQueues clears the lists).
     std::vector<int64_t> clamp;
