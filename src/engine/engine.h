@@ -183,6 +183,17 @@ struct DefragCounters {
   int64_t assembled = 0;          // of them, holds assembled for their job (EngineDefrag::assemble)
   int64_t vacated_planned = 0;    // nodes the plans meant to vacate
   int64_t plan_ns_max = 0, plan_ns_sum = 0;  // planning time (EngineConfig::planning_clock)
+  // Another engine's counts added (e.g. a federation's members): counts and times summed, the
+  // longest plan kept.
+  DefragCounters& operator+=(const DefragCounters& o) {
+    plans += o.plans;
+    triggered += o.triggered;
+    assembled += o.assembled;
+    vacated_planned += o.vacated_planned;
+    plan_ns_max = std::max(plan_ns_max, o.plan_ns_max);
+    plan_ns_sum += o.plan_ns_sum;
+    return *this;
+  }
 };
 
 // The engine's configuration. Every field's default is the one a driver gets without saying.

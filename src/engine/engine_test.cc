@@ -1097,5 +1097,28 @@ TEST(Engine, EvacuatingANodeMovesItsTasksMakeBeforeBreakAndKeepsItCordoned) {
   EXPECT_TRUE(m->state().node(NodeId(0)).tasks.empty());
 }
 
+TEST(DefragCounters, SummedOverEnginesCountsAddAndTheLongestPlanIsKept) {
+  DefragCounters a, b;
+  a.plans = 3;
+  a.triggered = 1;
+  a.assembled = 1;
+  a.vacated_planned = 5;
+  a.plan_ns_max = 900;
+  a.plan_ns_sum = 2000;
+  b.plans = 2;
+  b.vacated_planned = 4;
+  b.plan_ns_max = 700;
+  b.plan_ns_sum = 1000;
+  a += b;
+  EXPECT_EQ(a.plans, 5);
+  EXPECT_EQ(a.triggered, 1);
+  EXPECT_EQ(a.assembled, 1);
+  EXPECT_EQ(a.vacated_planned, 9);
+  EXPECT_EQ(a.plan_ns_max, 900);
+  EXPECT_EQ(a.plan_ns_sum, 3000);
+  b += a;
+  EXPECT_EQ(b.plan_ns_max, 900);
+}
+
 }  // namespace
 }  // namespace estuary

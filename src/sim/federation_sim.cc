@@ -610,21 +610,8 @@ void FederationRun::MemberDefragMetrics(std::map<std::string, double>& mt) const
   MigrationCounters k;
   DefragCounters d;
   for (const auto& m : members) {
-    const MigrationCounters& mk = m->engine().migration_counters();
-    const DefragCounters& md = m->engine().defrag_counters();
-    k.planned += mk.planned;
-    k.started += mk.started;
-    k.completed += mk.completed;
-    k.aborted += mk.aborted;
-    k.cancelled += mk.cancelled;
-    k.groups_completed += mk.groups_completed;
-    k.double_occupancy_gpu_milli_s += mk.double_occupancy_gpu_milli_s;
-    d.plans += md.plans;
-    d.triggered += md.triggered;
-    d.assembled += md.assembled;
-    d.vacated_planned += md.vacated_planned;
-    d.plan_ns_max = std::max(d.plan_ns_max, md.plan_ns_max);
-    d.plan_ns_sum += md.plan_ns_sum;
+    k += m->engine().migration_counters();
+    d += m->engine().defrag_counters();
   }
   DefragCounterMetrics(k, d, mt);
 }

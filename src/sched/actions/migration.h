@@ -79,6 +79,17 @@ struct MigrationCounters {
   int64_t groups_completed = 0;  // nodes whose every move completed (vacated)
   // Double occupancy: GPU milli reserved on targets x seconds, from start to completion or abort.
   int64_t double_occupancy_gpu_milli_s = 0;
+  // Another executor's counts added (e.g. a federation's members summed).
+  MigrationCounters& operator+=(const MigrationCounters& o) {
+    planned += o.planned;
+    started += o.started;
+    completed += o.completed;
+    aborted += o.aborted;
+    cancelled += o.cancelled;
+    groups_completed += o.groups_completed;
+    double_occupancy_gpu_milli_s += o.double_occupancy_gpu_milli_s;
+    return *this;
+  }
 };
 
 class MigrationExecutor {

@@ -520,5 +520,18 @@ TEST(Migration, AcknowledgedMovesCompleteOnlyWhenTheNewInstanceIsSaidToRunAndAbo
   EXPECT_EQ(c.state.task(d).node, n0);
 }
 
+TEST(MigrationCounters, SummedOverExecutorsEveryCountAdds) {
+  MigrationCounters a{1, 2, 3, 4, 5, 6, 7};
+  const MigrationCounters b{10, 20, 30, 40, 50, 60, 70};
+  a += b;
+  EXPECT_EQ(a.planned, 11);
+  EXPECT_EQ(a.started, 22);
+  EXPECT_EQ(a.completed, 33);
+  EXPECT_EQ(a.aborted, 44);
+  EXPECT_EQ(a.cancelled, 55);
+  EXPECT_EQ(a.groups_completed, 66);
+  EXPECT_EQ(a.double_occupancy_gpu_milli_s, 77);
+}
+
 }  // namespace
 }  // namespace estuary
