@@ -252,9 +252,10 @@ class PendingQueue::PassRun {
     // Unlisted since it was armed (by an attempt before its turn): dropped, as Arm drops one it
     // comes to, and the class's next shape is armed.
     if (list_ >= 0 && !q_.listed(s, list_)) {
-      char& bits = q_.listed_[static_cast<size_t>(s)];
-      bits = static_cast<char>(bits & ~(1 << (kLists + list_)));
-      heads_of_[static_cast<size_t>(c)].erase({key, s});
+      if (heads_of_[static_cast<size_t>(c)].erase({key, s}) > 0) {
+        char& bits = q_.listed_[static_cast<size_t>(s)];
+        bits = static_cast<char>(bits & ~(1 << (kLists + list_)));
+      }
       Arm(c);
       return;
     }
