@@ -91,6 +91,10 @@ StageOutcome SolveStage(int ncols, const std::vector<Row>& rows, const std::vect
   Cbc_setParameter(m, "log", "0");
   Cbc_setParameter(m, "timeMode", "elapsed");
   Cbc_setParameter(m, "threads", "0");
+  // CBC 2.10's preprocessing (CglPreProcess) crashes in postProcess when the time limit stops a
+  // solve at some points (SIGSEGV, most runs of ExactDefrag.ATimeLimitStillYieldsAValidAssignment
+  // on some machines): off. The models are small and start from a feasible assignment.
+  Cbc_setParameter(m, "preprocess", "off");
   const std::string sec = std::to_string(std::max(seconds, 0.01));
   Cbc_setParameter(m, "sec", sec.c_str());
   Cbc_setMaximumSeconds(m, std::max(seconds, 0.01));
