@@ -887,15 +887,15 @@ void Engine::TryQueue(int64_t now_s) {
     marks.any_held = ListShapes(keeps);
     QueuePass(now_s, Bound::kFair, &marks);
     // What the first pass held back for its queue's room, the second tries too (its leaf is
-    // listed anew at the next cycle).
+    // looked at again by the next listing).
     for (int sh : marks.waited) {
       queue_.SetListed(sh, true, kSecondPass);
       const int32_t q = shape_info_[static_cast<size_t>(sh)].queue;
       // A leaf HoldBack kept its listing's record of is looked at again as it recorded (it is in
       // relist_); any other, listed anew.
-      if (q >= 0 && !(leaf_lists_[static_cast<size_t>(q)].valid && leaf_lists_[static_cast<size_t>(q)].touched)) {
-        Unlist(static_cast<size_t>(q));
-      }
+      if (q < 0) continue;
+      const size_t leaf = static_cast<size_t>(q);
+      if (leaf >= leaf_lists_.size() || !leaf_lists_[leaf].valid || !leaf_lists_[leaf].touched) Unlist(leaf);
     }
     if (marks.any_held) QueuePass(now_s, Bound::kLimit, &marks);
   }
