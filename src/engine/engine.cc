@@ -47,7 +47,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(ClusterState cluster, EngineCon
   m->book_ = std::move(*book);
   m->book_.WatchEvictions(&m->being_evicted_);
   m->state_.SetQueues(m->book_.Parents());
-  m->FileElasticByLeaf();
+  m->FileGrowable();
   m->exit_ = *exit;
   m->options_.allocate.grace_s = m->options_.grace_s;  // victims' cost (SecondsSinceCheckpoint)
   m->policy_ = *policy;
@@ -542,7 +542,7 @@ Status Engine::SetQueues(std::vector<QueueSpec> queues, SharingSpec sharing, int
     else if (l.demand_counted) book_.Pending(state_, l.id, 1);
     l.elastic_counted = 0;  // the new book counts no room to grow yet
   }
-  FileElasticByLeaf();
+  FileGrowable();
   for (size_t li : elastic_running_) SyncElastic(li);
   return Status::Ok();
 }
@@ -1251,22 +1251,26 @@ void Engine::AddElasticDemand(std::vector<QueueUsage>& want) const {
 }
 
 void Engine::RefreshShares(int64_t now_s) {
-  SyncQueueLog();
+  SyncJobLog();
   book_.Refresh(state_, now_s);
 }
 
-void Engine::SyncQueueLog() {
-  if (!book_.enabled()) return;
-  if (state_.queue_log_overflowed()) {
-    book_.AllChanged();
-    for (size_t li : elastic_running_) SyncElastic(li);
+void Engine::SyncJobLog() {
+  if (state_.job_log_overflowed()) {
+    if (book_.enabled()) book_.AllChanged();
+    for (size_t li : elastic_running_) {
+      SyncGrowable(li);
+      SyncElastic(li);
+    }
   }
-  for (JobId job : state_.queue_log()) {
-    book_.Touched(state_, job);
+  for (JobId job : state_.job_log()) {
+    if (book_.enabled()) book_.Touched(state_, job);
     const size_t li = job.value() < local_of_job_.size() ? local_of_job_[job.value()] : SIZE_MAX;
-    if (li != SIZE_MAX && locals_[li].id == job) SyncElastic(li);
+    if (li == SIZE_MAX || locals_[li].id != job) continue;
+    SyncGrowable(li);
+    SyncElastic(li);
   }
-  state_.ClearQueueLog();
+  state_.ClearJobLog();
 }
 
 void Engine::SyncElastic(size_t li) {
@@ -1506,29 +1510,38 @@ Engine::BookAnswer Engine::Answer(BookAnswers* asked, size_t li, int32_t replica
 }
 
 void Engine::SetElastic(size_t li, bool elastic) {
-  Local& l = locals_[li];
-  const bool gpuless = l.gpus == 0;
-  const size_t none = book_.tree().size();  // the list of jobs without a queue
-  const int32_t q = state_.job(l.id).spec.queue;
-  const size_t leaf = q < 0 ? none : static_cast<size_t>(q);
+  const bool gpuless = locals_[li].gpus == 0;
   if (elastic) {
-    if (elastic_running_.insert(li).second) {
-      elastic_gpuless_ += gpuless;
-      std::vector<size_t>& list = elastic_of_leaf_[leaf];
-      l.elastic_slot = list.size();
-      l.step_gpu = StepGpu(li);
-      list.push_back(li);
-      elastic_min_step_gpu_[leaf] = std::min(elastic_min_step_gpu_[leaf], l.step_gpu);
-    }
+    if (elastic_running_.insert(li).second) elastic_gpuless_ += gpuless;
   } else if (elastic_running_.erase(li) != 0) {
     elastic_gpuless_ -= gpuless;
-    std::vector<size_t>& list = elastic_of_leaf_[leaf];
+  }
+  SyncGrowable(li);
+  SyncElastic(li);
+}
+
+void Engine::SyncGrowable(size_t li) {
+  Local& l = locals_[li];
+  const Job& j = state_.job(l.id);
+  const bool growable = j.bound_tasks < j.spec.max_replicas && elastic_running_.count(li) != 0;
+  const int cls = shape_info_[static_cast<size_t>(l.shape)].cls;
+  if (l.elastic_slot != SIZE_MAX && (!growable || l.elastic_cls != cls)) {
+    std::vector<size_t>& list = elastic_of_class_[static_cast<size_t>(l.elastic_cls)];
     locals_[list.back()].elastic_slot = l.elastic_slot;
     list[l.elastic_slot] = list.back();
     list.pop_back();
+    if (list.empty()) elastic_classes_.erase(l.elastic_cls);
     l.elastic_slot = SIZE_MAX;
+    l.elastic_cls = -1;
   }
-  SyncElastic(li);
+  if (growable && l.elastic_slot == SIZE_MAX) {
+    if (elastic_of_class_.size() <= static_cast<size_t>(cls)) elastic_of_class_.resize(static_cast<size_t>(cls) + 1);
+    std::vector<size_t>& list = elastic_of_class_[static_cast<size_t>(cls)];
+    if (list.empty()) elastic_classes_.insert(cls);
+    l.elastic_slot = list.size();
+    l.elastic_cls = cls;
+    list.push_back(li);
+  }
 }
 
 void Engine::WatchWalltime(size_t li, bool on) {
@@ -1555,17 +1568,13 @@ void Engine::EndWalltimes(int64_t now_s) {
   }
 }
 
-void Engine::FileElasticByLeaf() {
-  const size_t none = book_.tree().size();
-  elastic_of_leaf_.assign(none + 1, {});
-  elastic_min_step_gpu_.assign(none + 1, INT64_MAX);
+void Engine::FileGrowable() {
+  elastic_of_class_.clear();
+  elastic_classes_.clear();
   for (size_t li : elastic_running_) {
-    const int32_t q = state_.job(locals_[li].id).spec.queue;
-    const size_t leaf = q < 0 ? none : static_cast<size_t>(q);
-    locals_[li].elastic_slot = elastic_of_leaf_[leaf].size();
-    locals_[li].step_gpu = StepGpu(li);
-    elastic_of_leaf_[leaf].push_back(li);
-    elastic_min_step_gpu_[leaf] = std::min(elastic_min_step_gpu_[leaf], locals_[li].step_gpu);
+    locals_[li].elastic_slot = SIZE_MAX;
+    locals_[li].elastic_cls = -1;
+    SyncGrowable(li);
   }
 }
 
@@ -1609,33 +1618,43 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   // With no GPU unallocated anywhere only jobs without GPUs could grow (a full cluster: the usual
   // case, at no cost however many elastic jobs run).
   if (elastic_gpuless_ == 0 && state_.allocated_gpu_milli() >= state_.total_gpu_milli()) return;
-  std::vector<JobId> running;
+  // Only the jobs that may grow (elastic_of_class_), of the classes at or above the blocking
+  // priority one step of whose request might fit somewhere (AllocateAction::AnyMightGrow):
+  // AbsorbAction would pass over the others, and capacity only shrinks while it runs — O(classes)
+  // plus the jobs of those classes, not O(elastic jobs), on a cluster whose free GPUs no step fits.
+  SyncJobLog();
   // With queues, each step only within the job's queue's fair share (limit without weights,
   // guarantee without borrowing).
-  std::function<bool(const Job&, int32_t)> may_grow;
-  if (!book_.enabled()) {
-    for (size_t li : elastic_running_) running.push_back(locals_[li].id);
-  } else {
-    const SharingSpec& sh = book_.sharing();
-    const QueueBook::Bound bound = !sh.borrow ? QueueBook::Bound::kGuarantee
-                                   : sh.weights ? QueueBook::Bound::kFair
-                                                : QueueBook::Bound::kLimit;
-    // A job whose queue has no room within `bound` for one step of it in GPUs in total would be
-    // refused by may_grow, and a queue's room only shrinks while AbsorbAction runs: a leaf
-    // without room for the least step of its jobs is passed over — O(leaves x depth), not
-    // O(elastic jobs), on a cluster whose queues are at their fair shares.
-    for (size_t leaf = 0; leaf < elastic_of_leaf_.size(); ++leaf) {
-      const std::vector<size_t>& list = elastic_of_leaf_[leaf];
-      if (list.empty()) continue;
-      const bool queued = leaf < book_.tree().size();
-      if (queued && book_.GpuRoom(state_, leaf, bound) < elastic_min_step_gpu_[leaf]) continue;
-      int64_t least = INT64_MAX;
-      for (size_t li : list) {
-        running.push_back(locals_[li].id);
-        least = std::min(least, locals_[li].step_gpu);
+  const SharingSpec& sh = book_.sharing();
+  const QueueBook::Bound bound = !sh.borrow ? QueueBook::Bound::kGuarantee
+                                 : sh.weights ? QueueBook::Bound::kFair
+                                              : QueueBook::Bound::kLimit;
+  // Per leaf queue, its room within `bound` in GPUs in total (milli; -1: not asked yet): a job
+  // whose queue has no room for one step of it would be refused by may_grow (the room only
+  // shrinks while AbsorbAction runs).
+  std::vector<int64_t> rooms;
+  std::vector<JobId> running;
+  for (const int cls : elastic_classes_) {
+    const std::vector<size_t>& list = elastic_of_class_[static_cast<size_t>(cls)];
+    const size_t first = list.front();
+    const Job& one = state_.job(locals_[first].id);
+    if (one.spec.priority < blocking) continue;
+    const int32_t step = options_.allocate.align ? std::max<int32_t>(1, one.spec.step) : 1;
+    if (!AllocateAction::AnyMightGrow(state_, state_.task(one.tasks.front()).req, step)) continue;
+    const int64_t step_gpu = StepGpu(first);
+    for (size_t li : list) {
+      const int32_t q = state_.job(locals_[li].id).spec.queue;
+      if (book_.enabled() && q >= 0) {
+        if (rooms.empty()) rooms.assign(book_.tree().size(), -1);
+        int64_t& room = rooms[static_cast<size_t>(q)];
+        if (room < 0) room = book_.GpuRoom(state_, static_cast<size_t>(q), bound);
+        if (room < step_gpu) continue;
       }
-      elastic_min_step_gpu_[leaf] = least;
+      running.push_back(locals_[li].id);
     }
+  }
+  std::function<bool(const Job&, int32_t)> may_grow;
+  if (book_.enabled()) {
     may_grow = [&, bound, now_s](const Job& j, int32_t replicas) {
       return now_s >= locals_[local_of_job_[j.id.value()]].no_grow_until && book_.Within(state_, j.id, replicas, bound, nullptr);
     };
@@ -1687,6 +1706,7 @@ std::vector<EngineAction> DefaultEngineActions() {
 
 std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& options) {
   Record(now_s, CycleInput{options});
+  SyncJobLog();  // the log stays short whichever actions read it
   const std::vector<EngineAction>& actions = options_.actions;
   const auto grow = std::find(actions.begin(), actions.end(), EngineAction::kAbsorb);
   const auto first = options.part == CyclePart::kGrow ? grow : actions.begin();

@@ -577,8 +577,8 @@ class Engine {
     int64_t no_grow_until = 0;    // a queue's Reclaim shrank it: Absorb leaves it alone until then
     int64_t no_borrow_until = 0;  // a queue's Reclaim evicted it: it starts only within fair shares until then
     int32_t claimed = 0;          // replicas its queue's Reclaim under way claims (QueueBook::Claim); 0: none
-    size_t elastic_slot = SIZE_MAX;  // its index in elastic_of_leaf_ while it runs elastic
-    int64_t step_gpu = 0;            // StepGpu, while it runs elastic
+    size_t elastic_slot = SIZE_MAX;  // its index in elastic_of_class_[elastic_cls] while it is there
+    int elastic_cls = -1;
     // Relaxed required levels (EngineJob::required_max_wait_s): its own required level (-1: none)
     // and the wait after which it accepts the next level up (0: never).
     int32_t required_level = -1, preferred_level = -1;  // its own (EngineJob's) levels
@@ -588,11 +588,12 @@ class Engine {
   QueueBook book_;
   // Local li joins or leaves its queue's demand (while it waits in the engine's queue).
   void CountDemand(size_t li, bool waiting);
-  // The shares now, the running elastic jobs' room to grow counted as demand (after SyncQueueLog).
+  // The shares now, the running elastic jobs' room to grow counted as demand (after SyncJobLog).
   void RefreshShares(int64_t now_s);
-  // Tells the book which queues' usage changed (ClusterState::queue_log, then cleared) and counts
-  // those jobs' room to grow again (SyncElastic).
-  void SyncQueueLog();
+  // For the jobs whose bound tasks changed (ClusterState::job_log, then cleared): tells the book
+  // which queues' usage changed, counts their room to grow again (SyncElastic) and files them as
+  // growable or not (SyncGrowable).
+  void SyncJobLog();
   // Local li's room to grow as counted in its queue's demand follows what it is now: max replicas
   // less bound ones while it runs elastic (elastic_running_), else none.
   void SyncElastic(size_t li);
@@ -919,15 +920,19 @@ class Engine {
   std::vector<char> being_evicted_;  // per TaskId
   std::set<size_t> elastic_running_;
   int64_t elastic_gpuless_ = 0;  // of elastic_running_, the jobs without GPUs (Local::gpus 0)
-  // elastic_running_ by leaf queue (index: the queue; the last: jobs without one), in no order;
-  // Local::elastic_slot is a job's index in its list.
-  std::vector<std::vector<size_t>> elastic_of_leaf_;
-  // Per leaf queue: at most the least GPUs in total (milli) one step of growth of an elastic job
-  // of it requests (0 with a job that requests none): Absorb passes over a leaf without that
-  // room within its bound. Lowered as jobs join, raised when Absorb looks at the leaf's jobs.
-  std::vector<int64_t> elastic_min_step_gpu_;
-  // Adds local li to elastic_running_ (and elastic_of_leaf_) or takes it out.
+  // The jobs of elastic_running_ that may grow (fewer bound replicas than their max: the only ones
+  // Absorb looks at) by their shape's class (ShapeInfo::cls: the request, step, topology and
+  // priority, which decide whether any of them can grow now), in no order; Local::elastic_slot is
+  // a job's index in its list (SIZE_MAX: in none), Local::elastic_cls the class it is filed
+  // under. elastic_classes_: the classes whose list is not empty. Kept by SyncGrowable.
+  std::vector<std::vector<size_t>> elastic_of_class_;
+  std::set<int> elastic_classes_;
+  // Adds local li to elastic_running_ (and, while it may grow, elastic_of_class_) or takes it out.
   void SetElastic(size_t li, bool elastic);
+  // Local li is in elastic_of_class_, under its shape's class, iff it runs elastic with fewer bound
+  // replicas than its max (as it is now: after any change of its bound tasks, its shape or
+  // elastic_running_). O(log classes).
+  void SyncGrowable(size_t li);
   // Whether the cycle has the reclaim action (a configuration with `preempt`): without it no
   // Reclaim starts, neither in a cycle nor on a Submit (kQueue, kStartOrReclaim) or a quote.
   bool Reclaims() const {
@@ -940,8 +945,9 @@ class Engine {
   // Local li's run starts (`on`, started_at_s set) or stops (before started_at_s is cleared).
   void WatchWalltime(size_t li, bool on);
   void EndWalltimes(int64_t now_s);
-  // Files elastic_running_ by leaf queue anew (at Create, and when the queues changed).
-  void FileElasticByLeaf();
+  // Files elastic_running_'s jobs that may grow by class anew (at Create, and when the queues
+  // changed).
+  void FileGrowable();
   // The GPUs in total (milli) one step of growth of local li requests (QueueBook::Within's).
   int64_t StepGpu(size_t li) const;
   std::vector<EngineEvent> events_;

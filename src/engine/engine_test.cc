@@ -128,6 +128,24 @@ std::unique_ptr<Engine> WithElastic(int32_t min, int32_t step, bool align, const
   return std::move(*e);
 }
 
+TEST(Engine, AnElasticJobAtItsMaxThatLosesReplicasToAFailureGrowsBackAtTheNextCycle) {
+  // 4 replicas of 1 GPU, at max: n0's failure takes 2; the next cycle's Absorb grows the job back
+  // to its max on the other nodes (a job at its max is not looked at; one that lost replicas is
+  // again), and a cycle after that changes nothing.
+  auto m = WithElastic(1, 1, false, {0, 0, 1, 1});
+  EXPECT_TRUE(m->RunCycle(1).empty()) << "at its max: nothing to grow";
+  m->FailNode(NodeId(0), 5);
+  m->TakeEvents();
+  ASSERT_EQ(m->Running(1), 2);
+  const std::vector<EngineEvent> ev = m->RunCycle(6);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kGrown);
+  EXPECT_EQ(ev[0].replicas, 4);
+  EXPECT_EQ(m->Running(1), 4);
+  EXPECT_TRUE(m->state().CheckInvariants().ok());
+  EXPECT_TRUE(m->RunCycle(7).empty());
+}
+
 TEST(Engine, ANodeFailureKeepsTheLargestWholeNumberOfStepsOfTheSurvivors) {
   // 12 replicas (4 per node), step 8: 8 survive the failure of n0 and all are kept; n1's failure
   // leaves 4 < min 8: the job is evicted whole.

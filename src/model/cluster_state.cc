@@ -614,8 +614,8 @@ void ClusterState::ReplaceQueues(std::vector<int32_t> parent, const std::vector<
   for (const Task& t : tasks_) {
     if (t.state == TaskState::kBound) CountQueue(t, 1);
   }
-  queue_log_.clear();  // every queue's usage is new: recount them all
-  queue_log_overflowed_ = true;
+  job_log_.clear();  // every queue's usage is new: recount them all
+  job_log_overflowed_ = true;
   ++epoch_;
   Released(nullptr);  // a job held by its old queue's bounds may fit the new ones
 }
@@ -655,13 +655,11 @@ int64_t ClusterState::queue_min_preemptible(size_t q, GpuModelSet models) const 
 void ClusterState::CountQueue(const Task& t, int sign) {
   const GpuModelId m = nodes_[t.node.value()].spec.model;
   const int32_t own = jobs_[t.job.value()].spec.queue;
-  if (own >= 0) {
-    if (queue_log_.size() >= kQueueLogMax) {
-      queue_log_.clear();
-      queue_log_overflowed_ = true;
-    }
-    queue_log_.push_back(t.job);
+  if (job_log_.size() >= kJobLogMax) {
+    job_log_.clear();
+    job_log_overflowed_ = true;
   }
+  job_log_.push_back(t.job);
   if (own >= 0 && jobs_[t.job.value()].spec.preemptible) {
     AddSize(queue_sizes_[static_cast<size_t>(own)], t, m, sign);
     const uint32_t j = t.job.value();

@@ -381,18 +381,18 @@ class ClusterState {
   // (-1: none), and what each queue holds is counted anew from the bound tasks. O(tasks + jobs).
   // REQUIRES: remap has an entry per queue of the old tree, each -1 or a queue of `parent`.
   void ReplaceQueues(std::vector<int32_t> parent, const std::vector<int32_t>& remap);
-  // The queue log: the jobs whose bound tasks changed what their queue holds (a bind, a release,
-  // a Standby entry or exit), in order, repeats included, since the last ClearQueueLog — so that
-  // whoever keeps figures per queue recounts only the queues that changed. Past kQueueLogMax
-  // entries (nobody clears it) the log is emptied and queue_log_overflowed() is set (recount
-  // everything); ReplaceQueues sets it too. Only jobs that name a queue are logged.
-  const std::vector<JobId>& queue_log() const { return queue_log_; }
-  bool queue_log_overflowed() const { return queue_log_overflowed_; }
-  void ClearQueueLog() {
-    queue_log_.clear();
-    queue_log_overflowed_ = false;
+  // The job log: the jobs whose bound tasks changed (a bind, a release, a Standby entry or exit),
+  // in order, repeats included, since the last ClearJobLog — so that whoever keeps figures per
+  // job or per queue (what a queue holds, which running jobs may grow) recounts only those that
+  // changed. Past kJobLogMax entries (nobody clears it) the log is emptied and
+  // job_log_overflowed() is set (recount everything); ReplaceQueues sets it too.
+  const std::vector<JobId>& job_log() const { return job_log_; }
+  bool job_log_overflowed() const { return job_log_overflowed_; }
+  void ClearJobLog() {
+    job_log_.clear();
+    job_log_overflowed_ = false;
   }
-  static constexpr size_t kQueueLogMax = size_t{1} << 20;
+  static constexpr size_t kJobLogMax = size_t{1} << 20;
   size_t queue_count() const { return queue_usage_.size(); }
   int32_t queue_parent(size_t q) const { return queue_parent_[q]; }
   const QueueUsage& queue_usage(size_t q) const { return queue_usage_[q]; }
@@ -512,12 +512,13 @@ class ClusterState {
   std::map<int32_t, int64_t> preemptible_gpu_milli_;  // by job priority (PreemptibleGpuMilliBelow)
   // Adds (sign 1) or takes back (-1) what bound task `t` holds to preemptible_gpu_milli_.
   void CountPreemptible(const Task& t, int64_t gpu_milli, int sign);
-  // Adds (sign 1) or takes back (-1) what bound task `t` holds to its job's queue's usage.
+  // Adds (sign 1) or takes back (-1) what bound task `t` holds to its job's queue's usage, and
+  // logs its job (job_log).
   void CountQueue(const Task& t, int sign);
   std::vector<QueueUsage> queue_usage_;
   std::vector<QueueUsage> queue_preemptible_;
-  std::vector<JobId> queue_log_;
-  bool queue_log_overflowed_ = false;
+  std::vector<JobId> job_log_;
+  bool job_log_overflowed_ = false;
   // Per queue: the GPU sizes its own preemptible jobs' bound tasks hold (queue_min_preemptible),
   // one entry per (node model, GPU milli) with the count of such tasks.
   struct HeldSize {

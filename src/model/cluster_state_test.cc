@@ -59,6 +59,25 @@ TEST(ClusterState, UnbindRestoresExactlyWhatBindTook) {
   EXPECT_TRUE(c.state.CheckInvariants().ok());
 }
 
+TEST(ClusterState, TheJobLogListsTheJobOfEveryBindAndReleaseQueueOrNotUntilCleared) {
+  ClusterBuilder c;
+  NodeId n = c.AddNode("n0", testing::Gpus(4));
+  TaskId a = c.Submit("a", Req().Gpus(1));  // no queue
+  TaskId b = c.Submit("b", Req().Gpus(2));
+  c.state.ClearJobLog();
+  c.state.Bind(a, n, Idx({0}));
+  c.state.Bind(b, n, Idx({1, 2}));
+  c.state.Unbind(a);
+  const JobId ja = c.state.task(a).job, jb = c.state.task(b).job;
+  EXPECT_EQ(c.state.job_log(), (std::vector<JobId>{ja, jb, ja}));
+  EXPECT_FALSE(c.state.job_log_overflowed());
+  c.state.ClearJobLog();
+  EXPECT_TRUE(c.state.job_log().empty());
+  c.state.Finish(b);
+  EXPECT_EQ(c.state.job_log(), (std::vector<JobId>{jb}));
+  EXPECT_TRUE(c.state.CheckInvariants().ok());
+}
+
 TEST(ClusterState, CanBindRefusesOverCommitWrongIndicesAndWrongModels) {
   ClusterBuilder c;
   NodeId n = c.AddNode("n0", testing::Gpus(2));

@@ -472,5 +472,30 @@ TEST(Absorb, JobsThatCannotGrowAreSkipped) {
   EXPECT_EQ(g.Bound(full), 2);
 }
 
+TEST(Absorb, AnyMightGrowCountsAHeldNodeAsItsOwnersAndRefusesAStepThatFitsNowhere) {
+  Cluster g = Cluster::Flat(3);
+  g.Fill(0, 0);
+  g.Fill(1, 3);  // 3 GPUs free on n1
+  JobId waiting = g.Elastic("waiting", 1, 1, 1, 1, Req().Gpus(8));
+  const std::vector<NodeId> held = {g.N(2)};
+  g.c.state.AddReservation(waiting, held);  // n2 (8 free GPUs) held for another job
+  // n2 counts as its owner's: some job might grow there.
+  EXPECT_TRUE(AllocateAction::AnyMightGrow(g.c.state, Req().Gpus(8), 1));
+  EXPECT_FALSE(AllocateAction::AnyMightGrow(g.c.state, Req().Gpus(8), 2));  // 16 GPUs on one node each
+  // 1-GPU replicas: 3 on n1 and 8 on n2.
+  EXPECT_TRUE(AllocateAction::AnyMightGrow(g.c.state, Req().Gpus(1), 11));
+  EXPECT_FALSE(AllocateAction::AnyMightGrow(g.c.state, Req().Gpus(1), 12));
+  // Without the hold, 4-GPU replicas fit only on n2; with n2 filled but 3 GPUs, nowhere.
+  g.c.state.ReleaseReservation(g.c.state.job(waiting).reservation);
+  EXPECT_TRUE(AllocateAction::AnyMightGrow(g.c.state, Req().Gpus(4), 2));
+  g.Fill(2, 3);
+  EXPECT_FALSE(AllocateAction::AnyMightGrow(g.c.state, Req().Gpus(4), 1));
+  JobId e = g.Elastic("e", 4, 1, 4, 1, Req().Gpus(1));
+  g.RunOn(e, 1, 1);
+  auto s = g.Open();
+  EXPECT_EQ(AllocateAction::TryGrow(*s, g.c.state, e, AllocateOptions{}, 1), 1);  // a 1-GPU step fits
+  g.ExpectValid();
+}
+
 }  // namespace
 }  // namespace estuary

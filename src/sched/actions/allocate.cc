@@ -493,15 +493,20 @@ JobAttempt AllocateAction::PlaceSegments(Session& session, ClusterState& state, 
 }
 
 namespace {
-// Whether `want` replicas of `req` (tasks of `job`) might fit now: a necessary condition only,
-// from the free-GPU index for whole-GPU replicas (each node counted on its own, as
-// ReplicasFitting does; stops as soon as `want` fit), else from the cluster's free totals.
-bool MightFit(const ClusterState& state, const TaskRequest& req, JobId job, int64_t want) {
+// Whether `want` replicas of `req` (tasks of `job`; nullopt: of any job, each node held by a
+// reservation counted as its owner's) might fit now: a necessary condition only, from the
+// free-GPU index for whole-GPU replicas (each node counted on its own, as ReplicasFitting does;
+// stops as soon as `want` fit), else from the cluster's free totals.
+bool MightFit(const ClusterState& state, const TaskRequest& req, std::optional<JobId> job, int64_t want) {
   if (WholeGpus(req)) {
     int64_t fit = 0;
     for (int k = std::max(1, req.gpu_count); k <= kMaxGpusPerNode; ++k) {
-      for (NodeId n : state.nodes_with_full_free(k)) {
-        if ((fit += AllocateAction::ReplicasFitting(state, state.node(n), req, false, job)) >= want) return true;
+      for (NodeId id : state.nodes_with_full_free(k)) {
+        const Node& n = state.node(id);
+        const JobId owner = job                    ? *job
+                            : n.reservation.valid() ? state.reservation(n.reservation).owner
+                                                    : JobId();
+        if ((fit += AllocateAction::ReplicasFitting(state, n, req, false, owner)) >= want) return true;
       }
     }
     return false;
@@ -511,6 +516,10 @@ bool MightFit(const ClusterState& state, const TaskRequest& req, JobId job, int6
   return true;
 }
 }  // namespace
+
+bool AllocateAction::AnyMightGrow(const ClusterState& state, const TaskRequest& req, int32_t step) {
+  return MightFit(state, req, std::nullopt, step);
+}
 
 int32_t AllocateAction::TryGrow(Session& session, ClusterState& state, JobId job_id, const AllocateOptions& options,
                                 int32_t max_new) {

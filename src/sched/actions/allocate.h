@@ -179,6 +179,10 @@ class AllocateAction {
   // REQUIRES: `session` was opened over `state`.
   static int32_t TryGrow(Session& session, ClusterState& state, JobId job, const AllocateOptions& options,
                          int32_t max_new = INT32_MAX);
+  // False when TryGrow's fast refusal holds for every job whose tasks request `req` and that grows
+  // by `step` replicas: the fast refusal with every node a reservation holds counted as its
+  // owner's — so such a job cannot grow now, whatever it holds. O(nodes with a free GPU).
+  static bool AnyMightGrow(const ClusterState& state, const TaskRequest& req, int32_t step);
   // Replicas of `req` (tasks of `job`) that fit on node `n` now (counting each node on its own;
   // none on a node held for another job), and would fit on the empty node (`capacity`).
   static int64_t ReplicasFitting(const ClusterState& state, const Node& n, const TaskRequest& req, bool capacity,
