@@ -986,11 +986,11 @@ void Engine::Unlist(size_t q) {
   relist_.push_back(q);
 }
 
-void Engine::LeafRooms(size_t q, bool kept, int64_t* rooms) const {
+void Engine::LeafRooms(size_t q, bool kept, int64_t* rooms, bool limits) const {
   using Bound = QueueBook::Bound;
   const size_t m = book_.managed_count();
   book_.RoomByManagedDim(state_, q, Bound::kFair, Bound::kFair, rooms);
-  book_.RoomByManagedDim(state_, q, Bound::kLimit, Bound::kLimit, rooms + m);
+  if (limits) book_.RoomByManagedDim(state_, q, Bound::kLimit, Bound::kLimit, rooms + m);
   if (kept) book_.RoomByManagedDim(state_, q, Bound::kGuarantee, Bound::kLimit, rooms + 2 * m);
   else std::fill(rooms + 2 * m, rooms + 3 * m, 0);
 }
@@ -1076,7 +1076,7 @@ void Engine::HoldBack(size_t q, PassMarks& marks) {
   // (the second pass's listing is not redone here): what the listing records below.
   const size_t m = book_.managed_count();
   std::vector<int64_t> rooms(3 * m);
-  LeafRooms(q, list.kept, rooms.data());
+  LeafRooms(q, list.kept, rooms.data(), false);
   ClampRooms(q, rooms.data());
   std::copy(list.rooms.begin() + static_cast<std::ptrdiff_t>(m), list.rooms.begin() + static_cast<std::ptrdiff_t>(2 * m),
             rooms.begin() + static_cast<std::ptrdiff_t>(m));

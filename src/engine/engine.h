@@ -661,9 +661,10 @@ class Engine {
   // queue on its path holds or its fair share changed: O(queues x dimensions + the changed
   // leaves' rooms and shapes).
   bool ListShapes(const std::vector<char>& keeps);
-  // Leaf q's rooms within fair shares, within the limits and, `kept`, within its guarantee (else
-  // zeros), in the managed dimensions: 3 x QueueBook::managed_count() entries.
-  void LeafRooms(size_t q, bool kept, int64_t* rooms) const;
+  // Leaf q's rooms within fair shares, within the limits (unless `limits` is false: those entries
+  // are left as they are) and, `kept`, within its guarantee (else zeros), in the managed
+  // dimensions: 3 x QueueBook::managed_count() entries.
+  void LeafRooms(size_t q, bool kept, int64_t* rooms, bool limits = true) const;
   // Leaf q's rooms (LeafRooms, never below 0) each capped at what its shapes' listing can tell
   // apart: a shape fits a room when the room reaches min_start x one replica's need in each
   // dimension it needs (ShapeNeed::Fits), so a room at or above every shape's need lists as that

@@ -364,6 +364,7 @@ void QueueBook::RoomByManagedDim(const ClusterState& state, size_t leaf, Bound l
   // leaf queue every cycle).
   const size_t m = managed_list_.size();
   std::fill(room, room + m, INT64_MAX);
+  if (leaf_bound == Bound::kLimit && bound == Bound::kLimit && unlimited_[leaf]) return;  // no limit on its path
   for (int p = static_cast<int>(leaf); p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
     const size_t q = static_cast<size_t>(p);
     const int64_t* caps = Caps(q, q == leaf ? leaf_bound : bound);
