@@ -1585,6 +1585,38 @@ int64_t Engine::StepGpu(size_t li) const {
   return req.NeedsGpu() ? step * req.TotalGpuMilli() : 0;
 }
 
+std::vector<JobId> Engine::MayGrow(int32_t blocking, QueueBook::Bound bound) const {
+  // Only the jobs that may grow (elastic_of_class_), of the classes at or above the blocking
+  // priority one step of whose request might fit somewhere (AllocateAction::AnyMightGrow):
+  // AbsorbAction would pass over the others, and capacity only shrinks while it runs — O(classes)
+  // plus the jobs of those classes, not O(elastic jobs), on a cluster whose free GPUs no step fits.
+  // Per leaf queue, its room within `bound` in GPUs in total (milli; -1: not asked yet): a job
+  // whose queue has no room for one step of it would be refused by Absorb's may_grow (the room
+  // only shrinks while AbsorbAction runs).
+  std::vector<int64_t> rooms;
+  std::vector<JobId> running;
+  for (const int cls : elastic_classes_) {
+    const std::vector<size_t>& list = elastic_of_class_[static_cast<size_t>(cls)];
+    const size_t first = list.front();
+    const Job& one = state_.job(locals_[first].id);
+    if (one.spec.priority < blocking) continue;
+    const int32_t step = options_.allocate.align ? std::max<int32_t>(1, one.spec.step) : 1;
+    if (!AllocateAction::AnyMightGrow(state_, state_.task(one.tasks.front()).req, step)) continue;
+    const int64_t step_gpu = StepGpu(first);
+    for (size_t li : list) {
+      const int32_t q = state_.job(locals_[li].id).spec.queue;
+      if (book_.enabled() && q >= 0) {
+        if (rooms.empty()) rooms.assign(book_.tree().size(), -1);
+        int64_t& room = rooms[static_cast<size_t>(q)];
+        if (room < 0) room = book_.GpuRoom(state_, static_cast<size_t>(q), bound);
+        if (room < step_gpu) continue;
+      }
+      running.push_back(locals_[li].id);
+    }
+  }
+  return running;
+}
+
 void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   if (!options_.absorb || elastic_running_.empty()) return;
   // A waiting HP job or gang blocks growth at its priority — unless its Reclaim is under way (its
@@ -1618,10 +1650,6 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   // With no GPU unallocated anywhere only jobs without GPUs could grow (a full cluster: the usual
   // case, at no cost however many elastic jobs run).
   if (elastic_gpuless_ == 0 && state_.allocated_gpu_milli() >= state_.total_gpu_milli()) return;
-  // Only the jobs that may grow (elastic_of_class_), of the classes at or above the blocking
-  // priority one step of whose request might fit somewhere (AllocateAction::AnyMightGrow):
-  // AbsorbAction would pass over the others, and capacity only shrinks while it runs — O(classes)
-  // plus the jobs of those classes, not O(elastic jobs), on a cluster whose free GPUs no step fits.
   SyncJobLog();
   // With queues, each step only within the job's queue's fair share (limit without weights,
   // guarantee without borrowing).
@@ -1629,30 +1657,7 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   const QueueBook::Bound bound = !sh.borrow ? QueueBook::Bound::kGuarantee
                                  : sh.weights ? QueueBook::Bound::kFair
                                               : QueueBook::Bound::kLimit;
-  // Per leaf queue, its room within `bound` in GPUs in total (milli; -1: not asked yet): a job
-  // whose queue has no room for one step of it would be refused by may_grow (the room only
-  // shrinks while AbsorbAction runs).
-  std::vector<int64_t> rooms;
-  std::vector<JobId> running;
-  for (const int cls : elastic_classes_) {
-    const std::vector<size_t>& list = elastic_of_class_[static_cast<size_t>(cls)];
-    const size_t first = list.front();
-    const Job& one = state_.job(locals_[first].id);
-    if (one.spec.priority < blocking) continue;
-    const int32_t step = options_.allocate.align ? std::max<int32_t>(1, one.spec.step) : 1;
-    if (!AllocateAction::AnyMightGrow(state_, state_.task(one.tasks.front()).req, step)) continue;
-    const int64_t step_gpu = StepGpu(first);
-    for (size_t li : list) {
-      const int32_t q = state_.job(locals_[li].id).spec.queue;
-      if (book_.enabled() && q >= 0) {
-        if (rooms.empty()) rooms.assign(book_.tree().size(), -1);
-        int64_t& room = rooms[static_cast<size_t>(q)];
-        if (room < 0) room = book_.GpuRoom(state_, static_cast<size_t>(q), bound);
-        if (room < step_gpu) continue;
-      }
-      running.push_back(locals_[li].id);
-    }
-  }
+  const std::vector<JobId> running = MayGrow(blocking, bound);
   std::function<bool(const Job&, int32_t)> may_grow;
   if (book_.enabled()) {
     may_grow = [&, bound, now_s](const Job& j, int32_t replicas) {

@@ -951,6 +951,10 @@ class Engine {
   void FileGrowable();
   // The GPUs in total (milli) one step of growth of local li requests (QueueBook::Within's).
   int64_t StepGpu(size_t li) const;
+  // The running elastic jobs Absorb hands AbsorbAction: those of elastic_of_class_ that it would
+  // not pass over at once — of a class at or above `blocking` one step of which might fit
+  // somewhere, and with queues, of a leaf with room within `bound` for a step. In no order.
+  std::vector<JobId> MayGrow(int32_t blocking, QueueBook::Bound bound) const;
   std::vector<EngineEvent> events_;
   std::function<void(uint32_t, int64_t)> reclaim_observer_;
   uint64_t absorb_seen_release_ = UINT64_MAX;

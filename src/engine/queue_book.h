@@ -99,7 +99,7 @@ class QueueBook {
   // Demand beyond the waiting jobs': `replicas` (negative: fewer) more replicas of running `job`
   // are wanted (the engine's running elastic jobs' room to grow). No-op for a job without a queue.
   void Extra(const ClusterState& state, JobId job, int64_t replicas);
-  // What `job`'s queue holds changed (ClusterState::queue_log): its figures are counted again at
+  // What `job`'s queue holds changed (ClusterState::job_log): its figures are counted again at
   // the next Refresh. AllChanged: every queue's (the log overflowed).
   void Touched(const ClusterState& state, JobId job);
   void AllChanged() { all_dirty_ = true; }

@@ -614,8 +614,7 @@ void ClusterState::ReplaceQueues(std::vector<int32_t> parent, const std::vector<
   for (const Task& t : tasks_) {
     if (t.state == TaskState::kBound) CountQueue(t, 1);
   }
-  job_log_.clear();  // every queue's usage is new: recount them all
-  job_log_overflowed_ = true;
+  ForgetJobLog(true);  // every queue's usage is new: recount them all
   ++epoch_;
   Released(nullptr);  // a job held by its old queue's bounds may fit the new ones
 }
@@ -652,14 +651,20 @@ int64_t ClusterState::queue_min_preemptible(size_t q, GpuModelSet models) const 
   return least;
 }
 
+void ClusterState::ForgetJobLog(bool overflowed) {
+  for (JobId j : job_log_) job_logged_[j.value()] = 0;
+  job_log_.clear();
+  job_log_overflowed_ = overflowed;
+}
+
 void ClusterState::CountQueue(const Task& t, int sign) {
   const GpuModelId m = nodes_[t.node.value()].spec.model;
   const int32_t own = jobs_[t.job.value()].spec.queue;
-  if (job_log_.size() >= kJobLogMax) {
-    job_log_.clear();
-    job_log_overflowed_ = true;
+  if (job_logged_.size() <= t.job.value()) job_logged_.resize(jobs_.size(), 0);
+  if (!job_logged_[t.job.value()]) {
+    job_logged_[t.job.value()] = 1;
+    job_log_.push_back(t.job);
   }
-  job_log_.push_back(t.job);
   if (own >= 0 && jobs_[t.job.value()].spec.preemptible) {
     AddSize(queue_sizes_[static_cast<size_t>(own)], t, m, sign);
     const uint32_t j = t.job.value();

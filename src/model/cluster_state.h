@@ -381,18 +381,13 @@ class ClusterState {
   // (-1: none), and what each queue holds is counted anew from the bound tasks. O(tasks + jobs).
   // REQUIRES: remap has an entry per queue of the old tree, each -1 or a queue of `parent`.
   void ReplaceQueues(std::vector<int32_t> parent, const std::vector<int32_t>& remap);
-  // The job log: the jobs whose bound tasks changed (a bind, a release, a Standby entry or exit),
-  // in order, repeats included, since the last ClearJobLog — so that whoever keeps figures per
-  // job or per queue (what a queue holds, which running jobs may grow) recounts only those that
-  // changed. Past kJobLogMax entries (nobody clears it) the log is emptied and
-  // job_log_overflowed() is set (recount everything); ReplaceQueues sets it too.
+  // The job log: the jobs whose bound tasks changed (a bind, a release, a Standby entry or exit)
+  // since the last ClearJobLog, each once, in the order of their first change — so that whoever
+  // keeps figures per job or per queue (what a queue holds, which running jobs may grow) recounts
+  // only those that changed. job_log_overflowed(): recount everything (ReplaceQueues sets it).
   const std::vector<JobId>& job_log() const { return job_log_; }
   bool job_log_overflowed() const { return job_log_overflowed_; }
-  void ClearJobLog() {
-    job_log_.clear();
-    job_log_overflowed_ = false;
-  }
-  static constexpr size_t kJobLogMax = size_t{1} << 20;
+  void ClearJobLog() { ForgetJobLog(false); }
   size_t queue_count() const { return queue_usage_.size(); }
   int32_t queue_parent(size_t q) const { return queue_parent_[q]; }
   const QueueUsage& queue_usage(size_t q) const { return queue_usage_[q]; }
@@ -518,7 +513,10 @@ class ClusterState {
   std::vector<QueueUsage> queue_usage_;
   std::vector<QueueUsage> queue_preemptible_;
   std::vector<JobId> job_log_;
+  std::vector<char> job_logged_;  // per job: in job_log_
   bool job_log_overflowed_ = false;
+  // Empties the job log, overflowed or not.
+  void ForgetJobLog(bool overflowed);
   // Per queue: the GPU sizes its own preemptible jobs' bound tasks hold (queue_min_preemptible),
   // one entry per (node model, GPU milli) with the count of such tasks.
   struct HeldSize {
