@@ -578,7 +578,7 @@ class Engine {
     int64_t no_borrow_until = 0;  // a queue's Reclaim evicted it: it starts only within fair shares until then
     int32_t claimed = 0;          // replicas its queue's Reclaim under way claims (QueueBook::Claim); 0: none
     size_t elastic_slot = SIZE_MAX;  // its index in elastic_of_class_[elastic_cls] while it is there
-    int elastic_cls = -1;
+    int elastic_cls = -1;            // the class it is filed under there (-1: none)
     // Relaxed required levels (EngineJob::required_max_wait_s): its own required level (-1: none)
     // and the wait after which it accepts the next level up (0: never).
     int32_t required_level = -1, preferred_level = -1;  // its own (EngineJob's) levels
