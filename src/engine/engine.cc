@@ -1429,14 +1429,17 @@ void Engine::Rebalance(int64_t now_s) {
   BookAnswers asked;
   // Only the shapes of the queues that may be short of their fair shares.
   // Of those, the shapes whose min replicas would keep their queue within its fair share
-  // (RebalanceVictims' `below`, at the leaf) while it is short of it.
+  // (RebalanceVictims' `below`, at the leaf) while it is short of it, and not hopeless for any
+  // job of theirs (RebalanceHopeless).
   std::vector<int> shapes;
+  std::vector<std::pair<uint64_t, int64_t>> bounds;  // RebalanceHopeless's, per models asked
   for (size_t q = 0; q < shapes_of_queue_.size(); ++q) {
     if (!book_.MayBeBelow(state_, q, QueueBook::Bound::kFair)) continue;
     const QueueUsage room = book_.RoomWithClaims(state_, q, QueueBook::Bound::kFair);
     for (const ShapeNeed& need : shapes_of_queue_[q]) {
       if (!need.Fits(room)) continue;
-      if (need.one_gpu == 0 || book_.ShortOfFairShare(state_, q, shape_info_[static_cast<size_t>(need.shape)].models)) {
+      const ShapeInfo& info = shape_info_[static_cast<size_t>(need.shape)];
+      if (need.one_gpu == 0 || (book_.ShortOfFairShare(state_, q, info.models) && !RebalanceHopeless(info, bounds, now_s))) {
         shapes.push_back(need.shape);
       }
     }
@@ -1485,6 +1488,19 @@ void Engine::Rebalance(int64_t now_s) {
       },
       holders_,
       PendingQueue::Scope{nullptr, nullptr, &shapes});
+}
+
+bool Engine::RebalanceHopeless(const ShapeInfo& info, std::vector<std::pair<uint64_t, int64_t>>& bounds,
+                               int64_t now_s) const {
+  const ShapeNeed& need = info.need;
+  if (need.one_gpu <= 0) return false;
+  const uint64_t key = info.models.bits();
+  auto it = std::find_if(bounds.begin(), bounds.end(), [&](const auto& b) { return b.first == key; });
+  if (it == bounds.end()) it = bounds.insert(bounds.end(), {key, book_.RebalanceSupplyBound(state_, info.models, now_s)});
+  if (it->second == INT64_MAX) return false;
+  // As Hopeless for a job of the shape without a reservation, with the bound for its supply.
+  const int64_t gpu = int64_t{(std::max<int32_t>(1, need.min_replicas) + need.step - 1) / need.step * need.step} * need.one_gpu;
+  return gpu > state_.unheld_free_gpu_milli(info.models) + it->second;
 }
 
 std::optional<Engine::AskKey> Engine::AskKeyOf(size_t li, int32_t replicas) const {

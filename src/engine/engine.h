@@ -915,6 +915,11 @@ class Engine {
     int64_t rebalance_refused_supply = 0;         // QueueBook::Supply's bound when Rebalance refused it
   };
   std::vector<ShapeInfo> shape_info_;  // per shape
+  // Whether every job of shape `info` without a reservation is refused as Hopeless by a
+  // rebalance now, and so by the pass that follows (free GPUs and supply only shrink within it):
+  // its min replicas need more GPUs than no reservation holds plus the book's bound on the supply
+  // (QueueBook::RebalanceSupplyBound, kept in `bounds` per models asked for the pass).
+  bool RebalanceHopeless(const ShapeInfo& info, std::vector<std::pair<uint64_t, int64_t>>& bounds, int64_t now_s) const;
   PendingQueue queue_;
   std::vector<size_t> holders_;  // queued local jobs that hold a reservation
   std::vector<Eviction> evictions_;

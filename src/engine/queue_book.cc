@@ -571,12 +571,7 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
   const bool want_supply = supply != nullptr && !hp && first.NeedsGpu();
   const VictimKey key{leaf,       static_cast<int32_t>(bound), hp ? prio : 0,        model,      guaranteed,
                       depth < 64, !j.reservation.valid(),      within_bits,         first.models.bits(), want_supply};
-  const std::tuple<uint64_t, uint64_t, uint64_t, int64_t> stamp{state.epoch(), version_, changes_, now_s};
-  if (victim_stamp_ != stamp) {
-    victim_cache_.clear();
-    budget_cache_.clear();
-    victim_stamp_ = stamp;
-  }
+  Restamp(state, now_s);
   const auto mine_marks = [&] {  // the preemptor's queue and ancestors
     auto marks = std::make_shared<std::vector<char>>(n, 0);
     for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) (*marks)[static_cast<size_t>(p)] = 1;
@@ -612,6 +607,31 @@ int QueueBook::PathOver(const std::vector<char>& mine, const std::vector<int64_t
     if (excess[static_cast<size_t>(p)] <= 0) return -2;
   }
   return p;
+}
+
+void QueueBook::Restamp(const ClusterState& state, int64_t now_s) const {
+  const std::tuple<uint64_t, uint64_t, uint64_t, int64_t> stamp{state.epoch(), version_, changes_, now_s};
+  if (victim_stamp_ == stamp) return;
+  victim_cache_.clear();
+  budget_cache_.clear();
+  victim_stamp_ = stamp;
+}
+
+int64_t QueueBook::RebalanceSupplyBound(const ClusterState& state, GpuModelSet models, int64_t now_s) const {
+  if (!enabled() || !sharing_.rebalance) return INT64_MAX;
+  Restamp(state, now_s);
+  // VictimQueues' sum over the same leaves (Budgets with bound kFair: `guaranteed` is false for
+  // a rebalance), with each leaf's own budget for the least on its path (Takeable only grows
+  // with the budget) and none left out for the path or the preemptor's own leaf.
+  const BudgetCached& b = Budgets(state, Bound::kFair, FairModel(models), false, now_s);
+  int64_t bound = 0;
+  for (const int32_t leaf_v : b.over) {
+    const size_t v = static_cast<size_t>(leaf_v);
+    const int64_t budget = (*b.initial)[v];
+    if (budget < state.queue_min_preemptible(v, models)) continue;
+    bound += std::min(budget, Takeable(state, v, models, budget, true));
+  }
+  return bound;
 }
 
 const QueueBook::BudgetCached& QueueBook::Budgets(const ClusterState& state, Bound bound, int32_t model, bool guaranteed,

@@ -205,6 +205,13 @@ class QueueBook {
   // `*supply` (may be null) and `filter`: as Victims'.
   VictimFilter RebalanceVictims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* below,
                                 int64_t* supply = nullptr, bool filter = true) const;
+  // An upper bound on the supply RebalanceVictims reports for any waiting job without a
+  // reservation whose request names `models` (any queue, any number of replicas): what every
+  // leaf above its fair share may give at most, each leaf's budget and takeable work counted as
+  // if nothing on its path held less (INT64_MAX when rebalancing is off). A rebalance for such a
+  // job needing more than this plus the free GPUs no reservation holds is hopeless. O(preemptible
+  // jobs of the leaves above their fair shares).
+  int64_t RebalanceSupplyBound(const ClusterState& state, GpuModelSet models, int64_t now_s) const;
   // A rebalance needs its queue short of its fair share by at least this part of it (percent).
   static constexpr int64_t kRebalanceMinGapPct = 10;
   // A Reclaim for `job` owed capacity was decided at now_s: its queue and ancestors are not
@@ -312,6 +319,8 @@ class QueueBook {
   };
   mutable std::map<std::tuple<int32_t, int32_t, bool>, BudgetCached> budget_cache_;
   mutable std::tuple<uint64_t, uint64_t, uint64_t, int64_t> victim_stamp_{UINT64_MAX, 0, 0, 0};
+  // Empties the caches above when the state's epoch, version_, changes_ or the time moved on.
+  void Restamp(const ClusterState& state, int64_t now_s) const;
   // VictimsUpTo's parts. The preemptor (of leaf `leaf`) is owed capacity below ancestor `top`:
   // every queue of its path below `top` is `within`.
   bool OwedBelow(const std::vector<char>& within, int32_t leaf, int top) const;

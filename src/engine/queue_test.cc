@@ -700,6 +700,62 @@ TEST(EngineQueues, ABudgetSmallerThanAVictimJobsWholeTakesNothingOfItAndOneAsLar
   }
 }
 
+TEST(EngineQueues, TheRebalanceSupplyBoundIsWhatLeavesAboveTheirFairSharesMayGiveAndAJobNeedingMoreWaits) {
+  // 8 nodes; a and b weigh alike, neither is guaranteed anything. a idle, b runs all 8 nodes
+  // (`b_jobs`: its jobs' sizes in nodes). a queues an `a_nodes`-node job: the fair shares become
+  // a `a_nodes` (its demand) and b the rest, so b holds `a_nodes` nodes above its share (its
+  // budget) and a is short of all of its own. No GPU is free.
+  const auto run = [](const std::vector<int>& b_jobs, int a_nodes) {
+    auto c = std::make_unique<Cluster>(8, std::vector<QueueSpec>{Q("a", 0), Q("b", 0)});
+    for (size_t i = 0; i < b_jobs.size(); ++i) c->Submit(NodeJob(10 + static_cast<uint32_t>(i), "b", b_jobs[i]), 0);
+    c->Cycle(0);
+    EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 8}}));
+    c->Submit(NodeJob(20, "a", a_nodes), 100);
+    return c;
+  };
+  // After a cycle at t: RebalanceSupplyBound for a's job's models and the job's own supply.
+  const auto bound_and_supply = [](Cluster& c, int replicas, int64_t t) {
+    const JobId job = *c.e().JobOf(20);
+    const ClusterState& st = c.e().state();
+    bool below = false;
+    int64_t supply = -1;
+    (void)c.e().queue_book().RebalanceVictims(st, job, replicas, t, &below, &supply, false);
+    EXPECT_TRUE(below);
+    const int64_t bound = c.e().queue_book().RebalanceSupplyBound(st, st.task(st.job(job).tasks.front()).req.models, t);
+    return std::make_pair(bound, supply);
+  };
+  // b's only victim unit is its 8-node gang, more than its 2-node budget: nothing may be taken
+  // (bound 0). a's 2-node job waits, whatever the later cycles.
+  {
+    auto c = run({8}, 2);
+    EXPECT_EQ(Count(c->Cycle(100), EngineEvent::Kind::kReclaim), 0);
+    EXPECT_EQ(bound_and_supply(*c, 2, 100), std::make_pair(int64_t{0}, int64_t{0}));
+    for (int64_t t : {160, 460, 4000}) EXPECT_TRUE(c->Cycle(t).empty()) << t;
+    EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 8}}));
+  }
+  // b runs a 6-node gang and two 1-node jobs; a wants 3 nodes, so b's budget is 3 nodes: the gang
+  // does not fit in it, the two small jobs do — 16 GPUs, the bound and a's supply alike (b is the
+  // only leaf above its share). a's job needs 24: it waits, whatever the later cycles.
+  {
+    auto c = run({6, 1, 1}, 3);
+    EXPECT_EQ(Count(c->Cycle(100), EngineEvent::Kind::kReclaim), 0);
+    EXPECT_EQ(bound_and_supply(*c, 3, 100), std::make_pair(16 * kG, 16 * kG));
+    for (int64_t t : {160, 460, 4000}) EXPECT_TRUE(c->Cycle(t).empty()) << t;
+    EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 0}, {"b", 8}}));
+  }
+  // The same, a wanting 2 nodes: the two small jobs are exactly what it needs. The rebalance
+  // takes them back and a's job runs on their nodes after the grace period; later cycles change
+  // nothing.
+  {
+    auto c = run({6, 1, 1}, 2);
+    EXPECT_EQ(Count(c->Cycle(100), EngineEvent::Kind::kReclaim), 1);
+    c->Cycle(160);
+    EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 6}}));
+    for (int64_t t : {161, 460, 4000}) EXPECT_TRUE(c->Cycle(t).empty()) << t;
+    EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 6}}));
+  }
+}
+
 TEST(EngineQueues, AJobEvictedByAReclaimStartsAgainWithinItsTeamsGuaranteeWhileASisterTeamBorrows) {
   // 8 nodes; org R (4 nodes) has teams v and r (2 each), org P has team p (4). v runs four 1-node
   // jobs, p four. r queues two: it is owed, and two of v's jobs are evicted for it (v above its
