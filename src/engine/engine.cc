@@ -1342,12 +1342,14 @@ void Engine::ReclaimQueued(int64_t now_s) {
   // queues do not reclaim) whose jobs may be: a shape below HP whose min replicas its queue has no
   // room for within its entitlement now is not owed in this pass either (the pass only claims
   // more; the shares it is owed by change only with what queues hold or want, which it leaves).
+  // Nor those whose jobs would all be refused as hopeless (ReclaimHopeless).
   std::vector<int> shapes = hp_shapes_;
   for (size_t q = 0; book_.enabled() && book_.sharing().reclaim && q < shapes_of_queue_.size(); ++q) {
     if (!book_.MayBeBelow(state_, q, QueueBook::Bound::kEntitled)) continue;
     const QueueUsage room = book_.RoomWithClaims(state_, q, QueueBook::Bound::kEntitled);
     for (const ShapeNeed& need : shapes_of_queue_[q]) {
-      if (shape_info_[static_cast<size_t>(need.shape)].hp || need.MayBeOwed(room)) shapes.push_back(need.shape);
+      const ShapeInfo& info = shape_info_[static_cast<size_t>(need.shape)];
+      if (info.hp || (need.MayBeOwed(room) && !ReclaimHopeless(q, info, now_s))) shapes.push_back(need.shape);
     }
   }
   if (shapes.empty() && holders_.empty()) return;  // the pass would look at no job
@@ -1492,15 +1494,25 @@ void Engine::Rebalance(int64_t now_s) {
 
 bool Engine::RebalanceHopeless(const ShapeInfo& info, std::vector<std::pair<uint64_t, int64_t>>& bounds,
                                int64_t now_s) const {
-  const ShapeNeed& need = info.need;
-  if (need.one_gpu <= 0) return false;
+  if (info.need.one_gpu <= 0) return false;
   const uint64_t key = info.models.bits();
   auto it = std::find_if(bounds.begin(), bounds.end(), [&](const auto& b) { return b.first == key; });
   if (it == bounds.end()) it = bounds.insert(bounds.end(), {key, book_.RebalanceSupplyBound(state_, info.models, now_s)});
-  if (it->second == INT64_MAX) return false;
+  return HopelessWith(info, it->second);
+}
+
+bool Engine::ReclaimHopeless(size_t q, const ShapeInfo& info, int64_t now_s) const {
+  // An HP job's supply is not bounded (QueueBook::Supply): it may take lower-priority work too.
+  if (info.need.one_gpu <= 0 || info.priority >= kHpPriority) return false;
+  return HopelessWith(info, book_.OwedSupplyBound(state_, q, info.models, now_s));
+}
+
+bool Engine::HopelessWith(const ShapeInfo& info, int64_t bound) const {
+  if (bound == INT64_MAX) return false;
   // As Hopeless for a job of the shape without a reservation, with the bound for its supply.
+  const ShapeNeed& need = info.need;
   const int64_t gpu = int64_t{(std::max<int32_t>(1, need.min_replicas) + need.step - 1) / need.step * need.step} * need.one_gpu;
-  return gpu > state_.unheld_free_gpu_milli(info.models) + it->second;
+  return gpu > state_.unheld_free_gpu_milli(info.models) + bound;
 }
 
 std::optional<Engine::AskKey> Engine::AskKeyOf(size_t li, int32_t replicas) const {

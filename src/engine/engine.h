@@ -920,6 +920,12 @@ class Engine {
   // its min replicas need more GPUs than no reservation holds plus the book's bound on the supply
   // (QueueBook::RebalanceSupplyBound, kept in `bounds` per models asked for the pass).
   bool RebalanceHopeless(const ShapeInfo& info, std::vector<std::pair<uint64_t, int64_t>>& bounds, int64_t now_s) const;
+  // The same for a queue's Reclaim (ReclaimQueued) of a shape below HP of leaf queue q, with
+  // QueueBook::OwedSupplyBound.
+  bool ReclaimHopeless(size_t q, const ShapeInfo& info, int64_t now_s) const;
+  // Whether a job of shape `info` without a reservation needs more GPUs for its min replicas
+  // than no reservation holds plus `bound` (INT64_MAX: no bound, never).
+  bool HopelessWith(const ShapeInfo& info, int64_t bound) const;
   PendingQueue queue_;
   std::vector<size_t> holders_;  // queued local jobs that hold a reservation
   std::vector<Eviction> evictions_;

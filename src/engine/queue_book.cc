@@ -614,6 +614,7 @@ void QueueBook::Restamp(const ClusterState& state, int64_t now_s) const {
   if (victim_stamp_ == stamp) return;
   victim_cache_.clear();
   budget_cache_.clear();
+  owed_bound_cache_.clear();
   victim_stamp_ = stamp;
 }
 
@@ -632,6 +633,38 @@ int64_t QueueBook::RebalanceSupplyBound(const ClusterState& state, GpuModelSet m
     bound += std::min(budget, Takeable(state, v, models, budget, true));
   }
   return bound;
+}
+
+int64_t QueueBook::OwedSupplyBound(const ClusterState& state, size_t leaf, GpuModelSet models, int64_t now_s) const {
+  if (!enabled() || !sharing_.reclaim) return INT64_MAX;
+  Restamp(state, now_s);
+  const size_t n = tree_.size();
+  auto [sums, added] = owed_bound_cache_.try_emplace(models.bits());
+  if (added) {
+    // VictimQueues' sum (Budgets with bound kEntitled in all GPUs; `guaranteed` opens the queues
+    // in a cooldown too, so its budgets are at least those of any job), with each leaf's own
+    // budget for the least on its path (Takeable only grows with the budget).
+    const BudgetCached& b = Budgets(state, Bound::kEntitled, -1, true, now_s);
+    sums->second.assign(n + 1, 0);
+    for (const int32_t leaf_v : b.over) {
+      const size_t v = static_cast<size_t>(leaf_v);
+      const int64_t budget = (*b.initial)[v];
+      if (budget < state.queue_min_preemptible(v, models)) continue;
+      const int64_t give = std::min(budget, Takeable(state, v, models, budget, true));
+      for (int p = leaf_v; p >= 0; p = tree_.parent(static_cast<size_t>(p))) sums->second[static_cast<size_t>(p)] += give;
+      sums->second[n] += give;
+    }
+  }
+  // A queue already at or above its GPU entitlement is within it for no request with GPUs: the
+  // common ancestor with any victim queue is at or below the lowest such one.
+  if (managed_[QuotaDims::kGpu]) {
+    for (int p = tree_.parent(leaf); p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
+      const size_t q = static_cast<size_t>(p);
+      const int64_t cap = Cap(q, QuotaDims::kGpu, Bound::kEntitled);
+      if (cap != kNoLimit && state.queue_usage(q)[kQueueGpu] + claimed_[q][kQueueGpu] >= cap) return sums->second[q];
+    }
+  }
+  return sums->second[n];
 }
 
 const QueueBook::BudgetCached& QueueBook::Budgets(const ClusterState& state, Bound bound, int32_t model, bool guaranteed,

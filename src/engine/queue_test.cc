@@ -756,6 +756,32 @@ TEST(EngineQueues, TheRebalanceSupplyBoundIsWhatLeavesAboveTheirFairSharesMayGiv
   }
 }
 
+TEST(EngineQueues, TheOwedSupplyBoundCountsOnlyTheTeamsOfAnOrgAtItsGuaranteeAndAJobNeedingMoreWaits) {
+  // 8 nodes; org1 is guaranteed 4 nodes (t1 3, t2 1), org2 2 (t3 2). t1 idle: t2 runs a rigid
+  // 4-node gang (3 above its guarantee), t3 four 1-node jobs (2 above). t1 queues a 2-node job,
+  // owed (0 + 2 <= 3), but org1 already holds its 4 nodes: a Reclaim for it may take only within
+  // org1, and t2's gang does not fit in the 3 nodes t2 may lose. So the bound is 0 (t3's 2 nodes
+  // are out of reach), as is the job's supply; no GPU is free. The job waits, whatever the later
+  // cycles. t3's own bound is its org's: its 2 nodes above its guarantee, 16 GPUs.
+  Cluster c(8, {Q("org1", 32), Q("t1", 24, 1, "org1"), Q("t2", 8, 1, "org1"), Q("org2", 16), Q("t3", 16, 1, "org2")});
+  c.Submit(NodeJob(10, "t2", 4), 0);
+  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(30 + i, "t3", 1), 0);
+  c.Cycle(0);
+  const std::map<std::string, int64_t> before{{"org1", 4}, {"t1", 0}, {"t2", 4}, {"org2", 4}, {"t3", 4}};
+  ASSERT_EQ(c.Held(), before);
+  c.Submit(NodeJob(20, "t1", 2), 100);
+  EXPECT_EQ(Count(c.Cycle(100), EngineEvent::Kind::kReclaim), 0);
+  const ClusterState& st = c.e().state();
+  const JobId job = *c.e().JobOf(20);
+  const GpuModelSet models = st.task(st.job(job).tasks.front()).req.models;
+  EXPECT_EQ(c.e().queue_book().OwedSupplyBound(st, 1, models, 100), 0);
+  EXPECT_EQ(c.e().queue_book().Supply(st, job, 2, 100), 0);
+  EXPECT_EQ(c.e().queue_book().OwedSupplyBound(st, 4, models, 100), 16 * kG);
+  for (int64_t t : {160, 460, 4000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+  EXPECT_EQ(c.Held(), before);
+  EXPECT_EQ(c.e().Running(20), 0);
+}
+
 TEST(EngineQueues, AJobEvictedByAReclaimStartsAgainWithinItsTeamsGuaranteeWhileASisterTeamBorrows) {
   // 8 nodes; org R (4 nodes) has teams v and r (2 each), org P has team p (4). v runs four 1-node
   // jobs, p four. r queues two: it is owed, and two of v's jobs are evicted for it (v above its
