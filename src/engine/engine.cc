@@ -1434,14 +1434,13 @@ void Engine::Rebalance(int64_t now_s) {
   // (RebalanceVictims' `below`, at the leaf) while it is short of it, and not hopeless for any
   // job of theirs (RebalanceHopeless).
   std::vector<int> shapes;
-  std::vector<std::pair<uint64_t, int64_t>> bounds;  // RebalanceHopeless's, per models asked
   for (size_t q = 0; q < shapes_of_queue_.size(); ++q) {
     if (!book_.MayBeBelow(state_, q, QueueBook::Bound::kFair)) continue;
     const QueueUsage room = book_.RoomWithClaims(state_, q, QueueBook::Bound::kFair);
     for (const ShapeNeed& need : shapes_of_queue_[q]) {
       if (!need.Fits(room)) continue;
       const ShapeInfo& info = shape_info_[static_cast<size_t>(need.shape)];
-      if (need.one_gpu == 0 || (book_.ShortOfFairShare(state_, q, info.models) && !RebalanceHopeless(info, bounds, now_s))) {
+      if (need.one_gpu == 0 || (book_.ShortOfFairShare(state_, q, info.models) && !RebalanceHopeless(q, info, now_s))) {
         shapes.push_back(need.shape);
       }
     }
@@ -1492,19 +1491,15 @@ void Engine::Rebalance(int64_t now_s) {
       PendingQueue::Scope{nullptr, nullptr, &shapes});
 }
 
-bool Engine::RebalanceHopeless(const ShapeInfo& info, std::vector<std::pair<uint64_t, int64_t>>& bounds,
-                               int64_t now_s) const {
+bool Engine::RebalanceHopeless(size_t q, const ShapeInfo& info, int64_t now_s) const {
   if (info.need.one_gpu <= 0) return false;
-  const uint64_t key = info.models.bits();
-  auto it = std::find_if(bounds.begin(), bounds.end(), [&](const auto& b) { return b.first == key; });
-  if (it == bounds.end()) it = bounds.insert(bounds.end(), {key, book_.RebalanceSupplyBound(state_, info.models, now_s)});
-  return HopelessWith(info, it->second);
+  return HopelessWith(info, book_.SupplyBound(state_, q, info.models, QueueBook::Bound::kFair, now_s));
 }
 
 bool Engine::ReclaimHopeless(size_t q, const ShapeInfo& info, int64_t now_s) const {
   // An HP job's supply is not bounded (QueueBook::Supply): it may take lower-priority work too.
   if (info.need.one_gpu <= 0 || info.priority >= kHpPriority) return false;
-  return HopelessWith(info, book_.OwedSupplyBound(state_, q, info.models, now_s));
+  return HopelessWith(info, book_.SupplyBound(state_, q, info.models, QueueBook::Bound::kEntitled, now_s));
 }
 
 bool Engine::HopelessWith(const ShapeInfo& info, int64_t bound) const {

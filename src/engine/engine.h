@@ -915,13 +915,12 @@ class Engine {
     int64_t rebalance_refused_supply = 0;         // QueueBook::Supply's bound when Rebalance refused it
   };
   std::vector<ShapeInfo> shape_info_;  // per shape
-  // Whether every job of shape `info` without a reservation is refused as Hopeless by a
-  // rebalance now, and so by the pass that follows (free GPUs and supply only shrink within it):
-  // its min replicas need more GPUs than no reservation holds plus the book's bound on the supply
-  // (QueueBook::RebalanceSupplyBound, kept in `bounds` per models asked for the pass).
-  bool RebalanceHopeless(const ShapeInfo& info, std::vector<std::pair<uint64_t, int64_t>>& bounds, int64_t now_s) const;
-  // The same for a queue's Reclaim (ReclaimQueued) of a shape below HP of leaf queue q, with
-  // QueueBook::OwedSupplyBound.
+  // Whether every job of shape `info` (of leaf queue q) without a reservation is refused as
+  // Hopeless by a rebalance now, and so by the pass that follows (free GPUs and supply only
+  // shrink within it): its min replicas need more GPUs than no reservation holds plus the book's
+  // bound on the supply (QueueBook::SupplyBound toward fair shares).
+  bool RebalanceHopeless(size_t q, const ShapeInfo& info, int64_t now_s) const;
+  // The same for a queue's Reclaim (ReclaimQueued) of a shape below HP, toward entitlements.
   bool ReclaimHopeless(size_t q, const ShapeInfo& info, int64_t now_s) const;
   // Whether a job of shape `info` without a reservation needs more GPUs for its min replicas
   // than no reservation holds plus `bound` (INT64_MAX: no bound, never).

@@ -614,57 +614,64 @@ void QueueBook::Restamp(const ClusterState& state, int64_t now_s) const {
   if (victim_stamp_ == stamp) return;
   victim_cache_.clear();
   budget_cache_.clear();
-  owed_bound_cache_.clear();
+  supply_bound_cache_.clear();
   victim_stamp_ = stamp;
 }
 
-int64_t QueueBook::RebalanceSupplyBound(const ClusterState& state, GpuModelSet models, int64_t now_s) const {
-  if (!enabled() || !sharing_.rebalance) return INT64_MAX;
-  Restamp(state, now_s);
-  // VictimQueues' sum over the same leaves (Budgets with bound kFair: `guaranteed` is false for
-  // a rebalance), with each leaf's own budget for the least on its path (Takeable only grows
-  // with the budget) and none left out for the path or the preemptor's own leaf.
-  const BudgetCached& b = Budgets(state, Bound::kFair, FairModel(models), false, now_s);
-  int64_t bound = 0;
-  for (const int32_t leaf_v : b.over) {
-    const size_t v = static_cast<size_t>(leaf_v);
-    const int64_t budget = (*b.initial)[v];
-    if (budget < state.queue_min_preemptible(v, models)) continue;
-    bound += std::min(budget, Takeable(state, v, models, budget, true));
-  }
-  return bound;
-}
-
-int64_t QueueBook::OwedSupplyBound(const ClusterState& state, size_t leaf, GpuModelSet models, int64_t now_s) const {
-  if (!enabled() || !sharing_.reclaim) return INT64_MAX;
+int64_t QueueBook::SupplyBound(const ClusterState& state, size_t leaf, GpuModelSet models, Bound bound,
+                               int64_t now_s) const {
+  const bool fair = bound == Bound::kFair;
+  if (!enabled() || !sharing_.reclaim || (fair && !sharing_.rebalance)) return INT64_MAX;
   Restamp(state, now_s);
   const size_t n = tree_.size();
-  auto [sums, added] = owed_bound_cache_.try_emplace(models.bits());
+  // VictimQueues' budgets: toward fair shares in the model's dimension (`guaranteed` is false
+  // for a rebalance); toward entitlements in all GPUs, `guaranteed` opening the queues in a
+  // cooldown too, so that they are at least those of any job.
+  const int32_t model = fair ? FairModel(models) : -1;
+  const BudgetCached& b = Budgets(state, bound, model, !fair, now_s);
+  auto [at, added] = supply_bound_cache_.try_emplace({static_cast<int32_t>(bound), models.bits()});
+  SupplyBoundCached& c = at->second;
   if (added) {
-    // VictimQueues' sum (Budgets with bound kEntitled in all GPUs; `guaranteed` opens the queues
-    // in a cooldown too, so its budgets are at least those of any job), with each leaf's own
-    // budget for the least on its path (Takeable only grows with the budget).
-    const BudgetCached& b = Budgets(state, Bound::kEntitled, -1, true, now_s);
-    sums->second.assign(n + 1, 0);
-    for (const int32_t leaf_v : b.over) {
-      const size_t v = static_cast<size_t>(leaf_v);
+    c.give.assign(n, -1);
+    c.sum.assign(n + 1, -1);
+  }
+  // The lowest ancestor at or above `bound` (a job's request holds GPUs in all, and of its one
+  // model when it names one): within it for no such request, so the common ancestor with any
+  // queue the job may take from is at or below it.
+  const int32_t one = std::popcount(models.bits()) == 1 ? std::countr_zero(models.bits()) : -1;
+  const auto full = [&](size_t q, size_t d) {
+    if (!managed_[d]) return false;
+    const int64_t cap = Cap(q, d, bound);
+    return cap != kNoLimit && state.queue_usage(q)[Fixed(d)] + claimed_[q][Fixed(d)] >= cap;
+  };
+  int top = -1;
+  for (int p = tree_.parent(leaf); p >= 0 && top < 0; p = tree_.parent(static_cast<size_t>(p))) {
+    const size_t q = static_cast<size_t>(p);
+    if (full(q, QuotaDims::kGpu) || (one >= 0 && static_cast<size_t>(one) < tree_.dims().models &&
+                                     full(q, tree_.dims().model(static_cast<size_t>(one))))) {
+      top = p;
+    }
+  }
+  int64_t& sum = c.sum[top >= 0 ? static_cast<size_t>(top) : n];
+  if (sum >= 0) return sum;
+  sum = 0;
+  for (const int32_t leaf_v : b.over) {
+    if (top >= 0) {
+      int p = leaf_v;
+      while (p >= 0 && p != top) p = tree_.parent(static_cast<size_t>(p));
+      if (p != top) continue;
+    }
+    // Its own budget for the least on its path below the common ancestor (Takeable only grows
+    // with the budget), and none left out for the path or for being the job's own leaf.
+    const size_t v = static_cast<size_t>(leaf_v);
+    int64_t& give = c.give[v];
+    if (give < 0) {
       const int64_t budget = (*b.initial)[v];
-      if (budget < state.queue_min_preemptible(v, models)) continue;
-      const int64_t give = std::min(budget, Takeable(state, v, models, budget, true));
-      for (int p = leaf_v; p >= 0; p = tree_.parent(static_cast<size_t>(p))) sums->second[static_cast<size_t>(p)] += give;
-      sums->second[n] += give;
+      give = budget < state.queue_min_preemptible(v, models) ? 0 : std::min(budget, Takeable(state, v, models, budget, true));
     }
+    sum += give;
   }
-  // A queue already at or above its GPU entitlement is within it for no request with GPUs: the
-  // common ancestor with any victim queue is at or below the lowest such one.
-  if (managed_[QuotaDims::kGpu]) {
-    for (int p = tree_.parent(leaf); p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
-      const size_t q = static_cast<size_t>(p);
-      const int64_t cap = Cap(q, QuotaDims::kGpu, Bound::kEntitled);
-      if (cap != kNoLimit && state.queue_usage(q)[kQueueGpu] + claimed_[q][kQueueGpu] >= cap) return sums->second[q];
-    }
-  }
-  return sums->second[n];
+  return sum;
 }
 
 const QueueBook::BudgetCached& QueueBook::Budgets(const ClusterState& state, Bound bound, int32_t model, bool guaranteed,

@@ -205,21 +205,17 @@ class QueueBook {
   // `*supply` (may be null) and `filter`: as Victims'.
   VictimFilter RebalanceVictims(const ClusterState& state, JobId job, int64_t replicas, int64_t now_s, bool* below,
                                 int64_t* supply = nullptr, bool filter = true) const;
-  // An upper bound on the supply RebalanceVictims reports for any waiting job without a
-  // reservation whose request names `models` (any queue, any number of replicas): what every
-  // leaf above its fair share may give at most, each leaf's budget and takeable work counted as
-  // if nothing on its path held less (INT64_MAX when rebalancing is off). A rebalance for such a
-  // job needing more than this plus the free GPUs no reservation holds is hopeless. O(preemptible
-  // jobs of the leaves above their fair shares).
-  int64_t RebalanceSupplyBound(const ClusterState& state, GpuModelSet models, int64_t now_s) const;
-  // An upper bound on the supply Victims reports for any waiting job below HP without a
-  // reservation, of leaf queue `leaf`, whose request names `models` (any number of replicas):
-  // what the leaves above their entitlements may give at most, each counted as if nothing on its
-  // path held less — only those below the lowest ancestor of `leaf` already at or above its GPU
-  // entitlement (a job may take only where every queue of its path below the common ancestor
-  // stays within its own), every leaf when there is none. INT64_MAX when queues do not reclaim.
-  // The figures are kept per models until the state, the book or the time change (as Victims').
-  int64_t OwedSupplyBound(const ClusterState& state, size_t leaf, GpuModelSet models, int64_t now_s) const;
+  // An upper bound on the supply Victims (`bound` kEntitled) or RebalanceVictims (kFair)
+  // reports for any waiting job below HP without a reservation, of leaf queue `leaf`, whose
+  // request names `models` (any number of replicas): what the leaves above `bound` may give at
+  // most, each counted as if nothing on its path held less — only the leaves below the lowest
+  // ancestor of `leaf` already at or above `bound` in GPUs (in all, or of the one model the
+  // request names), since a job takes only where every queue of its path below the common
+  // ancestor stays within its own; every leaf when there is none. INT64_MAX when queues do not
+  // reclaim (kEntitled) or rebalance (kFair). A Reclaim for such a job whose min replicas need
+  // more than this plus the free GPUs no reservation holds is hopeless. The figures are kept
+  // until the state, the book or the time change (as Victims').
+  int64_t SupplyBound(const ClusterState& state, size_t leaf, GpuModelSet models, Bound bound, int64_t now_s) const;
   // A rebalance needs its queue short of its fair share by at least this part of it (percent).
   static constexpr int64_t kRebalanceMinGapPct = 10;
   // A Reclaim for `job` owed capacity was decided at now_s: its queue and ancestors are not
@@ -327,9 +323,13 @@ class QueueBook {
   };
   mutable std::map<std::tuple<int32_t, int32_t, bool>, BudgetCached> budget_cache_;
   mutable std::tuple<uint64_t, uint64_t, uint64_t, int64_t> victim_stamp_{UINT64_MAX, 0, 0, 0};
-  // OwedSupplyBound's sums per models (bits): per queue, over the leaves of its subtree; the
-  // last, over every leaf. Under the same stamp.
-  mutable std::map<uint64_t, std::vector<int64_t>> owed_bound_cache_;
+  // SupplyBound's figures per (bound, models bits), under the same stamp: per leaf above `bound`,
+  // what it may give (-1: not yet asked), and per queue (the last: every leaf), the sum over the
+  // leaves of its subtree (-1: not yet asked).
+  struct SupplyBoundCached {
+    std::vector<int64_t> give, sum;
+  };
+  mutable std::map<std::pair<int32_t, uint64_t>, SupplyBoundCached> supply_bound_cache_;
   // Empties the caches above when the state's epoch, version_, changes_ or the time moved on.
   void Restamp(const ClusterState& state, int64_t now_s) const;
   // VictimsUpTo's parts. The preemptor (of leaf `leaf`) is owed capacity below ancestor `top`:

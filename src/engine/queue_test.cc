@@ -700,7 +700,7 @@ TEST(EngineQueues, ABudgetSmallerThanAVictimJobsWholeTakesNothingOfItAndOneAsLar
   }
 }
 
-TEST(EngineQueues, TheRebalanceSupplyBoundIsWhatLeavesAboveTheirFairSharesMayGiveAndAJobNeedingMoreWaits) {
+TEST(EngineQueues, TheSupplyBoundTowardFairSharesIsWhatLeavesAboveThemMayGiveAndAJobNeedingMoreWaits) {
   // 8 nodes; a and b weigh alike, neither is guaranteed anything. a idle, b runs all 8 nodes
   // (`b_jobs`: its jobs' sizes in nodes). a queues an `a_nodes`-node job: the fair shares become
   // a `a_nodes` (its demand) and b the rest, so b holds `a_nodes` nodes above its share (its
@@ -713,7 +713,7 @@ TEST(EngineQueues, TheRebalanceSupplyBoundIsWhatLeavesAboveTheirFairSharesMayGiv
     c->Submit(NodeJob(20, "a", a_nodes), 100);
     return c;
   };
-  // After a cycle at t: RebalanceSupplyBound for a's job's models and the job's own supply.
+  // After a cycle at t: SupplyBound toward fair shares for a's job and the job's own supply.
   const auto bound_and_supply = [](Cluster& c, int replicas, int64_t t) {
     const JobId job = *c.e().JobOf(20);
     const ClusterState& st = c.e().state();
@@ -721,7 +721,8 @@ TEST(EngineQueues, TheRebalanceSupplyBoundIsWhatLeavesAboveTheirFairSharesMayGiv
     int64_t supply = -1;
     (void)c.e().queue_book().RebalanceVictims(st, job, replicas, t, &below, &supply, false);
     EXPECT_TRUE(below);
-    const int64_t bound = c.e().queue_book().RebalanceSupplyBound(st, st.task(st.job(job).tasks.front()).req.models, t);
+    const int64_t bound = c.e().queue_book().SupplyBound(st, 0, st.task(st.job(job).tasks.front()).req.models,
+                                                         QueueBook::Bound::kFair, t);
     return std::make_pair(bound, supply);
   };
   // b's only victim unit is its 8-node gang, more than its 2-node budget: nothing may be taken
@@ -756,7 +757,7 @@ TEST(EngineQueues, TheRebalanceSupplyBoundIsWhatLeavesAboveTheirFairSharesMayGiv
   }
 }
 
-TEST(EngineQueues, TheOwedSupplyBoundCountsOnlyTheTeamsOfAnOrgAtItsGuaranteeAndAJobNeedingMoreWaits) {
+TEST(EngineQueues, TheSupplyBoundCountsOnlyTheTeamsOfAnOrgAtItsGuaranteeAndAJobNeedingMoreWaits) {
   // 8 nodes; org1 is guaranteed 4 nodes (t1 3, t2 1), org2 2 (t3 2). t1 idle: t2 runs a rigid
   // 4-node gang (3 above its guarantee), t3 four 1-node jobs (2 above). t1 queues a 2-node job,
   // owed (0 + 2 <= 3), but org1 already holds its 4 nodes: a Reclaim for it may take only within
@@ -774,9 +775,9 @@ TEST(EngineQueues, TheOwedSupplyBoundCountsOnlyTheTeamsOfAnOrgAtItsGuaranteeAndA
   const ClusterState& st = c.e().state();
   const JobId job = *c.e().JobOf(20);
   const GpuModelSet models = st.task(st.job(job).tasks.front()).req.models;
-  EXPECT_EQ(c.e().queue_book().OwedSupplyBound(st, 1, models, 100), 0);
+  EXPECT_EQ(c.e().queue_book().SupplyBound(st, 1, models, QueueBook::Bound::kEntitled, 100), 0);
   EXPECT_EQ(c.e().queue_book().Supply(st, job, 2, 100), 0);
-  EXPECT_EQ(c.e().queue_book().OwedSupplyBound(st, 4, models, 100), 16 * kG);
+  EXPECT_EQ(c.e().queue_book().SupplyBound(st, 4, models, QueueBook::Bound::kEntitled, 100), 16 * kG);
   for (int64_t t : {160, 460, 4000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
   EXPECT_EQ(c.Held(), before);
   EXPECT_EQ(c.e().Running(20), 0);
