@@ -118,13 +118,54 @@ void Engine::Learn(const TaskRequest& req) {
   ESTUARY_CHECK(OpenSession().ok());  // it opened with this policy before
 }
 
-void Engine::InheritTypical(const Engine& old) {
-  if (!learn_typical_ || !old.learn_typical_) return;
-  seen_ = old.seen_;
-  next_learn_ = old.next_learn_;
-  typical_ = old.typical_;
-  ESTUARY_CHECK(OpenSession(old.session_.get()).ok());
-  nodes_joined_ = old.nodes_joined_;
+void Engine::Inherit(const Engine& old, bool jobs) {
+  if (learn_typical_ && old.learn_typical_) {
+    seen_ = old.seen_;
+    next_learn_ = old.next_learn_;
+    typical_ = old.typical_;
+    ESTUARY_CHECK(OpenSession(old.session_.get()).ok());
+    nodes_joined_ = old.nodes_joined_;
+  }
+  if (!jobs) return;
+  // Old's local -> this engine's, for the jobs waiting since old queued them (not since now).
+  std::vector<size_t> now_of(old.locals_.size(), SIZE_MAX);
+  for (size_t li = 0; li < locals_.size(); ++li) {
+    const size_t oi = old.LocalOf(locals_[li].fed);
+    if (oi != SIZE_MAX && InheritJob(old, oi, li)) now_of[oi] = li;
+  }
+  // The waits under way of the jobs still waiting since they were queued there.
+  const auto carry = [&](const std::vector<Trigger>& from, std::vector<Trigger>& to) {
+    for (const Trigger& tr : from) {
+      const size_t li = tr.li < now_of.size() ? now_of[tr.li] : SIZE_MAX;
+      if (li == SIZE_MAX || !queue_.Contains(li) || locals_[li].queued_at != tr.queued_at) continue;
+      to.push_back({tr.at, li, tr.queued_at});
+      std::push_heap(to.begin(), to.end(), std::greater<Trigger>());
+    }
+  };
+  carry(old.relax_, relax_);
+  carry(old.triggers_, triggers_);
+  book_.Inherit(old.book_);
+}
+
+bool Engine::InheritJob(const Engine& old, size_t oi, size_t li) {
+  const Local& o = old.locals_[oi];
+  Local& l = locals_[li];
+  const Job& was = old.state_.job(o.id);
+  l.submitted = o.submitted;
+  l.no_grow_until = o.no_grow_until;
+  if (o.no_grow_until > now_) regrow_due_ = std::min(regrow_due_, o.no_grow_until);  // Absorb looks again then
+  if (o.no_borrow_until > now_) {
+    l.no_borrow_until = o.no_borrow_until;
+    no_borrow_.push_back(li);
+  }
+  if (!was.resume_nodes.empty()) state_.SetResumeNodes(l.id, was.resume_nodes);
+  if (!queue_.Contains(li) || !old.queue_.Contains(oi) || o.queued_at == l.queued_at) return false;
+  // Queued here afresh: its waits count from when it joined old's queue (those Enqueue set off
+  // here are void once queued_at is not theirs).
+  l.queued_at = o.queued_at;
+  const int32_t level = was.spec.topology.required_level;
+  if (level != state_.job(l.id).spec.topology.required_level) SetRequiredLevel(li, level);
+  return true;
 }
 
 std::optional<size_t> Engine::Materialize(const EngineJob& job, std::string* why) {

@@ -332,10 +332,17 @@ class Engine {
 
   // FGD's typical tasks in use (null unless the policy is fgd).
   const TypicalTasks* typical() const { return typical_.get(); }
-  // An engine rebuilt in place of `old` (the service drops ended jobs) goes on learning FGD's
-  // typical tasks where `old` was, with `old`'s tie-break order, so that it decides as `old`
-  // would. Call it once the rebuilt engine holds its jobs. Nothing without learning.
-  void InheritTypical(const Engine& old);
+  // An engine rebuilt in place of `old` over the same nodes (the service drops ended jobs) goes
+  // on where `old` was in what the inputs that rebuilt it do not tell, so that it decides as
+  // `old` would. Call it once the rebuilt engine holds its jobs (Adopt, Submit).
+  // - FGD's typical tasks: learned on where `old` was, with `old`'s tie-break order (nothing
+  //   without learning).
+  // - With `jobs`, for each job both engines know (by driver id): when it was submitted (a hold's
+  //   after_s) and, waiting, when it was queued, with its waits under way (the relaxing of its
+  //   required level, which it keeps as relaxed so far; the defragmentation trigger); the nodes
+  //   it resumes on (Job::resume_nodes); the ends of its no-borrow and no-grow periods after a
+  //   queue's Reclaim. And the queues' cooldowns and decayed usage (QueueBook::Inherit).
+  void Inherit(const Engine& old, bool jobs);
 
   // Called with each event as it happens, the state as it is then (e.g. a start's placement
   // before the rest of the cycle changes it). The events still go to TakeEvents / RunCycle.
@@ -518,7 +525,7 @@ class Engine {
 
   // ---- The input log (inputs.h) ----
   // Appends every input applied from now on to `*log` (null: stops). Rebuilding an engine in
-  // place of another (InheritTypical) is not an input: a log replays from the engine's creation.
+  // place of another (Inherit) is not an input: a log replays from the engine's creation.
   // REQUIRES: `log` outlives the recording.
   void RecordInputs(std::vector<EngineInput>* log) { record_ = log; }
   // Applies one input at its time, as the method it records would (the outputs go where that
@@ -1017,6 +1024,9 @@ class Engine {
   std::string TopologyWords(size_t li) const;
   // Local li (waiting, nothing bound) requires `level` (-1: none) from now on.
   void SetRequiredLevel(size_t li, int32_t level);
+  // Inherit's part for one job: old's local oi is this engine's li. Returns whether li waits
+  // since old's queued_at (its waits under way are then old's).
+  bool InheritJob(const Engine& old, size_t oi, size_t li);
   DefragCounters defrag_counters_;
   // The session over state_ with policy_ and typical_ (Create; again when typical_ changes),
   // with the tie-break order of `order` (default: the current session's, if any).

@@ -600,7 +600,11 @@ bool SameCycle(const EngineInput& a, const EngineInput& b) {
 
 Json HistoryRecordJson(const HistoryRecord& r) {
   if (const auto* s = std::get_if<HistorySegment>(&r.what)) return {{"config", ConfigJson(s->config)}};
-  if (std::holds_alternative<HistoryInherit>(r.what)) return {{"inherit", true}};
+  if (const auto* h = std::get_if<HistoryInherit>(&r.what)) {
+    Json j = {{"inherit", true}};
+    if (h->jobs) j["jobs"] = true;
+    return j;
+  }
   if (const auto* in = std::get_if<EngineInput>(&r.what)) {
     Json j = {{"t", in->t}, {"input", std::visit(InputJson{}, in->what)}};
     if (r.repeat > 1) j["n"] = r.repeat;
@@ -618,7 +622,7 @@ StatusOr<HistoryRecord> HistoryRecordFromJson(const Json& j) {
     r.what = HistorySegment{ConfigFrom(f.At("config"))};
   } else if (f.Has("inherit")) {
     if (!f.Bool("inherit", false)) f.Fail("inherit", "expected true");
-    r.what = HistoryInherit{};
+    r.what = HistoryInherit{f.Bool("jobs", false)};
   } else if (f.Has("input")) {
     EngineInput in;
     in.t = f.Int("t", 0);
@@ -705,9 +709,9 @@ StatusOr<ReplayResult> ReplayHistory(const std::vector<HistoryRecord>& records,
       });
       previous = std::move(engine);
       engine = std::move(fresh);
-    } else if (std::holds_alternative<HistoryInherit>(r.what)) {
+    } else if (const auto* h = std::get_if<HistoryInherit>(&r.what)) {
       if (!previous) return InvalidArgument("an inherit record in the first segment: nothing to inherit from");
-      engine->InheritTypical(*previous);
+      engine->Inherit(*previous, h->jobs);
     } else if (const auto* e = std::get_if<EngineEvent>(&r.what)) {
       recorded.push_back(e);
     } else {

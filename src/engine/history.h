@@ -7,14 +7,15 @@
 // service after a restart, or when it compacts its engine) starts a new segment. A segment starts
 // with the configuration its engine was made with; an `inherit` record says where the new engine
 // took over FGD's learned typical tasks and the tie-break order of the engine of the segment
-// before it (Engine::InheritTypical).
+// before it and, with `jobs`, its jobs' waits and the queues' cooldowns and usage (Engine::Inherit).
 //
 // The text form is JSON lines, one record per line:
 //   {"estuary_history": 1}                         the first line
 //   {"config": {...}}                              a segment starts
 //   {"t": T, "input": {"kind": K, ...}, "n": C}    an input (C > 1: C identical cycles in a row)
 //   {"t": T, "event": {"kind": K, ...}}            an event the engine reported
-//   {"inherit": true}                              the engine inherits from the segment before
+//   {"inherit": true, "jobs": true}                the engine inherits from the segment before
+//                                                  ("jobs" absent: the typical tasks only)
 // Thread-safety: none (plain data and functions).
 #pragma once
 
@@ -36,7 +37,9 @@ namespace estuary {
 struct HistorySegment {
   EngineConfig config;
 };
-struct HistoryInherit {};
+struct HistoryInherit {
+  bool jobs = false;  // Engine::Inherit's `jobs` (histories written before it was carried: false)
+};
 
 // One record of a history.
 struct HistoryRecord {

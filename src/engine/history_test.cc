@@ -87,6 +87,7 @@ std::vector<HistoryRecord> OneOfEachKind() {
   EXPECT_EQ(HistoryRecordJson(r[r.size() - 1])["input"]["queues"][0]["tenants"], nlohmann::json::array({"alice"}));
   r.push_back({ev});
   r.push_back({HistoryInherit{}});
+  r.push_back({HistoryInherit{true}});
   r.push_back({EngineInput{16, CycleInput{{CyclePart::kGrow, 800}}}, 3});
   return r;
 }
@@ -104,6 +105,9 @@ TEST(HistoryText, EveryKindOfRecordSurvivesARoundTrip) {
   EXPECT_EQ(HistoryRecordJson(all[1])["input"]["mode"], "start-or-reclaim");
   EXPECT_EQ(HistoryRecordJson(all[7])["input"]["op"], "evacuate");
   EXPECT_EQ(HistoryRecordJson(all.back())["n"], 3);
+  // An inherit record says "jobs" only when the jobs are inherited (older histories lack it).
+  EXPECT_EQ(HistoryRecordJson(all[all.size() - 3]), nlohmann::json({{"inherit", true}}));
+  EXPECT_EQ(HistoryRecordJson(all[all.size() - 2]), nlohmann::json({{"inherit", true}, {"jobs", true}}));
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["policy"], "fgd");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["victims"], "volcano");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["preemptor_min_priority"], 0);
@@ -223,6 +227,8 @@ TEST_F(HistoryFile, ABadFileIsRefusedNamingTheFileTheLineAndTheField) {
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":2: config: the first record must start a segment"));
   p = Write(header + segment + "{\"t\": 1, \"event\": {\"kind\": \"teleported\"}}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: event.kind: unknown event kind 'teleported'"));
+  p = Write(header + segment + "{\"inherit\": true, \"jobs\": \"yes\"}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: jobs: expected true or false"));
   p = Write(header + "{\"config\": {\"actions\": [\"allocate\", \"dance\"]}}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":2: config.actions[1]: unknown action"));
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile((dir_ / "absent.jsonl").string()), (dir_ / "absent.jsonl").string() + ": cannot open"));

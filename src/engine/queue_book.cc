@@ -81,6 +81,18 @@ std::vector<int32_t> QueueBook::Parents() const {
 void QueueBook::Succeed(const QueueBook& old) {
   version_ = old.version_ + 1;
   shares_version_ = old.shares_version_ + 1;
+  Inherit(old);
+}
+
+void QueueBook::Inherit(const QueueBook& old) {
+  for (size_t o = 0; o < old.tree_.size(); ++o) {
+    const std::optional<size_t> q = tree_.Find(old.tree_.spec(o).name);
+    if (!q) continue;
+    cooldown_until_[*q] = old.cooldown_until_[o];
+    decayed_[*q] = old.decayed_[o];
+  }
+  if (old.usage_at_ >= 0) usage_at_ = old.usage_at_;
+  ++changes_;
 }
 
 std::optional<int32_t> QueueBook::Resolve(const std::string& name, int32_t priority, std::string* why) const {

@@ -83,6 +83,10 @@ class QueueBook {
   // This book replaces `old` (the queues changed at run time): its versions continue old's, so
   // that nothing cached against old's shares is taken for this book's.
   void Succeed(const QueueBook& old);
+  // This book goes on where `old` was in time (an engine rebuilt in place of another, or the
+  // queues changed at run time): each queue of old's name keeps its cooldown and its decayed
+  // usage (time-based fairness, as of old's last refresh).
+  void Inherit(const QueueBook& old);
   const QueueTree& tree() const { return tree_; }
   // Whether quota dimension d is managed (GPUs in total always; a model, CPU or memory when some
   // queue names it).

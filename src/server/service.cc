@@ -768,8 +768,10 @@ struct Service::Impl {
       }
     }
     take_inputs();
-    segment.push_back({HistoryInherit{}});
-    fresh->InheritTypical(*engine);  // FGD's learned typical tasks count the ended jobs too
+    segment.push_back({HistoryInherit{true}});
+    // FGD's learned typical tasks count the ended jobs too; the jobs' waits, hints and no-borrow
+    // periods and the queues' cooldowns and usage go on.
+    fresh->Inherit(*engine, true);
     std::map<uint64_t, ReservationView> held = reservations;
     for (auto& [id, r] : held) {
       std::vector<NodeId> nodes_held;
