@@ -399,22 +399,11 @@ TEST(Engine, WithoutHoldingSurvivorsTheRequeuedGangLosesItsAswToLaterJobs) {
 // n0-n3, asw1 n4-n7, asw2 n8, asw3 n9, asw4 n10-n12). Gang 1 (8 x 8 GPUs, prefers one ASW) runs
 // on n0-n7; n3 fails at t = 10 and the rigid gang is requeued whole; the cycle at t = 10 runs.
 std::unique_ptr<Engine> SpanningGangLosingANode(bool hold) {
-  testing::ClusterBuilder c;
-  const PlaneId data = *c.state.topology().AddPlane("data", {"asw", "node"});
-  const int sizes[] = {4, 4, 1, 1, 3};
-  int k = 0;
-  for (int a = 0; a < 5; ++a) {
-    for (int i = 0; i < sizes[a]; ++i) {
-      const NodeId n = c.AddNode("n" + std::to_string(k++), testing::NodeShape{});
-      const std::vector<std::string> asw = {"asw" + std::to_string(a)};
-      EXPECT_TRUE(c.state.AssignDomains(n, data, asw).ok());
-    }
-  }
   EngineConfig o;
   o.name = "resume";
   o.requeue = true;
   o.hold_survivors = hold;
-  auto e = Engine::Create(std::move(c.state), o);
+  auto e = Engine::Create(testing::FiveAswCluster(), o);
   EXPECT_TRUE(e.ok());
   Engine& m = **e;
   const GpuIndices all = testing::Idx({0, 1, 2, 3, 4, 5, 6, 7});

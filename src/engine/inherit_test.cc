@@ -118,22 +118,6 @@ TEST(EngineInherit, ARebuiltEngineKeepsAGangsRelaxedRequiredLevelAndStartsItAsTh
   }
 }
 
-// 13 nodes in ASWs of 4, 4, 1, 1 and 3 nodes (n0-n3, n4-n7, n8, n9, n10-n12).
-ClusterState FiveAsws() {
-  testing::ClusterBuilder c;
-  const PlaneId data = *c.state.topology().AddPlane("data", {"asw", "node"});
-  const int sizes[] = {4, 4, 1, 1, 3};
-  int k = 0;
-  for (int a = 0; a < 5; ++a) {
-    for (int i = 0; i < sizes[a]; ++i) {
-      const NodeId n = c.AddNode("n" + std::to_string(k++), testing::NodeShape{});
-      const std::vector<std::string> asw = {"asw" + std::to_string(a)};
-      EXPECT_TRUE(c.state.AssignDomains(n, data, asw).ok());
-    }
-  }
-  return std::move(c.state);
-}
-
 TEST(EngineInherit, ARequeuedSpanningGangResumesInTheAswsItRanInAfterTheRebuild) {
   // Gang 1 (8 x 8 GPUs, preferring one ASW, holding survivors) runs on n0-n7 (asw0, asw1); jobs
   // 2-6 on n8-n12. n3 fails at 10: the gang is requeued whole and remembers its survivors
@@ -162,7 +146,7 @@ TEST(EngineInherit, ARequeuedSpanningGangResumesInTheAswsItRanInAfterTheRebuild)
     return out.size();
   };
   for (bool jobs : {true, false}) {
-    auto made = Engine::Create(FiveAsws(), o);
+    auto made = Engine::Create(testing::FiveAswCluster(), o);
     ASSERT_TRUE(made.ok());
     Engine& old = **made;
     std::vector<Engine::Placement> on;
@@ -173,7 +157,7 @@ TEST(EngineInherit, ARequeuedSpanningGangResumesInTheAswsItRanInAfterTheRebuild)
     old.RunCycle(10);
     ASSERT_EQ(old.Running(1), 0);
     ASSERT_EQ(old.state().job(*old.JobOf(1)).resume_nodes.size(), 7u);
-    auto rebuilt = Rebuilt(old, FiveAsws(), specs, 20, jobs);
+    auto rebuilt = Rebuilt(old, testing::FiveAswCluster(), specs, 20, jobs);
     EXPECT_TRUE(rebuilt->RunCycle(20).empty());
     for (Engine* e : {&old, rebuilt.get()}) {
       e->Finish(2, 30);
@@ -194,14 +178,7 @@ TEST(EngineInherit, ARequeuedSpanningGangResumesInTheAswsItRanInAfterTheRebuild)
   }
 }
 
-QueueSpec Q(const std::string& name, int64_t guarantee_gpus, int64_t weight = 1, const std::string& parent = "") {
-  QueueSpec s;
-  s.name = name;
-  s.parent = parent;
-  if (guarantee_gpus > 0) s.guarantee.gpu_milli = guarantee_gpus * kG;
-  s.weight = weight;
-  return s;
-}
+using testing::Q;
 
 EngineJob NodeJob(uint32_t id, const std::string& queue) {
   EngineJob j = testing::WholeGpuJob(id, 1, 8, 300, true);

@@ -20,14 +20,7 @@ namespace {
 
 constexpr int64_t kG = 1000;  // one GPU, milli
 
-QueueSpec Q(const std::string& name, int64_t guarantee_gpus, int64_t weight = 1, const std::string& parent = "") {
-  QueueSpec s;
-  s.name = name;
-  s.parent = parent;
-  if (guarantee_gpus > 0) s.guarantee.gpu_milli = guarantee_gpus * kG;
-  s.weight = weight;
-  return s;
-}
+using testing::Q;
 
 // Job `id` of queue `queue`: `replicas` whole nodes (min = max unless `min` > 0), LP, preemptible.
 EngineJob NodeJob(uint32_t id, const std::string& queue, int replicas, int min = 0, int32_t priority = 300) {
