@@ -1866,7 +1866,9 @@ void Engine::Apply(const EngineInput& in) {
         if constexpr (std::is_same_v<X, SubmitInput>) (void)Submit(x.job, x.mode, t);
         else if constexpr (std::is_same_v<X, CancelInput>) x.finished ? Finish(x.job, t) : Cancel(x.job, t);
         else if constexpr (std::is_same_v<X, ResizeInput>) (void)Resize(x.job, x.min_replicas, x.max_replicas, t, &why);
-        else if constexpr (std::is_same_v<X, ProbeInput>) x.quote ? (void)QuoteReclaim(x.job, t) : (void)FitsIdleNow(x.job, t);
+        else if constexpr (std::is_same_v<X, ProbeInput>) {
+          x.know ? (void)Know(x.job, t) : x.quote ? (void)QuoteReclaim(x.job, t) : (void)FitsIdleNow(x.job, t);
+        }
         else if constexpr (std::is_same_v<X, AddPlaneInput>) (void)AddPlane(x.name, x.levels);
         else if constexpr (std::is_same_v<X, AddNodeInput>) (void)AddNode(x.spec, x.gpu_model, x.domains);
         else if constexpr (std::is_same_v<X, StandbyInput>) (void)SetStandby(x.job, x.replicas, t);
@@ -2234,7 +2236,11 @@ std::optional<JobId> Engine::JobOf(uint32_t job) const {
 
 bool Engine::Adopt(const EngineJob& job, const std::vector<Placement>& placements, int64_t started_s) {
   Record(now_, AdoptInput{job, placements, started_s});
-  if (LocalOf(job.id) != SIZE_MAX || placements.empty()) return false;
+  if (const size_t known = LocalOf(job.id); known != SIZE_MAX) {
+    const Local& k = locals_[known];
+    if (k.running || k.reclaiming || queue_.Contains(known)) return false;  // known only (Know) is fine
+  }
+  if (placements.empty()) return false;
   std::vector<char> seen(static_cast<size_t>(std::max(0, job.max_replicas)), 0);
   for (const Placement& p : placements) {
     if (p.replica >= seen.size() || seen[p.replica]) return false;
@@ -2301,6 +2307,14 @@ std::optional<ReclaimQuote> Engine::QuoteReclaim(const EngineJob& job, int64_t n
     q.max_priority = std::max(q.max_priority, state_.job(state_.task(t).job).spec.priority);
   }
   return q;
+}
+
+bool Engine::Know(const EngineJob& job, int64_t now_s) {
+  ProbeInput in{job, false};
+  in.know = true;
+  Record(now_s, std::move(in));
+  std::string why;
+  return Materialize(job, &why).has_value();
 }
 
 bool Engine::FitsIdleNow(const EngineJob& job, int64_t now_s) {

@@ -327,6 +327,11 @@ class Engine {
   // (PreemptAction's feasibility without victims)? Materialises the job if needed; changes no
   // placement.
   bool FitsIdleNow(const EngineJob& job, int64_t now_s);
+  // Gives `job` its place in the engine's state (its JobId: ties among jobs follow their ids) and
+  // nothing else: no placement, no queue. A rebuilt engine is told its jobs in the order the old
+  // one knew them (then adopts and queues them: Adopt takes a known job that neither runs nor
+  // waits). Returns false when the job cannot run here at all.
+  bool Know(const EngineJob& job, int64_t now_s);
   // The state's jobs that keep the HP headrooms (EngineConfig::headroom), in order.
   std::vector<JobId> HeadroomJobs() const;
 
@@ -518,7 +523,8 @@ class Engine {
   using Placement = ReplicaPlacement;
   // Rebuilds a job that was running before a restart: materialises `job`, binds each listed
   // replica where it runs, and marks the job running since `started_s` (no event). Returns false,
-  // binding nothing, when the job is already here, a replica is out of range or listed twice, or
+  // binding nothing, when the job is already here (but for one only known: Know), a replica is
+  // out of range or listed twice, or
   // a placement does not fit (its node is down or its capacity is taken; a borrowed one: its GPUs
   // are not lent now — adopt the lenders first).
   bool Adopt(const EngineJob& job, const std::vector<Placement>& placements, int64_t started_s);

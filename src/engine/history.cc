@@ -240,7 +240,11 @@ struct InputJson {
   Json operator()(const ResizeInput& x) const {
     return {{"kind", "resize"}, {"job", x.job}, {"min_replicas", x.min_replicas}, {"max_replicas", x.max_replicas}};
   }
-  Json operator()(const ProbeInput& x) const { return {{"kind", "probe"}, {"job", JobJson(x.job)}, {"quote", x.quote}}; }
+  Json operator()(const ProbeInput& x) const {
+    Json j = {{"kind", "probe"}, {"job", JobJson(x.job)}, {"quote", x.quote}};
+    if (x.know) j["know"] = true;
+    return j;
+  }
   Json operator()(const AddPlaneInput& x) const { return {{"kind", "add-plane"}, {"name", x.name}, {"levels", x.levels}}; }
   Json operator()(const AddNodeInput& x) const {
     Json labels = Json::array(), domains = Json::array();
@@ -312,7 +316,7 @@ InputFrom(const Fields& f) {
   if (kind == "resize") {
     return ResizeInput{static_cast<uint32_t>(f.U64("job", 0)), f.I32("min_replicas", 1), f.I32("max_replicas", 1)};
   }
-  if (kind == "probe") return ProbeInput{JobFrom(f.At("job")), f.Bool("quote", true)};
+  if (kind == "probe") return ProbeInput{JobFrom(f.At("job")), f.Bool("quote", true), f.Bool("know", false)};
   if (kind == "add-plane") {
     AddPlaneInput x;
     x.name = f.Str("name");

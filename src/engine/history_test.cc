@@ -69,6 +69,7 @@ std::vector<HistoryRecord> OneOfEachKind() {
       {2, CancelInput{3, true}},
       {3, ResizeInput{3, 1, 4}},
       {4, ProbeInput{job, false}},
+      {4, ProbeInput{job, false, true}},
       {5, AddPlaneInput{"data", {"asw", "node"}}},
       {6, node},
       {7, NodeInput{NodeInput::Op::kEvacuate, NodeId(1)}},
@@ -103,8 +104,11 @@ TEST(HistoryText, EveryKindOfRecordSurvivesARoundTrip) {
   // Spot checks on what the text says (not only that it reads back).
   const std::vector<HistoryRecord> all = OneOfEachKind();
   EXPECT_EQ(HistoryRecordJson(all[1])["input"]["mode"], "start-or-reclaim");
-  EXPECT_EQ(HistoryRecordJson(all[7])["input"]["op"], "evacuate");
+  EXPECT_EQ(HistoryRecordJson(all[8])["input"]["op"], "evacuate");
   EXPECT_EQ(HistoryRecordJson(all.back())["n"], 3);
+  // A probe that only makes the job known says so (Engine::Know); the others do not.
+  EXPECT_EQ(HistoryRecordJson(all[4])["input"].value("know", false), false);
+  EXPECT_EQ(HistoryRecordJson(all[5])["input"]["know"], true);
   // An inherit record says "jobs" only when the jobs are inherited (older histories lack it).
   EXPECT_EQ(HistoryRecordJson(all[all.size() - 3]), nlohmann::json({{"inherit", true}}));
   EXPECT_EQ(HistoryRecordJson(all[all.size() - 2]), nlohmann::json({{"inherit", true}, {"jobs", true}}));
@@ -227,6 +231,8 @@ TEST_F(HistoryFile, ABadFileIsRefusedNamingTheFileTheLineAndTheField) {
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":2: config: the first record must start a segment"));
   p = Write(header + segment + "{\"t\": 1, \"event\": {\"kind\": \"teleported\"}}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: event.kind: unknown event kind 'teleported'"));
+  p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"probe\", \"job\": {}, \"know\": 1}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.know: expected true or false"));
   p = Write(header + segment + "{\"inherit\": true, \"jobs\": \"yes\"}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: jobs: expected true or false"));
   p = Write(header + "{\"config\": {\"actions\": [\"allocate\", \"dance\"]}}\n");

@@ -41,11 +41,13 @@ struct ResizeInput {
   uint32_t job = 0;
   int32_t min_replicas = 1, max_replicas = 1;
 };
-// A what-if that materialises the job when it is new (QuoteReclaim, FitsIdleNow): it changes no
-// placement but gives the job its place in the engine's state, which later inputs see.
+// A what-if that materialises the job when it is new (QuoteReclaim, FitsIdleNow), or that only
+// materialises it (Know): it changes no placement but gives the job its place in the engine's
+// state, which later inputs see.
 struct ProbeInput {
   EngineJob job;
   bool quote = true;  // QuoteReclaim; false: FitsIdleNow
+  bool know = false;  // Know (quote ignored)
 };
 struct AddPlaneInput {
   std::string name;

@@ -705,8 +705,10 @@ struct Service::Impl {
 
   // Rebuilds the engine without the jobs that ended (their records in the engine's ClusterState
   // are what grows with history): a fresh member gets the same planes, the nodes in id order with
-  // their states, every running job adopted exactly where it runs (lenders first, then the jobs
-  // on their lent GPUs), the queue submitted again in order and the reservations held again. Only
+  // their states, every live job known in the old engine's order (Engine::Know), every running
+  // job adopted exactly where it runs (lenders first, then the jobs on their lent GPUs), the
+  // queue submitted again in order, what the old engine knew beyond those inputs inherited
+  // (Engine::Inherit) and the reservations held again: it decides as the old one would. Only
   // when nothing is under way (Engine::Quiescent); all or nothing: false, and the old
   // engine kept, when any step fails. Stores the reservations' new node lists.
   bool CompactEngine(int64_t now_s, StoreBatch& batch) {
@@ -738,6 +740,17 @@ struct Service::Impl {
       if (!id.ok() || id->value() != i) return false;
       if (n.state == NodeState::kDown) fresh->FailNode(*id, now_s);
       if (n.state == NodeState::kCordoned) fresh->SetCordoned(*id, true);
+    }
+    // Every live job first known in the order the old engine knew it (its JobIds), so that ties
+    // among jobs, which follow their ids (Absorb's, the victims'), fall as they would have.
+    std::vector<std::pair<JobId, uint64_t>> known;
+    for (const auto& [id, j] : jobs) {
+      const auto ej = engine->JobOf(static_cast<uint32_t>(id));
+      if (j.in_engine && ej) known.emplace_back(*ej, id);
+    }
+    std::sort(known.begin(), known.end());
+    for (const auto& [ej, id] : known) {
+      if (!fresh->Know(ToFed(id, jobs.at(id).view.request), now_s)) return false;
     }
     for (int borrowers = 0; borrowers < 2; ++borrowers) {
       for (const auto& [id, j] : jobs) {
