@@ -524,9 +524,8 @@ class Engine {
   // Rebuilds a job that was running before a restart: materialises `job`, binds each listed
   // replica where it runs, and marks the job running since `started_s` (no event). Returns false,
   // binding nothing, when the job is already here (but for one only known: Know), a replica is
-  // out of range or listed twice, or
-  // a placement does not fit (its node is down or its capacity is taken; a borrowed one: its GPUs
-  // are not lent now — adopt the lenders first).
+  // out of range or listed twice, or a placement does not fit (its node is down or its capacity
+  // is taken; a borrowed one: its GPUs are not lent now — adopt the lenders first).
   bool Adopt(const EngineJob& job, const std::vector<Placement>& placements, int64_t started_s);
 
   // ---- The input log (inputs.h) ----
