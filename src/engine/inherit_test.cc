@@ -1,9 +1,10 @@
-// An engine rebuilt in place of another (the service's compaction: the running jobs adopted where
-// they run, the waiting ones submitted again in queue order) decides as the old one would when it
-// inherits from it (Engine::Inherit with `jobs`): waits keep counting from when a job was queued,
-// a job evicted by a queue's Reclaim still may not borrow nor one it shrank grow, a queue that just got capacity back
-// keeps its cooldown, and time-based fair shares keep their usage history. Each test also runs the rebuild without inheriting the jobs, to show what the
-// inheritance changes.
+// An engine rebuilt in place of another (the service's compaction: its jobs known in the old
+// engine's order, the running ones adopted where they run, the waiting ones submitted again in
+// queue order) decides as the old one would when it inherits from it (Engine::Inherit with
+// `jobs`): waits keep counting from when a job was queued, a job evicted by a queue's Reclaim
+// still may not borrow nor one it shrank grow, a queue that just got capacity back keeps its
+// cooldown, and time-based fair shares keep their usage history. Each test also runs the rebuild
+// without inheriting the jobs, to show what the inheritance changes.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -24,9 +25,9 @@ namespace {
 constexpr int64_t kG = 1000;  // one GPU, milli
 
 // A new engine over `cluster` (the old one's nodes) with old's configuration, as the service
-// compacts its engine: the nodes down in old failed, old's running jobs adopted where they run,
-// its waiting ones submitted at now_s in its queue order (`specs`: each
-// job as its driver knows it), then Inherit(old, jobs).
+// compacts its engine: the nodes down in old failed, old's live jobs known in old's order
+// (Engine::Know), its running ones adopted where they run, its waiting ones submitted at now_s
+// in its queue order (`specs`: each job as its driver knows it), then Inherit(old, jobs).
 std::unique_ptr<Engine> Rebuilt(const Engine& old, ClusterState cluster, const std::map<uint32_t, EngineJob>& specs,
                                 int64_t now_s, bool jobs) {
   auto made = Engine::Create(std::move(cluster), old.options());
@@ -36,6 +37,13 @@ std::unique_ptr<Engine> Rebuilt(const Engine& old, ClusterState cluster, const s
   for (const Node& n : s.nodes()) {
     if (n.state == NodeState::kDown) e.FailNode(n.id, now_s);
   }
+  std::vector<std::pair<JobId, uint32_t>> live;
+  for (const auto& [id, spec] : specs) {
+    const std::optional<JobId> j = old.JobOf(id);
+    if (j && (old.Running(id) > 0 || std::ranges::count(old.QueuedInOrder(), id) > 0)) live.emplace_back(*j, id);
+  }
+  std::sort(live.begin(), live.end());
+  for (const auto& [j, id] : live) EXPECT_TRUE(e.Know(specs.at(id), now_s)) << id;
   for (const auto& [id, spec] : specs) {
     const std::optional<JobId> j = old.JobOf(id);
     if (!j || old.Running(id) == 0) continue;
