@@ -1028,6 +1028,12 @@ Status Service::Impl::Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std
   // stops; the old one runs on); an old instance not yet reported stopped is told again.
   std::vector<uint64_t> waiting;
   std::vector<uint64_t> order;
+  // First every job not ended known in service id order: the order the engine before knew them
+  // in (by submission; a rebuild keeps its order, CompactEngine), so that ties among jobs, which
+  // follow their ids, fall as they would have (Engine::Know).
+  for (const auto& [id, j] : s.jobs) {
+    if (!Ended(j.view.phase)) (void)s.engine->Know(Impl::ToFed(id, j.view.request), now_s);
+  }
   for (int borrowers = 0; borrowers < 2; ++borrowers) {
     for (const auto& [id, j] : s.jobs) {
       const bool b = std::any_of(j.tasks.begin(), j.tasks.end(), [](const Impl::TaskRec& t) { return t.borrowed; });

@@ -524,6 +524,29 @@ void ExpectSameDecisionsCompacting(uint64_t seed) {
   EXPECT_EQ(live.size(), s.sim.size());
 }
 
+// A service reopened on its store at `restart_s`: its first difference from the simulator's
+// decisions (empty: none).
+std::string FirstDifferenceAfterARestart(uint64_t seed, int64_t restart_s) {
+  Simulated s;
+  if (!Simulate(seed, s)) return "no simulation";
+  LiveRun run;
+  run.restart_at_s = restart_s;
+  const Log live = ServiceLog(s.rec, s.cluster, seed, s.ends, s.times, run);
+  for (size_t i = 0; i < std::min(s.sim.size(), live.size()); ++i) {
+    if (s.sim[i] != live[i]) return "decision " + std::to_string(i) + ": simulator " + s.sim[i] + ", service " + live[i];
+  }
+  return live.size() == s.sim.size() ? "" : "the service made " + std::to_string(live.size()) + " decisions";
+}
+
+// A reopened service tells its engine the jobs in service id order before it adopts the running
+// ones and queues the rest (Engine::Know), the order the engine before knew them in: ties among
+// jobs fall as they would have. Seed 3 reopened at 150,000 s: before, an eviction went to an
+// equal job of another id at 151,110 s (j754 for j753). (A restart is not yet exact in general:
+// docs/service.md, "Durability and recovery".)
+TEST(OneEngine, AReopenedServiceKnowsItsJobsInTheirOrderSoTiesFallAsBeforeSeed3) {
+  EXPECT_EQ(FirstDifferenceAfterARestart(3, 150000), "");
+}
+
 TEST(OneEngine, AServiceThatRebuildsItsEngineWheneverItMayDecidesAsTheSimulatorSeeds1To3) {
   for (uint64_t seed : {1, 2, 3}) ExpectSameDecisionsCompacting(seed);
 }
