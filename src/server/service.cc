@@ -703,6 +703,53 @@ struct Service::Impl {
     ++jobs_ended_total;
   }
 
+  // CompactEngine's jobs: every live job of the engine known to `fresh` in the order the engine
+  // knew it, the running ones adopted where they run (lenders first, then the jobs on their lent
+  // GPUs), the waiting ones queued again in order at now_s. False when any step fails.
+  bool RebuildJobs(Engine& fresh, int64_t now_s) const {
+    const ClusterState& old = engine->state();
+    // Every live job first known in the order the old engine knew it (its JobIds), so that ties
+    // among jobs, which follow their ids (Absorb's, the victims'), fall as they would have.
+    std::vector<std::pair<JobId, uint64_t>> known;
+    for (const auto& [id, j] : jobs) {
+      const auto ej = engine->JobOf(static_cast<uint32_t>(id));
+      if (j.in_engine && ej) known.emplace_back(*ej, id);
+    }
+    std::sort(known.begin(), known.end());
+    for (const auto& [ej, id] : known) {
+      if (!fresh.Know(ToFed(id, jobs.at(id).view.request), now_s)) return false;
+    }
+    for (int borrowers = 0; borrowers < 2; ++borrowers) {
+      for (const auto& [id, j] : jobs) {
+        const auto ej = engine->JobOf(static_cast<uint32_t>(id));
+        if (!j.in_engine || !ej || engine->Running(static_cast<uint32_t>(id)) == 0) continue;
+        std::vector<Engine::Placement> placements;
+        bool borrowing = false;
+        for (size_t r = 0; r < old.job(*ej).tasks.size(); ++r) {
+          const Task& t = old.task(old.job(*ej).tasks[r]);
+          if (t.state != estuary::TaskState::kBound) continue;
+          placements.push_back({r, t.node, t.gpus, t.standby, t.borrowed});
+          borrowing |= t.borrowed;
+        }
+        if (borrowing != (borrowers == 1)) continue;
+        if (!fresh.Adopt(ToFed(id, j.view.request), placements, old.job(*ej).started_at_s)) return false;
+      }
+    }
+    // Every job in the engine runs or waits in its queue (a Reclaim's job would hold nodes, but
+    // there is none: quiescent).
+    const std::vector<uint32_t> queued = engine->QueuedInOrder();
+    size_t waiting = 0;
+    for (const auto& [id, j] : jobs) waiting += j.in_engine && engine->Running(static_cast<uint32_t>(id)) == 0;
+    if (waiting != queued.size()) return false;
+    for (uint32_t id : queued) {
+      const auto it = jobs.find(id);
+      if (it == jobs.end() || !fresh.Submit(ToFed(id, it->second.view.request), SubmitMode::kEnqueue, now_s).accepted) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   // Rebuilds the engine without the jobs that ended (their records in the engine's ClusterState
   // are what grows with history): a fresh member gets the same planes, the nodes in id order with
   // their states, every live job known in the old engine's order (Engine::Know), every running
@@ -741,45 +788,7 @@ struct Service::Impl {
       if (n.state == NodeState::kDown) fresh->FailNode(*id, now_s);
       if (n.state == NodeState::kCordoned) fresh->SetCordoned(*id, true);
     }
-    // Every live job first known in the order the old engine knew it (its JobIds), so that ties
-    // among jobs, which follow their ids (Absorb's, the victims'), fall as they would have.
-    std::vector<std::pair<JobId, uint64_t>> known;
-    for (const auto& [id, j] : jobs) {
-      const auto ej = engine->JobOf(static_cast<uint32_t>(id));
-      if (j.in_engine && ej) known.emplace_back(*ej, id);
-    }
-    std::sort(known.begin(), known.end());
-    for (const auto& [ej, id] : known) {
-      if (!fresh->Know(ToFed(id, jobs.at(id).view.request), now_s)) return false;
-    }
-    for (int borrowers = 0; borrowers < 2; ++borrowers) {
-      for (const auto& [id, j] : jobs) {
-        const auto ej = engine->JobOf(static_cast<uint32_t>(id));
-        if (!j.in_engine || !ej || engine->Running(static_cast<uint32_t>(id)) == 0) continue;
-        std::vector<Engine::Placement> placements;
-        bool borrowing = false;
-        for (size_t r = 0; r < old.job(*ej).tasks.size(); ++r) {
-          const Task& t = old.task(old.job(*ej).tasks[r]);
-          if (t.state != estuary::TaskState::kBound) continue;
-          placements.push_back({r, t.node, t.gpus, t.standby, t.borrowed});
-          borrowing |= t.borrowed;
-        }
-        if (borrowing != (borrowers == 1)) continue;
-        if (!fresh->Adopt(ToFed(id, j.view.request), placements, old.job(*ej).started_at_s)) return false;
-      }
-    }
-    // Every job in the engine runs or waits in its queue (a Reclaim's job would hold nodes, but
-    // there is none: quiescent).
-    const std::vector<uint32_t> queued = engine->QueuedInOrder();
-    size_t waiting = 0;
-    for (const auto& [id, j] : jobs) waiting += j.in_engine && engine->Running(static_cast<uint32_t>(id)) == 0;
-    if (waiting != queued.size()) return false;
-    for (uint32_t id : queued) {
-      const auto it = jobs.find(id);
-      if (it == jobs.end() || !fresh->Submit(ToFed(id, it->second.view.request), SubmitMode::kEnqueue, now_s).accepted) {
-        return false;
-      }
-    }
+    if (!RebuildJobs(*fresh, now_s)) return false;
     take_inputs();
     segment.push_back({HistoryInherit{true}});
     // FGD's learned typical tasks count the ended jobs too; the jobs' waits, hints and no-borrow
