@@ -136,6 +136,9 @@ struct Service::Impl {
     std::string mig_node;    // a migration's new instance starts there (kMigrate) ...
     std::vector<int> mig_gpus;  // ... on these GPUs
     std::string retiring;    // a migration's old instance, told to stop, not yet reported stopped
+    // Whether it has a record in the store (task/<job>/<replica>): while an instance of it is
+    // told to start, runs or is told to stop; not once it succeeded (kDone) or stopped.
+    bool stored() const { return state == TaskState::kStarting || state == TaskState::kRunning || state == TaskState::kStopping; }
   };
   struct JobRec {
     JobView view;
@@ -627,7 +630,7 @@ struct Service::Impl {
         }
         t.mig_node.clear();
         t.mig_gpus.clear();
-        if (t.state != TaskState::kNone) batch.Put(TaskKey(id, i), TaskJson(t));
+        if (t.stored()) batch.Put(TaskKey(id, i), TaskJson(t));
       }
       migrating += !t.mig_node.empty();
       if (told && (!is_bound || t.node != node || t.gpus != gpus)) {
@@ -965,9 +968,15 @@ Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
     const size_t replica = std::stoul(std::string(k.substr(22)));
     const Json j = Json::parse(v, nullptr, false);
     const auto it = s.jobs.find(id);
-    if (j.is_discarded() || it == s.jobs.end() || replica >= 100000) {
-      bad = Internal("store: " + std::string(k) + ": task of no job");
+    if (j.is_discarded() || replica >= 100000) {
+      bad = Internal("store: " + std::string(k) + ": not a task record");
       return false;
+    }
+    // A record its retired job left behind (written by versions before 2026-12-05, which kept one
+    // for a replica that succeeded while it was being moved): dropped.
+    if (it == s.jobs.end()) {
+      batch.Delete(std::string(k));
+      return true;
     }
     // A replica above a lowered max (stopping since the change) keeps its record.
     if (replica >= it->second.tasks.size()) it->second.tasks.resize(replica + 1);
@@ -1993,7 +2002,7 @@ void Service::Impl::ApplyReports(Input& in, Pass& p) {
         }
       } else if (r.node == t.retiring && r.state != TaskReport::State::kRunning) {
         t.retiring.clear();  // the old instance is gone
-        if (t.state != Impl::TaskState::kNone) batch.Put(TaskKey(id, replica), Impl::TaskJson(t));
+        if (t.stored()) batch.Put(TaskKey(id, replica), Impl::TaskJson(t));
       }
       continue;
     }
@@ -2250,7 +2259,7 @@ void Service::Impl::RetireEnded(Pass& p) {
     const auto it = jobs.find(id);
     if (it == jobs.end() || !Ended(it->second.view.phase)) continue;
     for (size_t i = 0; i < it->second.tasks.size(); ++i) {
-      if (it->second.tasks[i].state != TaskState::kNone) p.batch.Delete(TaskKey(id, i));
+      if (it->second.tasks[i].stored()) p.batch.Delete(TaskKey(id, i));
     }
     p.batch.Delete(JobKey(id));
     jobs.erase(it);

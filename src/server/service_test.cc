@@ -1160,6 +1160,79 @@ TEST_F(ServiceTest, AnEndedJobIsListedForItsRetentionThenForgottenHereAndInTheSt
   Pass();
 }
 
+// A replica that succeeds where it ran while its move's new instance starts elsewhere: the new
+// instance is stopped, the replica keeps no record, and once its job is retired nothing of it is
+// left in the store — before, a record of the replica outlived its job and the service refused to
+// open again ("task of no job").
+TEST_F(ServiceTest, AReplicaThatSucceedsWhileItIsMovedLeavesNoRecordOnceItsJobIsRetiredAndTheServiceOpensAgain) {
+  ServiceOptions o;
+  o.retain_ended_ms = 60'000;
+  Reopen(o);
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  const uint64_t a = RunJob(kAlice, Job("a", 1, 4));
+  const uint64_t b = RunJob(kAlice, Job("b", 1, 4));
+  const uint64_t c = RunJob(kAlice, Job("c", 1, 4));
+  ASSERT_TRUE(service_->Cancel(kAlice, b).ok());
+  Pass();
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
+  Pass();
+  auto moves = ViaLoop([&] { return service_->Defrag(kAdmin); });
+  ASSERT_TRUE(moves.ok()) << moves.status().message();
+  ASSERT_EQ(*moves, 1);
+  const std::vector<Order> mig = Orders(kAgentA);
+  ASSERT_EQ(Ops(mig), std::vector<Order::Op>{Order::Op::kMigrate});
+  const uint64_t moved = mig[0].job;
+  ASSERT_TRUE(moved == a || moved == c);
+  // The old instance's work runs out before the new one is up.
+  ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kSucceeded, mig[0].from}}, false).ok());
+  Pass();
+  EXPECT_EQ(Get(moved).phase, JobPhase::kSucceeded);
+  const std::vector<Order> stop = Orders(kAgentA);
+  ASSERT_EQ(Ops(stop), std::vector<Order::Op>{Order::Op::kStop});
+  EXPECT_EQ(stop[0].node, mig[0].node);  // the new instance
+  const auto records = [&] {
+    std::vector<std::string> keys;
+    EXPECT_TRUE(store_->Scan("task/", [&](std::string_view k, std::string_view) {
+                  keys.emplace_back(k);
+                  return true;
+                }).ok());
+    return keys;
+  };
+  const std::string prefix = "task/" + std::string(16 - std::to_string(moved).size(), '0') + std::to_string(moved) + "/";
+  for (const std::string& k : records()) EXPECT_NE(k.rfind(prefix, 0), 0u) << k << " outlives its replica's end";
+  ReportAll(kAgentA, stop, TaskReport::State::kRunning);
+  Pass();
+  clock_.ms += 61'000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  EXPECT_EQ(service_->GetJob(kAlice, moved).status().code(), StatusCode::kNotFound);  // retired
+  EXPECT_EQ(records().size(), 1u);  // the other job's replica
+  Reopen(o);
+  EXPECT_EQ(Get(moved == a ? c : a).phase, JobPhase::kRunning);
+}
+
+// A store written before that fix may hold such a record: the service drops it as it opens. A
+// task record that is not one (not JSON) still stops it, naming the key.
+TEST_F(ServiceTest, ATaskRecordOfNoJobIsDroppedAsTheServiceOpensAndAMalformedOneIsRefused) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  const uint64_t a = RunJob(kAlice, Job("a", 1, 4));
+  StoreBatch stray;
+  stray.Put("task/0000000000000099/00000", R"({"gpus":[0],"node":"a0","state":"stopping"})");
+  ASSERT_TRUE(store_->Apply(stray).ok());
+  Reopen();
+  EXPECT_EQ(Get(a).phase, JobPhase::kRunning);
+  auto gone = store_->Get("task/0000000000000099/00000");
+  ASSERT_TRUE(gone.ok());
+  EXPECT_FALSE(gone->has_value());
+  StoreBatch bad;
+  bad.Put("task/0000000000000001/00000", "{not json");
+  ASSERT_TRUE(store_->Apply(bad).ok());
+  service_.reset();
+  auto sv = Service::Open(store_.get(), &clock_, ServiceOptions{});
+  ASSERT_FALSE(sv.ok());
+  EXPECT_EQ(sv.status().message(), "store: task/0000000000000001/00000: not a task record");
+}
+
 TEST_F(ServiceTest, TheEngineIsRebuiltWithoutItsEndedJobsAndNothingItRunsOrQueuesNoticesIt) {
   ServiceOptions o;
   o.compact_min_jobs = 4;
