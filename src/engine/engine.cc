@@ -126,46 +126,86 @@ void Engine::Inherit(const Engine& old, bool jobs) {
     ESTUARY_CHECK(OpenSession(old.session_.get()).ok());
     nodes_joined_ = old.nodes_joined_;
   }
-  if (!jobs) return;
-  // Old's local -> this engine's, for the jobs waiting since old queued them (not since now).
-  std::vector<size_t> now_of(old.locals_.size(), SIZE_MAX);
-  for (size_t li = 0; li < locals_.size(); ++li) {
-    const size_t oi = old.LocalOf(locals_[li].fed);
-    if (oi != SIZE_MAX && InheritJob(old, oi, li)) now_of[oi] = li;
-  }
-  // The waits under way of the jobs still waiting since they were queued there.
-  const auto carry = [&](const std::vector<Trigger>& from, std::vector<Trigger>& to) {
-    for (const Trigger& tr : from) {
-      const size_t li = tr.li < now_of.size() ? now_of[tr.li] : SIZE_MAX;
-      if (li == SIZE_MAX || !queue_.Contains(li) || locals_[li].queued_at != tr.queued_at) continue;
-      to.push_back({tr.at, li, tr.queued_at});
-      std::push_heap(to.begin(), to.end(), std::greater<Trigger>());
-    }
-  };
-  carry(old.relax_, relax_);
-  carry(old.triggers_, triggers_);
-  book_.Inherit(old.book_);
+  if (jobs) RestoreCarry(old.Carried());
 }
 
-bool Engine::InheritJob(const Engine& old, size_t oi, size_t li) {
-  const Local& o = old.locals_[oi];
+CarriedJob Engine::CarriedOf(size_t li) const {
+  const Local& l = locals_[li];
+  const Job& j = state_.job(l.id);
+  CarriedJob c;
+  c.job = l.fed;
+  c.submitted = l.submitted;
+  c.no_borrow_until = l.no_borrow_until;
+  c.no_grow_until = l.no_grow_until;
+  c.resume_nodes = j.resume_nodes;
+  if (l.running) c.started_s = j.started_at_s;
+  if (queue_.Contains(li)) {
+    c.queued_at = l.queued_at;
+    c.position = queue_.PositionOf(li);
+    c.required_level = j.spec.topology.required_level;
+    c.relax_at = l.relax_at;
+    c.trigger_at = l.trigger_at;
+  }
+  return c;
+}
+
+EngineCarry Engine::Carried(const std::vector<uint32_t>* jobs) const {
+  EngineCarry out;
+  const auto add = [&](size_t li) {
+    if (li == SIZE_MAX || !DriverIdOf(locals_[li].id)) return;  // not an internal job (a headroom's)
+    out.jobs.push_back(CarriedOf(li));
+  };
+  if (jobs != nullptr) {
+    for (uint32_t fed : *jobs) add(LocalOf(fed));
+  } else {
+    for (size_t li = 0; li < locals_.size(); ++li) add(li);
+  }
+  out.queues = book_.Carried();
+  out.usage_at = book_.usage_at();
+  return out;
+}
+
+std::vector<uint32_t> Engine::TakeCarryLog() {
+  std::vector<uint32_t> out;
+  out.reserve(carry_log_.size());
+  for (size_t li : carry_log_) {
+    locals_[li].carry_logged = false;
+    out.push_back(locals_[li].fed);
+  }
+  carry_log_.clear();
+  return out;
+}
+
+void Engine::RestoreCarried(const EngineCarry& carry, int64_t now_s) {
+  Record(now_s, RestoreInput{carry});
+  RestoreCarry(carry);
+}
+
+void Engine::RestoreCarry(const EngineCarry& carry) {
+  for (const CarriedJob& c : carry.jobs) RestoreJob(c);
+  book_.Restore(carry.queues, carry.usage_at);
+}
+
+void Engine::RestoreJob(const CarriedJob& c) {
+  const size_t li = LocalOf(c.job);
+  if (li == SIZE_MAX) return;
   Local& l = locals_[li];
-  const Job& was = old.state_.job(o.id);
-  l.submitted = o.submitted;
-  l.no_grow_until = o.no_grow_until;
-  if (o.no_grow_until > now_) regrow_due_ = std::min(regrow_due_, o.no_grow_until);  // Absorb looks again then
-  if (o.no_borrow_until > now_) {
-    l.no_borrow_until = o.no_borrow_until;
+  LogCarry(li);
+  l.submitted = c.submitted;
+  l.no_grow_until = c.no_grow_until;
+  if (c.no_grow_until > now_) regrow_due_ = std::min(regrow_due_, c.no_grow_until);  // Absorb looks again then
+  if (c.no_borrow_until > now_) {
+    l.no_borrow_until = c.no_borrow_until;
     no_borrow_.push_back(li);
   }
-  if (!was.resume_nodes.empty()) state_.SetResumeNodes(l.id, was.resume_nodes);
-  if (!queue_.Contains(li) || !old.queue_.Contains(oi) || o.queued_at == l.queued_at) return false;
-  // Queued here afresh: its waits count from when it joined old's queue (those Enqueue set off
-  // here are void once queued_at is not theirs).
-  l.queued_at = o.queued_at;
-  const int32_t level = was.spec.topology.required_level;
-  if (level != state_.job(l.id).spec.topology.required_level) SetRequiredLevel(li, level);
-  return true;
+  if (!c.resume_nodes.empty()) state_.SetResumeNodes(l.id, c.resume_nodes);
+  if (!queue_.Contains(li) || c.queued_at < 0 || c.queued_at == l.queued_at) return;
+  // Queued here afresh: its waits count from when it joined the queue before (those Enqueue set
+  // off here are void once queued_at is not theirs).
+  l.queued_at = c.queued_at;
+  if (c.required_level != state_.job(l.id).spec.topology.required_level) SetRequiredLevel(li, c.required_level);
+  ArmRelax(li, c.relax_at, c.queued_at);
+  ArmTrigger(li, c.trigger_at, c.queued_at);
 }
 
 std::optional<size_t> Engine::Materialize(const EngineJob& job, std::string* why) {
@@ -383,20 +423,34 @@ std::optional<uint32_t> Engine::DriverIdOf(JobId job) const {
 
 void Engine::Enqueue(size_t li, bool front, int64_t now_s) {
   Local& l = locals_[li];
+  l.relax_at = l.trigger_at = -1;
+  LogCarry(li);
   if (l.required_max_wait_s > 0) {
     // Queued again: its own level again, relaxed after the wait from now.
     if (state_.job(l.id).spec.topology.required_level != l.required_level) SetRequiredLevel(li, l.required_level);
-    relax_.push_back({now_s + l.required_max_wait_s, li, now_s});
-    std::push_heap(relax_.begin(), relax_.end(), std::greater<Trigger>());
+    ArmRelax(li, now_s + l.required_max_wait_s, now_s);
   }
   queue_.Push(li, l.priority, l.shape, front);
   CountDemand(li, true);
   l.queued_at = now_s;
   const EngineDefrag& d = options_.defrag;
-  if (d.enabled && d.trigger_after_s > 0 && l.gpus >= d.trigger_min_gpus) {
-    triggers_.push_back({now_s + d.trigger_after_s, li, now_s});
-    std::push_heap(triggers_.begin(), triggers_.end(), std::greater<Trigger>());
-  }
+  if (d.enabled && d.trigger_after_s > 0 && l.gpus >= d.trigger_min_gpus) ArmTrigger(li, now_s + d.trigger_after_s, now_s);
+}
+
+void Engine::ArmRelax(size_t li, int64_t at, int64_t queued_at) {
+  locals_[li].relax_at = at;
+  LogCarry(li);
+  if (at < 0) return;
+  relax_.push_back({at, li, queued_at});
+  std::push_heap(relax_.begin(), relax_.end(), std::greater<Trigger>());
+}
+
+void Engine::ArmTrigger(size_t li, int64_t at, int64_t queued_at) {
+  locals_[li].trigger_at = at;
+  LogCarry(li);
+  if (at < 0) return;
+  triggers_.push_back({at, li, queued_at});
+  std::push_heap(triggers_.begin(), triggers_.end(), std::greater<Trigger>());
 }
 
 void Engine::SetRequiredLevel(size_t li, int32_t level) {
@@ -408,31 +462,28 @@ void Engine::SetRequiredLevel(size_t li, int32_t level) {
   l.shape = ShapeOf(l.id);
   if (queue_.Contains(li)) queue_.Reshape(li, l.shape);
   l.refused_seq = UINT64_MAX;
+  LogCarry(li);
 }
 
 void Engine::RelaxWaits(int64_t now_s) {
   while (!relax_.empty() && relax_.front().at <= now_s) {
     std::pop_heap(relax_.begin(), relax_.end(), std::greater<Trigger>());
-    Trigger tr = relax_.back();
+    const Trigger tr = relax_.back();
     relax_.pop_back();
     const Local& l = locals_[tr.li];
     if (l.running || !queue_.Contains(tr.li) || l.queued_at != tr.queued_at) continue;  // void
     const int32_t level = state_.job(l.id).spec.topology.required_level;
-    if (level < 0) continue;
     // A Reclaim under way evicts for its present level (or it holds tasks): it looks again after
     // another wait.
-    if (!l.reclaiming && state_.job(l.id).bound_tasks == 0) SetRequiredLevel(tr.li, level - 1);
-    if (level - 1 >= 0 || l.reclaiming) {
-      tr.at += l.required_max_wait_s;
-      relax_.push_back(tr);
-      std::push_heap(relax_.begin(), relax_.end(), std::greater<Trigger>());
-    }
+    if (level >= 0 && !l.reclaiming && state_.job(l.id).bound_tasks == 0) SetRequiredLevel(tr.li, level - 1);
+    ArmRelax(tr.li, level >= 0 && (level - 1 >= 0 || l.reclaiming) ? tr.at + l.required_max_wait_s : -1, tr.queued_at);
   }
 }
 
 void Engine::OnStart(size_t li, int64_t now_s, int32_t granted) {
   Local& l = locals_[li];
   Unclaim(li);
+  LogCarry(li);
   l.running = true;
   l.refused_seq = UINT64_MAX;
   state_.SetJobStart(l.id, now_s);
@@ -462,7 +513,10 @@ Admission Engine::Submit(const EngineJob& job, SubmitMode mode, int64_t now_s) {
     r.reason = "job '" + job.name + "' is already on cluster '" + options_.name + "'";
     return r;
   }
-  if (l.submitted < 0) l.submitted = now_s;
+  if (l.submitted < 0) {
+    l.submitted = now_s;
+    LogCarry(*li);
+  }
   if (mode == SubmitMode::kEnqueue) {
     Enqueue(*li, false, now_s);
     r.accepted = true;
@@ -882,6 +936,7 @@ void Engine::EndEvictions(int64_t now_s) {
       // What a queue took back is not absorbed again at once (no flapping).
       if (ev.queue) {
         locals_[local_of_job_[j]].no_grow_until = now_s + book_.sharing().cooldown_s;
+        LogCarry(local_of_job_[j]);
         regrow_due_ = std::min(regrow_due_, now_s + book_.sharing().cooldown_s);
       }
     }
@@ -890,6 +945,7 @@ void Engine::EndEvictions(int64_t now_s) {
       if (!locals_[vi].running) continue;
       if (ev.queue) {
         locals_[vi].no_borrow_until = now_s + book_.sharing().reborrow_s;
+        LogCarry(vi);
         no_borrow_.push_back(vi);
       }
       ReturnWhole(vi, now_s, for_job, why);
@@ -1885,6 +1941,8 @@ void Engine::Apply(const EngineInput& in) {
           else SetAbsorb(x.value != 0);
         } else if constexpr (std::is_same_v<X, QueuesInput>) {
           (void)SetQueues(x.queues, x.sharing);
+        } else if constexpr (std::is_same_v<X, RestoreInput>) {
+          RestoreCarried(x.carry, t);
         } else if constexpr (std::is_same_v<X, CycleInput>) {
           std::vector<EngineEvent> events = RunCycle(t, x.options);
           // RunCycle hands its events to its caller; a replay keeps them for TakeEvents.
@@ -2058,6 +2116,7 @@ void Engine::StopNode(NodeId node, int64_t now_s, NodeState after, const std::st
         // first, at the front of the queue), but it starts again in the domains it ran in rather
         // than wherever the spanning rule would take it afresh (a run after run drift).
         state_.SetResumeNodes(e.job, s->second);
+        LogCarry(li);
         continue;
       }
       const std::vector<NodeId> hold = Unheld(s->second);
@@ -2794,11 +2853,8 @@ void Engine::PlanDefrag(int64_t now_s) {
     tick = true;
     while (next_defrag_ <= now_s) next_defrag_ += d.interval_s;
   }
-  const auto again = [&](Trigger tr, int64_t at) {  // tr's job looks again at `at`
-    tr.at = at;
-    triggers_.push_back(tr);
-    std::push_heap(triggers_.begin(), triggers_.end(), std::greater<Trigger>());
-  };
+  // tr's job looks again at `at`.
+  const auto again = [&](const Trigger& tr, int64_t at) { ArmTrigger(tr.li, at, tr.queued_at); };
   // Jobs still waiting trigger_after_s after they were queued.
   std::vector<Trigger> due;
   while (!triggers_.empty() && triggers_.front().at <= now_s) {
@@ -2806,7 +2862,9 @@ void Engine::PlanDefrag(int64_t now_s) {
     const Trigger tr = triggers_.back();
     triggers_.pop_back();
     const Local& l = locals_[tr.li];
-    if (!l.running && queue_.Contains(tr.li) && l.queued_at == tr.queued_at) due.push_back(tr);
+    if (l.running || !queue_.Contains(tr.li) || l.queued_at != tr.queued_at) continue;
+    due.push_back(tr);
+    ArmTrigger(tr.li, -1, tr.queued_at);  // until it is armed again
   }
   if (migrations_.Busy()) {  // one plan at a time: what came due now is dropped (assemble: looks again)
     if (d.assemble) {

@@ -348,6 +348,19 @@ class Engine {
   //   it resumes on (Job::resume_nodes); the ends of its no-borrow and no-grow periods after a
   //   queue's Reclaim. And the queues' cooldowns and decayed usage (QueueBook::Inherit).
   void Inherit(const Engine& old, bool jobs);
+  // What this engine knows of jobs and queues beyond its inputs (CarriedJob, CarriedQueue): of
+  // the jobs `jobs` names that it knows (every job it knows when null, ended ones too), and of
+  // every queue. What Inherit carries with `jobs`, as data a driver can store.
+  EngineCarry Carried(const std::vector<uint32_t>* jobs = nullptr) const;
+  // The driver ids of the jobs whose part of Carried may have changed since the last call (its
+  // queueing, required level, waits, resume hint, no-borrow and no-grow periods), each once.
+  std::vector<uint32_t> TakeCarryLog();
+  // Goes on from `carry` (Carried of the engine this one replaces, as that one last was): each
+  // job it names that this engine knows takes its submission time, resume hint and no-borrow and
+  // no-grow ends and, when it waits here, its queueing time, relaxed required level and pending
+  // waits; each queue by name its cooldown and decayed usage. Call it once the jobs are known,
+  // adopted and queued (in their carried order: CarriedJob::position). An input.
+  void RestoreCarried(const EngineCarry& carry, int64_t now_s);
 
   // Called with each event as it happens, the state as it is then (e.g. a start's placement
   // before the rest of the cycle changes it). The events still go to TakeEvents / RunCycle.
@@ -595,7 +608,26 @@ class Engine {
     // and the wait after which it accepts the next level up (0: never).
     int32_t required_level = -1, preferred_level = -1;  // its own (EngineJob's) levels
     int64_t required_max_wait_s = 0;
+    // Waiting: when it next relaxes its required level and next triggers defragmentation (its
+    // live entries in relax_ and triggers_; -1: none).
+    int64_t relax_at = -1, trigger_at = -1;
+    bool carry_logged = false;  // in carry_log_
   };
+  // Locals whose carried state (Carried) may have changed since TakeCarryLog.
+  std::vector<size_t> carry_log_;
+  void LogCarry(size_t li) {
+    if (locals_[li].carry_logged) return;
+    locals_[li].carry_logged = true;
+    carry_log_.push_back(li);
+  }
+  // Local li waits for its next relax (relax_at) or defragmentation trigger (trigger_at) at `at`
+  // (-1: none any more): the heaps' entry pushed for it, its field set and logged.
+  void ArmRelax(size_t li, int64_t at, int64_t queued_at);
+  void ArmTrigger(size_t li, int64_t at, int64_t queued_at);
+  CarriedJob CarriedOf(size_t li) const;
+  // RestoreCarried without recording an input (Inherit's part too), and its part for one job.
+  void RestoreCarry(const EngineCarry& carry);
+  void RestoreJob(const CarriedJob& c);
   // The multi-tenant queues (EngineConfig::queues); off without them.
   QueueBook book_;
   // Local li joins or leaves its queue's demand (while it waits in the engine's queue).
@@ -1029,9 +1061,6 @@ class Engine {
   std::string TopologyWords(size_t li) const;
   // Local li (waiting, nothing bound) requires `level` (-1: none) from now on.
   void SetRequiredLevel(size_t li, int32_t level);
-  // Inherit's part for one job: old's local oi is this engine's li. Returns whether li waits
-  // since old's queued_at (its waits under way are then old's).
-  bool InheritJob(const Engine& old, size_t oi, size_t li);
   DefragCounters defrag_counters_;
   // The session over state_ with policy_ and typical_ (Create; again when typical_ changes),
   // with the tie-break order of `order` (default: the current session's, if any).

@@ -48,6 +48,12 @@ class Fields {
     return def;
   }
   int32_t I32(const char* key, int32_t def) const { return static_cast<int32_t>(Int(key, def)); }
+  double Num(const char* key, double def) const {
+    if (!Has(key)) return def;
+    if (j_.at(key).is_number()) return j_.at(key).get<double>();
+    Fail(key, "expected a number");
+    return def;
+  }
   bool Bool(const char* key, bool def) const {
     if (!Has(key)) return def;
     if (j_.at(key).is_boolean()) return j_.at(key).get<bool>();
@@ -297,6 +303,28 @@ struct InputJson {
   Json operator()(const QueuesInput& x) const {
     return {{"kind", "queues"}, {"queues", EncodeQueues(x.queues)}, {"sharing", EncodeSharing(x.sharing)}};
   }
+  Json operator()(const RestoreInput& x) const {
+    Json jobs = Json::array(), queues = Json::array();
+    for (const CarriedJob& c : x.carry.jobs) {
+      Json resume = Json::array();
+      for (NodeId n : c.resume_nodes) resume.push_back(IdJson(n));
+      jobs.push_back({{"job", c.job},
+                      {"submitted", c.submitted},
+                      {"no_borrow_until", c.no_borrow_until},
+                      {"no_grow_until", c.no_grow_until},
+                      {"resume_nodes", resume},
+                      {"started_s", c.started_s},
+                      {"queued_at", c.queued_at},
+                      {"position", c.position},
+                      {"required_level", c.required_level},
+                      {"relax_at", c.relax_at},
+                      {"trigger_at", c.trigger_at}});
+    }
+    for (const CarriedQueue& q : x.carry.queues) {
+      queues.push_back({{"name", q.name}, {"cooldown_until", q.cooldown_until}, {"decayed", q.decayed}});
+    }
+    return {{"kind", "restore"}, {"jobs", jobs}, {"queues", queues}, {"usage_at", x.carry.usage_at}};
+  }
   Json operator()(const CycleInput& x) const {
     return {{"kind", "cycle"},
             {"part", kParts[static_cast<int>(x.options.part)]},
@@ -306,7 +334,7 @@ struct InputJson {
 
 std::variant<SubmitInput, CancelInput, ResizeInput, ProbeInput, AddPlaneInput, AddNodeInput, NodeInput, StandbyInput,
              StandbyWindowsInput, DefragInput, AbortMovesInput, AcknowledgeMoveInput, AcknowledgeStandbyInput, HoldInput,
-             AdoptInput, SettingInput, QueuesInput, CycleInput>
+             AdoptInput, SettingInput, QueuesInput, CycleInput, RestoreInput>
 InputFrom(const Fields& f) {
   const std::string kind = f.Str("kind");
   if (kind == "submit") {
@@ -402,6 +430,37 @@ InputFrom(const Fields& f) {
     auto s = DecodeSharing(f.Raw("sharing"), "sharing");
     if (s.ok()) x.sharing = *s;
     else f.Fail("sharing", s.status().message());
+    return x;
+  }
+  if (kind == "restore") {
+    RestoreInput x;
+    f.Each("jobs", [&](const Json& j, const std::string& path) {
+      const Fields jf(j, path + ".", f.error());
+      CarriedJob c;
+      c.job = static_cast<uint32_t>(jf.U64("job", 0));
+      c.submitted = jf.Int("submitted", -1);
+      c.no_borrow_until = jf.Int("no_borrow_until", 0);
+      c.no_grow_until = jf.Int("no_grow_until", 0);
+      jf.Each("resume_nodes", [&](const Json& n, const std::string& at) {
+        if (n.is_number_integer() && n.get<int64_t>() >= 0 && n.get<int64_t>() < int64_t{UINT32_MAX}) {
+          c.resume_nodes.push_back(NodeId(static_cast<uint32_t>(n.get<int64_t>())));
+        } else {
+          FailAt(f.error(), at, "expected a node id");
+        }
+      });
+      c.started_s = jf.Int("started_s", -1);
+      c.queued_at = jf.Int("queued_at", -1);
+      c.position = jf.Int("position", 0);
+      c.required_level = jf.I32("required_level", -1);
+      c.relax_at = jf.Int("relax_at", -1);
+      c.trigger_at = jf.Int("trigger_at", -1);
+      x.carry.jobs.push_back(std::move(c));
+    });
+    f.Each("queues", [&](const Json& q, const std::string& path) {
+      const Fields qf(q, path + ".", f.error());
+      x.carry.queues.push_back({qf.Str("name"), qf.Int("cooldown_until", 0), qf.Num("decayed", 0)});
+    });
+    x.carry.usage_at = f.Int("usage_at", -1);
     return x;
   }
   if (kind == "cycle") {

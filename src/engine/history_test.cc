@@ -63,6 +63,24 @@ std::vector<HistoryRecord> OneOfEachKind() {
   team.tenants = {"alice"};
   SharingSpec sharing;
   sharing.cooldown_s = 120;
+  EngineCarry carry;
+  CarriedJob waiting;
+  waiting.job = 3;
+  waiting.submitted = 2;
+  waiting.no_borrow_until = 400;
+  waiting.resume_nodes = {NodeId(1), NodeId(0)};
+  waiting.queued_at = 9;
+  waiting.position = -2;
+  waiting.required_level = 0;
+  waiting.relax_at = 609;
+  waiting.trigger_at = 909;
+  CarriedJob running;
+  running.job = 4;
+  running.started_s = 7;
+  running.no_grow_until = 300;
+  carry.jobs = {waiting, running};
+  carry.queues = {{"team-a", 135, 1.0 / 3.0}};
+  carry.usage_at = 14;
   std::vector<HistoryRecord> r = {{HistorySegment{config}}};
   const std::vector<EngineInput> inputs = {
       {1, SubmitInput{job, SubmitMode::kStartOrReclaim}},
@@ -86,6 +104,7 @@ std::vector<HistoryRecord> OneOfEachKind() {
   };
   for (const EngineInput& in : inputs) r.push_back({in});
   EXPECT_EQ(HistoryRecordJson(r[r.size() - 1])["input"]["queues"][0]["tenants"], nlohmann::json::array({"alice"}));
+  r.push_back({EngineInput{15, RestoreInput{carry}}});
   r.push_back({ev});
   r.push_back({HistoryInherit{}});
   r.push_back({HistoryInherit{true}});
@@ -112,6 +131,20 @@ TEST(HistoryText, EveryKindOfRecordSurvivesARoundTrip) {
   // An inherit record says "jobs" only when the jobs are inherited (older histories lack it).
   EXPECT_EQ(HistoryRecordJson(all[all.size() - 3]), nlohmann::json({{"inherit", true}}));
   EXPECT_EQ(HistoryRecordJson(all[all.size() - 2]), nlohmann::json({{"inherit", true}, {"jobs", true}}));
+  // What a reopened service restores: every field, the decayed usage to the last bit.
+  const nlohmann::json restore = HistoryRecordJson(all[all.size() - 5])["input"];
+  EXPECT_EQ(restore["kind"], "restore");
+  EXPECT_EQ(restore["jobs"][0]["resume_nodes"], nlohmann::json::array({1, 0}));
+  EXPECT_EQ(restore["jobs"][0]["position"], -2);
+  EXPECT_EQ(restore["jobs"][1]["started_s"], 7);
+  auto restored = HistoryRecordFromJson(HistoryRecordJson(all[all.size() - 5]));
+  ASSERT_TRUE(restored.ok());
+  const EngineCarry& back = std::get<RestoreInput>(std::get<EngineInput>(restored->what).what).carry;
+  ASSERT_EQ(back.queues.size(), 1u);
+  EXPECT_EQ(back.queues[0].decayed, 1.0 / 3.0);
+  EXPECT_EQ(back.jobs[0].relax_at, 609);
+  EXPECT_EQ(back.jobs[0].trigger_at, 909);
+  EXPECT_EQ(back.usage_at, 14);
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["policy"], "fgd");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["victims"], "volcano");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["preemptor_min_priority"], 0);
@@ -233,6 +266,10 @@ TEST_F(HistoryFile, ABadFileIsRefusedNamingTheFileTheLineAndTheField) {
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: event.kind: unknown event kind 'teleported'"));
   p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"probe\", \"job\": {}, \"know\": 1}}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.know: expected true or false"));
+  p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"queues\": [{\"name\": \"a\", \"decayed\": \"x\"}]}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.queues[0].decayed: expected a number"));
+  p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"jobs\": [{\"job\": 1, \"resume_nodes\": [\"n1\"]}]}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.jobs[0].resume_nodes[0]: expected a node id"));
   p = Write(header + segment + "{\"inherit\": true, \"jobs\": \"yes\"}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: jobs: expected true or false"));
   p = Write(header + "{\"config\": {\"actions\": [\"allocate\", \"dance\"]}}\n");

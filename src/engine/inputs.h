@@ -110,6 +110,38 @@ struct QueuesInput {
   std::vector<QueueSpec> queues;
   SharingSpec sharing;
 };
+// What an engine knows of a job beyond the inputs that made it (Engine::Carried), for an engine
+// made again in its place from inputs that do not tell it (Engine::RestoreCarried: a service reopened on
+// its store).
+struct CarriedJob {
+  uint32_t job = 0;         // the driver's id
+  int64_t submitted = -1;   // when it was first submitted (a hold's after_s counts from then)
+  int64_t no_borrow_until = 0, no_grow_until = 0;  // the periods after a queue's Reclaim (0: none)
+  std::vector<NodeId> resume_nodes;                // Job::resume_nodes
+  int64_t started_s = -1;  // running: when its current run started (Job::started_at_s; Engine::Adopt's)
+  // Waiting (queued_at >= 0): when it joined the queue, its place there (its position among the
+  // jobs of its priority: smaller first), its required level as relaxed so far, and when it next
+  // accepts the next level up and next triggers defragmentation (-1: never).
+  int64_t queued_at = -1;
+  int64_t position = 0;
+  int32_t required_level = -1;
+  int64_t relax_at = -1, trigger_at = -1;
+};
+// What the queues' book knows beyond its configuration, per queue by name.
+struct CarriedQueue {
+  std::string name;
+  int64_t cooldown_until = 0;  // no Reclaim from it before
+  double decayed = 0;          // time-based fairness's decayed GPU usage (GPU milli x s)
+};
+struct EngineCarry {
+  std::vector<CarriedJob> jobs;
+  std::vector<CarriedQueue> queues;
+  int64_t usage_at = -1;  // the time of the decayed usage (-1: none)
+};
+// Engine::RestoreCarried.
+struct RestoreInput {
+  EngineCarry carry;
+};
 // A cycle, or a part of it (Engine::RunCycle).
 struct CycleInput {
   CycleOptions options;
@@ -120,7 +152,7 @@ struct EngineInput {
   std::variant<SubmitInput, CancelInput, ResizeInput, ProbeInput, AddPlaneInput, AddNodeInput, NodeInput, StandbyInput,
                StandbyWindowsInput,
                DefragInput, AbortMovesInput, AcknowledgeMoveInput, AcknowledgeStandbyInput, HoldInput, AdoptInput,
-               SettingInput, QueuesInput, CycleInput>
+               SettingInput, QueuesInput, CycleInput, RestoreInput>
       what;
 };
 

@@ -84,14 +84,23 @@ void QueueBook::Succeed(const QueueBook& old) {
   Inherit(old);
 }
 
-void QueueBook::Inherit(const QueueBook& old) {
-  for (size_t o = 0; o < old.tree_.size(); ++o) {
-    const std::optional<size_t> q = tree_.Find(old.tree_.spec(o).name);
+void QueueBook::Inherit(const QueueBook& old) { Restore(old.Carried(), old.usage_at_); }
+
+std::vector<CarriedQueue> QueueBook::Carried() const {
+  std::vector<CarriedQueue> out;
+  out.reserve(tree_.size());
+  for (size_t q = 0; q < tree_.size(); ++q) out.push_back({tree_.spec(q).name, cooldown_until_[q], decayed_[q]});
+  return out;
+}
+
+void QueueBook::Restore(const std::vector<CarriedQueue>& queues, int64_t usage_at) {
+  for (const CarriedQueue& c : queues) {
+    const std::optional<size_t> q = tree_.Find(c.name);
     if (!q) continue;
-    cooldown_until_[*q] = old.cooldown_until_[o];
-    decayed_[*q] = old.decayed_[o];
+    cooldown_until_[*q] = c.cooldown_until;
+    decayed_[*q] = c.decayed;
   }
-  if (old.usage_at_ >= 0) usage_at_ = old.usage_at_;
+  if (usage_at >= 0) usage_at_ = usage_at;
   ++changes_;
 }
 

@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/inputs.h"
 #include "model/cluster_state.h"
 #include "quota/queues.h"
 #include "sched/actions/preempt.h"
@@ -87,6 +88,11 @@ class QueueBook {
   // queues changed at run time): each queue of old's name keeps its cooldown and its decayed
   // usage (time-based fairness, as of old's last refresh).
   void Inherit(const QueueBook& old);
+  // Each queue's cooldown and decayed usage (what Inherit carries), and the decayed usage's time
+  // (-1: none); Restore takes them back, by queue name (names it does not have are ignored).
+  std::vector<CarriedQueue> Carried() const;
+  int64_t usage_at() const { return usage_at_; }
+  void Restore(const std::vector<CarriedQueue>& queues, int64_t usage_at);
   const QueueTree& tree() const { return tree_; }
   // Whether quota dimension d is managed (GPUs in total always; a model, CPU or memory when some
   // queue names it).

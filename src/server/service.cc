@@ -238,6 +238,32 @@ struct Service::Impl {
   uint64_t next_id = 1;
   std::map<std::string, NodeRec> nodes;
   std::vector<std::string> node_names;  // by engine NodeId
+  // What the engine knows of the live jobs and the queues beyond its inputs (Engine::Carried),
+  // stored as it changes (StoreCarry: carry/<job>, meta/queue_carry) so that a reopened service
+  // goes on from it (Readmit: Engine::RestoreCarried). Read at recovery until Readmit restores it.
+  std::map<uint64_t, CarriedJob> carried;
+  EngineCarry carried_queues;     // its queues and usage_at
+  std::string queue_carry_stored;  // meta/queue_carry as last stored (stored again when it differs)
+  static std::string CarryKey(uint64_t id) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "carry/%016" PRIu64, id);
+    return buf;
+  }
+  std::string CarryJson(const CarriedJob& c) const {
+    Json resume = Json::array();
+    for (NodeId n : c.resume_nodes) resume.push_back(node_names.at(n.value()));
+    return Json{{"submitted", c.submitted},
+                {"no_borrow_until", c.no_borrow_until},
+                {"no_grow_until", c.no_grow_until},
+                {"resume_nodes", resume},
+                {"started_s", c.started_s},
+                {"queued_at", c.queued_at},
+                {"position", c.position},
+                {"required_level", c.required_level},
+                {"relax_at", c.relax_at},
+                {"trigger_at", c.trigger_at}}
+        .dump();
+  }
   std::map<std::string, AgentRec> agents;
   std::deque<Input> inputs;
   bool stopping = false;
@@ -863,6 +889,9 @@ struct Service::Impl {
   void DefragIfDue(Pass& p);
   void ReconcileTouched(Pass& p);
   void RetireEnded(Pass& p);
+  // The carried state of the live jobs the engine logged as changed (Engine::TakeCarryLog) and,
+  // when it changed, of the queues, into the pass's batch.
+  void StoreCarry(Pass& p);
   void CompactIfDue(Pass& p);
   void SampleIfDue(int64_t now_ms);
   // Hands `out` to the agents' order queues (each order numbered in its agent's sequence), what
@@ -996,6 +1025,58 @@ Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
     return true;
   }));
   ESTUARY_RETURN_IF_ERROR(bad);
+  // What the engine before knew of the jobs and queues beyond its inputs (StoreCarry).
+  ESTUARY_RETURN_IF_ERROR(store->Scan("carry/", [&](std::string_view k, std::string_view v) {
+    const Json j = Json::parse(v, nullptr, false);
+    const uint64_t id = std::strtoull(std::string(k.substr(6)).c_str(), nullptr, 10);
+    if (!j.is_object()) {
+      bad = Internal("store: " + std::string(k) + ": not a carry record");
+      return false;
+    }
+    if (!s.jobs.count(id)) {  // its job was retired
+      batch.Delete(std::string(k));
+      return true;
+    }
+    CarriedJob c;
+    try {
+      c.job = static_cast<uint32_t>(id);
+      c.submitted = j.value("submitted", int64_t{-1});
+      c.no_borrow_until = j.value("no_borrow_until", int64_t{0});
+      c.no_grow_until = j.value("no_grow_until", int64_t{0});
+      for (const std::string& name : j.value("resume_nodes", std::vector<std::string>{})) {
+        const auto n = s.nodes.find(name);
+        if (n != s.nodes.end() && n->second.id.valid()) c.resume_nodes.push_back(n->second.id);  // else gone since
+      }
+      c.started_s = j.value("started_s", int64_t{-1});
+      c.queued_at = j.value("queued_at", int64_t{-1});
+      c.position = j.value("position", int64_t{0});
+      c.required_level = j.value("required_level", int32_t{-1});
+      c.relax_at = j.value("relax_at", int64_t{-1});
+      c.trigger_at = j.value("trigger_at", int64_t{-1});
+    } catch (const Json::exception& e) {
+      bad = Internal("store: " + std::string(k) + ": not a carry record (" + e.what() + ")");
+      return false;
+    }
+    s.carried[id] = std::move(c);
+    return true;
+  }));
+  ESTUARY_RETURN_IF_ERROR(bad);
+  if (auto q = store->Get("meta/queue_carry"); !q.ok()) {
+    return q.status();
+  } else if (*q) {
+    const Json j = Json::parse(**q, nullptr, false);
+    try {
+      if (!j.is_object()) throw Json::other_error::create(501, "not an object", nullptr);
+      s.carried_queues.usage_at = j.value("usage_at", int64_t{-1});
+      for (const Json& e : j.value("queues", Json::array())) {
+        s.carried_queues.queues.push_back(
+            {e.at("name").get<std::string>(), e.value("cooldown_until", int64_t{0}), e.value("decayed", 0.0)});
+      }
+    } catch (const Json::exception& e) {
+      return Internal("store: meta/queue_carry: not a carry record (" + std::string(e.what()) + ")");
+    }
+    s.queue_carry_stored = **q;
+  }
   ESTUARY_RETURN_IF_ERROR(store->Scan("cancel/", [&](std::string_view k, std::string_view) {
     const uint64_t id = std::stoull(std::string(k.substr(7)));
     const auto it = s.jobs.find(id);
@@ -1041,6 +1122,13 @@ Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
 Status Service::Impl::Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std::pair<std::string, Order>>& out) {
   Impl& s = *this;
   const int64_t now_s = now_ms / 1000;
+  // When a running job's current run started, as the engine before knew it (its victims' cost
+  // counts from then); else its first run's start (a store written before carry records).
+  const auto StartedAt = [&](uint64_t id, const JobRec& j, int64_t now_s) {
+    const auto c = s.carried.find(id);
+    if (c != s.carried.end() && c->second.started_s >= 0) return c->second.started_s;
+    return j.view.running_ms >= 0 ? j.view.running_ms / 1000 : now_s;
+  };
   // Re-admit: running jobs first (their placements as stored; those running on lent GPUs after
   // the lenders), then the waiting ones. A migration under way is rolled back (its new instance
   // stops; the old one runs on); an old instance not yet reported stopped is told again.
@@ -1090,8 +1178,7 @@ Status Service::Impl::Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std
     }
     const bool adopt = !Ended(j.view.phase) && !placements.empty() && complete &&
                        static_cast<int32_t>(placements.size()) >= j.view.request.min_replicas &&
-                       s.engine->Adopt(Impl::ToFed(id, j.view.request), placements,
-                                       j.view.running_ms >= 0 ? j.view.running_ms / 1000 : now_s);
+                       s.engine->Adopt(Impl::ToFed(id, j.view.request), placements, StartedAt(id, j, now_s));
     if (adopt) {
       j.in_engine = true;
       j.view.bound_replicas = static_cast<int32_t>(placements.size());
@@ -1142,10 +1229,21 @@ Status Service::Impl::Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std
     resv[std::stoull(std::string(k.substr(5)))] = j.is_discarded() ? 0 : j.value("expires_ms", int64_t{0});
     return true;
   }));
+  // The waiting jobs queued again in the order they waited in (their carried positions; those the
+  // engine did not queue, after them in service id order). Queueing holds nothing.
+  const auto position = [&](uint64_t id) {
+    const auto c = s.carried.find(id);
+    return c != s.carried.end() && c->second.queued_at >= 0 ? std::make_pair(0, c->second.position)
+                                                             : std::make_pair(1, int64_t{0});
+  };
+  std::stable_sort(waiting.begin(), waiting.end(), [&](uint64_t a, uint64_t b) { return position(a) < position(b); });
+  for (uint64_t id : waiting) {
+    if (!s.jobs.at(id).in_engine && !s.jobs.at(id).parked) s.Admit(s.jobs.at(id), now_s);
+  }
   for (const auto& [id, expires] : resv) {
     const auto it = s.jobs.find(id);
-    if (it != s.jobs.end() && expires > now_ms && std::find(waiting.begin(), waiting.end(), id) != waiting.end()) {
-      s.Admit(it->second, now_s);
+    if (it != s.jobs.end() && it->second.in_engine && expires > now_ms &&
+        std::find(waiting.begin(), waiting.end(), id) != waiting.end()) {
       auto r = s.HoldNodes(id, now_ms, expires);
       if (r.ok()) {
         s.reservations[id] = *r;
@@ -1155,9 +1253,15 @@ Status Service::Impl::Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std
     }
     batch.Delete(Impl::ResvKey(id));
   }
-  for (uint64_t id : waiting) {
-    if (!s.jobs.at(id).in_engine && !s.jobs.at(id).parked) s.Admit(s.jobs.at(id), now_s);
+  // The engine goes on from what the one before knew of the jobs and queues (their waits, hints,
+  // no-borrow and no-grow periods, cooldowns, decayed usage).
+  EngineCarry carry = std::move(s.carried_queues);
+  for (auto& [id, c] : s.carried) {
+    const auto it = s.jobs.find(id);
+    if (it != s.jobs.end() && it->second.in_engine) carry.jobs.push_back(std::move(c));
   }
+  s.carried.clear();
+  if (!carry.jobs.empty() || !carry.queues.empty() || carry.usage_at >= 0) s.engine->RestoreCarried(carry, now_s);
   return Status::Ok();
 }
 
@@ -2262,10 +2366,30 @@ void Service::Impl::RetireEnded(Pass& p) {
       if (it->second.tasks[i].stored()) p.batch.Delete(TaskKey(id, i));
     }
     p.batch.Delete(JobKey(id));
+    p.batch.Delete(CarryKey(id));
     jobs.erase(it);
     if (logs) logs->RemoveJob(id);
     ++jobs_retired_total;
   }
+}
+
+void Service::Impl::StoreCarry(Pass& p) {
+  const std::vector<uint32_t> logged = engine->TakeCarryLog();
+  const EngineCarry carry = engine->Carried(&logged);
+  for (const CarriedJob& c : carry.jobs) {
+    const auto it = jobs.find(c.job);
+    if (it != jobs.end() && it->second.in_engine && !Ended(it->second.view.phase)) p.batch.Put(CarryKey(c.job), CarryJson(c));
+  }
+  if (!engine->queue_book().enabled()) return;
+  Json queues = Json::array();
+  for (const CarriedQueue& q : carry.queues) {
+    if (q.cooldown_until == 0 && q.decayed == 0) continue;
+    queues.push_back({{"name", q.name}, {"cooldown_until", q.cooldown_until}, {"decayed", q.decayed}});
+  }
+  std::string v = Json{{"usage_at", carry.usage_at}, {"queues", queues}}.dump();
+  if (v == queue_carry_stored) return;
+  p.batch.Put("meta/queue_carry", v);
+  queue_carry_stored = std::move(v);
 }
 
 void Service::Impl::CompactIfDue(Pass& p) {
@@ -2345,6 +2469,7 @@ void Service::RunOnce() {
     s.ReconcileTouched(pass);
     s.RetireEnded(pass);
     s.CompactIfDue(pass);
+    s.StoreCarry(pass);
     s.SampleIfDue(now_ms);
     // The pass's history goes with what it stores; a pass that stores nothing changed nothing, and
     // its cycle waits here for the next one (a bounded number of them).

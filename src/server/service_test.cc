@@ -1599,5 +1599,50 @@ TEST_F(ServiceTest, AnAdminsQueueChangeTakesEffectAtOnceIsStoredAndOutlivesARest
   EXPECT_THAT(metrics, HasSubstr("estuary_queue_jobs_waiting{queue=\"b\"} 1\n"));
 }
 
+// Time-based fairness goes on across a restart: a team that used the whole cluster for two hours
+// gets less of it than an idle team of the same weight, whether or not the service restarted in
+// between (the engine's decayed usage is stored as it changes, meta/queue_carry, and restored).
+// Three nodes; weights 1:1, a's decayed usage all of the teams': a's weight counts 2^-(1/0.5) =
+// 1/4 of b's, so a's fair share is 24 x 1/5 = 4.8 GPUs and b's 19.2 (without that usage, 12 and
+// 12). alice, then bob, each submit two one-node jobs: the first pass (within fair shares) starts
+// both of bob's (16 <= 19.2) and none of alice's (8 > 4.8); the second, alice's first. (With the
+// usage forgotten: alice's first and bob's first within 12 each, then alice's second.)
+TEST_F(ServiceTest, ATeamsDecayedUsageOutlivesARestartAndAnIdleTeamGetsMoreOfTheCluster) {
+  ServiceOptions o;
+  o.engine = EngineConfig{};
+  o.engine->queues = {Queue("a", "", 0, {"alice"}), Queue("b", "", 0, {"bob"})};
+  o.engine->sharing.usage_half_life_s = 3600;
+  Reopen(o);
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("n0"), Node("n1"), Node("n2")}).ok());
+  const uint64_t used = RunJob(kAlice, InQueue(Job("used", 3, 8), "a"));
+  for (int minute = 0; minute < 120; ++minute) {
+    clock_.ms += 60'000;
+    ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+    Pass();
+  }
+  std::vector<TaskReport> done;
+  for (int r = 0; r < 3; ++r) done.push_back({std::to_string(used) + "-" + std::to_string(r), TaskReport::State::kSucceeded});
+  ASSERT_TRUE(service_->Report(kAgentA, done, false).ok());
+  Pass();
+  EXPECT_EQ(Get(used).phase, JobPhase::kSucceeded);
+  auto stored = store_->Get("meta/queue_carry");
+  ASSERT_TRUE(stored.ok());
+  ASSERT_TRUE(stored->has_value());
+  Reopen(o);
+  std::vector<uint64_t> jobs;
+  for (const auto& [who, name] : std::vector<std::pair<Principal, std::string>>{
+           {kAlice, "a1"}, {kAlice, "a2"}, {kBob, "b1"}, {kBob, "b2"}}) {
+    auto id = service_->Submit(who, InQueue(Job(name, 1, 8), who.name == kAlice.name ? "a" : "b"));
+    ASSERT_TRUE(id.ok());
+    jobs.push_back(*id);
+  }
+  Pass();
+  std::set<uint64_t> started;
+  for (const Order& x : Orders(kAgentA)) {
+    if (x.op == Order::Op::kStart) started.insert(x.job);
+  }
+  EXPECT_EQ(started, (std::set<uint64_t>{jobs[0], jobs[2], jobs[3]}));
+}
+
 }  // namespace
 }  // namespace estuary

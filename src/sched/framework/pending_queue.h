@@ -55,6 +55,9 @@ class PendingQueue {
   // Queued job `i` is now of `shape` (>= 0); it keeps its place in the queue.
   void Reshape(size_t i, int shape);
   bool Contains(size_t i) const { return i < slots_.size() && slots_[i].queued; }
+  // Queued job i's position among the jobs of its priority (smaller: earlier; a job pushed at the
+  // front has a smaller one than every job queued before it).
+  int64_t PositionOf(size_t i) const { return slots_[i].key.second; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   // Every queued job, in queue order; with `shape_filter`, only the jobs of the shapes it accepts.
