@@ -146,6 +146,26 @@ CarriedJob Engine::CarriedOf(size_t li) const {
     c.relax_at = l.relax_at;
     c.trigger_at = l.trigger_at;
   }
+  if (!l.reclaiming) return c;
+  for (const Eviction& ev : evictions_) {
+    if (ev.for_local != li) continue;
+    c.reclaim_at = ev.at;
+    c.reclaim_queue = ev.queue;
+    c.claimed = l.claimed;
+    for (TaskId t : ev.tasks) {
+      const Task& task = state_.task(t);
+      const size_t vi = local_of_job_[task.job.value()];
+      if (vi == SIZE_MAX || task.state != TaskState::kBound) continue;  // ended since
+      const std::vector<TaskId>& of = state_.job(task.job).tasks;
+      c.reclaim_tasks.emplace_back(locals_[vi].fed, static_cast<uint32_t>(std::find(of.begin(), of.end(), t) - of.begin()));
+    }
+    for (JobId w : ev.whole) {
+      const size_t vi = local_of_job_[w.value()];
+      if (vi != SIZE_MAX) c.reclaim_whole.push_back(locals_[vi].fed);
+    }
+    if (const ReservationId r = j.reservation; r.valid()) c.hold = state_.reservation(r).nodes;
+    break;
+  }
   return c;
 }
 
@@ -199,13 +219,55 @@ void Engine::RestoreJob(const CarriedJob& c) {
     no_borrow_.push_back(li);
   }
   if (!c.resume_nodes.empty()) state_.SetResumeNodes(l.id, c.resume_nodes);
-  if (!queue_.Contains(li) || c.queued_at < 0 || c.queued_at == l.queued_at) return;
-  // Queued here afresh: its waits count from when it joined the queue before (those Enqueue set
-  // off here are void once queued_at is not theirs).
-  l.queued_at = c.queued_at;
-  if (c.required_level != state_.job(l.id).spec.topology.required_level) SetRequiredLevel(li, c.required_level);
-  ArmRelax(li, c.relax_at, c.queued_at);
-  ArmTrigger(li, c.trigger_at, c.queued_at);
+  if (!queue_.Contains(li) || c.queued_at < 0) return;
+  if (c.queued_at != l.queued_at) {
+    // Queued here afresh: its waits count from when it joined the queue before (those Enqueue
+    // set off here are void once queued_at is not theirs).
+    l.queued_at = c.queued_at;
+    if (c.required_level != state_.job(l.id).spec.topology.required_level) SetRequiredLevel(li, c.required_level);
+    ArmRelax(li, c.relax_at, c.queued_at);
+    ArmTrigger(li, c.trigger_at, c.queued_at);
+  }
+  if (c.reclaim_at >= 0 && !l.reclaiming) RestoreReclaim(li, c);
+}
+
+void Engine::RestoreReclaim(size_t li, const CarriedJob& c) {
+  // As ReclaimWith and ScheduleEviction left it, for the victims' replicas still bound here (their
+  // notices given again: a driver may not have passed them on).
+  Local& l = locals_[li];
+  Eviction ev;
+  ev.at = c.reclaim_at;
+  ev.for_local = li;
+  ev.queue = c.reclaim_queue;
+  for (const auto& [fed, replica] : c.reclaim_tasks) {
+    const size_t vi = LocalOf(fed);
+    if (vi == SIZE_MAX || replica >= state_.job(locals_[vi].id).tasks.size()) continue;
+    const TaskId t = state_.job(locals_[vi].id).tasks[replica];
+    if (state_.task(t).state != TaskState::kBound || being_evicted_[t.value()] != 0) continue;
+    ev.tasks.push_back(t);
+  }
+  for (uint32_t fed : c.reclaim_whole) {
+    if (const size_t vi = LocalOf(fed); vi != SIZE_MAX) ev.whole.push_back(locals_[vi].id);
+  }
+  if (ev.tasks.empty()) return;  // nothing left to evict: it is tried as any waiting job
+  if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
+  if (const std::vector<NodeId> hold = Unheld(c.hold); !hold.empty()) {
+    state_.AddReservation(l.id, hold);
+    if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
+  }
+  book_.EvictionsChanged();
+  for (TaskId t : ev.tasks) {
+    being_evicted_[t.value()] = 1;
+    book_.Leaving(state_, t, 1);
+    notices_.push_back({locals_[local_of_job_[state_.task(t).job.value()]].fed, t, ev.at});
+  }
+  if (ev.queue && c.claimed > 0) {
+    Unclaim(li);
+    l.claimed = c.claimed;
+    book_.Claim(state_, l.id, l.claimed, 1);
+  }
+  l.reclaiming = true;
+  evictions_.push_back(std::move(ev));
 }
 
 std::optional<size_t> Engine::Materialize(const EngineJob& job, std::string* why) {
@@ -772,6 +834,7 @@ int64_t Engine::ScheduleEviction(size_t li, const PreemptionPlan& plan, int64_t 
     if (vi != SIZE_MAX) notices_.push_back({locals_[vi].fed, t, ev.at});
   }
   evictions_.push_back(std::move(ev));
+  LogCarry(li);
   return evictions_.back().at;
 }
 
@@ -899,6 +962,7 @@ void Engine::EndEvictions(int64_t now_s) {
     Local& hp = locals_[ev.for_local];
     hp.reclaiming = false;
     Unclaim(ev.for_local);
+    LogCarry(ev.for_local);
     const auto hr = std::find_if(headrooms_.begin(), headrooms_.end(), [&](const Headroom& h) { return h.li == ev.for_local; });
     const bool headroom = hr != headrooms_.end();
     // It started meanwhile, or left: nothing to evict for it.

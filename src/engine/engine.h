@@ -628,6 +628,8 @@ class Engine {
   // RestoreCarried without recording an input (Inherit's part too), and its part for one job.
   void RestoreCarry(const EngineCarry& carry);
   void RestoreJob(const CarriedJob& c);
+  // RestoreJob's part for waiting local li's Reclaim under way (CarriedJob::reclaim_at).
+  void RestoreReclaim(size_t li, const CarriedJob& c);
   // The multi-tenant queues (EngineConfig::queues); off without them.
   QueueBook book_;
   // Local li joins or leaves its queue's demand (while it waits in the engine's queue).

@@ -319,6 +319,14 @@ struct InputJson {
                       {"required_level", c.required_level},
                       {"relax_at", c.relax_at},
                       {"trigger_at", c.trigger_at}});
+      if (c.reclaim_at >= 0) {
+        Json tasks = Json::array(), whole = Json::array(), hold = Json::array();
+        for (const auto& [job, replica] : c.reclaim_tasks) tasks.push_back({job, replica});
+        for (uint32_t w : c.reclaim_whole) whole.push_back(w);
+        for (NodeId n : c.hold) hold.push_back(IdJson(n));
+        jobs.back()["reclaim"] = {{"at", c.reclaim_at}, {"queue", c.reclaim_queue}, {"claimed", c.claimed},
+                                  {"tasks", tasks}, {"whole", whole}, {"hold", hold}};
+      }
     }
     for (const CarriedQueue& q : x.carry.queues) {
       queues.push_back({{"name", q.name}, {"cooldown_until", q.cooldown_until}, {"decayed", q.decayed}});
@@ -454,6 +462,30 @@ InputFrom(const Fields& f) {
       c.required_level = jf.I32("required_level", -1);
       c.relax_at = jf.Int("relax_at", -1);
       c.trigger_at = jf.Int("trigger_at", -1);
+      if (jf.Has("reclaim")) {
+        const Fields rf = jf.At("reclaim");
+        c.reclaim_at = rf.Int("at", 0);
+        c.reclaim_queue = rf.Bool("queue", false);
+        c.claimed = rf.I32("claimed", 0);
+        rf.Each("tasks", [&](const Json& t, const std::string& at) {
+          if (t.is_array() && t.size() == 2 && t[0].is_number_unsigned() && t[1].is_number_unsigned()) {
+            c.reclaim_tasks.emplace_back(t[0].get<uint32_t>(), t[1].get<uint32_t>());
+          } else {
+            FailAt(f.error(), at, "expected [job, replica]");
+          }
+        });
+        rf.Each("whole", [&](const Json& w, const std::string& at) {
+          if (w.is_number_unsigned()) c.reclaim_whole.push_back(w.get<uint32_t>());
+          else FailAt(f.error(), at, "expected a job id");
+        });
+        rf.Each("hold", [&](const Json& n, const std::string& at) {
+          if (n.is_number_integer() && n.get<int64_t>() >= 0 && n.get<int64_t>() < int64_t{UINT32_MAX}) {
+            c.hold.push_back(NodeId(static_cast<uint32_t>(n.get<int64_t>())));
+          } else {
+            FailAt(f.error(), at, "expected a node id");
+          }
+        });
+      }
       x.carry.jobs.push_back(std::move(c));
     });
     f.Each("queues", [&](const Json& q, const std::string& path) {

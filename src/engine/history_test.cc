@@ -74,6 +74,12 @@ std::vector<HistoryRecord> OneOfEachKind() {
   waiting.required_level = 0;
   waiting.relax_at = 609;
   waiting.trigger_at = 909;
+  waiting.reclaim_at = 70;
+  waiting.reclaim_queue = true;
+  waiting.claimed = 2;
+  waiting.reclaim_tasks = {{5, 0}, {5, 1}, {6, 3}};
+  waiting.reclaim_whole = {6};
+  waiting.hold = {NodeId(2)};
   CarriedJob running;
   running.job = 4;
   running.started_s = 7;
@@ -145,6 +151,10 @@ TEST(HistoryText, EveryKindOfRecordSurvivesARoundTrip) {
   EXPECT_EQ(back.jobs[0].relax_at, 609);
   EXPECT_EQ(back.jobs[0].trigger_at, 909);
   EXPECT_EQ(back.usage_at, 14);
+  EXPECT_EQ(back.jobs[0].reclaim_tasks, (std::vector<std::pair<uint32_t, uint32_t>>{{5, 0}, {5, 1}, {6, 3}}));
+  EXPECT_EQ(back.jobs[0].hold, std::vector<NodeId>{NodeId(2)});
+  EXPECT_EQ(back.jobs[0].claimed, 2);
+  EXPECT_FALSE(restore["jobs"][1].contains("reclaim"));  // none under way
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["policy"], "fgd");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["victims"], "volcano");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["preemptor_min_priority"], 0);
@@ -270,6 +280,9 @@ TEST_F(HistoryFile, ABadFileIsRefusedNamingTheFileTheLineAndTheField) {
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.queues[0].decayed: expected a number"));
   p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"jobs\": [{\"job\": 1, \"resume_nodes\": [\"n1\"]}]}}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.jobs[0].resume_nodes[0]: expected a node id"));
+  p = Write(header + segment +
+            "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"jobs\": [{\"job\": 1, \"reclaim\": {\"at\": 9, \"tasks\": [[2]]}}]}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.jobs[0].reclaim.tasks[0]: expected [job, replica]"));
   p = Write(header + segment + "{\"inherit\": true, \"jobs\": \"yes\"}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: jobs: expected true or false"));
   p = Write(header + "{\"config\": {\"actions\": [\"allocate\", \"dance\"]}}\n");

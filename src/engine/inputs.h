@@ -126,6 +126,15 @@ struct CarriedJob {
   int64_t position = 0;
   int32_t required_level = -1;
   int64_t relax_at = -1, trigger_at = -1;
+  // A Reclaim of its own in its grace period (reclaim_at >= 0): when its victims are evicted,
+  // whether it is its queue's (with the replicas it claims), the victims' replicas (driver id,
+  // replica), the jobs evicted whole, and the nodes held for it.
+  int64_t reclaim_at = -1;
+  bool reclaim_queue = false;
+  int32_t claimed = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> reclaim_tasks;
+  std::vector<uint32_t> reclaim_whole;
+  std::vector<NodeId> hold;
 };
 // What the queues' book knows beyond its configuration, per queue by name.
 struct CarriedQueue {

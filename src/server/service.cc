@@ -252,17 +252,24 @@ struct Service::Impl {
   std::string CarryJson(const CarriedJob& c) const {
     Json resume = Json::array();
     for (NodeId n : c.resume_nodes) resume.push_back(node_names.at(n.value()));
-    return Json{{"submitted", c.submitted},
-                {"no_borrow_until", c.no_borrow_until},
-                {"no_grow_until", c.no_grow_until},
-                {"resume_nodes", resume},
-                {"started_s", c.started_s},
-                {"queued_at", c.queued_at},
-                {"position", c.position},
-                {"required_level", c.required_level},
-                {"relax_at", c.relax_at},
-                {"trigger_at", c.trigger_at}}
-        .dump();
+    Json o{{"submitted", c.submitted},
+           {"no_borrow_until", c.no_borrow_until},
+           {"no_grow_until", c.no_grow_until},
+           {"resume_nodes", resume},
+           {"started_s", c.started_s},
+           {"queued_at", c.queued_at},
+           {"position", c.position},
+           {"required_level", c.required_level},
+           {"relax_at", c.relax_at},
+           {"trigger_at", c.trigger_at}};
+    if (c.reclaim_at >= 0) {
+      Json tasks = Json::array(), hold = Json::array();
+      for (const auto& [job, replica] : c.reclaim_tasks) tasks.push_back({job, replica});
+      for (NodeId n : c.hold) hold.push_back(node_names.at(n.value()));
+      o["reclaim"] = {{"at", c.reclaim_at}, {"queue", c.reclaim_queue}, {"claimed", c.claimed},
+                      {"tasks", tasks}, {"whole", c.reclaim_whole}, {"hold", hold}};
+    }
+    return o.dump();
   }
   std::map<std::string, AgentRec> agents;
   std::deque<Input> inputs;
@@ -1053,6 +1060,18 @@ Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
       c.required_level = j.value("required_level", int32_t{-1});
       c.relax_at = j.value("relax_at", int64_t{-1});
       c.trigger_at = j.value("trigger_at", int64_t{-1});
+      if (j.contains("reclaim")) {
+        const Json& r = j.at("reclaim");
+        c.reclaim_at = r.at("at").get<int64_t>();
+        c.reclaim_queue = r.value("queue", false);
+        c.claimed = r.value("claimed", int32_t{0});
+        c.reclaim_tasks = r.value("tasks", std::vector<std::pair<uint32_t, uint32_t>>{});
+        c.reclaim_whole = r.value("whole", std::vector<uint32_t>{});
+        for (const std::string& name : r.value("hold", std::vector<std::string>{})) {
+          const auto n = s.nodes.find(name);
+          if (n != s.nodes.end() && n->second.id.valid()) c.hold.push_back(n->second.id);
+        }
+      }
     } catch (const Json::exception& e) {
       bad = Internal("store: " + std::string(k) + ": not a carry record (" + e.what() + ")");
       return false;

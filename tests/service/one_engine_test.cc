@@ -552,12 +552,15 @@ TEST(OneEngine, AReopenedServiceKnowsItsJobsInTheirOrderSoTiesFallAsBeforeSeed3)
 // cost as a victim). Before: seed 6 reopened at 90,000 s started j434 where the simulator starts
 // j448 (the queue in service id order), seed 3 at 180,000 s started j891 for j893, and seed 5 at
 // 120,000 s shrank j581 where the simulator shrinks j594 (victims costed from their first run).
-// Seed 5 at 180,000 s did not open again at all (a task record its retired job left behind).
-TEST(OneEngine, AReopenedServiceGoesOnFromWhatItsEngineKnewSeeds3To6) {
+// Seed 5 at 180,000 s did not open again at all (a task record its retired job left behind), and
+// seed 1 at 150,000 s decided again a Reclaim in its grace period (its victim shrunk at 150,060 s
+// instead of 150,009 s).
+TEST(OneEngine, AReopenedServiceGoesOnFromWhatItsEngineKnewSeeds1To6) {
   EXPECT_EQ(FirstDifferenceAfterARestart(6, 90000), "");
   EXPECT_EQ(FirstDifferenceAfterARestart(3, 180000), "");
   EXPECT_EQ(FirstDifferenceAfterARestart(5, 120000), "");
   EXPECT_EQ(FirstDifferenceAfterARestart(5, 180000), "");
+  EXPECT_EQ(FirstDifferenceAfterARestart(1, 150000), "");
 }
 
 TEST(OneEngine, AServiceThatRebuildsItsEngineWheneverItMayDecidesAsTheSimulatorSeeds1To3) {
