@@ -139,6 +139,20 @@ CarriedJob Engine::CarriedOf(size_t li) const {
   c.no_grow_until = l.no_grow_until;
   c.resume_nodes = j.resume_nodes;
   if (l.running) c.started_s = j.started_at_s;
+  // The replica of job `of` that task t is (its index in the job's tasks).
+  const auto replica = [&](TaskId t) {
+    const std::vector<TaskId>& of = state_.job(state_.task(t).job).tasks;
+    return static_cast<uint32_t>(std::find(of.begin(), of.end(), t) - of.begin());
+  };
+  for (const Restore& r : restores_) {
+    if (!l.running || state_.task(r.task).job != l.id) continue;
+    CarriedJob::StandbyRestore out{replica(r.task), r.at, {}};
+    for (TaskId v : r.noticed) {
+      const size_t vi = local_of_job_[state_.task(v).job.value()];
+      if (vi != SIZE_MAX && state_.task(v).state == TaskState::kBound) out.noticed.emplace_back(locals_[vi].fed, replica(v));
+    }
+    c.restores.push_back(std::move(out));
+  }
   if (queue_.Contains(li)) {
     c.queued_at = l.queued_at;
     c.position = queue_.PositionOf(li);
@@ -156,8 +170,7 @@ CarriedJob Engine::CarriedOf(size_t li) const {
       const Task& task = state_.task(t);
       const size_t vi = local_of_job_[task.job.value()];
       if (vi == SIZE_MAX || task.state != TaskState::kBound) continue;  // ended since
-      const std::vector<TaskId>& of = state_.job(task.job).tasks;
-      c.reclaim_tasks.emplace_back(locals_[vi].fed, static_cast<uint32_t>(std::find(of.begin(), of.end(), t) - of.begin()));
+      c.reclaim_tasks.emplace_back(locals_[vi].fed, replica(t));
     }
     for (JobId w : ev.whole) {
       const size_t vi = local_of_job_[w.value()];
@@ -219,6 +232,7 @@ void Engine::RestoreJob(const CarriedJob& c) {
     no_borrow_.push_back(li);
   }
   if (!c.resume_nodes.empty()) state_.SetResumeNodes(l.id, c.resume_nodes);
+  if (l.running) RestoreStandbyRestores(li, c);
   if (!queue_.Contains(li) || c.queued_at < 0) return;
   if (c.queued_at != l.queued_at) {
     // Queued here afresh: its waits count from when it joined the queue before (those Enqueue
@@ -229,6 +243,35 @@ void Engine::RestoreJob(const CarriedJob& c) {
     ArmTrigger(li, c.trigger_at, c.queued_at);
   }
   if (c.reclaim_at >= 0 && !l.reclaiming) RestoreReclaim(li, c);
+}
+
+void Engine::RestoreStandbyRestores(size_t li, const CarriedJob& c) {
+  // As SetStandby left them, for the replicas still in Standby here and the borrowers' replicas
+  // still bound (their notices given again).
+  const std::vector<TaskId>& tasks = state_.job(locals_[li].id).tasks;
+  const auto task_of = [&](uint32_t fed, uint32_t replica) {
+    const size_t vi = LocalOf(fed);
+    if (vi == SIZE_MAX || replica >= state_.job(locals_[vi].id).tasks.size()) return TaskId();
+    return state_.job(locals_[vi].id).tasks[replica];
+  };
+  for (const CarriedJob::StandbyRestore& sr : c.restores) {
+    if (sr.replica >= tasks.size()) continue;
+    const TaskId t = tasks[sr.replica];
+    if (state_.task(t).state != TaskState::kBound || !state_.task(t).standby || restoring_[t.value()]) continue;
+    Restore r;
+    r.task = t;
+    r.at = sr.at;
+    for (const auto& [fed, replica] : sr.noticed) {
+      const TaskId v = task_of(fed, replica);
+      if (!v.valid() || state_.task(v).state != TaskState::kBound || being_evicted_[v.value()]) continue;
+      being_evicted_[v.value()] = 1;
+      book_.EvictionsChanged();
+      r.noticed.push_back(v);
+      notices_.push_back({fed, v, r.at});
+    }
+    restoring_[t.value()] = 1;
+    restores_.push_back(std::move(r));
+  }
 }
 
 void Engine::RestoreReclaim(size_t li, const CarriedJob& c) {
@@ -2249,6 +2292,7 @@ bool Engine::Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, in
     queue_.Remove(li);
     queue_.Push(li, l.priority, l.shape, false);
     l.refused_seq = UINT64_MAX;
+    LogCarry(li);  // its place in the queue
   }
   return true;
 }
@@ -2622,6 +2666,7 @@ bool Engine::ApplyStandbyTarget(size_t li, int32_t replicas, int64_t now_s) {
     }
     restoring_[it->value()] = 1;
     restores_.push_back(std::move(r));
+    LogCarry(li);
   }
   return true;
 }
@@ -2686,6 +2731,7 @@ void Engine::EndRestores(int64_t now_s) {
     for (TaskId v : r.noticed) being_evicted_[v.value()] = 0;
     if (!r.noticed.empty()) book_.EvictionsChanged();
     restoring_[r.task.value()] = 0;
+    if (const size_t li = local_of_job_[state_.task(r.task).job.value()]; li != SIZE_MAX) LogCarry(li);
     // It left Standby meanwhile (its job ended, its node failed): nothing to restore.
     if (state_.task(r.task).state != TaskState::kBound || !state_.task(r.task).standby) continue;
     ExitStandbyNow(r.task, now_s, true);

@@ -630,6 +630,8 @@ class Engine {
   void RestoreJob(const CarriedJob& c);
   // RestoreJob's part for waiting local li's Reclaim under way (CarriedJob::reclaim_at).
   void RestoreReclaim(size_t li, const CarriedJob& c);
+  // RestoreJob's part for running local li's Standby restores under way (CarriedJob::restores).
+  void RestoreStandbyRestores(size_t li, const CarriedJob& c);
   // The multi-tenant queues (EngineConfig::queues); off without them.
   QueueBook book_;
   // Local li joins or leaves its queue's demand (while it waits in the engine's queue).

@@ -319,6 +319,15 @@ struct InputJson {
                       {"required_level", c.required_level},
                       {"relax_at", c.relax_at},
                       {"trigger_at", c.trigger_at}});
+      if (!c.restores.empty()) {
+        Json restores = Json::array();
+        for (const CarriedJob::StandbyRestore& r : c.restores) {
+          Json noticed = Json::array();
+          for (const auto& [job, replica] : r.noticed) noticed.push_back({job, replica});
+          restores.push_back({{"replica", r.replica}, {"at", r.at}, {"noticed", noticed}});
+        }
+        jobs.back()["restores"] = restores;
+      }
       if (c.reclaim_at >= 0) {
         Json tasks = Json::array(), whole = Json::array(), hold = Json::array();
         for (const auto& [job, replica] : c.reclaim_tasks) tasks.push_back({job, replica});
@@ -462,18 +471,27 @@ InputFrom(const Fields& f) {
       c.required_level = jf.I32("required_level", -1);
       c.relax_at = jf.Int("relax_at", -1);
       c.trigger_at = jf.Int("trigger_at", -1);
+      const auto pair = [&](const Json& t, const std::string& at, std::vector<std::pair<uint32_t, uint32_t>>& to) {
+        if (t.is_array() && t.size() == 2 && t[0].is_number_unsigned() && t[1].is_number_unsigned()) {
+          to.emplace_back(t[0].get<uint32_t>(), t[1].get<uint32_t>());
+        } else {
+          FailAt(f.error(), at, "expected [job, replica]");
+        }
+      };
+      jf.Each("restores", [&](const Json& r, const std::string& path) {
+        const Fields rf(r, path + ".", f.error());
+        CarriedJob::StandbyRestore sr;
+        sr.replica = static_cast<uint32_t>(rf.U64("replica", 0));
+        sr.at = rf.Int("at", 0);
+        rf.Each("noticed", [&](const Json& t, const std::string& at) { pair(t, at, sr.noticed); });
+        c.restores.push_back(std::move(sr));
+      });
       if (jf.Has("reclaim")) {
         const Fields rf = jf.At("reclaim");
         c.reclaim_at = rf.Int("at", 0);
         c.reclaim_queue = rf.Bool("queue", false);
         c.claimed = rf.I32("claimed", 0);
-        rf.Each("tasks", [&](const Json& t, const std::string& at) {
-          if (t.is_array() && t.size() == 2 && t[0].is_number_unsigned() && t[1].is_number_unsigned()) {
-            c.reclaim_tasks.emplace_back(t[0].get<uint32_t>(), t[1].get<uint32_t>());
-          } else {
-            FailAt(f.error(), at, "expected [job, replica]");
-          }
-        });
+        rf.Each("tasks", [&](const Json& t, const std::string& at) { pair(t, at, c.reclaim_tasks); });
         rf.Each("whole", [&](const Json& w, const std::string& at) {
           if (w.is_number_unsigned()) c.reclaim_whole.push_back(w.get<uint32_t>());
           else FailAt(f.error(), at, "expected a job id");

@@ -84,6 +84,7 @@ std::vector<HistoryRecord> OneOfEachKind() {
   running.job = 4;
   running.started_s = 7;
   running.no_grow_until = 300;
+  running.restores = {{1, 75, {{8, 0}, {8, 2}}}};
   carry.jobs = {waiting, running};
   carry.queues = {{"team-a", 135, 1.0 / 3.0}};
   carry.usage_at = 14;
@@ -155,6 +156,9 @@ TEST(HistoryText, EveryKindOfRecordSurvivesARoundTrip) {
   EXPECT_EQ(back.jobs[0].hold, std::vector<NodeId>{NodeId(2)});
   EXPECT_EQ(back.jobs[0].claimed, 2);
   EXPECT_FALSE(restore["jobs"][1].contains("reclaim"));  // none under way
+  ASSERT_EQ(back.jobs[1].restores.size(), 1u);
+  EXPECT_EQ(back.jobs[1].restores[0].at, 75);
+  EXPECT_EQ(back.jobs[1].restores[0].noticed, (std::vector<std::pair<uint32_t, uint32_t>>{{8, 0}, {8, 2}}));
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["policy"], "fgd");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["victims"], "volcano");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["preemptor_min_priority"], 0);

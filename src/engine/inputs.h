@@ -135,6 +135,14 @@ struct CarriedJob {
   std::vector<std::pair<uint32_t, uint32_t>> reclaim_tasks;
   std::vector<uint32_t> reclaim_whole;
   std::vector<NodeId> hold;
+  // Running: its replicas leaving Standby in a grace period (a restore under way: Engine::SetStandby),
+  // each with when it leaves and the borrowers' replicas warned (driver id, replica).
+  struct StandbyRestore {
+    uint32_t replica = 0;
+    int64_t at = 0;
+    std::vector<std::pair<uint32_t, uint32_t>> noticed;
+  };
+  std::vector<StandbyRestore> restores;
 };
 // What the queues' book knows beyond its configuration, per queue by name.
 struct CarriedQueue {

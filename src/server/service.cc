@@ -262,6 +262,9 @@ struct Service::Impl {
            {"required_level", c.required_level},
            {"relax_at", c.relax_at},
            {"trigger_at", c.trigger_at}};
+    for (const CarriedJob::StandbyRestore& r : c.restores) {
+      o["restores"].push_back({{"replica", r.replica}, {"at", r.at}, {"noticed", r.noticed}});
+    }
     if (c.reclaim_at >= 0) {
       Json tasks = Json::array(), hold = Json::array();
       for (const auto& [job, replica] : c.reclaim_tasks) tasks.push_back({job, replica});
@@ -1060,6 +1063,10 @@ Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
       c.required_level = j.value("required_level", int32_t{-1});
       c.relax_at = j.value("relax_at", int64_t{-1});
       c.trigger_at = j.value("trigger_at", int64_t{-1});
+      for (const Json& r : j.value("restores", Json::array())) {
+        c.restores.push_back({r.at("replica").get<uint32_t>(), r.at("at").get<int64_t>(),
+                              r.value("noticed", std::vector<std::pair<uint32_t, uint32_t>>{})});
+      }
       if (j.contains("reclaim")) {
         const Json& r = j.at("reclaim");
         c.reclaim_at = r.at("at").get<int64_t>();

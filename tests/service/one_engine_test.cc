@@ -552,15 +552,20 @@ TEST(OneEngine, AReopenedServiceKnowsItsJobsInTheirOrderSoTiesFallAsBeforeSeed3)
 // cost as a victim). Before: seed 6 reopened at 90,000 s started j434 where the simulator starts
 // j448 (the queue in service id order), seed 3 at 180,000 s started j891 for j893, and seed 5 at
 // 120,000 s shrank j581 where the simulator shrinks j594 (victims costed from their first run).
-// Seed 5 at 180,000 s did not open again at all (a task record its retired job left behind), and
-// seed 1 at 150,000 s decided again a Reclaim in its grace period (its victim shrunk at 150,060 s
-// instead of 150,009 s).
-TEST(OneEngine, AReopenedServiceGoesOnFromWhatItsEngineKnewSeeds1To6) {
+// Seed 5 at 180,000 s did not open again at all (a task record its retired job left behind).
+// Seed 1 at 150,000 s decided again a Reclaim in its grace period (its victim shrunk at 150,060 s
+// instead of 150,009 s), and seed 8 at 10,000 s a Standby restore in its grace period (its
+// borrower evicted at 10,060 s instead of 10,021 s). Seed 2 at 80,000 s started j386 where the
+// simulator starts j388 (a waiting job resized goes to the back of the queue: its new place was
+// not stored).
+TEST(OneEngine, AReopenedServiceGoesOnFromWhatItsEngineKnewSeeds1To8) {
   EXPECT_EQ(FirstDifferenceAfterARestart(6, 90000), "");
   EXPECT_EQ(FirstDifferenceAfterARestart(3, 180000), "");
   EXPECT_EQ(FirstDifferenceAfterARestart(5, 120000), "");
   EXPECT_EQ(FirstDifferenceAfterARestart(5, 180000), "");
   EXPECT_EQ(FirstDifferenceAfterARestart(1, 150000), "");
+  EXPECT_EQ(FirstDifferenceAfterARestart(8, 10000), "");
+  EXPECT_EQ(FirstDifferenceAfterARestart(2, 80000), "");
 }
 
 TEST(OneEngine, AServiceThatRebuildsItsEngineWheneverItMayDecidesAsTheSimulatorSeeds1To3) {
