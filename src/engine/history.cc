@@ -306,36 +306,8 @@ struct InputJson {
   Json operator()(const RestoreInput& x) const {
     Json jobs = Json::array(), queues = Json::array();
     for (const CarriedJob& c : x.carry.jobs) {
-      Json resume = Json::array();
-      for (NodeId n : c.resume_nodes) resume.push_back(IdJson(n));
-      jobs.push_back({{"job", c.job},
-                      {"submitted", c.submitted},
-                      {"no_borrow_until", c.no_borrow_until},
-                      {"no_grow_until", c.no_grow_until},
-                      {"resume_nodes", resume},
-                      {"started_s", c.started_s},
-                      {"queued_at", c.queued_at},
-                      {"position", c.position},
-                      {"required_level", c.required_level},
-                      {"relax_at", c.relax_at},
-                      {"trigger_at", c.trigger_at}});
-      if (!c.restores.empty()) {
-        Json restores = Json::array();
-        for (const CarriedJob::StandbyRestore& r : c.restores) {
-          Json noticed = Json::array();
-          for (const auto& [job, replica] : r.noticed) noticed.push_back({job, replica});
-          restores.push_back({{"replica", r.replica}, {"at", r.at}, {"noticed", noticed}});
-        }
-        jobs.back()["restores"] = restores;
-      }
-      if (c.reclaim_at >= 0) {
-        Json tasks = Json::array(), whole = Json::array(), hold = Json::array();
-        for (const auto& [job, replica] : c.reclaim_tasks) tasks.push_back({job, replica});
-        for (uint32_t w : c.reclaim_whole) whole.push_back(w);
-        for (NodeId n : c.hold) hold.push_back(IdJson(n));
-        jobs.back()["reclaim"] = {{"at", c.reclaim_at}, {"queue", c.reclaim_queue}, {"claimed", c.claimed},
-                                  {"tasks", tasks}, {"whole", whole}, {"hold", hold}};
-      }
+      jobs.push_back(CarriedJobJson(c, [](NodeId n) { return Json(IdJson(n)); }));
+      jobs.back()["job"] = c.job;
     }
     for (const CarriedQueue& q : x.carry.queues) {
       queues.push_back({{"name", q.name}, {"cooldown_until", q.cooldown_until}, {"decayed", q.decayed}});
@@ -348,6 +320,59 @@ struct InputJson {
             {"external_blocking", x.options.external_blocking}};
   }
 };
+
+// A carried job's fields (CarriedJobJson's; not its id), its nodes read by `node` (nullopt: not a
+// node there, an error; an invalid NodeId: one that is gone, skipped).
+CarriedJob CarriedFrom(const Fields& jf, const std::function<std::optional<NodeId>(const Json&)>& node) {
+  CarriedJob c;
+  const auto nodes = [&](const Fields& from, const char* key, std::vector<NodeId>& to) {
+    from.Each(key, [&](const Json& n, const std::string& at) {
+      const std::optional<NodeId> id = node(n);
+      if (!id) FailAt(jf.error(), at, "expected a node");
+      else if (id->valid()) to.push_back(*id);
+    });
+  };
+  const auto pairs = [&](const Fields& from, const char* key, std::vector<std::pair<uint32_t, uint32_t>>& to) {
+    from.Each(key, [&](const Json& t, const std::string& at) {
+      if (t.is_array() && t.size() == 2 && t[0].is_number_unsigned() && t[1].is_number_unsigned()) {
+        to.emplace_back(t[0].get<uint32_t>(), t[1].get<uint32_t>());
+      } else {
+        FailAt(jf.error(), at, "expected [job, replica]");
+      }
+    });
+  };
+  c.submitted = jf.Int("submitted", -1);
+  c.no_borrow_until = jf.Int("no_borrow_until", 0);
+  c.no_grow_until = jf.Int("no_grow_until", 0);
+  nodes(jf, "resume_nodes", c.resume_nodes);
+  c.started_s = jf.Int("started_s", -1);
+  c.queued_at = jf.Int("queued_at", -1);
+  c.position = jf.Int("position", 0);
+  c.required_level = jf.I32("required_level", -1);
+  c.relax_at = jf.Int("relax_at", -1);
+  c.trigger_at = jf.Int("trigger_at", -1);
+  jf.Each("restores", [&](const Json& r, const std::string& path) {
+    const Fields rf(r, path + ".", jf.error());
+    CarriedJob::StandbyRestore sr;
+    sr.replica = static_cast<uint32_t>(rf.U64("replica", 0));
+    sr.at = rf.Int("at", 0);
+    pairs(rf, "noticed", sr.noticed);
+    c.restores.push_back(std::move(sr));
+  });
+  if (jf.Has("reclaim")) {
+    const Fields rf = jf.At("reclaim");
+    c.reclaim_at = rf.Int("at", 0);
+    c.reclaim_queue = rf.Bool("queue", false);
+    c.claimed = rf.I32("claimed", 0);
+    pairs(rf, "tasks", c.reclaim_tasks);
+    rf.Each("whole", [&](const Json& w, const std::string& at) {
+      if (w.is_number_unsigned()) c.reclaim_whole.push_back(w.get<uint32_t>());
+      else FailAt(jf.error(), at, "expected a job id");
+    });
+    nodes(rf, "hold", c.hold);
+  }
+  return c;
+}
 
 std::variant<SubmitInput, CancelInput, ResizeInput, ProbeInput, AddPlaneInput, AddNodeInput, NodeInput, StandbyInput,
              StandbyWindowsInput, DefragInput, AbortMovesInput, AcknowledgeMoveInput, AcknowledgeStandbyInput, HoldInput,
@@ -453,57 +478,11 @@ InputFrom(const Fields& f) {
     RestoreInput x;
     f.Each("jobs", [&](const Json& j, const std::string& path) {
       const Fields jf(j, path + ".", f.error());
-      CarriedJob c;
+      CarriedJob c = CarriedFrom(jf, [](const Json& n) -> std::optional<NodeId> {
+        if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() >= int64_t{UINT32_MAX}) return std::nullopt;
+        return NodeId(static_cast<uint32_t>(n.get<int64_t>()));
+      });
       c.job = static_cast<uint32_t>(jf.U64("job", 0));
-      c.submitted = jf.Int("submitted", -1);
-      c.no_borrow_until = jf.Int("no_borrow_until", 0);
-      c.no_grow_until = jf.Int("no_grow_until", 0);
-      jf.Each("resume_nodes", [&](const Json& n, const std::string& at) {
-        if (n.is_number_integer() && n.get<int64_t>() >= 0 && n.get<int64_t>() < int64_t{UINT32_MAX}) {
-          c.resume_nodes.push_back(NodeId(static_cast<uint32_t>(n.get<int64_t>())));
-        } else {
-          FailAt(f.error(), at, "expected a node id");
-        }
-      });
-      c.started_s = jf.Int("started_s", -1);
-      c.queued_at = jf.Int("queued_at", -1);
-      c.position = jf.Int("position", 0);
-      c.required_level = jf.I32("required_level", -1);
-      c.relax_at = jf.Int("relax_at", -1);
-      c.trigger_at = jf.Int("trigger_at", -1);
-      const auto pair = [&](const Json& t, const std::string& at, std::vector<std::pair<uint32_t, uint32_t>>& to) {
-        if (t.is_array() && t.size() == 2 && t[0].is_number_unsigned() && t[1].is_number_unsigned()) {
-          to.emplace_back(t[0].get<uint32_t>(), t[1].get<uint32_t>());
-        } else {
-          FailAt(f.error(), at, "expected [job, replica]");
-        }
-      };
-      jf.Each("restores", [&](const Json& r, const std::string& path) {
-        const Fields rf(r, path + ".", f.error());
-        CarriedJob::StandbyRestore sr;
-        sr.replica = static_cast<uint32_t>(rf.U64("replica", 0));
-        sr.at = rf.Int("at", 0);
-        rf.Each("noticed", [&](const Json& t, const std::string& at) { pair(t, at, sr.noticed); });
-        c.restores.push_back(std::move(sr));
-      });
-      if (jf.Has("reclaim")) {
-        const Fields rf = jf.At("reclaim");
-        c.reclaim_at = rf.Int("at", 0);
-        c.reclaim_queue = rf.Bool("queue", false);
-        c.claimed = rf.I32("claimed", 0);
-        rf.Each("tasks", [&](const Json& t, const std::string& at) { pair(t, at, c.reclaim_tasks); });
-        rf.Each("whole", [&](const Json& w, const std::string& at) {
-          if (w.is_number_unsigned()) c.reclaim_whole.push_back(w.get<uint32_t>());
-          else FailAt(f.error(), at, "expected a job id");
-        });
-        rf.Each("hold", [&](const Json& n, const std::string& at) {
-          if (n.is_number_integer() && n.get<int64_t>() >= 0 && n.get<int64_t>() < int64_t{UINT32_MAX}) {
-            c.hold.push_back(NodeId(static_cast<uint32_t>(n.get<int64_t>())));
-          } else {
-            FailAt(f.error(), at, "expected a node id");
-          }
-        });
-      }
       x.carry.jobs.push_back(std::move(c));
     });
     f.Each("queues", [&](const Json& q, const std::string& path) {
@@ -861,6 +840,47 @@ StatusOr<ReplayResult> ReplayHistory(const std::vector<HistoryRecord>& records,
                      " recorded";
   }
   return res;
+}
+
+Json CarriedJobJson(const CarriedJob& c, const std::function<Json(NodeId)>& node) {
+  Json resume = Json::array();
+  for (NodeId n : c.resume_nodes) resume.push_back(node(n));
+  Json o{{"submitted", c.submitted},
+         {"no_borrow_until", c.no_borrow_until},
+         {"no_grow_until", c.no_grow_until},
+         {"resume_nodes", resume},
+         {"started_s", c.started_s},
+         {"queued_at", c.queued_at},
+         {"position", c.position},
+         {"required_level", c.required_level},
+         {"relax_at", c.relax_at},
+         {"trigger_at", c.trigger_at}};
+  if (!c.restores.empty()) {
+    Json restores = Json::array();
+    for (const CarriedJob::StandbyRestore& r : c.restores) {
+      Json noticed = Json::array();
+      for (const auto& [job, replica] : r.noticed) noticed.push_back({job, replica});
+      restores.push_back({{"replica", r.replica}, {"at", r.at}, {"noticed", noticed}});
+    }
+    o["restores"] = restores;
+  }
+  if (c.reclaim_at >= 0) {
+    Json tasks = Json::array(), whole = Json::array(), hold = Json::array();
+    for (const auto& [job, replica] : c.reclaim_tasks) tasks.push_back({job, replica});
+    for (uint32_t w : c.reclaim_whole) whole.push_back(w);
+    for (NodeId n : c.hold) hold.push_back(node(n));
+    o["reclaim"] = {{"at", c.reclaim_at}, {"queue", c.reclaim_queue}, {"claimed", c.claimed},
+                    {"tasks", tasks}, {"whole", whole}, {"hold", hold}};
+  }
+  return o;
+}
+
+StatusOr<CarriedJob> CarriedJobFromJson(const Json& j, const std::function<std::optional<NodeId>(const Json&)>& node) {
+  std::string error;
+  const Fields f(j, "", &error);
+  CarriedJob c = CarriedFrom(f, node);
+  if (!error.empty()) return InvalidArgument(error);
+  return c;
 }
 
 }  // namespace estuary

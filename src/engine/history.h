@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -53,6 +54,14 @@ struct HistoryRecord {
 nlohmann::json HistoryRecordJson(const HistoryRecord& r);
 // The record of one line; the Status names the field that is wrong ("input.job.min_replicas: ...").
 StatusOr<HistoryRecord> HistoryRecordFromJson(const nlohmann::json& j);
+
+// What an engine carried for one job (CarriedJob, without its id) as text, its nodes as `node`
+// writes them (the history: ids; the service's store: names), and back (`node` reads one:
+// nullopt for what is not a node, an invalid NodeId for one that is gone, which is skipped); an
+// error names the field (e.g. "reclaim.tasks[1]: expected [job, replica]").
+nlohmann::json CarriedJobJson(const CarriedJob& c, const std::function<nlohmann::json(NodeId)>& node);
+StatusOr<CarriedJob> CarriedJobFromJson(const nlohmann::json& j,
+                                        const std::function<std::optional<NodeId>(const nlohmann::json&)>& node);
 
 // Appends `in` to `out`, folding it into the last record when both are the same cycle.
 void AppendInput(std::vector<HistoryRecord>& out, EngineInput in);

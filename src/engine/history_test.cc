@@ -283,7 +283,7 @@ TEST_F(HistoryFile, ABadFileIsRefusedNamingTheFileTheLineAndTheField) {
   p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"queues\": [{\"name\": \"a\", \"decayed\": \"x\"}]}}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.queues[0].decayed: expected a number"));
   p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"jobs\": [{\"job\": 1, \"resume_nodes\": [\"n1\"]}]}}\n");
-  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.jobs[0].resume_nodes[0]: expected a node id"));
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.jobs[0].resume_nodes[0]: expected a node"));
   p = Write(header + segment +
             "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"jobs\": [{\"job\": 1, \"reclaim\": {\"at\": 9, \"tasks\": [[2]]}}]}}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.jobs[0].reclaim.tasks[0]: expected [job, replica]"));

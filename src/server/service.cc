@@ -250,29 +250,7 @@ struct Service::Impl {
     return buf;
   }
   std::string CarryJson(const CarriedJob& c) const {
-    Json resume = Json::array();
-    for (NodeId n : c.resume_nodes) resume.push_back(node_names.at(n.value()));
-    Json o{{"submitted", c.submitted},
-           {"no_borrow_until", c.no_borrow_until},
-           {"no_grow_until", c.no_grow_until},
-           {"resume_nodes", resume},
-           {"started_s", c.started_s},
-           {"queued_at", c.queued_at},
-           {"position", c.position},
-           {"required_level", c.required_level},
-           {"relax_at", c.relax_at},
-           {"trigger_at", c.trigger_at}};
-    for (const CarriedJob::StandbyRestore& r : c.restores) {
-      o["restores"].push_back({{"replica", r.replica}, {"at", r.at}, {"noticed", r.noticed}});
-    }
-    if (c.reclaim_at >= 0) {
-      Json tasks = Json::array(), hold = Json::array();
-      for (const auto& [job, replica] : c.reclaim_tasks) tasks.push_back({job, replica});
-      for (NodeId n : c.hold) hold.push_back(node_names.at(n.value()));
-      o["reclaim"] = {{"at", c.reclaim_at}, {"queue", c.reclaim_queue}, {"claimed", c.claimed},
-                      {"tasks", tasks}, {"whole", c.reclaim_whole}, {"hold", hold}};
-    }
-    return o.dump();
+    return CarriedJobJson(c, [&](NodeId n) { return Json(node_names.at(n.value())); }).dump();
   }
   std::map<std::string, AgentRec> agents;
   std::deque<Input> inputs;
@@ -1047,43 +1025,18 @@ Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
       batch.Delete(std::string(k));
       return true;
     }
-    CarriedJob c;
-    try {
-      c.job = static_cast<uint32_t>(id);
-      c.submitted = j.value("submitted", int64_t{-1});
-      c.no_borrow_until = j.value("no_borrow_until", int64_t{0});
-      c.no_grow_until = j.value("no_grow_until", int64_t{0});
-      for (const std::string& name : j.value("resume_nodes", std::vector<std::string>{})) {
-        const auto n = s.nodes.find(name);
-        if (n != s.nodes.end() && n->second.id.valid()) c.resume_nodes.push_back(n->second.id);  // else gone since
-      }
-      c.started_s = j.value("started_s", int64_t{-1});
-      c.queued_at = j.value("queued_at", int64_t{-1});
-      c.position = j.value("position", int64_t{0});
-      c.required_level = j.value("required_level", int32_t{-1});
-      c.relax_at = j.value("relax_at", int64_t{-1});
-      c.trigger_at = j.value("trigger_at", int64_t{-1});
-      for (const Json& r : j.value("restores", Json::array())) {
-        c.restores.push_back({r.at("replica").get<uint32_t>(), r.at("at").get<int64_t>(),
-                              r.value("noticed", std::vector<std::pair<uint32_t, uint32_t>>{})});
-      }
-      if (j.contains("reclaim")) {
-        const Json& r = j.at("reclaim");
-        c.reclaim_at = r.at("at").get<int64_t>();
-        c.reclaim_queue = r.value("queue", false);
-        c.claimed = r.value("claimed", int32_t{0});
-        c.reclaim_tasks = r.value("tasks", std::vector<std::pair<uint32_t, uint32_t>>{});
-        c.reclaim_whole = r.value("whole", std::vector<uint32_t>{});
-        for (const std::string& name : r.value("hold", std::vector<std::string>{})) {
-          const auto n = s.nodes.find(name);
-          if (n != s.nodes.end() && n->second.id.valid()) c.hold.push_back(n->second.id);
-        }
-      }
-    } catch (const Json::exception& e) {
-      bad = Internal("store: " + std::string(k) + ": not a carry record (" + e.what() + ")");
+    // Nodes by name (one gone since is skipped).
+    auto c = CarriedJobFromJson(j, [&](const Json& n) -> std::optional<NodeId> {
+      if (!n.is_string()) return std::nullopt;
+      const auto it = s.nodes.find(n.get<std::string>());
+      return it != s.nodes.end() ? it->second.id : NodeId();
+    });
+    if (!c.ok()) {
+      bad = Internal("store: " + std::string(k) + ": " + c.status().message());
       return false;
     }
-    s.carried[id] = std::move(c);
+    c->job = static_cast<uint32_t>(id);
+    s.carried[id] = *std::move(c);
     return true;
   }));
   ESTUARY_RETURN_IF_ERROR(bad);

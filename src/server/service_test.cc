@@ -1212,7 +1212,7 @@ TEST_F(ServiceTest, AReplicaThatSucceedsWhileItIsMovedLeavesNoRecordOnceItsJobIs
 }
 
 // A store written before that fix may hold such a record: the service drops it as it opens. A
-// task record that is not one (not JSON) still stops it, naming the key.
+// record that is not one still stops it, naming the key (and the field).
 TEST_F(ServiceTest, ATaskRecordOfNoJobIsDroppedAsTheServiceOpensAndAMalformedOneIsRefused) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
   const uint64_t a = RunJob(kAlice, Job("a", 1, 4));
@@ -1224,7 +1224,17 @@ TEST_F(ServiceTest, ATaskRecordOfNoJobIsDroppedAsTheServiceOpensAndAMalformedOne
   auto gone = store_->Get("task/0000000000000099/00000");
   ASSERT_TRUE(gone.ok());
   EXPECT_FALSE(gone->has_value());
+  // A carry record (what the engine knew of a job beyond its inputs) with a field of the wrong
+  // type is refused too, naming the key and the field.
+  StoreBatch carry;
+  carry.Put("carry/0000000000000001", R"({"queued_at": "soon"})");
+  ASSERT_TRUE(store_->Apply(carry).ok());
+  service_.reset();
+  auto refused = Service::Open(store_.get(), &clock_, ServiceOptions{});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "store: carry/0000000000000001: queued_at: expected an integer");
   StoreBatch bad;
+  bad.Delete("carry/0000000000000001");
   bad.Put("task/0000000000000001/00000", "{not json");
   ASSERT_TRUE(store_->Apply(bad).ok());
   service_.reset();
