@@ -864,7 +864,13 @@ struct Service::Impl {
   // re-admitted (running ones adopted where they ran), their reservations held again.
   Status RecoverNodes(int64_t now_ms);
   Status RecoverJobs(int64_t now_ms, StoreBatch& batch);
+  // What the engine before knew beyond its inputs (StoreCarry's records) into `carried` and
+  // `carried_queues`; the records of retired jobs deleted.
+  Status RecoverCarry(StoreBatch& batch);
   Status Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std::pair<std::string, Order>>& out);
+  // Readmit's end: the waiting jobs queued again in their carried order, their reservations held
+  // again, and the engine given what the one before knew (Engine::RestoreCarried).
+  Status ReadmitWaiting(std::vector<uint64_t> waiting, int64_t now_ms, StoreBatch& batch);
   void ApplyInput(Input& in, Pass& p);
   void ApplyNodeAction(Input& in, Pass& p);  // an admin's cordon, drain, evacuate, fail, restore
   void ApplyReports(Input& in, Pass& p);
@@ -1013,7 +1019,51 @@ Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
     return true;
   }));
   ESTUARY_RETURN_IF_ERROR(bad);
-  // What the engine before knew of the jobs and queues beyond its inputs (StoreCarry).
+  ESTUARY_RETURN_IF_ERROR(store->Scan("cancel/", [&](std::string_view k, std::string_view) {
+    const uint64_t id = std::stoull(std::string(k.substr(7)));
+    const auto it = s.jobs.find(id);
+    if (it != s.jobs.end() && !Ended(it->second.view.phase)) {
+      it->second.view.phase = JobPhase::kCancelled;
+      it->second.view.ended_ms = now_ms;
+      it->second.view.reason = "cancelled";
+      batch.Put(JobKey(id), Impl::JobJson(it->second));
+    }
+    batch.Delete(std::string(k));
+    return true;
+  }));
+
+  // Ended jobs, in the order they ended (their retention runs from then).
+  for (const auto& [id, j] : s.jobs) {
+    if (Ended(j.view.phase)) s.ended.emplace_back(j.view.ended_ms, id);
+  }
+  std::sort(s.ended.begin(), s.ended.end());
+
+  // Standby windows.
+  ESTUARY_RETURN_IF_ERROR(store->Scan("standby/", [&](std::string_view k, std::string_view v) {
+    const Json j = Json::parse(v, nullptr, false);
+    if (j.is_discarded()) {
+      bad = Internal("store: " + std::string(k) + ": not JSON");
+      return false;
+    }
+    StandbyWindowView w;
+    w.id = std::stoull(std::string(k.substr(8)));
+    w.job = j.value("job", uint64_t{0});
+    w.tenant = j.value("tenant", "");
+    w.from_ms = j.value("from_ms", int64_t{0});
+    w.to_ms = j.value("to_ms", int64_t{0});
+    w.replicas = j.value("replicas", 0);
+    s.next_window = std::max(s.next_window, w.id + 1);
+    s.standby_jobs.insert(w.job);
+    s.windows.emplace(w.id, w);
+    return true;
+  }));
+  ESTUARY_RETURN_IF_ERROR(bad);
+  return Status::Ok();
+}
+
+Status Service::Impl::RecoverCarry(StoreBatch& batch) {
+  Impl& s = *this;
+  Status bad = Status::Ok();
   ESTUARY_RETURN_IF_ERROR(store->Scan("carry/", [&](std::string_view k, std::string_view v) {
     const Json j = Json::parse(v, nullptr, false);
     const uint64_t id = std::strtoull(std::string(k.substr(6)).c_str(), nullptr, 10);
@@ -1056,45 +1106,6 @@ Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
     }
     s.queue_carry_stored = **q;
   }
-  ESTUARY_RETURN_IF_ERROR(store->Scan("cancel/", [&](std::string_view k, std::string_view) {
-    const uint64_t id = std::stoull(std::string(k.substr(7)));
-    const auto it = s.jobs.find(id);
-    if (it != s.jobs.end() && !Ended(it->second.view.phase)) {
-      it->second.view.phase = JobPhase::kCancelled;
-      it->second.view.ended_ms = now_ms;
-      it->second.view.reason = "cancelled";
-      batch.Put(JobKey(id), Impl::JobJson(it->second));
-    }
-    batch.Delete(std::string(k));
-    return true;
-  }));
-
-  // Ended jobs, in the order they ended (their retention runs from then).
-  for (const auto& [id, j] : s.jobs) {
-    if (Ended(j.view.phase)) s.ended.emplace_back(j.view.ended_ms, id);
-  }
-  std::sort(s.ended.begin(), s.ended.end());
-
-  // Standby windows.
-  ESTUARY_RETURN_IF_ERROR(store->Scan("standby/", [&](std::string_view k, std::string_view v) {
-    const Json j = Json::parse(v, nullptr, false);
-    if (j.is_discarded()) {
-      bad = Internal("store: " + std::string(k) + ": not JSON");
-      return false;
-    }
-    StandbyWindowView w;
-    w.id = std::stoull(std::string(k.substr(8)));
-    w.job = j.value("job", uint64_t{0});
-    w.tenant = j.value("tenant", "");
-    w.from_ms = j.value("from_ms", int64_t{0});
-    w.to_ms = j.value("to_ms", int64_t{0});
-    w.replicas = j.value("replicas", 0);
-    s.next_window = std::max(s.next_window, w.id + 1);
-    s.standby_jobs.insert(w.job);
-    s.windows.emplace(w.id, w);
-    return true;
-  }));
-  ESTUARY_RETURN_IF_ERROR(bad);
   return Status::Ok();
 }
 
@@ -1199,9 +1210,15 @@ Status Service::Impl::Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std
     if (n.view.state == "cordoned") s.engine->SetCordoned(n.id, true);
     if (n.view.state == "drained") s.engine->DrainNode(n.id, now_s);
   }
-  // Reservations: held again for jobs still waiting (ReserveAction chooses anew), before any
-  // other waiting job is admitted (which could start on the nodes it held); dropped for the
-  // others — none outlives its purpose across a restart.
+  return ReadmitWaiting(std::move(waiting), now_ms, batch);
+}
+
+Status Service::Impl::ReadmitWaiting(std::vector<uint64_t> waiting, int64_t now_ms, StoreBatch& batch) {
+  Impl& s = *this;
+  const int64_t now_s = now_ms / 1000;
+  // Reservations: held again for jobs still waiting (ReserveAction chooses anew, once the queue is
+  // rebuilt, before any cycle could start a job on the nodes one held); dropped for the others —
+  // none outlives its purpose across a restart.
   std::map<uint64_t, int64_t> resv;
   ESTUARY_RETURN_IF_ERROR(store->Scan("resv/", [&](std::string_view k, std::string_view v) {
     const Json j = Json::parse(v, nullptr, false);
@@ -1318,6 +1335,7 @@ StatusOr<std::unique_ptr<Service>> Service::Open(Store* store, const Clock* cloc
   ESTUARY_RETURN_IF_ERROR(s.RecoverNodes(now_ms));
   StoreBatch batch;
   ESTUARY_RETURN_IF_ERROR(s.RecoverJobs(now_ms, batch));
+  ESTUARY_RETURN_IF_ERROR(s.RecoverCarry(batch));
   std::vector<std::pair<std::string, Order>> out;
   ESTUARY_RETURN_IF_ERROR(s.Readmit(now_ms, batch, out));
   s.StoreHistory(batch);
