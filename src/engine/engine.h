@@ -353,13 +353,17 @@ class Engine {
   // every queue. What Inherit carries with `jobs`, as data a driver can store.
   EngineCarry Carried(const std::vector<uint32_t>* jobs = nullptr) const;
   // The driver ids of the jobs whose part of Carried may have changed since the last call (its
-  // queueing, required level, waits, resume hint, no-borrow and no-grow periods), each once.
+  // queueing and place in the queue, required level, waits, resume hint, run's start, no-borrow
+  // and no-grow periods, Reclaim or Standby restores under way), each once.
   std::vector<uint32_t> TakeCarryLog();
   // Goes on from `carry` (Carried of the engine this one replaces, as that one last was): each
   // job it names that this engine knows takes its submission time, resume hint and no-borrow and
-  // no-grow ends and, when it waits here, its queueing time, relaxed required level and pending
-  // waits; each queue by name its cooldown and decayed usage. Call it once the jobs are known,
-  // adopted and queued (in their carried order: CarriedJob::position). An input.
+  // no-grow ends; running here, its Standby restores under way (for the replicas still in
+  // Standby; the borrowers still bound get their notices again); waiting here, its queueing time,
+  // relaxed required level and pending waits and its Reclaim under way (for the victims' replicas
+  // still bound, noticed again). Each queue by name its cooldown and decayed usage. Call it once
+  // the jobs are known, adopted (with their runs' starts: CarriedJob::started_s) and queued (in
+  // their carried order: CarriedJob::position). An input.
   void RestoreCarried(const EngineCarry& carry, int64_t now_s);
 
   // Called with each event as it happens, the state as it is then (e.g. a start's placement

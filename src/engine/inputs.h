@@ -111,8 +111,8 @@ struct QueuesInput {
   SharingSpec sharing;
 };
 // What an engine knows of a job beyond the inputs that made it (Engine::Carried), for an engine
-// made again in its place from inputs that do not tell it (Engine::RestoreCarried: a service reopened on
-// its store).
+// made again in its place from inputs that do not tell it (Engine::RestoreCarried: a service
+// reopened on its store).
 struct CarriedJob {
   uint32_t job = 0;         // the driver's id
   int64_t submitted = -1;   // when it was first submitted (a hold's after_s counts from then)
@@ -135,8 +135,9 @@ struct CarriedJob {
   std::vector<std::pair<uint32_t, uint32_t>> reclaim_tasks;
   std::vector<uint32_t> reclaim_whole;
   std::vector<NodeId> hold;
-  // Running: its replicas leaving Standby in a grace period (a restore under way: Engine::SetStandby),
-  // each with when it leaves and the borrowers' replicas warned (driver id, replica).
+  // Running: its replicas leaving Standby in a grace period (a restore under way,
+  // Engine::SetStandby), each with when it leaves and the borrowers' replicas warned (driver id,
+  // replica).
   struct StandbyRestore {
     uint32_t replica = 0;
     int64_t at = 0;
