@@ -78,11 +78,8 @@ StatusOr<std::pair<std::string, int>> ParseListen(const std::string& s) {
 constexpr const char* kServiceConfiguration =
     "{name: service, queue: priority, preempt: {grace_s: 60}, absorb: true, standby: {lend_max_priority: 699}}\n";
 
-// The service's options for a scheduler configuration (the schema scenarios use): its policy,
-// Reclaim (on, with its grace and exit model, or off), Absorb, queue order, Align, topology,
-// Standby's grace and lending bound, holds for waiting gangs and the engine's own
-// defragmentation. `pack` and the domain objective of `defrag` name topology levels that a
-// service without nodes cannot resolve at start: they are refused, naming the file and line.
+}  // namespace
+
 Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, ServiceOptions* o) {
   const std::string where = path + ":" + std::to_string(c.line) + ": configuration '" + c.name + "': ";
   if (!c.pack_plane.empty()) return InvalidArgument(where + "pack: not supported by the service");
@@ -124,8 +121,6 @@ Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, S
   o->standby_grace_own = c.standby && c.standby_grace_given;
   return Status::Ok();
 }
-
-}  // namespace
 
 CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   CLI::App* s = app.add_subcommand("serve", "run the live scheduler service: HTTP/JSON API, agents, SQLite state (docs/service.md)");

@@ -5,6 +5,10 @@
 #include <cstdint>
 #include <string>
 
+#include "common/status.h"
+#include "server/service.h"
+#include "sim/scenario.h"
+
 namespace estuary {
 
 struct ServeFlags {
@@ -49,6 +53,14 @@ struct AgentFlags {
   int64_t cpu_milli = 0, memory_mib = 0;  // 0: discovered
   int64_t kill_wait_s = 10;
 };
+
+// The service's options for a scheduler configuration (the schema scenarios use; `path`: its file,
+// in messages): its policy, Reclaim (on, with its grace and exit model, or off), Absorb, queue
+// order, Align, topology, Standby's grace and lending bound, holds for waiting gangs, backfill,
+// queues and sharing, and the engine's own defragmentation. `pack` and the domain objective of
+// `defrag` name topology levels that a service without nodes cannot resolve at start: they are
+// refused, naming the file and line. Other fields of *o are left as they are.
+Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, ServiceOptions* o);
 
 CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f);
 CLI::App* AddAgentCommand(CLI::App& app, AgentFlags& f);

@@ -159,6 +159,13 @@ CarriedJob Engine::CarriedOf(size_t li) const {
     c.required_level = j.spec.topology.required_level;
     c.relax_at = l.relax_at;
     c.trigger_at = l.trigger_at;
+    if (const ReservationId r = j.reservation; r.valid() && !l.reclaiming) c.held = state_.reservation(r).nodes;
+    const auto p = std::find_if(planned_.begin(), planned_.end(), [&](const Planned& x) { return x.li == li; });
+    if (p != planned_.end()) {
+      c.planned_start = p->start_s;
+      c.planned_where = p->where;
+      c.planned_nodes = p->nodes;
+    }
   }
   if (!l.reclaiming) return c;
   for (const Eviction& ev : evictions_) {
@@ -182,6 +189,13 @@ CarriedJob Engine::CarriedOf(size_t li) const {
   return c;
 }
 
+std::pair<ReservationId, int64_t> Engine::HoldOf(size_t li) const {
+  const Local& l = locals_[li];
+  if (l.running || l.reclaiming || !queue_.Contains(li)) return {ReservationId(), -1};
+  const auto p = std::find_if(planned_.begin(), planned_.end(), [&](const Planned& x) { return x.li == li; });
+  return {state_.job(l.id).reservation, p == planned_.end() ? -1 : p->start_s};
+}
+
 EngineCarry Engine::Carried(const std::vector<uint32_t>* jobs) const {
   EngineCarry out;
   const auto add = [&](size_t li) {
@@ -195,10 +209,24 @@ EngineCarry Engine::Carried(const std::vector<uint32_t>* jobs) const {
   }
   out.queues = book_.Carried();
   out.usage_at = book_.usage_at();
+  out.schedule = CarriedSchedule{next_defrag_, last_plan_, next_replan_, next_backfill_};
   return out;
 }
 
 std::vector<uint32_t> Engine::TakeCarryLog() {
+  // Holds and plans made, changed or gone since the last call.
+  std::vector<size_t> look(holders_.begin(), holders_.end());
+  for (const Planned& p : planned_) look.push_back(p.li);
+  for (const auto& [li, seen] : holds_seen_) look.push_back(li);
+  for (size_t li : look) {
+    const std::pair<ReservationId, int64_t> now = HoldOf(li);
+    const auto it = holds_seen_.find(li);
+    const std::pair<ReservationId, int64_t> before = it == holds_seen_.end() ? std::pair{ReservationId(), int64_t{-1}} : it->second;
+    if (now == before) continue;
+    LogCarry(li);
+    if (!now.first.valid() && now.second < 0) holds_seen_.erase(li);
+    else holds_seen_[li] = now;
+  }
   std::vector<uint32_t> out;
   out.reserve(carry_log_.size());
   for (size_t li : carry_log_) {
@@ -217,6 +245,13 @@ void Engine::RestoreCarried(const EngineCarry& carry, int64_t now_s) {
 void Engine::RestoreCarry(const EngineCarry& carry) {
   for (const CarriedJob& c : carry.jobs) RestoreJob(c);
   book_.Restore(carry.queues, carry.usage_at);
+  if (const std::optional<CarriedSchedule>& t = carry.schedule) {
+    // Periodic plans stay on their grid (a new engine's would start at its first cycle).
+    if (next_defrag_ > 0 && t->next_defrag > 0) next_defrag_ = t->next_defrag;
+    last_plan_ = t->last_plan;
+    if (next_replan_ > 0 && t->next_replan > 0) next_replan_ = t->next_replan;
+    next_backfill_ = t->next_backfill;
+  }
 }
 
 void Engine::RestoreJob(const CarriedJob& c) {
@@ -243,6 +278,30 @@ void Engine::RestoreJob(const CarriedJob& c) {
     ArmTrigger(li, c.trigger_at, c.queued_at);
   }
   if (c.reclaim_at >= 0 && !l.reclaiming) RestoreReclaim(li, c);
+  if (c.reclaim_at < 0) RestoreHold(li, c);
+}
+
+void Engine::RestoreHold(size_t li, const CarriedJob& c) {
+  const JobId id = locals_[li].id;
+  if (!c.held.empty() && !state_.job(id).reservation.valid()) {
+    if (const std::vector<NodeId> hold = Unheld(c.held); !hold.empty()) {
+      state_.AddReservation(id, hold);
+      if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
+    }
+  }
+  if (c.planned_start < 0 || std::any_of(planned_.begin(), planned_.end(), [&](const Planned& p) { return p.li == li; })) return;
+  Planned p;
+  p.li = li;
+  p.hold = state_.job(id).reservation;
+  p.start_s = c.planned_start;
+  p.where = c.planned_where;
+  p.nodes = c.planned_nodes;
+  // In queue order, as a round plans them.
+  const auto before = [&](const Planned& a) {
+    const auto key = [&](size_t x) { return std::pair{-int64_t{locals_[x].priority} * options_.priority_queue, queue_.PositionOf(x)}; };
+    return key(a.li) > key(li);
+  };
+  planned_.insert(std::find_if(planned_.begin(), planned_.end(), before), std::move(p));
 }
 
 void Engine::RestoreStandbyRestores(size_t li, const CarriedJob& c) {
@@ -293,7 +352,7 @@ void Engine::RestoreReclaim(size_t li, const CarriedJob& c) {
     if (const size_t vi = LocalOf(fed); vi != SIZE_MAX) ev.whole.push_back(locals_[vi].id);
   }
   if (ev.tasks.empty()) return;  // nothing left to evict: it is tried as any waiting job
-  if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
+  if (state_.job(l.id).reservation.valid()) Release(state_.job(l.id).reservation);
   if (const std::vector<NodeId> hold = Unheld(c.hold); !hold.empty()) {
     state_.AddReservation(l.id, hold);
     if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
@@ -755,10 +814,25 @@ bool Engine::OpenHeadroom(size_t li) {
   for (const Headroom& h : headrooms_) {
     const Job& job = state_.job(locals_[h.li].id);
     if (gpus < h.min_job_gpus || !job.reservation.valid()) continue;
-    state_.ReleaseReservation(job.reservation);
+    Release(job.reservation);
     opened = true;
   }
   return opened;
+}
+
+void Engine::Release(ReservationId r) {
+  const std::vector<NodeId>& nodes = state_.reservation(r).nodes;
+  released_.insert(released_.end(), nodes.begin(), nodes.end());
+  state_.ReleaseReservation(r);
+}
+
+bool Engine::FreedSinceAllocate() {
+  const bool freed = std::any_of(released_.begin(), released_.end(), [&](NodeId n) {
+    const Node& node = state_.node(n);
+    return !node.reservation.valid() && node.Schedulable() && (node.gpu_free_total > 0 || node.cpu_free > 0);
+  });
+  released_.clear();
+  return freed;
 }
 
 std::vector<NodeId> Engine::Unheld(const std::vector<NodeId>& nodes) const {
@@ -803,7 +877,7 @@ void Engine::RestoreHeadroom(int64_t now_s) {
         h.retry_at = now_s + options_.headroom_retry_s;
         continue;
       }
-      if (job.reservation.valid()) state_.ReleaseReservation(job.reservation);
+      if (job.reservation.valid()) Release(job.reservation);
       h.nodes = Unheld(plan.nodes);
       if (!h.nodes.empty()) state_.AddReservation(l.id, h.nodes);
     }
@@ -962,7 +1036,7 @@ bool Engine::ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, b
     if (opened) CloseHeadroom(now_s);
     return false;
   }
-  if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
+  if (state_.job(l.id).reservation.valid()) Release(state_.job(l.id).reservation);
   const std::vector<NodeId> hold = Unheld(plan.nodes);
   if (!hold.empty()) {
     state_.AddReservation(l.id, hold);
@@ -1010,7 +1084,7 @@ void Engine::EndEvictions(int64_t now_s) {
     const bool headroom = hr != headrooms_.end();
     // It started meanwhile, or left: nothing to evict for it.
     if (!headroom && (hp.running || !queue_.Contains(ev.for_local))) {
-      if (!hp.running && state_.job(hp.id).reservation.valid()) state_.ReleaseReservation(state_.job(hp.id).reservation);
+      if (!hp.running && state_.job(hp.id).reservation.valid()) Release(state_.job(hp.id).reservation);
       continue;
     }
     std::set<uint32_t> shrunk;
@@ -1076,33 +1150,42 @@ void Engine::TryQueue(int64_t now_s) {
     QueuePass(now_s, Bound::kLimit, nullptr);
   } else {
     // Fair shares first; then what is left, to the shapes their fair share held back (the
-    // others waited for capacity, which only shrinks within the cycle).
-    PassMarks marks;
-    marks.full.assign(classes_.size(), 0);
-    const size_t n = book_.tree().size();
-    // The queues of jobs kept from borrowing (they start within their guarantee in this pass).
-    std::vector<char> keeps(n, 0);
-    std::erase_if(no_borrow_, [&](size_t li) {
-      if (now_s >= locals_[li].no_borrow_until) return true;
-      const int32_t q = state_.job(locals_[li].id).spec.queue;
-      if (q >= 0 && static_cast<size_t>(q) < n) keeps[static_cast<size_t>(q)] = 1;
-      return false;
-    });
-    marks.any_held = ListShapes(keeps);
-    QueuePass(now_s, Bound::kFair, &marks);
-    // What the first pass held back for its queue's room, the second tries too (its leaf is
-    // looked at again by the next listing).
-    for (int sh : marks.waited) {
-      queue_.SetListed(sh, true, kSecondPass);
-      const int32_t q = shape_info_[static_cast<size_t>(sh)].queue;
-      // A leaf HoldBack kept its listing's record of is looked at again as it recorded (it is in
-      // relist_); any other, listed anew.
-      if (q < 0) continue;
-      const size_t leaf = static_cast<size_t>(q);
-      if (leaf >= leaf_lists_.size() || !leaf_lists_[leaf].valid || !leaf_lists_[leaf].touched) Unlist(leaf);
-    }
-    if (marks.any_held) QueuePass(now_s, Bound::kLimit, &marks);
+    // others waited for capacity, which only shrinks within the cycle — unless a job holding
+    // nodes of its own starts in the second pass: the passes run again, so that what it leaves
+    // free goes to fair shares first, and to jobs kept from borrowing, which only the first pass
+    // tries).
+    while (FairSharePasses(now_s)) RefreshShares(now_s);
   }
+}
+
+bool Engine::FairSharePasses(int64_t now_s) {
+  using Bound = QueueBook::Bound;
+  PassMarks marks;
+  marks.full.assign(classes_.size(), 0);
+  const size_t n = book_.tree().size();
+  // The queues of jobs kept from borrowing (they start within their guarantee in this pass).
+  std::vector<char> keeps(n, 0);
+  std::erase_if(no_borrow_, [&](size_t li) {
+    if (now_s >= locals_[li].no_borrow_until) return true;
+    const int32_t q = state_.job(locals_[li].id).spec.queue;
+    if (q >= 0 && static_cast<size_t>(q) < n) keeps[static_cast<size_t>(q)] = 1;
+    return false;
+  });
+  marks.any_held = ListShapes(keeps);
+  QueuePass(now_s, Bound::kFair, &marks);
+  // What the first pass held back for its queue's room, the second tries too (its leaf is
+  // looked at again by the next listing).
+  for (int sh : marks.waited) {
+    queue_.SetListed(sh, true, kSecondPass);
+    const int32_t q = shape_info_[static_cast<size_t>(sh)].queue;
+    // A leaf HoldBack kept its listing's record of is looked at again as it recorded (it is in
+    // relist_); any other, listed anew.
+    if (q < 0) continue;
+    const size_t leaf = static_cast<size_t>(q);
+    if (leaf >= leaf_lists_.size() || !leaf_lists_[leaf].valid || !leaf_lists_[leaf].touched) Unlist(leaf);
+  }
+  if (marks.any_held) QueuePass(now_s, Bound::kLimit, &marks);
+  return marks.own_started_second;
 }
 
 bool Engine::ListShapes(const std::vector<char>& keeps) {
@@ -1347,6 +1430,18 @@ int32_t Engine::QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bou
   return static_cast<int32_t>(std::min<int64_t>(INT32_MAX, int64_t{j.bound_tasks} + std::min<int64_t>(room, INT32_MAX)));
 }
 
+int32_t Engine::StartRoom(size_t li, int64_t now_s) const {
+  if (!book_.enabled()) return INT32_MAX;
+  using Bound = QueueBook::Bound;
+  const JobSpec& spec = state_.job(locals_[li].id).spec;
+  const int32_t room = !book_.sharing().borrow             ? QueueRoom(li, Bound::kGuarantee)
+                       : now_s < locals_[li].no_borrow_until ? QueueRoom(li, Bound::kGuarantee, Bound::kLimit)
+                                                             : QueueRoom(li, Bound::kLimit);
+  const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
+  const int32_t whole = room / step * step;
+  return whole >= (spec.min_replicas + step - 1) / step * step ? whole : 0;
+}
+
 void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, PassMarks* marks) {
   // In a second pass (`bound` kLimit with `marks`), only the shapes the first one held back whose
   // class still had capacity.
@@ -1386,7 +1481,10 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
           // Its leaf's shapes it left no room for are not looked at again in this pass.
           if (marks != nullptr && !second && queue >= 0) HoldBackAround(static_cast<size_t>(queue), *marks);
           // What it held is free again: the classes that found no capacity are tried again.
-          if (own && marks != nullptr) std::fill(marks->full.begin(), marks->full.end(), 0);
+          if (own && marks != nullptr) {
+            std::fill(marks->full.begin(), marks->full.end(), 0);
+            marks->own_started_second |= second;
+          }
           return PendingQueue::Outcome::kStarted;
         }
         if (a.kind == OutcomeKind::kInfeasible) {
@@ -1945,14 +2043,19 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
   const auto last = options.part == CyclePart::kBeforeGrow ? grow : actions.end();
   if (first == actions.begin()) EndWalltimes(now_s);
   // A replica that entered Standby after the list's last `allocate` lent GPUs no pass of this
-  // cycle offered to the queue: the actions run again until none did, so that the cycle ends at a
-  // fixed point (another cycle at the same time changes nothing), whatever the driver's rhythm.
-  // It ends: a window's target is fixed at one time, so each pass lends only replicas that were
-  // not lending before.
+  // cycle offered to the queue, and a hold the engine released after it (Release: a Reclaim's
+  // plan replacing its job's hold, backfill's new plans, an assembly's) may leave free nodes no
+  // pass offered: the actions run again until neither happened, so that the cycle ends at a fixed
+  // point (another cycle at the same time changes nothing), whatever the driver's rhythm. It
+  // ends: a window's target is fixed at one time, so each pass lends only replicas that were not
+  // lending before; a job's Reclaim is planned once, and backfill plans anew only at its interval
+  // or once a job it planned for has started. (The reserve action's renewals, ReserveAction::Renew,
+  // release holds of their own: not looked at here.)
   for (bool again = true; again;) {
     again = false;
     for (auto it = first; it != last; ++it) {
       const size_t lent_before = standby_entries_;
+      if (*it == EngineAction::kAllocate) released_.clear();
       switch (*it) {
         case EngineAction::kEvictions: EndEvictions(now_s); break;
         case EngineAction::kRestores: EndRestores(now_s); break;
@@ -1970,10 +2073,11 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
         case EngineAction::kBackfill: Backfill(now_s); break;
       }
       if (*it == EngineAction::kAllocate) again = false;
-      else if (standby_entries_ != lent_before) again = true;
+      else if (standby_entries_ != lent_before || FreedSinceAllocate()) again = true;
     }
     if (std::find(first, last, EngineAction::kAllocate) == last) break;
   }
+  book_.Roll(state_, now_s);
   return TakeEvents();
 }
 
@@ -1997,7 +2101,7 @@ std::optional<int64_t> Engine::NextDue() const {
     due = due ? std::min(*due, regrow_due_) : regrow_due_;
   }
   // A planned job: the plan is renewed (and jobs backfilled) every interval.
-  if (!planned_.empty() && next_backfill_ > now_) due = due ? std::min(*due, next_backfill_) : next_backfill_;
+  if (options_.backfill.easy && !queue_.empty() && next_backfill_ > now_) due = due ? std::min(*due, next_backfill_) : next_backfill_;
   for (const auto& [job, ws] : windows_) {
     for (const StandbyWindowSpec& w : ws) {
       for (int64_t edge : {w.from_s, std::max(w.from_s, w.to_s - options_.standby_grace_s)}) {
@@ -2092,7 +2196,7 @@ void Engine::Leave(uint32_t job, int64_t now_s, bool finished) {
   if (queue_.Contains(li)) queue_.Remove(li);
   CountDemand(li, false);
   Unclaim(li);
-  if (state_.job(l.id).reservation.valid()) state_.ReleaseReservation(state_.job(l.id).reservation);
+  if (state_.job(l.id).reservation.valid()) Release(state_.job(l.id).reservation);
   if (!state_.job(l.id).resume_nodes.empty()) state_.SetResumeNodes(l.id, {});
   // Borrowers before lenders (a lender leaves Standby only once its borrowers are gone).
   std::vector<TaskId> tasks = state_.job(l.id).tasks;
@@ -2384,7 +2488,7 @@ void Engine::Unreserve(uint32_t job) {
   const size_t li = LocalOf(job);
   if (li == SIZE_MAX) return;
   const ReservationId r = state_.job(locals_[li].id).reservation;
-  if (r.valid()) state_.ReleaseReservation(r);
+  if (r.valid()) Release(r);
 }
 
 std::vector<NodeId> Engine::HeldNodes(uint32_t job) const {
@@ -2841,7 +2945,7 @@ void Engine::Backfill(int64_t now_s) {
   // 1. The last round's holds go (those the reserve action or a Reclaim did not replace).
   for (const Planned& p : planned_) {
     const ReservationId r = state_.job(locals_[p.li].id).reservation;
-    if (p.hold.valid() && r == p.hold) state_.ReleaseReservation(r);
+    if (p.hold.valid() && r == p.hold) Release(r);
   }
   planned_.clear();
   // 2. The jobs planned for: the first waiting one (EASY), or the first `depth` in queue order
@@ -2855,6 +2959,9 @@ void Engine::Backfill(int64_t now_s) {
         if (heads.size() >= depth) return Outcome::kWaits;
         if (locals_[li].reclaiming) return Outcome::kStays;
         if (options_.backfill.conservative && state_.job(locals_[li].id).reservation.valid()) return Outcome::kStays;
+        // Its queue would not let it start on any nodes: no plan holds nodes for it (Slurm plans
+        // no job its limits hold back).
+        if (StartRoom(li, now_s) == 0) return Outcome::kShapeWaits;
         heads.push_back(li);
         return Outcome::kStays;
       },
@@ -2921,11 +3028,12 @@ void Engine::Backfill(int64_t now_s) {
   }
   // A plan none of whose nodes could be held is no plan (EASY: the head plans again next round).
   std::erase_if(planned_, [&](const Planned& p) { return !p.hold.valid() && !options_.backfill.conservative; });
-  // (Conservative) a job planned to start now — on nodes another plan held when this cycle's
-  // allocate pass ran — starts now, on its own hold.
+  // A job planned to start now — on nodes another plan held when this cycle's allocate pass ran
+  // (EASY: the last round's head, which started in it, or a Reclaim's) — starts now, on its own
+  // hold: the cycle ends at a fixed point, as another cycle at the same time would start it.
   const bool due = std::any_of(planned_.begin(), planned_.end(),
                                [&](const Planned& p) { return p.start_s <= now_s && p.hold.valid(); });
-  if (options_.backfill.conservative && due) TryQueue(now_s);
+  if (due) TryQueue(now_s);
 }
 
 void Engine::BackfillBefore(int64_t after_s, int64_t start_s, const std::vector<char>& is_planned, int64_t now_s) {
@@ -2938,12 +3046,9 @@ void Engine::BackfillBefore(int64_t after_s, int64_t start_s, const std::vector<
         if (spec.walltime_s <= 0 || now_s + spec.walltime_s > start_s || now_s + spec.walltime_s <= after_s) {
           return Outcome::kShapeWaits;
         }
-        int32_t cap = INT32_MAX;
-        if (book_.enabled()) {  // within its queue's limits, as the allocate pass's last bound
-          const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
-          cap = QueueRoom(li, QueueBook::Bound::kLimit) / step * step;
-          if (cap < (spec.min_replicas + step - 1) / step * step) return Outcome::kShapeWaits;
-        }
+        // Within its queue's widest bound, as the allocate pass's last.
+        const int32_t cap = StartRoom(li, now_s);
+        if (cap == 0) return Outcome::kShapeWaits;
         const JobAttempt a = TryStartUpTo(li, cap, now_s);
         if (a.started) {
           CountDemand(li, false);
@@ -3032,7 +3137,7 @@ void Engine::Assemble(size_t li, int64_t now_s) {
   std::vector<NodeId> had;
   if (const ReservationId r = state_.job(id).reservation; r.valid()) {
     had = state_.reservation(r).nodes;
-    state_.ReleaseReservation(r);
+    Release(r);
   }
   std::vector<NodeId> nodes = ReserveAction::Plan(state_, id, options_.allocate);
   if (nodes.empty()) {  // nothing could ever hold it: what it held stays held

@@ -619,6 +619,14 @@ class Engine {
   };
   // Locals whose carried state (Carried) may have changed since TakeCarryLog.
   std::vector<size_t> carry_log_;
+  // The holds and backfill plans as TakeCarryLog last saw them, per local (its hold, planned
+  // start): holds change in many places (the reserve action's renewals among them), so
+  // TakeCarryLog compares rather than each place logging.
+  std::map<size_t, std::pair<ReservationId, int64_t>> holds_seen_;
+  // Local li's hold and planned start now (invalid, -1: none; a Reclaim's hold is its own).
+  std::pair<ReservationId, int64_t> HoldOf(size_t li) const;
+  // RestoreJob's part for a waiting job's hold and backfill plan.
+  void RestoreHold(size_t li, const CarriedJob& c);
   void LogCarry(size_t li) {
     if (locals_[li].carry_logged) return;
     locals_[li].carry_logged = true;
@@ -657,6 +665,13 @@ class Engine {
   int32_t QueueRoom(size_t li, QueueBook::Bound bound) const { return QueueRoom(li, bound, bound); }
   // The same with `leaf_bound` in its leaf queue and `bound` in the ancestors.
   int32_t QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bound bound) const;
+  // The most replicas, in whole steps, local li's queue lets it hold at `now_s` in the widest
+  // bound its passes give it (INT32_MAX without queues; 0 when that is below its min): its
+  // guarantee without borrowing, its leaf's guarantee within its ancestors' limits while it is
+  // kept from borrowing (no_borrow_until), else its limits. (The fair-share pass is narrower; a
+  // job only its fair share holds back still starts in the pass after it.) Backfill plans and
+  // backfills within it.
+  int32_t StartRoom(size_t li, int64_t now_s) const;
   // TryStart with at most `cap` replicas (its max when that is lower).
   JobAttempt TryStartUpTo(size_t li, int32_t cap, int64_t now_s);
   // What a waiting job of one shape needs of its queue's room (a copy of the shape's, kept
@@ -705,7 +720,12 @@ class Engine {
     bool any_held = false;    // some shape is held back (here or by ListShapes)
     std::vector<char> full;  // per class: a job of it found no capacity
     std::vector<char> spent;  // per leaf queue: HoldBack left none of its shapes listed
+    bool own_started_second = false;  // a job holding nodes of its own started in the second pass
   };
+  // The fair-share passes of TryQueue (queues with weights and borrowing): the first within fair
+  // shares, the second within limits. Returns whether a job holding nodes of its own started in
+  // the second (what it leaves free has not been offered to the first pass's jobs).
+  bool FairSharePasses(int64_t now_s);
   // Lists the shapes of every leaf queue for the first pass (above) and returns whether any is
   // held back. A leaf's shapes are looked at again only when its room (QueueBook::RoomByDim
   // within fair shares, within the limits, and within its guarantee when `keeps` it) changed
@@ -918,6 +938,12 @@ class Engine {
   int64_t ScheduleEviction(size_t li, const PreemptionPlan& plan, int64_t now_s);
   // `nodes` without duplicates and without those held by a reservation, in order.
   std::vector<NodeId> Unheld(const std::vector<NodeId>& nodes) const;
+  // Releases reservation r (active), noting its nodes in released_ (RunCycle looks whether an
+  // action after the queue's pass left any of them free and unheld).
+  void Release(ReservationId r);
+  // Whether a node released since released_ was cleared is now unheld with a free GPU (and clears
+  // it): capacity no pass of the cycle offered to the queue yet.
+  bool FreedSinceAllocate();
 
   EngineConfig options_;
   GracefulExit exit_;
@@ -1087,6 +1113,7 @@ class Engine {
   int64_t next_learn_ = 1;
   std::set<uint32_t> touched_;
   size_t standby_entries_ = 0;
+  std::vector<NodeId> released_;  // nodes of the reservations released (Release), see FreedSinceAllocate
   // Acknowledged Standby (EngineJob::acknowledge_standby): replicas entering (awaiting AcknowledgeStandby) and replicas whose
   // entry was refused, each with the node it was bound on then (a task unbound or moved since is
   // dropped: SweepStandbyEntries).

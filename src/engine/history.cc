@@ -310,9 +310,16 @@ struct InputJson {
       jobs.back()["job"] = c.job;
     }
     for (const CarriedQueue& q : x.carry.queues) {
-      queues.push_back({{"name", q.name}, {"cooldown_until", q.cooldown_until}, {"decayed", q.decayed}});
+      queues.push_back({{"name", q.name}, {"cooldown_until", q.cooldown_until}, {"decayed", q.decayed}, {"usage", q.usage}});
     }
-    return {{"kind", "restore"}, {"jobs", jobs}, {"queues", queues}, {"usage_at", x.carry.usage_at}};
+    Json out = {{"kind", "restore"}, {"jobs", jobs}, {"queues", queues}, {"usage_at", x.carry.usage_at}};
+    if (const std::optional<CarriedSchedule>& t = x.carry.schedule) {
+      out["schedule"] = {{"next_defrag", t->next_defrag},
+                         {"last_plan", t->last_plan},
+                         {"next_replan", t->next_replan},
+                         {"next_backfill", t->next_backfill}};
+    }
+    return out;
   }
   Json operator()(const CycleInput& x) const {
     return {{"kind", "cycle"},
@@ -370,6 +377,13 @@ CarriedJob CarriedFrom(const Fields& jf, const std::function<std::optional<NodeI
       else FailAt(jf.error(), at, "expected a job id");
     });
     nodes(rf, "hold", c.hold);
+  }
+  nodes(jf, "held", c.held);
+  if (jf.Has("planned")) {
+    const Fields pf = jf.At("planned");
+    c.planned_start = pf.Int("start", 0);
+    c.planned_where = pf.Str("where");
+    nodes(pf, "nodes", c.planned_nodes);
   }
   return c;
 }
@@ -487,9 +501,14 @@ InputFrom(const Fields& f) {
     });
     f.Each("queues", [&](const Json& q, const std::string& path) {
       const Fields qf(q, path + ".", f.error());
-      x.carry.queues.push_back({qf.Str("name"), qf.Int("cooldown_until", 0), qf.Num("decayed", 0)});
+      x.carry.queues.push_back({qf.Str("name"), qf.Int("cooldown_until", 0), qf.Num("decayed", 0), qf.Int("usage", -1)});
     });
     x.carry.usage_at = f.Int("usage_at", -1);
+    if (f.Has("schedule")) {  // written since 2026-12-06
+      const Fields tf = f.At("schedule");
+      x.carry.schedule = CarriedSchedule{tf.Int("next_defrag", 0), tf.Int("last_plan", -1), tf.Int("next_replan", 0),
+                                         tf.Int("next_backfill", 0)};
+    }
     return x;
   }
   if (kind == "cycle") {
@@ -871,6 +890,16 @@ Json CarriedJobJson(const CarriedJob& c, const std::function<Json(NodeId)>& node
     for (NodeId n : c.hold) hold.push_back(node(n));
     o["reclaim"] = {{"at", c.reclaim_at}, {"queue", c.reclaim_queue}, {"claimed", c.claimed},
                     {"tasks", tasks}, {"whole", whole}, {"hold", hold}};
+  }
+  if (!c.held.empty()) {
+    Json held = Json::array();
+    for (NodeId n : c.held) held.push_back(node(n));
+    o["held"] = held;
+  }
+  if (c.planned_start >= 0) {
+    Json nodes = Json::array();
+    for (NodeId n : c.planned_nodes) nodes.push_back(node(n));
+    o["planned"] = {{"start", c.planned_start}, {"where", c.planned_where}, {"nodes", nodes}};
   }
   return o;
 }

@@ -85,9 +85,17 @@ std::vector<HistoryRecord> OneOfEachKind() {
   running.started_s = 7;
   running.no_grow_until = 300;
   running.restores = {{1, 75, {{8, 0}, {8, 2}}}};
-  carry.jobs = {waiting, running};
-  carry.queues = {{"team-a", 135, 1.0 / 3.0}};
+  CarriedJob planned;  // holding nodes for backfill's plan
+  planned.job = 5;
+  planned.queued_at = 20;
+  planned.held = {NodeId(3), NodeId(1)};
+  planned.planned_start = 1000;
+  planned.planned_where = "asw1";
+  planned.planned_nodes = {NodeId(3), NodeId(1), NodeId(0)};
+  carry.jobs = {waiting, running, planned};
+  carry.queues = {{"team-a", 135, 1.0 / 3.0, 16000}};
   carry.usage_at = 14;
+  carry.schedule = CarriedSchedule{3600, 120, 300, 44};
   std::vector<HistoryRecord> r = {{HistorySegment{config}}};
   const std::vector<EngineInput> inputs = {
       {1, SubmitInput{job, SubmitMode::kStartOrReclaim}},
@@ -149,6 +157,7 @@ TEST(HistoryText, EveryKindOfRecordSurvivesARoundTrip) {
   const EngineCarry& back = std::get<RestoreInput>(std::get<EngineInput>(restored->what).what).carry;
   ASSERT_EQ(back.queues.size(), 1u);
   EXPECT_EQ(back.queues[0].decayed, 1.0 / 3.0);
+  EXPECT_EQ(back.queues[0].usage, 16000);
   EXPECT_EQ(back.jobs[0].relax_at, 609);
   EXPECT_EQ(back.jobs[0].trigger_at, 909);
   EXPECT_EQ(back.usage_at, 14);
@@ -159,6 +168,12 @@ TEST(HistoryText, EveryKindOfRecordSurvivesARoundTrip) {
   ASSERT_EQ(back.jobs[1].restores.size(), 1u);
   EXPECT_EQ(back.jobs[1].restores[0].at, 75);
   EXPECT_EQ(back.jobs[1].restores[0].noticed, (std::vector<std::pair<uint32_t, uint32_t>>{{8, 0}, {8, 2}}));
+  ASSERT_EQ(back.jobs.size(), 3u);
+  EXPECT_EQ(back.jobs[2].held, (std::vector<NodeId>{NodeId(3), NodeId(1)}));
+  EXPECT_EQ(restore["jobs"][2]["planned"], nlohmann::json({{"start", 1000}, {"where", "asw1"}, {"nodes", {3, 1, 0}}}));
+  EXPECT_EQ(back.jobs[2].planned_nodes, (std::vector<NodeId>{NodeId(3), NodeId(1), NodeId(0)}));
+  EXPECT_FALSE(restore["jobs"][0].contains("planned"));
+  EXPECT_EQ(back.schedule, (CarriedSchedule{3600, 120, 300, 44}));
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["policy"], "fgd");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["victims"], "volcano");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["preemptor_min_priority"], 0);
@@ -282,6 +297,12 @@ TEST_F(HistoryFile, ABadFileIsRefusedNamingTheFileTheLineAndTheField) {
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.know: expected true or false"));
   p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"queues\": [{\"name\": \"a\", \"decayed\": \"x\"}]}}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.queues[0].decayed: expected a number"));
+  p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"queues\": [{\"name\": \"a\", \"usage\": 1.5}]}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.queues[0].usage: expected an integer"));
+  p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"schedule\": {\"next_defrag\": \"soon\"}}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.schedule.next_defrag: expected an integer"));
+  p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"jobs\": [{\"job\": 1, \"planned\": {\"start\": 5, \"nodes\": [\"n\"]}}]}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.jobs[0].planned.nodes[0]: expected a node"));
   p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"jobs\": [{\"job\": 1, \"resume_nodes\": [\"n1\"]}]}}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.jobs[0].resume_nodes[0]: expected a node"));
   p = Write(header + segment +

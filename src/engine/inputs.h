@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -135,6 +136,13 @@ struct CarriedJob {
   std::vector<std::pair<uint32_t, uint32_t>> reclaim_tasks;
   std::vector<uint32_t> reclaim_whole;
   std::vector<NodeId> hold;
+  // Waiting without a Reclaim: the nodes held for it (a hold of the `reserve` action, of backfill,
+  // of a gang's survivors, of an assembly), and backfill's plan for it when it has one
+  // (planned_start >= 0: when, where in words, and the plan's nodes).
+  std::vector<NodeId> held;
+  int64_t planned_start = -1;
+  std::string planned_where;
+  std::vector<NodeId> planned_nodes;
   // Running: its replicas leaving Standby in a grace period (a restore under way,
   // Engine::SetStandby), each with when it leaves and the borrowers' replicas warned (driver id,
   // replica).
@@ -149,12 +157,22 @@ struct CarriedJob {
 struct CarriedQueue {
   std::string name;
   int64_t cooldown_until = 0;  // no Reclaim from it before
-  double decayed = 0;          // time-based fairness's decayed GPU usage (GPU milli x s)
+  double decayed = 0;          // time-based fairness's decayed GPU usage (GPU milli x s), at usage_at
+  int64_t usage = -1;          // the GPU milli it has held since usage_at (-1: what it holds now)
+};
+// The engine's own timers (engine times, seconds).
+struct CarriedSchedule {
+  int64_t next_defrag = 0;    // the periodic defragmentation's next plan (0: none)
+  int64_t last_plan = -1;     // the last defragmentation plan (its triggers' cooldown; -1: none)
+  int64_t next_replan = 0;    // the `reserve` action's next renewal (0: none)
+  int64_t next_backfill = 0;  // backfill's next planning (0: at the first cycle)
+  bool operator==(const CarriedSchedule&) const = default;
 };
 struct EngineCarry {
   std::vector<CarriedJob> jobs;
   std::vector<CarriedQueue> queues;
   int64_t usage_at = -1;  // the time of the decayed usage (-1: none)
+  std::optional<CarriedSchedule> schedule;  // none: the engine keeps its own
 };
 // Engine::RestoreCarried.
 struct RestoreInput {

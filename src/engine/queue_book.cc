@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <memory>
+#include <numbers>
 
 namespace estuary {
 
@@ -43,6 +44,7 @@ StatusOr<QueueBook> QueueBook::Create(std::vector<QueueSpec> specs, SharingSpec 
   b.claimed_.assign(n, QueueUsage{});
   b.leaving_.assign(n, QueueUsage{});
   b.decayed_.assign(n, 0.0);
+  b.held_since_.assign(n, -1);
   // GPUs in total, and the dimensions some queue names (in a guarantee, limit or lending limit)
   // are managed; the others are neither checked nor shared.
   const QuotaDims& dims = b.tree_.dims();
@@ -89,7 +91,9 @@ void QueueBook::Inherit(const QueueBook& old) { Restore(old.Carried(), old.usage
 std::vector<CarriedQueue> QueueBook::Carried() const {
   std::vector<CarriedQueue> out;
   out.reserve(tree_.size());
-  for (size_t q = 0; q < tree_.size(); ++q) out.push_back({tree_.spec(q).name, cooldown_until_[q], decayed_[q]});
+  for (size_t q = 0; q < tree_.size(); ++q) {
+    out.push_back({tree_.spec(q).name, cooldown_until_[q], decayed_[q], held_since_[q]});
+  }
   return out;
 }
 
@@ -99,6 +103,7 @@ void QueueBook::Restore(const std::vector<CarriedQueue>& queues, int64_t usage_a
     if (!q) continue;
     cooldown_until_[*q] = c.cooldown_until;
     decayed_[*q] = c.decayed;
+    held_since_[*q] = c.usage;
   }
   if (usage_at >= 0) usage_at_ = usage_at;
   ++changes_;
@@ -233,14 +238,13 @@ const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s) 
   const QuotaDims& dims = tree_.dims();
   const size_t n = tree_.size(), D = dims.size();
   const int64_t half_life = sharing_.usage_half_life_s;
-  if (half_life > 0 && usage_at_ >= 0 && now_s > usage_at_) {
-    const double dt = static_cast<double>(now_s - usage_at_);
-    const double decay = std::exp2(-dt / static_cast<double>(half_life));
-    for (size_t q = 0; q < n; ++q) {
-      decayed_[q] = decayed_[q] * decay + static_cast<double>(state.queue_usage(q)[kQueueGpu]) * dt;
-    }
+  std::vector<double> decayed;  // with time-based fairness: each queue's decayed usage now
+  if (half_life > 0) {
+    if (usage_at_ < 0) usage_at_ = now_s;
+    KnowHeld(state);
+    decayed.resize(n);
+    for (size_t q = 0; q < n; ++q) decayed[q] = Decayed(q, now_s);
   }
-  if (half_life > 0) usage_at_ = now_s;
   if (capacity_dirty_) {
     capacity_.assign(D, 0);
     for (const Node& node : state.nodes()) {
@@ -296,12 +300,12 @@ const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s) 
     auto scale = [&](const std::vector<size_t>& kids) {
       double used = 0, weights = 0;
       for (size_t k : kids) {
-        used += decayed_[k];
+        used += decayed[k];
         weights += static_cast<double>(tree_.spec(k).weight);
       }
       for (size_t k : kids) {
         const double w = static_cast<double>(tree_.spec(k).weight);
-        const double u = used > 0 ? decayed_[k] / used : 0.0;
+        const double u = used > 0 ? decayed[k] / used : 0.0;
         milli_weight[k] = std::max<int64_t>(1, std::llround(w * 1000.0 * std::exp2(-u / (w / weights))));
       }
     };
@@ -320,6 +324,34 @@ const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s) 
   all_changed_ = true;
   finish();
   return shares_;
+}
+
+double QueueBook::Decayed(size_t q, int64_t now_s) const {
+  if (now_s <= usage_at_ || held_since_[q] < 0) return decayed_[q];
+  // d(t) = d0 2^(-t/H) + u (1 - 2^(-t/H)) H / ln 2 for a constant u held over t.
+  const double h = static_cast<double>(sharing_.usage_half_life_s);
+  const double decay = std::exp2(-static_cast<double>(now_s - usage_at_) / h);
+  return decayed_[q] * decay + static_cast<double>(held_since_[q]) * (1.0 - decay) * h / std::numbers::ln2;
+}
+
+void QueueBook::KnowHeld(const ClusterState& state) {
+  for (size_t q = 0; q < held_since_.size(); ++q) {
+    if (held_since_[q] < 0) held_since_[q] = state.queue_usage(q)[kQueueGpu];
+  }
+}
+
+void QueueBook::Roll(const ClusterState& state, int64_t now_s) {
+  if (!enabled() || sharing_.usage_half_life_s <= 0) return;
+  if (usage_at_ < 0) usage_at_ = now_s;
+  KnowHeld(state);
+  bool same = true;
+  for (size_t q = 0; q < held_since_.size() && same; ++q) same = held_since_[q] == state.queue_usage(q)[kQueueGpu];
+  if (same) return;
+  for (size_t q = 0; q < held_since_.size(); ++q) {
+    decayed_[q] = Decayed(q, now_s);
+    held_since_[q] = state.queue_usage(q)[kQueueGpu];
+  }
+  usage_at_ = now_s;
 }
 
 QueueShares QueueBook::Reference(const ClusterState& state, const std::vector<QueueUsage>& more_demand) const {

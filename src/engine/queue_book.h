@@ -121,6 +121,11 @@ class QueueBook {
   // fairness) and the same capacity, only the queues reported changed (Touched, Pending, Extra)
   // are counted again (UpdateShares): O(changed queues x depth x siblings), not O(queues).
   const QueueShares& Refresh(const ClusterState& state, int64_t now_s);
+  // Time-based fairness: the time is now_s and what the queues hold may have changed since the last
+  // call (a cycle ended). When it has, the decayed usage is rolled forward to now_s — the exact
+  // integral of what each queue held, 2^(-age / half-life) weighted — so that the figures never
+  // depend on how often Refresh is called between changes (a driver's extra cycles).
+  void Roll(const ClusterState& state, int64_t now_s);
   // The queues whose holdings or fair shares may have changed since the last call (a superset:
   // the queues on the paths of those reported changed, and those whose fair or entitled shares
   // a Refresh changed), or `all` when any may have (the first call, a log overflow, a Refresh
@@ -362,9 +367,17 @@ class QueueBook {
   // budgets of its own.
   VictimFilter Filter(const ClusterState& state, const VictimCached& c, int32_t leaf, int32_t hp_prio, int32_t model,
                       std::shared_ptr<const std::vector<char>> within, std::shared_ptr<const std::vector<char>> mine) const;
-  // Time-based fairness: decayed GPU usage (GPU milli x s) per queue, as of usage_at_.
+  // Time-based fairness: decayed GPU usage (GPU milli x s) per queue as of usage_at_, and the GPU
+  // milli each has held since (-1: not known yet, what it holds at the next Refresh or Roll).
+  // Rolled forward only when what a queue holds changes (Roll), and read at any time from them
+  // (Decayed): the same figures whatever the times of the calls in between.
   std::vector<double> decayed_;
+  std::vector<int64_t> held_since_;
   int64_t usage_at_ = -1;
+  // Queue q's decayed usage at now_s (>= usage_at_) from decayed_ and held_since_.
+  double Decayed(size_t q, int64_t now_s) const;
+  // held_since_'s unknown entries from what the queues hold now.
+  void KnowHeld(const ClusterState& state);
 };
 
 }  // namespace estuary

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <numbers>
 #include <optional>
 #include <string>
 #include <vector>
@@ -849,6 +850,39 @@ TEST(EngineQueues, AJobIsRejectedForAnUnknownOrInnerQueueOrAPriorityAboveItsQueu
   EXPECT_EQ(reason(NodeJob(3, "low", 1, 0, 800)), "priority 800 is above the ceiling of queue 'low' (500)");
   EXPECT_EQ(reason(NodeJob(4, "", 1)), "names no queue, and every job of this cluster runs in one");
   EXPECT_TRUE(c.e().Submit(NodeJob(5, "team", 1), SubmitMode::kEnqueue, 0).accepted);
+}
+
+// Time-based fairness counts what a queue held exactly, whatever the cycles between: usage
+// half-life one hour; queue a holds 4 nodes (32,000 milli-GPU) from 0 and 2 from 3,600. Its
+// decayed usage at 3,600 is the integral of 32,000 x 2^(-(3,600 - s) / 3,600) ds over [0, 3,600]
+// = 32,000 x 3,600 / ln 2 x (1 - 1/2), and at 7,200 that decayed by half plus 16,000 x 3,600 /
+// ln 2 x (1 - 1/2). One engine runs cycles only at those times, another every 100 s between:
+// the same figures. (Before, each refresh added usage x the time since the last one, undecayed:
+// 115,200,000 at 3,600 for the first engine, and a different figure for the second.)
+TEST(EngineQueues, TimeBasedFairnessCountsUsageExactlyWhateverTheCyclesBetween) {
+  SharingSpec sharing;
+  sharing.usage_half_life_s = 3600;
+  Cluster sparse(4, {Q("a", 0), Q("b", 0)}, sharing), dense(4, {Q("a", 0), Q("b", 0)}, sharing);
+  const double per_hour = 3600.0 / std::numbers::ln2 * 0.5;  // GPU-milli x s of a constant milli over an hour
+  std::vector<double> at_3600, at_7200;
+  for (Cluster* c : {&sparse, &dense}) {
+    for (uint32_t id = 1; id <= 4; ++id) c->Submit(NodeJob(id, "a", 1), 0);
+    EXPECT_EQ(c->Cycle(0).size(), 4u);
+    for (int64_t t = 100; c == &dense && t < 3600; t += 100) EXPECT_TRUE(c->Cycle(t).empty()) << t;
+    c->e().Finish(1, 3600);
+    c->e().Finish(2, 3600);
+    EXPECT_TRUE(c->Cycle(3600).empty());
+    at_3600.push_back(c->e().Carried(nullptr).queues[0].decayed);
+    EXPECT_EQ(c->e().Carried(nullptr).usage_at, 3600);
+    for (int64_t t = 3700; c == &dense && t < 7200; t += 100) EXPECT_TRUE(c->Cycle(t).empty()) << t;
+    c->e().Finish(3, 7200);
+    EXPECT_TRUE(c->Cycle(7200).empty());
+    at_7200.push_back(c->e().Carried(nullptr).queues[0].decayed);
+  }
+  EXPECT_DOUBLE_EQ(at_3600[0], 32000 * per_hour);
+  EXPECT_DOUBLE_EQ(at_7200[0], 32000 * per_hour * 0.5 + 16000 * per_hour);
+  EXPECT_EQ(at_3600[1], at_3600[0]);  // bit for bit
+  EXPECT_EQ(at_7200[1], at_7200[0]);
 }
 
 }  // namespace

@@ -242,8 +242,9 @@ struct Service::Impl {
   // stored as it changes (StoreCarry: carry/<job>, meta/queue_carry) so that a reopened service
   // goes on from it (Readmit: Engine::RestoreCarried). Read at recovery until Readmit restores it.
   std::map<uint64_t, CarriedJob> carried;
-  EngineCarry carried_queues;     // its queues and usage_at
+  EngineCarry carried_queues;     // its queues, usage_at and the schedule
   std::string queue_carry_stored;  // meta/queue_carry as last stored (stored again when it differs)
+  std::string schedule_stored;     // meta/schedule, likewise
   static std::string CarryKey(uint64_t id) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "carry/%016" PRIu64, id);
@@ -815,7 +816,9 @@ struct Service::Impl {
     for (auto& [id, r] : held) {
       std::vector<NodeId> nodes_held;
       r.nodes.clear();
-      if (fresh->Reserve(static_cast<uint32_t>(id), &nodes_held)) {
+      // The inheritance gave the job its hold back (what it held in the old engine), or the
+      // reservation holds anew.
+      if (fresh->Reserve(static_cast<uint32_t>(id), &nodes_held) || !(nodes_held = fresh->HeldNodes(static_cast<uint32_t>(id))).empty()) {
         for (NodeId n : nodes_held) r.nodes.push_back(node_names[n.value()]);
       }
     }
@@ -1099,12 +1102,26 @@ Status Service::Impl::RecoverCarry(StoreBatch& batch) {
       s.carried_queues.usage_at = j.value("usage_at", int64_t{-1});
       for (const Json& e : j.value("queues", Json::array())) {
         s.carried_queues.queues.push_back(
-            {e.at("name").get<std::string>(), e.value("cooldown_until", int64_t{0}), e.value("decayed", 0.0)});
+            {e.at("name").get<std::string>(), e.value("cooldown_until", int64_t{0}), e.value("decayed", 0.0),
+             e.value("usage", int64_t{-1})});
       }
     } catch (const Json::exception& e) {
       return Internal("store: meta/queue_carry: not a carry record (" + std::string(e.what()) + ")");
     }
     s.queue_carry_stored = **q;
+  }
+  if (auto t = store->Get("meta/schedule"); !t.ok()) {
+    return t.status();
+  } else if (*t) {
+    const Json j = Json::parse(**t, nullptr, false);
+    try {
+      if (!j.is_object()) throw Json::other_error::create(501, "not an object", nullptr);
+      s.carried_queues.schedule = CarriedSchedule{j.at("next_defrag").get<int64_t>(), j.at("last_plan").get<int64_t>(),
+                                                  j.at("next_replan").get<int64_t>(), j.at("next_backfill").get<int64_t>()};
+    } catch (const Json::exception& e) {
+      return Internal("store: meta/schedule: not a schedule record (" + std::string(e.what()) + ")");
+    }
+    s.schedule_stored = **t;
   }
   return Status::Ok();
 }
@@ -1257,7 +1274,9 @@ Status Service::Impl::ReadmitWaiting(std::vector<uint64_t> waiting, int64_t now_
     if (it != s.jobs.end() && it->second.in_engine) carry.jobs.push_back(std::move(c));
   }
   s.carried.clear();
-  if (!carry.jobs.empty() || !carry.queues.empty() || carry.usage_at >= 0) s.engine->RestoreCarried(carry, now_s);
+  if (!carry.jobs.empty() || !carry.queues.empty() || carry.usage_at >= 0 || carry.schedule) {
+    s.engine->RestoreCarried(carry, now_s);
+  }
   return Status::Ok();
 }
 
@@ -2377,11 +2396,22 @@ void Service::Impl::StoreCarry(Pass& p) {
     const auto it = jobs.find(c.job);
     if (it != jobs.end() && it->second.in_engine && !Ended(it->second.view.phase)) p.batch.Put(CarryKey(c.job), CarryJson(c));
   }
+  if (const std::optional<CarriedSchedule>& t = carry.schedule) {
+    std::string v = Json{{"next_defrag", t->next_defrag},
+                         {"last_plan", t->last_plan},
+                         {"next_replan", t->next_replan},
+                         {"next_backfill", t->next_backfill}}
+                        .dump();
+    if (v != schedule_stored) {
+      p.batch.Put("meta/schedule", v);
+      schedule_stored = std::move(v);
+    }
+  }
   if (!engine->queue_book().enabled()) return;
   Json queues = Json::array();
   for (const CarriedQueue& q : carry.queues) {
-    if (q.cooldown_until == 0 && q.decayed == 0) continue;
-    queues.push_back({{"name", q.name}, {"cooldown_until", q.cooldown_until}, {"decayed", q.decayed}});
+    if (q.cooldown_until == 0 && q.decayed == 0 && q.usage <= 0) continue;
+    queues.push_back({{"name", q.name}, {"cooldown_until", q.cooldown_until}, {"decayed", q.decayed}, {"usage", q.usage}});
   }
   std::string v = Json{{"usage_at", carry.usage_at}, {"queues", queues}}.dump();
   if (v == queue_carry_stored) return;

@@ -1233,8 +1233,17 @@ TEST_F(ServiceTest, ATaskRecordOfNoJobIsDroppedAsTheServiceOpensAndAMalformedOne
   auto refused = Service::Open(store_.get(), &clock_, ServiceOptions{});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().message(), "store: carry/0000000000000001: queued_at: expected an integer");
+  // So is the engine's schedule (its periodic plans' next times) when it is not one.
+  StoreBatch schedule;
+  schedule.Delete("carry/0000000000000001");
+  schedule.Put("meta/schedule", R"({"next_defrag": "soon", "last_plan": -1, "next_replan": 0, "next_backfill": 0})");
+  ASSERT_TRUE(store_->Apply(schedule).ok());
+  auto unscheduled = Service::Open(store_.get(), &clock_, ServiceOptions{});
+  ASSERT_FALSE(unscheduled.ok());
+  EXPECT_TRUE(unscheduled.status().message().starts_with("store: meta/schedule: not a schedule record ("))
+      << unscheduled.status().message();
   StoreBatch bad;
-  bad.Delete("carry/0000000000000001");
+  bad.Delete("meta/schedule");
   bad.Put("task/0000000000000001/00000", "{not json");
   ASSERT_TRUE(store_->Apply(bad).ok());
   service_.reset();

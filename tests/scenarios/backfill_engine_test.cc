@@ -349,5 +349,59 @@ TEST(Backfill, EnableBackfillListsTheActionOnceRightAfterAllocate) {
   EXPECT_EQ(EngineActionByName("backfill"), EngineAction::kBackfill);
 }
 
+// A job without a plan (its walltime cannot be placed: what runs has none) is looked at again at
+// the next planning, and the engine says when that is, so that every driver runs the planning at
+// the same time (the simulator, whose cycles follow its events and NextDue, and the service,
+// whose loop runs at any time). Before, with no plan held, NextDue did not name it: the
+// simulator planned at its next event, the service at its next pass.
+TEST(Backfill, AJobWaitingWithoutAPlanIsLookedAtAgainAtTheNextPlanningWhichNextDueNames) {
+  Driver d(true);
+  d.Submit(Job(1, 2, 0), 0);  // no walltime: its end is unknown
+  d.Submit(Job(2, 2, 0), 0);
+  d.Submit(Job(3, 2, 500), 10);  // waits: no time can be found for it
+  EXPECT_EQ(d.StartOf(3), -1);
+  EXPECT_EQ(d.engine->Explain(3, 10).planned, "");
+  EXPECT_TRUE(d.engine->HeldNodes(3).empty());
+  EXPECT_EQ(d.engine->NextDue(), std::optional<int64_t>(40));
+  d.Cycle(40);
+  EXPECT_EQ(d.engine->NextDue(), std::optional<int64_t>(70));
+  // Nothing waits: nothing to plan.
+  d.engine->Cancel(3, 50);
+  d.Cycle(50);
+  EXPECT_EQ(d.engine->NextDue(), std::nullopt);
+}
+
+// Queues: backfill plans only for a job its queue lets start. 4 nodes; queue a is limited to 16
+// GPUs (2 nodes), b has no limit. At 0 a's j1 (2 nodes) and b's j2 (1 node) start: one node is
+// free, and a is at its limit. At 10 a's j3 (1 node) waits for its queue, not for capacity: no
+// plan holds the free node for it. At 20 b's j4 (1 node, walltime 3,000) starts on it. Before,
+// j3 was the head planned to start at once on the free node, which it could not use, and j4
+// waited behind that hold until j1 ended at 1,000.
+TEST(Backfill, NoPlanHoldsNodesForAJobItsQueueWouldNotLetStart) {
+  EngineConfig o = Config(true);
+  QueueSpec a = testing::Q("a", 0);
+  a.limit.gpu_milli = 16 * kMilliPerGpu;
+  o.queues = {a, testing::Q("b", 0)};
+  Driver d(o, 4);
+  const auto in = [](EngineJob j, const char* queue) {
+    j.queue = queue;
+    return j;
+  };
+  d.Submit(in(Job(1, 2, 1000), "a"), 0);
+  d.Submit(in(Job(2, 1, 3000), "b"), 0);
+  ASSERT_EQ(d.StartOf(1), 0);
+  ASSERT_EQ(d.StartOf(2), 0);
+  d.Submit(in(Job(3, 1, 500), "a"), 10);
+  EXPECT_EQ(d.StartOf(3), -1);
+  EXPECT_EQ(d.engine->Explain(3, 10).planned, "");
+  EXPECT_TRUE(d.engine->HeldNodes(3).empty());
+  d.Submit(in(Job(4, 1, 3000), "b"), 20);
+  EXPECT_EQ(d.StartOf(4), 20);
+  // j3 starts once its queue has room: when j1 ends.
+  d.RunTo(1000);
+  EXPECT_EQ(d.StartOf(3), 1000);
+  for (int64_t t : {1000, 1001}) EXPECT_TRUE(d.engine->RunCycle(t).empty()) << t;
+}
+
 }  // namespace
 }  // namespace estuary
