@@ -166,6 +166,9 @@ CarriedJob Engine::CarriedOf(size_t li) const {
       c.planned_where = p->where;
       c.planned_nodes = p->nodes;
     }
+    c.unplanned = options_.backfill.conservative ? (li < unplanned_.size() ? unplanned_[li] : -1)
+                  : unplanned_head_.first == li  ? unplanned_head_.second
+                                                 : -1;
   }
   if (!l.reclaiming) return c;
   for (const Eviction& ev : evictions_) {
@@ -209,7 +212,7 @@ EngineCarry Engine::Carried(const std::vector<uint32_t>* jobs) const {
   }
   out.queues = book_.Carried();
   out.usage_at = book_.usage_at();
-  out.schedule = CarriedSchedule{next_defrag_, last_plan_, next_replan_, next_backfill_};
+  out.schedule = CarriedSchedule{next_defrag_, last_plan_, next_replan_, next_backfill_, walltime_starts_};
   return out;
 }
 
@@ -251,6 +254,7 @@ void Engine::RestoreCarry(const EngineCarry& carry) {
     last_plan_ = t->last_plan;
     if (next_replan_ > 0 && t->next_replan > 0) next_replan_ = t->next_replan;
     next_backfill_ = t->next_backfill;
+    walltime_starts_ = t->walltime_starts;
   }
 }
 
@@ -283,6 +287,11 @@ void Engine::RestoreJob(const CarriedJob& c) {
 
 void Engine::RestoreHold(size_t li, const CarriedJob& c) {
   const JobId id = locals_[li].id;
+  if (c.unplanned >= 0) {
+    if (unplanned_.size() < locals_.size()) unplanned_.resize(locals_.size(), -1);
+    unplanned_[li] = c.unplanned;
+    if (!options_.backfill.conservative) unplanned_head_ = {li, c.unplanned};
+  }
   if (!c.held.empty() && !state_.job(id).reservation.valid()) {
     if (const std::vector<NodeId> hold = Unheld(c.held); !hold.empty()) {
       state_.AddReservation(id, hold);
@@ -2989,6 +2998,7 @@ void Engine::Backfill(int64_t now_s) {
     if (!plan.found || nodes.empty()) {
       unplanned_[li] = walltime_starts_;
       unplanned_head_ = {li, walltime_starts_};
+      LogCarry(li);
       continue;
     }
     Planned p;

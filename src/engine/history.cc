@@ -317,7 +317,8 @@ struct InputJson {
       out["schedule"] = {{"next_defrag", t->next_defrag},
                          {"last_plan", t->last_plan},
                          {"next_replan", t->next_replan},
-                         {"next_backfill", t->next_backfill}};
+                         {"next_backfill", t->next_backfill},
+                         {"walltime_starts", t->walltime_starts}};
     }
     return out;
   }
@@ -385,6 +386,7 @@ CarriedJob CarriedFrom(const Fields& jf, const std::function<std::optional<NodeI
     c.planned_where = pf.Str("where");
     nodes(pf, "nodes", c.planned_nodes);
   }
+  c.unplanned = jf.Int("unplanned", -1);
   return c;
 }
 
@@ -507,7 +509,7 @@ InputFrom(const Fields& f) {
     if (f.Has("schedule")) {  // written since 2026-12-06
       const Fields tf = f.At("schedule");
       x.carry.schedule = CarriedSchedule{tf.Int("next_defrag", 0), tf.Int("last_plan", -1), tf.Int("next_replan", 0),
-                                         tf.Int("next_backfill", 0)};
+                                         tf.Int("next_backfill", 0), tf.Int("walltime_starts", 0)};
     }
     return x;
   }
@@ -901,6 +903,7 @@ Json CarriedJobJson(const CarriedJob& c, const std::function<Json(NodeId)>& node
     for (NodeId n : c.planned_nodes) nodes.push_back(node(n));
     o["planned"] = {{"start", c.planned_start}, {"where", c.planned_where}, {"nodes", nodes}};
   }
+  if (c.unplanned >= 0) o["unplanned"] = c.unplanned;
   return o;
 }
 

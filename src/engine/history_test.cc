@@ -92,10 +92,11 @@ std::vector<HistoryRecord> OneOfEachKind() {
   planned.planned_start = 1000;
   planned.planned_where = "asw1";
   planned.planned_nodes = {NodeId(3), NodeId(1), NodeId(0)};
+  planned.unplanned = 6;
   carry.jobs = {waiting, running, planned};
   carry.queues = {{"team-a", 135, 1.0 / 3.0, 16000}};
   carry.usage_at = 14;
-  carry.schedule = CarriedSchedule{3600, 120, 300, 44};
+  carry.schedule = CarriedSchedule{3600, 120, 300, 44, 6};
   std::vector<HistoryRecord> r = {{HistorySegment{config}}};
   const std::vector<EngineInput> inputs = {
       {1, SubmitInput{job, SubmitMode::kStartOrReclaim}},
@@ -173,7 +174,9 @@ TEST(HistoryText, EveryKindOfRecordSurvivesARoundTrip) {
   EXPECT_EQ(restore["jobs"][2]["planned"], nlohmann::json({{"start", 1000}, {"where", "asw1"}, {"nodes", {3, 1, 0}}}));
   EXPECT_EQ(back.jobs[2].planned_nodes, (std::vector<NodeId>{NodeId(3), NodeId(1), NodeId(0)}));
   EXPECT_FALSE(restore["jobs"][0].contains("planned"));
-  EXPECT_EQ(back.schedule, (CarriedSchedule{3600, 120, 300, 44}));
+  EXPECT_EQ(back.schedule, (CarriedSchedule{3600, 120, 300, 44, 6}));
+  EXPECT_EQ(back.jobs[2].unplanned, 6);
+  EXPECT_EQ(back.jobs[0].unplanned, -1);
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["policy"], "fgd");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["victims"], "volcano");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["preemptor_min_priority"], 0);

@@ -143,6 +143,9 @@ struct CarriedJob {
   int64_t planned_start = -1;
   std::string planned_where;
   std::vector<NodeId> planned_nodes;
+  // Backfill found no time for it when CarriedSchedule::walltime_starts was this (-1: not so):
+  // it is not planned for again until a job with a walltime starts.
+  int64_t unplanned = -1;
   // Running: its replicas leaving Standby in a grace period (a restore under way,
   // Engine::SetStandby), each with when it leaves and the borrowers' replicas warned (driver id,
   // replica).
@@ -166,6 +169,7 @@ struct CarriedSchedule {
   int64_t last_plan = -1;     // the last defragmentation plan (its triggers' cooldown; -1: none)
   int64_t next_replan = 0;    // the `reserve` action's next renewal (0: none)
   int64_t next_backfill = 0;  // backfill's next planning (0: at the first cycle)
+  int64_t walltime_starts = 0;  // starts of jobs with a walltime so far (CarriedJob::unplanned's clock)
   bool operator==(const CarriedSchedule&) const = default;
 };
 struct EngineCarry {

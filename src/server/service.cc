@@ -1093,36 +1093,35 @@ Status Service::Impl::RecoverCarry(StoreBatch& batch) {
     return true;
   }));
   ESTUARY_RETURN_IF_ERROR(bad);
-  if (auto q = store->Get("meta/queue_carry"); !q.ok()) {
-    return q.status();
-  } else if (*q) {
-    const Json j = Json::parse(**q, nullptr, false);
+  // A meta/ record of JSON object `what` read by `read` (a Json exception: not one) and kept as
+  // stored in *stored; absent: nothing.
+  const auto meta = [&](const char* key, const char* what, std::string* stored,
+                        const std::function<void(const Json&)>& read) -> Status {
+    auto v = store->Get(key);
+    if (!v.ok()) return v.status();
+    if (!*v) return Status::Ok();
+    const Json j = Json::parse(**v, nullptr, false);
     try {
       if (!j.is_object()) throw Json::other_error::create(501, "not an object", nullptr);
-      s.carried_queues.usage_at = j.value("usage_at", int64_t{-1});
-      for (const Json& e : j.value("queues", Json::array())) {
-        s.carried_queues.queues.push_back(
-            {e.at("name").get<std::string>(), e.value("cooldown_until", int64_t{0}), e.value("decayed", 0.0),
-             e.value("usage", int64_t{-1})});
-      }
+      read(j);
     } catch (const Json::exception& e) {
-      return Internal("store: meta/queue_carry: not a carry record (" + std::string(e.what()) + ")");
+      return Internal("store: " + std::string(key) + ": not a " + what + " record (" + std::string(e.what()) + ")");
     }
-    s.queue_carry_stored = **q;
-  }
-  if (auto t = store->Get("meta/schedule"); !t.ok()) {
-    return t.status();
-  } else if (*t) {
-    const Json j = Json::parse(**t, nullptr, false);
-    try {
-      if (!j.is_object()) throw Json::other_error::create(501, "not an object", nullptr);
-      s.carried_queues.schedule = CarriedSchedule{j.at("next_defrag").get<int64_t>(), j.at("last_plan").get<int64_t>(),
-                                                  j.at("next_replan").get<int64_t>(), j.at("next_backfill").get<int64_t>()};
-    } catch (const Json::exception& e) {
-      return Internal("store: meta/schedule: not a schedule record (" + std::string(e.what()) + ")");
+    *stored = **v;
+    return Status::Ok();
+  };
+  ESTUARY_RETURN_IF_ERROR(meta("meta/queue_carry", "carry", &s.queue_carry_stored, [&](const Json& j) {
+    s.carried_queues.usage_at = j.value("usage_at", int64_t{-1});
+    for (const Json& e : j.value("queues", Json::array())) {
+      s.carried_queues.queues.push_back({e.at("name").get<std::string>(), e.value("cooldown_until", int64_t{0}),
+                                         e.value("decayed", 0.0), e.value("usage", int64_t{-1})});
     }
-    s.schedule_stored = **t;
-  }
+  }));
+  ESTUARY_RETURN_IF_ERROR(meta("meta/schedule", "schedule", &s.schedule_stored, [&](const Json& j) {
+    s.carried_queues.schedule = CarriedSchedule{j.at("next_defrag").get<int64_t>(), j.at("last_plan").get<int64_t>(),
+                                                j.at("next_replan").get<int64_t>(), j.at("next_backfill").get<int64_t>(),
+                                                j.value("walltime_starts", int64_t{0})};
+  }));
   return Status::Ok();
 }
 
@@ -2400,7 +2399,8 @@ void Service::Impl::StoreCarry(Pass& p) {
     std::string v = Json{{"next_defrag", t->next_defrag},
                          {"last_plan", t->last_plan},
                          {"next_replan", t->next_replan},
-                         {"next_backfill", t->next_backfill}}
+                         {"next_backfill", t->next_backfill},
+                         {"walltime_starts", t->walltime_starts}}
                         .dump();
     if (v != schedule_stored) {
       p.batch.Put("meta/schedule", v);

@@ -545,9 +545,9 @@ void ExpectSameDecisions(uint64_t seed, bool expect_moves = false, Variant varia
 // The service rebuilding its engine whenever it may (it knows more than 20 jobs and twice those
 // it still runs or queues, checked every second: ~60 rebuilds a run of seeds 1-3) still decides
 // exactly as the simulator, which never rebuilds (Engine::Know, Engine::Inherit).
-void ExpectSameDecisionsCompacting(uint64_t seed) {
+void ExpectSameDecisionsCompacting(uint64_t seed, Variant variant = Variant::kBase) {
   Simulated s;
-  if (!Simulate(seed, s)) return;
+  if (!Simulate(seed, s, variant)) return;
   LiveRun run;
   run.compact_min_jobs = 20;
   std::vector<HistoryRecord> history;
