@@ -2054,11 +2054,13 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
   // A replica that entered Standby after the list's last `allocate` lent GPUs no pass of this
   // cycle offered to the queue, and a hold the engine released after it (Release: a Reclaim's
   // plan replacing its job's hold, backfill's new plans, an assembly's) may leave free nodes no
-  // pass offered: the actions run again until neither happened, so that the cycle ends at a fixed
-  // point (another cycle at the same time changes nothing), whatever the driver's rhythm. It
-  // ends: a window's target is fixed at one time, so each pass lends only replicas that were not
-  // lending before; a job's Reclaim is planned once, and backfill plans anew only at its interval
-  // or once a job it planned for has started. (The reserve action's renewals, ReserveAction::Renew,
+  // pass offered, and a job backfill planned for may have started after backfill's action (the
+  // reserve action's holds; backfill plans anew once one has): the actions run again until none
+  // of these happened, so that the cycle ends at a fixed point (another cycle at the same time
+  // changes nothing), whatever the driver's rhythm. It ends: a window's target is fixed at one
+  // time, so each pass lends only replicas that were not lending before; a job's Reclaim is
+  // planned once, and backfill plans anew only at its interval or once a job it planned for has
+  // started (each time one more job has). (The reserve action's renewals, ReserveAction::Renew,
   // release holds of their own: not looked at here.)
   for (bool again = true; again;) {
     again = false;
@@ -2082,7 +2084,7 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
         case EngineAction::kBackfill: Backfill(now_s); break;
       }
       if (*it == EngineAction::kAllocate) again = false;
-      else if (standby_entries_ != lent_before || FreedSinceAllocate()) again = true;
+      else if (standby_entries_ != lent_before || FreedSinceAllocate() || PlannedMovedOn()) again = true;
     }
     if (std::find(first, last, EngineAction::kAllocate) == last) break;
   }
@@ -2111,6 +2113,18 @@ std::optional<int64_t> Engine::NextDue() const {
   }
   // A planned job: the plan is renewed (and jobs backfilled) every interval.
   if (options_.backfill.easy && !queue_.empty() && next_backfill_ > now_) due = due ? std::min(*due, next_backfill_) : next_backfill_;
+  // While jobs wait: a job kept from borrowing may start beyond its fair share once its period
+  // ends (and, running, be a rebalance's victim again), and a queue whose cooldown ends may be
+  // reclaimed from again.
+  if (!queue_.empty()) {
+    for (size_t li : no_borrow_) {
+      const int64_t until = locals_[li].no_borrow_until;
+      if (until > now_) due = due ? std::min(*due, until) : until;
+    }
+    if (std::find(options_.actions.begin(), options_.actions.end(), EngineAction::kReclaim) != options_.actions.end()) {
+      if (const auto c = book_.NextCooldownEnd(now_)) due = due ? std::min(*due, *c) : *c;
+    }
+  }
   for (const auto& [job, ws] : windows_) {
     for (const StandbyWindowSpec& w : ws) {
       for (int64_t edge : {w.from_s, std::max(w.from_s, w.to_s - options_.standby_grace_s)}) {
@@ -2946,10 +2960,14 @@ void EnableBackfill(const EngineBackfill& b, EngineConfig* e) {
   e->actions.insert(at == e->actions.end() ? at : at + 1, EngineAction::kBackfill);
 }
 
+bool Engine::PlannedMovedOn() const {
+  return options_.backfill.easy &&
+         std::any_of(planned_.begin(), planned_.end(), [&](const Planned& p) { return !queue_.Contains(p.li); });
+}
+
 void Engine::Backfill(int64_t now_s) {
   if (!options_.backfill.easy) return;
-  const bool moved_on =
-      std::any_of(planned_.begin(), planned_.end(), [&](const Planned& p) { return !queue_.Contains(p.li); });
+  const bool moved_on = PlannedMovedOn();
   if (!moved_on && now_s < next_backfill_) return;
   // 1. The last round's holds go (those the reserve action or a Reclaim did not replace).
   for (const Planned& p : planned_) {

@@ -944,6 +944,8 @@ class Engine {
   // Whether a node released since released_ was cleared is now unheld with a free GPU (and clears
   // it): capacity no pass of the cycle offered to the queue yet.
   bool FreedSinceAllocate();
+  // A job backfill planned for (planned_) left the queue since: its next action plans anew.
+  bool PlannedMovedOn() const;
 
   EngineConfig options_;
   GracefulExit exit_;

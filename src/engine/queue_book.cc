@@ -238,13 +238,11 @@ const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s) 
   const QuotaDims& dims = tree_.dims();
   const size_t n = tree_.size(), D = dims.size();
   const int64_t half_life = sharing_.usage_half_life_s;
-  std::vector<double> decayed;  // with time-based fairness: each queue's decayed usage now
-  if (half_life > 0) {
-    if (usage_at_ < 0) usage_at_ = now_s;
-    KnowHeld(state);
-    decayed.resize(n);
-    for (size_t q = 0; q < n; ++q) decayed[q] = Decayed(q, now_s);
-  }
+  // With time-based fairness the weights come from each queue's decayed usage as of the last
+  // change of what the queues hold (rolled to now if that is now), not from its value now: they
+  // change only when the holdings do, at the same times whichever cycles a driver runs between.
+  if (half_life > 0) Roll(state, now_s);
+  const std::vector<double>& decayed = decayed_;
   if (capacity_dirty_) {
     capacity_.assign(D, 0);
     for (const Node& node : state.nodes()) {
@@ -367,6 +365,14 @@ QueueShares QueueBook::Reference(const ClusterState& state, const std::vector<Qu
   std::vector<int64_t> capacity = capacity_;
   capacity.resize(D, 0);
   return ComputeShares(tree_, capacity, usage, pending, {}, true, false);
+}
+
+std::optional<int64_t> QueueBook::NextCooldownEnd(int64_t now_s) const {
+  std::optional<int64_t> end;
+  for (int64_t until : cooldown_until_) {
+    if (until > now_s) end = end ? std::min(*end, until) : until;
+  }
+  return end;
 }
 
 uint64_t QueueBook::ReclaimEpoch(int64_t now_s, bool shares_only) const {

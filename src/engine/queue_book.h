@@ -47,6 +47,8 @@
 // Time-based fairness (SharingSpec::usage_half_life_s > 0): each queue's GPU usage is integrated
 // and decayed with that half-life; the weight a queue shares its parent's surplus with is
 // weight x 2^(-U/S), U its share of its siblings' decayed usage, S its share of their weights.
+// U is the decayed usage as of the last change of what some queue holds (Roll): the weights move
+// only when holdings do, so the shares at a time do not depend on the cycles run before it.
 // Deterministic: integer bookkeeping, doubles only in that factor (rounded to milli-weights).
 // Thread-safety: none.
 #pragma once
@@ -153,6 +155,9 @@ class QueueBook {
   // entitlements change (not when only what the queues hold or want does) — with Supply, what a
   // Reclaim's victims depend on besides the cluster's releases.
   uint64_t ReclaimEpoch(int64_t now_s, bool shares_only = false) const;
+  // The earliest end of a queue's cooldown after now_s (a Reclaim may take from it again then),
+  // if any. O(queues).
+  std::optional<int64_t> NextCooldownEnd(int64_t now_s) const;
   // An upper bound on the GPUs (milli) a Reclaim for waiting `job` (`replicas` replicas) could
   // take now: what the queues it may take from (Victims) hold of its models. With ReclaimEpoch
   // and the releases on its models (ClusterState::release_seq(models)) unchanged, a Reclaim

@@ -885,5 +885,34 @@ TEST(EngineQueues, TimeBasedFairnessCountsUsageExactlyWhateverTheCyclesBetween) 
   EXPECT_EQ(at_7200[1], at_7200[0]);
 }
 
+// The time-based weights move only when what the queues hold does, so that the shares at a time
+// do not depend on which cycles a driver ran before it (the service's loop runs at any second,
+// the simulator at its events). Half-life one hour, no Reclaim; 4 nodes. At 0 a's j1 (2 nodes)
+// and b's j2 (1 node) start; j2 ends at 1,000. From then a's decayed usage grows and b's decays,
+// so the weights computed from the usage now would change every second. At 1,000 a's j3 and b's
+// j4 (3 nodes each) wait: 2 nodes are free, neither fits. Nothing held changes until 3,000: the
+// fair shares at 1,800 and at 3,000 are the same (before, b's weight grew in between and its
+// fair share with it). When j1 ends at 3,000 they move (the weights as of then).
+TEST(EngineQueues, TimeBasedWeightsMoveOnlyWhenWhatTheQueuesHoldChanges) {
+  SharingSpec sharing;
+  sharing.usage_half_life_s = 3600;
+  sharing.reclaim = false;
+  Cluster c(4, {Q("a", 0), Q("b", 0)}, sharing);
+  c.Submit(NodeJob(1, "a", 2), 0);
+  c.Submit(NodeJob(2, "b", 1), 0);
+  EXPECT_EQ(Count(c.Cycle(0), EngineEvent::Kind::kStarted), 2);
+  c.e().Finish(2, 1000);
+  c.Submit(NodeJob(3, "a", 3), 1000);
+  c.Submit(NodeJob(4, "b", 3), 1000);
+  EXPECT_EQ(Count(c.Cycle(1000), EngineEvent::Kind::kStarted), 0);
+  EXPECT_TRUE(c.Cycle(1800).empty());
+  const std::vector<int64_t> at_1800 = c.e().queue_book().shares().fair;
+  EXPECT_TRUE(c.Cycle(3000 - 1).empty());
+  EXPECT_EQ(c.e().queue_book().shares().fair, at_1800);
+  c.e().Finish(1, 3000);
+  c.Cycle(3000);
+  EXPECT_NE(c.e().queue_book().shares().fair, at_1800);
+}
+
 }  // namespace
 }  // namespace estuary

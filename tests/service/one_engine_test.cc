@@ -544,8 +544,9 @@ void ExpectSameDecisions(uint64_t seed, bool expect_moves = false, Variant varia
 #ifndef ESTUARY_ONE_ENGINE_LONG
 // The service rebuilding its engine whenever it may (it knows more than 20 jobs and twice those
 // it still runs or queues, checked every second: ~60 rebuilds a run of seeds 1-3) still decides
-// exactly as the simulator, which never rebuilds (Engine::Know, Engine::Inherit).
-void ExpectSameDecisionsCompacting(uint64_t seed, Variant variant = Variant::kBase) {
+// exactly as the simulator, which never rebuilds (Engine::Know, Engine::Inherit). Only the
+// decisions before `until_s` are compared.
+void ExpectSameDecisionsCompacting(uint64_t seed, Variant variant = Variant::kBase, int64_t until_s = INT64_MAX) {
   Simulated s;
   if (!Simulate(seed, s, variant)) return;
   LiveRun run;
@@ -557,7 +558,9 @@ void ExpectSameDecisionsCompacting(uint64_t seed, Variant variant = Variant::kBa
     return std::holds_alternative<HistorySegment>(r.what);
   });
   EXPECT_GE(segments, 20) << "the engine was rebuilt " << segments - 1 << " times only";
+  const auto before = [&](const std::string& decision) { return std::stoll(decision) < until_s; };
   for (size_t i = 0; i < std::min(s.sim.size(), live.size()); ++i) {
+    if (!before(s.sim[i]) && !before(live[i])) return;
     if (s.sim[i] != live[i]) {
       ADD_FAILURE() << "seed " << seed << ": first difference at decision " << i << " of " << s.sim.size()
                     << ":\n  simulator: " << s.sim[i] << "\n  service:   " << live[i];
@@ -650,6 +653,26 @@ TEST(OneEngine, AServiceThatRebuildsItsEngineWheneverItMayDecidesAsTheSimulatorS
 //   when what the queues hold changes: EngineQueues.TimeBasedFairnessCountsUsageExactly...).
 TEST(OneEngine, ASharedClusterWithQueuesHoldsBackfillAndDefragmentationDecidesAsTheSimulator) {
   for (uint64_t seed : {1, 2, 3, 6, 7}) ExpectSameDecisions(seed, false, Variant::kTenants);
+}
+// The shared cluster's sequence with the service rebuilding its engine whenever it may, checked
+// every second, so that it runs a cycle every second where the simulator runs one at its events
+// and at NextDue. Before (first difference):
+// - seed 2 at decision 782 (j365 started at 82,363 s, not 82,388 s) and seed 3 at 1414: a
+//   queue's cooldown ending and a job's no-borrow period ending change what a cycle decides, but
+//   NextDue did not name them (now it does while jobs wait);
+// - seed 1 at 1157: a Standby restore short of lent CPU evicted the borrower bound last on the
+//   node, and a rebuilt engine binds in job order (now the one whose run started last:
+//   Standby.TheNewestBorrowersAreThoseWhoseRunStartedLastWhateverOrderTheyWereBoundIn).
+// - seed 4 at decision 538 (j317 backfilled at 60,751 s, not 60,764 s): the head backfill
+//   planned for started after backfill's action (at 60,600 s, a renewal of the reserve action's
+//   holds), and only the next cycle planned for the next head — at once in the service, 14 s later in the
+//   simulator (a cycle now runs its actions again when that happens).
+// Not yet: seed 4 from 100,874 s (a Reclaim that becomes possible after Absorb, the cycle's last
+// action, grew a job into the GPUs the Reclaim had found idle) and seed 5 from 185,425 s
+// (docs/service.md, "Durability and recovery").
+TEST(OneEngine, ASharedClusterWhoseServiceRebuildsItsEngineWheneverItMayDecidesAsTheSimulator) {
+  for (uint64_t seed : {1, 2, 3}) ExpectSameDecisionsCompacting(seed, Variant::kTenants);
+  ExpectSameDecisionsCompacting(4, Variant::kTenants, 100000);
 }
 TEST(OneEngine, ARandomSequenceGivesTheSameDecisionsInTheSimulatorAndTheServiceSeed1) { ExpectSameDecisions(1, true); }
 TEST(OneEngine, ARandomSequenceGivesTheSameDecisionsInTheSimulatorAndTheServiceSeed2) { ExpectSameDecisions(2); }

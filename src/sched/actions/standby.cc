@@ -140,11 +140,19 @@ std::vector<TaskId> StandbyAction::RestoreVictims(const ClusterState& state, Tas
       cpu += b.req.cpu_milli;
     }
   }
-  for (auto it = n.tasks.rbegin(); it != n.tasks.rend() && cpu < t.req.cpu_milli; ++it) {
-    const Task& b = state.task(*it);
-    if (!b.borrowed || std::find(victims.begin(), victims.end(), *it) != victims.end()) continue;
-    victims.push_back(*it);
-    cpu += b.req.cpu_milli;
+  if (cpu < t.req.cpu_milli) {
+    // Newest first: the latest run start, then the higher task id — what the state knows of its
+    // tasks whichever order a driver bound them in (a rebuilt engine binds in job order).
+    std::vector<TaskId> rest;
+    for (TaskId id : n.tasks) {
+      if (state.task(id).borrowed && std::find(victims.begin(), victims.end(), id) == victims.end()) rest.push_back(id);
+    }
+    const auto key = [&](TaskId id) { return std::pair(state.job(state.task(id).job).started_at_s, id.value()); };
+    std::sort(rest.begin(), rest.end(), [&](TaskId a, TaskId b) { return key(a) > key(b); });
+    for (auto it = rest.begin(); it != rest.end() && cpu < t.req.cpu_milli; ++it) {
+      victims.push_back(*it);
+      cpu += state.task(*it).req.cpu_milli;
+    }
   }
   std::sort(victims.begin(), victims.end());
   return victims;

@@ -45,7 +45,9 @@ class StandbyAction {
   // The borrowed tasks that must leave so that `standby_task` may exit Standby, ascending by id:
   // every borrower on one of its GPUs; then, while the node's lent CPU left after the exit would
   // be negative (lent_cpu_free + the victims' CPU < the task's CPU), further borrowers of that
-  // node, newest (last in Node::tasks) first. Empty when ClusterState::CanExitStandby holds.
+  // node, newest first (the latest Job::started_at_s, then the higher task id: not the order the
+  // tasks were bound in, which a rebuilt engine does not know). Empty when
+  // ClusterState::CanExitStandby holds.
   // REQUIRES: the task is in Standby.
   static std::vector<TaskId> RestoreVictims(const ClusterState& state, TaskId standby_task);
 };

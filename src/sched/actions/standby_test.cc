@@ -357,6 +357,26 @@ TEST(Standby, RestoringAReplicaAlsoEvictsTheNewestBorrowersWhenTheLentCpuWouldBe
   s.ExpectInvariants();
 }
 
+// "Newest" is the run's start (Job::started_at_s), not the order the borrowers were bound in on
+// the node: an engine rebuilt from its jobs (the service's compaction, a restart) binds them in
+// job order, and it must choose the same victims. `late` was bound first but started last.
+TEST(Standby, TheNewestBorrowersAreThoseWhoseRunStartedLastWhateverOrderTheyWereBoundIn) {
+  TwoLenders s;
+  const TaskId b1 = s.Borrow("b1", Idx({0}), 2000);       // on a's GPUs
+  const TaskId late = s.Borrow("late", Idx({4}), 6000);   // on b's GPUs, bound first
+  const TaskId early = s.Borrow("early", Idx({5}), 6000); // on b's GPUs, bound last
+  s.c.state.SetJobStart(s.c.state.task(b1).job, 300);
+  s.c.state.SetJobStart(s.c.state.task(late).job, 500);
+  s.c.state.SetJobStart(s.c.state.task(early).job, 100);
+  // Lent CPU 16000 - 14000 used = 2000 free; + b1's 2000 = 4000 < a's 8000: one more must go,
+  // the one whose run started last (before: the last bound, `early`).
+  EXPECT_EQ(StandbyAction::RestoreVictims(s.c.state, s.T(s.svc, 0)), (std::vector<TaskId>{b1, late}));
+  // Equal starts: the higher task id goes (`early`, created after `late`).
+  s.c.state.SetJobStart(s.c.state.task(early).job, 500);
+  EXPECT_EQ(StandbyAction::RestoreVictims(s.c.state, s.T(s.svc, 0)), (std::vector<TaskId>{b1, early}));
+  s.ExpectInvariants();
+}
+
 TEST(Standby, AStatementRollsBackEvictionsOfBorrowersAndStandbyReplicas) {
   TwoLenders s;
   const TaskId b = s.Borrow("b", Idx({1, 2}), 1000);
