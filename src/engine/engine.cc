@@ -165,6 +165,7 @@ CarriedJob Engine::CarriedOf(size_t li) const {
       c.planned_start = p->start_s;
       c.planned_where = p->where;
       c.planned_nodes = p->nodes;
+      c.planned_holds = p->hold.valid() && p->hold == j.reservation;
     }
     c.unplanned = options_.backfill.conservative ? (li < unplanned_.size() ? unplanned_[li] : -1)
                   : unplanned_head_.first == li  ? unplanned_head_.second
@@ -301,7 +302,7 @@ void Engine::RestoreHold(size_t li, const CarriedJob& c) {
   if (c.planned_start < 0 || std::any_of(planned_.begin(), planned_.end(), [&](const Planned& p) { return p.li == li; })) return;
   Planned p;
   p.li = li;
-  p.hold = state_.job(id).reservation;
+  if (c.planned_holds) p.hold = state_.job(id).reservation;
   p.start_s = c.planned_start;
   p.where = c.planned_where;
   p.nodes = c.planned_nodes;

@@ -385,6 +385,7 @@ CarriedJob CarriedFrom(const Fields& jf, const std::function<std::optional<NodeI
     c.planned_start = pf.Int("start", 0);
     c.planned_where = pf.Str("where");
     nodes(pf, "nodes", c.planned_nodes);
+    c.planned_holds = pf.Bool("holds", true);
   }
   c.unplanned = jf.Int("unplanned", -1);
   return c;
@@ -901,7 +902,7 @@ Json CarriedJobJson(const CarriedJob& c, const std::function<Json(NodeId)>& node
   if (c.planned_start >= 0) {
     Json nodes = Json::array();
     for (NodeId n : c.planned_nodes) nodes.push_back(node(n));
-    o["planned"] = {{"start", c.planned_start}, {"where", c.planned_where}, {"nodes", nodes}};
+    o["planned"] = {{"start", c.planned_start}, {"where", c.planned_where}, {"nodes", nodes}, {"holds", c.planned_holds}};
   }
   if (c.unplanned >= 0) o["unplanned"] = c.unplanned;
   return o;

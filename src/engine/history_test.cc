@@ -92,6 +92,7 @@ std::vector<HistoryRecord> OneOfEachKind() {
   planned.planned_start = 1000;
   planned.planned_where = "asw1";
   planned.planned_nodes = {NodeId(3), NodeId(1), NodeId(0)};
+  planned.planned_holds = false;  // the `reserve` action's hold replaced the plan's
   planned.unplanned = 6;
   carry.jobs = {waiting, running, planned};
   carry.queues = {{"team-a", 135, 1.0 / 3.0, 16000}};
@@ -171,7 +172,9 @@ TEST(HistoryText, EveryKindOfRecordSurvivesARoundTrip) {
   EXPECT_EQ(back.jobs[1].restores[0].noticed, (std::vector<std::pair<uint32_t, uint32_t>>{{8, 0}, {8, 2}}));
   ASSERT_EQ(back.jobs.size(), 3u);
   EXPECT_EQ(back.jobs[2].held, (std::vector<NodeId>{NodeId(3), NodeId(1)}));
-  EXPECT_EQ(restore["jobs"][2]["planned"], nlohmann::json({{"start", 1000}, {"where", "asw1"}, {"nodes", {3, 1, 0}}}));
+  EXPECT_EQ(restore["jobs"][2]["planned"],
+            nlohmann::json({{"start", 1000}, {"where", "asw1"}, {"nodes", {3, 1, 0}}, {"holds", false}}));
+  EXPECT_FALSE(back.jobs[2].planned_holds);
   EXPECT_EQ(back.jobs[2].planned_nodes, (std::vector<NodeId>{NodeId(3), NodeId(1), NodeId(0)}));
   EXPECT_FALSE(restore["jobs"][0].contains("planned"));
   EXPECT_EQ(back.schedule, (CarriedSchedule{3600, 120, 300, 44, 6}));
@@ -306,6 +309,8 @@ TEST_F(HistoryFile, ABadFileIsRefusedNamingTheFileTheLineAndTheField) {
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.schedule.next_defrag: expected an integer"));
   p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"jobs\": [{\"job\": 1, \"planned\": {\"start\": 5, \"nodes\": [\"n\"]}}]}}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.jobs[0].planned.nodes[0]: expected a node"));
+  p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"jobs\": [{\"job\": 1, \"planned\": {\"start\": 5, \"holds\": 1}}]}}\n");
+  EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.jobs[0].planned.holds: expected true or false"));
   p = Write(header + segment + "{\"t\": 3, \"input\": {\"kind\": \"restore\", \"jobs\": [{\"job\": 1, \"resume_nodes\": [\"n1\"]}]}}\n");
   EXPECT_TRUE(testing::IsBadInput(ReadHistoryFile(p), p + ":3: input.jobs[0].resume_nodes[0]: expected a node"));
   p = Write(header + segment +

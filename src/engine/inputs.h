@@ -143,6 +143,9 @@ struct CarriedJob {
   int64_t planned_start = -1;
   std::string planned_where;
   std::vector<NodeId> planned_nodes;
+  // The plan made the hold `held` names (backfill releases it when it plans anew); false when
+  // another hold replaced the plan's (the `reserve` action's), which backfill leaves alone.
+  bool planned_holds = true;
   // Backfill found no time for it when CarriedSchedule::walltime_starts was this (-1: not so):
   // it is not planned for again until a job with a walltime starts.
   int64_t unplanned = -1;

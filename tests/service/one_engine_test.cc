@@ -665,13 +665,16 @@ TEST(OneEngine, ASharedClusterWithQueuesHoldsBackfillAndDefragmentationDecidesAs
 //   Standby.TheNewestBorrowersAreThoseWhoseRunStartedLastWhateverOrderTheyWereBoundIn).
 // - seed 4 at decision 538 (j317 backfilled at 60,751 s, not 60,764 s): the head backfill
 //   planned for started after backfill's action (at 60,600 s, a renewal of the reserve action's
-//   holds), and only the next cycle planned for the next head — at once in the service, 14 s later in the
-//   simulator (a cycle now runs its actions again when that happens).
-// Not yet: seed 4 from 100,874 s (a Reclaim that becomes possible after Absorb, the cycle's last
-// action, grew a job into the GPUs the Reclaim had found idle) and seed 5 from 185,425 s
-// (docs/service.md, "Durability and recovery").
+//   holds), and only the next cycle planned for the next head — at once in the service, 14 s
+//   later in the simulator (a cycle now runs its actions again when that happens).
+// - seed 5 at 1681 (j922 backfilled at 185,425 s, not 185,578 s): a rebuilt engine took the
+//   `reserve` action's hold on its planned head for the plan's own, released it at the next
+//   planning and backfilled around the new plan (CarriedJob::planned_holds now says whose it is).
+// Seed 3 differed for the same cause as seed 2. Not yet: seed 4 from 100,874 s (a Reclaim that
+// becomes possible after Absorb, the cycle's last action, grew a job into the GPUs the Reclaim had
+// found idle: docs/service.md, "Durability and recovery").
 TEST(OneEngine, ASharedClusterWhoseServiceRebuildsItsEngineWheneverItMayDecidesAsTheSimulator) {
-  for (uint64_t seed : {1, 2, 3}) ExpectSameDecisionsCompacting(seed, Variant::kTenants);
+  for (uint64_t seed : {1, 2, 5}) ExpectSameDecisionsCompacting(seed, Variant::kTenants);
   ExpectSameDecisionsCompacting(4, Variant::kTenants, 100000);
 }
 TEST(OneEngine, ARandomSequenceGivesTheSameDecisionsInTheSimulatorAndTheServiceSeed1) { ExpectSameDecisions(1, true); }
