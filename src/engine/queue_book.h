@@ -374,8 +374,8 @@ class QueueBook {
                       std::shared_ptr<const std::vector<char>> within, std::shared_ptr<const std::vector<char>> mine) const;
   // Time-based fairness: decayed GPU usage (GPU milli x s) per queue as of usage_at_, and the GPU
   // milli each has held since (-1: not known yet, what it holds at the next Refresh or Roll).
-  // Rolled forward only when what a queue holds changes (Roll), and read at any time from them
-  // (Decayed): the same figures whatever the times of the calls in between.
+  // Rolled forward (Decayed) only when what a queue holds changes (Roll): the same figures
+  // whatever the times of the calls in between. Refresh's weights use them as of usage_at_.
   std::vector<double> decayed_;
   std::vector<int64_t> held_since_;
   int64_t usage_at_ = -1;
