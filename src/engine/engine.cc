@@ -1065,6 +1065,7 @@ bool Engine::ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, b
     book_.Claim(state_, l.id, l.claimed, 1);
   }
   l.reclaiming = true;
+  ++reclaims_;
   if (!queue_.Contains(li)) Enqueue(li, true, now_s);
   Log(EngineEvent::Kind::kReclaim, now_s, li, static_cast<int32_t>(plan.evicted_jobs.size() + plan.shrunk.size()),
       UINT32_MAX, at, detail);
@@ -1665,11 +1666,11 @@ void Engine::ReclaimQueued(int64_t now_s) {
     }
   }
   if (shapes.empty() && holders_.empty()) return;  // the pass would look at no job
-  uint64_t seq = state_.release_seq();
+  uint64_t seq = state_.release_seq() * 1000003 + reclaims_;
   uint64_t lp_epoch = 0;
   if (book_.enabled()) {
     seq = seq * 1000003 + book_.ReclaimEpoch(now_s);
-    lp_epoch = book_.ReclaimEpoch(now_s, true);
+    lp_epoch = book_.ReclaimEpoch(now_s, true) * 1000003 + reclaims_;
   }
   const auto seq_of = [&](const ShapeInfo& i) {
     return !book_.enabled() || i.hp ? seq : state_.release_seq(i.models) * 1000003 + lp_epoch;
@@ -1686,6 +1687,7 @@ void Engine::ReclaimQueued(int64_t now_s) {
         if (l.priority < options_.preemptor_min_priority && !book_.Owed(state_, l.id, spec.min_replicas)) {
           return PendingQueue::Outcome::kShapeWaits;
         }
+        if (now_s < l.no_borrow_until && StartRoom(li, now_s) == 0) return PendingQueue::Outcome::kStays;
         const bool own = state_.job(l.id).reservation.valid();
         if (own && l.refused_seq == seq) return PendingQueue::Outcome::kStays;
         ShapeInfo& info = shape_info_[static_cast<size_t>(l.shape)];
@@ -1738,7 +1740,7 @@ void Engine::Rebalance(int64_t now_s) {
   RefreshShares(now_s);
   // The memo as ReclaimQueued's for shapes below HP: releases on the shape's models, the fair
   // shares and cooldowns, and what its victims' queues hold (QueueBook::Supply's bound).
-  const uint64_t epoch = book_.ReclaimEpoch(now_s, true);
+  const uint64_t epoch = book_.ReclaimEpoch(now_s, true) * 1000003 + reclaims_;
   const auto seq_of = [&](const ShapeInfo& i) { return state_.release_seq(i.models) * 1000003 + epoch; };
   BookAnswers asked;
   // Only the shapes of the queues that may be short of their fair shares.
@@ -2077,8 +2079,13 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
         case EngineAction::kReserve: RenewHolds(now_s); break;
         case EngineAction::kDefrag: PlanDefrag(now_s); break;
         case EngineAction::kReclaim:
-          ReclaimQueued(now_s);
-          Rebalance(now_s);
+          // A Reclaim started changes what the others' plans may take (reclaims_): the jobs
+          // refused before it are asked again, until no more start (each job reclaims once).
+          for (uint64_t before = UINT64_MAX; before != reclaims_;) {
+            before = reclaims_;
+            ReclaimQueued(now_s);
+            Rebalance(now_s);
+          }
           break;
         case EngineAction::kHeadroom: RestoreHeadroom(now_s); break;
         case EngineAction::kAbsorb: Absorb(now_s, options.external_blocking); break;

@@ -867,6 +867,10 @@ class Engine {
   // AskKeyOf keys it, else (and the first time) `ask()`, which is then kept.
   BookAnswer Answer(BookAnswers* asked, size_t li, int32_t replicas, const std::function<BookAnswer()>& ask) const;
   uint64_t plans_ = 0;  // Reclaim plans made (ReclaimWith calls)
+  // Reclaims started (ReclaimWith's plans kept). Each changes what other plans may take (its
+  // victims are leaving and count against their queues' budgets, and no other plan takes them),
+  // so the refusal memos of ReclaimQueued and Rebalance hold only while it is unchanged.
+  uint64_t reclaims_ = 0;
   // StartReclaim's second half: plans local li's Reclaim with `filter` and, when there is a plan
   // none of whose victims is already leaving, holds its nodes, schedules the evictions and logs
   // kReclaim with `detail`. `owed`: a queue's Reclaim (its victims' detail "queue reclaim", the

@@ -377,11 +377,21 @@ class Solver {
       return std::tie(jobs_[a].rank, jobs_[a].priority) < std::tie(jobs_[b].rank, jobs_[b].priority);
     });
     std::vector<uint32_t> whole_order = order;
+    if (filter.take) {
+      // The budgets are offered the whole jobs newest first, not by C: C changes with the clock
+      // alone (a checkpoint sets it back to 0), and what the budgets admit decides whether a plan
+      // is feasible at all. So feasibility changes only when the state, the filter or the budgets
+      // do, never at a checkpoint: every driver finds it at the same moment, whenever it asks.
+      std::sort(whole_order.begin(), whole_order.end(), [&](uint32_t a, uint32_t b) {
+        const VJob &x = jobs_[a], &y = jobs_[b];
+        return std::tie(x.rank, x.priority, x.runtime, a) < std::tie(y.rank, y.priority, y.runtime, b);
+      });
+      Budget(filter, order, whole_order);
+    }
     std::sort(whole_order.begin(), whole_order.end(), [&](uint32_t a, uint32_t b) {
       const VJob &x = jobs_[a], &y = jobs_[b];
       return std::tie(x.rank, x.priority, x.cost, x.runtime, a) < std::tie(y.rank, y.priority, y.cost, y.runtime, b);
     });
-    if (filter.take) Budget(filter, order, whole_order);
     for (uint32_t j : order) {
       for (int32_t c = 0; c < static_cast<int32_t>(jobs_[j].shrink_to.size()); ++c) units_.push_back({j, c});
     }

@@ -95,10 +95,11 @@ struct VictimFilter {
   std::function<bool(const Job&)> allowed;
   // Victims of a lower rank come first in both victim orders (before priority).
   std::function<int64_t(const Job&)> rank;
-  // Budgets: called for each unit the candidates offer, in victim order — every elastic chunk
-  // first (GPU milli of the chunk), then each whole job (GPU milli beyond its chunks already
-  // taken) — it says whether the unit may be evicted and, if so, counts it against the budgets
-  // it keeps. A unit refused is no victim (a job whose whole is refused keeps only the chunks
+  // Budgets: called for each unit the candidates offer — every elastic chunk first, in victim
+  // order (GPU milli of the chunk), then each whole job (GPU milli beyond its chunks already
+  // taken) by rank, priority, runtime (newest first) and id: not by C, which changes with the
+  // clock alone, so that what the budgets admit (and whether a plan is feasible) does not — it
+  // says whether the unit may be evicted and, if so, counts it against the budgets it keeps. A unit refused is no victim (a job whose whole is refused keeps only the chunks
   // taken), so no plan evicts more than the budgets allow, whichever units it chooses.
   std::function<bool(const Job&, int64_t gpu_milli)> take;
   // Called before the units are offered to `take` again: a plan whose job needs one domain of a

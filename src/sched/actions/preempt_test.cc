@@ -506,6 +506,47 @@ TEST(PreemptPlanFilter, ABudgetTakesElasticSurplusFirstAndARankOrdersTheVictims)
   EXPECT_EQ(f.JobNames(plan.evicted_jobs), Names{"b"});
 }
 
+// What budgets admit does not change with the clock alone: they are offered the whole jobs newest
+// first, not by C, which a checkpoint sets back to 0. Node 0 holds x (8 GPUs, started 1,000 s
+// before kNow, checkpoints every 600 s), node 1 holds y (4 GPUs, started 100 s before) and z
+// (4 GPUs, not allowed). An 8-GPU preemptor may take 8 GPUs in all. By C, y (400,000 at kNow)
+// would come before x (3,200,000) at kNow and after it at kNow + 200 (x just checkpointed: 0),
+// so the plan would be infeasible at kNow and evict x at kNow + 200 with nothing else changed.
+// Newest first, y is offered first at both times and uses half of the budget, x no longer fits in
+// it, and z keeps node 1: infeasible at both. With 12 GPUs to take, x goes at both.
+TEST(PreemptPlanFilter, WhatABudgetAdmitsDoesNotChangeWhenAVictimCheckpoints) {
+  Cluster f = Cluster::Flat(2);
+  Running rx;
+  rx.started_s = kNow - 1000;
+  rx.checkpoint_s = 600;
+  const JobId x = f.Run("x", {0}, 8, rx);
+  Running ry;
+  ry.started_s = kNow - 100;
+  const JobId y = f.Run("y", {1}, 4, ry);
+  f.Run("z", {1}, 4, ry);
+  const JobId p = f.Gang("p", 1, kWholeNode, 300);
+  const auto plan = [&](int64_t now, int64_t budget) {
+    VictimFilter filter;
+    filter.allowed = [&](const Job& j) { return j.id == x || j.id == y; };
+    filter.take = [budget](const Job&, int64_t gpu) mutable {
+      if (gpu > budget) return false;
+      budget -= gpu;
+      return true;
+    };
+    return PreemptAction::Plan(f.c.state, p, now, {}, {}, filter);
+  };
+  for (const int64_t now : {kNow, kNow + 200}) {
+    SCOPED_TRACE(now);
+    PreemptionPlan q = plan(now, 8000);
+    EXPECT_FALSE(q.feasible);
+    EXPECT_EQ(q.reason, "needs 1 replicas of (8 GPUs, 8000 milli-CPU, 0 MiB); even evicting all the work it may take back "
+                        "the cluster holds 0");
+    q = plan(now, 12000);
+    ASSERT_TRUE(q.feasible) << q.reason;
+    EXPECT_EQ(f.JobNames(q.evicted_jobs), Names{"x"});
+  }
+}
+
 // A victim that checkpoints on its eviction notice (JobSpec::checkpoint_on_notice_s) loses
 // nothing when the checkpoint fits in the grace period the victims get; otherwise, or when the
 // grace period is unknown (-1), it loses the work since its last periodic checkpoint.
