@@ -2122,8 +2122,8 @@ std::optional<int64_t> Engine::NextDue() const {
   // A planned job: the plan is renewed (and jobs backfilled) every interval.
   if (options_.backfill.easy && !queue_.empty() && next_backfill_ > now_) due = due ? std::min(*due, next_backfill_) : next_backfill_;
   // While jobs wait: a job kept from borrowing may start beyond its fair share once its period
-  // ends (and, running, be a rebalance's victim again), and a queue whose cooldown ends may be
-  // reclaimed from again.
+  // ends (and, running, be a rebalance's victim again), a queue whose cooldown ends may be
+  // reclaimed from again, and a Reclaim's budgets admit victims anew at each budget time.
   if (!queue_.empty()) {
     for (size_t li : no_borrow_) {
       const int64_t until = locals_[li].no_borrow_until;
@@ -2131,6 +2131,11 @@ std::optional<int64_t> Engine::NextDue() const {
     }
     if (std::find(options_.actions.begin(), options_.actions.end(), EngineAction::kReclaim) != options_.actions.end()) {
       if (const auto c = book_.NextCooldownEnd(now_)) due = due ? std::min(*due, *c) : *c;
+      // The next budget time, when a refused Reclaim's victims are ordered anew.
+      if (book_.enabled() && book_.sharing().reclaim) {
+        const int64_t next = QueueBook::BudgetTime(now_) + QueueBook::kBudgetPeriodS;
+        due = due ? std::min(*due, next) : next;
+      }
     }
   }
   for (const auto& [job, ws] : windows_) {

@@ -378,7 +378,8 @@ std::optional<int64_t> QueueBook::NextCooldownEnd(int64_t now_s) const {
 uint64_t QueueBook::ReclaimEpoch(int64_t now_s, bool shares_only) const {
   uint64_t ended = 0;
   for (int64_t until : cooldown_until_) ended += until != INT64_MIN && until <= now_s;
-  return (shares_only ? shares_version_ : version_) * 1000003 + ended;
+  const uint64_t budget = static_cast<uint64_t>(BudgetTime(now_s) / kBudgetPeriodS);
+  return ((shares_only ? shares_version_ : version_) * 1000003 + ended) * 1000003 + budget;
 }
 
 int64_t QueueBook::Cap(size_t q, size_t d, Bound bound) const {
@@ -650,7 +651,9 @@ VictimFilter QueueBook::VictimsUpTo(const ClusterState& state, JobId job, int64_
   if (!filter) return {};
   if (!within) within = within_marks();
   if (!mine) mine = mine_marks();
-  return Filter(state, c, leaf, hp ? prio : -1, model, std::move(within), std::move(mine));
+  VictimFilter f = Filter(state, c, leaf, hp ? prio : -1, model, std::move(within), std::move(mine));
+  f.budget_at_s = BudgetTime(now_s);
+  return f;
 }
 
 bool QueueBook::OwedBelow(const std::vector<char>& within, int32_t leaf, int top) const {

@@ -151,10 +151,23 @@ class QueueBook {
   // Counts the shares' computations (0 with the book off).
   uint64_t version() const { return version_; }
   // Changes whenever what a Reclaim may take changes other than by a release: the shares'
-  // version plus the cooldowns ended by now_s. `shares_only`: only when the fair shares or
-  // entitlements change (not when only what the queues hold or want does) — with Supply, what a
-  // Reclaim's victims depend on besides the cluster's releases.
+  // version plus the cooldowns ended by now_s and the budget time (BudgetTime). `shares_only`:
+  // only when the fair shares or entitlements change (not when only what the queues hold or want
+  // does) — with Supply, what a Reclaim's victims depend on besides the cluster's releases.
   uint64_t ReclaimEpoch(int64_t now_s, bool shares_only = false) const;
+  // The budgets of a Reclaim's victims (VictimFilter::take) are offered the victims by their cost
+  // C as of BudgetTime(now_s), now_s rounded down to a multiple of kBudgetPeriodS, not as of now_s:
+  // C changes with the clock alone (a checkpoint sets it back to 0), and what the budgets admit
+  // decides whether a Reclaim is feasible. So a refused Reclaim can become feasible with nothing
+  // else changed only at those times: ReclaimEpoch changes there, and the engine names the next
+  // one (NextDue) while jobs wait, so that every driver asks again at the same moment. The period
+  // is the usual grace period: 300 s cost the example's victims ~40% more lost work (C up to five
+  // minutes old), 60 s ~1-20% (docs/fair-share.md).
+  static constexpr int64_t kBudgetPeriodS = 60;
+  static int64_t BudgetTime(int64_t now_s) {
+    const int64_t r = now_s % kBudgetPeriodS;
+    return now_s - (r < 0 ? r + kBudgetPeriodS : r);
+  }
   // The earliest end of a queue's cooldown after now_s (a Reclaim may take from it again then),
   // if any. O(queues).
   std::optional<int64_t> NextCooldownEnd(int64_t now_s) const;

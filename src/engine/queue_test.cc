@@ -208,6 +208,34 @@ TEST(EngineQueues, WithoutAbsorbAShrunkJobsCooldownIsNeverDueAgain) {
   EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 4}}));
 }
 
+// A Reclaim's budgets order their victims by C as of the budget time (QueueBook::BudgetTime, a
+// multiple of kBudgetPeriodS, 60 s), so a refused Reclaim can become feasible with nothing else changed
+// only at those times. While a job waits, NextDue names the next one (a driver that runs cycles
+// only at its events and at NextDue asks again when one that runs every second would); without
+// Reclaim across queues nothing is due.
+TEST(EngineQueues, WhileAJobWaitsNextDueNamesTheNextBudgetTimeWhenQueuesReclaim) {
+  constexpr int64_t kP = QueueBook::kBudgetPeriodS;
+  static_assert(kP > 10);
+  EXPECT_EQ(QueueBook::BudgetTime(0), 0);
+  EXPECT_EQ(QueueBook::BudgetTime(kP - 1), 0);
+  EXPECT_EQ(QueueBook::BudgetTime(kP), kP);
+  EXPECT_EQ(QueueBook::BudgetTime(-1), -kP);
+  for (const bool reclaim : {true, false}) {
+    SCOPED_TRACE(reclaim);
+    SharingSpec sharing;
+    sharing.reclaim = reclaim;
+    Cluster c(2, {Q("a", 8), Q("b", 8)}, sharing);
+    c.Submit(NodeJob(1, "a", 2), 0);  // both nodes: a borrows b's guarantee
+    c.Cycle(0);
+    EXPECT_EQ(c.e().NextDue(), std::nullopt);  // nobody waits
+    c.Submit(NodeJob(2, "a", 1), kP - 10);  // waits: no capacity, and a is owed nothing
+    EXPECT_TRUE(c.Cycle(kP - 10).empty());
+    EXPECT_EQ(c.e().NextDue(), reclaim ? std::optional<int64_t>(kP) : std::nullopt);
+    EXPECT_TRUE(c.Cycle(kP).empty());
+    EXPECT_EQ(c.e().NextDue(), reclaim ? std::optional<int64_t>(2 * kP) : std::nullopt);
+  }
+}
+
 TEST(EngineQueues, AShortfallBelowATenthOfTheFairShareEvictsNothing) {
   // 32 nodes; a is guaranteed 8, b 20. b runs twenty 1-node jobs (its guarantee); a's elastic
   // job (1..12 nodes) holds the other 12. b queues one more node: the fair shares become b 21

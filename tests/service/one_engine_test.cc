@@ -678,9 +678,11 @@ TEST(OneEngine, ASharedClusterWhoseServiceRebuildsItsEngineWheneverItMayDecidesA
 //   those GPUs, and the next cycle's Reclaim found them gone. ReclaimQueued now passes over such a
 //   job, as Rebalance did.
 // - seed 8, with that, at 1858 (a Reclaim 4 s before the simulator's): the budgets were offered
-//   the victims by C, which a checkpoint sets back to 0, so a Reclaim refused at 192,795 s was
-//   feasible at 192,796 s with nothing else changed (now newest first:
-//   PreemptPlanFilter.WhatABudgetAdmitsDoesNotChangeWhenAVictimCheckpoints).
+//   the victims by C as of now, which a checkpoint sets back to 0, so a Reclaim refused at
+//   192,795 s was feasible at 192,796 s with nothing else changed (now by C as of the budget
+//   time, a multiple of 60 s that NextDue names while jobs wait:
+//   PreemptPlanFilter.WhatABudgetAdmitsFollowsTheVictimsCostAtTheBudgetTimeNotAtThePlansTime,
+//   EngineQueues.WhileAJobWaitsNextDueNamesTheNextBudgetTimeWhenQueuesReclaim).
 // - seed 2, with those, at 1402 (an eviction 13 s early): a Reclaim started later in a pass made
 //   an earlier job's plan feasible, which only a rebuilt engine (no refusal memo) asked again at
 //   the next second. Now each Reclaim started voids the refusal memos and the action runs again

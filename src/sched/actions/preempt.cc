@@ -39,6 +39,7 @@ struct VJob {
   int32_t priority = 0;
   int64_t cost = 0;     // C, milli-GPU x s
   int64_t runtime = 0;  // now - start, s
+  int64_t budget_cost = 0, budget_runtime = 0;  // the same at VictimFilter::budget_at_s
   std::vector<TaskId> bound;       // its bound tasks, in the job's task order
   std::vector<int32_t> chunk_of;   // per bound task: its elastic chunk, or kNotSurplus
   std::vector<int32_t> shrink_to;  // per chunk: replicas left once it is evicted
@@ -352,6 +353,9 @@ class Solver {
       const int64_t start = j.started_at_s < 0 || j.started_at_s > now ? now : j.started_at_s;
       v.runtime = now - start;
       v.cost = gpu * SecondsSinceCheckpoint(j, now, options.grace_s);
+      const int64_t at = filter.budget_at_s >= 0 ? filter.budget_at_s : now;
+      v.budget_runtime = at - (j.started_at_s < 0 || j.started_at_s > at ? at : j.started_at_s);
+      v.budget_cost = gpu * SecondsSinceCheckpoint(j, at, options.grace_s);
       // Elastic surplus: shrink targets k < b, multiples of the step, k >= max(min, 1).
       const int64_t b = static_cast<int64_t>(v.bound.size());
       const int64_t step = options.align ? std::max<int32_t>(1, j.spec.step) : 1;
@@ -378,13 +382,13 @@ class Solver {
     });
     std::vector<uint32_t> whole_order = order;
     if (filter.take) {
-      // The budgets are offered the whole jobs newest first, not by C: C changes with the clock
-      // alone (a checkpoint sets it back to 0), and what the budgets admit decides whether a plan
-      // is feasible at all. So feasibility changes only when the state, the filter or the budgets
-      // do, never at a checkpoint: every driver finds it at the same moment, whenever it asks.
+      // The budgets are offered the whole jobs by C as of VictimFilter::budget_at_s: what they
+      // admit decides whether a plan is feasible at all, and C at the plan's own time changes
+      // with the clock alone (a checkpoint sets it back to 0).
       std::sort(whole_order.begin(), whole_order.end(), [&](uint32_t a, uint32_t b) {
         const VJob &x = jobs_[a], &y = jobs_[b];
-        return std::tie(x.rank, x.priority, x.runtime, a) < std::tie(y.rank, y.priority, y.runtime, b);
+        return std::tie(x.rank, x.priority, x.budget_cost, x.budget_runtime, a) <
+               std::tie(y.rank, y.priority, y.budget_cost, y.budget_runtime, b);
       });
       Budget(filter, order, whole_order);
     }

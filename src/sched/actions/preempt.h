@@ -97,15 +97,19 @@ struct VictimFilter {
   std::function<int64_t(const Job&)> rank;
   // Budgets: called for each unit the candidates offer — every elastic chunk first, in victim
   // order (GPU milli of the chunk), then each whole job (GPU milli beyond its chunks already
-  // taken) by rank, priority, runtime (newest first) and id: not by C, which changes with the
-  // clock alone, so that what the budgets admit (and whether a plan is feasible) does not — it
-  // says whether the unit may be evicted and, if so, counts it against the budgets it keeps. A unit refused is no victim (a job whose whole is refused keeps only the chunks
+  // taken) in the whole jobs' victim order with C and runtime as of `budget_at_s` — it says
+  // whether the unit may be evicted and, if so, counts it against the budgets it keeps. A unit refused is no victim (a job whose whole is refused keeps only the chunks
   // taken), so no plan evicts more than the budgets allow, whichever units it chooses.
   std::function<bool(const Job&, int64_t gpu_milli)> take;
   // Called before the units are offered to `take` again: a plan whose job needs one domain of a
   // level offers each domain's candidates (those with a task there) afresh, each against whole
   // budgets.
   std::function<void()> reset;
+  // With `take`: the time (s) at which C and runtime order the whole jobs offered to it; -1: the
+  // plan's now. What the budgets admit decides whether a plan is feasible, and C changes with the
+  // clock alone (a checkpoint sets it back to 0): a caller that remembers refusals fixes this
+  // time between the moments it asks again (QueueBook::BudgetTime).
+  int64_t budget_at_s = -1;
   // When set: every job `allowed` admits is a preemptible job of one of these queues (a shared
   // list: filters are copied), so the candidates are found from their lists
   // (ClusterState::queue_preemptible_jobs) rather than from every task on the nodes.

@@ -506,15 +506,15 @@ TEST(PreemptPlanFilter, ABudgetTakesElasticSurplusFirstAndARankOrdersTheVictims)
   EXPECT_EQ(f.JobNames(plan.evicted_jobs), Names{"b"});
 }
 
-// What budgets admit does not change with the clock alone: they are offered the whole jobs newest
-// first, not by C, which a checkpoint sets back to 0. Node 0 holds x (8 GPUs, started 1,000 s
-// before kNow, checkpoints every 600 s), node 1 holds y (4 GPUs, started 100 s before) and z
-// (4 GPUs, not allowed). An 8-GPU preemptor may take 8 GPUs in all. By C, y (400,000 at kNow)
-// would come before x (3,200,000) at kNow and after it at kNow + 200 (x just checkpointed: 0),
-// so the plan would be infeasible at kNow and evict x at kNow + 200 with nothing else changed.
-// Newest first, y is offered first at both times and uses half of the budget, x no longer fits in
-// it, and z keeps node 1: infeasible at both. With 12 GPUs to take, x goes at both.
-TEST(PreemptPlanFilter, WhatABudgetAdmitsDoesNotChangeWhenAVictimCheckpoints) {
+// What budgets admit follows C as of VictimFilter::budget_at_s, not as of the plan's time. Node 0
+// holds x (8 GPUs, started 1,000 s before kNow, checkpoints every 600 s), node 1 holds y (4 GPUs,
+// started 100 s before) and z (4 GPUs, not allowed). An 8-GPU preemptor may take 8 GPUs in all:
+// offered y first (C 400,000 at kNow against x's 3,200,000), the budget keeps 4 GPUs, x no longer
+// fits in it and z keeps node 1: infeasible. At kNow + 200 x has just checkpointed (C 0): offered
+// x first, it empties node 0. So the plan follows the budget time, whenever it is made: as of kNow,
+// infeasible at kNow and at kNow + 200 (by C at kNow + 200 it would evict x); as of kNow + 200, x
+// at kNow + 200 and at kNow + 500 (where y, newer at an equal C of 2,400,000, would come first).
+TEST(PreemptPlanFilter, WhatABudgetAdmitsFollowsTheVictimsCostAtTheBudgetTimeNotAtThePlansTime) {
   Cluster f = Cluster::Flat(2);
   Running rx;
   rx.started_s = kNow - 1000;
@@ -525,26 +525,33 @@ TEST(PreemptPlanFilter, WhatABudgetAdmitsDoesNotChangeWhenAVictimCheckpoints) {
   const JobId y = f.Run("y", {1}, 4, ry);
   f.Run("z", {1}, 4, ry);
   const JobId p = f.Gang("p", 1, kWholeNode, 300);
-  const auto plan = [&](int64_t now, int64_t budget) {
+  const auto plan = [&](int64_t now, int64_t budget_at) {
     VictimFilter filter;
     filter.allowed = [&](const Job& j) { return j.id == x || j.id == y; };
-    filter.take = [budget](const Job&, int64_t gpu) mutable {
+    filter.take = [budget = int64_t{8000}](const Job&, int64_t gpu) mutable {
       if (gpu > budget) return false;
       budget -= gpu;
       return true;
     };
+    filter.budget_at_s = budget_at;
     return PreemptAction::Plan(f.c.state, p, now, {}, {}, filter);
   };
   for (const int64_t now : {kNow, kNow + 200}) {
     SCOPED_TRACE(now);
-    PreemptionPlan q = plan(now, 8000);
+    const PreemptionPlan q = plan(now, kNow);
     EXPECT_FALSE(q.feasible);
     EXPECT_EQ(q.reason, "needs 1 replicas of (8 GPUs, 8000 milli-CPU, 0 MiB); even evicting all the work it may take back "
                         "the cluster holds 0");
-    q = plan(now, 12000);
+  }
+  for (const int64_t now : {kNow + 200, kNow + 500}) {
+    SCOPED_TRACE(now);
+    const PreemptionPlan q = plan(now, kNow + 200);
     ASSERT_TRUE(q.feasible) << q.reason;
     EXPECT_EQ(f.JobNames(q.evicted_jobs), Names{"x"});
   }
+  // Without a budget time, the plan's own: feasible at kNow + 200, not at kNow + 500.
+  EXPECT_TRUE(plan(kNow + 200, -1).feasible);
+  EXPECT_FALSE(plan(kNow + 500, -1).feasible);
 }
 
 // A victim that checkpoints on its eviction notice (JobSpec::checkpoint_on_notice_s) loses
