@@ -162,7 +162,7 @@ class QueueBook {
   // else changed only at those times: ReclaimEpoch changes there, and the engine names the next
   // one (NextDue) while jobs wait, so that every driver asks again at the same moment. The period
   // is the usual grace period: 300 s cost the example's victims ~40% more lost work (C up to five
-  // minutes old), 60 s ~1-20% (docs/fair-share.md).
+  // minutes old), 60 s 1-19% (docs/fair-share.md).
   static constexpr int64_t kBudgetPeriodS = 60;
   static int64_t BudgetTime(int64_t now_s) {
     const int64_t r = now_s % kBudgetPeriodS;
