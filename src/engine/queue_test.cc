@@ -209,10 +209,10 @@ TEST(EngineQueues, WithoutAbsorbAShrunkJobsCooldownIsNeverDueAgain) {
 }
 
 // A Reclaim's budgets order their victims by C as of the budget time (QueueBook::BudgetTime, a
-// multiple of kBudgetPeriodS, 60 s), so a refused Reclaim can become feasible with nothing else changed
-// only at those times. While a job waits, NextDue names the next one (a driver that runs cycles
-// only at its events and at NextDue asks again when one that runs every second would); without
-// Reclaim across queues nothing is due.
+// multiple of kBudgetPeriodS, 60 s), so a refused Reclaim can become feasible with nothing else
+// changed only at those times. While a job waits, NextDue names the next one (a driver that runs
+// cycles only at its events and at NextDue asks again when one that runs every second would);
+// without Reclaim across queues nothing is due.
 TEST(EngineQueues, WhileAJobWaitsNextDueNamesTheNextBudgetTimeWhenQueuesReclaim) {
   constexpr int64_t kP = QueueBook::kBudgetPeriodS;
   static_assert(kP > 10);

@@ -353,9 +353,10 @@ class Solver {
       const int64_t start = j.started_at_s < 0 || j.started_at_s > now ? now : j.started_at_s;
       v.runtime = now - start;
       v.cost = gpu * SecondsSinceCheckpoint(j, now, options.grace_s);
-      const int64_t at = filter.budget_at_s >= 0 ? filter.budget_at_s : now;
-      v.budget_runtime = at - (j.started_at_s < 0 || j.started_at_s > at ? at : j.started_at_s);
-      v.budget_cost = gpu * SecondsSinceCheckpoint(j, at, options.grace_s);
+      // The same as of the budget time, for the budgets' order only (OrderUnits).
+      const int64_t at = filter.take && filter.budget_at_s >= 0 ? filter.budget_at_s : now;
+      v.budget_runtime = at == now ? v.runtime : at - (j.started_at_s < 0 || j.started_at_s > at ? at : j.started_at_s);
+      v.budget_cost = at == now ? v.cost : gpu * SecondsSinceCheckpoint(j, at, options.grace_s);
       // Elastic surplus: shrink targets k < b, multiples of the step, k >= max(min, 1).
       const int64_t b = static_cast<int64_t>(v.bound.size());
       const int64_t step = options.align ? std::max<int32_t>(1, j.spec.step) : 1;
