@@ -97,7 +97,7 @@ Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, S
   e.reserve = c.reserve.ToEngine();
   if (c.defrag.enabled) {
     const DefragConfig& d = c.defrag;
-    e.defrag = {true, d.interval_s, d.trigger_after_s, d.trigger_min_gpus, d.trigger_cooldown_s, d.plan};
+    e.defrag = d.ToEngine(d.plan);
     e.migration = d.migration;
   }
   e.queues = c.queues;  // checked against the models the quotas name (the service learns the rest from its nodes)

@@ -200,6 +200,19 @@ struct DefragConfig {
   bool assemble = false;
   DefragOptions plan;
   MigrationOptions migration;
+  // The engine's form, with the planner's options `plan` (the objective's names resolved): every
+  // driver builds it here, so that none leaves a field at the engine's default.
+  EngineDefrag ToEngine(DefragOptions resolved) const {
+    EngineDefrag d;
+    d.enabled = enabled;
+    d.interval_s = interval_s;
+    d.trigger_after_s = trigger_after_s;
+    d.trigger_min_gpus = trigger_min_gpus;
+    d.trigger_cooldown_s = trigger_cooldown_s;
+    d.plan = std::move(resolved);
+    d.assemble = assemble;
+    return d;
+  }
 };
 
 // How a configuration of a federation scenario dispatches jobs over its members (issue 6,

@@ -224,8 +224,7 @@ Status ApplyDefrag(const Scenario& sc, const ClusterState& state, const Schedule
   }
   ESTUARY_RETURN_IF_ERROR(DefragAction::Validate(state, plan));
   ESTUARY_RETURN_IF_ERROR(MigrationExecutor::Validate(dfc.migration));
-  e->defrag = {true, dfc.interval_s, dfc.trigger_after_s, dfc.trigger_min_gpus, dfc.trigger_cooldown_s, plan};
-  e->defrag.assemble = dfc.assemble;
+  e->defrag = dfc.ToEngine(std::move(plan));
   e->migration = dfc.migration;
   e->migration.seed = seed ^ 0x6d696772617465ULL;
   e->planning_clock = planning_clock;

@@ -73,8 +73,11 @@ struct JobChange {
 // How the sequence is scheduled: the service's default configuration (kBase: Reclaim, Absorb,
 // Standby, Align), or that plus what a shared cluster turns on (kTenants): three teams' queues
 // under two orgs with fair share by weight and usage decaying with a half-life, holds for waiting
-// gangs, EASY backfill with the jobs' walltimes, and the engine's own defragmentation every hour.
-enum class Variant { kBase, kTenants };
+// gangs, EASY backfill with the jobs' walltimes, and the engine's own defragmentation every hour;
+// or the shared cluster with what a platform team turns on against failures and long waits
+// (kAssembling): survivor holds (hold_survivors), conservative backfill, and triggered
+// defragmentation that assembles a gang's room (defrag's trigger_after_s with assemble).
+enum class Variant { kBase, kTenants, kAssembling };
 
 struct Recording {
   Variant variant = Variant::kBase;
@@ -156,7 +159,7 @@ Recording Record(uint64_t seed, Variant variant = Variant::kBase) {
   // The tenants' variant, from a stream of its own (the rest of the sequence is the same): each
   // job is one team's (team-a1 busier than the others), and every job but a service states a
   // walltime it keeps (three times its duration).
-  if (variant == Variant::kTenants) {
+  if (variant != Variant::kBase) {
     Rng teams(seed + 2000);
     for (RecordedJob& j : r.jobs) {
       const uint64_t u = teams.Uniform(10);
@@ -199,7 +202,7 @@ std::string ScenarioYaml(const Recording& r, uint64_t seed) {
   }
   y << "configurations:\n  - {name: live, policy: best-fit, queue: priority, preempt: {grace_s: 60}, absorb: true,\n"
        "     standby: {grace_s: 60, lend_max_priority: 699}";
-  if (r.variant == Variant::kTenants) {
+  if (r.variant != Variant::kBase) {
     // 128 GPUs: org a is guaranteed 80 (team-a1 48, team-a2 32), org b 48; weights 2:1 within a.
     y << ",\n     queues: [{name: org-a, guarantee: {gpus: 80}, tenants: [t]},\n"
          "              {name: team-a1, parent: org-a, guarantee: {gpus: 48}, weight: 2},\n"
@@ -207,8 +210,13 @@ std::string ScenarioYaml(const Recording& r, uint64_t seed) {
          "              {name: org-b, guarantee: {gpus: 48}, tenants: [t]},\n"
          "              {name: team-b1, parent: org-b, guarantee: {gpus: 48}, limit: {gpus: 96}}],\n"
          "     sharing: {usage_half_life_s: 7200},\n"
-         "     reserve: {after_s: 600, min_gpus: 16}, backfill: easy,\n"
-         "     defrag: {interval_s: 3600}";
+         "     reserve: {after_s: 600, min_gpus: 16},\n";
+    if (r.variant == Variant::kAssembling) {
+      y << "     backfill: {mode: conservative, depth: 20}, hold_survivors: true,\n"
+           "     defrag: {interval_s: 3600, trigger_after_s: 900, assemble: true}";
+    } else {
+      y << "     backfill: easy,\n     defrag: {interval_s: 3600}";
+    }
   }
   y << "}\n";
   return y.str();
@@ -650,6 +658,14 @@ TEST(OneEngine, AServiceThatRebuildsItsEngineWheneverItMayDecidesAsTheSimulatorS
 //   when what the queues hold changes: EngineQueues.TimeBasedFairnessCountsUsageExactly...).
 TEST(OneEngine, ASharedClusterWithQueuesHoldsBackfillAndDefragmentationDecidesAsTheSimulator) {
   for (uint64_t seed : {1, 2, 3, 6, 7}) ExpectSameDecisions(seed, false, Variant::kTenants);
+}
+// The shared cluster with survivor holds, conservative backfill and assembled rooms for gangs
+// that waited (Variant::kAssembling). Before, the service's configuration dropped
+// `defrag: {assemble: true}` (a second copy of the simulator's mapping left it at the engine's
+// default): first difference at decision 87 (seed 1), 20 (seed 2) and 92 (seed 3), each an
+// assembly's migration the service did not make (now DefragConfig::ToEngine, for both).
+TEST(OneEngine, ASharedClusterWithSurvivorHoldsConservativeBackfillAndAssemblyDecidesAsTheSimulator) {
+  for (uint64_t seed : {1, 2, 3, 5}) ExpectSameDecisions(seed, false, Variant::kAssembling);
 }
 // The shared cluster's sequence with the service rebuilding its engine whenever it may, checked
 // every second, so that it runs a cycle every second where the simulator runs one at its events
