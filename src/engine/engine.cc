@@ -139,6 +139,7 @@ CarriedJob Engine::CarriedOf(size_t li) const {
   c.no_grow_until = l.no_grow_until;
   c.resume_nodes = j.resume_nodes;
   if (l.running) c.started_s = j.started_at_s;
+  c.assembled = li == assembled_;
   // The replica of job `of` that task t is (its index in the job's tasks).
   const auto replica = [&](TaskId t) {
     const std::vector<TaskId>& of = state_.job(state_.task(t).job).tasks;
@@ -273,6 +274,7 @@ void Engine::RestoreJob(const CarriedJob& c) {
   }
   if (!c.resume_nodes.empty()) state_.SetResumeNodes(l.id, c.resume_nodes);
   if (l.running) RestoreStandbyRestores(li, c);
+  if (c.assembled) assembled_ = li;
   if (!queue_.Contains(li) || c.queued_at < 0) return;
   if (c.queued_at != l.queued_at) {
     // Queued here afresh: its waits count from when it joined the queue before (those Enqueue
@@ -3143,7 +3145,7 @@ void Engine::PlanDefrag(int64_t now_s) {
     // again; else the first job that came due. Every due job (it too) looks again a cooldown later.
     const bool live = assembled_ != SIZE_MAX && queue_.Contains(assembled_) &&
                       state_.job(locals_[assembled_].id).reservation.valid();
-    if (!live) assembled_ = SIZE_MAX;
+    if (!live) SetAssembled(SIZE_MAX);
     size_t chosen = SIZE_MAX;
     for (const Trigger& tr : due) {
       if (live ? tr.li == assembled_ : chosen == SIZE_MAX) chosen = tr.li;
@@ -3198,7 +3200,7 @@ void Engine::Assemble(size_t li, int64_t now_s) {
   }
   state_.AddReservation(id, nodes);
   if (std::find(holders_.begin(), holders_.end(), li) == holders_.end()) holders_.push_back(li);
-  assembled_ = li;
+  SetAssembled(li);
   ++defrag_counters_.plans;
   ++defrag_counters_.assembled;
   last_plan_ = now_s;
@@ -3208,6 +3210,13 @@ void Engine::Assemble(size_t li, int64_t now_s) {
     StepMigrations(now_s);
   }
   TryQueue(now_s);  // it may fit at once (its old hold and the free nodes of the new one)
+}
+
+void Engine::SetAssembled(size_t li) {
+  if (li == assembled_) return;
+  if (assembled_ != SIZE_MAX) LogCarry(assembled_);
+  if (li != SIZE_MAX) LogCarry(li);
+  assembled_ = li;
 }
 
 std::vector<Engine::StartingMove> Engine::StartingMoves() const {

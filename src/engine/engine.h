@@ -1080,6 +1080,8 @@ class Engine {
   int64_t next_replan_ = 0;              // the `reserve` action's next renewal (0: none)
   int64_t reservations_made_ = 0;
   size_t assembled_ = SIZE_MAX;          // the job holding the assembled nodes (EngineDefrag::assemble)
+  // assembled_ = li (SIZE_MAX: none), the jobs it was and is logged for the carry (CarriedJob::assembled).
+  void SetAssembled(size_t li);
   int64_t next_defrag_ = 0;              // the `defrag` action's next periodic plan (0: none)
   int64_t last_plan_ = -1;
   struct Trigger {

@@ -388,6 +388,7 @@ CarriedJob CarriedFrom(const Fields& jf, const std::function<std::optional<NodeI
     c.planned_holds = pf.Bool("holds", true);
   }
   c.unplanned = jf.Int("unplanned", -1);
+  c.assembled = jf.Bool("assembled", false);
   return c;
 }
 
@@ -905,6 +906,7 @@ Json CarriedJobJson(const CarriedJob& c, const std::function<Json(NodeId)>& node
     o["planned"] = {{"start", c.planned_start}, {"where", c.planned_where}, {"nodes", nodes}, {"holds", c.planned_holds}};
   }
   if (c.unplanned >= 0) o["unplanned"] = c.unplanned;
+  if (c.assembled) o["assembled"] = true;
   return o;
 }
 

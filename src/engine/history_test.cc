@@ -94,6 +94,7 @@ std::vector<HistoryRecord> OneOfEachKind() {
   planned.planned_nodes = {NodeId(3), NodeId(1), NodeId(0)};
   planned.planned_holds = false;  // the `reserve` action's hold replaced the plan's
   planned.unplanned = 6;
+  planned.assembled = true;  // its hold is the one an assembly made
   carry.jobs = {waiting, running, planned};
   carry.queues = {{"team-a", 135, 1.0 / 3.0, 16000}};
   carry.usage_at = 14;
@@ -180,6 +181,9 @@ TEST(HistoryText, EveryKindOfRecordSurvivesARoundTrip) {
   EXPECT_EQ(back.schedule, (CarriedSchedule{3600, 120, 300, 44, 6}));
   EXPECT_EQ(back.jobs[2].unplanned, 6);
   EXPECT_EQ(back.jobs[0].unplanned, -1);
+  EXPECT_TRUE(back.jobs[2].assembled);
+  EXPECT_FALSE(back.jobs[0].assembled);
+  EXPECT_FALSE(restore["jobs"][0].contains("assembled"));
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["policy"], "fgd");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["victims"], "volcano");
   EXPECT_EQ(HistoryRecordJson(all.front())["config"]["preemptor_min_priority"], 0);

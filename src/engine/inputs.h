@@ -146,6 +146,9 @@ struct CarriedJob {
   // The plan made the hold `held` names (backfill releases it when it plans anew); false when
   // another hold replaced the plan's (the `reserve` action's), which backfill leaves alone.
   bool planned_holds = true;
+  // The one job whose hold an assembly made (EngineDefrag::assemble): a trigger that comes due
+  // plans for it anew rather than for another.
+  bool assembled = false;
   // Backfill found no time for it when CarriedSchedule::walltime_starts was this (-1: not so):
   // it is not planned for again until a job with a walltime starts.
   int64_t unplanned = -1;

@@ -156,6 +156,7 @@ class PartitionSearch {
     const Topology& topo = state.topology();
     const bool domains = o.objective == DefragOptions::Objective::kWholeFreeDomains;
     r_.nodes.reserve(ids.size());
+    std::vector<TaskId> on;  // a node's tasks (below)
     for (NodeId id : ids) {
       const Node& n = state.node(id);
       WNode w;
@@ -177,7 +178,12 @@ class PartitionSearch {
       }
       w.Refresh();
       bool all_movable = !n.tasks.empty();
-      for (TaskId tid : n.tasks) {
+      // In task id order, not the node's bind order: a driver that rebuilt its state (the
+      // service's engine, rebuilt from its jobs) binds them in another order, and the plan's
+      // ties and its attempt budget must not depend on it.
+      on.assign(n.tasks.begin(), n.tasks.end());
+      if (!std::is_sorted(on.begin(), on.end())) std::sort(on.begin(), on.end());
+      for (TaskId tid : on) {
         const Task& t = state.task(tid);
         WTask wt;
         wt.id = tid;
