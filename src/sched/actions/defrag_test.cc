@@ -718,12 +718,18 @@ TEST(DefragTest, BadOptionsAreNamed) {
   EXPECT_TRUE(DefragAction::Validate(c.state, DefragOptions()).ok());
 }
 
-// A random instance (seed): 6-20 nodes of 4 or 8 GPUs (V100 or A100), three tasks a node (whole
+// A random instance of `seed`: 6-20 nodes of 4 or 8 GPUs (V100 or A100), three tasks a node (whole
 // or shared GPUs, some pinned to A100) bound where they fit, a fifth of them locked, maybe a
 // cordoned node, and random partitions and chain depths. `rng` goes on drawing from where it
 // stopped.
-void RandomInstance(uint64_t seed, Rng& rng, ClusterBuilder& c, std::vector<char>& locked, DefragOptions& o) {
-  rng = Rng(seed);
+struct Random {
+  explicit Random(uint64_t seed);
+  Rng rng;
+  ClusterBuilder c;
+  std::vector<char> locked;
+  DefragOptions o;
+};
+Random::Random(uint64_t seed) : rng(seed) {
   const int nodes = 6 + static_cast<int>(rng.Uniform(15));
   for (int i = 0; i < nodes; ++i) {
     NodeShape shape = Gpus(rng.Uniform(4) == 0 ? 4 : 8);
@@ -774,11 +780,11 @@ TEST(DefragTest, RandomClustersYieldValidPlans) {
   int64_t vacated = 0, ejections = 0, shape_moves = 0;
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    Rng rng(seed);
-    ClusterBuilder c;
-    std::vector<char> locked;
-    DefragOptions o;
-    RandomInstance(seed, rng, c, locked, o);
+    Random k(seed);
+    Rng& rng = k.rng;
+    ClusterBuilder& c = k.c;
+    const std::vector<char>& locked = k.locked;
+    DefragOptions& o = k.o;
     const DefragPlan p = DefragAction::Plan(c.state, locked, o);
     vacated += static_cast<int64_t>(p.vacated.size());
     ejections += p.ejections;
@@ -824,17 +830,14 @@ TEST(DefragTest, RandomClustersYieldValidPlans) {
 // random instance is planned as bound and with every task unbound and bound again in the reverse
 // order, at chain depths 0-3 and for both objectives. Before, the ejection pairs' tie-break and
 // the attempt budget followed the node's bind order (OneEngine
-// ASharedClusterWithSurvivorHoldsConservativeBackfillAndAssembly...'s compacting seeds 6 and 8).
+// ASharedClusterWithAssemblyWhoseServiceRebuildsItsEngine...: seeds 6 and 8).
 TEST(DefragTest, APlanDoesNotDependOnTheOrderANodesTasksWereBoundIn) {
   int64_t ejections = 0;
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    Rng rng(seed);
-    ClusterBuilder c;
-    std::vector<char> locked;
-    DefragOptions o;
-    RandomInstance(seed, rng, c, locked, o);
-    ClusterState again = c.state;
+    Random k(seed);
+    // Every task unbound, then bound again where it was, last first.
+    ClusterState again = k.c.state;
     std::vector<std::pair<TaskId, std::pair<NodeId, GpuIndices>>> bound;
     for (const Task& t : again.tasks()) {
       if (t.state == TaskState::kBound) bound.push_back({t.id, {t.node, t.gpus}});
@@ -843,13 +846,13 @@ TEST(DefragTest, APlanDoesNotDependOnTheOrderANodesTasksWereBoundIn) {
     for (auto it = bound.rbegin(); it != bound.rend(); ++it) again.Bind(it->first, it->second.first, it->second.second);
     ASSERT_TRUE(again.CheckInvariants().ok());
     for (int32_t depth = 0; depth <= 3; ++depth) {
-      o.max_chain_depth = depth;
+      k.o.max_chain_depth = depth;
       for (const auto objective : {DefragOptions::Objective::kWholeFreeNodes, DefragOptions::Objective::kPlaceableShape}) {
-        o.objective = objective;
-        o.shape = Req().Gpus(2).Cpu(8000).Mem(32768).r;
-        const DefragPlan p = DefragAction::Plan(c.state, locked, o);
+        k.o.objective = objective;
+        k.o.shape = Req().Gpus(2).Cpu(8000).Mem(32768).r;
+        const DefragPlan p = DefragAction::Plan(k.c.state, k.locked, k.o);
         ejections += p.ejections;
-        ExpectSamePlan(p, DefragAction::Plan(again, locked, o));
+        ExpectSamePlan(p, DefragAction::Plan(again, k.locked, k.o));
       }
     }
   }
