@@ -134,7 +134,7 @@ StatusOr<SharingSpec> DecodeSharing(const Json& v, const std::string& path) {
   const ObjectReader in(v, path);
   ESTUARY_RETURN_IF_ERROR(
       in.RejectUnknown({"borrow", "reclaim", "weights", "reclaim_to", "usage_half_life_s", "cooldown_s", "reborrow_s",
-                       "count_in_flight", "rebalance"}));
+                       "budget_period_s", "count_in_flight", "rebalance"}));
   SharingSpec s;
   ESTUARY_ASSIGN_OR_RETURN(s.borrow, in.Bool("borrow", true));
   ESTUARY_ASSIGN_OR_RETURN(s.reclaim, in.Bool("reclaim", true));
@@ -148,6 +148,7 @@ StatusOr<SharingSpec> DecodeSharing(const Json& v, const std::string& path) {
   ESTUARY_ASSIGN_OR_RETURN(s.usage_half_life_s, in.Integer("usage_half_life_s", 0, kMaxSeconds, 0));
   ESTUARY_ASSIGN_OR_RETURN(s.cooldown_s, in.Integer("cooldown_s", 0, kMaxSeconds, 300));
   ESTUARY_ASSIGN_OR_RETURN(s.reborrow_s, in.Integer("reborrow_s", 0, kMaxSeconds, 3600));
+  ESTUARY_ASSIGN_OR_RETURN(s.budget_period_s, in.Integer("budget_period_s", 1, 86400, 60));
   ESTUARY_ASSIGN_OR_RETURN(s.count_in_flight, in.Bool("count_in_flight", true));
   ESTUARY_ASSIGN_OR_RETURN(s.rebalance, in.Bool("rebalance", true));
   return s;
@@ -179,6 +180,7 @@ Json EncodeSharing(const SharingSpec& s) {
           {"usage_half_life_s", s.usage_half_life_s},
           {"cooldown_s", s.cooldown_s},
           {"reborrow_s", s.reborrow_s},
+          {"budget_period_s", s.budget_period_s},
           {"count_in_flight", s.count_in_flight},
           {"rebalance", s.rebalance}};
 }

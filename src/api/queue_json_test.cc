@@ -89,6 +89,17 @@ TEST(QueueJson, SharingHasDefaultsAndRoundTrips) {
   s = DecodeSharing(Json::parse(R"({"rebalance": "no"})"));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("field 'sharing.rebalance'"), std::string::npos) << s.status().message();
+  EXPECT_EQ(DecodeSharing(Json::object())->budget_period_s, 60);
+  s = DecodeSharing(Json::parse(R"({"budget_period_s": 300})"));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->budget_period_s, 300);
+  EXPECT_EQ(DecodeSharing(EncodeSharing(*s))->budget_period_s, 300);
+  for (const char* bad : {R"({"budget_period_s": 0})", R"({"budget_period_s": 86401})", R"({"budget_period_s": 1.5})",
+                          R"({"budget_period_s": "1m"})"}) {
+    s = DecodeSharing(Json::parse(bad));
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.status().message().find("field 'sharing.budget_period_s'"), std::string::npos) << s.status().message();
+  }
 }
 
 TEST(QueueJson, BadInputGivesOneLineNamingTheField) {

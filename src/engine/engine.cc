@@ -2135,7 +2135,7 @@ std::optional<int64_t> Engine::NextDue() const {
       if (const auto c = book_.NextCooldownEnd(now_)) due = due ? std::min(*due, *c) : *c;
       // The next budget time, when a refused Reclaim's victims are ordered anew.
       if (book_.enabled() && book_.sharing().reclaim) {
-        const int64_t next = QueueBook::BudgetTime(now_) + QueueBook::kBudgetPeriodS;
+        const int64_t next = book_.BudgetTime(now_) + book_.budget_period_s();
         due = due ? std::min(*due, next) : next;
       }
     }

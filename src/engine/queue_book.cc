@@ -378,7 +378,7 @@ std::optional<int64_t> QueueBook::NextCooldownEnd(int64_t now_s) const {
 uint64_t QueueBook::ReclaimEpoch(int64_t now_s, bool shares_only) const {
   uint64_t ended = 0;
   for (int64_t until : cooldown_until_) ended += until != INT64_MIN && until <= now_s;
-  const uint64_t budget = static_cast<uint64_t>(BudgetTime(now_s) / kBudgetPeriodS);
+  const uint64_t budget = static_cast<uint64_t>(BudgetTime(now_s) / budget_period_s());
   return ((shares_only ? shares_version_ : version_) * 1000003 + ended) * 1000003 + budget;
 }
 

@@ -156,18 +156,20 @@ class QueueBook {
   // does) — with Supply, what a Reclaim's victims depend on besides the cluster's releases.
   uint64_t ReclaimEpoch(int64_t now_s, bool shares_only = false) const;
   // The budgets of a Reclaim's victims (VictimFilter::take) are offered the victims by their cost
-  // C as of BudgetTime(now_s), now_s rounded down to a multiple of kBudgetPeriodS, not as of now_s:
+  // C as of BudgetTime(now_s), now_s rounded down to a multiple of the period
+  // (SharingSpec::budget_period_s), not as of now_s:
   // C changes with the clock alone (a checkpoint sets it back to 0), and what the budgets admit
   // decides whether a Reclaim is feasible. So a refused Reclaim can become feasible with nothing
   // else changed only at those times: ReclaimEpoch changes there, and the engine names the next
   // one (NextDue) while jobs wait, so that every driver asks again at the same moment. The period
   // is the usual grace period: 300 s cost the example's victims ~40% more lost work (C up to five
   // minutes old), 60 s 1-19% (docs/fair-share.md).
-  static constexpr int64_t kBudgetPeriodS = 60;
-  static int64_t BudgetTime(int64_t now_s) {
-    const int64_t r = now_s % kBudgetPeriodS;
-    return now_s - (r < 0 ? r + kBudgetPeriodS : r);
+  int64_t BudgetTime(int64_t now_s) const {
+    const int64_t p = std::max<int64_t>(1, sharing_.budget_period_s);
+    const int64_t r = now_s % p;
+    return now_s - (r < 0 ? r + p : r);
   }
+  int64_t budget_period_s() const { return std::max<int64_t>(1, sharing_.budget_period_s); }
   // The earliest end of a queue's cooldown after now_s (a Reclaim may take from it again then),
   // if any. O(queues).
   std::optional<int64_t> NextCooldownEnd(int64_t now_s) const;

@@ -209,30 +209,34 @@ TEST(EngineQueues, WithoutAbsorbAShrunkJobsCooldownIsNeverDueAgain) {
 }
 
 // A Reclaim's budgets order their victims by C as of the budget time (QueueBook::BudgetTime, a
-// multiple of kBudgetPeriodS, 60 s), so a refused Reclaim can become feasible with nothing else
-// changed only at those times. While a job waits, NextDue names the next one (a driver that runs
-// cycles only at its events and at NextDue asks again when one that runs every second would);
-// without Reclaim across queues nothing is due.
+// multiple of SharingSpec::budget_period_s, 60 s by default), so a refused Reclaim can become
+// feasible with nothing else changed only at those times. While a job waits, NextDue names the
+// next one (a driver that runs cycles only at its events and at NextDue asks again when one that
+// runs every second would); without Reclaim across queues nothing is due. The period is the
+// configuration's: the default and 90 s.
 TEST(EngineQueues, WhileAJobWaitsNextDueNamesTheNextBudgetTimeWhenQueuesReclaim) {
-  constexpr int64_t kP = QueueBook::kBudgetPeriodS;
-  static_assert(kP > 10);
-  EXPECT_EQ(QueueBook::BudgetTime(0), 0);
-  EXPECT_EQ(QueueBook::BudgetTime(kP - 1), 0);
-  EXPECT_EQ(QueueBook::BudgetTime(kP), kP);
-  EXPECT_EQ(QueueBook::BudgetTime(-1), -kP);
-  for (const bool reclaim : {true, false}) {
-    SCOPED_TRACE(reclaim);
-    SharingSpec sharing;
-    sharing.reclaim = reclaim;
-    Cluster c(2, {Q("a", 8), Q("b", 8)}, sharing);
-    c.Submit(NodeJob(1, "a", 2), 0);  // both nodes: a borrows b's guarantee
-    c.Cycle(0);
-    EXPECT_EQ(c.e().NextDue(), std::nullopt);  // nobody waits
-    c.Submit(NodeJob(2, "a", 1), kP - 10);  // waits: no capacity, and a is owed nothing
-    EXPECT_TRUE(c.Cycle(kP - 10).empty());
-    EXPECT_EQ(c.e().NextDue(), reclaim ? std::optional<int64_t>(kP) : std::nullopt);
-    EXPECT_TRUE(c.Cycle(kP).empty());
-    EXPECT_EQ(c.e().NextDue(), reclaim ? std::optional<int64_t>(2 * kP) : std::nullopt);
+  EXPECT_EQ(SharingSpec().budget_period_s, 60);
+  for (const int64_t kP : {int64_t{60}, int64_t{90}}) {
+    for (const bool reclaim : {true, false}) {
+      SCOPED_TRACE(std::to_string(kP) + (reclaim ? " reclaim" : ""));
+      SharingSpec sharing;
+      sharing.reclaim = reclaim;
+      if (kP != 60) sharing.budget_period_s = kP;
+      Cluster c(2, {Q("a", 8), Q("b", 8)}, sharing);
+      const QueueBook& book = c.e().queue_book();
+      EXPECT_EQ(book.BudgetTime(0), 0);
+      EXPECT_EQ(book.BudgetTime(kP - 1), 0);
+      EXPECT_EQ(book.BudgetTime(kP), kP);
+      EXPECT_EQ(book.BudgetTime(-1), -kP);
+      c.Submit(NodeJob(1, "a", 2), 0);  // both nodes: a borrows b's guarantee
+      c.Cycle(0);
+      EXPECT_EQ(c.e().NextDue(), std::nullopt);  // nobody waits
+      c.Submit(NodeJob(2, "a", 1), kP - 10);  // waits: no capacity, and a is owed nothing
+      EXPECT_TRUE(c.Cycle(kP - 10).empty());
+      EXPECT_EQ(c.e().NextDue(), reclaim ? std::optional<int64_t>(kP) : std::nullopt);
+      EXPECT_TRUE(c.Cycle(kP).empty());
+      EXPECT_EQ(c.e().NextDue(), reclaim ? std::optional<int64_t>(2 * kP) : std::nullopt);
+    }
   }
 }
 

@@ -101,6 +101,11 @@ struct SharingSpec {
   // A job a queue's Reclaim evicted whole starts again only within its queue's guarantee (which
   // no Reclaim takes back) for this long: it is not evicted twice for the same demand. 0: off.
   int64_t reborrow_s = 3600;
+  // A Reclaim's budgets (what may be taken from each queue above its entitlement) rank the
+  // victims by their cost as of the last multiple of this period, not as of the second
+  // (QueueBook::BudgetTime): a Reclaim refused now can become feasible with nothing else changed
+  // only at those times, which every driver then asks at. Longer: fewer such times, older costs.
+  int64_t budget_period_s = 60;
   // A queue's demand is reclaimed for once: the jobs whose Reclaims are under way (victims in
   // their grace period) count toward what their queue holds when deciding whether another of
   // its jobs is owed capacity, and GPUs already on their way out of a queue count against what
