@@ -165,7 +165,7 @@ class QueueBook {
   // is the usual grace period: 300 s cost the example's victims ~40% more lost work (C up to five
   // minutes old), 60 s 1-19% (docs/fair-share.md).
   int64_t BudgetTime(int64_t now_s) const {
-    const int64_t p = std::max<int64_t>(1, sharing_.budget_period_s);
+    const int64_t p = budget_period_s();
     const int64_t r = now_s % p;
     return now_s - (r < 0 ? r + p : r);
   }
