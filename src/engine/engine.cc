@@ -2065,8 +2065,8 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
   // changes nothing), whatever the driver's rhythm. It ends: a window's target is fixed at one
   // time, so each pass lends only replicas that were not lending before; a job's Reclaim is
   // planned once, and backfill plans anew only at its interval or once a job it planned for has
-  // started (each time one more job has). (The reserve action's renewals, ReserveAction::Renew,
-  // release holds of their own: not looked at here.)
+  // started (each time one more job has). The reserve action's renewals (ReserveAction::Renew)
+  // release holds of their own, which RenewHolds notes as released too.
   for (bool again = true; again;) {
     again = false;
     for (auto it = first; it != last; ++it) {
@@ -2955,6 +2955,14 @@ void Engine::RenewHolds(int64_t now_s) {
     if (l.reclaiming || now_s - l.submitted < r.after_s) continue;
     waiting.push_back(l.id);
     empty_only.push_back(r.drain_after_s > 0 && now_s - l.submitted < r.drain_after_s ? 1 : 0);
+  }
+  // Renew releases the waiting jobs' holds before it plans them anew: their nodes are noted as
+  // released (RunCycle runs the cycle's actions again when one is left unheld with room).
+  for (JobId w : waiting) {
+    if (const ReservationId held = state_.job(w).reservation; held.valid()) {
+      const std::vector<NodeId>& nodes = state_.reservation(held).nodes;
+      released_.insert(released_.end(), nodes.begin(), nodes.end());
+    }
   }
   const int made = ReserveAction::Renew(state_, waiting, static_cast<int>(r.max_jobs), options_.allocate, empty_only);
   for (JobId w : waiting) {

@@ -732,6 +732,46 @@ std::vector<EngineEvent> StepAndTake(Engine& m, int64_t t) {
   return events;
 }
 
+TEST(Engine, ARenewalOfHoldsThatReleasesOneAndMakesNoneOffersTheFreedNodeInTheSameCycle) {
+  // Two 8-GPU nodes. A 16-GPU gang waits behind an 8-GPU job, and the reserve action (a renewal
+  // every 60 s; gangs of >= 16 GPUs, from their submission on) holds both nodes for it. The node
+  // the job runs on fails: the job is requeued and waits, as the other node is held. At the next
+  // renewal the gang can be held nowhere (one node is up), so its hold goes and none is made: the
+  // requeued job starts on the freed node in that very cycle, and a second cycle at the same time,
+  // as a driver with another rhythm would run, changes nothing.
+  EngineConfig o;
+  o.name = "holds";
+  o.requeue = true;
+  o.absorb = false;
+  o.reserve.enabled = true;
+  o.reserve.replan_s = 60;
+  o.reserve.after_s = 0;
+  o.reserve.min_gpus = 16;
+  auto made = Engine::Create(EngineCluster(2), o);
+  ASSERT_TRUE(made.ok());
+  Engine& m = **made;
+  ASSERT_TRUE(m.Submit(Job(1, 1, 8, 100), SubmitMode::kStartNow, 0).started);
+  ASSERT_TRUE(m.Submit(Job(2, 2, 8, 100), SubmitMode::kEnqueue, 0).accepted);
+  m.TakeEvents();
+  EXPECT_TRUE(StepAndTake(m, 1).empty());
+  StepAndTake(m, 60);
+  const JobId gang = *m.JobOf(2);
+  ASSERT_TRUE(m.state().job(gang).reservation.valid());
+  EXPECT_EQ(m.state().reservation(m.state().job(gang).reservation).nodes.size(), 2u);
+  const NodeId busy = m.state().task(m.state().job(*m.JobOf(1)).tasks[0]).node;
+  m.FailNode(busy, 100);
+  StepAndTake(m, 100);
+  ASSERT_EQ(m.Running(1), 0);
+  EXPECT_EQ(m.QueuedInOrder(), (std::vector<uint32_t>{1, 2}));
+  const std::vector<EngineEvent> ev = StepAndTake(m, 120);
+  EXPECT_FALSE(m.state().job(gang).reservation.valid());
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(ev[0].job, 1u);
+  EXPECT_EQ(m.state().task(m.state().job(*m.JobOf(1)).tasks[0]).node, NodeId(1 - busy.value()));
+  EXPECT_TRUE(StepAndTake(m, 120).empty());
+}
+
 // ---- Walltime limits (JobSpec::walltime_s: Slurm's --time) ----
 
 TEST(Engine, ARunReachingItsWalltimeIsEndedByTheCycleAtItsLimitAndAWaitingJobTakesItsNodesThere) {
