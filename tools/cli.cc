@@ -985,7 +985,8 @@ int RunCli(int argc, char** argv) {
   CLI::App* simulate = app.add_subcommand("simulate", "run a scenario (cluster, jobs, events, configurations)");
   simulate->add_option("scenario", sf.scenario, "the scenario file (YAML; docs/simulate.md)")->required();
   simulate->add_option("--out", sf.out, "output directory: summary.json, timeseries.csv, jobs.csv, report.html");
-  simulate->add_flag("--check-invariants", sf.check_invariants, "check ClusterState invariants after every event time");
+  simulate->add_flag("--check-invariants", sf.check_invariants,
+                    "check ClusterState invariants, and that a second cycle decides nothing, after every event time");
   simulate->add_flag("--events", sf.events,
                      "also write job_events.csv: every start, grow, shrink, eviction, Standby and restore of every job");
   simulate->add_option("--threads", sf.threads, "runs (configuration x seed) in parallel; default: one per hardware thread")

@@ -841,7 +841,8 @@ void Engine::Release(ReservationId r) {
 bool Engine::FreedSinceAllocate() {
   const bool freed = std::any_of(released_.begin(), released_.end(), [&](NodeId n) {
     const Node& node = state_.node(n);
-    return !node.reservation.valid() && node.Schedulable() && (node.gpu_free_total > 0 || node.cpu_free > 0);
+    // (Lent GPUs no borrower uses count: spot work may take them.)
+    return !node.reservation.valid() && node.Schedulable() && (node.gpu_free_total > 0 || node.cpu_free > 0 || node.lent_free > 0);
   });
   released_.clear();
   return freed;
@@ -1150,17 +1151,20 @@ void Engine::EndEvictions(int64_t now_s) {
 void Engine::TryQueue(int64_t now_s) {
   RelaxWaits(now_s);
   std::erase_if(holders_, [&](size_t li) { return !state_.job(locals_[li].id).reservation.valid(); });
+  // A job that started on nodes of its own may leave some of them free, which the jobs tried
+  // before it in the pass did not see: the pass runs again (each job holding nodes starts once).
   if (!book_.enabled()) {
-    QueuePass(now_s, std::nullopt, nullptr);
+    while (QueuePass(now_s, std::nullopt, nullptr)) {
+    }
     return;
   }
   RefreshShares(now_s);
   const SharingSpec& sh = book_.sharing();
   using Bound = QueueBook::Bound;
   if (!sh.borrow) {
-    QueuePass(now_s, Bound::kGuarantee, nullptr);
+    while (QueuePass(now_s, Bound::kGuarantee, nullptr)) RefreshShares(now_s);
   } else if (!sh.weights) {
-    QueuePass(now_s, Bound::kLimit, nullptr);
+    while (QueuePass(now_s, Bound::kLimit, nullptr)) RefreshShares(now_s);
   } else {
     // Fair shares first; then what is left, to the shapes their fair share held back (the
     // others waited for capacity, which only shrinks within the cycle — unless a job holding
@@ -1455,10 +1459,11 @@ int32_t Engine::StartRoom(size_t li, int64_t now_s) const {
   return whole >= (spec.min_replicas + step - 1) / step * step ? whole : 0;
 }
 
-void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, PassMarks* marks) {
+bool Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, PassMarks* marks) {
   // In a second pass (`bound` kLimit with `marks`), only the shapes the first one held back whose
   // class still had capacity.
   const bool second = marks != nullptr && bound == QueueBook::Bound::kLimit;
+  bool own_started = false;
   queue_.Pass(
       [&](size_t li) {
         Local& l = locals_[li];
@@ -1494,6 +1499,7 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
           // Its leaf's shapes it left no room for are not looked at again in this pass.
           if (marks != nullptr && !second && queue >= 0) HoldBackAround(static_cast<size_t>(queue), *marks);
           // What it held is free again: the classes that found no capacity are tried again.
+          own_started |= own;
           if (own && marks != nullptr) {
             std::fill(marks->full.begin(), marks->full.end(), 0);
             marks->own_started_second |= second;
@@ -1514,6 +1520,7 @@ void Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
                                     kSecondPass}
       : marks ? PendingQueue::Scope{nullptr, nullptr, nullptr, kFirstPass}
               : PendingQueue::Scope{});
+  return own_started;
 }
 
 int64_t Engine::ShapeNeed::Replicas(const QueueUsage& room) const {
@@ -2060,12 +2067,14 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
   // cycle offered to the queue, and a hold the engine released after it (Release: a Reclaim's
   // plan replacing its job's hold, backfill's new plans, an assembly's) may leave free nodes no
   // pass offered, and a job backfill planned for may have started after backfill's action (the
-  // reserve action's holds; backfill plans anew once one has): the actions run again until none
-  // of these happened, so that the cycle ends at a fixed point (another cycle at the same time
+  // reserve action's holds; backfill plans anew once one has), and a job backfill found when it
+  // had none to plan for may wait now (a hold or a Reclaim ended after it, a job was requeued):
+  // the actions run again until none of these happened, so that the cycle ends at a fixed point (another cycle at the same time
   // changes nothing), whatever the driver's rhythm. It ends: a window's target is fixed at one
   // time, so each pass lends only replicas that were not lending before; a job's Reclaim is
-  // planned once, and backfill plans anew only at its interval or once a job it planned for has
-  // started (each time one more job has). The reserve action's renewals (ReserveAction::Renew)
+  // planned once, and backfill plans anew only at its interval, once a job it planned for has
+  // started (each time one more job has), or when it had none to plan for (then it has one, and
+  // the next round is an interval away). The reserve action's renewals (ReserveAction::Renew)
   // release holds of their own, which RenewHolds notes as released too.
   for (bool again = true; again;) {
     again = false;
@@ -2096,6 +2105,8 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
       if (*it == EngineAction::kAllocate) again = false;
       else if (standby_entries_ != lent_before || FreedSinceAllocate() || PlannedMovedOn()) again = true;
     }
+    // Backfill found no job to plan for, and one waits now (the actions after it changed that).
+    if (!again && std::find(first, last, EngineAction::kBackfill) != last && BackfillDue(now_s)) again = true;
     if (std::find(first, last, EngineAction::kAllocate) == last) break;
   }
   book_.Roll(state_, now_s);
@@ -2666,7 +2677,7 @@ bool Engine::FitsIdleNow(const EngineJob& job, int64_t now_s) {
 JobAttempt Engine::TryStart(size_t li) {
   const JobId id = locals_[li].id;
   const JobSpec& spec = state_.job(id).spec;
-  if (spec.preemptible && spec.priority <= options_.lend_max_priority && !state_.lending_nodes().empty()) {
+  if (MayBorrowLent(spec) && !state_.lending_nodes().empty()) {
     const JobAttempt a = StandbyAction::PlaceOnLent(state_, id, {}, options_.allocate.align);
     if (a.started) return a;
   }
@@ -2983,6 +2994,29 @@ void EnableBackfill(const EngineBackfill& b, EngineConfig* e) {
   e->actions.insert(at == e->actions.end() ? at : at + 1, EngineAction::kBackfill);
 }
 
+std::optional<PendingQueue::Outcome> Engine::NotPlannedFor(size_t li, int64_t now_s) const {
+  if (locals_[li].reclaiming) return PendingQueue::Outcome::kStays;
+  if (options_.backfill.conservative && state_.job(locals_[li].id).reservation.valid()) return PendingQueue::Outcome::kStays;
+  // Its queue would not let it start on any nodes: no plan holds nodes for it (Slurm plans no job
+  // its limits hold back).
+  if (StartRoom(li, now_s) == 0) return PendingQueue::Outcome::kShapeWaits;
+  return std::nullopt;
+}
+
+bool Engine::BackfillDue(int64_t now_s) {
+  if (!options_.backfill.easy || now_s < next_backfill_ || queue_.empty()) return false;
+  bool found = false;
+  queue_.Pass(
+      [&](size_t li) {
+        if (found) return PendingQueue::Outcome::kWaits;
+        if (const std::optional<PendingQueue::Outcome> no = NotPlannedFor(li, now_s)) return *no;
+        found = true;
+        return PendingQueue::Outcome::kWaits;
+      },
+      {});
+  return found;
+}
+
 bool Engine::PlannedMovedOn() const {
   return options_.backfill.easy &&
          std::any_of(planned_.begin(), planned_.end(), [&](const Planned& p) { return !queue_.Contains(p.li); });
@@ -3007,11 +3041,7 @@ void Engine::Backfill(int64_t now_s) {
   queue_.Pass(
       [&](size_t li) {
         if (heads.size() >= depth) return Outcome::kWaits;
-        if (locals_[li].reclaiming) return Outcome::kStays;
-        if (options_.backfill.conservative && state_.job(locals_[li].id).reservation.valid()) return Outcome::kStays;
-        // Its queue would not let it start on any nodes: no plan holds nodes for it (Slurm plans
-        // no job its limits hold back).
-        if (StartRoom(li, now_s) == 0) return Outcome::kShapeWaits;
+        if (const std::optional<Outcome> no = NotPlannedFor(li, now_s)) return *no;
         heads.push_back(li);
         return Outcome::kStays;
       },
@@ -3081,9 +3111,16 @@ void Engine::Backfill(int64_t now_s) {
   std::erase_if(planned_, [&](const Planned& p) { return !p.hold.valid() && !options_.backfill.conservative; });
   // A job planned to start now — on nodes another plan held when this cycle's allocate pass ran
   // (EASY: the last round's head, which started in it, or a Reclaim's) — starts now, on its own
-  // hold: the cycle ends at a fixed point, as another cycle at the same time would start it.
-  const bool due = std::any_of(planned_.begin(), planned_.end(),
-                               [&](const Planned& p) { return p.start_s <= now_s && p.hold.valid(); });
+  // hold: the cycle ends at a fixed point, as another cycle at the same time would start it. So
+  // may one that takes lent GPUs (Standby) on the nodes it now holds: its plan's start counts
+  // free capacity only.
+  const bool due = std::any_of(planned_.begin(), planned_.end(), [&](const Planned& p) {
+    if (!p.hold.valid()) return false;
+    if (p.start_s <= now_s) return true;
+    if (!MayBorrowLent(state_.job(locals_[p.li].id).spec)) return false;
+    const std::vector<NodeId>& held = state_.reservation(p.hold).nodes;
+    return std::any_of(held.begin(), held.end(), [&](NodeId n) { return state_.node(n).lent_free > 0; });
+  });
   if (due) TryQueue(now_s);
 }
 

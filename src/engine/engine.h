@@ -795,14 +795,26 @@ class Engine {
   // One pass over the queue within `bound` (none: no queues). A first pass (kFair) marks in
   // `marks` the shapes it held back for their queue's room and the classes that found no
   // capacity; a kLimit pass given `marks` tries only the shapes held back in classes that did
-  // not.
-  void QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, PassMarks* marks);
+  // not. Returns whether a job holding nodes of its own started: what its hold kept beyond its
+  // start is free now, and the jobs the pass tried before it did not see it.
+  bool QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, PassMarks* marks);
   // Queues local li (at the front: a requeue) at now_s; arms its defragmentation trigger.
   void Enqueue(size_t li, bool front, int64_t now_s);
   // The cycle's `reserve` and `defrag` actions (EngineConfig::reserve, ::defrag).
   void RenewHolds(int64_t now_s);
   // The cycle's `backfill` action (EngineConfig::backfill).
   void Backfill(int64_t now_s);
+  // Whether a job of `spec` tries the GPUs Standby replicas lend before free ones (preemptible, at
+  // most EngineConfig::lend_max_priority).
+  bool MayBorrowLent(const JobSpec& spec) const { return spec.preemptible && spec.priority <= options_.lend_max_priority; }
+  // Why waiting job `li` is not one backfill plans for now (being Reclaimed for; conservative:
+  // holding a reservation of its own — kStays; no room in its queue — kShapeWaits), or nullopt
+  // when it is one.
+  std::optional<PendingQueue::Outcome> NotPlannedFor(size_t li, int64_t now_s) const;
+  // Backfill found no job to plan for at its last round and one waits now that it would plan for
+  // (a Reclaim ended, a hold went, a job was requeued after backfill's action): its next action
+  // plans at once.
+  bool BackfillDue(int64_t now_s);
   // The jobs that end after `after_s` and by `start_s` (now + walltime_s) start now where they can
   // (a pass over the queue), except the planned ones (`is_planned`, per local) and those holding
   // a reservation.

@@ -592,6 +592,13 @@ Status FederationRun::Run() {
       for (auto& m : members) {
         Status st = m->state().CheckInvariants();
         if (!st.ok()) return Internal("at t=" + std::to_string(t) + " on member '" + m->name() + "': " + st.message());
+        // Its cycle ended at a fixed point: another at the same time decides nothing.
+        m->Step(t);
+        m->Grow(t, fed().BlockingPriority());
+        if (const std::vector<MemberEvent> again = m->TakeEvents(); !again.empty()) {
+          return Internal("at t=" + std::to_string(t) + " on member '" + m->name() + "': a second cycle at the same time decided " +
+                          std::to_string(again.size()) + " more: the first for job " + jobs[again.front().job].tmpl.name);
+        }
       }
     }
   }

@@ -698,8 +698,9 @@ Status ParseTidal(const Ctx& c, const YAML::Node& t, const std::string& path, bo
     if (federation) return c.Err(KeyNode(t, "services"), "services", "not supported in a federation scenario");
     if (!sv.IsMap()) return c.Err(sv, "services", "expected a mapping {count, replicas_min, replicas_max, gpus, ...}");
     ESTUARY_RETURN_IF_ERROR(Known(c, sv, {"count", "replicas_min", "replicas_max", "gpus", "cpu_cores", "memory_gib",
-                                          "phase_jitter_s", "step_s"}));
+                                          "phase_jitter_s", "step_s", "queue"}));
     ESTUARY_ASSIGN_OR_RETURN(w.services, Int(c, sv, "count", 0, 0, 100000));
+    ESTUARY_ASSIGN_OR_RETURN(w.queue, Str(c, sv, "queue", false));
     int64_t v = 0;
     ESTUARY_ASSIGN_OR_RETURN(v, Int(c, sv, "replicas_min", 1, 1, 100000));
     w.replicas_min = static_cast<int32_t>(v);

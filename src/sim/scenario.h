@@ -161,8 +161,10 @@ struct TidalWorkload {
   // Services: `services` jobs of class hp-inference (priority 900, not preemptible), each with a
   // peak of replicas drawn uniformly from [replicas_min, replicas_max], submitted at 0, running
   // to the end. Demand of service k at t = ceil(peak x demand(t + phase_k)), at least 1 replica,
-  // with phase_k uniform in [-phase_jitter_s, phase_jitter_s]; re-evaluated every step_s.
+  // with phase_k uniform in [-phase_jitter_s, phase_jitter_s]; re-evaluated every step_s. With
+  // queues, all of them run in `queue` (a leaf; required then, an error without queues).
   int64_t services = 0;
+  std::string queue;
   int32_t replicas_min = 1, replicas_max = 1;
   TaskRequest per_replica;
   int64_t phase_jitter_s = 3600;

@@ -347,6 +347,11 @@ class ScenarioRun {
   }
   // What the engine decided, as it happens (Engine::SetEventObserver).
   void OnEvent(const EngineEvent& e);
+  // With check_invariants: the cycle just run at t ended at a fixed point — another cycle at the
+  // same time, as a driver with another rhythm would run (the service runs one after any input),
+  // decides nothing: no event, and every task, hold and starting move where it was. Internal
+  // error naming the first new event otherwise.
+  Status CheckFixedPoint(SimTime t);
   void OnStart(size_t i, const EngineEvent& e);
   void OnReturned(size_t i, const EngineEvent& e);
   // The work model: Progress counts j's progress up to t at its current rate (and the work left
@@ -401,6 +406,8 @@ class ScenarioRun {
   const SchedulerConfig& config_;
   uint64_t seed_;
   bool check_, record_;
+  uint64_t events_seen_ = 0;    // events observed (OnEvent)
+  std::string last_event_;      // the last one, as a line (CheckFixedPoint's message)
   SimulateResult res_;
   std::vector<SimJob> jobs_;
   std::vector<Service> services_;
@@ -491,6 +498,7 @@ Status ScenarioRun::MakeWorkload(const ClusterState& cluster) {
       j.tmpl.line = tidal.line;
       j.tmpl.name = "svc-" + std::to_string(k);
       j.tmpl.job_class = "hp-inference";
+      j.tmpl.queue = tidal.queue;
       j.tmpl.priority = kJobClasses[0].priority;
       j.tmpl.replicas = j.tmpl.min_replicas = sv.peak;
       j.tmpl.per_replica = tidal.per_replica;
@@ -756,6 +764,11 @@ void ScenarioRun::OnReturned(size_t i, const EngineEvent& e) {
 }
 
 void ScenarioRun::OnEvent(const EngineEvent& e) {
+  ++events_seen_;
+  if (check_) {
+    last_event_ = std::string(EngineEventKindName(e.kind)) + " job " + jobs_[e.job].tmpl.name + " replicas " +
+                  std::to_string(e.replicas) + (e.detail.empty() ? "" : " (" + e.detail + ")");
+  }
   if (queue_metrics_) queue_metrics_->OnEvent(e);
   const size_t i = e.job;
   SimJob& j = jobs_[i];
@@ -931,6 +944,7 @@ Status ScenarioRun::Run() {
     if (!happened) continue;
     (void)engine_->RunCycle(t);
     TakeNotices(t);
+    if (check_) ESTUARY_RETURN_IF_ERROR(CheckFixedPoint(t));
     if (queue_metrics_) queue_metrics_->AfterCycle(t);
     if (const auto due = engine_->NextDue(); due && *due < sc_.duration_s && due_.insert(std::max(*due, t)).second) {
       events_.push({std::max(*due, t), kDue, 0, 0});
@@ -950,6 +964,40 @@ Status ScenarioRun::Run() {
     if (!st.ok()) return Internal("at the end: " + st.message());
     if (!state().available_capacity_reservations().empty()) return Internal("at the end: a capacity reservation is left");
   }
+  return Status::Ok();
+}
+
+namespace {
+
+// What the cycles decided so far, as the state shows it, in O(nodes + tasks bound): each node's
+// hold and bound tasks with their Standby and borrowing, the capacity reservations still
+// available, and the moves starting.
+std::vector<int64_t> Decided(const Engine& e) {
+  const ClusterState& s = e.state();
+  std::vector<int64_t> d;
+  for (const Node& n : s.nodes()) {
+    d.push_back(n.reservation.valid() ? int64_t{n.reservation.value()} : -1);
+    d.push_back(static_cast<int64_t>(n.tasks.size()));
+    for (TaskId id : n.tasks) {
+      const Task& t = s.task(id);
+      d.push_back(int64_t{id.value()} * 4 + (t.standby ? 2 : 0) + (t.borrowed ? 1 : 0));
+    }
+  }
+  for (ReservationId r : s.available_capacity_reservations()) d.push_back(r.value());
+  d.push_back(static_cast<int64_t>(e.StartingMoves().size()));
+  return d;
+}
+
+}  // namespace
+
+Status ScenarioRun::CheckFixedPoint(SimTime t) {
+  const std::vector<int64_t> before = Decided(*engine_);
+  const uint64_t seen = events_seen_;
+  (void)engine_->RunCycle(t);
+  TakeNotices(t);
+  const std::string at = "at t=" + std::to_string(t) + ": a second cycle at the same time ";
+  if (events_seen_ != seen) return Internal(at + "decided " + std::to_string(events_seen_ - seen) + " more: the last " + last_event_);
+  if (Decided(*engine_) != before) return Internal(at + "moved a task, a hold or a move without an event");
   return Status::Ok();
 }
 

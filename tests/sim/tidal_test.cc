@@ -206,6 +206,32 @@ TEST(TidalServices, ReplicasAboveTheDemandCurveAreInStandbyAtNightAndServeByDay)
   EXPECT_EQ(r->metrics.at("standby_entries_count"), 3);
 }
 
+TEST(TidalServices, WithQueuesTheServicesRunInTheLeafTheyNameAndMustNameOne) {
+  // Two leaf queues; the one service (4 replicas of 4 GPUs, no Standby: it keeps its peak all
+  // day) names 'serve'. At every sample 'serve' holds its 16 GPUs and 'train' none.
+  testing::TempDir dir;
+  const auto yaml = [&](const std::string& services_queue) {
+    return "name: t\nduration_s: 7200\nsample_interval_s: 1800\n" + std::string(kFourNodes) + "tidal:\n  curve: " +
+           WriteCurve(dir.path()) + "\n  services: {count: 1, replicas_min: 4, replicas_max: 4, gpus: 4, cpu_cores: 1," +
+           " memory_gib: 1, phase_jitter_s: 0" + services_queue + "}\n" +
+           "queues:\n  - {name: serve, guarantee: {gpus: 16}}\n  - {name: train, guarantee: {gpus: 16}}\n"
+           "configurations:\n  - {name: c, queue: priority}\n";
+  };
+  auto r = RunTidal(yaml(", queue: serve"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  int samples = 0;
+  for (const QueueSample& q : r->queue_samples) {
+    if (q.t == 0) continue;
+    EXPECT_EQ(q.allocated, q.queue == "serve" ? 16 : 0) << q.queue << " at " << q.t;
+    samples += q.queue == "serve";
+  }
+  EXPECT_GE(samples, 3);
+  EXPECT_TRUE(testing::IsBadInput(RunTidal(yaml("")), "s.yaml:7: job 'svc-0': field 'queue': ",
+                                  "missing (configuration 'c' has queues)"));
+  EXPECT_TRUE(testing::IsBadInput(RunTidal(yaml(", queue: nosuch")), "s.yaml:7: job 'svc-0': field 'queue': ",
+                                  "no queue 'nosuch'"));
+}
+
 }  // namespace
 }  // namespace estuary
 
@@ -287,6 +313,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadTidal{"TidalServicesTooManyGpus",
                  "tidal:\n  curve: CURVE\n  services: {count: 2, gpus: 17}\n" + std::string(kConf),
                  "s.yaml:6: field 'gpus': ", "17 is outside [1, 16]"},
+        BadTidal{"TidalServicesEmptyQueue", "tidal:\n  curve: CURVE\n  services: {count: 2, queue: ''}\n" + std::string(kConf),
+                 "s.yaml:6: field 'queue': ", "expected a non-empty string"},
         BadTidal{"TidalServicesZeroStep", "tidal:\n  curve: CURVE\n  services: {count: 2, step_s: 0}\n" + std::string(kConf),
                  "s.yaml:6: field 'step_s': ", "0 is outside [1, 86400]"},
         BadTidal{"UtilisationAbove100", std::string(kJob) + "utilisation: {lp: 120}\n" + kConf, "s.yaml:6: field 'lp': ",
