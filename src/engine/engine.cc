@@ -2069,13 +2069,13 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
   // pass offered, and a job backfill planned for may have started after backfill's action (the
   // reserve action's holds; backfill plans anew once one has), and a job backfill found when it
   // had none to plan for may wait now (a hold or a Reclaim ended after it, a job was requeued):
-  // the actions run again until none of these happened, so that the cycle ends at a fixed point (another cycle at the same time
-  // changes nothing), whatever the driver's rhythm. It ends: a window's target is fixed at one
-  // time, so each pass lends only replicas that were not lending before; a job's Reclaim is
-  // planned once, and backfill plans anew only at its interval, once a job it planned for has
-  // started (each time one more job has), or when it had none to plan for (then it has one, and
-  // the next round is an interval away). The reserve action's renewals (ReserveAction::Renew)
-  // release holds of their own, which RenewHolds notes as released too.
+  // the actions run again until none of these happened, so that the cycle ends at a fixed point
+  // (another cycle at the same time changes nothing), whatever the driver's rhythm. It ends: a
+  // window's target is fixed at one time, so each pass lends only replicas that were not lending
+  // before; a job's Reclaim is planned once, and backfill plans anew only at its interval, once a
+  // job it planned for has started (each time one more job has), or when it had none to plan for
+  // (then it has one, and the next round is an interval away). The reserve action's renewals
+  // (ReserveAction::Renew) release holds of their own, which RenewHolds notes as released too.
   for (bool again = true; again;) {
     again = false;
     for (auto it = first; it != last; ++it) {
