@@ -117,6 +117,7 @@ Status ApplySchedulerConfig(const SchedulerConfig& c, const std::string& path, S
   o->policy = c.policy;
   o->grace_s = c.grace_s;
   o->absorb = c.absorb;
+  o->standby = c.standby;
   if (c.standby) o->lend_max_priority = c.lend_max_priority;
   o->standby_grace_own = c.standby && c.standby_grace_given;
   return Status::Ok();

@@ -838,11 +838,35 @@ void Engine::Release(ReservationId r) {
   state_.ReleaseReservation(r);
 }
 
+bool Engine::HoldMayStart(ReservationId r) const {
+  const Reservation& res = state_.reservation(r);
+  const Job& job = state_.job(res.owner);
+  if (job.tasks.empty() || MayBorrowLent(job.spec)) return true;  // (lent GPUs are not counted here)
+  const TaskRequest& req = state_.task(job.tasks.front()).req;
+  if (!req.NeedsGpu()) return true;
+  const int32_t step = options_.allocate.align ? std::max<int32_t>(1, job.spec.step) : 1;
+  const int64_t need = int64_t{(std::max<int32_t>(1, job.spec.min_replicas) + step - 1) / step * step} * req.TotalGpuMilli();
+  int64_t free = state_.unheld_free_gpu_milli(req.models);
+  for (NodeId n : res.nodes) {
+    const Node& node = state_.node(n);
+    if (node.Schedulable() && req.models.Admits(node.spec.model)) free += node.gpu_free_total;
+  }
+  return free >= need;
+}
+
 bool Engine::FreedSinceAllocate() {
   const bool freed = std::any_of(released_.begin(), released_.end(), [&](NodeId n) {
     const Node& node = state_.node(n);
     // (Lent GPUs no borrower uses count: spot work may take them.)
-    return !node.reservation.valid() && node.Schedulable() && (node.gpu_free_total > 0 || node.cpu_free > 0 || node.lent_free > 0);
+    if (!node.Schedulable() || (node.gpu_free_total == 0 && node.cpu_free == 0 && node.lent_free == 0)) return false;
+    if (!node.reservation.valid()) return true;
+    // Held again since, by a job that waits (a Reclaim's plan took the node with its room): that
+    // job may start on it, which the pass before did not see — if the GPUs free on its hold and
+    // on no hold's nodes add up to its min replicas' (a plan for a later start usually does not).
+    const JobId owner = state_.reservation(node.reservation).owner;
+    // (Queued: not a headroom's job, whose hold TryStart lifts and puts back around each attempt.)
+    return owner.value() < local_of_job_.size() && queue_.Contains(local_of_job_[owner.value()]) &&
+           HoldMayStart(node.reservation);
   });
   released_.clear();
   return freed;
@@ -1168,9 +1192,9 @@ void Engine::TryQueue(int64_t now_s) {
   } else {
     // Fair shares first; then what is left, to the shapes their fair share held back (the
     // others waited for capacity, which only shrinks within the cycle — unless a job holding
-    // nodes of its own starts in the second pass: the passes run again, so that what it leaves
-    // free goes to fair shares first, and to jobs kept from borrowing, which only the first pass
-    // tries).
+    // nodes of its own starts: the passes run again, so that what it leaves free goes to fair
+    // shares first, to the jobs holding nodes that either pass tried before it, and to jobs kept
+    // from borrowing, which only the first pass tries).
     while (FairSharePasses(now_s)) RefreshShares(now_s);
   }
 }
@@ -1189,7 +1213,7 @@ bool Engine::FairSharePasses(int64_t now_s) {
     return false;
   });
   marks.any_held = ListShapes(keeps);
-  QueuePass(now_s, Bound::kFair, &marks);
+  const bool own_started_first = QueuePass(now_s, Bound::kFair, &marks);
   // What the first pass held back for its queue's room, the second tries too (its leaf is
   // looked at again by the next listing).
   for (int sh : marks.waited) {
@@ -1202,7 +1226,7 @@ bool Engine::FairSharePasses(int64_t now_s) {
     if (leaf >= leaf_lists_.size() || !leaf_lists_[leaf].valid || !leaf_lists_[leaf].touched) Unlist(leaf);
   }
   if (marks.any_held) QueuePass(now_s, Bound::kLimit, &marks);
-  return marks.own_started_second;
+  return own_started_first || marks.own_started_second;
 }
 
 bool Engine::ListShapes(const std::vector<char>& keeps) {
@@ -1482,6 +1506,9 @@ bool Engine::QueuePass(int64_t now_s, std::optional<QueueBook::Bound> bound, Pas
           cap = (no_borrow ? QueueRoom(li, QueueBook::Bound::kGuarantee, QueueBook::Bound::kLimit) : QueueRoom(li, *bound)) /
                 step * step;
           if (cap < (min + step - 1) / step * step) {
+            // Kept from borrowing, its bound is its own (its leaf's guarantee), not its shape's:
+            // the shape's later jobs may still start.
+            if (no_borrow) return PendingQueue::Outcome::kStays;
             if (marks != nullptr && !second) {
               marks->waited.push_back(l.shape);
               marks->any_held = true;
@@ -1963,8 +1990,8 @@ std::vector<JobId> Engine::MayGrow(int32_t blocking, QueueBook::Bound bound) con
   return running;
 }
 
-void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
-  if (!options_.absorb || elastic_running_.empty()) return;
+bool Engine::Absorb(int64_t now_s, int32_t external_blocking) {
+  if (!options_.absorb || elastic_running_.empty()) return false;
   // A waiting HP job or gang blocks growth at its priority — unless its Reclaim is under way (its
   // nodes are held). One whose Reclaim is infeasible still blocks: the room left free accumulates
   // for it. A waiting single-replica job below HP was just tried and could not use the free
@@ -1987,7 +2014,7 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   }
   if (!unblocked && state_.release_seq() == absorb_seen_release_ && elastic_starts_ == absorb_seen_starts_ &&
       blocking == absorb_seen_blocking_ && book_.version() == absorb_seen_shares_) {
-    return;
+    return false;
   }
   absorb_seen_shares_ = book_.version();
   absorb_seen_release_ = state_.release_seq();
@@ -1995,7 +2022,7 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   absorb_seen_blocking_ = blocking;
   // With no GPU unallocated anywhere only jobs without GPUs could grow (a full cluster: the usual
   // case, at no cost however many elastic jobs run).
-  if (elastic_gpuless_ == 0 && state_.allocated_gpu_milli() >= state_.total_gpu_milli()) return;
+  if (elastic_gpuless_ == 0 && state_.allocated_gpu_milli() >= state_.total_gpu_milli()) return false;
   SyncJobLog();
   // With queues, each step only within the job's queue's fair share (limit without weights,
   // guarantee without borrowing).
@@ -2014,6 +2041,7 @@ void Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   for (const auto& [job, added] : r.grown) {
     Log(EngineEvent::Kind::kGrown, now_s, local_of_job_[job.value()], state_.job(job).bound_tasks);
   }
+  return !r.grown.empty();
 }
 
 namespace {
@@ -2076,6 +2104,12 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
   // job it planned for has started (each time one more job has), or when it had none to plan for
   // (then it has one, and the next round is an interval away). The reserve action's renewals
   // (ReserveAction::Renew) release holds of their own, which RenewHolds notes as released too.
+  // With queues that reclaim, a job Absorb grew may put its queue above its entitlement, which a
+  // queue owed capacity may then take back: the actions run again after a growth while jobs wait
+  // (a round after one that grew nothing ends it; growth only takes free GPUs, which the rounds
+  // only free by releases, each of which ends a Reclaim or a hold).
+  const bool reclaim_sees_growth = book_.enabled() && book_.sharing().reclaim &&
+                                   std::find(first, last, EngineAction::kReclaim) != last;
   for (bool again = true; again;) {
     again = false;
     for (auto it = first; it != last; ++it) {
@@ -2099,7 +2133,9 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
           }
           break;
         case EngineAction::kHeadroom: RestoreHeadroom(now_s); break;
-        case EngineAction::kAbsorb: Absorb(now_s, options.external_blocking); break;
+        case EngineAction::kAbsorb:
+          if (Absorb(now_s, options.external_blocking) && reclaim_sees_growth && !queue_.empty()) again = true;
+          break;
         case EngineAction::kBackfill: Backfill(now_s); break;
       }
       if (*it == EngineAction::kAllocate) again = false;

@@ -724,7 +724,8 @@ class Engine {
   };
   // The fair-share passes of TryQueue (queues with weights and borrowing): the first within fair
   // shares, the second within limits. Returns whether a job holding nodes of its own started in
-  // the second (what it leaves free has not been offered to the first pass's jobs).
+  // either (what it leaves free has not been offered to the jobs either pass tried before it, nor,
+  // after the second, to the first pass's).
   bool FairSharePasses(int64_t now_s);
   // Lists the shapes of every leaf queue for the first pass (above) and returns whether any is
   // held back. A leaf's shapes are looked at again only when its room (QueueBook::RoomByDim
@@ -897,7 +898,8 @@ class Engine {
   // multiple under Align) need more GPUs than those nodes have free plus `supply`. True with
   // `why` (may be null). O(models): it spares the O(cluster) plan.
   bool Hopeless(size_t li, int64_t supply, std::string* why) const;
-  void Absorb(int64_t now_s, int32_t external_blocking);
+  // The cycle's `absorb`; returns whether a job grew.
+  bool Absorb(int64_t now_s, int32_t external_blocking);
   // Stops every task on `node` as NodeFailureAction does, leaves the node `after` (down or
   // cordoned) and logs what the jobs lost with `detail` (FailNode, DrainNode).
   void StopNode(NodeId node, int64_t now_s, NodeState after, const std::string& detail);
@@ -957,9 +959,14 @@ class Engine {
   // Releases reservation r (active), noting its nodes in released_ (RunCycle looks whether an
   // action after the queue's pass left any of them free and unheld).
   void Release(ReservationId r);
-  // Whether a node released since released_ was cleared is now unheld with a free GPU (and clears
-  // it): capacity no pass of the cycle offered to the queue yet.
+  // Whether a node released since released_ was cleared has a free GPU (or CPU, or lent GPUs) and
+  // is now unheld or held again by a waiting job (and clears it): capacity no pass of the cycle
+  // offered to the queue yet.
   bool FreedSinceAllocate();
+  // Whether the job holding reservation r might start now: the GPUs free on its nodes and on the
+  // nodes no reservation holds cover its min replicas (whole steps) — a necessary condition;
+  // always true for a job that may borrow lent GPUs or needs none. O(its nodes + models).
+  bool HoldMayStart(ReservationId r) const;
   // A job backfill planned for (planned_) left the queue since: its next action plans anew.
   bool PlannedMovedOn() const;
 

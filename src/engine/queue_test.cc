@@ -847,6 +847,39 @@ TEST(EngineQueues, AJobEvictedByAReclaimStartsAgainWithinItsTeamsGuaranteeWhileA
   for (int64_t t : {200, 201, 1000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
 }
 
+TEST(EngineQueues, AJobKeptFromBorrowingDoesNotHoldBackTheLaterJobsOfItsShapeThatMayBorrow) {
+  // 8 nodes, no weights (one pass within limits); org R (4 nodes) has teams v and r (2 each), org
+  // P has team p (4). As above, two of v's four jobs are evicted for r's two; they may not
+  // borrow for reborrow_s. At 100 p finishes two jobs (two nodes idle), and v queues an evicted
+  // job again and then a new one of the same request. v holds its guarantee, so the evicted job
+  // has no room (it may start only within it) — that room is its own, not its shape's: the new
+  // job, which may borrow, starts on an idle node in the same cycle (before, it waited behind the
+  // evicted one until its reborrow_s ended).
+  SharingSpec plain;
+  plain.weights = false;
+  Cluster c(8, {Q("R", 32), Q("v", 16, 1, "R"), Q("r", 16, 1, "R"), Q("P", 32), Q("p", 32, 1, "P")}, plain);
+  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(1 + i, "v", 1), 0);
+  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(10 + i, "p", 1), 0);
+  c.Cycle(0);
+  for (uint32_t i = 0; i < 2; ++i) c.Submit(NodeJob(20 + i, "r", 1), 10);
+  EXPECT_EQ(Count(c.Cycle(10), EngineEvent::Kind::kReclaim), 2);
+  std::vector<uint32_t> evicted;
+  for (const EngineEvent& x : c.Cycle(70)) {
+    if (x.kind == EngineEvent::Kind::kReturned) evicted.push_back(x.job);
+  }
+  ASSERT_EQ(evicted.size(), 2u);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"P", 4}, {"R", 4}, {"p", 4}, {"r", 2}, {"v", 2}}));
+  c.e().Finish(10, 100);
+  c.e().Finish(11, 100);
+  c.Submit(NodeJob(evicted[0], "v", 1), 100);
+  c.Submit(NodeJob(30, "v", 1), 100);
+  c.Cycle(100);
+  EXPECT_EQ(c.e().Running(evicted[0]), 0);
+  EXPECT_EQ(c.e().Running(30), 1);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"P", 2}, {"R", 5}, {"p", 2}, {"r", 2}, {"v", 3}}));
+  for (int64_t t : {100, 101}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+}
+
 TEST(EngineQueues, ACooldownDoesNotKeepATeamBelowItsGuaranteeFromGettingItBack) {
   // 8 nodes; org R (4 nodes) has teams a and b (2 each), org P has team c (4). c runs eight
   // 1-node jobs. At 10 a queues four: with b idle, a is entitled to all of R's 4 and reclaims
@@ -865,6 +898,68 @@ TEST(EngineQueues, ACooldownDoesNotKeepATeamBelowItsGuaranteeFromGettingItBack) 
   EXPECT_EQ(Count(c.Cycle(160), EngineEvent::Kind::kReturned), 2);
   EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"P", 4}, {"R", 4}, {"a", 2}, {"b", 2}, {"c", 4}}));
   for (int64_t t : {160, 161, 400, 4000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+}
+
+TEST(EngineQueues, AGrowthThatPutsAQueueAboveItsEntitlementIsReclaimedForInTheSameCycle) {
+  // Two 8-GPU nodes of 393,216 MiB; no weights (Absorb grows within limits: there are none).
+  // Queues: a (6 GPUs guaranteed), c (6) and org O (4) with teams b (4) and b3 (none). At 0-3
+  // the cluster fills: on node X b3's b1 (6 GPUs, 200,000 MiB) and c's c3 (2 GPUs); on Y c's c1
+  // (2 GPUs, 300,000 MiB) and c2 (3 GPUs), and b's elastic job e (1-GPU replicas, 1..4) with
+  // the 3 GPUs left. a queues j (6 GPUs, 200,000 MiB): it fits nowhere, and b1 may not be taken
+  // for it (O holds 5 GPUs above its entitlement of 4, less than b1's 6). At 10 c2 ends: Y has
+  // 3 GPUs free but not j's memory, so j still waits, and the Reclaim action (before Absorb)
+  // still finds nothing to take. Then e grows to its max of 4 on Y (b is then at its entitlement,
+  // so e is no victim) and O holds 6 above its own: the cycle runs its actions again, and j
+  // Reclaims b1 in that same cycle — not in a second cycle at the same time, as a driver with
+  // another rhythm would run.
+  SharingSpec plain;
+  plain.weights = false;
+  plain.cooldown_s = 0;
+  plain.reborrow_s = 0;
+  Cluster c(2, {Q("a", 6), Q("O", 4), Q("b", 4, 1, "O"), Q("b3", 0, 1, "O"), Q("c", 6)}, plain);
+  const auto job = [](uint32_t id, const char* queue, int gpus, int64_t mem_mib) {
+    EngineJob j = testing::WholeGpuJob(id, 1, gpus, 300, true);
+    j.per_replica.mem_mib = mem_mib;
+    j.queue = queue;
+    return j;
+  };
+  c.Submit(job(1, "b3", 6, 200000), 0);  // b1
+  c.Cycle(0);
+  c.Submit(job(2, "c", 2, 300000), 1);  // c1
+  c.Cycle(1);
+  c.Submit(job(3, "c", 2, 1024), 2);  // c3
+  c.Submit(job(4, "c", 3, 1024), 2);  // c2
+  c.Cycle(2);
+  EngineJob e = job(5, "b", 1, 1024);
+  e.max_replicas = 4;
+  c.Submit(e, 3);
+  c.Submit(job(6, "a", 6, 200000), 3);  // j
+  c.Cycle(3);
+  const auto node_of = [&](uint32_t id) { return c.e().state().task(c.e().state().job(*c.e().JobOf(id)).tasks[0]).node; };
+  const NodeId x = node_of(1);
+  ASSERT_EQ(node_of(3), x);
+  ASSERT_NE(node_of(2), x);
+  ASSERT_NE(node_of(4), x);
+  ASSERT_EQ(c.e().Running(5), 3);
+  ASSERT_EQ(c.e().Running(6), 0);
+  ASSERT_EQ(c.e().state().allocated_gpu_milli(), 16 * kG);
+  EXPECT_TRUE(c.Cycle(4).empty());
+  c.e().Finish(4, 10);
+  const std::vector<EngineEvent> ev = c.Cycle(10);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kGrown);
+  EXPECT_EQ(ev[0].job, 5u);
+  EXPECT_EQ(ev[0].replicas, 4);
+  EXPECT_EQ(ev[1].kind, EngineEvent::Kind::kReclaim);
+  EXPECT_EQ(ev[1].job, 6u);
+  EXPECT_TRUE(c.Cycle(10).empty());
+  // After the grace period b1 goes and j starts on X; e keeps its 4 replicas.
+  c.Cycle(70);
+  EXPECT_EQ(c.e().Running(1), 0);
+  ASSERT_EQ(c.e().Running(6), 1);
+  EXPECT_EQ(node_of(6), x);
+  EXPECT_EQ(c.e().Running(5), 4);
+  for (int64_t t : {70, 71, 400}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
 }
 
 TEST(EngineQueues, AJobIsRejectedForAnUnknownOrInnerQueueOrAPriorityAboveItsQueuesCeiling) {

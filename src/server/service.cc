@@ -1878,6 +1878,7 @@ StatusOr<Service::StandbyWindowView> Service::AddStandbyWindow(const Principal& 
     const auto it = s.jobs.find(job);
     if (it == s.jobs.end() || !s.Visible(who, it->second)) return NotFound("no job " + std::to_string(job));
     const Impl::JobRec& j = it->second;
+    if (!s.opt.standby) return InvalidArgument("Standby is off in this service's configuration (it has no 'standby')");
     if (Ended(j.view.phase)) return InvalidArgument("job " + std::to_string(job) + " has ended");
     if (replicas < 1 || replicas > j.view.request.max_replicas) {
       return InvalidArgument("field 'replicas': " + std::to_string(replicas) + " is outside [1, " +
@@ -2235,7 +2236,7 @@ void Service::Impl::HandOverWindows(Pass& p) {
   for (uint64_t job : std::exchange(s.standby_jobs, {})) {
     std::vector<StandbyWindowSpec> ws;
     for (const auto& [id, w] : s.windows) {
-      if (w.job == job) ws.push_back({(w.from_ms + 999) / 1000, (w.to_ms + 999) / 1000, w.replicas});
+      if (w.job == job && s.opt.standby) ws.push_back({(w.from_ms + 999) / 1000, (w.to_ms + 999) / 1000, w.replicas});
     }
     s.engine->SetStandbyWindows(static_cast<uint32_t>(job), std::move(ws), now_s);
   }

@@ -94,6 +94,10 @@ struct ServiceOptions {
   // Standby lending: queued preemptible jobs of at most this priority try lent GPUs first
   // (EngineConfig::lend_max_priority; default: everything below HP).
   int32_t lend_max_priority = kHpPriority - 1;
+  // Standby windows apply (a configuration's `standby:`; on in the built-in configuration). Off:
+  // AddStandbyWindow refuses new ones, and stored ones (from a run with it on) are not handed to
+  // the engine — as the simulator ignores jobs' windows under a configuration without it.
+  bool standby = true;
   // false: Standby restores give borrowers Reclaim's grace_s, also when PUT /v1/config changes
   // it; true: the engine configuration's own standby_grace_s (a configuration's
   // `standby: {grace_s}`).
@@ -351,8 +355,8 @@ class Service {
     int32_t replicas = 0;
   };
   // InvalidArgument: replicas outside 1..the job's max, to_ms <= from_ms or <= now, a window
-  // longer than 30 days, an overlap with another window of the job, an ended job. NotFound as
-  // GetJob.
+  // longer than 30 days, an overlap with another window of the job, an ended job, Standby off in
+  // the service's configuration (ServiceOptions::standby). NotFound as GetJob.
   StatusOr<StandbyWindowView> AddStandbyWindow(const Principal& who, uint64_t job, int64_t from_ms, int64_t to_ms,
                                                int32_t replicas);
   std::vector<StandbyWindowView> ListStandbyWindows(const Principal& who) const;

@@ -827,6 +827,40 @@ JobRequest HookedService(const char* name, int replicas, int gpus) {
   return r;
 }
 
+TEST_F(ServiceTest, WithoutStandbyInItsConfigurationTheServiceRefusesWindowsAndIgnoresStoredOnes) {
+  // A window stored while Standby was on; then the service reopens under a configuration without
+  // `standby:` (ServiceOptions::standby off, as `estuary serve --config` sets it): a new window
+  // is refused with a reason, and the stored one sends no replica into Standby at its start — the
+  // simulator ignores a job's windows under such a configuration too.
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  const uint64_t svc = RunJob(kAlice, HookedService("svc", 2, 8));
+  const int64_t from = clock_.ms + 60'000, to = clock_.ms + 600'000;
+  ASSERT_TRUE(service_->AddStandbyWindow(kAlice, svc, from, to, 1).ok());
+  ServiceOptions off;
+  off.standby = false;
+  Reopen(off);
+  Pass();
+  (void)Orders(kAgentA);
+  const auto refused = service_->AddStandbyWindow(kAlice, svc, to + 1000, to + 60'000, 1);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("Standby is off"));
+  clock_.ms = from + 1000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  const std::vector<Order> orders = Orders(kAgentA);
+  EXPECT_EQ(std::count_if(orders.begin(), orders.end(), [](const Order& x) { return x.op == Order::Op::kStandby; }), 0);
+  // The same window under Standby (the default) sends one replica into Standby at its start.
+  Reopen();
+  Pass();
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  std::vector<Order> on = Orders(kAgentA);
+  Pass();
+  const std::vector<Order> more = Orders(kAgentA);
+  on.insert(on.end(), more.begin(), more.end());
+  EXPECT_EQ(std::count_if(on.begin(), on.end(), [](const Order& x) { return x.op == Order::Op::kStandby; }), 1);
+}
+
 TEST_F(ServiceTest, AStandbyWindowLendsAReplicasGpusToSpotWorkAndTakesThemBackByItsEndAcrossARestart) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
   const uint64_t svc = RunJob(kAlice, HookedService("svc", 2, 8));
@@ -1604,7 +1638,9 @@ TEST_F(ServiceTest, AnAdminsQueueChangeTakesEffectAtOnceIsStoredAndOutlivesARest
   notice = Orders(kAgentA);
   EXPECT_EQ(std::count_if(notice.begin(), notice.end(), [](const Order& x) { return x.op == Order::Op::kEvict; }), 2);
   for (const Order& n : notice) {
-    if (n.op == Order::Op::kEvict) EXPECT_EQ(n.deadline_ms, 60'000 + (clock_.ms - 40'000));
+    if (n.op == Order::Op::kEvict) {
+      EXPECT_EQ(n.deadline_ms, 60'000 + (clock_.ms - 40'000));
+    }
   }
   clock_.ms += 21'000;  // the grace period ends 60 s after the Reclaim, not after the restart
   ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());

@@ -375,7 +375,7 @@ while true; do echo "tick $(date +%s%3N)"; sleep 0.1; done)sh"}});
 }
 
 TEST_F(RealAgentTest, AServiceInStandbyRunsItsHooksLendsItsGpusToASpotJobAndTakesThemBackAtItsWindowsEnd) {
-  std::ofstream(dir_ + "/conf.yaml") << "{name: standby, queue: priority, preempt: {grace_s: 2}, absorb: false}\n";
+  std::ofstream(dir_ + "/conf.yaml") << "{name: standby, queue: priority, preempt: {grace_s: 2}, absorb: false, standby: {lend_max_priority: 699}}\n";
   StartServe({"--config", dir_ + "/conf.yaml"});
   StartRealAgent("node-a", testing::kAgentToken);
   WaitNodes(1);
