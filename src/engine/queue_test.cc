@@ -809,11 +809,15 @@ TEST(EngineQueues, TheSupplyBoundCountsOnlyTheTeamsOfAnOrgAtItsGuaranteeAndAJobN
   EXPECT_EQ(c.e().Running(20), 0);
 }
 
-TEST(EngineQueues, AJobEvictedByAReclaimStartsAgainWithinItsTeamsGuaranteeWhileASisterTeamBorrows) {
-  // 8 nodes; org R (4 nodes) has teams v and r (2 each), org P has team p (4). v runs four 1-node
-  // jobs, p four. r queues two: it is owed, and two of v's jobs are evicted for it (v above its
-  // entitlement of 2); those may not borrow for reborrow_s.
-  Cluster c(8, {Q("R", 32), Q("v", 16, 1, "R"), Q("r", 16, 1, "R"), Q("P", 32), Q("p", 32, 1, "P")});
+// The queues of 8 nodes: org R (4 nodes) with teams v and r (2 each), org P with team p (4).
+std::vector<QueueSpec> TwoOrgs() {
+  return {Q("R", 32), Q("v", 16, 1, "R"), Q("r", 16, 1, "R"), Q("P", 32), Q("p", 32, 1, "P")};
+}
+
+// On TwoOrgs: v runs four 1-node jobs (1-4), p four (10-13); at 10 r queues two (20, 21), is owed,
+// and two of v's jobs are evicted for it (v above its entitlement of 2) at 70. Returns their ids
+// (they may not borrow for reborrow_s).
+std::vector<uint32_t> EvictTwoOfV(Cluster& c) {
   for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(1 + i, "v", 1), 0);
   for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(10 + i, "p", 1), 0);
   c.Cycle(0);
@@ -823,8 +827,17 @@ TEST(EngineQueues, AJobEvictedByAReclaimStartsAgainWithinItsTeamsGuaranteeWhileA
   for (const EngineEvent& x : c.Cycle(70)) {
     if (x.kind == EngineEvent::Kind::kReturned) evicted.push_back(x.job);
   }
-  ASSERT_EQ(evicted.size(), 2u);
   EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"P", 4}, {"R", 4}, {"p", 4}, {"r", 2}, {"v", 2}}));
+  return evicted;
+}
+
+TEST(EngineQueues, AJobEvictedByAReclaimStartsAgainWithinItsTeamsGuaranteeWhileASisterTeamBorrows) {
+  // 8 nodes; org R (4 nodes) has teams v and r (2 each), org P has team p (4). v runs four 1-node
+  // jobs, p four. r queues two: it is owed, and two of v's jobs are evicted for it (v above its
+  // entitlement of 2); those may not borrow for reborrow_s.
+  Cluster c(8, TwoOrgs());
+  const std::vector<uint32_t> evicted = EvictTwoOfV(c);
+  ASSERT_EQ(evicted.size(), 2u);
   // p finishes two jobs; r borrows the two idle nodes (R now above its guarantee).
   c.e().Finish(10, 100);
   c.e().Finish(11, 100);
@@ -857,18 +870,9 @@ TEST(EngineQueues, AJobKeptFromBorrowingDoesNotHoldBackTheLaterJobsOfItsShapeTha
   // evicted one until its reborrow_s ended).
   SharingSpec plain;
   plain.weights = false;
-  Cluster c(8, {Q("R", 32), Q("v", 16, 1, "R"), Q("r", 16, 1, "R"), Q("P", 32), Q("p", 32, 1, "P")}, plain);
-  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(1 + i, "v", 1), 0);
-  for (uint32_t i = 0; i < 4; ++i) c.Submit(NodeJob(10 + i, "p", 1), 0);
-  c.Cycle(0);
-  for (uint32_t i = 0; i < 2; ++i) c.Submit(NodeJob(20 + i, "r", 1), 10);
-  EXPECT_EQ(Count(c.Cycle(10), EngineEvent::Kind::kReclaim), 2);
-  std::vector<uint32_t> evicted;
-  for (const EngineEvent& x : c.Cycle(70)) {
-    if (x.kind == EngineEvent::Kind::kReturned) evicted.push_back(x.job);
-  }
+  Cluster c(8, TwoOrgs(), plain);
+  const std::vector<uint32_t> evicted = EvictTwoOfV(c);
   ASSERT_EQ(evicted.size(), 2u);
-  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"P", 4}, {"R", 4}, {"p", 4}, {"r", 2}, {"v", 2}}));
   c.e().Finish(10, 100);
   c.e().Finish(11, 100);
   c.Submit(NodeJob(evicted[0], "v", 1), 100);
