@@ -844,8 +844,7 @@ bool Engine::HoldMayStart(ReservationId r) const {
   if (job.tasks.empty() || MayBorrowLent(job.spec)) return true;  // (lent GPUs are not counted here)
   const TaskRequest& req = state_.task(job.tasks.front()).req;
   if (!req.NeedsGpu()) return true;
-  const int32_t step = options_.allocate.align ? std::max<int32_t>(1, job.spec.step) : 1;
-  const int64_t need = int64_t{(std::max<int32_t>(1, job.spec.min_replicas) + step - 1) / step * step} * req.TotalGpuMilli();
+  const int64_t need = MinGpuNeed(job);
   int64_t free = state_.unheld_free_gpu_milli(req.models);
   for (NodeId n : res.nodes) {
     const Node& node = state_.node(n);
@@ -1023,13 +1022,18 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   return ReclaimWith(li, now_s, filter, owed, owed ? "queue" : "", why);
 }
 
+int64_t Engine::MinGpuNeed(const Job& job) const {
+  const int32_t step = options_.allocate.align ? std::max<int32_t>(1, job.spec.step) : 1;
+  const int64_t replicas = (std::max<int32_t>(1, job.spec.min_replicas) + step - 1) / step * step;
+  return replicas * state_.task(job.tasks.front()).req.TotalGpuMilli();
+}
+
 bool Engine::Hopeless(size_t li, int64_t supply, std::string* why) const {
   if (supply == INT64_MAX) return false;
   const Job& job = state_.job(locals_[li].id);
   const TaskRequest& req = state_.task(job.tasks.front()).req;
   if (!req.NeedsGpu()) return false;
-  const int32_t step = options_.allocate.align ? std::max<int32_t>(1, job.spec.step) : 1;
-  const int64_t need = int64_t{(std::max<int32_t>(1, job.spec.min_replicas) + step - 1) / step * step} * req.TotalGpuMilli();
+  const int64_t need = MinGpuNeed(job);
   // Without a reservation of its own, only nodes no reservation holds can take it (PreemptAction).
   const bool holder = job.reservation.valid();
   const int64_t free = holder ? state_.free_gpu_milli(req.models) : state_.unheld_free_gpu_milli(req.models);
@@ -2107,13 +2111,20 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
   // With queues that reclaim, a job Absorb grew may put its queue above its entitlement, which a
   // queue owed capacity may then take back: the actions run again after a growth while jobs wait
   // (a round after one that grew nothing ends it; growth only takes free GPUs, which the rounds
-  // only free by releases, each of which ends a Reclaim or a hold).
+  // only free by releases, each of which ends a Reclaim or a hold). A move that ended after the
+  // list's last `allocate` (completed: its old instance's GPUs; given up: its target's) freed
+  // capacity that pass did not offer: the actions run again too (each move ends once).
   const bool reclaim_sees_growth = book_.enabled() && book_.sharing().reclaim &&
                                    std::find(first, last, EngineAction::kReclaim) != last;
+  const auto moves_ended = [&] {
+    const MigrationCounters& c = migrations_.counters();
+    return c.completed + c.aborted + c.cancelled;
+  };
   for (bool again = true; again;) {
     again = false;
     for (auto it = first; it != last; ++it) {
       const size_t lent_before = standby_entries_;
+      const int64_t ended_before = moves_ended();
       if (*it == EngineAction::kAllocate) released_.clear();
       switch (*it) {
         case EngineAction::kEvictions: EndEvictions(now_s); break;
@@ -2139,7 +2150,7 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
         case EngineAction::kBackfill: Backfill(now_s); break;
       }
       if (*it == EngineAction::kAllocate) again = false;
-      else if (standby_entries_ != lent_before || FreedSinceAllocate() || PlannedMovedOn()) again = true;
+      else if (standby_entries_ != lent_before || moves_ended() != ended_before || FreedSinceAllocate() || PlannedMovedOn()) again = true;
     }
     // Backfill found no job to plan for, and one waits now (the actions after it changed that).
     if (!again && std::find(first, last, EngineAction::kBackfill) != last && BackfillDue(now_s)) again = true;
@@ -2172,7 +2183,9 @@ std::optional<int64_t> Engine::NextDue() const {
   if (options_.backfill.easy && !queue_.empty() && next_backfill_ > now_) due = due ? std::min(*due, next_backfill_) : next_backfill_;
   // While jobs wait: a job kept from borrowing may start beyond its fair share once its period
   // ends (and, running, be a rebalance's victim again), a queue whose cooldown ends may be
-  // reclaimed from again, and a Reclaim's budgets admit victims anew at each budget time.
+  // reclaimed from again, and a Reclaim's budgets admit victims anew at each budget time — a
+  // queue's Reclaim, or a job's that reclaims by priority (its victims in other queues are
+  // bounded by what those hold above their entitlements, whether or not queues reclaim).
   if (!queue_.empty()) {
     for (size_t li : no_borrow_) {
       const int64_t until = locals_[li].no_borrow_until;
@@ -2181,7 +2194,10 @@ std::optional<int64_t> Engine::NextDue() const {
     if (std::find(options_.actions.begin(), options_.actions.end(), EngineAction::kReclaim) != options_.actions.end()) {
       if (const auto c = book_.NextCooldownEnd(now_)) due = due ? std::min(*due, *c) : *c;
       // The next budget time, when a refused Reclaim's victims are ordered anew.
-      if (book_.enabled() && book_.sharing().reclaim) {
+      const auto hp_waits = [&] {
+        return std::any_of(hp_shapes_.begin(), hp_shapes_.end(), [&](int sh) { return queue_.Queued(sh); });
+      };
+      if (book_.enabled() && (book_.sharing().reclaim || hp_waits())) {
         const int64_t next = book_.BudgetTime(now_) + book_.budget_period_s();
         due = due ? std::min(*due, next) : next;
       }

@@ -898,6 +898,9 @@ class Engine {
   // multiple under Align) need more GPUs than those nodes have free plus `supply`. True with
   // `why` (may be null). O(models): it spares the O(cluster) plan.
   bool Hopeless(size_t li, int64_t supply, std::string* why) const;
+  // The GPU milli `job` (with a task) needs to start: its min replicas (at least one), rounded up
+  // to whole steps under Align, times one replica's GPUs. O(1).
+  int64_t MinGpuNeed(const Job& job) const;
   // The cycle's `absorb`; returns whether a job grew.
   bool Absorb(int64_t now_s, int32_t external_blocking);
   // Stops every task on `node` as NodeFailureAction does, leaves the node `after` (down or

@@ -240,6 +240,33 @@ TEST(EngineQueues, WhileAJobWaitsNextDueNamesTheNextBudgetTimeWhenQueuesReclaim)
   }
 }
 
+// A job that reclaims by priority (HP) is bounded by the same budgets in the queues it takes from
+// (what they hold above their entitlements), whether or not queues reclaim: while it waits,
+// NextDue names the next budget time either way. (Found by OneEngineDrawn's seed 2: the
+// simulator, woken by a stale job end, started an HP Reclaim at a budget time at which the
+// service, woken only at its inputs and NextDue, did not look.)
+TEST(EngineQueues, WhileAnHpJobWaitsNextDueNamesTheNextBudgetTimeWhetherOrNotQueuesReclaim) {
+  for (const bool reclaim : {true, false}) {
+    SCOPED_TRACE(reclaim ? "reclaim" : "no reclaim");
+    SharingSpec sharing;
+    sharing.reclaim = reclaim;
+    Cluster c(2, {Q("a", 8), Q("b", 8)}, sharing);
+    c.Submit(NodeJob(1, "a", 1), 0);  // a holds its guarantee: nothing of it is takeable
+    EngineJob own = testing::WholeGpuJob(2, 1, 8, 300, /*preemptible=*/false);
+    own.queue = "b";
+    c.Submit(own, 0);
+    c.Cycle(0);
+    ASSERT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 1}, {"b", 1}}));
+    EXPECT_EQ(c.e().NextDue(), std::nullopt);  // nobody waits
+    c.Submit(NodeJob(3, "b", 2, 0, 900), 30);  // both nodes: no victim it may take
+    EXPECT_TRUE(c.Cycle(30).empty());
+    EXPECT_EQ(c.e().Running(3), 0);
+    EXPECT_EQ(c.e().NextDue(), std::optional<int64_t>(60));
+    EXPECT_TRUE(c.Cycle(60).empty());
+    EXPECT_EQ(c.e().NextDue(), std::optional<int64_t>(120));
+  }
+}
+
 TEST(EngineQueues, AShortfallBelowATenthOfTheFairShareEvictsNothing) {
   // 32 nodes; a is guaranteed 8, b 20. b runs twenty 1-node jobs (its guarantee); a's elastic
   // job (1..12 nodes) holds the other 12. b queues one more node: the fair shares become b 21

@@ -623,14 +623,10 @@ struct Service::Impl {
       // instance is ordered on the target); or the move ended — completed (the engine binds the
       // replica at the target: the new instance is the replica, the old one stops) or abandoned
       // (the new instance stops; the old one runs on).
+      // (A move's start is ordered below, after the replica's own start: the engine may start a
+      // move of a replica it placed in the same cycle.)
       const auto mv = tid.valid() ? moving.find(tid.value()) : moving.end();
-      if (mv != moving.end() && t.mig_node.empty() && told && t.node == node) {
-        t.mig_node = node_names[mv->second.to.value()];
-        t.mig_gpus.assign(mv->second.gpus.begin(), mv->second.gpus.end());
-        AddOrderAt(out, Order::Op::kMigrate, id, i, t.mig_node, t.mig_gpus);
-        out.back().second.from = t.node;
-        batch.Put(TaskKey(id, i), TaskJson(t));
-      } else if (mv == moving.end() && !t.mig_node.empty()) {
+      if (mv == moving.end() && !t.mig_node.empty()) {
         if (told && is_bound && node == t.mig_node && gpus == t.mig_gpus) {
           AddOrder(out, Order::Op::kStop, id, i, t);
           t.retiring = t.node;
@@ -647,7 +643,6 @@ struct Service::Impl {
         t.mig_gpus.clear();
         if (t.stored()) batch.Put(TaskKey(id, i), TaskJson(t));
       }
-      migrating += !t.mig_node.empty();
       if (told && (!is_bound || t.node != node || t.gpus != gpus)) {
         AddOrder(out, Order::Op::kStop, id, i, t);
         t.standby = t.lent = t.borrowed = false;
@@ -679,6 +674,14 @@ struct Service::Impl {
         AddOrder(out, Order::Op::kStart, id, i, t);
         batch.Put(TaskKey(id, i), TaskJson(t));
       }
+      if (mv != moving.end() && t.mig_node.empty() && told && t.node == node) {
+        t.mig_node = node_names[mv->second.to.value()];
+        t.mig_gpus.assign(mv->second.gpus.begin(), mv->second.gpus.end());
+        AddOrderAt(out, Order::Op::kMigrate, id, i, t.mig_node, t.mig_gpus);
+        out.back().second.from = t.node;
+        batch.Put(TaskKey(id, i), TaskJson(t));
+      }
+      migrating += !t.mig_node.empty();
       // A borrower whose lender left keeps running where it is, on capacity of its own now.
       if (told && is_bound && t.node == node && t.borrowed != borrowed) {
         t.borrowed = borrowed;

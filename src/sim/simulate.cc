@@ -306,8 +306,8 @@ StatusOr<EngineConfig> EngineConfigFor(const Scenario& sc, const ClusterState& s
 class ScenarioRun {
  public:
   ScenarioRun(const Scenario& sc, const SchedulerConfig& config, uint64_t seed, bool check_invariants,
-              bool record_events)
-      : sc_(sc), config_(config), seed_(seed), check_(check_invariants), record_(record_events) {}
+              bool record_events, bool check_quiet = false)
+      : sc_(sc), config_(config), seed_(seed), check_(check_invariants), record_(record_events), quiet_(check_quiet) {}
 
   // The workload, the engine and the first events. Errors: bad names, bad configuration.
   Status Prepare(const ClusterState& cluster);
@@ -352,6 +352,10 @@ class ScenarioRun {
   // decides nothing: no event, and every task, hold and starting move where it was. Internal
   // error naming the first new event otherwise.
   Status CheckFixedPoint(SimTime t);
+  // With check_quiet: after the cycle at t, a cycle one second before the next event or the
+  // engine's next due time (when that is after t) decides nothing either: nothing the engine does
+  // changes with the clock alone before NextDue. Internal error naming the first new event.
+  Status CheckQuietUntilDue(SimTime t);
   void OnStart(size_t i, const EngineEvent& e);
   void OnReturned(size_t i, const EngineEvent& e);
   // The work model: Progress counts j's progress up to t at its current rate (and the work left
@@ -405,7 +409,7 @@ class ScenarioRun {
   const Scenario& sc_;
   const SchedulerConfig& config_;
   uint64_t seed_;
-  bool check_, record_;
+  bool check_, record_, quiet_;
   uint64_t events_seen_ = 0;    // events observed (OnEvent)
   std::string last_event_;      // the last one, as a line (CheckFixedPoint's message)
   SimulateResult res_;
@@ -945,6 +949,7 @@ Status ScenarioRun::Run() {
     (void)engine_->RunCycle(t);
     TakeNotices(t);
     if (check_) ESTUARY_RETURN_IF_ERROR(CheckFixedPoint(t));
+    if (check_ && quiet_) ESTUARY_RETURN_IF_ERROR(CheckQuietUntilDue(t));
     if (queue_metrics_) queue_metrics_->AfterCycle(t);
     if (const auto due = engine_->NextDue(); due && *due < sc_.duration_s && due_.insert(std::max(*due, t)).second) {
       events_.push({std::max(*due, t), kDue, 0, 0});
@@ -996,6 +1001,23 @@ Status ScenarioRun::CheckFixedPoint(SimTime t) {
   (void)engine_->RunCycle(t);
   TakeNotices(t);
   const std::string at = "at t=" + std::to_string(t) + ": a second cycle at the same time ";
+  if (events_seen_ != seen) return Internal(at + "decided " + std::to_string(events_seen_ - seen) + " more: the last " + last_event_);
+  if (Decided(*engine_) != before) return Internal(at + "moved a task, a hold or a move without an event");
+  return Status::Ok();
+}
+
+Status ScenarioRun::CheckQuietUntilDue(SimTime t) {
+  SimTime next = sc_.duration_s;
+  if (!events_.empty()) next = std::min(next, events_.top().t);
+  if (const auto due = engine_->NextDue()) next = std::min(next, std::max<SimTime>(*due, t));
+  const SimTime probe = next - 1;
+  if (probe <= t) return Status::Ok();
+  const std::vector<int64_t> before = Decided(*engine_);
+  const uint64_t seen = events_seen_;
+  (void)engine_->RunCycle(probe);
+  TakeNotices(probe);
+  const std::string at = "after the cycle at t=" + std::to_string(t) + ", a cycle at t=" + std::to_string(probe) +
+                         " (before the next input or due time, " + std::to_string(next) + ") ";
   if (events_seen_ != seen) return Internal(at + "decided " + std::to_string(events_seen_ - seen) + " more: the last " + last_event_);
   if (Decided(*engine_) != before) return Internal(at + "moved a task, a hold or a move without an event");
   return Status::Ok();
@@ -1316,8 +1338,8 @@ SimJobRecord JobRecordOf(const JobTemplate& t, SimTime submit, SimTime first_sta
 }
 
 StatusOr<SimulateResult> RunScenario(const Scenario& sc, const ClusterState& cluster, const SchedulerConfig& config,
-                                     uint64_t seed, bool check_invariants, bool record_events) {
-  ScenarioRun run(sc, config, seed, check_invariants, record_events);
+                                     uint64_t seed, bool check_invariants, bool record_events, bool check_quiet) {
+  ScenarioRun run(sc, config, seed, check_invariants, record_events, check_quiet);
   ESTUARY_RETURN_IF_ERROR(run.Prepare(cluster));
   ESTUARY_RETURN_IF_ERROR(run.Run());
   return run.Finish();

@@ -238,8 +238,15 @@ Status ApplyDefrag(const Scenario& sc, const ClusterState& state, const Schedule
 // of what `k` and `d` counted, into `m`.
 void DefragCounterMetrics(const MigrationCounters& k, const DefragCounters& d, std::map<std::string, double>& m);
 
+// `check_invariants`: after every step the cluster's invariants hold and the cycle ended at a fixed
+// point (another cycle at the same time decides nothing); an Internal error otherwise.
+// `check_quiet` (tests; with check_invariants): also, after every cycle, a cycle one second before
+// the run's next input or the engine's next due time (Engine::NextDue), whichever is first,
+// decides nothing — so a driver that runs cycles at other moments (the service runs one after any
+// input, and at NextDue) decides as this one. That cycle is run for real: the run's outputs may
+// differ from a run without the check only where the check fails.
 StatusOr<SimulateResult> RunScenario(const Scenario& scenario, const ClusterState& cluster,
                                      const SchedulerConfig& config, uint64_t seed, bool check_invariants = false,
-                                     bool record_events = false);
+                                     bool record_events = false, bool check_quiet = false);
 
 }  // namespace estuary

@@ -163,13 +163,15 @@ Instance Draw(uint64_t seed, bool more = false) {
   return Instance{y.str(), c.str()};
 }
 
-// Runs `in` with the checks (invariants and the fixed point after every cycle).
+// Runs `in` with the checks: invariants and the fixed point after every cycle, and no decision
+// by a cycle run before the next input or due time (RunScenario's check_quiet).
 void ExpectFixedPoint(const Instance& in) {
   auto sc = ParseScenario(in.yaml, kExamples + "fixed-point.yaml");
   ASSERT_TRUE(sc.ok()) << sc.status().message() << "\n" << in.yaml;
   auto cluster = LoadScenarioCluster(*sc);
   ASSERT_TRUE(cluster.ok()) << cluster.status().message();
-  auto r = RunScenario(*sc, *cluster, sc->configurations[0], sc->seeds[0], /*check_invariants=*/true);
+  auto r = RunScenario(*sc, *cluster, sc->configurations[0], sc->seeds[0], /*check_invariants=*/true,
+                       /*record_events=*/false, /*check_quiet=*/true);
   ASSERT_TRUE(r.ok()) << r.status().message() << "\nconfiguration: " << in.configuration;
   // It measures what it claims: work ran.
   EXPECT_GT(r->metrics.at("jobs_started_count"), 100) << in.configuration;

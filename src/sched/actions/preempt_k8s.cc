@@ -91,21 +91,28 @@ class KubeSolver {
       Candidate& c = cand_[i];
       c = Candidate{};
       if (!ledger_.usable(i)) continue;
+      // Most important first: higher priority, then earlier start (util.MoreImportantPod).
+      const auto more_important = [&](TaskId a, TaskId b) {
+        const Job& ja = state_.job(state_.task(a).job);
+        const Job& jb = state_.job(state_.task(b).job);
+        return std::make_tuple(-ja.spec.priority, ledger_.Start(ja), a.value()) <
+               std::make_tuple(-jb.spec.priority, ledger_.Start(jb), b.value());
+      };
+      // The candidates are asked for least important first, the order they are evicted in: the
+      // budgets (VictimFilter::take) admit those first, whatever order the node's tasks were
+      // bound in (an engine rebuilt from the service's records binds its running jobs again in
+      // job order: Engine::Know).
+      std::vector<TaskId> bound(node.tasks.begin(), node.tasks.end());
+      std::sort(bound.begin(), bound.end(), [&](TaskId a, TaskId b) { return more_important(b, a); });
       std::vector<TaskId> pot;
-      for (TaskId t : node.tasks) {
+      for (TaskId t : bound) {
         if (ledger_.Candidate(t)) pot.push_back(t);
       }
       if (pot.empty()) continue;
       Room r = ledger_.room(i);
       for (TaskId t : pot) AddTask(r, state_.task(t), 1);
       if (Fits(node, r, req_) < 1) continue;
-      // Most important first: higher priority, then earlier start (util.MoreImportantPod).
-      std::sort(pot.begin(), pot.end(), [&](TaskId a, TaskId b) {
-        const Job& ja = state_.job(state_.task(a).job);
-        const Job& jb = state_.job(state_.task(b).job);
-        return std::make_tuple(-ja.spec.priority, ledger_.Start(ja), a.value()) <
-               std::make_tuple(-jb.spec.priority, ledger_.Start(jb), b.value());
-      });
+      std::reverse(pot.begin(), pot.end());
       for (TaskId t : pot) {
         AddTask(r, state_.task(t), -1);  // reprieve it ...
         if (Fits(node, r, req_) >= 1) continue;

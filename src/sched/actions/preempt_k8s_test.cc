@@ -6,6 +6,7 @@
 // changed by a plan; each test checks ClusterState::CheckInvariants() on it.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -82,6 +83,32 @@ TEST(KubePreemption, ReprieveKeepsTheMoreImportantTaskWhenEvictingTheOtherMakesR
   const PreemptionPlan p = g.Kube(g.Gang("hp", 1, kFour));
   ASSERT_TRUE(p.feasible) << p.reason;
   EXPECT_EQ(g.Jobs(p), (Names{"b"}));
+}
+
+// A filter's budgets (VictimFilter::take: what the victims' queues hold above their
+// entitlements, first asked first served) admit the least important tasks first, the order kube
+// evicts in, not the order the node's tasks were bound in: with a budget for one 4-GPU victim,
+// p100 goes (as without budgets: reprieve keeps p200), although p200 was bound first. Before,
+// p200 took the budget and went.
+TEST(KubePreemption, ABudgetForOneVictimAdmitsTheLeastImportantTaskWhateverTheBindOrder) {
+  Cluster g = Cluster::Flat(1);
+  g.Run("p200", {0}, 4, 200);
+  g.Run("p100", {0}, 4, 100);
+  AllocateOptions o;
+  o.topology = false;
+  o.align = false;
+  o.victims = VictimSelection::kKube;
+  VictimFilter f;
+  auto left = std::make_shared<int64_t>(4000);
+  f.take = [left](const Job&, int64_t gpu) {
+    if (*left < gpu) return false;
+    *left -= gpu;
+    return true;
+  };
+  const PreemptionPlan p = PreemptAction::Plan(g.c.state, g.Gang("hp", 1, kFour), kNow, o, {}, f);
+  ASSERT_TRUE(p.feasible) << p.reason;
+  EXPECT_EQ(g.Jobs(p), (Names{"p100"}));
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
 }
 
 TEST(KubePreemption, ReprieveGoesByPriorityNotByCostSoTheYoungerHigherTaskIsKept) {

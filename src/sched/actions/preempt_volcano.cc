@@ -53,15 +53,19 @@ class VolcanoSolver {
     const Node& node = state_.node(id);
     if (!ledger_.usable(i)) return false;
     if (Fits(node, ledger_.room(i), req_) < 1) {
+      // The candidates are asked for in victim order: the budgets (VictimFilter::take) admit the
+      // first victims first, whatever order the node's tasks were bound in (an engine rebuilt
+      // from the service's records binds its running jobs again in job order: Engine::Know).
+      std::vector<TaskId> bound(node.tasks.begin(), node.tasks.end());
+      std::sort(bound.begin(), bound.end(), [&](TaskId a, TaskId b) { return Order(a) < Order(b); });
       std::vector<TaskId> victims;
       Room r = ledger_.room(i);
-      for (TaskId t : node.tasks) {
+      for (TaskId t : bound) {
         if (!ledger_.Candidate(t)) continue;
         victims.push_back(t);
         AddTask(r, state_.task(t), 1);
       }
       if (Fits(node, r, req_) < 1) return false;
-      std::sort(victims.begin(), victims.end(), [&](TaskId a, TaskId b) { return Order(a) < Order(b); });
       for (TaskId t : victims) {
         if (Fits(node, ledger_.room(i), req_) >= 1) break;
         if (ledger_.Candidate(t)) ledger_.Evict(t);  // not yet gone with its job

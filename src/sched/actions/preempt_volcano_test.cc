@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -105,6 +106,33 @@ TEST(VolcanoPreemption, AmongEqualPrioritiesTheJobCreatedLastGoesFirst) {
   ASSERT_TRUE(p.feasible) << p.reason;
   EXPECT_EQ(g.Jobs(p), (Names{"young"}));
   EXPECT_EQ(p.cost, 0);  // it started now: no work lost
+}
+
+// A filter's budgets (VictimFilter::take: what the victims' queues hold above their
+// entitlements, first asked first served) admit victims in Volcano's victim order, not in the
+// order the node's tasks were bound in: with a budget for one 4-GPU victim, young (created last)
+// is the one, as without budgets, although old was bound first. Before, the node's list was asked
+// in bind order: old took the budget and went (and an engine rebuilt from the service's records,
+// binding its jobs again in job order, could choose otherwise than the engine before it).
+TEST(VolcanoPreemption, ABudgetForOneVictimAdmitsTheJobVolcanoEvictsFirstWhateverTheBindOrder) {
+  Cluster g = Cluster::Flat(1);
+  g.Run("old", {0}, 4, 100, 0);
+  g.Run("young", {0}, 4, 100, kNow);
+  AllocateOptions o;
+  o.topology = false;
+  o.align = false;
+  o.victims = VictimSelection::kVolcano;
+  VictimFilter f;
+  auto left = std::make_shared<int64_t>(4000);
+  f.take = [left](const Job&, int64_t gpu) {
+    if (*left < gpu) return false;
+    *left -= gpu;
+    return true;
+  };
+  const PreemptionPlan p = PreemptAction::Plan(g.c.state, g.Gang("hp", 1, kFour), kNow, o, {}, f);
+  ASSERT_TRUE(p.feasible) << p.reason;
+  EXPECT_EQ(g.Jobs(p), (Names{"young"}));
+  EXPECT_TRUE(g.c.state.CheckInvariants().ok());
 }
 
 TEST(VolcanoPreemption, AGangTakesTheNodesInScoreOrderAndAFreeNodeCostsNoEviction) {

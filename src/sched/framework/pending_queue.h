@@ -59,6 +59,10 @@ class PendingQueue {
   // front has a smaller one than every job queued before it).
   int64_t PositionOf(size_t i) const { return slots_[i].key.second; }
   size_t size() const { return size_; }
+  // Whether a job of `shape` is queued.
+  bool Queued(int shape) const {
+    return shape >= 0 && static_cast<size_t>(shape) < shapes_.size() && !shapes_[static_cast<size_t>(shape)].empty();
+  }
   bool empty() const { return size_ == 0; }
   // Every queued job, in queue order; with `shape_filter`, only the jobs of the shapes it accepts.
   // O(P log P) over those jobs.
