@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -64,6 +65,25 @@ struct PreemptCluster : AswCluster {
     std::vector<std::string> out;
     for (NodeId n : p.nodes) out.push_back(c.state.node(n).spec.name);
     return out;
+  }
+  // A plan for `j` at `now_s` by `victims`' rule (topology and Align off) whose victims the
+  // budget admits, first asked first served, up to `budget_milli` GPU milli in all (as a queue's
+  // budget does: VictimFilter::take). The cluster's invariants are checked on it.
+  PreemptionPlan PlanWithBudget(JobId j, int64_t now_s, VictimSelection victims, int64_t budget_milli) const {
+    AllocateOptions o;
+    o.topology = false;
+    o.align = false;
+    o.victims = victims;
+    VictimFilter f;
+    auto left = std::make_shared<int64_t>(budget_milli);
+    f.take = [left](const Job&, int64_t gpu) {
+      if (*left < gpu) return false;
+      *left -= gpu;
+      return true;
+    };
+    const PreemptionPlan p = PreemptAction::Plan(c.state, j, now_s, o, {}, f);
+    EXPECT_TRUE(c.state.CheckInvariants().ok());
+    return p;
   }
 };
 
