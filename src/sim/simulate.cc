@@ -356,6 +356,9 @@ class ScenarioRun {
   // engine's next due time (when that is after t) decides nothing either: nothing the engine does
   // changes with the clock alone before NextDue. Internal error naming the first new event.
   Status CheckQuietUntilDue(SimTime t);
+  // A cycle at `at` decides nothing (no event; every task, hold and starting move where it was);
+  // else an Internal error: `which` then what it decided.
+  Status DecidesNothingAt(SimTime at, const std::string& which);
   void OnStart(size_t i, const EngineEvent& e);
   void OnReturned(size_t i, const EngineEvent& e);
   // The work model: Progress counts j's progress up to t at its current rate (and the work left
@@ -995,15 +998,18 @@ std::vector<int64_t> Decided(const Engine& e) {
 
 }  // namespace
 
-Status ScenarioRun::CheckFixedPoint(SimTime t) {
+Status ScenarioRun::DecidesNothingAt(SimTime at, const std::string& which) {
   const std::vector<int64_t> before = Decided(*engine_);
   const uint64_t seen = events_seen_;
-  (void)engine_->RunCycle(t);
-  TakeNotices(t);
-  const std::string at = "at t=" + std::to_string(t) + ": a second cycle at the same time ";
-  if (events_seen_ != seen) return Internal(at + "decided " + std::to_string(events_seen_ - seen) + " more: the last " + last_event_);
-  if (Decided(*engine_) != before) return Internal(at + "moved a task, a hold or a move without an event");
+  (void)engine_->RunCycle(at);
+  TakeNotices(at);
+  if (events_seen_ != seen) return Internal(which + "decided " + std::to_string(events_seen_ - seen) + " more: the last " + last_event_);
+  if (Decided(*engine_) != before) return Internal(which + "moved a task, a hold or a move without an event");
   return Status::Ok();
+}
+
+Status ScenarioRun::CheckFixedPoint(SimTime t) {
+  return DecidesNothingAt(t, "at t=" + std::to_string(t) + ": a second cycle at the same time ");
 }
 
 Status ScenarioRun::CheckQuietUntilDue(SimTime t) {
@@ -1012,15 +1018,8 @@ Status ScenarioRun::CheckQuietUntilDue(SimTime t) {
   if (const auto due = engine_->NextDue()) next = std::min(next, std::max<SimTime>(*due, t));
   const SimTime probe = next - 1;
   if (probe <= t) return Status::Ok();
-  const std::vector<int64_t> before = Decided(*engine_);
-  const uint64_t seen = events_seen_;
-  (void)engine_->RunCycle(probe);
-  TakeNotices(probe);
-  const std::string at = "after the cycle at t=" + std::to_string(t) + ", a cycle at t=" + std::to_string(probe) +
-                         " (before the next input or due time, " + std::to_string(next) + ") ";
-  if (events_seen_ != seen) return Internal(at + "decided " + std::to_string(events_seen_ - seen) + " more: the last " + last_event_);
-  if (Decided(*engine_) != before) return Internal(at + "moved a task, a hold or a move without an event");
-  return Status::Ok();
+  return DecidesNothingAt(probe, "after the cycle at t=" + std::to_string(t) + ", a cycle at t=" + std::to_string(probe) +
+                                     " (before the next input or due time, " + std::to_string(next) + ") ");
 }
 
 void ScenarioRun::SampleUntil(SimTime t) {
