@@ -1120,6 +1120,54 @@ TEST(Engine, DefragMovesMakeBeforeBreakAndCompleteOnlyWhenTheNewInstanceIsAcknow
   EXPECT_FALSE(m->Defrag(d, 201).ok());
 }
 
+TEST(Engine, AMoveGivenUpAfterTheCyclesAllocateFreesItsTargetForAWaitingJobInTheSameCycle) {
+  // Two 8-GPU nodes: the HP service a (4 GPUs) on n0, b (4 GPUs) on n1. A plan moves a to n1's
+  // free half (held for it) to free n0; meanwhile c (2 replicas of 4 GPUs) waits: n0's free half
+  // is one of its two. At 100 a's Standby window opens: the cycle's `standby` puts a into Standby
+  // and its `allocate` finds n1's half still held, and then its `moves` — after `allocate` in this
+  // list — gives the move up (a Standby replica is not moved): n1's half is free again. Nothing
+  // but the move's end happened after `allocate`, and c starts in that very cycle (the actions
+  // run again); another cycle at the same time changes nothing.
+  using A = EngineAction;
+  EngineConfig o;
+  o.name = "late-move-end";
+  o.grace_s = 30;
+  o.standby_grace_s = 30;
+  o.absorb = false;
+  o.migration.acknowledged = true;
+  o.actions = {A::kEvictions, A::kRestores, A::kStandby, A::kAllocate, A::kMoves};
+  auto made = Engine::Create(EngineCluster(2), o);
+  ASSERT_TRUE(made.ok());
+  Engine& m = **made;
+  ASSERT_TRUE(m.Adopt(Job(1, 1, 4, kHpPriority), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
+  ASSERT_TRUE(m.Adopt(Job(2, 1, 4, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3})}}, 0));
+  DefragOptions d;
+  d.partition_nodes = 0;
+  const auto planned = m.Defrag(d, 10);
+  ASSERT_TRUE(planned.ok());
+  ASSERT_EQ(*planned, 1);
+  const TaskId a = m.state().job(*m.JobOf(1)).tasks[0];
+  ASSERT_EQ(m.StartingMoves().size(), 1u);
+  ASSERT_EQ(m.StartingMoves()[0].to, NodeId(1));
+  ASSERT_TRUE(m.Submit(Job(3, 2, 4, 100), SubmitMode::kEnqueue, 10).accepted);
+  m.SetStandbyWindows(1, {StandbyWindowSpec{100, 1000, 1}}, 10);
+  m.TakeEvents();
+  EXPECT_TRUE(StepAndTake(m, 50).empty());  // c waits: n1's free half is held for the move
+  EXPECT_EQ(m.Running(3), 0);
+  const std::vector<EngineEvent> ev = StepAndTake(m, 100);
+  std::vector<EngineEvent::Kind> kinds;
+  for (const EngineEvent& e : ev) kinds.push_back(e.kind);
+  EXPECT_EQ(kinds, (std::vector<EngineEvent::Kind>{EngineEvent::Kind::kStandby, EngineEvent::Kind::kMoveAborted,
+                                                   EngineEvent::Kind::kStarted}));
+  EXPECT_TRUE(m.state().task(a).standby);
+  EXPECT_EQ(m.state().task(a).node, NodeId(0));
+  EXPECT_EQ(m.migration_counters().aborted, 1);
+  EXPECT_EQ(m.Running(3), 2);
+  EXPECT_EQ(m.state().reserved_gpu_milli(), 0);
+  EXPECT_TRUE(StepAndTake(m, 100).empty());
+  EXPECT_TRUE(StepAndTake(m, 101).empty());
+}
+
 TEST(Engine, EvacuatingANodeMovesItsTasksMakeBeforeBreakAndKeepsItCordoned) {
   auto m = LiveEngine(3, 30);
   ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));

@@ -789,7 +789,8 @@ TEST_P(OneEngineDrawn, ASharedClusterUnderADrawnConfigurationDecidesAsTheSimulat
 INSTANTIATE_TEST_SUITE_P(Seeds, OneEngineDrawn, ::testing::Range<uint64_t>(1, 13));
 // Seed 11 of it found one more after the victim-order change below: a move given up late in a
 // cycle (its replica entered Standby) freed its target's GPUs, and a second cycle started a job
-// there; the cycle's actions now run again when a move ends after its last `allocate`.
+// there; the cycle's actions now run again when a move ends after its last `allocate`
+// (Engine.AMoveGivenUpAfterTheCyclesAllocateFreesItsTargetForAWaitingJobInTheSameCycle).
 // The same with the service rebuilding its engine whenever it may (as above). Seed 36
 // (gpu-clustering, Volcano's victims, queues) chose another victim after a rebuild: a node's
 // tasks were offered to the queues' budgets (VictimFilter::take, first asked first served) in
