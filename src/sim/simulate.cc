@@ -877,17 +877,19 @@ void ScenarioRun::ApplyJobAction(const JobAction& a, SimTime t) {
 }
 
 bool ScenarioRun::ApplyEventsAt(SimTime t, bool* failed, bool* demand_step) {
-  // False while the time's events are only failure-model draws that picked a down node and
-  // repairs that no longer apply: nothing happened, so no cycle runs (it would see the state its
-  // last cycle saw, and the run stays the same as with the listed events).
+  // False while the time's events are only failure-model draws that picked a down node, repairs
+  // that no longer apply and ends of runs that are over (evicted, requeued or rescheduled since):
+  // nothing happened, so no cycle runs. It would see the state its last cycle saw, the run stays
+  // the same as with the listed events, and the service, which has no such events, runs none.
   bool happened = false;
   while (!events_.empty() && events_.top().t == t) {
     const Ev e = events_.top();
     events_.pop();
-    happened |= e.kind != kNode && e.kind != kFailureDraw;
+    happened |= e.kind != kNode && e.kind != kFailureDraw && e.kind != kEnd;
     if (e.kind == kEnd) {
       SimJob& j = jobs_[e.idx];
       if (j.started_at < 0 || static_cast<SimTime>(j.gen) != e.start) continue;  // rescheduled or requeued since
+      happened = true;
       Progress(j, t);
       CloseRun(j, t, RunEnd::kFinished);
       engine_->Finish(static_cast<uint32_t>(e.idx), t);
@@ -950,6 +952,7 @@ Status ScenarioRun::Run() {
     TakeNotices(t);
     if (!happened) continue;
     (void)engine_->RunCycle(t);
+    ++res_.cycles;
     TakeNotices(t);
     if (check_) ESTUARY_RETURN_IF_ERROR(CheckFixedPoint(t));
     if (check_ && quiet_) ESTUARY_RETURN_IF_ERROR(CheckQuietUntilDue(t));

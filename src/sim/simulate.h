@@ -223,6 +223,9 @@ struct SimulateResult {
   std::array<double, 24> idle_gpu_hours_by_hour{};
   std::vector<SimJobEvent> job_events;  // in time order; only when asked for (RunScenario)
   std::vector<QueueSample> queue_samples;  // with queues: one row per queue per sample
+  // The scheduling cycles the run ran: one at each time some input happened or the engine was
+  // due (Engine::NextDue); the checks' extra cycles (RunScenario's check_*) are not counted.
+  int64_t cycles = 0;
 };
 
 // The scenario's cluster: its spec file read, or generated.

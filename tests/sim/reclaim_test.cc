@@ -101,6 +101,26 @@ TEST(Reclaim, OnceTheHpJobRunsFurtherCyclesEvictNothingAndTheVictimsReturnWhenIt
   EXPECT_EQ(StatusOf(*r, "lp2"), SimJobStatus::kRunning);
 }
 
+TEST(Reclaim, TheEndAnEvictedRunWouldHaveHadCausesNoCycle) {
+  // One 8-GPU node. lp (8 GPUs, 1,000 s, no checkpoints) runs from 0 s; hp (8 GPUs, 100 s)
+  // arrives at 100 s and evicts it after the 60 s grace period; lp is requeued and runs again
+  // from hp's end (260 s) to 1,260 s. Cycles: at 0 (lp arrives), 100 (hp arrives), 160 (the
+  // eviction is due), 260 (hp ends) and 1,260 (lp ends) — five. Its first run would have ended at
+  // 1,000 s: nothing happens then (the service, which has no such event, runs no cycle there).
+  auto r = RunScenarioText(
+      "name: t\nduration_s: 5000\n"
+      "cluster:\n  generate: {total_gpus: 8, gpus_per_node: 8, nodes_per_asw_min: 1, nodes_per_asw_max: 1, seed: 1}\n"
+      "jobs:\n"
+      "  - {name: lp, duration_s: 1000, gpus: 8, cpu_cores: 1, memory_gib: 1, class: lp}\n"
+      "  - {name: hp, submit_s: 100, duration_s: 100, gpus: 8, cpu_cores: 1, memory_gib: 1, class: hp-training}\n"
+      "configurations:\n  - {name: a, preempt: {grace_s: 60}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(StartOf(*r, "hp"), 160);
+  EXPECT_EQ(r->metrics.at("evictions_count"), 1);
+  EXPECT_EQ(StatusOf(*r, "lp"), SimJobStatus::kFinished);
+  EXPECT_EQ(r->cycles, 5);
+}
+
 TEST(Reclaim, TheFeasibilityCheckRefusesAndEvictsNothingWhenEvenFullReclaimCannotFit) {
   // Two LP jobs and six non-preemptible dev jobs fill the eight H800 nodes; an HP gang of three
   // whole nodes fits the empty cluster but not the two nodes reclaimable from LP work.
