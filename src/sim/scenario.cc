@@ -100,6 +100,11 @@ StatusOr<bool> Bool(const Ctx& c, const YAML::Node& m, const char* key, bool def
 }
 
 constexpr int64_t kMaxTime = 1'000'000'000'000;
+// A run's samples and its generated jobs are kept in memory: a scenario asking for more than these
+// (a year sampled every 4 s; a year at ~1.6 arrivals a second) is refused rather than left to
+// run out of memory or time.
+constexpr int64_t kMaxSamples = 10'000'000;
+constexpr double kMaxArrivals = 50'000'000;
 
 // "a, b, c": the members' names, for messages.
 std::string MemberNames(const FederationSpec& f) {
@@ -893,6 +898,12 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
   ESTUARY_ASSIGN_OR_RETURN(s.name, Str(c, root, "name", true));
   ESTUARY_ASSIGN_OR_RETURN(s.duration_s, Int(c, root, "duration_s", 86400, 1, kMaxTime));
   ESTUARY_ASSIGN_OR_RETURN(s.sample_interval_s, Int(c, root, "sample_interval_s", 3600, 1, kMaxTime));
+  if (s.duration_s / s.sample_interval_s > kMaxSamples) {
+    return c.Err(root["sample_interval_s"] ? root["sample_interval_s"] : root["duration_s"], "sample_interval_s",
+                 std::to_string(s.duration_s / s.sample_interval_s) + " samples over duration_s " +
+                     std::to_string(s.duration_s) + "; at most " + std::to_string(kMaxSamples) +
+                     " (a longer sample_interval_s)");
+  }
   ESTUARY_ASSIGN_OR_RETURN(s.warmup_s, Int(c, root, "warmup_s", 0, 0, kMaxTime));
   if (s.warmup_s >= s.duration_s) {
     return c.Err(root["warmup_s"], "warmup_s", "must be below duration_s (" + std::to_string(s.duration_s) + ")");
@@ -934,7 +945,16 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       s.jobs.push_back(j);
     }
   }
-  if (const YAML::Node g = root["generator"]) ESTUARY_RETURN_IF_ERROR(ParseGenerator(c, g, s));
+  if (const YAML::Node g = root["generator"]) {
+    ESTUARY_RETURN_IF_ERROR(ParseGenerator(c, g, s));
+    const double arrivals = s.stream.arrivals_per_hour * static_cast<double>(s.duration_s) / 3600;
+    if (arrivals > kMaxArrivals) {
+      return c.Err(g["arrivals_per_hour"], "arrivals_per_hour",
+                   "~" + std::to_string(static_cast<int64_t>(arrivals)) + " arrivals over duration_s " +
+                       std::to_string(s.duration_s) + "; at most " +
+                       std::to_string(static_cast<int64_t>(kMaxArrivals)));
+    }
+  }
   if (const YAML::Node t = root["tidal"]) ESTUARY_RETURN_IF_ERROR(ParseTidal(c, t, path, s.federation.enabled, s.tidal));
   for (const GeneratedClass& gc : s.stream.classes) {
     if (gc.diurnal && !s.tidal.enabled) return c.Err(root, "tidal", "a generator class is diurnal but there is no tidal curve");

@@ -500,6 +500,15 @@ std::vector<BadScenario> Cases() {
        "s.yaml:7: field 'depth': only conservative backfill plans for more than the first job"},
       {"BackfillIntervalZero", kHead + kJob + "configurations:\n  - {name: a, backfill: {mode: easy, interval_s: 0}}\n",
        "s.yaml:7: field 'interval_s': 0 is outside [1, 86400]"},
+      {"TooManySamples", "name: t\nduration_s: 100000000000\nsample_interval_s: 10\ncluster:\n  spec: c.yaml\n" + kJob + kConf,
+       "s.yaml:3: field 'sample_interval_s': 10000000000 samples over duration_s 100000000000; at most 10000000 "
+       "(a longer sample_interval_s)"},
+      {"TooManySamplesAtTheDefaultInterval", "name: t\nduration_s: 1000000000000\ncluster:\n  spec: c.yaml\n" + kJob + kConf,
+       "s.yaml:2: field 'sample_interval_s': 277777777 samples over duration_s 1000000000000; at most 10000000"},
+      {"TooManyArrivals",
+       "name: t\nduration_s: 36000000\nsample_interval_s: 3600\ncluster:\n  spec: c.yaml\n"
+       "generator:\n  arrivals_per_hour: 5001\n  classes:\n    - {share: 1, gpus: 1, duration_mean_s: 60}\n" + kConf,
+       "s.yaml:7: field 'arrivals_per_hour': ~50010000 arrivals over duration_s 36000000; at most 50000000"},
       {"BackfillUnknownKey", kHead + kJob + "configurations:\n  - {name: a, backfill: {mode: easy, window_s: 60}}\n",
        "s.yaml:7: field 'window_s': unknown field"},
   };
