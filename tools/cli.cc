@@ -57,7 +57,8 @@ StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
     return static_cast<uint64_t>(std::stoull(s));
   };
   std::vector<uint64_t> seeds;
-  if (auto dash = text.find('-'); dash != std::string::npos && text.find(',') == std::string::npos) {
+  // (A leading '-' is a negative number, not a range: it is named whole.)
+  if (auto dash = text.find('-'); dash != std::string::npos && dash > 0 && text.find(',') == std::string::npos) {
     auto a = num(text.substr(0, dash));
     if (!a.ok()) return a.status();
     auto b = num(text.substr(dash + 1));

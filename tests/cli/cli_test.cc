@@ -210,6 +210,11 @@ TEST_F(Cli, RejectsNonNumericSeeds) {
       RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--seeds", "abc"}), {"--seeds", "abc"}));
 }
 
+TEST_F(Cli, RejectsANegativeSeedNamingItWhole) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--seeds", "-1"}),
+                           {"--seeds '-1': '-1' is not a non-negative integer"}));
+}
+
 TEST_F(Cli, RejectsAZeroTune) {
   EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--tune", "0"}),
                            {"--tune"}));
