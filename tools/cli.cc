@@ -73,6 +73,7 @@ StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
   while (std::getline(in, part, ',')) {
     auto v = num(part);
     if (!v.ok()) return v.status();
+    if (std::find(seeds.begin(), seeds.end(), *v) != seeds.end()) return bad("seed " + part + " is given twice");
     seeds.push_back(*v);
   }
   if (seeds.empty()) return bad("no seeds");

@@ -917,6 +917,9 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& pat
       } catch (const YAML::Exception&) {
         return c.Err(n, "seeds", "expected non-negative integers");
       }
+      if (std::count(s.seeds.begin(), s.seeds.end(), s.seeds.back()) > 1) {
+        return c.Err(n, "seeds", "seed " + std::to_string(s.seeds.back()) + " is listed twice");
+      }
     }
   }
   // Cluster or federation, before the jobs and configurations, which refer to the members.

@@ -215,6 +215,11 @@ TEST_F(Cli, RejectsANegativeSeedNamingItWhole) {
                            {"--seeds '-1': '-1' is not a non-negative integer"}));
 }
 
+TEST_F(Cli, RejectsASeedGivenTwice) {
+  EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--seeds", "3,1,3"}),
+                           {"--seeds '3,1,3': seed 3 is given twice"}));
+}
+
 TEST_F(Cli, RejectsAZeroTune) {
   EXPECT_TRUE(RejectedWith(RunEstuary({"openb", "--nodes", nodes_, "--pods", pods_, "--policy", "fgd", "--tune", "0"}),
                            {"--tune"}));

@@ -509,6 +509,8 @@ std::vector<BadScenario> Cases() {
        "name: t\nduration_s: 36000000\nsample_interval_s: 3600\ncluster:\n  spec: c.yaml\n"
        "generator:\n  arrivals_per_hour: 5001\n  classes:\n    - {share: 1, gpus: 1, duration_mean_s: 60}\n" + kConf,
        "s.yaml:7: field 'arrivals_per_hour': ~50010000 arrivals over duration_s 36000000; at most 50000000"},
+      {"ASeedListedTwice", "name: t\nseeds:\n  - 4\n  - 2\n  - 4\ncluster:\n  spec: c.yaml\n" + kJob + kConf,
+       "s.yaml:5: field 'seeds': seed 4 is listed twice"},
       {"BackfillUnknownKey", kHead + kJob + "configurations:\n  - {name: a, backfill: {mode: easy, window_s: 60}}\n",
        "s.yaml:7: field 'window_s': unknown field"},
   };
