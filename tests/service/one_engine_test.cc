@@ -776,7 +776,7 @@ TEST(OneEngine, ASharedClusterWhoseServiceRebuildsItsEngineWheneverItMayDecidesA
 // within their first decisions: the service ran best-fit whatever the configuration named (a
 // default of this test's, now the configuration's), and lent the GPUs of Standby windows under
 // a configuration without `standby:` (now it refuses the windows: ServiceOptions::standby).
-// Seeds 1-40 were run (`make test-long` runs 13-40). Seeds 2 and 4 found two more: the service
+// Seeds 1-200 were run (`make test-long` runs 13-40). Seeds 2 and 4 found two more: the service
 // ordered a move of a replica placed in the same cycle only at the job's next change (seed 4:
 // volcano-binpack with assembly; Service::Impl::Reconcile now orders it after the start), and an
 // HP job's Reclaim, refused, became feasible at a budget time NextDue did not name under queues
@@ -797,7 +797,7 @@ INSTANTIATE_TEST_SUITE_P(Seeds, OneEngineDrawn, ::testing::Range<uint64_t>(1, 13
 // the order they were bound in, which a rebuilt engine's adoption in job order changes. Volcano's
 // and kube's victim searches now offer them in their own eviction order
 // (VolcanoPreemption.ABudgetForOneVictimAdmitsTheJobVolcanoEvictsFirstWhateverTheBindOrder and
-// its kube twin fail without it). Seeds 1-40 were run.
+// its kube twin fail without it). Seeds 1-120 were run.
 class OneEngineDrawnCompacting : public ::testing::TestWithParam<uint64_t> {};
 TEST_P(OneEngineDrawnCompacting, ASharedClusterUnderADrawnConfigurationWhoseServiceRebuildsItsEngineDecidesAsTheSimulator) {
   ExpectSameDecisionsCompacting(GetParam(), Variant::kDrawn);
