@@ -550,12 +550,17 @@ Status FederationRun::Run() {
     if (!at_warmup && t >= warmup) at_warmup = Count();
     SampleUntil(t);
     wakes.erase(t);
+    // An end of a run that is over (rescheduled or evicted since) is no input: a time with only
+    // such ends runs no cycle, as a member's service, which has no such event, would run none.
+    bool happened = false;
     while (!events.empty() && std::get<0>(events.top()) == t) {
       const auto [et, kind, i, gen] = events.top();
       events.pop();
       FJob& j = jobs[i];
+      happened |= kind != kEnd;
       if (kind == kEnd) {
         if (j.started_at < 0 || j.gen != gen) continue;  // rescheduled or evicted since
+        happened = true;
         Progress(j, t);
         CloseRun(j, t, RunEnd::kFinished);
         members[static_cast<size_t>(j.member)]->Cancel(j.fed.id, t);
@@ -569,6 +574,8 @@ Status FederationRun::Run() {
         fed().Enqueue(j.fed, j.allowed, false, t);
       }
     }
+    if (!happened) continue;
+    ++res.cycles;
     for (auto& m : members) m->Step(t);
     HandleEvents(t);
     // Dispatch; jobs evicted by the dispatches' Reclaims come back only after their grace period,

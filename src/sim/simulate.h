@@ -224,7 +224,8 @@ struct SimulateResult {
   std::vector<SimJobEvent> job_events;  // in time order; only when asked for (RunScenario)
   std::vector<QueueSample> queue_samples;  // with queues: one row per queue per sample
   // The scheduling cycles the run ran: one at each time some input happened or the engine was
-  // due (Engine::NextDue); the checks' extra cycles (RunScenario's check_*) are not counted.
+  // due (Engine::NextDue; a federation: a member or a retry was due), the checks' extra cycles
+  // (check_*) not counted. A federation's cycle steps every member.
   int64_t cycles = 0;
 };
 

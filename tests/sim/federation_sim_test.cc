@@ -136,6 +136,33 @@ configurations:
   - {name: merged-off, federation: merged}
 )";
 
+// One member of one 8-GPU node: lp (8 GPUs, 1,000 s, no checkpoints) runs from 0 s; hp (8 GPUs,
+// 100 s) arrives at 100 s, and its Reclaim evicts lp after the 60 s grace period; lp is dispatched
+// again from hp's end (260 s) and runs to 1,260 s. The federation steps its member at 0 (lp
+// arrives), 100 (hp arrives), 160 (the eviction is due), 260 (hp ends) and 1,260 (lp ends) — five
+// cycles. lp's first run would have ended at 1,000 s: nothing happens then, and no cycle runs.
+TEST(FederationSim, TheEndAnEvictedRunWouldHaveHadCausesNoCycle) {
+  const FedRun r = Load(R"(name: stale
+duration_s: 5000
+sample_interval_s: 100
+seeds: [1]
+federation:
+  members:
+    - {name: a, cluster: {generate: {total_gpus: 8, seed: 1, models: "H800:1:128:2048"}}}
+jobs:
+  - {name: lp, class: lp, gpus: 8, cpu_cores: 1, memory_gib: 1, duration_s: 1000}
+  - {name: hp, class: hp-training, submit_s: 100, gpus: 8, cpu_cores: 1, memory_gib: 1, duration_s: 100}
+configurations:
+  - {name: aware, federation: reclaim-aware, preempt: {grace_s: 60}}
+)");
+  const SimulateResult res = RunConfig(r, "aware");
+  std::vector<std::string> seq;
+  for (const SimJobEvent& e : res.job_events) seq.push_back(e.job + ":" + e.kind + ":" + std::to_string(e.time));
+  EXPECT_THAT(seq, ::testing::ElementsAre("lp:start:0", "hp:reclaim:100", "lp:evict:160", "hp:start:160", "hp:finish:260", "lp:start:260",
+                                          "lp:finish:1260"));
+  EXPECT_EQ(res.cycles, 5);
+}
+
 TEST(FederationSim, AConfigurationWithoutPreemptEvictsNothingInAnyMode) {
   const FedRun r = Load(kFullMembers);
   const SimulateResult on = RunConfig(r, "aware");
