@@ -722,6 +722,7 @@ Admission Engine::Submit(const EngineJob& job, SubmitMode mode, int64_t now_s) {
     // ReclaimQueued would (only when the cycle has the reclaim action).
     if (Reclaims() && l.priority >= options_.preemptor_min_priority && !StartReclaim(*li, now_s, &why)) {
       l.refused_seq = state_.release_seq();
+      l.refused_epoch = RefusalEpoch();
     }
     r.reclaiming = l.reclaiming;
   } else if (mode == SubmitMode::kStartNow) {
@@ -993,6 +994,7 @@ int64_t Engine::ScheduleEviction(size_t li, const PreemptionPlan& plan, int64_t 
 
 bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   Local& l = locals_[li];
+  refused_idle_ = false;
   // With queues: who may be taken (QueueBook::Victims), and whether the job's queue is owed it.
   bool owed = false;
   VictimFilter filter;
@@ -1070,6 +1072,7 @@ bool Engine::ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, b
   const PreemptionPlan plan = PlanReclaim(l.id, now_s, filter);
   const bool conflict =
       std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId t) { return being_evicted_[t.value()] != 0; });
+  refused_idle_ = plan.feasible && plan.evict.empty();
   if (!plan.feasible || plan.evict.empty() || conflict) {
     *why = !plan.feasible       ? plan.reason
            : plan.evict.empty() ? "idle capacity could hold it, but placement did not"
@@ -1727,9 +1730,12 @@ void Engine::ReclaimQueued(int64_t now_s) {
         if (l.priority < options_.preemptor_min_priority && !book_.Owed(state_, l.id, spec.min_replicas)) {
           return PendingQueue::Outcome::kShapeWaits;
         }
-        if (now_s < l.no_borrow_until && StartRoom(li, now_s) == 0) return PendingQueue::Outcome::kStays;
+        // A job without room to start in its queue (StartRoom: kept from borrowing, or at its
+        // guarantee without borrowing) could not start on what a Reclaim frees: as StartReclaim
+        // refuses a job beyond its queue's limits.
+        if (StartRoom(li, now_s) == 0) return PendingQueue::Outcome::kStays;
         const bool own = state_.job(l.id).reservation.valid();
-        if (own && l.refused_seq == seq) return PendingQueue::Outcome::kStays;
+        if (own && l.refused_seq == seq && MemoHolds(l.refused_epoch)) return PendingQueue::Outcome::kStays;
         ShapeInfo& info = shape_info_[static_cast<size_t>(l.shape)];
         const uint64_t shape_seq = seq_of(info);
         int64_t supply = INT64_MAX;
@@ -1737,11 +1743,14 @@ void Engine::ReclaimQueued(int64_t now_s) {
           const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
           const int32_t need = (spec.min_replicas + step - 1) / step * step;
           supply = Answer(&asked, li, need, [&] { return BookAnswer{false, book_.Supply(state_, l.id, need, now_s)}; }).supply;
-          if (info.refused_seq == shape_seq && supply <= info.refused_supply) return PendingQueue::Outcome::kShapeWaits;
+          if (info.refused_seq == shape_seq && MemoHolds(info.refused_epoch) && supply <= info.refused_supply) {
+            return PendingQueue::Outcome::kShapeWaits;
+          }
           // Its GPUs cannot be found: StartReclaim would ask the book for the same supply and
           // refuse it (Hopeless), so it is refused here.
           if (Hopeless(li, supply, nullptr)) {
             info.refused_seq = shape_seq;
+            info.refused_epoch = kAnyEpoch;
             info.refused_supply = supply;
             return PendingQueue::Outcome::kShapeWaits;
           }
@@ -1753,6 +1762,7 @@ void Engine::ReclaimQueued(int64_t now_s) {
         const bool victims = book_.enabled() || (state_.PreemptibleGpuMilliBelow(l.priority) > 0 &&
                                                  !PreemptAction::CannotFit(state_, l.id, options_.allocate));
         const uint64_t plans = plans_;
+        refused_idle_ = false;
         const bool started = victims && StartReclaim(li, now_s, &why);
         if (plans_ != plans) asked.clear();  // a plan may change what the book's answers depend on
         if (started) {
@@ -1760,15 +1770,17 @@ void Engine::ReclaimQueued(int64_t now_s) {
         }
         if (own) {
           l.refused_seq = seq;
+          l.refused_epoch = RefusalEpoch();
           return PendingQueue::Outcome::kStays;
         }
         info.refused_seq = shape_seq;
+        info.refused_epoch = RefusalEpoch();
         info.refused_supply = supply;
         return PendingQueue::Outcome::kShapeWaits;
       },
       holders_, PendingQueue::Scope{[&](int sh) {
         const ShapeInfo& i = shape_info_[static_cast<size_t>(sh)];
-        return !(i.hp || !book_.enabled()) || i.refused_seq != seq_of(i);
+        return !(i.hp || !book_.enabled()) || i.refused_seq != seq_of(i) || !MemoHolds(i.refused_epoch);
       }, nullptr, &shapes});
 }
 
@@ -1803,6 +1815,8 @@ void Engine::Rebalance(int64_t now_s) {
       [&](size_t li) {
         Local& l = locals_[li];
         if (l.reclaiming || l.running) return PendingQueue::Outcome::kStays;
+        // Without room to start in its queue (StartRoom 0), as in ReclaimQueued.
+        if (StartRoom(li, now_s) == 0) return PendingQueue::Outcome::kStays;
         const JobSpec& spec = state_.job(l.id).spec;
         const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
         bool below = false;
@@ -1818,11 +1832,13 @@ void Engine::Rebalance(int64_t now_s) {
         supply = answer.supply;
         if (!below || QueueRoom(li, QueueBook::Bound::kLimit) < spec.min_replicas) return PendingQueue::Outcome::kShapeWaits;
         ShapeInfo& info = shape_info_[static_cast<size_t>(l.shape)];
-        if (!own && info.rebalance_refused_seq == seq_of(info) && supply <= info.rebalance_refused_supply) {
+        if (!own && info.rebalance_refused_seq == seq_of(info) && MemoHolds(info.rebalance_refused_epoch) &&
+            supply <= info.rebalance_refused_supply) {
           return PendingQueue::Outcome::kShapeWaits;
         }
         if (!own && Hopeless(li, supply, nullptr)) {  // no plan (O(cluster)) is made
           info.rebalance_refused_seq = seq_of(info);
+          info.rebalance_refused_epoch = kAnyEpoch;
           info.rebalance_refused_supply = supply;
           return PendingQueue::Outcome::kShapeWaits;
         }
@@ -1837,6 +1853,7 @@ void Engine::Rebalance(int64_t now_s) {
         if (ReclaimWith(li, now_s, filter, true, "fair share", &why)) return PendingQueue::Outcome::kStays;
         if (!own) {
           info.rebalance_refused_seq = seq_of(info);
+          info.rebalance_refused_epoch = RefusalEpoch();
           info.rebalance_refused_supply = supply;
         }
         return PendingQueue::Outcome::kShapeWaits;

@@ -598,6 +598,7 @@ class Engine {
     bool reclaiming = false;
     bool acknowledge_standby = false;  // EngineJob::acknowledge_standby
     uint64_t refused_seq = UINT64_MAX;  // release_seq when its Reclaim was last found infeasible
+    uint64_t refused_epoch = kAnyEpoch;  // RefusalEpoch of that refusal
     int64_t submitted = -1;  // when it was first submitted
     int64_t queued_at = -1;  // when it last joined the queue
     int64_t gpus = 0;        // GPUs at max replicas
@@ -893,6 +894,17 @@ class Engine {
   // selection needs from the engine (victims: volcano — the policy's node scores).
   PreemptionPlan PlanReclaim(JobId id, int64_t now_s, VictimFilter filter) const;
   bool ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail, std::string* why);
+  // A Reclaim refused is memoised (ReclaimQueued, Rebalance) until something is released: more
+  // capacity in use only removes plans. Except when the plan needed no victim (idle capacity
+  // could hold the job where placement could not: ReclaimWith's last refusal, refused_idle_):
+  // once capacity is taken (a start, a grow), a plan with victims may exist. Such a refusal holds
+  // only while the state is unchanged. The memo's epoch for the refusal just made: the state's
+  // epoch after an idle refusal, else kAnyEpoch (any). MemoHolds: whether a memo of that epoch
+  // still holds.
+  static constexpr uint64_t kAnyEpoch = UINT64_MAX;
+  uint64_t RefusalEpoch() const { return refused_idle_ ? state_.epoch() : kAnyEpoch; }
+  bool MemoHolds(uint64_t epoch) const { return epoch == kAnyEpoch || epoch == state_.epoch(); }
+  bool refused_idle_ = false;
   // Whether no Reclaim plan for local li can exist, with `supply` (QueueBook::Supply: at most
   // what its victims hold on its models' nodes; INT64_MAX: unknown): its min replicas (a step
   // multiple under Align) need more GPUs than those nodes have free plus `supply`. True with
@@ -1013,12 +1025,14 @@ class Engine {
     // release_seq when a Reclaim for a job of this shape without a reservation of its own was
     // found infeasible: until something is released, every such job of the shape would be too.
     uint64_t refused_seq = UINT64_MAX;
+    uint64_t refused_epoch = kAnyEpoch;  // RefusalEpoch of that refusal
     int64_t refused_supply = 0;  // with queues, below HP: QueueBook::Supply when it was refused
     GpuModelSet models;          // the models its request may use
     int64_t min_gpu = 0;         // GPUs (milli) of its min replicas (whole steps with align)
     ShapeNeed need;              // what it needs of its queue's room
     uint64_t rebalance_refused_seq = UINT64_MAX;  // the same for Rebalance (jobs without a reservation)
     int64_t rebalance_refused_supply = 0;         // QueueBook::Supply's bound when Rebalance refused it
+    uint64_t rebalance_refused_epoch = kAnyEpoch;  // RefusalEpoch of that refusal
   };
   std::vector<ShapeInfo> shape_info_;  // per shape
   // Whether every job of shape `info` (of leaf queue q) without a reservation is refused as

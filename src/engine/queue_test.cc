@@ -34,10 +34,12 @@ EngineJob NodeJob(uint32_t id, const std::string& queue, int replicas, int min =
 struct Cluster {
   std::unique_ptr<Engine> engine;
   Engine& e() { return *engine; }
-  Cluster(int nodes, std::vector<QueueSpec> queues, SharingSpec sharing = {}, int64_t grace_s = 60) {
+  Cluster(int nodes, std::vector<QueueSpec> queues, SharingSpec sharing = {}, int64_t grace_s = 60,
+          int32_t preemptor_min_priority = kHpPriority) {
     EngineConfig o;
     o.name = "queues";
     o.grace_s = grace_s;
+    o.preemptor_min_priority = preemptor_min_priority;
     o.queues = std::move(queues);
     o.sharing = sharing;
     auto made = Engine::Create(testing::TwoAswCluster(nodes), o);
@@ -282,6 +284,80 @@ TEST(EngineQueues, AShortfallBelowATenthOfTheFairShareEvictsNothing) {
   for (int64_t t : {100, 160, 460, 4000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
   EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 12}, {"b", 20}}));
   EXPECT_EQ(c.e().Running(40), 0);
+}
+
+// A Reclaim frees capacity, not room in the job's own queue: a job that may not start there
+// (StartRoom 0) is not reclaimed for, which would evict work it then could not use.
+TEST(EngineQueues, AJobKeptFromBorrowingWithoutRoomInItsGuaranteeIsNotReclaimedForUntilItMayBorrowAgain) {
+  // 12 nodes; a, b and c have no guarantees, equal weights. a runs a 5-node job and an elastic
+  // one (1..6 nodes), c a 3-node job and an elastic one (1..12). b is idle, so a's and c's fair
+  // shares are 6 each: a holds 5 + 1, c 3 + 3.
+  Cluster c(12, {Q("a", 0), Q("b", 0), Q("c", 0)});
+  c.Submit(NodeJob(1, "a", 5), 0);
+  c.Submit(NodeJob(2, "a", 6, 1), 0);
+  c.Submit(NodeJob(3, "c", 3), 0);
+  c.Submit(NodeJob(4, "c", 12, 1), 0);
+  c.Cycle(0);
+  ASSERT_EQ(c.e().Running(2), 1);
+  ASSERT_EQ(c.e().Running(4), 3);
+  // At 100 c's 3-node job ends and b's 2-node job arrives, kept from borrowing until 5,000 s (as
+  // a queue's Reclaim that evicted it whole leaves it; told here as a reopened service's engine
+  // is: RestoreCarried). The fair shares become b 2, a 5, c 5: b is short of its share and a
+  // holds one node above its own. But b's job may start only within b's guarantee (none) until
+  // then: no Reclaim for it. c's elastic job grows to c's share (3 -> 5); one node stays free.
+  c.e().Finish(3, 100);
+  c.Submit(NodeJob(5, "b", 2), 100);
+  EngineCarry carry;
+  CarriedJob kept;
+  kept.job = 5;
+  kept.submitted = 100;
+  kept.no_borrow_until = 5000;
+  carry.jobs.push_back(kept);
+  c.e().RestoreCarried(carry, 100);
+  std::vector<EngineEvent> ev = c.Cycle(100);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 0);
+  EXPECT_EQ(c.e().Running(4), 5);
+  // Nothing is evicted while it waits (before: a rebalance evicted a's elastic job at 160, and
+  // b's job still waited, with that node idle too).
+  for (int64_t t : {100, 160, 161, 1000, 4999}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 6}, {"b", 0}, {"c", 5}}));
+  // At 5,000 s it may borrow: the free node and a's node above its share (its elastic job's
+  // one replica, evicted whole after one grace period).
+  ev = c.Cycle(5000);
+  ASSERT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 1);
+  EXPECT_EQ(ev.back().job, 5u);
+  EXPECT_EQ(ev.back().at, 5060);
+  ev = c.Cycle(5060);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kReturned), 1);
+  EXPECT_EQ(c.e().Running(2), 0);
+  EXPECT_EQ(c.e().Running(5), 2);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 5}, {"b", 2}, {"c", 5}}));
+  for (int64_t t : {5060, 5061, 9000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+}
+
+TEST(EngineQueues, WithoutBorrowingAJobAtItsQueuesGuaranteeReclaimsNothingFromAnotherQueue) {
+  // 4 nodes; a and b are guaranteed 2 each, no borrowing (static quotas), and every job reclaims
+  // by priority (preemptor_min_priority 0, as the k8s-default peer). a runs a 2-node job, b a
+  // 2-node job of priority 100.
+  SharingSpec quota;
+  quota.borrow = false;
+  quota.rebalance = false;
+  Cluster c(4, {Q("a", 16), Q("b", 16)}, quota, 60, 0);
+  c.Submit(NodeJob(1, "a", 2), 0);
+  c.Submit(NodeJob(2, "b", 2, 0, 100), 0);
+  c.Cycle(0);
+  ASSERT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 2}}));
+  // a's 1-node job of priority 500 outranks b's, but a is at its guarantee: it could not start
+  // on b's nodes, and b, within its own guarantee, is no victim. Nothing is evicted.
+  c.Submit(NodeJob(3, "a", 1, 0, 500), 100);
+  for (int64_t t : {100, 160, 1000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 2}}));
+  // Once a's first job ends it starts.
+  c.e().Finish(1, 2000);
+  const std::vector<EngineEvent> ev = c.Cycle(2000);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kStarted), 1);
+  EXPECT_EQ(c.e().Running(3), 1);
+  EXPECT_EQ(c.e().Running(2), 2);
 }
 
 // ---- An admin changes the queues while jobs run (Engine::SetQueues; the service's PUT /v1/queues).
