@@ -134,7 +134,7 @@ StatusOr<SharingSpec> DecodeSharing(const Json& v, const std::string& path) {
   const ObjectReader in(v, path);
   ESTUARY_RETURN_IF_ERROR(
       in.RejectUnknown({"borrow", "reclaim", "weights", "reclaim_to", "usage_half_life_s", "cooldown_s", "reborrow_s",
-                       "budget_period_s", "count_in_flight", "rebalance"}));
+                       "budget_period_s", "count_in_flight", "rebalance", "within_queue"}));
   SharingSpec s;
   ESTUARY_ASSIGN_OR_RETURN(s.borrow, in.Bool("borrow", true));
   ESTUARY_ASSIGN_OR_RETURN(s.reclaim, in.Bool("reclaim", true));
@@ -151,6 +151,7 @@ StatusOr<SharingSpec> DecodeSharing(const Json& v, const std::string& path) {
   ESTUARY_ASSIGN_OR_RETURN(s.budget_period_s, in.Integer("budget_period_s", 1, 86400, 60));
   ESTUARY_ASSIGN_OR_RETURN(s.count_in_flight, in.Bool("count_in_flight", true));
   ESTUARY_ASSIGN_OR_RETURN(s.rebalance, in.Bool("rebalance", true));
+  ESTUARY_ASSIGN_OR_RETURN(s.within_queue, in.Bool("within_queue", false));
   return s;
 }
 
@@ -182,7 +183,8 @@ Json EncodeSharing(const SharingSpec& s) {
           {"reborrow_s", s.reborrow_s},
           {"budget_period_s", s.budget_period_s},
           {"count_in_flight", s.count_in_flight},
-          {"rebalance", s.rebalance}};
+          {"rebalance", s.rebalance},
+          {"within_queue", s.within_queue}};
 }
 
 }  // namespace estuary

@@ -15,7 +15,8 @@
 //     default — or fair-share), usage_half_life_s (0..10^9, default 0: off),
 //     cooldown_s (0..10^9, default 300), reborrow_s (0..10^9, default 3600), budget_period_s
 //     (1..86,400, default 60),
-//     count_in_flight (boolean, default true), rebalance (boolean, default true)}
+//     count_in_flight (boolean, default true), rebalance (boolean, default true),
+//     within_queue (boolean, default false)}
 // Errors: InvalidArgument "field 'queues[2].guarantee.gpus.H800': -1 is below 0".
 // Thread-safety: free functions.
 #pragma once

@@ -89,6 +89,14 @@ TEST(QueueJson, SharingHasDefaultsAndRoundTrips) {
   s = DecodeSharing(Json::parse(R"({"rebalance": "no"})"));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("field 'sharing.rebalance'"), std::string::npos) << s.status().message();
+  EXPECT_FALSE(DecodeSharing(Json::object())->within_queue);
+  s = DecodeSharing(Json::parse(R"({"within_queue": true})"));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_TRUE(s->within_queue);
+  EXPECT_TRUE(DecodeSharing(EncodeSharing(*s))->within_queue);
+  s = DecodeSharing(Json::parse(R"({"within_queue": 1})"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("field 'sharing.within_queue'"), std::string::npos) << s.status().message();
   EXPECT_EQ(DecodeSharing(Json::object())->budget_period_s, 60);
   s = DecodeSharing(Json::parse(R"({"budget_period_s": 300})"));
   ASSERT_TRUE(s.ok()) << s.status().message();

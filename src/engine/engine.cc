@@ -719,11 +719,10 @@ Admission Engine::Submit(const EngineJob& job, SubmitMode mode, int64_t now_s) {
     Enqueue(*li, false, now_s);
     r.accepted = true;
     // A job that reclaims by priority (HP by default) queued here reclaims in this cycle, as
-    // ReclaimQueued would (only when the cycle has the reclaim action).
-    if (Reclaims() && l.priority >= options_.preemptor_min_priority && !StartReclaim(*li, now_s, &why)) {
-      l.refused_seq = state_.release_seq();
-      l.refused_epoch = RefusalEpoch();
-    }
+    // ReclaimQueued would (only when the cycle has the reclaim action). A refusal is not
+    // memoised: the memo is ReclaimQueued's, kept for jobs holding a reservation of their own
+    // under the pass's key, and a job being submitted holds none.
+    if (Reclaims() && l.priority >= options_.preemptor_min_priority) (void)StartReclaim(*li, now_s, &why);
     r.reclaiming = l.reclaiming;
   } else if (mode == SubmitMode::kStartNow) {
     r.reason = a.reason;
@@ -992,6 +991,81 @@ int64_t Engine::ScheduleEviction(size_t li, const PreemptionPlan& plan, int64_t 
   return evictions_.back().at;
 }
 
+bool Engine::MayPreemptWithinQueue(size_t li, int64_t now_s) const {
+  const Local& l = locals_[li];
+  // Only where priority orders the queue: the job then comes before its victims, which go back
+  // to the queue (in FIFO order they would come first and take its room back: flapping). Not
+  // for a job kept from borrowing (a queue's Reclaim evicted it): it does not evict others for
+  // the demand its queue was just reclaimed from.
+  return book_.enabled() && book_.sharing().within_queue && options_.priority_queue &&
+         l.priority >= options_.preemptor_min_priority && state_.job(l.id).spec.queue >= 0 && now_s >= l.no_borrow_until;
+}
+
+std::vector<JobId> Engine::QuotaCandidates(size_t li) const {
+  const Job& job = state_.job(locals_[li].id);
+  std::vector<JobId> candidates;
+  for (JobId j : state_.queue_preemptible_jobs(static_cast<size_t>(job.spec.queue))) {
+    const Job& v = state_.job(j);
+    if (v.spec.priority >= job.spec.priority) continue;
+    const bool leaving = std::any_of(v.tasks.begin(), v.tasks.end(), [&](TaskId t) {
+      return t.value() < being_evicted_.size() && being_evicted_[t.value()] != 0;
+    });
+    if (!leaving) candidates.push_back(j);
+  }
+  std::sort(candidates.begin(), candidates.end(), [&](JobId a, JobId b) {
+    const Job& x = state_.job(a);
+    const Job& y = state_.job(b);
+    if (x.spec.priority != y.spec.priority) return x.spec.priority < y.spec.priority;
+    if (x.started_at_s != y.started_at_s) return x.started_at_s > y.started_at_s;
+    return a.value() < b.value();
+  });
+  return candidates;
+}
+
+bool Engine::QuotaVictims(size_t li, int64_t now_s, const std::vector<JobId>& candidates, std::vector<JobId>* victims,
+                          std::string* why) const {
+  using Bound = QueueBook::Bound;
+  const Local& l = locals_[li];
+  const Job& job = state_.job(l.id);
+  const size_t leaf = static_cast<size_t>(job.spec.queue);
+  // StartRoom's bound: its guarantee without borrowing, its leaf's guarantee within its
+  // ancestors' limits while it is kept from borrowing, else its limits.
+  const bool borrow = book_.sharing().borrow;
+  const Bound leaf_bound = borrow && now_s >= l.no_borrow_until ? Bound::kLimit : Bound::kGuarantee;
+  QueueUsage room = book_.RoomByDim(state_, leaf, leaf_bound, borrow ? Bound::kLimit : Bound::kGuarantee);
+  const ShapeNeed& need = shape_info_[static_cast<size_t>(l.shape)].need;
+  const int32_t step = options_.allocate.align ? std::max<int32_t>(1, job.spec.step) : 1;
+  const int64_t want = (job.spec.min_replicas + step - 1) / step * step;
+  // What a victim leaving gives back (sign 1) or keeps (-1), where a bound applies: every queue
+  // of the path counts it, so each bound's room grows by what it holds.
+  const auto add = [&](const QueueUsage& held, int64_t sign) {
+    for (size_t d = 0; d < kQueueDims; ++d) {
+      if (room[d] != INT64_MAX) room[d] += sign * held[d];
+    }
+  };
+  for (JobId j : *victims) add(state_.JobHeld(j), 1);
+  std::vector<std::pair<JobId, QueueUsage>> taken;
+  for (JobId j : candidates) {
+    if (need.Replicas(room) >= want) break;
+    if (std::find(victims->begin(), victims->end(), j) != victims->end()) continue;
+    taken.emplace_back(j, state_.JobHeld(j));
+    add(taken.back().second, 1);
+  }
+  if (need.Replicas(room) < want) {
+    *why = "its queue '" + book_.tree().spec(leaf).name + "' has no room for its min replicas, and its " +
+           std::to_string(candidates.size()) + " running preemptible jobs of a lower priority would not make it";
+    return false;
+  }
+  for (size_t i = taken.size(); i-- > 0;) {
+    add(taken[i].second, -1);
+    if (need.Replicas(room) >= want) continue;  // not needed: given back
+    add(taken[i].second, 1);
+    victims->push_back(taken[i].first);
+  }
+  std::sort(victims->begin(), victims->end(), [](JobId a, JobId b) { return a.value() < b.value(); });
+  return true;
+}
+
 bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   Local& l = locals_[li];
   refused_idle_ = false;
@@ -1000,6 +1074,25 @@ bool Engine::StartReclaim(size_t li, int64_t now_s, std::string* why) {
   VictimFilter filter;
   if (book_.enabled()) {
     RefreshShares(now_s);
+    // No room in its queue: what lower-priority work of its own queue holds, when it may take
+    // that (within-queue preemption). A refusal then holds only while the state is unchanged
+    // (refused_idle_): a start in its queue adds victims without a release.
+    if (MayPreemptWithinQueue(li, now_s) && StartRoom(li, now_s) == 0) {
+      const std::vector<JobId> candidates = QuotaCandidates(li);
+      if (candidates.empty()) {
+        *why = "its queue '" + book_.tree().spec(static_cast<size_t>(state_.job(l.id).spec.queue)).name +
+               "' has no room for its min replicas, and none of its running preemptible jobs has a lower priority";
+        refused_idle_ = true;
+        return false;
+      }
+      VictimFilter own;
+      auto ids = std::make_shared<std::vector<uint32_t>>();
+      for (JobId j : candidates) ids->push_back(j.value());
+      std::sort(ids->begin(), ids->end());
+      own.allowed = [ids](const Job& v) { return std::binary_search(ids->begin(), ids->end(), v.id.value()); };
+      own.queues = std::make_shared<const std::vector<int32_t>>(1, state_.job(l.id).spec.queue);
+      return ReclaimWith(li, now_s, own, false, "within its queue", why, &candidates);
+    }
     const JobSpec& spec = state_.job(l.id).spec;
     const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
     const int32_t need = (spec.min_replicas + step - 1) / step * step;
@@ -1063,18 +1156,38 @@ PreemptionPlan Engine::PlanReclaim(JobId id, int64_t now_s, VictimFilter filter)
 }
 
 bool Engine::ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail,
-                         std::string* why) {
+                         std::string* why, const std::vector<JobId>* quota) {
   Local& l = locals_[li];
   ++plans_;
   // The headroom is open to the job while it reclaims: its nodes count as free for the plan, and
   // those the plan chooses are held for the job (CloseHeadroom leaves them out).
   const bool opened = OpenHeadroom(li);
-  const PreemptionPlan plan = PlanReclaim(l.id, now_s, filter);
+  PreemptionPlan plan = PlanReclaim(l.id, now_s, filter);
+  std::string short_why;  // within its queue: why its victims would not make its queue's room
+  if (quota != nullptr && plan.feasible) {
+    // The jobs the placement takes leave whole, and with them as many more of `quota` as its
+    // queue's room needs (QuotaVictims).
+    std::vector<JobId> victims = plan.evicted_jobs;
+    for (const auto& [j, keep] : plan.shrunk) victims.push_back(j);
+    if (QuotaVictims(li, now_s, *quota, &victims, &short_why)) {
+      plan.evicted_jobs = victims;
+      plan.shrunk.clear();
+      plan.evict.clear();
+      for (JobId j : victims) {
+        for (TaskId t : state_.job(j).tasks) {
+          if (state_.task(t).state == TaskState::kBound) plan.evict.push_back(t);
+        }
+      }
+      std::sort(plan.evict.begin(), plan.evict.end(), [](TaskId a, TaskId b) { return a.value() < b.value(); });
+    }
+  }
   const bool conflict =
       std::any_of(plan.evict.begin(), plan.evict.end(), [&](TaskId t) { return being_evicted_[t.value()] != 0; });
-  refused_idle_ = plan.feasible && plan.evict.empty();
-  if (!plan.feasible || plan.evict.empty() || conflict) {
+  // A within-queue refusal holds only while the state is unchanged (see StartReclaim).
+  refused_idle_ = (plan.feasible && plan.evict.empty()) || quota != nullptr;
+  if (!plan.feasible || !short_why.empty() || plan.evict.empty() || conflict) {
     *why = !plan.feasible       ? plan.reason
+           : !short_why.empty() ? short_why
            : plan.evict.empty() ? "idle capacity could hold it, but placement did not"
                                 : "its victims are already being evicted for another job";
     if (opened) CloseHeadroom(now_s);
@@ -1732,8 +1845,8 @@ void Engine::ReclaimQueued(int64_t now_s) {
         }
         // A job without room to start in its queue (StartRoom: kept from borrowing, or at its
         // guarantee without borrowing) could not start on what a Reclaim frees: as StartReclaim
-        // refuses a job beyond its queue's limits.
-        if (StartRoom(li, now_s) == 0) return PendingQueue::Outcome::kStays;
+        // refuses a job beyond its queue's limits — unless it may preempt within its queue.
+        if (StartRoom(li, now_s) == 0 && !MayPreemptWithinQueue(li, now_s)) return PendingQueue::Outcome::kStays;
         const bool own = state_.job(l.id).reservation.valid();
         if (own && l.refused_seq == seq && MemoHolds(l.refused_epoch)) return PendingQueue::Outcome::kStays;
         ShapeInfo& info = shape_info_[static_cast<size_t>(l.shape)];

@@ -597,7 +597,8 @@ class Engine {
     bool running = false;
     bool reclaiming = false;
     bool acknowledge_standby = false;  // EngineJob::acknowledge_standby
-    uint64_t refused_seq = UINT64_MAX;  // release_seq when its Reclaim was last found infeasible
+    // ReclaimQueued's key when its Reclaim was last refused (a job holding a reservation of its own).
+    uint64_t refused_seq = UINT64_MAX;
     uint64_t refused_epoch = kAnyEpoch;  // RefusalEpoch of that refusal
     int64_t submitted = -1;  // when it was first submitted
     int64_t queued_at = -1;  // when it last joined the queue
@@ -893,7 +894,26 @@ class Engine {
   // PreemptAction::Plan for job `id` under the configuration, with `filter` given what the victim
   // selection needs from the engine (victims: volcano — the policy's node scores).
   PreemptionPlan PlanReclaim(JobId id, int64_t now_s, VictimFilter filter) const;
-  bool ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail, std::string* why);
+  // `quota` (within-queue preemption): the candidates (QuotaCandidates; `filter` admits only
+  // them): the plan's victims and as many more of them as the job's queue needs (QuotaVictims)
+  // leave whole.
+  bool ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, bool owed, const char* detail, std::string* why,
+                   const std::vector<JobId>* quota = nullptr);
+  // Within-queue preemption (SharingSpec::within_queue): whether waiting local li may evict
+  // lower-priority work of its own leaf queue to make room there at `now_s` (it reclaims by
+  // priority, priority orders the queue, and it is not kept from borrowing).
+  bool MayPreemptWithinQueue(size_t li, int64_t now_s) const;
+  // The jobs such a preemption for local li may evict: its leaf queue's running preemptible jobs
+  // of a lower priority that are not being evicted already, lowest priority first, then the most
+  // recently started, then by id (Kueue's order). O(the queue's preemptible jobs' tasks).
+  std::vector<JobId> QuotaCandidates(size_t li) const;
+  // With `*victims` (jobs of `candidates` the placement takes) leaving, the more of `candidates`
+  // li's queue needs gone to have room for its min replicas (whole steps) in the bound StartRoom
+  // gives it: taken in `candidates`' order until it has; then each one taken, the last first, is
+  // given back when the others make that room without it. `*victims` gets them, all ascending by
+  // id. False, with `why`, when all of `candidates` would not make that room.
+  bool QuotaVictims(size_t li, int64_t now_s, const std::vector<JobId>& candidates, std::vector<JobId>* victims,
+                    std::string* why) const;
   // A Reclaim refused is memoised (ReclaimQueued, Rebalance) until something is released: more
   // capacity in use only removes plans. Except when the plan needed no victim (idle capacity
   // could hold the job where placement could not: ReclaimWith's last refusal, refused_idle_):

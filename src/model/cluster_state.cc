@@ -651,6 +651,15 @@ int64_t ClusterState::queue_min_preemptible(size_t q, GpuModelSet models) const 
   return least;
 }
 
+QueueUsage ClusterState::JobHeld(JobId j) const {
+  QueueUsage u{};
+  for (TaskId t : jobs_[j.value()].tasks) {
+    const Task& task = tasks_[t.value()];
+    if (task.state == TaskState::kBound) AddHeld(u, task, nodes_[task.node.value()].spec.model, 1);
+  }
+  return u;
+}
+
 void ClusterState::ForgetJobLog(bool overflowed) {
   for (JobId j : job_log_) job_logged_[j.value()] = 0;
   job_log_.clear();

@@ -391,6 +391,9 @@ class ClusterState {
   size_t queue_count() const { return queue_usage_.size(); }
   int32_t queue_parent(size_t q) const { return queue_parent_[q]; }
   const QueueUsage& queue_usage(size_t q) const { return queue_usage_[q]; }
+  // What job j's bound tasks hold in its queue's dimensions (what queue_usage counts of it).
+  // O(its tasks).
+  QueueUsage JobHeld(JobId j) const;
   // What the bound tasks of queue q's preemptible jobs hold (a part of queue_usage).
   const QueueUsage& queue_preemptible(size_t q) const { return queue_preemptible_[q]; }
   // The preemptible jobs of queue q (its own, not a descendant's) with a bound task, in no

@@ -120,6 +120,13 @@ struct SharingSpec {
   // cooldown (engine/queue_book.h, "Rebalancing"; docs/fair-share.md). Off: a queue at its
   // entitlement takes nothing back, however far below its fair share.
   bool rebalance = true;
+  // Preemption within a queue (Kueue's `withinClusterQueue: LowerPriority`): a waiting job that
+  // reclaims by priority (HP by default: EngineConfig::preemptor_min_priority) and whose queue has
+  // no room for its min replicas — at its limit, or at its guarantee without borrowing — evicts
+  // lower-priority preemptible jobs of its own leaf queue, as few as make that room (lowest
+  // priority first, then the most recently started), and starts on what they and idle capacity
+  // leave free. Off: such a job waits for its queue's own work to end.
+  bool within_queue = false;
 };
 
 // The dimensions of a cluster with `models` GPU models (see the header comment).
