@@ -1151,6 +1151,31 @@ TEST(EngineQueues, TimeBasedWeightsMoveOnlyWhenWhatTheQueuesHoldChanges) {
 
 // ---- Preemption within a queue (SharingSpec::within_queue).
 
+// HP job `id` of queue `queue`: `replicas` whole nodes, not preemptible.
+EngineJob HpNodeJob(uint32_t id, const std::string& queue, int replicas) {
+  EngineJob j = testing::WholeGpuJob(id, replicas, 8, kHpPriority);
+  j.queue = queue;
+  return j;
+}
+
+// The jobs `ev` evicted whole (kReturned).
+std::set<uint32_t> Returned(const std::vector<EngineEvent>& ev) {
+  std::set<uint32_t> out;
+  for (const EngineEvent& x : ev) {
+    if (x.kind == EngineEvent::Kind::kReturned) out.insert(x.job);
+  }
+  return out;
+}
+
+// 4 nodes; a is guaranteed 1 and limited to 2, b guaranteed 1; preemption within a queue on.
+std::unique_ptr<Cluster> TwoTeamsOnFourNodes() {
+  QueueSpec a = Q("a", 8);
+  a.limit.gpu_milli = 16 * kG;
+  SharingSpec sharing;
+  sharing.within_queue = true;
+  return std::make_unique<Cluster>(4, std::vector<QueueSpec>{a, Q("b", 8)}, sharing);
+}
+
 // 8 nodes; a is guaranteed 2 and limited to 4, b (guaranteed 2) runs nothing, so 4 nodes are
 // idle. a runs its limit in LP work: j3 (2 nodes, priority 100, from 0 s), j2 (1 node, 200, from
 // 0 s), j1 (1 node, 100, from 10 s). At 100 s a's HP job j10 (2 nodes) arrives.
@@ -1166,9 +1191,7 @@ std::unique_ptr<Cluster> ATeamAtItsLimit(bool within_queue, bool priority_queue 
   c->Submit(NodeJob(1, "a", 1, 0, 100), 10);
   c->Cycle(10);
   EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 0}}));
-  EngineJob hp = testing::WholeGpuJob(10, 2, 8, kHpPriority);
-  hp.queue = "a";
-  c->Submit(hp, 100);
+  c->Submit(HpNodeJob(10, "a", 2), 100);
   return c;
 }
 
@@ -1176,20 +1199,15 @@ TEST(EngineQueues, WithinItsQueueAnHpJobAtItsQueuesLimitEvictsTheFewestLowerPrio
   std::unique_ptr<Cluster> c = ATeamAtItsLimit(true);
   // Candidates, lowest priority first, then the most recently started: j1, j3, j2. j1 alone
   // makes room for 1 node, j1 and j3 for 3: j3 is needed, j1 is not (j3 alone makes the 2
-  // nodes) and is given back. The 2 nodes go where j3's plan places them (idle nodes here), but
-  // j3 leaves all the same: a's limit needs it gone.
+  // nodes) and is given back. The 2 nodes go on idle nodes (placing them evicts no one), but j3
+  // leaves all the same: a's limit needs it gone.
   std::vector<EngineEvent> ev = c->Cycle(100);
   ASSERT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 1);
   EXPECT_EQ(ev.back().job, 10u);
   EXPECT_EQ(ev.back().detail, "within its queue");
   EXPECT_EQ(ev.back().at, 160);  // one grace period
   EXPECT_TRUE(c->Cycle(159).empty());
-  ev = c->Cycle(160);
-  std::set<uint32_t> returned;
-  for (const EngineEvent& x : ev) {
-    if (x.kind == EngineEvent::Kind::kReturned) returned.insert(x.job);
-  }
-  EXPECT_EQ(returned, (std::set<uint32_t>{3}));
+  EXPECT_EQ(Returned(c->Cycle(160)), (std::set<uint32_t>{3}));
   EXPECT_EQ(c->e().Running(10), 2);
   EXPECT_EQ(c->e().Running(1), 1);
   EXPECT_EQ(c->e().Running(2), 1);
@@ -1218,55 +1236,37 @@ TEST(EngineQueues, WithinItsQueueAnHpJobTakesNothingWhenItsQueuesLowerPriorityWo
   // 4 nodes, a limited to 2 and holding them: an HP job (1 node) and an LP one (1 node). b's LP
   // job holds the other 2. a's second HP job needs 2 nodes: a's LP job frees only 1, so nothing
   // is evicted — not a's LP job, nor b's work.
-  QueueSpec a = Q("a", 8);
-  a.limit.gpu_milli = 16 * kG;
-  SharingSpec sharing;
-  sharing.within_queue = true;
-  Cluster c(4, {a, Q("b", 8)}, sharing);
-  EngineJob hp1 = testing::WholeGpuJob(1, 1, 8, kHpPriority);
-  hp1.queue = "a";
-  c.Submit(hp1, 0);
-  c.Submit(NodeJob(2, "a", 1, 0, 100), 0);
-  c.Submit(NodeJob(3, "b", 2, 0, 100), 0);
-  c.Cycle(0);
-  ASSERT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 2}}));
-  EngineJob hp2 = testing::WholeGpuJob(4, 2, 8, kHpPriority);
-  hp2.queue = "a";
-  c.Submit(hp2, 100);
-  for (int64_t t : {100, 160, 600}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
-  EXPECT_EQ(c.e().Running(4), 0);
-  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 2}}));
+  std::unique_ptr<Cluster> c = TwoTeamsOnFourNodes();
+  c->Submit(HpNodeJob(1, "a", 1), 0);
+  c->Submit(NodeJob(2, "a", 1, 0, 100), 0);
+  c->Submit(NodeJob(3, "b", 2, 0, 100), 0);
+  c->Cycle(0);
+  ASSERT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 2}}));
+  c->Submit(HpNodeJob(4, "a", 2), 100);
+  for (int64_t t : {100, 160, 600}) EXPECT_TRUE(c->Cycle(t).empty()) << t;
+  EXPECT_EQ(c->e().Running(4), 0);
+  EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 2}}));
 }
 
 TEST(EngineQueues, WithinItsQueueAnHpJobOnAFullClusterStartsWhereItsQueuesVictimsWere) {
   // 4 nodes, all held: a (limited to 2) runs two LP jobs of 1 node, b 2 nodes of LP work. a's HP
-  // job (1 node) evicts a's most recently started LP job and starts on its node; b keeps its 2.
-  QueueSpec a = Q("a", 8);
-  a.limit.gpu_milli = 16 * kG;
-  SharingSpec sharing;
-  sharing.within_queue = true;
-  Cluster c(4, {a, Q("b", 8)}, sharing);
-  c.Submit(NodeJob(1, "a", 1, 0, 100), 0);
-  c.Submit(NodeJob(3, "b", 2, 0, 100), 0);
-  c.Cycle(0);
-  c.Submit(NodeJob(2, "a", 1, 0, 100), 5);
-  c.Cycle(5);
-  ASSERT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 2}}));
-  EngineJob hp = testing::WholeGpuJob(10, 1, 8, kHpPriority);
-  hp.queue = "a";
-  c.Submit(hp, 100);
-  std::vector<EngineEvent> ev = c.Cycle(100);
+  // job (1 node) evicts a's most recently started LP job (the least work lost, so the plan's
+  // choice for placing it too) and starts on its node; b keeps its 2.
+  std::unique_ptr<Cluster> c = TwoTeamsOnFourNodes();
+  c->Submit(NodeJob(1, "a", 1, 0, 100), 0);
+  c->Submit(NodeJob(3, "b", 2, 0, 100), 0);
+  c->Cycle(0);
+  c->Submit(NodeJob(2, "a", 1, 0, 100), 5);
+  c->Cycle(5);
+  ASSERT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 2}}));
+  c->Submit(HpNodeJob(10, "a", 1), 100);
+  std::vector<EngineEvent> ev = c->Cycle(100);
   ASSERT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 1);
   EXPECT_EQ(ev.back().detail, "within its queue");
-  ev = c.Cycle(160);
-  std::set<uint32_t> returned;
-  for (const EngineEvent& x : ev) {
-    if (x.kind == EngineEvent::Kind::kReturned) returned.insert(x.job);
-  }
-  EXPECT_EQ(returned, (std::set<uint32_t>{2}));
-  EXPECT_EQ(c.e().Running(10), 1);
-  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 2}}));
-  for (int64_t t : {161, 600, 5000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+  EXPECT_EQ(Returned(c->Cycle(160)), (std::set<uint32_t>{2}));
+  EXPECT_EQ(c->e().Running(10), 1);
+  EXPECT_EQ(c->Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 2}}));
+  for (int64_t t : {161, 600, 5000}) EXPECT_TRUE(c->Cycle(t).empty()) << t;
 }
 
 }  // namespace

@@ -78,7 +78,7 @@ struct JobChange {
 // (kAssembling): survivor holds (hold_survivors), conservative backfill, and triggered
 // defragmentation that assembles a gang's room (defrag's trigger_after_s with assemble); or the
 // shared cluster's jobs under a configuration drawn from the seed (kDrawn, DrawnConfiguration).
-enum class Variant { kBase, kTenants, kAssembling, kDrawn };
+enum class Variant { kBase, kTenants, kAssembling, kDrawn, kWithinQueue };
 
 struct Recording {
   Variant variant = Variant::kBase;
@@ -255,9 +255,10 @@ std::string ScenarioYaml(const Recording& r, uint64_t seed) {
          "              {name: team-a1, parent: org-a, guarantee: {gpus: 48}, weight: 2},\n"
          "              {name: team-a2, parent: org-a, guarantee: {gpus: 32}, weight: 1},\n"
          "              {name: org-b, guarantee: {gpus: 48}, tenants: [t]},\n"
-         "              {name: team-b1, parent: org-b, guarantee: {gpus: 48}, limit: {gpus: 96}}],\n"
-         "     sharing: {usage_half_life_s: 7200},\n"
-         "     reserve: {after_s: 600, min_gpus: 16},\n";
+         "              {name: team-b1, parent: org-b, guarantee: {gpus: 48}, limit: {gpus: "
+      << (r.variant == Variant::kWithinQueue ? "48}}],\n     sharing: {usage_half_life_s: 7200, within_queue: true},\n"
+                                             : "96}}],\n     sharing: {usage_half_life_s: 7200},\n")
+      << "     reserve: {after_s: 600, min_gpus: 16},\n";
     if (r.variant == Variant::kAssembling) {
       y << "     backfill: {mode: conservative, depth: 20}, hold_survivors: true,\n"
            "     defrag: {interval_s: 3600, trigger_after_s: 900, assemble: true}";
@@ -711,6 +712,11 @@ TEST(OneEngine, AServiceThatRebuildsItsEngineWheneverItMayDecidesAsTheSimulatorS
 //   when what the queues hold changes: EngineQueues.TimeBasedFairnessCountsUsageExactly...).
 TEST(OneEngine, ASharedClusterWithQueuesHoldsBackfillAndDefragmentationDecidesAsTheSimulator) {
   for (uint64_t seed : {1, 2, 3, 6, 7}) ExpectSameDecisions(seed, false, Variant::kTenants);
+}
+// The same with preemption within a queue (Variant::kWithinQueue, sharing.within_queue), team-b1
+// limited to its guarantee (48 GPUs): its HP jobs at that limit evict its lower-priority work.
+TEST(OneEngine, ASharedClusterWithPreemptionWithinQueuesDecidesAsTheSimulator) {
+  for (uint64_t seed : {1, 2, 3}) ExpectSameDecisions(seed, false, Variant::kWithinQueue);
 }
 // The shared cluster with survivor holds, conservative backfill and assembled rooms for gangs
 // that waited (Variant::kAssembling). Before, the service's configuration dropped
