@@ -123,9 +123,10 @@ struct SharingSpec {
   // Preemption within a queue (Kueue's `withinClusterQueue: LowerPriority`): a waiting job that
   // reclaims by priority (HP by default: EngineConfig::preemptor_min_priority) and whose queue has
   // no room for its min replicas — at its limit, or at its guarantee without borrowing — evicts
-  // lower-priority preemptible jobs of its own leaf queue, as few as make that room (lowest
-  // priority first, then the most recently started), and starts on what they and idle capacity
-  // leave free. Off: such a job waits for its queue's own work to end.
+  // lower-priority preemptible jobs of its own leaf queue: those its placement takes, and as few
+  // more as make that room (lowest priority first, then the most recently started); it starts on
+  // what they and idle capacity leave free. Only where priority orders the queue, and not for a
+  // job kept from borrowing (docs/fair-share.md). Off: such a job waits for its queue's work to end.
   bool within_queue = false;
 };
 
