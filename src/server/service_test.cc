@@ -1582,6 +1582,45 @@ TEST_F(ServiceTest, ATenantSubmitsOnlyToItsOwnQueuesWithinTheirPriorityCeilingsA
   EXPECT_EQ(v->queues[1].gpus.guarantee, 8000);
 }
 
+TEST_F(ServiceTest, WithPreemptionWithinQueuesAnHpJobAtItsQueuesLimitEvictsItsTeamsLpJobAndRunsOnTheIdleNode) {
+  // Two nodes. a (alice) is guaranteed and limited to one node, b (bob) guaranteed one. alice's
+  // LP job holds a's node; the other node is idle. Her HP job cannot start (a is at its limit):
+  // with sharing.within_queue it evicts her LP job and, after the grace period, runs on the idle
+  // node; bob's queue and jobs are not touched.
+  ServiceOptions o;
+  o.engine = EngineConfig{};
+  QueueSpec a = Queue("a", "", 8, {"alice"});
+  a.limit.gpu_milli = 8000;
+  o.engine->queues = {a, Queue("b", "", 8, {"bob"})};
+  o.engine->sharing.within_queue = true;
+  Reopen(o);
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("n0"), Node("n1")}).ok());
+  const uint64_t lp = RunJob(kAlice, Job("lp", 1, 8, 300, true));
+  auto hp = service_->Submit(kAlice, Job("hp", 1, 8, 800));
+  ASSERT_TRUE(hp.ok());
+  Pass();
+  std::vector<Order> notice = Orders(kAgentA);
+  ASSERT_EQ(Ops(notice), (std::vector<Order::Op>{Order::Op::kEvict}));
+  EXPECT_EQ(notice[0].job, lp);
+  EXPECT_EQ(Get(*hp).phase, JobPhase::kPending);
+  clock_.ms += 61'000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  for (int i = 0; i < 3; ++i) {
+    Pass();
+    ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
+    Pass();
+  }
+  EXPECT_EQ(Get(*hp).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(lp).phase, JobPhase::kPending);  // a is at its limit again
+  auto queues = service_->GetQueues(kAdmin);
+  ASSERT_TRUE(queues.ok());
+  EXPECT_EQ(queues->queues[0].gpus.held, 8000);
+  EXPECT_EQ(queues->queues[1].gpus.held, 0);
+  // Extra passes change nothing.
+  for (int i = 0; i < 3; ++i) Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+}
+
 TEST_F(ServiceTest, AnAdminsQueueChangeTakesEffectAtOnceIsStoredAndOutlivesARestart) {
   // Two teams guaranteed one node each; bob's elastic job (1..2 nodes) holds both.
   ServiceOptions o;
