@@ -1282,6 +1282,7 @@ TEST_F(CliQueues, BadSharingExitsTwoNamingFileLineAndField) {
       {"{rebalance: sometimes}", "sharing.rebalance"}, {"{rebalance: 1}", "sharing.rebalance"},
       {"{count_in_flight: yes please}", "sharing.count_in_flight"},
       {"{budget_period_s: 0}", "sharing.budget_period_s"}, {"{budget_period_s: 1m}", "sharing.budget_period_s"},
+      {"{within_queue: lower}", "sharing.within_queue"}, {"{within_queue: 1}", "sharing.within_queue"},
   };
   const std::string jobs = "jobs:\n  - {name: j, queue: team, gpus: 8}\n";
   for (const auto& [sharing, field] : cases) {
