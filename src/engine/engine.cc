@@ -1024,18 +1024,11 @@ std::vector<JobId> Engine::QuotaCandidates(size_t li) const {
 
 bool Engine::QuotaVictims(size_t li, int64_t now_s, const std::vector<JobId>& candidates, std::vector<JobId>* victims,
                           std::string* why) const {
-  using Bound = QueueBook::Bound;
   const Local& l = locals_[li];
-  const Job& job = state_.job(l.id);
-  const size_t leaf = static_cast<size_t>(job.spec.queue);
-  // StartRoom's bound: its guarantee without borrowing, its leaf's guarantee within its
-  // ancestors' limits while it is kept from borrowing, else its limits.
-  const bool borrow = book_.sharing().borrow;
-  const Bound leaf_bound = borrow && now_s >= l.no_borrow_until ? Bound::kLimit : Bound::kGuarantee;
-  QueueUsage room = book_.RoomByDim(state_, leaf, leaf_bound, borrow ? Bound::kLimit : Bound::kGuarantee);
+  const size_t leaf = static_cast<size_t>(state_.job(l.id).spec.queue);
+  const auto [leaf_bound, bound] = StartBounds(li, now_s);
+  QueueUsage room = book_.RoomByDim(state_, leaf, leaf_bound, bound);
   const ShapeNeed& need = shape_info_[static_cast<size_t>(l.shape)].need;
-  const int32_t step = options_.allocate.align ? std::max<int32_t>(1, job.spec.step) : 1;
-  const int64_t want = (job.spec.min_replicas + step - 1) / step * step;
   // What a victim leaving gives back (sign 1) or keeps (-1), where a bound applies: every queue
   // of the path counts it, so each bound's room grows by what it holds.
   const auto add = [&](const QueueUsage& held, int64_t sign) {
@@ -1046,19 +1039,19 @@ bool Engine::QuotaVictims(size_t li, int64_t now_s, const std::vector<JobId>& ca
   for (JobId j : *victims) add(state_.JobHeld(j), 1);
   std::vector<std::pair<JobId, QueueUsage>> taken;
   for (JobId j : candidates) {
-    if (need.Replicas(room) >= want) break;
+    if (need.Fits(room)) break;
     if (std::find(victims->begin(), victims->end(), j) != victims->end()) continue;
     taken.emplace_back(j, state_.JobHeld(j));
     add(taken.back().second, 1);
   }
-  if (need.Replicas(room) < want) {
+  if (!need.Fits(room)) {
     *why = "its queue '" + book_.tree().spec(leaf).name + "' has no room for its min replicas, and its " +
            std::to_string(candidates.size()) + " running preemptible jobs of a lower priority would not make it";
     return false;
   }
   for (size_t i = taken.size(); i-- > 0;) {
     add(taken[i].second, -1);
-    if (need.Replicas(room) >= want) continue;  // not needed: given back
+    if (need.Fits(room)) continue;  // not needed: given back
     add(taken[i].second, 1);
     victims->push_back(taken[i].first);
   }
@@ -1591,13 +1584,18 @@ int32_t Engine::QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bou
   return static_cast<int32_t>(std::min<int64_t>(INT32_MAX, int64_t{j.bound_tasks} + std::min<int64_t>(room, INT32_MAX)));
 }
 
+std::pair<QueueBook::Bound, QueueBook::Bound> Engine::StartBounds(size_t li, int64_t now_s) const {
+  using Bound = QueueBook::Bound;
+  if (!book_.sharing().borrow) return {Bound::kGuarantee, Bound::kGuarantee};
+  if (now_s < locals_[li].no_borrow_until) return {Bound::kGuarantee, Bound::kLimit};
+  return {Bound::kLimit, Bound::kLimit};
+}
+
 int32_t Engine::StartRoom(size_t li, int64_t now_s) const {
   if (!book_.enabled()) return INT32_MAX;
-  using Bound = QueueBook::Bound;
   const JobSpec& spec = state_.job(locals_[li].id).spec;
-  const int32_t room = !book_.sharing().borrow             ? QueueRoom(li, Bound::kGuarantee)
-                       : now_s < locals_[li].no_borrow_until ? QueueRoom(li, Bound::kGuarantee, Bound::kLimit)
-                                                             : QueueRoom(li, Bound::kLimit);
+  const auto [leaf_bound, bound] = StartBounds(li, now_s);
+  const int32_t room = QueueRoom(li, leaf_bound, bound);
   const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
   const int32_t whole = room / step * step;
   return whole >= (spec.min_replicas + step - 1) / step * step ? whole : 0;

@@ -674,6 +674,8 @@ class Engine {
   // job only its fair share holds back still starts in the pass after it.) Backfill plans and
   // backfills within it.
   int32_t StartRoom(size_t li, int64_t now_s) const;
+  // The bounds StartRoom counts local li's room in at `now_s`: (its leaf's, its ancestors').
+  std::pair<QueueBook::Bound, QueueBook::Bound> StartBounds(size_t li, int64_t now_s) const;
   // TryStart with at most `cap` replicas (its max when that is lower).
   JobAttempt TryStartUpTo(size_t li, int32_t cap, int64_t now_s);
   // What a waiting job of one shape needs of its queue's room (a copy of the shape's, kept
