@@ -155,6 +155,7 @@ CarriedJob Engine::CarriedOf(size_t li) const {
     c.restores.push_back(std::move(out));
   }
   if (queue_.Contains(li)) {
+    c.within_claim = l.within_claim;
     c.queued_at = l.queued_at;
     c.position = queue_.PositionOf(li);
     c.required_level = j.spec.topology.required_level;
@@ -284,6 +285,7 @@ void Engine::RestoreJob(const CarriedJob& c) {
     ArmRelax(li, c.relax_at, c.queued_at);
     ArmTrigger(li, c.trigger_at, c.queued_at);
   }
+  if (c.within_claim > 0) ClaimWithin(li, c.within_claim);
   if (c.reclaim_at >= 0 && !l.reclaiming) RestoreReclaim(li, c);
   if (c.reclaim_at < 0) RestoreHold(li, c);
 }
@@ -659,6 +661,7 @@ void Engine::RelaxWaits(int64_t now_s) {
 void Engine::OnStart(size_t li, int64_t now_s, int32_t granted) {
   Local& l = locals_[li];
   Unclaim(li);
+  ClaimWithin(li, 0);
   LogCarry(li);
   l.running = true;
   l.refused_seq = UINT64_MAX;
@@ -1028,6 +1031,7 @@ bool Engine::QuotaVictims(size_t li, int64_t now_s, const std::vector<JobId>& ca
   const size_t leaf = static_cast<size_t>(state_.job(l.id).spec.queue);
   const auto [leaf_bound, bound] = StartBounds(li, now_s);
   QueueUsage room = book_.RoomByDim(state_, leaf, leaf_bound, bound);
+  LessWithinClaimed(leaf, li, room);
   const ShapeNeed& need = shape_info_[static_cast<size_t>(l.shape)].need;
   // What a victim leaving gives back (sign 1) or keeps (-1), where a bound applies: every queue
   // of the path counts it, so each bound's room grows by what it holds.
@@ -1204,6 +1208,8 @@ bool Engine::ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, b
     l.claimed = (spec.min_replicas + step - 1) / step * step;
     book_.Claim(state_, l.id, l.claimed, 1);
   }
+  // Within its queue: the room its victims leave is its own until it starts.
+  if (quota != nullptr) ClaimWithin(li, shape_info_[static_cast<size_t>(l.shape)].need.min_start);
   l.reclaiming = true;
   ++reclaims_;
   if (!queue_.Contains(li)) Enqueue(li, true, now_s);
@@ -1578,9 +1584,11 @@ int32_t Engine::QueueRoom(size_t li, QueueBook::Bound leaf_bound, QueueBook::Bou
       (leaf_bound == Bound::kLimit && bound == Bound::kLimit && book_.Unlimited(static_cast<size_t>(j.spec.queue)))) {
     return INT32_MAX;
   }
-  // Its leaf's room in replicas of its shape's one-replica request (which Roomy reads too).
-  const int64_t room = shape_info_[static_cast<size_t>(locals_[li].shape)].need.Replicas(
-      book_.RoomByDim(state_, static_cast<size_t>(j.spec.queue), leaf_bound, bound));
+  // Its leaf's room in replicas of its shape's one-replica request (which Roomy reads too), less
+  // what Reclaims within its leaf hold for other jobs.
+  QueueUsage by_dim = book_.RoomByDim(state_, static_cast<size_t>(j.spec.queue), leaf_bound, bound);
+  if (!within_claims_.empty()) LessWithinClaimed(static_cast<size_t>(j.spec.queue), li, by_dim);
+  const int64_t room = shape_info_[static_cast<size_t>(locals_[li].shape)].need.Replicas(by_dim);
   return static_cast<int32_t>(std::min<int64_t>(INT32_MAX, int64_t{j.bound_tasks} + std::min<int64_t>(room, INT32_MAX)));
 }
 
@@ -1691,6 +1699,36 @@ JobAttempt Engine::TryStartUpTo(size_t li, int32_t cap, int64_t now_s) {
   if (opened) CloseHeadroom(now_s);
   if (capped) state_.SetJobBounds(locals_[li].id, min, max);
   return a;
+}
+
+void Engine::ClaimWithin(size_t li, int32_t replicas) {
+  Local& l = locals_[li];
+  if (l.within_claim == replicas) return;
+  if (l.within_claim == 0) within_claims_.push_back(li);
+  l.within_claim = replicas;
+  if (replicas == 0) std::erase(within_claims_, li);
+  LogCarry(li);
+}
+
+void Engine::LessWithinClaimed(size_t leaf, size_t except, QueueUsage& room) const {
+  const QueueUsage held = WithinClaimed(leaf, except);
+  for (size_t d = 0; d < kQueueDims; ++d) {
+    if (room[d] != INT64_MAX) room[d] = std::max<int64_t>(0, room[d] - held[d]);
+  }
+}
+
+QueueUsage Engine::WithinClaimed(size_t leaf, size_t except) const {
+  QueueUsage held{};
+  for (size_t li : within_claims_) {
+    const Local& l = locals_[li];
+    if (li == except || state_.job(l.id).spec.queue != static_cast<int32_t>(leaf)) continue;
+    const ShapeNeed& need = shape_info_[static_cast<size_t>(l.shape)].need;
+    held[kQueueGpu] += l.within_claim * need.one_gpu;
+    if (need.one_model >= 0) held[kQueueModel + static_cast<size_t>(need.one_model)] += l.within_claim * need.one_gpu;
+    held[kQueueCpu] += l.within_claim * need.one_cpu;
+    held[kQueueMemory] += l.within_claim * need.one_mem;
+  }
+  return held;
 }
 
 void Engine::Unclaim(size_t li) {
@@ -2166,7 +2204,13 @@ bool Engine::Absorb(int64_t now_s, int32_t external_blocking) {
   std::function<bool(const Job&, int32_t)> may_grow;
   if (book_.enabled()) {
     may_grow = [&, bound, now_s](const Job& j, int32_t replicas) {
-      return now_s >= locals_[local_of_job_[j.id.value()]].no_grow_until && book_.Within(state_, j.id, replicas, bound, nullptr);
+      const size_t li = local_of_job_[j.id.value()];
+      if (now_s < locals_[li].no_grow_until || !book_.Within(state_, j.id, replicas, bound, nullptr)) return false;
+      if (within_claims_.empty() || j.spec.queue < 0) return true;
+      // Not into the room a Reclaim within its queue holds for another job.
+      QueueUsage room = book_.RoomByDim(state_, static_cast<size_t>(j.spec.queue), bound, bound);
+      LessWithinClaimed(static_cast<size_t>(j.spec.queue), li, room);
+      return shape_info_[static_cast<size_t>(locals_[li].shape)].need.Replicas(room) >= replicas;
     };
   }
   const AbsorbResult r = AbsorbAction::Run(CurrentSession(), state_, running, blocking, options_.allocate, may_grow);
@@ -2425,6 +2469,7 @@ void Engine::Leave(uint32_t job, int64_t now_s, bool finished) {
   if (queue_.Contains(li)) queue_.Remove(li);
   CountDemand(li, false);
   Unclaim(li);
+  ClaimWithin(li, 0);
   if (state_.job(l.id).reservation.valid()) Release(state_.job(l.id).reservation);
   if (!state_.job(l.id).resume_nodes.empty()) state_.SetResumeNodes(l.id, {});
   // Borrowers before lenders (a lender leaves Standby only once its borrowers are gone).
@@ -2588,17 +2633,7 @@ bool Engine::Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, in
            " replicas running";
     return false;
   }
-  // More replicas than tasks: add tasks like the first.
-  while (state_.job(id).tasks.size() < static_cast<size_t>(max_replicas)) {
-    const Task& first = state_.task(state_.job(id).tasks.front());
-    const TaskRequest req = first.req;
-    const int32_t prio = first.priority;
-    const std::string name = state_.job(id).spec.name + "-" + std::to_string(state_.job(id).tasks.size());
-    state_.AddTask(id, name, req, prio);
-  }
-  being_evicted_.resize(state_.tasks().size(), 0);
-  restoring_.resize(state_.tasks().size(), 0);
-  pinned_.resize(state_.tasks().size(), 0);
+  AddTasksUpTo(id, static_cast<size_t>(max_replicas));
   const bool counted = l.demand_counted;
   CountDemand(li, false);  // its demand follows its new max
   state_.SetJobBounds(id, min_replicas, max_replicas);
@@ -2628,6 +2663,19 @@ bool Engine::Resize(uint32_t job, int32_t min_replicas, int32_t max_replicas, in
     LogCarry(li);  // its place in the queue
   }
   return true;
+}
+
+void Engine::AddTasksUpTo(JobId id, size_t n) {
+  while (state_.job(id).tasks.size() < n) {
+    const Task& first = state_.task(state_.job(id).tasks.front());
+    const TaskRequest req = first.req;
+    const int32_t prio = first.priority;
+    const std::string name = state_.job(id).spec.name + "-" + std::to_string(state_.job(id).tasks.size());
+    state_.AddTask(id, name, req, prio);
+  }
+  being_evicted_.resize(state_.tasks().size(), 0);
+  restoring_.resize(state_.tasks().size(), 0);
+  pinned_.resize(state_.tasks().size(), 0);
 }
 
 std::string Engine::TopologyWords(size_t li) const {
@@ -2740,16 +2788,16 @@ bool Engine::Adopt(const EngineJob& job, const std::vector<Placement>& placement
     const Local& k = locals_[known];
     if (k.running || k.reclaiming || queue_.Contains(known)) return false;  // known only (Know) is fine
   }
-  if (placements.empty()) return false;
-  std::vector<char> seen(static_cast<size_t>(std::max(0, job.max_replicas)), 0);
+  if (placements.empty() || placements.size() > static_cast<size_t>(std::max(0, job.max_replicas))) return false;
+  std::set<size_t> seen;
   for (const Placement& p : placements) {
-    if (p.replica >= seen.size() || seen[p.replica]) return false;
-    seen[p.replica] = 1;
+    if (p.replica >= kMaxReplicaRanks || !seen.insert(p.replica).second) return false;
     if (p.node.value() >= state_.num_nodes() || state_.node(p.node).state == NodeState::kDown) return false;
   }
   std::string why;
   const std::optional<size_t> li = Materialize(job, &why);
   if (!li) return false;
+  AddTasksUpTo(locals_[*li].id, *seen.rbegin() + 1);
   const std::vector<TaskId> tasks = state_.job(locals_[*li].id).tasks;
   for (size_t k = 0; k < placements.size(); ++k) {
     const Placement& p = placements[k];

@@ -539,10 +539,13 @@ class Engine {
   // Where one replica of a job runs (Adopt).
   using Placement = ReplicaPlacement;
   // Rebuilds a job that was running before a restart: materialises `job`, binds each listed
-  // replica where it runs, and marks the job running since `started_s` (no event). Returns false,
-  // binding nothing, when the job is already here (but for one only known: Know), a replica is
-  // out of range or listed twice, or a placement does not fit (its node is down or its capacity
-  // is taken; a borrowed one: its GPUs are not lent now — adopt the lenders first).
+  // replica where it runs, and marks the job running since `started_s` (no event). A rank at or
+  // above the job's max is adopted too (a failure shrank the job from its low ranks, then Resize
+  // lowered its max: the high ones ran on). Returns false, binding nothing, when the job is
+  // already here (but for one only known: Know), more replicas than its max are listed, a rank
+  // is listed twice or is not below kMaxReplicaRanks, or a placement does not fit (its node is
+  // down or its capacity is taken; a borrowed one: its GPUs are not lent now — adopt the lenders
+  // first).
   bool Adopt(const EngineJob& job, const std::vector<Placement>& placements, int64_t started_s);
 
   // ---- The input log (inputs.h) ----
@@ -608,6 +611,9 @@ class Engine {
     int64_t no_grow_until = 0;    // a queue's Reclaim shrank it: Absorb leaves it alone until then
     int64_t no_borrow_until = 0;  // a queue's Reclaim evicted it: it starts only within fair shares until then
     int32_t claimed = 0;          // replicas its queue's Reclaim under way claims (QueueBook::Claim); 0: none
+    // Replicas of its shape whose room in its leaf queue its Reclaim within the queue made, held
+    // for it until it starts or leaves (WithinClaimed); 0: none.
+    int32_t within_claim = 0;
     size_t elastic_slot = SIZE_MAX;  // its index in elastic_of_class_[elastic_cls] while it is there
     int elastic_cls = -1;            // the class it is filed under there (-1: none)
     // Relaxed required levels (EngineJob::required_max_wait_s): its own required level (-1: none)
@@ -661,6 +667,16 @@ class Engine {
   void SyncElastic(size_t li);
   // Local li's queue Reclaim is over (it started, left, or its victims are gone): its claim ends.
   void Unclaim(size_t li);
+  // Local li holds the room of `replicas` replicas in its leaf queue (a Reclaim within its queue
+  // made it: Local::within_claim); 0: it holds none now.
+  void ClaimWithin(size_t li, int32_t replicas);
+  // What the Reclaims within leaf queue `leaf` hold for their jobs other than local `except`
+  // (per QueueUsage dimension, each job's min replicas in whole steps of its request): room that
+  // the leaf's other jobs may not start or grow into. O(such jobs).
+  QueueUsage WithinClaimed(size_t leaf, size_t except) const;
+  // `room` (per QueueUsage dimension, INT64_MAX: unbounded) less WithinClaimed(leaf, except), at 0.
+  void LessWithinClaimed(size_t leaf, size_t except, QueueUsage& room) const;
+  std::vector<size_t> within_claims_;  // the locals with a within_claim
   // Adds the running elastic jobs' room to grow to `want` (per queue).
   void AddElasticDemand(std::vector<QueueUsage>& want) const;
   // How many replicas of local li its queue's `bound` lets it hold in all (INT32_MAX: no queue).
@@ -854,6 +870,9 @@ class Engine {
   // The local job of `job`, materialised on first use; nullopt (and `why`) when the cluster has no
   // model or topology level for it.
   std::optional<size_t> Materialize(const EngineJob& job, std::string* why);
+  // Gives job `id` tasks like its first until it has `n` (a max raised, a rank above the max
+  // adopted); none when it has as many.
+  void AddTasksUpTo(JobId id, size_t n);
   void OnStart(size_t li, int64_t now_s, int32_t granted);
   // The interned shape of a job: its request, bounds, step, topology constraint and priority.
   int ShapeOf(JobId id);

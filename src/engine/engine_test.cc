@@ -146,6 +146,48 @@ TEST(Engine, AnElasticJobAtItsMaxThatLosesReplicasToAFailureGrowsBackAtTheNextCy
   EXPECT_TRUE(m->RunCycle(7).empty());
 }
 
+TEST(Engine, ARestartAdoptsReplicasAtRanksAboveALoweredMaxAndRefusesMoreReplicasThanTheMax) {
+  // Before the restart: 4 replicas of 1 GPU (max 4); a failure took ranks 0 and 1, then the max
+  // was lowered to 2 (Resize keeps the 2 running, at ranks 2 and 3). The rebuilt engine gets the
+  // job with max 2 and those two placements.
+  const auto rebuilt = [] {
+    EngineConfig o;
+    o.name = "adopt";
+    auto e = Engine::Create(EngineCluster(4), o);
+    EXPECT_TRUE(e.ok());
+    return std::move(*e);
+  };
+  EngineJob j = Job(1, 2, 1, 100);
+  j.min_replicas = 1;
+  auto m = rebuilt();
+  ASSERT_TRUE(m->Adopt(j, {{2, NodeId(1), testing::Idx({0})}, {3, NodeId(1), testing::Idx({1})}}, 0));
+  EXPECT_EQ(m->Running(1), 2);
+  EXPECT_EQ(m->state().node(NodeId(1)).tasks.size(), 2u);
+  EXPECT_TRUE(m->state().CheckInvariants().ok());
+  EXPECT_TRUE(m->RunCycle(1).empty()) << "at its max: nothing to grow";
+  // Raised to 4 again: it grows into ranks 0 and 1, then nothing changes.
+  std::string why;
+  ASSERT_TRUE(m->Resize(1, 1, 4, 2, &why)) << why;
+  const std::vector<EngineEvent> ev = m->RunCycle(3);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kGrown);
+  EXPECT_EQ(ev[0].replicas, 4);
+  EXPECT_EQ(m->Running(1), 4);
+  EXPECT_TRUE(m->state().CheckInvariants().ok());
+  EXPECT_TRUE(m->RunCycle(4).empty());
+  // Refused, binding nothing: more placements than the max, a rank twice, a rank past any job's.
+  for (const std::vector<Engine::Placement>& bad :
+       {std::vector<Engine::Placement>{{0, NodeId(1), testing::Idx({0})}, {1, NodeId(1), testing::Idx({1})},
+                                       {2, NodeId(1), testing::Idx({2})}},
+        std::vector<Engine::Placement>{{3, NodeId(1), testing::Idx({0})}, {3, NodeId(1), testing::Idx({1})}},
+        std::vector<Engine::Placement>{{kMaxReplicaRanks, NodeId(1), testing::Idx({0})}}}) {
+    m = rebuilt();
+    EXPECT_FALSE(m->Adopt(j, bad, 0));
+    EXPECT_EQ(m->Running(1), 0);
+    EXPECT_TRUE(m->state().node(NodeId(1)).tasks.empty());
+  }
+}
+
 TEST(Engine, ANodeFailureKeepsTheLargestWholeNumberOfStepsOfTheSurvivors) {
   // 12 replicas (4 per node), step 8: 8 survive the failure of n0 and all are kept; n1's failure
   // leaves 4 < min 8: the job is evicted whole.

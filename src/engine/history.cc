@@ -358,6 +358,7 @@ CarriedJob CarriedFrom(const Fields& jf, const std::function<std::optional<NodeI
   c.position = jf.Int("position", 0);
   c.required_level = jf.I32("required_level", -1);
   c.relax_at = jf.Int("relax_at", -1);
+  c.within_claim = jf.I32("within_claim", 0);
   c.trigger_at = jf.Int("trigger_at", -1);
   jf.Each("restores", [&](const Json& r, const std::string& path) {
     const Fields rf(r, path + ".", jf.error());
@@ -895,6 +896,7 @@ Json CarriedJobJson(const CarriedJob& c, const std::function<Json(NodeId)>& node
     o["reclaim"] = {{"at", c.reclaim_at}, {"queue", c.reclaim_queue}, {"claimed", c.claimed},
                     {"tasks", tasks}, {"whole", whole}, {"hold", hold}};
   }
+  if (c.within_claim > 0) o["within_claim"] = c.within_claim;
   if (!c.held.empty()) {
     Json held = Json::array();
     for (NodeId n : c.held) held.push_back(node(n));

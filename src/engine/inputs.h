@@ -21,9 +21,14 @@
 
 namespace estuary {
 
+// The most replicas a job may have (the job schema's bound on max replicas): every rank a replica
+// ever had is below it.
+inline constexpr size_t kMaxReplicaRanks = 100000;
+
 // Where one replica of a job runs (Engine::Adopt).
 struct ReplicaPlacement {
-  size_t replica = 0;
+  size_t replica = 0;  // its rank: below kMaxReplicaRanks, may be at or above the job's max
+
   NodeId node;
   GpuIndices gpus;
   bool standby = false;   // it was in Standby: it enters Standby again
@@ -132,6 +137,9 @@ struct CarriedJob {
   // replica), the jobs evicted whole, and the nodes held for it.
   int64_t reclaim_at = -1;
   bool reclaim_queue = false;
+  // Waiting: replicas whose room in its leaf queue a Reclaim within its queue made and holds for
+  // it until it starts (Engine's within_claim; 0: none), whether or not its victims are gone.
+  int32_t within_claim = 0;
   int32_t claimed = 0;
   std::vector<std::pair<uint32_t, uint32_t>> reclaim_tasks;
   std::vector<uint32_t> reclaim_whole;

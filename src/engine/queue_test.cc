@@ -1269,5 +1269,54 @@ TEST(EngineQueues, WithinItsQueueAnHpJobOnAFullClusterStartsWhereItsQueuesVictim
   for (int64_t t : {161, 600, 5000}) EXPECT_TRUE(c->Cycle(t).empty()) << t;
 }
 
+TEST(EngineQueues, WithinItsQueueTheRoomItsVictimsLeaveIsHeldForItsJobNeitherGrownIntoNorRetaken) {
+  // 8 nodes; a guaranteed 2 and limited to 4 (32 GPUs), b guaranteed 2 and idle. a runs j3 (12
+  // replicas of 1 GPU, priority 100) and j4 (1 x 4 GPUs, priority 100) from 0 s, and the elastic
+  // j5 (1..20 replicas of 1 GPU, priority 200) from 1 s, at a's limit: 16 replicas.
+  QueueSpec a = Q("a", 16);
+  a.limit.gpu_milli = 32 * kG;
+  SharingSpec sharing;
+  sharing.within_queue = true;
+  Cluster c(8, std::vector<QueueSpec>{a, Q("b", 16)}, sharing);
+  const auto gpu_job = [](uint32_t id, int replicas, int gpus, int min, int32_t priority) {
+    EngineJob j = testing::WholeGpuJob(id, replicas, gpus, priority, true);
+    j.min_replicas = min;
+    j.queue = "a";
+    return j;
+  };
+  c.Submit(gpu_job(3, 12, 1, 12, 100), 0);
+  c.Submit(gpu_job(4, 1, 4, 1, 100), 0);
+  c.Cycle(0);
+  c.Submit(gpu_job(5, 20, 1, 1, 200), 1);
+  c.Cycle(1);
+  ASSERT_EQ(c.e().Running(3), 12);
+  ASSERT_EQ(c.e().Running(4), 1);
+  ASSERT_EQ(c.e().Running(5), 16);
+  ASSERT_EQ(c.e().state().queue_usage(0)[kQueueGpu], 32 * kG);
+  // At 50 s j4 ends (4 GPUs of room) and a's HP job j10 (2 nodes: 16 GPUs) arrives. Its queue's
+  // room (4) and j3's 12 GPUs make its 16: it reclaims j3 alone. j5 could grow by 4 into that room
+  // now that j10's Reclaim is under way (it no longer blocks growth), but the room is j10's.
+  c.e().Finish(4, 50);
+  c.Submit(HpNodeJob(10, "a", 2), 50);
+  std::vector<EngineEvent> ev = c.Cycle(50);
+  ASSERT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 1);
+  const auto reclaim = std::find_if(ev.begin(), ev.end(), [](const EngineEvent& x) { return x.kind == EngineEvent::Kind::kReclaim; });
+  EXPECT_EQ(reclaim->job, 10u);
+  EXPECT_EQ(reclaim->detail, "within its queue");
+  EXPECT_EQ(reclaim->at, 110);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kGrown), 0);
+  EXPECT_EQ(c.e().Running(5), 16);
+  EXPECT_TRUE(c.Cycle(109).empty());
+  // j3 leaves at 110 s and j10 starts in the 16 GPUs; j3, back in the queue, does not take them
+  // first (it fits a's room but for j10's hold), nor is anyone evicted again.
+  ev = c.Cycle(110);
+  EXPECT_EQ(Returned(ev), (std::set<uint32_t>{3}));
+  EXPECT_EQ(c.e().Running(10), 2);
+  EXPECT_EQ(c.e().Running(3), 0);
+  EXPECT_EQ(c.e().Running(5), 16);
+  EXPECT_EQ(c.e().state().queue_usage(0)[kQueueGpu], 32 * kG);
+  for (int64_t t : {111, 600, 5000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+}
+
 }  // namespace
 }  // namespace estuary

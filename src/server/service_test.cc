@@ -313,6 +313,75 @@ TEST_F(ServiceTest, ANodeWithoutHeartbeatsFailsAndItsJobStartsAgainElsewhere) {
   EXPECT_EQ(Get(*id).phase, JobPhase::kRunning);
 }
 
+// A node failure shrinks an elastic job from its low replicas (those on the failed node); with
+// no room to grow back, its high replicas run on, and a restart adopts them where they run
+// rather than stopping them and starting the job afresh — also once its max is lowered below
+// their ranks.
+TEST_F(ServiceTest, AnElasticJobAFailureShrankFromItsLowReplicasIsAdoptedAsItRunsAfterARestart) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  ASSERT_TRUE(service_->RegisterNodes(kAgentB, {Node("b0")}).ok());
+  JobRequest r = Job("elastic", 16, 1);
+  r.min_replicas = 2;
+  auto id = service_->Submit(kAlice, r);
+  ASSERT_TRUE(id.ok());
+  Pass();
+  const std::vector<Order> a = Orders(kAgentA), b = Orders(kAgentB);
+  ASSERT_EQ(a.size() + b.size(), 16u);
+  ReportAll(kAgentA, a, TaskReport::State::kRunning);
+  ReportAll(kAgentB, b, TaskReport::State::kRunning);
+  Pass();
+  ASSERT_EQ(Get(*id).running_replicas, 16);
+  // The agent of replica 0 goes silent: its node fails and its replicas are lost.
+  const bool a_low = std::any_of(a.begin(), a.end(), [](const Order& o) { return o.replica == 0; });
+  const Principal& lost = a_low ? kAgentA : kAgentB;
+  const Principal& kept = a_low ? kAgentB : kAgentA;
+  const std::vector<Order>& kept_starts = a_low ? b : a;
+  ASSERT_EQ(kept_starts.size(), 8u);
+  for (const Order& o : kept_starts) EXPECT_GE(o.replica, 8);
+  for (int i = 0; i < 4; ++i) {
+    clock_.ms += 10000;
+    ASSERT_TRUE(service_->Heartbeat(kept, {}).ok());
+    Pass();
+  }
+  EXPECT_EQ(Get(*id).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(*id).bound_replicas, 8);
+  EXPECT_TRUE(Orders(kept).empty());  // nothing stops on the node that stayed
+  (void)Orders(lost);
+  EXPECT_EQ(GpuMilliUsed(), 8000);
+
+  Reopen();
+  EXPECT_EQ(Get(*id).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(*id).bound_replicas, 8);
+  EXPECT_EQ(Get(*id).running_replicas, 8);
+  EXPECT_EQ(GpuMilliUsed(), 8000);
+  // Adopted where they run: nothing is stopped or started again on the node that stayed.
+  ASSERT_TRUE(service_->Heartbeat(kept, {}).ok());
+  Pass();
+  for (const Order& o : Orders(kept)) ADD_FAILURE() << "order " << static_cast<int>(o.op) << " for " << o.task;
+  EXPECT_EQ(Get(*id).restarts, 0);
+
+  // Its max lowered to the 8 it runs: its replicas 8..15 run on (nothing is shed), and a
+  // restart adopts them still, ranks above the new max and all.
+  const auto resized = ViaLoop([&] { return service_->Resize(kAlice, *id, std::nullopt, 8); });
+  ASSERT_TRUE(resized.ok()) << resized.status().message();
+  EXPECT_EQ(resized->bound_replicas, 8);
+  EXPECT_TRUE(Orders(kept).empty());
+  Reopen();
+  EXPECT_EQ(Get(*id).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(*id).bound_replicas, 8);
+  EXPECT_EQ(Get(*id).request.max_replicas, 8);
+  EXPECT_EQ(GpuMilliUsed(), 8000);
+  ASSERT_TRUE(service_->Heartbeat(kept, {}).ok());
+  Pass();
+  for (const Order& o : Orders(kept)) ADD_FAILURE() << "order " << static_cast<int>(o.op) << " for " << o.task;
+  EXPECT_EQ(Get(*id).restarts, 0);
+  // The lost node comes back: the job grows no further than its new max.
+  ASSERT_TRUE(service_->Heartbeat(lost, {}).ok());
+  Pass();
+  EXPECT_TRUE(Orders(lost).empty());
+  EXPECT_EQ(Get(*id).bound_replicas, 8);
+}
+
 TEST_F(ServiceTest, AnHpJobReclaimsFromPreemptibleWorkAfterTheGracePeriodAndFurtherPassesChangeNothing) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
   const uint64_t lp = RunJob(kAlice, Job("lp", 1, 8, 300, true));

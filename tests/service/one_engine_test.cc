@@ -718,6 +718,16 @@ TEST(OneEngine, ASharedClusterWithQueuesHoldsBackfillAndDefragmentationDecidesAs
 TEST(OneEngine, ASharedClusterWithPreemptionWithinQueuesDecidesAsTheSimulator) {
   for (uint64_t seed : {1, 2, 3}) ExpectSameDecisions(seed, false, Variant::kWithinQueue);
 }
+// The same reopened in the grace period of a Reclaim within a queue (its victims, its held nodes
+// and the room held for its job carried): seed 3 at 9,800 s (j45's from 9,797 s), 152,530 s
+// (j766's from 152,513 s; j762 runs there at ranks 2..7 of a max lowered to 6, which the reopened
+// service adopts), seed 1 at 20,800 s (j111's from 20,786 s), seed 2 at 129,100 s (j633's from
+// 129,085 s).
+TEST(OneEngine, AServiceReopenedWhileAJobPreemptsWithinItsQueueGoesOnAsTheSimulator) {
+  for (const auto& [seed, t] : std::vector<std::pair<uint64_t, int64_t>>{{3, 9800}, {3, 152530}, {1, 20800}, {2, 129100}}) {
+    EXPECT_EQ(FirstDifferenceAfterARestart(seed, t, Variant::kWithinQueue), "") << "seed " << seed << " reopened at " << t;
+  }
+}
 // The shared cluster with survivor holds, conservative backfill and assembled rooms for gangs
 // that waited (Variant::kAssembling). Before, the service's configuration dropped
 // `defrag: {assemble: true}` (a second copy of the simulator's mapping left it at the engine's
