@@ -156,6 +156,7 @@ CarriedJob Engine::CarriedOf(size_t li) const {
   }
   if (queue_.Contains(li)) {
     c.within_claim = l.within_claim;
+    c.within_claim_until = l.within_claim_until;
     c.queued_at = l.queued_at;
     c.position = queue_.PositionOf(li);
     c.required_level = j.spec.topology.required_level;
@@ -285,7 +286,7 @@ void Engine::RestoreJob(const CarriedJob& c) {
     ArmRelax(li, c.relax_at, c.queued_at);
     ArmTrigger(li, c.trigger_at, c.queued_at);
   }
-  if (c.within_claim > 0) ClaimWithin(li, c.within_claim);
+  if (c.within_claim > 0) ClaimWithin(li, c.within_claim, c.within_claim_until);
   if (c.reclaim_at >= 0 && !l.reclaiming) RestoreReclaim(li, c);
   if (c.reclaim_at < 0) RestoreHold(li, c);
 }
@@ -1236,6 +1237,9 @@ void Engine::EndEvictions(int64_t now_s) {
     Local& hp = locals_[ev.for_local];
     hp.reclaiming = false;
     Unclaim(ev.for_local);
+    // Within its queue: its hold lasts through this second's cycles (its passes try it in the
+    // room its victims leave before its queue's other jobs), no longer.
+    if (hp.within_claim > 0) ClaimWithin(ev.for_local, hp.within_claim, now_s);
     LogCarry(ev.for_local);
     const auto hr = std::find_if(headrooms_.begin(), headrooms_.end(), [&](const Headroom& h) { return h.li == ev.for_local; });
     const bool headroom = hr != headrooms_.end();
@@ -1701,13 +1705,22 @@ JobAttempt Engine::TryStartUpTo(size_t li, int32_t cap, int64_t now_s) {
   return a;
 }
 
-void Engine::ClaimWithin(size_t li, int32_t replicas) {
+void Engine::ClaimWithin(size_t li, int32_t replicas, int64_t until) {
   Local& l = locals_[li];
-  if (l.within_claim == replicas) return;
+  if (replicas == 0) until = -1;
+  if (l.within_claim == replicas && l.within_claim_until == until) return;
   if (l.within_claim == 0) within_claims_.push_back(li);
   l.within_claim = replicas;
+  l.within_claim_until = until;
   if (replicas == 0) std::erase(within_claims_, li);
   LogCarry(li);
+}
+
+void Engine::ExpireWithinClaims(int64_t now_s) {
+  for (size_t k = within_claims_.size(); k-- > 0;) {
+    const size_t li = within_claims_[k];
+    if (locals_[li].within_claim_until >= 0 && locals_[li].within_claim_until < now_s) ClaimWithin(li, 0);
+  }
 }
 
 void Engine::LessWithinClaimed(size_t leaf, size_t except, QueueUsage& room) const {
@@ -2267,6 +2280,7 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
   const auto first = options.part == CyclePart::kGrow ? grow : actions.begin();
   const auto last = options.part == CyclePart::kBeforeGrow ? grow : actions.end();
   if (first == actions.begin()) EndWalltimes(now_s);
+  if (!within_claims_.empty()) ExpireWithinClaims(now_s);
   // A replica that entered Standby after the list's last `allocate` lent GPUs no pass of this
   // cycle offered to the queue, and a hold the engine released after it (Release: a Reclaim's
   // plan replacing its job's hold, backfill's new plans, an assembly's) may leave free nodes no
@@ -2346,6 +2360,10 @@ std::optional<int64_t> Engine::NextDue() const {
   if (!triggers_.empty()) due = due ? std::min(*due, triggers_.front().at) : triggers_.front().at;
   if (!relax_.empty()) due = due ? std::min(*due, relax_.front().at) : relax_.front().at;
   if (!walltimes_.empty()) due = due ? std::min(*due, walltimes_.begin()->first) : walltimes_.begin()->first;
+  // A hold within a queue whose victims have left ends after their second (ExpireWithinClaims).
+  for (size_t li : within_claims_) {
+    if (const int64_t until = locals_[li].within_claim_until; until >= 0) due = due ? std::min(*due, until + 1) : until + 1;
+  }
   // A shrunk job's cooldown matters only to Absorb (which resets regrow_due_ as it passes).
   // (With no elastic job running there is nothing to regrow: when one starts, Absorb runs.)
   if (options_.absorb && !elastic_running_.empty() && regrow_due_ != INT64_MAX) {

@@ -321,7 +321,8 @@ class Engine {
   // returns the events since the last TakeEvents or RunCycle (the inputs' first, then the cycle's).
   std::vector<EngineEvent> RunCycle(int64_t now_s, const CycleOptions& options = {});
   // The earliest time a cycle has work that no input brings (an eviction's grace end, a
-  // restore, a move's deadline, a headroom's retry, a shrunk job's regrowth), if any.
+  // restore, a move's deadline, a headroom's retry, a shrunk job's regrowth, the end of a hold
+  // within a queue), if any.
   std::optional<int64_t> NextDue() const;
   // Exact check, for measuring needless preemptions: could `job` start here now on idle capacity
   // (PreemptAction's feasibility without victims)? Materialises the job if needed; changes no
@@ -612,8 +613,10 @@ class Engine {
     int64_t no_borrow_until = 0;  // a queue's Reclaim evicted it: it starts only within fair shares until then
     int32_t claimed = 0;          // replicas its queue's Reclaim under way claims (QueueBook::Claim); 0: none
     // Replicas of its shape whose room in its leaf queue its Reclaim within the queue made, held
-    // for it until it starts or leaves (WithinClaimed); 0: none.
+    // for it until it starts or leaves, or past the cycles of the second its victims left
+    // (WithinClaimed); 0: none.
     int32_t within_claim = 0;
+    int64_t within_claim_until = -1;  // the second its victims left (the hold ends after it); -1: not yet
     size_t elastic_slot = SIZE_MAX;  // its index in elastic_of_class_[elastic_cls] while it is there
     int elastic_cls = -1;            // the class it is filed under there (-1: none)
     // Relaxed required levels (EngineJob::required_max_wait_s): its own required level (-1: none)
@@ -668,8 +671,13 @@ class Engine {
   // Local li's queue Reclaim is over (it started, left, or its victims are gone): its claim ends.
   void Unclaim(size_t li);
   // Local li holds the room of `replicas` replicas in its leaf queue (a Reclaim within its queue
-  // made it: Local::within_claim); 0: it holds none now.
-  void ClaimWithin(size_t li, int32_t replicas);
+  // made it: Local::within_claim) until it starts or leaves, or, `until` >= 0, no longer than the
+  // cycles at `until` (its victims left then); 0: it holds none now.
+  void ClaimWithin(size_t li, int32_t replicas, int64_t until = -1);
+  // Ends the holds whose victims left before `now_s` and whose job did not start in the room they
+  // left: the job may Reclaim again if it still can, but does not keep its leaf's other jobs out
+  // of room it cannot use (its queue's limit lowered meanwhile, say). O(such holds).
+  void ExpireWithinClaims(int64_t now_s);
   // What the Reclaims within leaf queue `leaf` hold for their jobs other than local `except`
   // (per QueueUsage dimension, each job's min replicas in whole steps of its request): room that
   // the leaf's other jobs may not start or grow into. O(such jobs).

@@ -359,6 +359,7 @@ CarriedJob CarriedFrom(const Fields& jf, const std::function<std::optional<NodeI
   c.required_level = jf.I32("required_level", -1);
   c.relax_at = jf.Int("relax_at", -1);
   c.within_claim = jf.I32("within_claim", 0);
+  c.within_claim_until = jf.Int("within_claim_until", -1);
   c.trigger_at = jf.Int("trigger_at", -1);
   jf.Each("restores", [&](const Json& r, const std::string& path) {
     const Fields rf(r, path + ".", jf.error());
@@ -897,6 +898,7 @@ Json CarriedJobJson(const CarriedJob& c, const std::function<Json(NodeId)>& node
                     {"tasks", tasks}, {"whole", whole}, {"hold", hold}};
   }
   if (c.within_claim > 0) o["within_claim"] = c.within_claim;
+  if (c.within_claim > 0 && c.within_claim_until >= 0) o["within_claim_until"] = c.within_claim_until;
   if (!c.held.empty()) {
     Json held = Json::array();
     for (NodeId n : c.held) held.push_back(node(n));

@@ -78,6 +78,7 @@ std::vector<HistoryRecord> OneOfEachKind() {
   waiting.reclaim_queue = true;
   waiting.claimed = 2;
   waiting.within_claim = 3;
+  waiting.within_claim_until = 4321;
   waiting.reclaim_tasks = {{5, 0}, {5, 1}, {6, 3}};
   waiting.reclaim_whole = {6};
   waiting.hold = {NodeId(2)};
@@ -169,7 +170,9 @@ TEST(HistoryText, EveryKindOfRecordSurvivesARoundTrip) {
   EXPECT_EQ(back.jobs[0].hold, std::vector<NodeId>{NodeId(2)});
   EXPECT_EQ(back.jobs[0].claimed, 2);
   EXPECT_EQ(back.jobs[0].within_claim, 3);
+  EXPECT_EQ(back.jobs[0].within_claim_until, 4321);
   EXPECT_EQ(back.jobs[1].within_claim, 0);
+  EXPECT_EQ(back.jobs[1].within_claim_until, -1);
   EXPECT_FALSE(restore["jobs"][1].contains("within_claim"));  // none held
   EXPECT_FALSE(restore["jobs"][1].contains("reclaim"));  // none under way
   ASSERT_EQ(back.jobs[1].restores.size(), 1u);

@@ -138,8 +138,10 @@ struct CarriedJob {
   int64_t reclaim_at = -1;
   bool reclaim_queue = false;
   // Waiting: replicas whose room in its leaf queue a Reclaim within its queue made and holds for
-  // it until it starts (Engine's within_claim; 0: none), whether or not its victims are gone.
+  // it until it starts (Engine's within_claim; 0: none), and the second its victims left (the
+  // hold ends after that second's cycles; -1: they have not yet).
   int32_t within_claim = 0;
+  int64_t within_claim_until = -1;
   int32_t claimed = 0;
   std::vector<std::pair<uint32_t, uint32_t>> reclaim_tasks;
   std::vector<uint32_t> reclaim_whole;

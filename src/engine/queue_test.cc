@@ -1269,53 +1269,89 @@ TEST(EngineQueues, WithinItsQueueAnHpJobOnAFullClusterStartsWhereItsQueuesVictim
   for (int64_t t : {161, 600, 5000}) EXPECT_TRUE(c->Cycle(t).empty()) << t;
 }
 
-TEST(EngineQueues, WithinItsQueueTheRoomItsVictimsLeaveIsHeldForItsJobNeitherGrownIntoNorRetaken) {
-  // 8 nodes; a guaranteed 2 and limited to 4 (32 GPUs), b guaranteed 2 and idle. a runs j3 (12
-  // replicas of 1 GPU, priority 100) and j4 (1 x 4 GPUs, priority 100) from 0 s, and the elastic
-  // j5 (1..20 replicas of 1 GPU, priority 200) from 1 s, at a's limit: 16 replicas.
+// 8 nodes; a guaranteed 2 and limited to 4 (32 GPUs), b guaranteed 2 and idle. a runs j3 (12
+// replicas of 1 GPU, priority 100) and j4 (1 x 4 GPUs, priority 100) from 0 s, and the elastic j5
+// (1..20 replicas of 1 GPU, priority 200; preemptible or not) from 1 s, at a's limit: 16 replicas.
+// At 50 s j4 ends (4 GPUs of room) and a's HP job j10 (2 nodes: 16 GPUs) arrives. Its queue's room
+// (4) and j3's 12 GPUs make its 16: it reclaims j3 alone, due at 110 s. j5 could grow by 4 into
+// that room now that j10's Reclaim is under way (it no longer blocks growth), but the room is j10's.
+std::unique_ptr<Cluster> WithinQueueReclaimUnderWay(bool j5_preemptible) {
   QueueSpec a = Q("a", 16);
   a.limit.gpu_milli = 32 * kG;
   SharingSpec sharing;
   sharing.within_queue = true;
-  Cluster c(8, std::vector<QueueSpec>{a, Q("b", 16)}, sharing);
-  const auto gpu_job = [](uint32_t id, int replicas, int gpus, int min, int32_t priority) {
-    EngineJob j = testing::WholeGpuJob(id, replicas, gpus, priority, true);
+  auto c = std::make_unique<Cluster>(8, std::vector<QueueSpec>{a, Q("b", 16)}, sharing);
+  const auto gpu_job = [](uint32_t id, int replicas, int gpus, int min, int32_t priority, bool preemptible) {
+    EngineJob j = testing::WholeGpuJob(id, replicas, gpus, priority, preemptible);
     j.min_replicas = min;
     j.queue = "a";
     return j;
   };
-  c.Submit(gpu_job(3, 12, 1, 12, 100), 0);
-  c.Submit(gpu_job(4, 1, 4, 1, 100), 0);
-  c.Cycle(0);
-  c.Submit(gpu_job(5, 20, 1, 1, 200), 1);
-  c.Cycle(1);
-  ASSERT_EQ(c.e().Running(3), 12);
-  ASSERT_EQ(c.e().Running(4), 1);
-  ASSERT_EQ(c.e().Running(5), 16);
-  ASSERT_EQ(c.e().state().queue_usage(0)[kQueueGpu], 32 * kG);
-  // At 50 s j4 ends (4 GPUs of room) and a's HP job j10 (2 nodes: 16 GPUs) arrives. Its queue's
-  // room (4) and j3's 12 GPUs make its 16: it reclaims j3 alone. j5 could grow by 4 into that room
-  // now that j10's Reclaim is under way (it no longer blocks growth), but the room is j10's.
-  c.e().Finish(4, 50);
-  c.Submit(HpNodeJob(10, "a", 2), 50);
-  std::vector<EngineEvent> ev = c.Cycle(50);
-  ASSERT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 1);
+  c->Submit(gpu_job(3, 12, 1, 12, 100, true), 0);
+  c->Submit(gpu_job(4, 1, 4, 1, 100, true), 0);
+  c->Cycle(0);
+  c->Submit(gpu_job(5, 20, 1, 1, 200, j5_preemptible), 1);
+  c->Cycle(1);
+  EXPECT_EQ(c->e().Running(3), 12);
+  EXPECT_EQ(c->e().Running(4), 1);
+  EXPECT_EQ(c->e().Running(5), 16);
+  EXPECT_EQ(c->e().state().queue_usage(0)[kQueueGpu], 32 * kG);
+  c->e().Finish(4, 50);
+  c->Submit(HpNodeJob(10, "a", 2), 50);
+  const std::vector<EngineEvent> ev = c->Cycle(50);
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 1);
   const auto reclaim = std::find_if(ev.begin(), ev.end(), [](const EngineEvent& x) { return x.kind == EngineEvent::Kind::kReclaim; });
-  EXPECT_EQ(reclaim->job, 10u);
-  EXPECT_EQ(reclaim->detail, "within its queue");
-  EXPECT_EQ(reclaim->at, 110);
+  EXPECT_TRUE(reclaim != ev.end() && reclaim->job == 10u && reclaim->detail == "within its queue" && reclaim->at == 110);
   EXPECT_EQ(Count(ev, EngineEvent::Kind::kGrown), 0);
-  EXPECT_EQ(c.e().Running(5), 16);
-  EXPECT_TRUE(c.Cycle(109).empty());
+  EXPECT_EQ(c->e().Running(5), 16);
+  EXPECT_TRUE(c->Cycle(109).empty());
+  return c;
+}
+
+TEST(EngineQueues, WithinItsQueueTheRoomItsVictimsLeaveIsHeldForItsJobNeitherGrownIntoNorRetaken) {
+  std::unique_ptr<Cluster> held = WithinQueueReclaimUnderWay(true);
+  Cluster& c = *held;
   // j3 leaves at 110 s and j10 starts in the 16 GPUs; j3, back in the queue, does not take them
   // first (it fits a's room but for j10's hold), nor is anyone evicted again.
-  ev = c.Cycle(110);
+  const std::vector<EngineEvent> ev = c.Cycle(110);
   EXPECT_EQ(Returned(ev), (std::set<uint32_t>{3}));
   EXPECT_EQ(c.e().Running(10), 2);
   EXPECT_EQ(c.e().Running(3), 0);
   EXPECT_EQ(c.e().Running(5), 16);
   EXPECT_EQ(c.e().state().queue_usage(0)[kQueueGpu], 32 * kG);
   for (int64_t t : {111, 600, 5000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+}
+
+TEST(EngineQueues, WithinItsQueueTheHoldEndsAfterTheSecondItsVictimsLeftWhenItsJobCannotStartThere) {
+  // As above, but with j5 not preemptible, and at 80 s an admin lowers a's limit to 24 GPUs: when
+  // j3 leaves at 110 s, a's room is 8 GPUs (j5 holds 16), too little for j10, and no Reclaim can
+  // make more (j5 may not be preempted). j6 (1 x 4 GPUs, priority 100), queued in a at 100 s, fits
+  // those 8: the hold keeps it out through 110 s' cycles (j10 is tried in the room first), then
+  // ends: j6 starts at 111 s, and j10 waits, holding nothing, with nothing evicted again.
+  std::unique_ptr<Cluster> held = WithinQueueReclaimUnderWay(false);
+  Cluster& c = *held;
+  QueueSpec a = Q("a", 16);
+  a.limit.gpu_milli = 24 * kG;
+  ASSERT_TRUE(c.e().SetQueues({a, Q("b", 16)}, c.e().options().sharing).ok());
+  EXPECT_TRUE(c.Cycle(80).empty());
+  EngineJob j6 = testing::WholeGpuJob(6, 1, 4, 100, true);
+  j6.queue = "a";
+  c.Submit(j6, 100);
+  EXPECT_TRUE(c.Cycle(100).empty());  // a is at 28 GPUs, above its new limit
+  std::vector<EngineEvent> ev = c.Cycle(110);
+  EXPECT_EQ(Returned(ev), (std::set<uint32_t>{3}));
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kStarted), 0);
+  EXPECT_EQ(c.e().Running(10), 0);
+  EXPECT_TRUE(c.Cycle(110).empty());  // the second's fixed point
+  EXPECT_EQ(c.e().NextDue(), std::optional<int64_t>(111));  // a driver runs the cycle that ends it
+  ev = c.Cycle(111);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EngineEvent::Kind::kStarted);
+  EXPECT_EQ(ev[0].job, 6u);
+  EXPECT_EQ(c.e().Running(10), 0);
+  EXPECT_EQ(c.e().Running(5), 16);
+  EXPECT_EQ(c.e().state().queue_usage(0)[kQueueGpu], 20 * kG);
+  for (int64_t t : {112, 600, 5000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
 }
 
 }  // namespace
