@@ -1031,8 +1031,9 @@ bool Engine::QuotaVictims(size_t li, int64_t now_s, const std::vector<JobId>& ca
   const Local& l = locals_[li];
   const size_t leaf = static_cast<size_t>(state_.job(l.id).spec.queue);
   const auto [leaf_bound, bound] = StartBounds(li, now_s);
-  QueueUsage room = book_.RoomByDim(state_, leaf, leaf_bound, bound);
-  LessWithinClaimed(leaf, li, room);
+  // Signed: a queue above its bound (its limit lowered, say) needs its excess gone first.
+  QueueUsage room = book_.RoomByDim(state_, leaf, leaf_bound, bound, INT64_MIN);
+  LessWithinClaimed(leaf, li, room, INT64_MIN);
   const ShapeNeed& need = shape_info_[static_cast<size_t>(l.shape)].need;
   // What a victim leaving gives back (sign 1) or keeps (-1), where a bound applies: every queue
   // of the path counts it, so each bound's room grows by what it holds.
@@ -1209,7 +1210,7 @@ bool Engine::ReclaimWith(size_t li, int64_t now_s, const VictimFilter& filter, b
     l.claimed = (spec.min_replicas + step - 1) / step * step;
     book_.Claim(state_, l.id, l.claimed, 1);
   }
-  // Within its queue: the room its victims leave is its own until it starts.
+  // Within its queue: the room its victims leave is its own when it is tried there.
   if (quota != nullptr) ClaimWithin(li, shape_info_[static_cast<size_t>(l.shape)].need.min_start);
   l.reclaiming = true;
   ++reclaims_;
@@ -1723,10 +1724,10 @@ void Engine::ExpireWithinClaims(int64_t now_s) {
   }
 }
 
-void Engine::LessWithinClaimed(size_t leaf, size_t except, QueueUsage& room) const {
+void Engine::LessWithinClaimed(size_t leaf, size_t except, QueueUsage& room, int64_t floor) const {
   const QueueUsage held = WithinClaimed(leaf, except);
   for (size_t d = 0; d < kQueueDims; ++d) {
-    if (room[d] != INT64_MAX) room[d] = std::max<int64_t>(0, room[d] - held[d]);
+    if (room[d] != INT64_MAX) room[d] = std::max<int64_t>(floor, room[d] - held[d]);
   }
 }
 

@@ -682,8 +682,9 @@ class Engine {
   // (per QueueUsage dimension, each job's min replicas in whole steps of its request): room that
   // the leaf's other jobs may not start or grow into. O(such jobs).
   QueueUsage WithinClaimed(size_t leaf, size_t except) const;
-  // `room` (per QueueUsage dimension, INT64_MAX: unbounded) less WithinClaimed(leaf, except), at 0.
-  void LessWithinClaimed(size_t leaf, size_t except, QueueUsage& room) const;
+  // `room` (per QueueUsage dimension, INT64_MAX: unbounded) less WithinClaimed(leaf, except), at
+  // `floor` at least.
+  void LessWithinClaimed(size_t leaf, size_t except, QueueUsage& room, int64_t floor = 0) const;
   std::vector<size_t> within_claims_;  // the locals with a within_claim
   // Adds the running elastic jobs' room to grow to `want` (per queue).
   void AddElasticDemand(std::vector<QueueUsage>& want) const;

@@ -402,9 +402,9 @@ const int64_t* QueueBook::Caps(size_t q, Bound bound) const {
   return nullptr;
 }
 
-QueueUsage QueueBook::RoomByDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound) const {
+QueueUsage QueueBook::RoomByDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound, int64_t floor) const {
   std::array<int64_t, kQueueDims> managed;
-  RoomByManagedDim(state, leaf, leaf_bound, bound, managed.data());
+  RoomByManagedDim(state, leaf, leaf_bound, bound, managed.data(), floor);
   return FromManaged(managed.data());
 }
 
@@ -419,7 +419,7 @@ int64_t QueueBook::GpuRoom(const ClusterState& state, size_t leaf, Bound bound) 
 }
 
 void QueueBook::RoomByManagedDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound,
-                                 int64_t* room) const {
+                                 int64_t* room, int64_t floor) const {
   // As Cap per dimension, a queue's row at a time (a hot path: the engine asks it for every
   // leaf queue every cycle).
   const size_t m = managed_list_.size();
@@ -433,7 +433,7 @@ void QueueBook::RoomByManagedDim(const ClusterState& state, size_t leaf, Bound l
       const auto [d, f] = managed_list_[i];
       const int64_t cap = caps[d];
       if (cap == kNoLimit) continue;
-      room[i] = std::min(room[i], std::max<int64_t>(0, cap - use[f]));
+      room[i] = std::min(room[i], std::max<int64_t>(floor, cap - use[f]));
     }
   }
 }

@@ -191,14 +191,16 @@ class QueueBook {
   // `leaf_bound` (the leaf) and `bound` (the ancestors) — INT64_MAX where nothing bounds it (no
   // quota, or a dimension no quota names). A job has room for the least of room[d] / (its
   // one-replica Request)[d] more replicas over the dimensions it requests (as Within counts
-  // them). O(depth x dimensions).
-  QueueUsage RoomByDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound) const;
+  // them). O(depth x dimensions). Each queue's room is `floor` at least: 0, or INT64_MIN for the
+  // room a queue above its bound lacks (negative: what must leave before it has any).
+  QueueUsage RoomByDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound, int64_t floor = 0) const;
   // RoomByDim(state, leaf, bound, bound)[kQueueGpu] alone: the room in GPUs in total (milli,
   // clamped at 0). O(depth).
   int64_t GpuRoom(const ClusterState& state, size_t leaf, Bound bound) const;
   // The same in the managed dimensions alone: room[i] for the i-th of them (managed_count()
   // entries), in a fixed order; FromManaged(room) == RoomByDim(...).
-  void RoomByManagedDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound, int64_t* room) const;
+  void RoomByManagedDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound, int64_t* room,
+                        int64_t floor = 0) const;
   size_t managed_count() const { return managed_list_.size(); }
   // Neither queue q nor an ancestor has a limit in a managed dimension: RoomByManagedDim within
   // kLimit (leaf and ancestors) is INT64_MAX in every one. O(1).

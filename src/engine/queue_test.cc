@@ -1354,5 +1354,49 @@ TEST(EngineQueues, WithinItsQueueTheHoldEndsAfterTheSecondItsVictimsLeftWhenItsJ
   for (int64_t t : {112, 600, 5000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
 }
 
+TEST(EngineQueues, WithinItsQueueAnHpJobCountsWhatItsQueueHoldsAboveALoweredLimit) {
+  // 8 nodes; a guaranteed 2 and limited to 4 (32 GPUs), b guaranteed 2 and idle. a runs three
+  // preemptible LP jobs — j3 (12 x 1 GPU), j4 and j7 (1 x 4 GPUs each), priority 100 — and j5
+  // (12 x 1 GPU, priority 200, not preemptible): 32 GPUs. At 40 s an admin lowers a's limit to 28
+  // GPUs: a is 4 above it. At 50 s a's HP job j10 (2 nodes: 16 GPUs) arrives: it needs 20 GPUs to
+  // leave (the 4 above the limit, then its 16) — all three LP jobs, in one Reclaim. Counting a's
+  // room as 0 rather than -4, two would seem to do (16 GPUs) and leave it 4 short at 110 s.
+  QueueSpec a = Q("a", 16);
+  a.limit.gpu_milli = 32 * kG;
+  SharingSpec sharing;
+  sharing.within_queue = true;
+  Cluster c(8, std::vector<QueueSpec>{a, Q("b", 16)}, sharing);
+  const auto gpu_job = [](uint32_t id, int replicas, int gpus, int32_t priority, bool preemptible) {
+    EngineJob j = testing::WholeGpuJob(id, replicas, gpus, priority, preemptible);
+    j.queue = "a";
+    return j;
+  };
+  c.Submit(gpu_job(3, 12, 1, 100, true), 0);
+  c.Submit(gpu_job(4, 1, 4, 100, true), 0);
+  c.Submit(gpu_job(7, 1, 4, 100, true), 0);
+  c.Submit(gpu_job(5, 12, 1, 200, false), 0);
+  c.Cycle(0);
+  ASSERT_EQ(c.e().state().queue_usage(0)[kQueueGpu], 32 * kG);
+  a.limit.gpu_milli = 28 * kG;
+  ASSERT_TRUE(c.e().SetQueues({a, Q("b", 16)}, sharing).ok());
+  EXPECT_TRUE(c.Cycle(40).empty());
+  c.Submit(HpNodeJob(10, "a", 2), 50);
+  std::vector<EngineEvent> ev = c.Cycle(50);
+  ASSERT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 1);
+  const auto reclaim = std::find_if(ev.begin(), ev.end(), [](const EngineEvent& x) { return x.kind == EngineEvent::Kind::kReclaim; });
+  EXPECT_EQ(reclaim->job, 10u);
+  EXPECT_EQ(reclaim->detail, "within its queue");
+  EXPECT_EQ(reclaim->replicas, 3);  // victims
+  EXPECT_EQ(reclaim->at, 110);
+  EXPECT_TRUE(c.Cycle(109).empty());
+  ev = c.Cycle(110);
+  EXPECT_EQ(Returned(ev), (std::set<uint32_t>{3, 4, 7}));
+  EXPECT_EQ(Count(ev, EngineEvent::Kind::kReclaim), 0);
+  EXPECT_EQ(c.e().Running(10), 2);
+  EXPECT_EQ(c.e().Running(5), 12);
+  EXPECT_EQ(c.e().state().queue_usage(0)[kQueueGpu], 28 * kG);
+  for (int64_t t : {111, 600, 5000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+}
+
 }  // namespace
 }  // namespace estuary
