@@ -1362,19 +1362,19 @@ bool Engine::ListShapes(const std::vector<char>& keeps) {
   // with SetQueues, which lists anew). Only those the book reports may have changed are compared.
   const size_t m = book_.managed_count(), queues = tree.size();
   QueueBook::Changes changes = book_.TakeChanges();
-  if (queue_figures_.size() != 2 * m * queues) {
-    queue_figures_.assign(2 * m * queues, INT64_MIN);  // INT64_MIN: never seen (nothing holds it)
+  if (queue_figures_.size() != QueueBook::kFigures * m * queues) {
+    queue_figures_.assign(QueueBook::kFigures * m * queues, INT64_MIN);  // INT64_MIN: never seen (nothing holds it)
     changes.all = true;
   }
   if (changes.all) {
     changes.queues.resize(queues);
     std::iota(changes.queues.begin(), changes.queues.end(), size_t{0});
   }
-  std::vector<int64_t> figures(2 * m);
+  std::vector<int64_t> figures(QueueBook::kFigures * m);
   std::vector<char> changed(queues, 0);
   for (size_t q : changes.queues) {
     book_.ManagedFigures(state_, q, figures.data());
-    int64_t* seen = &queue_figures_[q * 2 * m];
+    int64_t* seen = &queue_figures_[q * QueueBook::kFigures * m];
     if (std::equal(figures.begin(), figures.end(), seen)) continue;
     std::copy(figures.begin(), figures.end(), seen);
     changed[q] = 1;

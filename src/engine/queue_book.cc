@@ -402,6 +402,15 @@ const int64_t* QueueBook::Caps(size_t q, Bound bound) const {
   return nullptr;
 }
 
+bool QueueBook::Lends(const ClusterState& state, size_t q) {
+  const QueueUsage& back = state.queue_restorable(q);
+  return back[kQueueGpu] != 0 || back[kQueueCpu] != 0;
+}
+
+int64_t QueueBook::Counted(const ClusterState& state, size_t q, size_t fixed, Bound bound) {
+  return state.queue_usage(q)[fixed] + (bound == Bound::kLimit ? state.queue_restorable(q)[fixed] : 0);
+}
+
 QueueUsage QueueBook::RoomByDim(const ClusterState& state, size_t leaf, Bound leaf_bound, Bound bound, int64_t floor) const {
   std::array<int64_t, kQueueDims> managed;
   RoomByManagedDim(state, leaf, leaf_bound, bound, managed.data(), floor);
@@ -413,7 +422,11 @@ int64_t QueueBook::GpuRoom(const ClusterState& state, size_t leaf, Bound bound) 
   for (int p = static_cast<int>(leaf); p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
     const size_t q = static_cast<size_t>(p);
     const int64_t cap = Cap(q, QuotaDims::kGpu, bound);
-    if (cap != kNoLimit) room = std::min(room, std::max<int64_t>(0, cap - state.queue_usage(q)[kQueueGpu]));
+    if (cap != kNoLimit) room = std::min(room, std::max<int64_t>(0, cap - Counted(state, q, kQueueGpu, bound)));
+    const int64_t limit = Lends(state, q) ? Cap(q, QuotaDims::kGpu, Bound::kLimit) : kNoLimit;
+    if (bound != Bound::kLimit && limit != kNoLimit) {
+      room = std::min(room, std::max<int64_t>(0, limit - Counted(state, q, kQueueGpu, Bound::kLimit)));
+    }
   }
   return room;
 }
@@ -427,24 +440,35 @@ void QueueBook::RoomByManagedDim(const ClusterState& state, size_t leaf, Bound l
   if (leaf_bound == Bound::kLimit && bound == Bound::kLimit && unlimited_[leaf]) return;  // no limit on its path
   for (int p = static_cast<int>(leaf); p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
     const size_t q = static_cast<size_t>(p);
-    const int64_t* caps = Caps(q, q == leaf ? leaf_bound : bound);
+    const Bound b = q == leaf ? leaf_bound : bound;
+    const int64_t* caps = Caps(q, b);
     const QueueUsage& use = state.queue_usage(q);
+    const QueueUsage& back = state.queue_restorable(q);
+    const bool limit = b == Bound::kLimit;
+    // A queue whose Standby replicas lend is held within its limit by every bound (its shares
+    // do not count what it lends).
+    const int64_t* limits = !limit && Lends(state, q) ? Caps(q, Bound::kLimit) : nullptr;
     for (size_t i = 0; i < m; ++i) {
       const auto [d, f] = managed_list_[i];
       const int64_t cap = caps[d];
+      if (limits != nullptr && limits[d] != kNoLimit) {
+        room[i] = std::min(room[i], std::max<int64_t>(floor, limits[d] - use[f] - back[f]));
+      }
       if (cap == kNoLimit) continue;
-      room[i] = std::min(room[i], std::max<int64_t>(floor, cap - use[f]));
+      room[i] = std::min(room[i], std::max<int64_t>(floor, cap - use[f] - (limit ? back[f] : 0)));
     }
   }
 }
 
 void QueueBook::ManagedFigures(const ClusterState& state, size_t q, int64_t* out) const {
   const QueueUsage& use = state.queue_usage(q);
+  const QueueUsage& back = state.queue_restorable(q);
   const int64_t* fair = Caps(q, Bound::kFair);
   const size_t m = managed_list_.size();
   for (size_t i = 0; i < m; ++i) {
     out[i] = use[managed_list_[i].second];
     out[m + i] = fair[managed_list_[i].first];
+    out[2 * m + i] = back[managed_list_[i].second];
   }
 }
 
@@ -461,7 +485,11 @@ QueueUsage QueueBook::RoomWithClaims(const ClusterState& state, size_t q, Bound 
   for (size_t d = 0; d < tree_.dims().size(); ++d) {
     const int64_t cap = Cap(q, d, bound);
     if (!managed_[d] || cap == kNoLimit) continue;
-    room[Fixed(d)] = cap - state.queue_usage(q)[Fixed(d)] - claimed_[q][Fixed(d)];
+    room[Fixed(d)] = cap - Counted(state, q, Fixed(d), bound) - claimed_[q][Fixed(d)];
+    const int64_t limit = bound != Bound::kLimit && Lends(state, q) ? Cap(q, d, Bound::kLimit) : kNoLimit;
+    if (limit != kNoLimit) {
+      room[Fixed(d)] = std::min(room[Fixed(d)], limit - Counted(state, q, Fixed(d), Bound::kLimit) - claimed_[q][Fixed(d)]);
+    }
   }
   return room;
 }
@@ -479,6 +507,7 @@ bool QueueBook::Within(const ClusterState& state, JobId job, int64_t replicas, B
 bool QueueBook::QueueWithin(const ClusterState& state, const QueueUsage& req, size_t q, Bound bound, std::string* why,
                             bool claims) const {
   const QuotaDims& dims = tree_.dims();
+  if (bound != Bound::kLimit && Lends(state, q) && !QueueWithin(state, req, q, Bound::kLimit, why, claims)) return false;
   {
     for (size_t d = 0; d < dims.size(); ++d) {
       if (!managed_[d] || req[Fixed(d)] == 0) continue;
@@ -487,7 +516,7 @@ bool QueueBook::QueueWithin(const ClusterState& state, const QueueUsage& req, si
                          : bound == Bound::kGuarantee ? "guarantee"
                          : bound == Bound::kFair      ? "fair share"
                                                       : "entitlement";
-      const int64_t have = state.queue_usage(q)[Fixed(d)] + (claims ? claimed_[q][Fixed(d)] : 0);
+      const int64_t have = Counted(state, q, Fixed(d), bound) + (claims ? claimed_[q][Fixed(d)] : 0);
       if (cap == kNoLimit || have + req[Fixed(d)] <= cap) continue;
       if (why != nullptr) {
         const bool gpu = d != dims.cpu() && d != dims.memory();
@@ -498,6 +527,8 @@ bool QueueBook::QueueWithin(const ClusterState& state, const QueueUsage& req, si
         auto amount = [&](int64_t v) { return gpu ? GpuWords(v) : std::to_string(v); };
         *why = "queue '" + tree_.spec(q).name + "' would hold " + amount(have + req[Fixed(d)]) + " of its " + word + " of " +
                amount(cap) + unit;
+        const int64_t lent = bound == Bound::kLimit ? state.queue_restorable(q)[Fixed(d)] : 0;
+        if (lent > 0) *why += " (" + amount(lent) + " of them lent by its Standby replicas)";
       }
       return false;
     }

@@ -182,7 +182,11 @@ class QueueBook {
   enum class Bound { kLimit, kFair, kGuarantee, kEntitled };
   // Whether `replicas` replicas of `job` (its per-replica request) more would keep its queue and
   // every ancestor within `bound` (kFair and kEntitled: the last Refresh's shares; kLimit and
-  // kGuarantee: the tree's) in the dimensions the job surely takes. False, with `why` (may be
+  // kGuarantee: the tree's) in the dimensions the job surely takes. Against a limit a queue
+  // counts what its Standby replicas lend too, less what its own work borrows of it
+  // (ClusterState::queue_restorable): their restore needs no room, so a limit would otherwise
+  // hold only until the next restore. Such a queue is kept within its limit under every bound
+  // (its fair share and entitlement, capped at its limit, do not count what it lends). False, with `why` (may be
   // null): "queue 'team-a' would hold 72 of its fair share of 64 GPUs". True for a job without a
   // queue.
   bool Within(const ClusterState& state, JobId job, int64_t replicas, Bound bound, std::string* why) const;
@@ -208,8 +212,16 @@ class QueueBook {
   // The dimension of QueueUsage that the i-th managed dimension is (i < managed_count()).
   size_t managed_dim(size_t i) const { return managed_list_[i].second; }
   QueueUsage FromManaged(const int64_t* room) const;
+  // What queue q counts against `bound` in dimension `fixed` of QueueUsage: what it holds, plus
+  // at kLimit what a restore of its Standby replicas would add (ClusterState::queue_restorable).
+  static int64_t Counted(const ClusterState& state, size_t q, size_t fixed, Bound bound);
+  // Whether a restore would add to what queue q holds (ClusterState::queue_restorable): then
+  // its limit bounds it under any bound (the shares, capped at limits, do not count it).
+  static bool Lends(const ClusterState& state, size_t q);
   // What queue q's rooms depend on besides its guarantee and limit, in the managed dimensions:
-  // out[0, m) what it holds, out[m, 2m) its fair share (the last Refresh's), m = managed_count().
+  // out[0, m) what it holds, out[m, 2m) its fair share (the last Refresh's), out[2m, 3m) what a
+  // restore would add (ClusterState::queue_restorable); m = managed_count(), kFigures x m in all.
+  static constexpr size_t kFigures = 3;
   void ManagedFigures(const ClusterState& state, size_t q, int64_t* out) const;
   // Per dimension of QueueUsage: what queue q alone has room for within `bound`, its Reclaims
   // under way counted as held (negative when above it; INT64_MAX where nothing bounds it).

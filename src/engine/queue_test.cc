@@ -673,6 +673,52 @@ TEST(EngineQueues, ALimitHoldsAQueueBelowItEvenOnAnIdleClusterAndTheExplanationN
   EXPECT_TRUE(d.Cycle(1).empty());
 }
 
+TEST(EngineQueues, AQueuesLimitCountsWhatItsStandbyReplicasLendSoTheirRestoreKeepsItWithinIt) {
+  // 4 nodes. a (limit 2 nodes) runs an HP service of two replicas: its limit. b has none.
+  QueueSpec a = Q("a", 0);
+  a.limit.gpu_milli = 16 * kG;
+  Cluster c(4, {a, Q("b", 0)});
+  EngineJob service = NodeJob(1, "a", 2, 0, kHpPriority);
+  service.preemptible = false;
+  c.Submit(service, 0);
+  c.Cycle(0);
+  ASSERT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 0}}));
+  // One replica goes into Standby and lends its node; a holds one node. Its restore will need
+  // no room, so a's limit still counts that node: a's LP job (not preemptible, so it may not
+  // borrow) waits though two nodes are idle, and the explanation says why. b's spot job runs on
+  // the lent node.
+  ASSERT_TRUE(c.e().SetStandby(1, 1, 10));
+  c.Cycle(10);
+  EngineJob lp = NodeJob(2, "a", 1);
+  lp.preemptible = false;
+  c.Submit(lp, 20);
+  c.Submit(NodeJob(3, "b", 1), 20);
+  c.Cycle(20);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 1}, {"b", 1}}));
+  EXPECT_EQ(c.e().Running(2), 0);
+  ASSERT_EQ(c.e().Running(3), 1);
+  EXPECT_TRUE(c.e().state().task(c.e().state().job(*c.e().JobOf(3)).tasks[0]).borrowed);
+  EXPECT_EQ(c.e().Explain(2, 20).quota, "queue 'a' would hold 24 of its limit of 16 GPUs (8 of them lent by its Standby replicas)");
+  // The restore: the borrower leaves after the Standby grace period (60 s) and the replica runs
+  // again. a is back at its limit, never above it (b's job is its driver's to submit again).
+  ASSERT_TRUE(c.e().SetStandby(1, 0, 30));
+  for (int64_t t : {30, 60, 89}) {
+    c.Cycle(t);
+    EXPECT_LE(c.Held().at("a"), 2) << t;
+    EXPECT_EQ(c.e().Running(2), 0) << t;
+  }
+  const std::vector<EngineEvent> at90 = c.Cycle(90);
+  ASSERT_EQ(at90.size(), 2u);
+  EXPECT_EQ(at90[0].kind, EngineEvent::Kind::kReturned);
+  EXPECT_EQ(at90[0].job, 3u);
+  EXPECT_EQ(at90[1].kind, EngineEvent::Kind::kRestored);
+  EXPECT_EQ(c.e().InStandby(1), 0);
+  EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 2}, {"b", 0}}));
+  EXPECT_EQ(c.e().Running(2), 0);
+  EXPECT_EQ(c.e().Explain(2, 90).quota, "queue 'a' would hold 24 of its limit of 16 GPUs");
+  for (int64_t t : {91, 92, 1000}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
+}
+
 TEST(EngineQueues, AnOrgsLimitHoldsItsTeamWhichHasNoneOfItsOwnOnAnIdleCluster) {
   // org (limit 16 GPUs) > team (no limit); other (no limit). Six idle nodes: the team starts
   // two of its four one-node jobs, and no later cycle starts more; other's job starts.

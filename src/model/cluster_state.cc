@@ -594,6 +594,7 @@ void ClusterState::SetQueues(std::vector<int32_t> parent) {
   queue_parent_ = std::move(parent);
   queue_usage_.assign(queue_parent_.size(), QueueUsage{});
   queue_preemptible_.assign(queue_parent_.size(), QueueUsage{});
+  queue_restorable_.assign(queue_parent_.size(), QueueUsage{});
   queue_sizes_.assign(queue_parent_.size(), {});
   queue_jobs_.assign(queue_parent_.size(), {});
   job_counted_.assign(jobs_.size(), 0);
@@ -608,6 +609,7 @@ void ClusterState::ReplaceQueues(std::vector<int32_t> parent, const std::vector<
   }
   queue_usage_.assign(queue_parent_.size(), QueueUsage{});
   queue_preemptible_.assign(queue_parent_.size(), QueueUsage{});
+  queue_restorable_.assign(queue_parent_.size(), QueueUsage{});
   queue_sizes_.assign(queue_parent_.size(), {});
   queue_jobs_.assign(queue_parent_.size(), {});
   job_counted_.assign(jobs_.size(), 0);
@@ -697,6 +699,42 @@ void ClusterState::CountQueue(const Task& t, int sign) {
   for (int32_t q = jobs_[t.job.value()].spec.queue; q >= 0; q = queue_parent_[static_cast<size_t>(q)]) {
     AddHeld(queue_usage_[static_cast<size_t>(q)], t, m, sign);
     if (jobs_[t.job.value()].spec.preemptible) AddHeld(queue_preemptible_[static_cast<size_t>(q)], t, m, sign);
+  }
+  AddRestorable(queue_restorable_, t, sign);
+}
+
+void ClusterState::AddRestorable(std::vector<QueueUsage>& restorable, const Task& t, int sign) const {
+  const int32_t own = jobs_[t.job.value()].spec.queue;
+  if (own < 0 || (!t.standby && !t.borrowed)) return;
+  const Node& n = nodes_[t.node.value()];
+  const GpuModelId m = n.spec.model;
+  if (t.standby) {
+    const int64_t gpu = int64_t{t.gpus.size} * t.req.gpu_milli;
+    for (int32_t q = own; q >= 0; q = queue_parent_[static_cast<size_t>(q)]) {
+      QueueUsage& r = restorable[static_cast<size_t>(q)];
+      r[kQueueGpu] += sign * gpu;
+      if (gpu != 0 && m.valid()) r[kQueueModel + m.value()] += sign * gpu;
+      r[kQueueCpu] += sign * t.req.cpu_milli;
+    }
+    return;
+  }
+  // Borrowed: each of its GPUs is one Standby task's on the node (they stay in Standby while it
+  // is bound), so what it takes off is the same when it is counted and when it is taken back.
+  for (uint8_t g : t.gpus) {
+    int32_t lender = -1;
+    for (TaskId id : n.tasks) {
+      const Task& l = tasks_[id.value()];
+      if (!l.standby) continue;
+      for (uint8_t lg : l.gpus) lender = lg == g ? jobs_[l.job.value()].spec.queue : lender;
+    }
+    for (int32_t q = own; q >= 0 && lender >= 0; q = queue_parent_[static_cast<size_t>(q)]) {
+      bool shared = false;
+      for (int32_t p = lender; p >= 0 && !shared; p = queue_parent_[static_cast<size_t>(p)]) shared = p == q;
+      if (!shared) continue;
+      QueueUsage& r = restorable[static_cast<size_t>(q)];
+      r[kQueueGpu] -= sign * int64_t{t.req.gpu_milli};
+      if (m.valid()) r[kQueueModel + m.value()] -= sign * int64_t{t.req.gpu_milli};
+    }
   }
 }
 
@@ -905,12 +943,17 @@ Status ClusterState::CheckQueueUsage() const {
       if (js.preemptible) AddHeld(preemptible[static_cast<size_t>(q)], t, nodes_[t.node.value()].spec.model, 1);
     }
   }
+  std::vector<QueueUsage> restorable(queue_usage_.size(), QueueUsage{});  // queue_restorable_ recounted
+  for (const Task& t : tasks_) {
+    if (t.state == TaskState::kBound) AddRestorable(restorable, t, 1);
+  }
   std::vector<std::vector<JobId>> running(queue_usage_.size());  // queue_jobs_ recounted, in id order
   for (const Job& j : jobs_) {
     if (j.spec.queue >= 0 && j.spec.preemptible && j.bound_tasks > 0) running[static_cast<size_t>(j.spec.queue)].push_back(j.id);
   }
   for (size_t q = 0; q < queues.size(); ++q) {
     if (queues[q] != queue_usage_[q]) return Internal("invariant broken: the usage of queue " + std::to_string(q));
+    if (restorable[q] != queue_restorable_[q]) return Internal("invariant broken: the restorable usage of queue " + std::to_string(q));
     if (preemptible[q] != queue_preemptible_[q]) {
       return Internal("invariant broken: the preemptible usage of queue " + std::to_string(q));
     }

@@ -396,6 +396,13 @@ class ClusterState {
   QueueUsage JobHeld(JobId j) const;
   // What the bound tasks of queue q's preemptible jobs hold (a part of queue_usage).
   const QueueUsage& queue_preemptible(size_t q) const { return queue_preemptible_[q]; }
+  // What queue q's usage would grow by if all its Standby tasks (its own and its descendants')
+  // were restored, at most: the GPUs and CPU they lend, less the GPUs of those lent ones that
+  // borrowed tasks of q's own jobs or descendants' use (counted in queue_usage already, and
+  // evicted by the restore). A restore needs no room, so a queue's limit bounds queue_usage plus
+  // this (QueueBook, Bound::kLimit). CPU borrowed within q is not taken off (a borrower's CPU
+  // comes from its node's lent pool, no one lender's): an over-estimate there. Memory: 0.
+  const QueueUsage& queue_restorable(size_t q) const { return queue_restorable_[q]; }
   // The preemptible jobs of queue q (its own, not a descendant's) with a bound task, in no
   // particular order: where the victims of a Reclaim that takes only from q are.
   const std::vector<JobId>& queue_preemptible_jobs(size_t q) const { return queue_jobs_[q]; }
@@ -515,6 +522,11 @@ class ClusterState {
   void CountQueue(const Task& t, int sign);
   std::vector<QueueUsage> queue_usage_;
   std::vector<QueueUsage> queue_preemptible_;
+  std::vector<QueueUsage> queue_restorable_;
+  // What CountQueue adds to `restorable` (one entry per queue) for bound task `t` (sign 1) or
+  // takes back (-1): a Standby task's lent GPUs and CPU up its queue's path; a borrowed task's
+  // GPUs taken off each queue on its path that is also on the path of the GPU's lender.
+  void AddRestorable(std::vector<QueueUsage>& restorable, const Task& t, int sign) const;
   std::vector<JobId> job_log_;
   std::vector<char> job_logged_;  // per job: in job_log_
   bool job_log_overflowed_ = false;

@@ -420,6 +420,62 @@ TEST(ClusterStateQueues, AQueueHoldsWhatItsBoundTasksHoldAndAStandbyTasksGpusGoT
   l.ExpectInvariants();
 }
 
+// What a restore would add to each queue (the part of a limit Standby replicas keep): their lent
+// GPUs and CPU up the lender's path, less the lent GPUs that work of the same queue or a
+// descendant borrows (the restore evicts that work, which its queue already counts).
+TEST(ClusterStateQueues, AQueueCountsWhatItsStandbyTasksLendLessWhatItsOwnWorkBorrowsOfIt) {
+  Lending l;  // svc (no queue) holds GPUs 0-3 of n0
+  ClusterState& s = l.c.state;
+  s.SetQueues({2, 2, -1});  // queues 0 and 1 are children of 2
+  auto in_queue = [&](const std::string& name, int32_t q, TaskRequest req) {
+    JobSpec js;
+    js.name = name;
+    js.queue = q;
+    js.preemptible = true;
+    return s.AddTask(s.AddJob(js), name, req);
+  };
+  const GpuModelId model = s.node(l.n1).spec.model;
+  const TaskId lender = in_queue("lender", 0, Req().Cpu(2000).Mem(10).Gpus(4));
+  s.Bind(lender, l.n1, Idx({0, 1, 2, 3}));
+  EXPECT_EQ(s.queue_restorable(0), QueueUsage{});  // running: nothing to restore
+  s.EnterStandby(lender);
+  QueueUsage lent{};
+  lent[kQueueGpu] = 4000;
+  lent[kQueueModel + model.value()] = 4000;
+  lent[kQueueCpu] = 2000;
+  EXPECT_EQ(s.queue_restorable(0), lent);
+  EXPECT_EQ(s.queue_restorable(2), lent);
+  EXPECT_EQ(s.queue_restorable(1), QueueUsage{});
+  l.ExpectInvariants();
+  // Queue 0's own spot task borrows GPU 0: a restore evicts it, so queue 0 (and 2) would come to
+  // hold 4 GPUs, not 5. Its CPU stays counted (the lent pool's, no one lender's).
+  const TaskId own = in_queue("own", 0, Req().Cpu(500).Mem(10).Gpus(1));
+  s.BindBorrowed(own, l.n1, Idx({0}));
+  EXPECT_EQ(s.queue_restorable(0)[kQueueGpu], 3000);
+  EXPECT_EQ(s.queue_restorable(0)[kQueueModel + model.value()], 3000);
+  EXPECT_EQ(s.queue_restorable(0)[kQueueCpu], 2000);
+  EXPECT_EQ(s.queue_restorable(2)[kQueueGpu], 3000);
+  // Queue 1's task borrows GPUs 1 and 2: queue 0 still loses it all to a restore; their parent
+  // gets back only the GPU no one of its queues uses.
+  const TaskId other = in_queue("other", 1, Req().Cpu(1000).Mem(10).Gpus(2));
+  s.BindBorrowed(other, l.n1, Idx({1, 2}));
+  EXPECT_EQ(s.queue_restorable(0)[kQueueGpu], 3000);
+  EXPECT_EQ(s.queue_restorable(1), QueueUsage{});
+  EXPECT_EQ(s.queue_restorable(2)[kQueueGpu], 1000);
+  // What each would hold after the restore, as the restore leaves it: the lender's 4 GPUs.
+  EXPECT_EQ(s.queue_usage(0)[kQueueGpu] + s.queue_restorable(0)[kQueueGpu], 4000);
+  EXPECT_EQ(s.queue_usage(2)[kQueueGpu] + s.queue_restorable(2)[kQueueGpu], 4000);
+  l.ExpectInvariants();
+  s.Unbind(own);
+  s.Unbind(other);
+  EXPECT_EQ(s.queue_restorable(0), lent);
+  EXPECT_EQ(s.queue_restorable(2), lent);
+  s.ExitStandby(lender);
+  for (size_t q = 0; q < 3; ++q) EXPECT_EQ(s.queue_restorable(q), QueueUsage{}) << q;
+  EXPECT_EQ(s.queue_usage(0)[kQueueGpu], 4000);
+  l.ExpectInvariants();
+}
+
 // What a Reclaim's quick refusals read: free GPUs per model, and per queue its preemptible jobs
 // with a bound task and the smallest GPU amount one of their tasks holds.
 TEST(ClusterStateQueues, FreeGpusPerModelUnheldOnesAndEachQueuesPreemptibleJobsAndSmallestTaskFollowChanges) {

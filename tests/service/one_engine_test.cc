@@ -486,6 +486,12 @@ Log ServiceLog(const Recording& rec, const ClusterState& cluster, const Schedule
         const Status inv = sv.CheckInvariants();
         EXPECT_TRUE(inv.ok()) << "at " << t << ": " << inv.message();
         if (!inv.ok()) return log;
+        // No queue above its limit after any cycle (the limits here are never lowered).
+        const auto queues = sv.GetQueues(admin);
+        EXPECT_TRUE(queues.ok());
+        for (const Service::QueueView& q : queues.ok() ? queues->queues : std::vector<Service::QueueView>{}) {
+          if (q.gpus.limit != kNoLimit) EXPECT_LE(q.gpus.held, q.gpus.limit) << "queue " << q.spec.name << " at " << t;
+        }
         const OrderBatch b = sv.WaitOrders(agent, epoch, after, 0);
         epoch = b.epoch;
         after = b.last_seq;

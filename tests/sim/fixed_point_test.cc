@@ -170,8 +170,9 @@ Instance Draw(uint64_t seed, bool more = false, bool within_queue = false) {
   return Instance{y.str(), c.str()};
 }
 
-// Runs `in` with the checks: invariants and the fixed point after every cycle, and no decision
-// by a cycle run before the next input or due time (RunScenario's check_quiet).
+// Runs `in` with the checks: invariants and the fixed point after every cycle, no decision by a
+// cycle run before the next input or due time (RunScenario's check_quiet), and no queue above its
+// limit after any cycle.
 void ExpectFixedPoint(const Instance& in) {
   auto sc = ParseScenario(in.yaml, kExamples + "fixed-point.yaml");
   ASSERT_TRUE(sc.ok()) << sc.status().message() << "\n" << in.yaml;
@@ -182,6 +183,11 @@ void ExpectFixedPoint(const Instance& in) {
   ASSERT_TRUE(r.ok()) << r.status().message() << "\nconfiguration: " << in.configuration;
   // It measures what it claims: work ran.
   EXPECT_GT(r->metrics.at("jobs_started_count"), 100) << in.configuration;
+  // No queue above its limit after any cycle (limits are set once here; Standby restores need no
+  // room, so a limit counts what a queue's Standby replicas lend).
+  if (r->metrics.count("queue_limit_breaches_count") != 0) {
+    EXPECT_EQ(r->metrics.at("queue_limit_breaches_count"), 0) << in.configuration;
+  }
 }
 
 class FixedPoint : public ::testing::TestWithParam<uint64_t> {};
