@@ -371,18 +371,22 @@ TEST(ClusterStateStandby, ABorrowerTakesLentGpusAndCpuAndRealMemory) {
   l.ExpectInvariants();
 }
 
+// A one-task job `name` of queue q (a task named as its job).
+TaskId TaskInQueue(ClusterState& s, const std::string& name, int32_t q, const TaskRequest& req, bool preemptible = false) {
+  JobSpec js;
+  js.name = name;
+  js.queue = q;
+  js.preemptible = preemptible;
+  return s.AddTask(s.AddJob(js), name, req);
+}
+
 // Queues (issue 20): what a queue's bound tasks hold, per dimension, as tasks bind, lend, borrow
 // and end.
 TEST(ClusterStateQueues, AQueueHoldsWhatItsBoundTasksHoldAndAStandbyTasksGpusGoToItsBorrowersQueue) {
   Lending l;  // svc (no queue) holds 4 GPUs on n0
   ClusterState& s = l.c.state;
   s.SetQueues({2, 2, -1});  // queues 0 and 1 are children of 2
-  auto in_queue = [&](const std::string& name, int32_t q, TaskRequest req) {
-    JobSpec js;
-    js.name = name;
-    js.queue = q;
-    return s.AddTask(s.AddJob(js), name, req);
-  };
+  auto in_queue = [&](const std::string& name, int32_t q, TaskRequest req) { return TaskInQueue(s, name, q, req); };
   const TaskId a = in_queue("a", 0, Req().Cpu(2000).Mem(100).Gpus(2));
   const TaskId b = in_queue("b", 1, Req().Cpu(1000).Mem(50).Gpus(2));
   s.Bind(a, l.n1, Idx({0, 1}));
@@ -427,13 +431,7 @@ TEST(ClusterStateQueues, AQueueCountsWhatItsStandbyTasksLendLessWhatItsOwnWorkBo
   Lending l;  // svc (no queue) holds GPUs 0-3 of n0
   ClusterState& s = l.c.state;
   s.SetQueues({2, 2, -1});  // queues 0 and 1 are children of 2
-  auto in_queue = [&](const std::string& name, int32_t q, TaskRequest req) {
-    JobSpec js;
-    js.name = name;
-    js.queue = q;
-    js.preemptible = true;
-    return s.AddTask(s.AddJob(js), name, req);
-  };
+  auto in_queue = [&](const std::string& name, int32_t q, TaskRequest req) { return TaskInQueue(s, name, q, req, true); };
   const GpuModelId model = s.node(l.n1).spec.model;
   const TaskId lender = in_queue("lender", 0, Req().Cpu(2000).Mem(10).Gpus(4));
   s.Bind(lender, l.n1, Idx({0, 1, 2, 3}));
