@@ -276,8 +276,10 @@ const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s) 
         pending[i * D + d] = pending_[q][Fixed(d)] + extra_[q][Fixed(d)];
       }
     }
-    std::vector<size_t> moved;
-    if (UpdateShares(tree_, capacity_, dirty_, usage, pending, weight_, sharing_.reclaim_to_fair_share, shares_, &moved)) {
+    std::vector<size_t> moved, held_moved;
+    HeldBack(state, dirty_, &held_moved);
+    if (UpdateShares(tree_, capacity_, dirty_, usage, pending, weight_, sharing_.reclaim_to_fair_share, shares_, &moved,
+                     &held_back_, &held_moved)) {
       ++shares_version_;
     }
     for (size_t q : moved) Changed(q, false);
@@ -314,14 +316,38 @@ const QueueShares& QueueBook::Refresh(const ClusterState& state, int64_t now_s) 
   }
   // The last shares as the basis of this computation when nothing but usage and demand changed
   // (fixed weights; the capacity it was computed with is passed along).
-  const bool basis = half_life <= 0 && shares_capacity_.size() == D;
+  // (A basis computed with other held-back rows would not do: a queue's demand moves with them.)
+  const std::vector<int64_t> held_before = held_back_;
+  held_back_.assign(n * D, 0);
+  for (size_t q = 0; q < n; ++q) {
+    for (size_t d = 0; d < D; ++d) held_back_[q * D + d] = state.queue_restorable(q)[Fixed(d)];
+  }
+  const bool basis = half_life <= 0 && shares_capacity_.size() == D && held_before == held_back_;
   QueueShares fresh = ComputeShares(tree_, capacity_, usage, pending, milli_weight, sharing_.weights,
-                                    sharing_.reclaim_to_fair_share, basis ? &shares_ : nullptr, basis ? &shares_capacity_ : nullptr);
+                                    sharing_.reclaim_to_fair_share, basis ? &shares_ : nullptr, basis ? &shares_capacity_ : nullptr,
+                                    &held_back_);
   if (fresh.fair != shares_.fair || fresh.entitled != shares_.entitled) ++shares_version_;
   shares_ = std::move(fresh);
   all_changed_ = true;
   finish();
   return shares_;
+}
+
+void QueueBook::HeldBack(const ClusterState& state, const std::vector<size_t>& leaves, std::vector<size_t>* moved) {
+  const size_t D = tree_.dims().size();
+  if (held_back_.size() != tree_.size() * D) held_back_.assign(tree_.size() * D, 0);
+  for (size_t leaf : leaves) {
+    for (int p = static_cast<int>(leaf); p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
+      const size_t q = static_cast<size_t>(p);
+      bool changed = false;
+      for (size_t d = 0; d < D; ++d) {
+        const int64_t v = state.queue_restorable(q)[Fixed(d)];
+        changed = changed || held_back_[q * D + d] != v;
+        held_back_[q * D + d] = v;
+      }
+      if (changed && moved != nullptr && !tree_.leaf(q)) moved->push_back(q);
+    }
+  }
 }
 
 double QueueBook::Decayed(size_t q, int64_t now_s) const {
@@ -364,7 +390,11 @@ QueueShares QueueBook::Reference(const ClusterState& state, const std::vector<Qu
   }
   std::vector<int64_t> capacity = capacity_;
   capacity.resize(D, 0);
-  return ComputeShares(tree_, capacity, usage, pending, {}, true, false);
+  std::vector<int64_t> held_back(n * D, 0);
+  for (size_t q = 0; q < n; ++q) {
+    for (size_t d = 0; d < D; ++d) held_back[q * D + d] = state.queue_restorable(q)[Fixed(d)];
+  }
+  return ComputeShares(tree_, capacity, usage, pending, {}, true, false, nullptr, nullptr, &held_back);
 }
 
 std::optional<int64_t> QueueBook::NextCooldownEnd(int64_t now_s) const {

@@ -346,6 +346,12 @@ class QueueBook {
   std::vector<QueueUsage> leaving_;      // per queue (itself and its subtree): GPU milli being evicted (total, per model)
   uint64_t changes_ = 0;  // bumped by every change of claimed_, leaving_ and cooldown_until_
   std::vector<int64_t> shares_capacity_;  // the capacity shares_ were computed with (empty: none yet)
+  // Per queue and quota dimension: what a restore of its Standby replicas would add
+  // (ClusterState::queue_restorable), which its limit keeps back from its demand in the shares.
+  // As of the last Refresh; HeldBack brings the rows of the given queues' paths up to date and
+  // appends the inner queues whose rows moved to `moved`.
+  std::vector<int64_t> held_back_;
+  void HeldBack(const ClusterState& state, const std::vector<size_t>& leaves, std::vector<size_t>* moved);
   // VictimsUpTo's cache, per key, for the state's epoch, version_, changes_ and the time in
   // victim_stamp_ (another stamp empties it): the budgets before any take, the ranks, the queues
   // it may take from (null for an HP job outranking) and the supply (INT64_MAX: not asked).

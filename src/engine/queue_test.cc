@@ -699,6 +699,12 @@ TEST(EngineQueues, AQueuesLimitCountsWhatItsStandbyReplicasLendSoTheirRestoreKee
   ASSERT_EQ(c.e().Running(3), 1);
   EXPECT_TRUE(c.e().state().task(c.e().state().job(*c.e().JobOf(3)).tasks[0]).borrowed);
   EXPECT_EQ(c.e().Explain(2, 20).quota, "queue 'a' would hold 24 of its limit of 16 GPUs (8 of them lent by its Standby replicas)");
+  // Nor do the shares count on it: a's demand is capped at its limit less what it lends (8 GPUs,
+  // not its 8 held plus 8 waiting), so its fair share is 8 GPUs, as b's (its borrower's 8).
+  const std::vector<Engine::QueueFigures> figures = c.e().QueueStatus();
+  EXPECT_EQ(figures[0].fair, 8 * kG);
+  EXPECT_EQ(figures[0].lent, 8 * kG);
+  EXPECT_EQ(figures[1].fair, 8 * kG);
   // The restore: the borrower leaves after the Standby grace period (60 s) and the replica runs
   // again. a is back at its limit, never above it (b's job is its driver's to submit again).
   ASSERT_TRUE(c.e().SetStandby(1, 0, 30));

@@ -233,10 +233,19 @@ std::vector<int64_t> ShareWeights(const QueueTree& tree, const std::vector<int64
   return weight;
 }
 
+namespace {
+// Queue q's demand cap in dimension d (D dimensions): its limit, less what it holds back.
+int64_t DemandCap(const QueueTree& tree, const std::vector<int64_t>* held_back, size_t q, size_t d, size_t D) {
+  const int64_t lim = tree.limit(q)[d];
+  if (lim == kNoLimit || held_back == nullptr) return lim;
+  return std::max<int64_t>(0, lim - (*held_back)[q * D + d]);
+}
+}  // namespace
+
 QueueShares ComputeShares(const QueueTree& tree, const std::vector<int64_t>& capacity, const std::vector<int64_t>& leaf_usage,
                           const std::vector<int64_t>& leaf_pending, const std::vector<int64_t>& milli_weight, bool weights,
                           bool reclaim_to_fair_share, const QueueShares* previous,
-                          const std::vector<int64_t>* previous_capacity) {
+                          const std::vector<int64_t>* previous_capacity, const std::vector<int64_t>* held_back) {
   const size_t n = tree.size(), D = tree.dims().size();
   QueueShares s;
   s.dims = D;
@@ -254,7 +263,7 @@ QueueShares ComputeShares(const QueueTree& tree, const std::vector<int64_t>& cap
   }
   for (size_t q : tree.bottom_up()) {
     for (size_t d = 0; d < D; ++d) {
-      const int64_t lim = tree.limit(q)[d];
+      const int64_t lim = DemandCap(tree, held_back, q, d, D);
       int64_t want = 0;
       if (tree.leaf(q)) {
         want = s.usage[q * D + d] + pending[q * D + d];
@@ -312,7 +321,8 @@ QueueShares ComputeShares(const QueueTree& tree, const std::vector<int64_t>& cap
 bool UpdateShares(const QueueTree& tree, const std::vector<int64_t>& capacity, const std::vector<size_t>& leaves,
                   const std::vector<int64_t>& usage_rows, const std::vector<int64_t>& pending_rows,
                   const std::vector<int64_t>& weight, bool reclaim_to_fair_share, QueueShares& s,
-                  std::vector<size_t>* changed_queues) {
+                  std::vector<size_t>* changed_queues, const std::vector<int64_t>* held_back,
+                  const std::vector<size_t>* held_back_moved) {
   const size_t D = s.dims;
   const auto depth = [&](size_t q) {
     size_t k = 0;
@@ -362,7 +372,7 @@ bool UpdateShares(const QueueTree& tree, const std::vector<int64_t>& capacity, c
       if (du != 0) {
         for (int p = static_cast<int>(q); p >= 0; p = tree.parent(static_cast<size_t>(p))) s.usage[static_cast<size_t>(p) * D + d] += du;
       }
-      const int64_t demand = std::min(tree.limit(q)[d], u + pending_rows[i * D + d]);
+      const int64_t demand = std::min(DemandCap(tree, held_back, q, d, D), u + pending_rows[i * D + d]);
       if (demand != s.demand[q * D + d]) {
         moves = moves || moves_split(q, d, s.demand[q * D + d], demand);
         s.demand[q * D + d] = demand;
@@ -370,6 +380,14 @@ bool UpdateShares(const QueueTree& tree, const std::vector<int64_t>& capacity, c
       }
     }
     if (changed) demand_changed(q, moves);
+  }
+  // An inner queue whose cap moved is summed again too.
+  for (size_t p : held_back_moved != nullptr ? *held_back_moved : std::vector<size_t>{}) {
+    if (tree.leaf(p) || marked[p]) continue;
+    marked[p] = 1;
+    const size_t k = depth(p);
+    if (resum.size() <= k) resum.resize(k + 1);
+    resum[k].push_back(p);
   }
   // Bottom-up: each marked inner queue's demand is its children's, capped at its limit; its own
   // children are shared out again below (`split`).
@@ -381,7 +399,7 @@ bool UpdateShares(const QueueTree& tree, const std::vector<int64_t>& capacity, c
       for (size_t d = 0; d < D; ++d) {
         int64_t want = 0;
         for (size_t c : tree.children(p)) want += s.demand[c * D + d];
-        const int64_t demand = std::min(tree.limit(p)[d], want);
+        const int64_t demand = std::min(DemandCap(tree, held_back, p, d, D), want);
         if (demand != s.demand[p * D + d]) {
           moves = moves || moves_split(p, d, s.demand[p * D + d], demand);
           s.demand[p * D + d] = demand;

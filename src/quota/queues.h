@@ -205,10 +205,14 @@ struct QueueShares {
 // same; only the queues whose amount or whose children's demand changed are shared out again
 // (the others' shares are copied), so that a refresh after a small change costs O(queues x
 // dimensions) plus the splits that changed.
+// `held_back` (may be null: none): per queue and dimension (n x dims), what its limit keeps for
+// work that comes back without asking (a restore of its Standby replicas): its demand is capped
+// at its limit less that (at 0 at least). `previous` must have been computed with the same.
 QueueShares ComputeShares(const QueueTree& tree, const std::vector<int64_t>& capacity, const std::vector<int64_t>& leaf_usage,
                           const std::vector<int64_t>& leaf_pending, const std::vector<int64_t>& milli_weight,
                           bool weights, bool reclaim_to_fair_share, const QueueShares* previous = nullptr,
-                          const std::vector<int64_t>* previous_capacity = nullptr);
+                          const std::vector<int64_t>* previous_capacity = nullptr,
+                          const std::vector<int64_t>* held_back = nullptr);
 
 // The weights ComputeShares shares surpluses by, per queue (milli): 1000 each without `weights`,
 // else `milli_weight`'s (at least 1), or each queue's weight x 1000 when it is empty.
@@ -224,10 +228,14 @@ std::vector<int64_t> ShareWeights(const QueueTree& tree, const std::vector<int64
 // below its demand before and after, with the same guaranteed part). Returns whether any fair or
 // entitled figure changed; `changed_queues` (if given) gets the queues whose fair or entitled
 // figures changed appended.
+// `held_back` (may be null): as ComputeShares', as it is now (all queues); `held_back_moved`
+// (may be null): the inner queues whose rows of it changed since `s` was made (a changed leaf's
+// row is read with its other figures).
 bool UpdateShares(const QueueTree& tree, const std::vector<int64_t>& capacity, const std::vector<size_t>& leaves,
                   const std::vector<int64_t>& usage_rows, const std::vector<int64_t>& pending_rows,
                   const std::vector<int64_t>& weight, bool reclaim_to_fair_share, QueueShares& s,
-                  std::vector<size_t>* changed_queues = nullptr);
+                  std::vector<size_t>* changed_queues = nullptr, const std::vector<int64_t>* held_back = nullptr,
+                  const std::vector<size_t>* held_back_moved = nullptr);
 
 // Water-filling: shares `amount` among claimants with caps `cap` (>= 0) in proportion to
 // `weight` (> 0), each at most its cap; returns each one's part. The parts sum to

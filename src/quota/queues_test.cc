@@ -144,8 +144,9 @@ TEST(QueueTree, SharesUpdatedForTheChangedLeavesEqualSharesComputedAfresh) {
   // 2), guarantees in total and per model, limits and weights, on a cluster tight enough that
   // surpluses are water-filled. 400 rounds, each changing what one to four leaves hold or want
   // in any dimension: the shares updated in place (UpdateShares) are those computed from nothing
-  // — usage, demand, fair and entitled alike — with reclaim to guarantee and to fair share; and
-  // the queues it reports changed are those whose fair or entitled figures did.
+  // — usage, demand, fair and entitled alike — with reclaim to guarantee and to fair share, and
+  // with limits that hold back what Standby replicas lend; and the queues it reports changed are
+  // those whose fair or entitled figures did.
   std::vector<QueueSpec> specs;
   for (int o = 0; o < 3; ++o) {
     const std::string org = "org" + std::to_string(o);
@@ -171,11 +172,14 @@ TEST(QueueTree, SharesUpdatedForTheChangedLeavesEqualSharesComputedAfresh) {
   }
   // `heavy`: every queue wants far more than its share (a long queue everywhere), so that most
   // changes of demand leave the splits as they were (UpdateShares does not make them again).
-  for (const auto& [to_fair, heavy] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
-    std::vector<int64_t> capacity(D, 0), usage(n * D, 0), pending(n * D, 0);
+  // `lend`: queues also hold back parts of their limits (what Standby replicas lend: a changed
+  // leaf's path moves, as the engine's do), inner queues among them.
+  for (const auto& [to_fair, heavy, lend] : {std::tuple{false, false, false}, {true, false, false}, {false, true, false},
+                                             {true, true, false}, {false, false, true}, {true, true, true}}) {
+    std::vector<int64_t> capacity(D, 0), usage(n * D, 0), pending(n * D, 0), held_back(n * D, 0);
     for (size_t d = 0; d < D; ++d) capacity[d] = 150 * G;
     const std::vector<int64_t> weight = ShareWeights(*t, {}, true);
-    QueueShares kept = ComputeShares(*t, capacity, usage, pending, {}, true, to_fair);
+    QueueShares kept = ComputeShares(*t, capacity, usage, pending, {}, true, to_fair, nullptr, nullptr, &held_back);
     Rng rng(to_fair ? 11 : 5);
     int changed = 0;
     for (int round = 0; round < 400; ++round) {
@@ -190,6 +194,18 @@ TEST(QueueTree, SharesUpdatedForTheChangedLeavesEqualSharesComputedAfresh) {
         pending[q * D + d] = static_cast<int64_t>(p) * G;
         if (std::find(touched.begin(), touched.end(), q) == touched.end()) touched.push_back(q);
       }
+      std::vector<size_t> held_moved;
+      if (lend && rng.Uniform(2) == 0) {
+        const size_t leaf = touched[rng.Uniform(touched.size())];
+        for (int p = static_cast<int>(leaf); p >= 0; p = t->parent(static_cast<size_t>(p))) {
+          const size_t q = static_cast<size_t>(p);
+          const size_t d = rng.Uniform(D);
+          const int64_t v = static_cast<int64_t>(rng.Uniform(30)) * G;
+          if (held_back[q * D + d] == v) continue;
+          held_back[q * D + d] = v;
+          if (!t->leaf(q)) held_moved.push_back(q);
+        }
+      }
       std::vector<int64_t> u_rows, p_rows;
       for (size_t q : touched) {
         for (size_t d = 0; d < D; ++d) {
@@ -199,8 +215,8 @@ TEST(QueueTree, SharesUpdatedForTheChangedLeavesEqualSharesComputedAfresh) {
       }
       const QueueShares before = kept;
       std::vector<size_t> reported;
-      const bool any = UpdateShares(*t, capacity, touched, u_rows, p_rows, weight, to_fair, kept, &reported);
-      const QueueShares fresh = ComputeShares(*t, capacity, usage, pending, {}, true, to_fair);
+      const bool any = UpdateShares(*t, capacity, touched, u_rows, p_rows, weight, to_fair, kept, &reported, &held_back, &held_moved);
+      const QueueShares fresh = ComputeShares(*t, capacity, usage, pending, {}, true, to_fair, nullptr, nullptr, &held_back);
       ASSERT_EQ(kept.usage, fresh.usage) << "round " << round;
       ASSERT_EQ(kept.demand, fresh.demand) << "round " << round;
       ASSERT_EQ(kept.fair, fresh.fair) << "round " << round;
