@@ -475,8 +475,8 @@ void QueueBook::RoomByManagedDim(const ClusterState& state, size_t leaf, Bound l
     const QueueUsage& use = state.queue_usage(q);
     const QueueUsage& back = state.queue_restorable(q);
     const bool limit = b == Bound::kLimit;
-    // A queue whose Standby replicas lend is held within its limit by every bound (its shares
-    // do not count what it lends).
+    // A queue whose Standby replicas lend is held within its limit by every bound (the shares
+    // cap its demand there as of the last Refresh; what it lends may have grown since).
     const int64_t* limits = !limit && Lends(state, q) ? Caps(q, Bound::kLimit) : nullptr;
     for (size_t i = 0; i < m; ++i) {
       const auto [d, f] = managed_list_[i];

@@ -186,7 +186,7 @@ class QueueBook {
   // counts what its Standby replicas lend too, less what its own work borrows of it
   // (ClusterState::queue_restorable): their restore needs no room, so a limit would otherwise
   // hold only until the next restore. Such a queue is kept within its limit under every bound
-  // (its fair share and entitlement, capped at its limit, do not count what it lends). False, with `why` (may be
+  // (its fair share and entitlement count what it lends as of the last Refresh only). False, with `why` (may be
   // null): "queue 'team-a' would hold 72 of its fair share of 64 GPUs". True for a job without a
   // queue.
   bool Within(const ClusterState& state, JobId job, int64_t replicas, Bound bound, std::string* why) const;
@@ -216,7 +216,7 @@ class QueueBook {
   // at kLimit what a restore of its Standby replicas would add (ClusterState::queue_restorable).
   static int64_t Counted(const ClusterState& state, size_t q, size_t fixed, Bound bound);
   // Whether a restore would add to what queue q holds (ClusterState::queue_restorable): then
-  // its limit bounds it under any bound (the shares, capped at limits, do not count it).
+  // its limit bounds it under any bound (the shares count it as of the last Refresh only).
   static bool Lends(const ClusterState& state, size_t q);
   // What queue q's rooms depend on besides its guarantee and limit, in the managed dimensions:
   // out[0, m) what it holds, out[m, 2m) its fair share (the last Refresh's), out[2m, 3m) what a
