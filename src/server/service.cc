@@ -708,6 +708,17 @@ struct Service::Impl {
     j.view.migrating_replicas = migrating;
   }
 
+  // Whether job `j` has succeeded: a replica of it succeeded while the engine bound it, and
+  // none is starting or running any more.
+  static bool Succeeded(const JobRec& j) {
+    bool done = false;
+    for (const TaskRec& t : j.tasks) {
+      if (t.state == TaskState::kStarting || t.state == TaskState::kRunning) return false;
+      done |= t.state == TaskState::kDone;
+    }
+    return done;
+  }
+
   void EndJob(JobRec& j, JobPhase phase, const std::string& reason, int64_t now_ms) {
     j.view.phase = phase;
     j.view.ended_ms = now_ms;
@@ -2187,10 +2198,9 @@ void Service::Impl::ApplyReports(Input& in, Pass& p) {
           batch.Put(JobKey(id), Impl::JobJson(j));
           break;
         }
-        // Succeeded: the job is done once none of its replicas runs any more.
-        bool any = false;
-        for (const Impl::TaskRec& o : j.tasks) any |= o.state == Impl::TaskState::kStarting || o.state == Impl::TaskState::kRunning;
-        if (!any) {
+        // Succeeded: the job is done once none of its replicas runs any more (ended here, before
+        // the cycle, so that the cycle has its GPUs).
+        if (Impl::Succeeded(j)) {
           s.EndJob(j, JobPhase::kSucceeded, "", now_ms);
           touched.insert(id);
           batch.Put(JobKey(id), Impl::JobJson(j));
@@ -2367,8 +2377,12 @@ void Service::Impl::ReconcileTouched(Pass& p) {
   for (const Engine::StartingMove& m : engine->StartingMoves()) moving.emplace(m.task.value(), m);
   EndReservations(p);
   for (uint64_t id : p.touched) {
+    JobRec& j = jobs.at(id);
     Reconcile(id, p.batch, p.out);
-    p.batch.Put(JobKey(id), JobJson(jobs.at(id)));
+    // A job whose last replica still to run was taken away (shrunk, or stopped and not bound
+    // again) after its others succeeded is done now: nothing of it will run again.
+    if (!Ended(j.view.phase) && Succeeded(j)) EndJob(j, JobPhase::kSucceeded, "", p.now_ms);
+    p.batch.Put(JobKey(id), JobJson(j));
   }
 }
 

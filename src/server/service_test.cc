@@ -858,6 +858,41 @@ TEST_F(ServiceTest, LoweringARunningJobsMaxStopsItsSurplusReplicasAndRaisingItLe
   EXPECT_EQ(GpuMilliUsed(), 16000);
 }
 
+
+// A job whose replicas all succeeded while a growth was starting, the growth then shrunk again
+// before it ran: nothing of it runs or starts any more, so it has succeeded (it once stayed
+// `running` for ever with its done replicas bound and none running).
+TEST_F(ServiceTest, AJobWhoseOtherReplicasSucceededEndsWhenItsStartingGrowthIsShrunkAway) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0", 4)}).ok());
+  JobRequest r = Job("elastic", 2, 2);
+  r.max_replicas = 3;
+  const uint64_t id = RunJob(kAlice, r);
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a1", 4)}).ok());
+  Pass();
+  const std::vector<Order> grow = Orders(kAgentA);  // Absorb: a third replica on a1
+  ASSERT_EQ(grow.size(), 1u);
+  ASSERT_EQ(grow[0].op, Order::Op::kStart);
+  const std::string grown = grow[0].task;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(service_->Report(kAgentA, {{std::to_string(id) + "-" + std::to_string(i), TaskReport::State::kSucceeded}},
+                                 /*durable=*/false)
+                    .ok());
+  }
+  Pass();
+  EXPECT_EQ(Get(id).phase, JobPhase::kRunning);  // its third replica is starting
+  ASSERT_TRUE(ViaLoop([&] { return service_->Resize(kAlice, id, std::nullopt, 2); }).ok());
+  const std::vector<Order> stop = Orders(kAgentA);
+  ASSERT_EQ(stop.size(), 1u);
+  EXPECT_EQ(stop[0].op, Order::Op::kStop);
+  EXPECT_EQ(stop[0].task, grown);
+  ReportAll(kAgentA, stop, TaskReport::State::kStopped);
+  Pass();
+  EXPECT_EQ(Get(id).phase, JobPhase::kSucceeded);
+  EXPECT_EQ(GpuMilliUsed(), 0);
+  Pass();  // stability
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_EQ(Get(id).phase, JobPhase::kSucceeded);
+}
 TEST_F(ServiceTest, MetricsAreThePrometheusTextOfTheState) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
   ASSERT_TRUE(service_->Submit(kAlice, Job("a", 1, 8, 300)).ok());

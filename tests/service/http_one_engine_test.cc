@@ -14,7 +14,10 @@
 // job must end: an earlier run found a job left `running` with no replica bound (a Reclaim's
 // planned shrink that landed after a node failure had taken the job's other replicas; the engine
 // now evicts such a job whole: engine_test's
-// AJobShrunkByAReclaimAfterANodeFailureTookItsOtherReplicasIsEvictedWholeAndRunsAgain).
+// AJobShrunkByAReclaimAfterANodeFailureTookItsOtherReplicasIsEvictedWholeAndRunsAgain); seed 3
+// once found, under CI's load, a job whose replicas had all succeeded left `running` because
+// the growth that was starting when they did was shrunk away by a resize (server_test's
+// AJobWhoseOtherReplicasSucceededEndsWhenItsStartingGrowthIsShrunkAway).
 // ONE_ENGINE_DUMP=1 prints the counts of inputs and decisions; ONE_ENGINE_KEEP=DIR copies the
 // service's data there when jobs never end (for `estuary history export --data DIR`).
 #include <unistd.h>
