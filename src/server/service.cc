@@ -719,6 +719,21 @@ struct Service::Impl {
     return done;
   }
 
+  // Node `name` failed: the replicas told to stop there stopped with it (its agent will not say
+  // so), and run again wherever the engine binds them next.
+  void StoppedWithNode(const std::string& name, StoreBatch& batch, std::set<uint64_t>& touched) {
+    for (auto& [id, j] : jobs) {
+      for (size_t i = 0; i < j.tasks.size(); ++i) {
+        TaskRec& t = j.tasks[i];
+        if (t.state != TaskState::kStopping || t.node != name) continue;
+        t.state = TaskState::kNone;
+        t.standby = t.lent = t.borrowed = false;
+        batch.Delete(TaskKey(id, i));
+        touched.insert(id);
+      }
+    }
+  }
+
   void EndJob(JobRec& j, JobPhase phase, const std::string& reason, int64_t now_ms) {
     j.view.phase = phase;
     j.view.ended_ms = now_ms;
@@ -2100,6 +2115,7 @@ void Service::Impl::ApplyNodeAction(Input& in, Pass& p) {
   } else if (a == "fail" && n.view.state != "failed") {
     s.engine->FailNode(n.id, now_s);
     n.view.state = "failed";
+    s.StoppedWithNode(in.node, batch, p.touched);
     ++s.node_failures_total;
   } else if (a == "restore" && n.view.state != "ready") {
     s.engine->RestoreNode(n.id);
@@ -2223,6 +2239,7 @@ void Service::Impl::FailSilentNodes(Pass& p) {
     if (now_ms - n.view.last_heartbeat_ms <= s.opt.heartbeat_timeout_ms) continue;
     n.view.state = "failed";
     s.engine->FailNode(n.id, now_s);
+    s.StoppedWithNode(name, batch, p.touched);
     batch.Put("nodestate/" + name, "failed");
     ++s.node_failures_total;
   }

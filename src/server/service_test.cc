@@ -893,6 +893,41 @@ TEST_F(ServiceTest, AJobWhoseOtherReplicasSucceededEndsWhenItsStartingGrowthIsSh
   EXPECT_TRUE(Orders(kAgentA).empty());
   EXPECT_EQ(Get(id).phase, JobPhase::kSucceeded);
 }
+
+// A replica told to stop whose node then failed stopped with it: no report of that stop will
+// come, and the replica runs again wherever the engine binds it next.
+TEST_F(ServiceTest, AReplicaWhoseStopWasUnderWayWhenItsNodeFailedStartsAgainWhereItIsBoundNext) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0", 4)}).ok());
+  JobRequest r = Job("elastic", 2, 2);
+  r.max_replicas = 3;
+  const uint64_t id = RunJob(kAlice, r);
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a1", 4)}).ok());
+  Pass();
+  const std::vector<Order> grow = Orders(kAgentA);
+  ASSERT_EQ(grow.size(), 1u);
+  ASSERT_EQ(grow[0].node, "a1");
+  ReportAll(kAgentA, grow, TaskReport::State::kRunning);
+  Pass();
+  ASSERT_EQ(Get(id).running_replicas, 3);
+  ASSERT_TRUE(ViaLoop([&] { return service_->Resize(kAlice, id, std::nullopt, 2); }).ok());
+  const std::vector<Order> stop = Orders(kAgentA);
+  ASSERT_EQ(stop.size(), 1u);
+  ASSERT_EQ(stop[0].op, Order::Op::kStop);
+  ASSERT_EQ(stop[0].task, grow[0].task);
+  EXPECT_EQ(ViaLoop([&] { return service_->NodeAction(kAdmin, "a1", "fail"); }).code(), StatusCode::kOk);
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a2", 4)}).ok());
+  ASSERT_TRUE(ViaLoop([&] { return service_->Resize(kAlice, id, std::nullopt, 3); }).ok());
+  Pass();
+  const std::vector<Order> again = Orders(kAgentA);
+  EXPECT_EQ(Get(id).bound_replicas, 3);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].op, Order::Op::kStart);
+  EXPECT_EQ(again[0].task, grow[0].task);
+  EXPECT_EQ(again[0].node, "a2");
+  ReportAll(kAgentA, again, TaskReport::State::kRunning);
+  Pass();
+  EXPECT_EQ(Get(id).running_replicas, 3);
+}
 TEST_F(ServiceTest, MetricsAreThePrometheusTextOfTheState) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
   ASSERT_TRUE(service_->Submit(kAlice, Job("a", 1, 8, 300)).ok());
