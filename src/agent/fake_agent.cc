@@ -2,8 +2,11 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +21,8 @@ namespace estuary {
 namespace {
 
 using Json = nlohmann::json;
+
+constexpr size_t kReportsPerRequest = 4096;
 
 std::string Padded(const char* fmt, int64_t v) {
   char buf[32];
@@ -98,17 +103,28 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
         for (auto& r : outbox) send.push_back(std::move(r));
         outbox.clear();
       }
-      if (send.empty()) continue;
-      Json list = Json::array();
-      for (const auto& [instance, state] : send) {
-        const size_t at = instance.rfind('@');
-        list.push_back({{"task", instance.substr(0, at)}, {"node", instance.substr(at + 1)}, {"state", state}});
+      // In requests of at most kReportsPerRequest (~270 KB of JSON, well within the service's
+      // body limit: a request above it would be refused whole).
+      for (size_t from = 0; from < send.size();) {
+        const size_t to = std::min(send.size(), from + kReportsPerRequest);
+        Json list = Json::array();
+        for (size_t i = from; i < to; ++i) {
+          const std::string& instance = send[i].first;
+          const size_t at = instance.rfind('@');
+          list.push_back({{"task", instance.substr(0, at)}, {"node", instance.substr(at + 1)}, {"state", send[i].second}});
+        }
+        const auto r = conn.get().Post("/v1/agent/reports", Auth(opt_.token), Json{{"reports", list}}.dump(), "application/json");
+        if (!FromLeader(r)) conn.Fail();
+        // Unreachable, restarting, not the leader or too busy (429): these and the rest are sent
+        // again. Another refusal (4xx) is of the request itself and would come again: dropped
+        // (the service skips reports of tasks it no longer runs rather than refusing them).
+        if (SendAgain(r)) {
+          failed.assign(std::make_move_iterator(send.begin() + static_cast<std::ptrdiff_t>(from)),
+                        std::make_move_iterator(send.end()));
+          break;
+        }
+        from = to;
       }
-      const auto r = conn.get().Post("/v1/agent/reports", Auth(opt_.token), Json{{"reports", list}}.dump(), "application/json");
-      if (!FromLeader(r)) conn.Fail();
-      // Unreachable, restarting or not the leader: send again. A refusal (4xx) names a task the
-      // service no longer knows; dropping the batch is right then (it would be refused again).
-      if (!FromLeader(r) || r->status >= 500) failed = std::move(send);
     }
   });
 

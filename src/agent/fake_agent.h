@@ -10,10 +10,11 @@
 // service's HTTP API (server/http_api.h) with its agent token.
 //
 // Threads: one long-polls orders (GET /v1/agent/orders, carrying them out in seq order), one
-// sends reports in batches (POST /v1/agent/reports every report_interval_ms, and ends replicas
-// whose time is up), one sends heartbeats for all its nodes (POST /v1/nodes/heartbeat). When the
-// service restarts (its epoch changes) the agent takes orders again from the start; a repeated
-// start of a replica it runs, or a stop of one it does not, is answered without a change.
+// sends reports in batches (POST /v1/agent/reports every report_interval_ms, at most 4,096 a
+// request, sent again after no answer, a 5xx or a 429; and ends replicas whose time is up), one
+// sends heartbeats for all its nodes (POST /v1/nodes/heartbeat). When the service restarts (its
+// epoch changes) the agent takes orders again from the start; a repeated start of a replica it
+// runs, or a stop of one it does not, is answered without a change.
 // Thread-safety: Run blocks until `stop` becomes true; counters may be read from any thread.
 #pragma once
 

@@ -533,11 +533,8 @@ struct NodeAgent::Impl {
     const Json wire = {{"task", in.task}, {"node", opt.node.name}, {"run", in.run}, {"offset", in.log_sent},
                        {"data", EncodeBase64(data)}};
     const auto r = conn.get().Post("/v1/agent/logs", Auth(opt.token), wire.dump(), "application/json");
-    if (!FromLeader(r)) {
-      conn.Fail();
-      return false;
-    }
-    if (r->status >= 500) return false;
+    if (!FromLeader(r)) conn.Fail();
+    if (SendAgain(r)) return false;
     in.log_sent += n;  // taken, or refused for good (a job the service forgot): not again
     ReleaseSentLog(in, in.log_sent - n);
     return true;
@@ -616,7 +613,7 @@ struct NodeAgent::Impl {
     const auto r = conn.get().Post("/v1/agent/reports", Auth(opt.token), Json{{"reports", list}}.dump(), "application/json");
     if (!FromLeader(r)) conn.Fail();
     std::lock_guard lk(mu);
-    if (!FromLeader(r) || r->status >= 500) {
+    if (SendAgain(r)) {
       outbox.insert(outbox.begin(), send.begin(), send.end());
       return;
     }

@@ -22,6 +22,8 @@ std::string Why(const httplib::Result& r) {
 
 bool FromLeader(const httplib::Result& r) { return r && r->status != 307 && r->status != 503; }
 
+bool SendAgain(const httplib::Result& r) { return !FromLeader(r) || r->status >= 500 || r->status == 429; }
+
 Status PostNodes(Replicas::Conn& conn, const std::string& token, const std::string& body, const std::atomic<bool>& stop) {
   std::string why = "stopped";
   for (int attempt = 0; attempt < 60 && !stop; ++attempt) {

@@ -29,6 +29,11 @@ std::string Why(const httplib::Result& r);
 // leader, or 503 while none leads).
 bool FromLeader(const httplib::Result& r);
 
+// Whether a request that carries state (reports, logs) must be sent again: no answer from the
+// leader, a server error (5xx) or too many requests (429). Any other answer took it, or refused
+// it for good (the same request would be refused again).
+bool SendAgain(const httplib::Result& r);
+
 // The service's replicas (FakeAgentOptions::server, comma-separated) and which one leads: a
 // thread's connection moves on to the next replica when its request gets no answer, or a
 // follower's.

@@ -94,6 +94,29 @@ TEST_F(ServiceE2E, JobsSubmittedOverHttpRunOnTheFakeAgentsAndSucceed) {
   EXPECT_EQ(inv->status, 200) << inv->body;
 }
 
+// A job of 20,000 replicas on one fake agent of 2,560 nodes: its 20,000 start orders come in one
+// poll, and their 20,000 `running` reports (~1.3 MB of JSON, above the service's 1 MiB body
+// limit) go in bounded requests — one request of them all was refused (413) and dropped, and
+// the job never left `pending`.
+TEST_F(ServiceE2E, AJobOfTwentyThousandReplicasStartsAndSucceedsOnOneFakeAgent) {
+  StartServe();
+  StartAgent(2560);
+  httplib::Client c("127.0.0.1", port_);
+  c.set_read_timeout(30, 0);
+  for (int i = 0; i < 300; ++i) {
+    auto n = c.Get("/v1/nodes", As(kAdmin));
+    if (n && n->status == 200 && Json::parse(n->body).at("nodes").size() == 2560) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  const Json job = {{"name", "wide"}, {"replicas", {{"min", 20000}, {"max", 20000}}}, {"gpus", 1}, {"cpu_milli", 1000},
+                    {"memory_mib", 1024}, {"priority", 300}, {"duration_s", 3}};
+  auto r = c.Post("/v1/jobs", As(kTenant), job.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string id = Json::parse(r->body)["id"].get<std::string>();
+  EXPECT_TRUE(WaitAll({id}, "succeeded", 60s)) << Jobs()[id];
+}
+
 // `estuary serve` with a scheduler configuration of the scenario schema — the `tidal` entry of
 // examples/tidal-week.yaml (priority queue, Reclaim, Absorb, Standby), its `k8s-default` peer
 // entry (k8s-fit, kube's victims, docs/peers.md), and a file of one
