@@ -137,8 +137,10 @@ struct Service::Impl {
     std::vector<int> mig_gpus;  // ... on these GPUs
     std::string retiring;    // a migration's old instance, told to stop, not yet reported stopped
     // Whether it has a record in the store (task/<job>/<replica>): while an instance of it is
-    // told to start, runs or is told to stop; not once it succeeded (kDone) or stopped.
-    bool stored() const { return state == TaskState::kStarting || state == TaskState::kRunning || state == TaskState::kStopping; }
+    // told to start, runs or is told to stop, and once it succeeded while the engine binds it
+    // (kDone: its GPUs stay its job's until the job ends, across a restart too); not once it
+    // stopped.
+    bool stored() const { return state != TaskState::kNone; }
   };
   struct JobRec {
     JobView view;
@@ -378,7 +380,10 @@ struct Service::Impl {
     Json o;
     o["node"] = t.node;
     o["gpus"] = t.gpus;
-    o["state"] = t.state == TaskState::kStarting ? "starting" : t.state == TaskState::kRunning ? "running" : "stopping";
+    o["state"] = t.state == TaskState::kStarting  ? "starting"
+                 : t.state == TaskState::kRunning ? "running"
+                 : t.state == TaskState::kDone    ? "done"
+                                                  : "stopping";
     if (t.standby) o["standby"] = true;
     if (t.lent) o["lent"] = true;
     if (t.borrowed) o["borrowed"] = true;
@@ -661,7 +666,10 @@ struct Service::Impl {
       }
       // A replica that succeeded is done while the engine binds it; once the engine lets it go
       // (its job shrank or was evicted), binding it again is a new run of it.
-      if (!is_bound && t.state == TaskState::kDone) t.state = TaskState::kNone;
+      if (!is_bound && t.state == TaskState::kDone) {
+        t.state = TaskState::kNone;
+        batch.Delete(TaskKey(id, i));
+      }
       // A replica still stopping starts again once its agent reports it stopped (Reconcile runs
       // again then), so one replica never runs twice.
       if (is_bound && t.state == TaskState::kNone) {
@@ -1047,6 +1055,7 @@ Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
     const std::string state = j.value("state", "");
     t.state = state == "starting" ? Impl::TaskState::kStarting
               : state == "running" ? Impl::TaskState::kRunning
+              : state == "done"    ? Impl::TaskState::kDone
                                    : Impl::TaskState::kStopping;
     return true;
   }));
@@ -1197,7 +1206,9 @@ Status Service::Impl::Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std
     bool complete = true;
     for (size_t i = 0; i < j.tasks.size(); ++i) {
       const Impl::TaskRec& t = j.tasks[i];
-      if (t.state != Impl::TaskState::kStarting && t.state != Impl::TaskState::kRunning) continue;
+      if (t.state != Impl::TaskState::kStarting && t.state != Impl::TaskState::kRunning && t.state != Impl::TaskState::kDone) {
+        continue;
+      }
       const auto n = s.nodes.find(t.node);
       if (n == s.nodes.end() || !n->second.id.valid() || t.gpus.size() > kMaxGpusPerNode) {
         complete = false;
@@ -1233,10 +1244,16 @@ Status Service::Impl::Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std
       }
       continue;
     }
-    // Not adopted: whatever agents were told is stopped.
+    // Not adopted: whatever agents were told is stopped; a done replica runs again with its
+    // job (as when the engine lets a job go: Reconcile).
     for (size_t i = 0; i < j.tasks.size(); ++i) {
       Impl::TaskRec& t = j.tasks[i];
       if (t.state == Impl::TaskState::kNone) continue;
+      if (t.state == Impl::TaskState::kDone) {
+        t.state = Impl::TaskState::kNone;
+        batch.Delete(TaskKey(id, i));
+        continue;
+      }
       s.AddOrder(out, Order::Op::kStop, id, i, t);
       if (t.state != Impl::TaskState::kStopping) {
         t.state = Impl::TaskState::kStopping;
@@ -2204,7 +2221,9 @@ void Service::Impl::ApplyReports(Input& in, Pass& p) {
         t.state = stopped ? Impl::TaskState::kNone
                           : r.state == TaskReport::State::kSucceeded ? Impl::TaskState::kDone : Impl::TaskState::kNone;
         t.standby = t.lent = t.borrowed = false;
-        batch.Delete(TaskKey(id, replica));
+        // A done replica keeps its record (its GPUs, until its job ends: across a restart too).
+        if (t.state == Impl::TaskState::kDone) batch.Put(TaskKey(id, replica), Impl::TaskJson(t));
+        else batch.Delete(TaskKey(id, replica));
         if (stopped) touched.insert(id);  // may start it again
         if (Ended(j.view.phase) || stopped) break;
         if (r.state == TaskReport::State::kFailed) {
@@ -2398,7 +2417,10 @@ void Service::Impl::ReconcileTouched(Pass& p) {
     Reconcile(id, p.batch, p.out);
     // A job whose last replica still to run was taken away (shrunk, or stopped and not bound
     // again) after its others succeeded is done now: nothing of it will run again.
-    if (!Ended(j.view.phase) && Succeeded(j)) EndJob(j, JobPhase::kSucceeded, "", p.now_ms);
+    if (!Ended(j.view.phase) && Succeeded(j)) {
+      EndJob(j, JobPhase::kSucceeded, "", p.now_ms);
+      Reconcile(id, p.batch, p.out);  // the engine lets its done replicas go: their records too
+    }
     p.batch.Put(JobKey(id), JobJson(j));
   }
 }
