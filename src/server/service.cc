@@ -2409,19 +2409,28 @@ void Service::Impl::DefragIfDue(Pass& p) {
 void Service::Impl::ReconcileTouched(Pass& p) {
   // Placements that changed without an event (moves, Standby), and the moves under way.
   for (uint32_t id : engine->TakeTouched()) p.touched.insert(id);
-  moving.clear();
-  for (const Engine::StartingMove& m : engine->StartingMoves()) moving.emplace(m.task.value(), m);
   EndReservations(p);
-  for (uint64_t id : p.touched) {
-    JobRec& j = jobs.at(id);
-    Reconcile(id, p.batch, p.out);
-    // A job whose last replica still to run was taken away (shrunk, or stopped and not bound
-    // again) after its others succeeded is done now: nothing of it will run again.
-    if (!Ended(j.view.phase) && Succeeded(j)) {
-      EndJob(j, JobPhase::kSucceeded, "", p.now_ms);
-      Reconcile(id, p.batch, p.out);  // the engine lets its done replicas go: their records too
+  for (;;) {
+    moving.clear();
+    for (const Engine::StartingMove& m : engine->StartingMoves()) moving.emplace(m.task.value(), m);
+    bool ended = false;
+    for (uint64_t id : p.touched) {
+      JobRec& j = jobs.at(id);
+      Reconcile(id, p.batch, p.out);
+      // A job whose last replica still to run was taken away (shrunk, or stopped and not bound
+      // again) after its others succeeded is done now: nothing of it will run again.
+      if (!Ended(j.view.phase) && Succeeded(j)) {
+        EndJob(j, JobPhase::kSucceeded, "", p.now_ms);
+        ended = true;
+      }
+      p.batch.Put(JobKey(id), JobJson(j));
     }
-    p.batch.Put(JobKey(id), JobJson(j));
+    if (!ended) return;
+    // Those ends come after the cycle: the engine let their replicas go and may have changed
+    // other jobs with them. Their events, and every touched job again (Reconcile changes
+    // nothing where the engine did not), in this pass.
+    HandleEvents(engine->TakeEvents(), p);
+    for (uint32_t id : engine->TakeTouched()) p.touched.insert(id);
   }
 }
 

@@ -490,7 +490,9 @@ Log ServiceLog(const Recording& rec, const ClusterState& cluster, const Schedule
         const auto queues = sv.GetQueues(admin);
         EXPECT_TRUE(queues.ok());
         for (const Service::QueueView& q : queues.ok() ? queues->queues : std::vector<Service::QueueView>{}) {
-          if (q.gpus.limit != kNoLimit) EXPECT_LE(q.gpus.held, q.gpus.limit) << "queue " << q.spec.name << " at " << t;
+          if (q.gpus.limit != kNoLimit) {
+            EXPECT_LE(q.gpus.held, q.gpus.limit) << "queue " << q.spec.name << " at " << t;
+          }
         }
         const OrderBatch b = sv.WaitOrders(agent, epoch, after, 0);
         epoch = b.epoch;
