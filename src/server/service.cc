@@ -727,13 +727,15 @@ struct Service::Impl {
     return done;
   }
 
-  // Node `name` failed: the replicas told to stop there stopped with it (its agent will not say
-  // so), and run again wherever the engine binds them next.
-  void StoppedWithNode(const std::string& name, StoreBatch& batch, std::set<uint64_t>& touched) {
+  // Nodes `failed` failed: the replicas told to stop there stopped with them (their agents will
+  // not say so), and run again wherever the engine binds them next. One pass over every job
+  // however many failed (a lost agent's nodes fail together).
+  void StoppedWithNodes(const std::set<std::string>& failed, StoreBatch& batch, std::set<uint64_t>& touched) {
+    if (failed.empty()) return;
     for (auto& [id, j] : jobs) {
       for (size_t i = 0; i < j.tasks.size(); ++i) {
         TaskRec& t = j.tasks[i];
-        if (t.state != TaskState::kStopping || t.node != name) continue;
+        if (t.state != TaskState::kStopping || failed.count(t.node) == 0) continue;
         t.state = TaskState::kNone;
         t.standby = t.lent = t.borrowed = false;
         batch.Delete(TaskKey(id, i));
@@ -2132,7 +2134,7 @@ void Service::Impl::ApplyNodeAction(Input& in, Pass& p) {
   } else if (a == "fail" && n.view.state != "failed") {
     s.engine->FailNode(n.id, now_s);
     n.view.state = "failed";
-    s.StoppedWithNode(in.node, batch, p.touched);
+    s.StoppedWithNodes({in.node}, batch, p.touched);
     ++s.node_failures_total;
   } else if (a == "restore" && n.view.state != "ready") {
     s.engine->RestoreNode(n.id);
@@ -2253,15 +2255,17 @@ void Service::Impl::FailSilentNodes(Pass& p) {
   // Nodes whose heartbeats stopped (looked for at most every 500 ms: a pass over every node).
   if (now_ms - s.heartbeats_checked_ms >= 500) {
   s.heartbeats_checked_ms = now_ms;
+  std::set<std::string> failed;
   for (auto& [name, n] : s.nodes) {
     if (!n.id.valid() || n.view.state == "failed") continue;
     if (now_ms - n.view.last_heartbeat_ms <= s.opt.heartbeat_timeout_ms) continue;
     n.view.state = "failed";
     s.engine->FailNode(n.id, now_s);
-    s.StoppedWithNode(name, batch, p.touched);
+    failed.insert(name);
     batch.Put("nodestate/" + name, "failed");
     ++s.node_failures_total;
   }
+  s.StoppedWithNodes(failed, batch, p.touched);
   }
 }
 
