@@ -2562,12 +2562,14 @@ void Engine::SetCordoned(NodeId node, bool cordoned) {
   Record(now_, NodeInput{cordoned ? NodeInput::Op::kCordon : NodeInput::Op::kUncordon, node});
   const NodeState now = state_.node(node).state;
   if (now == NodeState::kDown) return;
+  migrations_.NodeTaken(node);  // the admin's word holds over a defragmentation's own cordon
   state_.SetNodeState(node, cordoned ? NodeState::kCordoned : NodeState::kReady);
 }
 
 void Engine::FailNode(NodeId node, int64_t now_s) {
   Record(now_s, NodeInput{NodeInput::Op::kFail, node});
   if (state_.node(node).state == NodeState::kDown) return;
+  migrations_.NodeTaken(node);
   StopNode(node, now_s, NodeState::kDown, "node failed");
   book_.CapacityChanged();
 }
@@ -2575,11 +2577,13 @@ void Engine::FailNode(NodeId node, int64_t now_s) {
 void Engine::DrainNode(NodeId node, int64_t now_s) {
   Record(now_s, NodeInput{NodeInput::Op::kDrain, node});
   if (state_.node(node).state == NodeState::kDown) return;  // it has nothing left to stop
+  migrations_.NodeTaken(node);
   StopNode(node, now_s, NodeState::kCordoned, "node drained");
 }
 
 void Engine::RestoreNode(NodeId node) {
   Record(now_, NodeInput{NodeInput::Op::kRestore, node});
+  migrations_.NodeTaken(node);
   if (state_.node(node).state != NodeState::kReady) state_.SetNodeState(node, NodeState::kReady);
   book_.CapacityChanged();
 }
@@ -2740,9 +2744,20 @@ Engine::Explanation Engine::Explain(uint32_t job, int64_t now_s) const {
     const int32_t step = options_.allocate.align ? std::max<int32_t>(1, spec.step) : 1;
     const int32_t need = (spec.min_replicas + step - 1) / step * step;
     const SharingSpec& sh = book_.sharing();
-    (void)(book_.Within(state_, id, need, QueueBook::Bound::kLimit, &e.quota) &&
-           (sh.borrow || book_.Within(state_, id, need, QueueBook::Bound::kGuarantee, &e.quota)) &&
-           (!sh.weights || book_.Within(state_, id, need, QueueBook::Bound::kFair, &e.quota)));
+    const int64_t kept_until = locals_[li].no_borrow_until;
+    if (sh.borrow && now_s < kept_until) {
+      // Kept from borrowing (StartBounds): within its leaf's guarantee and its ancestors' limits,
+      // and no Reclaim of its own until then.
+      if (!book_.Within(state_, id, need, QueueBook::Bound::kGuarantee, QueueBook::Bound::kLimit, &e.quota)) {
+        e.quota = "kept from borrowing until t=" + std::to_string(kept_until) +
+                  " (a queue's Reclaim evicted it; sharing.reborrow_s): " + e.quota;
+        return e;
+      }
+    } else {
+      (void)(book_.Within(state_, id, need, QueueBook::Bound::kLimit, &e.quota) &&
+             (sh.borrow || book_.Within(state_, id, need, QueueBook::Bound::kGuarantee, &e.quota)) &&
+             (!sh.weights || book_.Within(state_, id, need, QueueBook::Bound::kFair, &e.quota)));
+    }
     filter = book_.Victims(state_, id, need, now_s, &e.owed);
   }
   const PreemptionPlan plan = PlanReclaim(id, now_s, std::move(filter));
@@ -3150,6 +3165,7 @@ StatusOr<int64_t> Engine::Defrag(const DefragOptions& options, int64_t now_s) {
 
 int64_t Engine::Evacuate(NodeId node, int64_t now_s) {
   Record(now_s, NodeInput{NodeInput::Op::kEvacuate, node});
+  migrations_.NodeTaken(node);  // cordoned until restored, whatever a defragmentation under way does
   if (state_.node(node).state == NodeState::kReady) state_.SetNodeState(node, NodeState::kCordoned);
   DefragOptions o;
   o.evacuate = {node};

@@ -1210,6 +1210,43 @@ TEST(Engine, AMoveGivenUpAfterTheCyclesAllocateFreesItsTargetForAWaitingJobInThe
   EXPECT_TRUE(StepAndTake(m, 101).empty());
 }
 
+// A defragmentation cordons the node it empties while its moves run, and makes it ready again
+// when they end — unless an admin cordoned or drained that node meanwhile: the admin's word
+// holds. Found by the service's liveness run: a node drained during a defragmentation was ready
+// again when the plan's move was given up, work started on it, and the next restart (which drains
+// it again) evicted that work under the records of replicas that ran.
+TEST(Engine, ANodeAnAdminCordonedOrDrainedDuringADefragmentationStaysSoWhenItsMovesEnd) {
+  for (const bool drain : {false, true}) {
+    SCOPED_TRACE(drain ? "drained" : "cordoned");
+    auto m = LiveEngine(3, 30);
+    // a (4 GPUs) on n0 and b (4 GPUs) on n1: one move of a to n1 frees n0 whole.
+    ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
+    ASSERT_TRUE(m->Adopt(Job(2, 1, 4, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3})}}, 0));
+    DefragOptions d;
+    d.partition_nodes = 0;
+    ASSERT_EQ(*m->Defrag(d, 10), 1);
+    ASSERT_EQ(m->state().node(NodeId(0)).state, NodeState::kCordoned);  // the plan's own cordon
+    const TaskId a = m->state().job(*m->JobOf(1)).tasks[0];
+    if (drain) {
+      m->DrainNode(NodeId(0), 20);  // a stops (returned whole); its move is given up
+    } else {
+      m->SetCordoned(NodeId(0), true);
+      ASSERT_TRUE(m->AcknowledgeMove(a, true));  // the move completes
+    }
+    StepAndTake(*m, 21);
+    ExpectConsistent(*m);
+    EXPECT_TRUE(m->StartingMoves().empty());
+    EXPECT_EQ(m->state().node(NodeId(0)).state, NodeState::kCordoned);
+    EXPECT_TRUE(m->state().node(NodeId(0)).tasks.empty());
+    // Nothing starts there: an 8-GPU job takes n2, a second one waits.
+    ASSERT_TRUE(m->Submit(Job(5, 1, 8, 100), SubmitMode::kStartNow, 22).started);
+    EXPECT_NE(m->state().task(m->state().job(*m->JobOf(5)).tasks[0]).node, NodeId(0));
+    EXPECT_FALSE(m->Submit(Job(6, 1, 8, 100), SubmitMode::kStartNow, 22).started);
+    StepAndTake(*m, 100);
+    EXPECT_TRUE(m->state().node(NodeId(0)).tasks.empty());
+  }
+}
+
 TEST(Engine, EvacuatingANodeMovesItsTasksMakeBeforeBreakAndKeepsItCordoned) {
   auto m = LiveEngine(3, 30);
   ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));

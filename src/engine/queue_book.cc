@@ -525,11 +525,16 @@ QueueUsage QueueBook::RoomWithClaims(const ClusterState& state, size_t q, Bound 
 }
 
 bool QueueBook::Within(const ClusterState& state, JobId job, int64_t replicas, Bound bound, std::string* why) const {
+  return Within(state, job, replicas, bound, bound, why);
+}
+
+bool QueueBook::Within(const ClusterState& state, JobId job, int64_t replicas, Bound leaf_bound, Bound bound,
+                       std::string* why) const {
   const int32_t leaf = state.job(job).spec.queue;
   if (leaf < 0 || !enabled()) return true;
   const QueueUsage req = Request(state, job, replicas, true);
   for (int p = leaf; p >= 0; p = tree_.parent(static_cast<size_t>(p))) {
-    if (!QueueWithin(state, req, static_cast<size_t>(p), bound, why)) return false;
+    if (!QueueWithin(state, req, static_cast<size_t>(p), p == leaf ? leaf_bound : bound, why)) return false;
   }
   return true;
 }

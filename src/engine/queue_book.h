@@ -190,6 +190,9 @@ class QueueBook {
   // null): "queue 'team-a' would hold 72 of its fair share of 64 GPUs". True for a job without a
   // queue.
   bool Within(const ClusterState& state, JobId job, int64_t replicas, Bound bound, std::string* why) const;
+  // As Within, with `leaf_bound` for the job's leaf queue and `bound` for its ancestors (a job a
+  // queue's Reclaim evicted starts within its leaf's guarantee and its ancestors' limits).
+  bool Within(const ClusterState& state, JobId job, int64_t replicas, Bound leaf_bound, Bound bound, std::string* why) const;
 
   // Per dimension of QueueUsage: what leaf queue `leaf` and its ancestors have room for within
   // `leaf_bound` (the leaf) and `bound` (the ancestors) — INT64_MAX where nothing bounds it (no

@@ -322,6 +322,13 @@ TEST(EngineQueues, AJobKeptFromBorrowingWithoutRoomInItsGuaranteeIsNotReclaimedF
   // b's job still waited, with that node idle too).
   for (int64_t t : {100, 160, 161, 1000, 4999}) EXPECT_TRUE(c.Cycle(t).empty()) << t;
   EXPECT_EQ(c.Held(), (std::map<std::string, int64_t>{{"a", 6}, {"b", 0}, {"c", 5}}));
+  // Its explanation names the hold (before: none, and a free node to fit it "now").
+  const Engine::Explanation why = c.e().Explain(5, 1000);
+  EXPECT_EQ(why.quota,
+            "kept from borrowing until t=5000 (a queue's Reclaim evicted it; sharing.reborrow_s): queue 'b' would hold 16 of "
+            "its guarantee of 0 GPUs");
+  EXPECT_FALSE(why.owed);
+  EXPECT_FALSE(why.fits_idle);
   // At 5,000 s it may borrow: the free node and a's node above its share (its elastic job's
   // one replica, evicted whole after one grace period).
   ev = c.Cycle(5000);

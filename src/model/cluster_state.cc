@@ -598,6 +598,7 @@ void ClusterState::SetQueues(std::vector<int32_t> parent) {
   queue_sizes_.assign(queue_parent_.size(), {});
   queue_jobs_.assign(queue_parent_.size(), {});
   job_counted_.assign(jobs_.size(), 0);
+  job_queue_pos_.assign(jobs_.size(), 0);
 }
 
 void ClusterState::ReplaceQueues(std::vector<int32_t> parent, const std::vector<int32_t>& remap) {
@@ -613,6 +614,7 @@ void ClusterState::ReplaceQueues(std::vector<int32_t> parent, const std::vector<
   queue_sizes_.assign(queue_parent_.size(), {});
   queue_jobs_.assign(queue_parent_.size(), {});
   job_counted_.assign(jobs_.size(), 0);
+  job_queue_pos_.assign(jobs_.size(), 0);
   for (const Task& t : tasks_) {
     if (t.state == TaskState::kBound) CountQueue(t, 1);
   }
@@ -969,6 +971,14 @@ Status ClusterState::CheckQueueUsage() const {
     std::vector<JobId> listed = queue_jobs_[q];
     std::sort(listed.begin(), listed.end());
     if (listed != running[q]) return Internal("invariant broken: the preemptible jobs listed for queue " + std::to_string(q));
+    // Each listed job knows its place in the list (CountQueue takes it out by it).
+    for (size_t pos = 0; pos < queue_jobs_[q].size(); ++pos) {
+      const uint32_t j = queue_jobs_[q][pos].value();
+      if (j >= job_queue_pos_.size() || job_queue_pos_[j] != pos) {
+        return Internal("invariant broken: job " + std::to_string(j) + "'s place in the preemptible jobs of queue " +
+                        std::to_string(q));
+      }
+    }
   }
   return Status::Ok();
 }

@@ -554,6 +554,43 @@ TEST(ClusterStateQueues, FreeGpusPerModelUnheldOnesAndEachQueuesPreemptibleJobsA
   EXPECT_TRUE(s.CheckInvariants().ok()) << s.CheckInvariants().message();
 }
 
+// Queues replaced while jobs exist (Engine::SetQueues at run time): each queue's preemptible
+// jobs are listed anew, and jobs added before the change (above the ids seen so far) are listed
+// and taken out of the lists by their place as any other. Found by the service's liveness run
+// (queues changed at run time): a bind wrote past the places' table and crashed.
+TEST(ClusterStateQueues, ReplacedQueuesListThePreemptibleJobsOfEveryJobAddedBeforeTheChange) {
+  ClusterBuilder c;
+  ClusterState& s = c.state;
+  const NodeId n = c.AddNode("n", testing::Gpus(8));
+  s.SetQueues({-1, -1});
+  auto job = [&](const std::string& name, int32_t q) {
+    JobSpec js;
+    js.name = name;
+    js.queue = q;
+    js.preemptible = true;
+    return s.AddTask(s.AddJob(js), name, Req().Cpu(1000).Mem(10).Gpus(1));
+  };
+  const TaskId first = job("first", 0);
+  s.Bind(first, n, Idx({0}));
+  std::vector<TaskId> later;
+  for (int i = 0; i < 6; ++i) later.push_back(job("later" + std::to_string(i), i % 2));
+  // The queues swapped (0 -> 1, 1 -> 0) with the first job bound, then the later ones bound.
+  s.ReplaceQueues({-1, -1}, {1, 0});
+  EXPECT_TRUE(s.CheckInvariants().ok()) << s.CheckInvariants().message();
+  for (size_t i = 0; i < later.size(); ++i) s.Bind(later[i], n, Idx({static_cast<int>(i) + 1}));
+  EXPECT_TRUE(s.CheckInvariants().ok()) << s.CheckInvariants().message();
+  EXPECT_EQ(s.queue_preemptible_jobs(0).size(), 3u);  // later1, later3, later5
+  EXPECT_EQ(s.queue_preemptible_jobs(1).size(), 4u);  // first, later0, later2, later4
+  // Taken out by their places, in an order that moves the lists' last entries.
+  for (size_t i : {0, 3, 5, 1}) s.Unbind(later[i]);
+  s.Unbind(first);
+  EXPECT_TRUE(s.CheckInvariants().ok()) << s.CheckInvariants().message();
+  std::set<JobId> q0(s.queue_preemptible_jobs(0).begin(), s.queue_preemptible_jobs(0).end());
+  std::set<JobId> q1(s.queue_preemptible_jobs(1).begin(), s.queue_preemptible_jobs(1).end());
+  EXPECT_EQ(q0, std::set<JobId>{});
+  EXPECT_EQ(q1, (std::set<JobId>{s.task(later[2]).job, s.task(later[4]).job}));
+}
+
 TEST(ClusterStateStandby, CanBindBorrowedRefusesWhatTheLentPoolOrTheNodeCannotGive) {
   Lending l;
   l.c.state.EnterStandby(l.svc);

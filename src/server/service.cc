@@ -664,9 +664,10 @@ struct Service::Impl {
           batch.Put(TaskKey(id, i), TaskJson(t));
         }
       }
-      // A replica that succeeded is done while the engine binds it; once the engine lets it go
-      // (its job shrank or was evicted), binding it again is a new run of it.
-      if (!is_bound && t.state == TaskState::kDone) {
+      // A replica that succeeded is done while the engine binds it where it ran; once the engine
+      // lets it go (its job shrank or was evicted — and maybe placed again in the same cycle,
+      // elsewhere), binding it again is a new run of it.
+      if (t.state == TaskState::kDone && (!is_bound || t.node != node || t.gpus != gpus)) {
         t.state = TaskState::kNone;
         batch.Delete(TaskKey(id, i));
       }

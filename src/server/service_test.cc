@@ -7,6 +7,7 @@
 
 #include <array>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <optional>
 #include <set>
@@ -698,6 +699,46 @@ TEST_F(ServiceTest, AReplicaThatSucceededWhileItsJobRunsOnIsNotStartedAgainAfter
   EXPECT_EQ(Get(id).phase, JobPhase::kSucceeded);
   EXPECT_EQ(GpuMilliUsed(), 0);
   EXPECT_TRUE(Orders(kAgentA).empty());
+}
+
+// A job whose replica succeeded on a node that is then drained is evicted whole and placed again
+// in the same cycle: the replica that succeeded is a new run where the engine binds it now, not
+// done on the drained node. Found by the liveness run with two agents: its done record stayed,
+// and the next restart's recovery, draining that node again, evicted the job under a replica
+// that ran ("the recovered state is inconsistent").
+TEST_F(ServiceTest, AReplicaThatSucceededOnANodeThenDrainedRunsAgainWhereItsJobIsPlacedNext) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1"), Node("a2")}).ok());
+  const uint64_t id = RunJob(kAlice, Job("pair", 2, 8));
+  const JobView before = Get(id);
+  ASSERT_EQ(before.where.size(), 2u);
+  const std::string done_node = before.where[0].node;
+  ASSERT_TRUE(service_->Report(kAgentA, {{std::to_string(id) + "-0", TaskReport::State::kSucceeded}}, false).ok());
+  Pass();
+  ASSERT_EQ(Get(id).phase, JobPhase::kRunning);
+  ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, done_node, "drain"); }).ok());
+  Pass();
+  // Replica 0 is told to start on the node the engine placed it on (not the drained one).
+  const JobView after = Get(id);
+  ASSERT_EQ(after.where.size(), 2u);
+  for (const auto& w : after.where) {
+    EXPECT_NE(w.node, done_node) << "replica " << w.replica << " " << w.state;
+    if (w.replica == 0) {
+      EXPECT_EQ(w.state, "starting");
+    }
+  }
+  bool started = false;
+  for (const Order& o : Orders(kAgentA)) started |= o.op == Order::Op::kStart && o.task == std::to_string(id) + "-0";
+  EXPECT_TRUE(started);
+  // A restart finds what the engine binds where the records say, and the job runs again.
+  Reopen();
+  ASSERT_TRUE(service_->CheckInvariants().ok()) << service_->CheckInvariants().message();
+  for (int k = 0; k < 4; ++k) {
+    Pass();
+    ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
+  }
+  Pass();
+  EXPECT_EQ(Get(id).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(id).running_replicas, 2);
 }
 
 TEST_F(ServiceTest, EveryJobThatGotAnIdIsStoredBeforeTheLoopSeesIt) {
@@ -1685,73 +1726,148 @@ TEST_F(ServiceTest, ARandomRunOfEveryActionKeepsTheInvariantsAcrossRestartsAndDr
 // end of a job whose last starting replica was shrunk away after its others succeeded, 12 seeds
 // fail (seed 5 among them); without a failed node's stops turned into stopped ones, seeds 82
 // and 147 (a replica left `stopping` for ever).
+// What a run does beyond submissions, resizes, Standby windows, defragmentations, node failures,
+// evacuations and restores, and restarts.
+struct LivenessMix {
+  // Nodes n4-n7 belong to a second agent (kAgentB), which now and then falls silent (no
+  // heartbeats, no answers, no reports) — long enough, at times, for its nodes to fail.
+  bool two_agents = false;
+  // Cancels, reservations and their deletes, deleted Standby windows, drains, cordons,
+  // migrations whose new instance fails, grace and Absorb changed at run time, and (with
+  // `queues`) the queues' guarantees, limits and weights changed at run time. The agents then
+  // carry out each task's orders in their order, as real ones do (a report names a task and a
+  // node, not an order: a move's failure answered after a later start of the task on the same
+  // node would be that start's).
+  bool more = false;
+  // The queues a tenant's job names, one drawn at random (empty: none named); with `more`, the
+  // queue tree SetQueues changes the figures of.
+  std::vector<std::string> alice_queues, bob_queues;
+  std::function<std::vector<QueueSpec>(Rng&)> queues;
+};
+
 class ServiceLiveness : public ServiceTest, public ::testing::WithParamInterface<uint64_t> {
  protected:
   // The run of seed GetParam() and its drain, the service opened with `o` (and an engine rebuilt
   // whenever it may be).
-  void RunThenDrain(ServiceOptions o);
+  void RunThenDrain(ServiceOptions o, const LivenessMix& mix = LivenessMix());
 };
 
 TEST_P(ServiceLiveness, EveryJobEndsOnItsOwnOnceTheChangesStop) { RunThenDrain({}); }
 
-void ServiceLiveness::RunThenDrain(ServiceOptions o) {
+void ServiceLiveness::RunThenDrain(ServiceOptions o, const LivenessMix& mix) {
   o.compact_min_jobs = 8;
   o.compact_check_ms = 0;
   Reopen(o);
+  const auto agent_of = [&](const std::string& node) -> const Principal& {
+    return mix.two_agents && node >= "n4" ? kAgentB : kAgentA;
+  };
   std::vector<NodeRegistration> nodes;
   for (int i = 0; i < 8; ++i) nodes.push_back(Node("n" + std::to_string(i), 8, i < 4 ? "asw0" : "asw1"));
-  ASSERT_TRUE(service_->RegisterNodes(kAgentA, nodes).ok());
+  if (mix.two_agents) {
+    ASSERT_TRUE(service_->RegisterNodes(kAgentA, {nodes.begin(), nodes.begin() + 4}).ok());
+    ASSERT_TRUE(service_->RegisterNodes(kAgentB, {nodes.begin() + 4, nodes.end()}).ok());
+  } else {
+    ASSERT_TRUE(service_->RegisterNodes(kAgentA, nodes).ok());
+  }
   Rng rng(GetParam());
   std::vector<uint64_t> ids;
-  std::vector<Order> backlog;                            // orders not answered yet
-  std::set<std::pair<std::string, std::string>> runs;    // the agent's instances: (task, node)
-  std::set<std::string> down, dead;  // nodes failed or evacuated; failed
-  // Answers the backlog (all of it, or about two thirds); then instances succeed (all, or one
-  // in eight).
+  std::set<uint64_t> cancelled;
+  // Jobs a move's new instance failed for. Such a job may fail: when the old instance's node
+  // failed meanwhile and the engine placed the replica again on the move's target GPUs, the
+  // service takes the new instance for the replica's (a report names the task and the node, not
+  // the instance), and its failure for the replica's.
+  std::set<uint64_t> move_failed;
+  std::vector<Order> backlog, backlog_b;                 // orders not answered yet (agent A's, B's)
+  std::set<std::pair<std::string, std::string>> runs;    // the agents' instances: (task, node)
+  std::set<std::string> down, dead;  // nodes failed, evacuated, drained or cordoned; failed
+  bool silent_b = false;             // agent B is silent
+  // Answers the backlogs (all of them, or about two thirds); then instances succeed (all, or one
+  // in eight). A silent agent answers nothing and reports nothing.
   const auto answer = [&](bool all) {
-    std::vector<TaskReport> r;
-    std::vector<Order> keep;
-    for (const Order& x : backlog) {
-      if (dead.count(x.node)) continue;  // a failed node's agent is gone, with what it was told
-      if (!all && rng.Uniform(2) == 0) {
-        keep.push_back(x);
-        continue;
+    std::vector<TaskReport> r, r_b;
+    for (std::vector<Order>* orders : {&backlog, &backlog_b}) {
+      if (orders == &backlog_b && silent_b) continue;
+      std::vector<Order> keep;
+      std::set<std::string> waits;  // with `more`, tasks with an order kept: their later ones wait too
+      for (const Order& x : *orders) {
+        if (dead.count(x.node)) continue;  // a failed node's agent is gone, with what it was told
+        if (!all && (waits.count(x.task) || rng.Uniform(2) == 0)) {
+          keep.push_back(x);
+          if (mix.more) waits.insert(x.task);
+          continue;
+        }
+        std::vector<TaskReport>& to = orders == &backlog ? r : r_b;
+        switch (x.op) {
+          case Order::Op::kMigrate:
+            if (mix.more && !all && rng.Uniform(4) == 0) {  // the new instance fails: the old one keeps running
+              to.push_back({x.task, TaskReport::State::kFailed, x.node});
+              move_failed.insert(std::stoull(x.task.substr(0, x.task.find('-'))));
+              break;
+            }
+            [[fallthrough]];
+          case Order::Op::kStart:
+            runs.insert({x.task, x.node});
+            to.push_back({x.task, TaskReport::State::kRunning, x.node});
+            break;
+          case Order::Op::kStop:
+            runs.erase({x.task, x.node});
+            to.push_back({x.task, TaskReport::State::kStopped, x.node});
+            break;
+          case Order::Op::kStandby: to.push_back({x.task, TaskReport::State::kStandby, x.node}); break;
+          default: break;
+        }
       }
-      switch (x.op) {
-        case Order::Op::kStart:
-        case Order::Op::kMigrate:
-          runs.insert({x.task, x.node});
-          r.push_back({x.task, TaskReport::State::kRunning, x.node});
-          break;
-        case Order::Op::kStop:
-          runs.erase({x.task, x.node});
-          r.push_back({x.task, TaskReport::State::kStopped, x.node});
-          break;
-        case Order::Op::kStandby: r.push_back({x.task, TaskReport::State::kStandby, x.node}); break;
-        default: break;
-      }
+      *orders = std::move(keep);
     }
-    backlog = std::move(keep);
     for (auto it = runs.begin(); it != runs.end();) {
-      if (all || rng.Uniform(8) == 0) {
-        r.push_back({it->first, TaskReport::State::kSucceeded, it->second});
+      const bool b = &agent_of(it->second) == &kAgentB;
+      if ((!b || !silent_b) && (all || rng.Uniform(8) == 0)) {
+        (b ? r_b : r).push_back({it->first, TaskReport::State::kSucceeded, it->second});
         it = runs.erase(it);
       } else {
         ++it;
       }
     }
     ASSERT_TRUE(service_->Report(kAgentA, r, false).ok());
+    if (!r_b.empty()) { ASSERT_TRUE(service_->Report(kAgentB, r_b, false).ok()); }
   };
-  for (int step = 0; step < 400; ++step) {
+  // A step: `ms` pass, the agents' heartbeats (a silent one's not), a pass, their new orders, the
+  // answers, another pass. A node the service failed (agent B's, silent too long) is gone with
+  // its instances and its orders, until restored.
+  const auto step = [&](int64_t ms, bool all = false) {
+    if (!mix.two_agents) return Step(ms, backlog, answer, all);
+    clock_.ms += ms;
+    ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+    if (!silent_b) { ASSERT_TRUE(service_->Heartbeat(kAgentB, {}).ok()); }
+    Pass();
+    for (const NodeView& n : service_->ListNodes()) {
+      if (n.state != "failed" || dead.count(n.name)) continue;
+      down.insert(n.name);
+      dead.insert(n.name);
+      for (auto it = runs.begin(); it != runs.end();) it = it->second == n.name ? runs.erase(it) : std::next(it);
+    }
+    for (const Order& x : Orders(kAgentA)) backlog.push_back(x);
+    if (!silent_b) {
+      for (const Order& x : Orders(kAgentB)) backlog_b.push_back(x);
+    }
+    answer(all);
+    Pass();
+  };
+  const auto pick = [&](const std::vector<std::string>& queues) {
+    return queues.empty() ? std::string() : queues[rng.Uniform(queues.size())];
+  };
+  for (int step_no = 0; step_no < 400; ++step_no) {
     const uint64_t action = rng.Uniform(100);
     if (action < 30) {
-      JobRequest j = RandomJob(rng, "j" + std::to_string(step));
+      JobRequest j = RandomJob(rng, "j" + std::to_string(step_no));
       if (rng.Uniform(2) == 0) {
         j.min_replicas = 1;
         j.max_replicas = 1 + static_cast<int>(rng.Uniform(4));
       }
-      auto id = service_->Submit(rng.Uniform(2) ? kAlice : kBob, j);
-      ASSERT_TRUE(id.ok());
+      const bool alice = rng.Uniform(2) != 0;
+      j.queue = pick(alice ? mix.alice_queues : mix.bob_queues);
+      auto id = service_->Submit(alice ? kAlice : kBob, j);
+      ASSERT_TRUE(id.ok()) << id.status().message();
       ids.push_back(*id);
     } else if (action < 40 && !ids.empty()) {
       RandomWindow(rng, ids, 120);
@@ -1760,7 +1876,8 @@ void ServiceLiveness::RunThenDrain(ServiceOptions o) {
     } else if (action < 52) {
       const std::string n = "n" + std::to_string(rng.Uniform(8));
       const bool is_down = down.count(n) > 0;
-      const char* what = is_down ? "restore" : rng.Uniform(2) == 0 ? "evacuate" : "fail";
+      static constexpr const char* kMore[] = {"evacuate", "fail", "drain", "cordon"};
+      const char* what = is_down ? "restore" : mix.more ? kMore[rng.Uniform(4)] : rng.Uniform(2) == 0 ? "evacuate" : "fail";
       ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, n, what); }).ok());
       if (is_down) {
         down.erase(n);
@@ -1770,27 +1887,71 @@ void ServiceLiveness::RunThenDrain(ServiceOptions o) {
         dead.insert(n);
         for (auto it = runs.begin(); it != runs.end();) it = it->second == n ? runs.erase(it) : std::next(it);
       } else {
-        down.insert(n);  // evacuated: cordoned until restored
+        down.insert(n);  // evacuated, drained or cordoned: cordoned until restored
       }
     } else if (action < 60 && !ids.empty()) {
       const uint64_t id = ids[rng.Uniform(ids.size())];
       (void)ViaLoop([&] { return service_->Resize(kAdmin, id, std::nullopt, 1 + static_cast<int32_t>(rng.Uniform(4))); });
     } else if (action < 63) {
       Restart(o, backlog);
+      ASSERT_FALSE(HasFatalFailure());
+      backlog_b.clear();
+    } else if (!mix.more) {
+    } else if (action < 66 && !ids.empty()) {
+      const uint64_t id = ids[rng.Uniform(ids.size())];
+      auto v = ViaLoop([&] { return service_->Cancel(kAdmin, id); });
+      if (v.ok() && v->phase == JobPhase::kCancelled) cancelled.insert(id);
+    } else if (action < 71 && !ids.empty()) {
+      const uint64_t id = ids[rng.Uniform(ids.size())];
+      const int64_t ttl = 30 + static_cast<int64_t>(rng.Uniform(300));
+      (void)ViaLoop([&] { return service_->Reserve(kAdmin, id, ttl); });
+    } else if (action < 73) {
+      const auto held = service_->ListReservations(kAdmin);
+      if (!held.empty()) { const uint64_t job = held[rng.Uniform(held.size())].job;
+        ASSERT_TRUE(ViaLoop([&] { return service_->DeleteReservation(kAdmin, job); }).ok()); }
+    } else if (action < 75) {
+      const auto windows = service_->ListStandbyWindows(kAdmin);
+      if (!windows.empty()) { const uint64_t w = windows[rng.Uniform(windows.size())].id;
+        ASSERT_TRUE(ViaLoop([&] { return service_->DeleteStandbyWindow(kAdmin, w); }).ok()); }
+    } else if (action < 77) {
+      Service::ConfigChange c;
+      c.grace_s = std::array<int64_t, 3>{0, 5, 60}[rng.Uniform(3)];
+      c.absorb = rng.Uniform(2) == 0;
+      ASSERT_TRUE(ViaLoop([&] { return service_->SetConfig(kAdmin, c); }).ok());
+    } else if (action < 79 && mix.queues) {
+      std::vector<QueueSpec> qs = mix.queues(rng);
+      auto set = ViaLoop([&] { return service_->SetQueues(kAdmin, qs, std::nullopt); });
+      ASSERT_TRUE(set.ok()) << set.status().message();
+    } else if (action < 82 && mix.two_agents) {
+      silent_b = !silent_b;
     }
-    Step(static_cast<int64_t>(rng.Uniform(20'000)), backlog, answer);
+    if (silent_b && rng.Uniform(4) == 0) silent_b = false;
+    step(static_cast<int64_t>(rng.Uniform(20'000)));
   }
+  silent_b = false;
   RestoreAll(down);
   dead.clear();
-  for (int k = 0; k < 300; ++k) Step(1000, backlog, answer, true);
+  for (int k = 0; k < 300; ++k) step(1000, true);
+  // A job a queue's Reclaim evicted whole may be kept from borrowing for sharing.reborrow_s (its
+  // explanation says so): past that, every job ends too.
+  for (uint64_t id : ids) {
+    if (Get(id, kAdmin).phase != JobPhase::kPending) continue;
+    EXPECT_THAT(service_->Explain(kAdmin, id)->quota, HasSubstr("kept from borrowing until")) << "job " << id;
+  }
+  step(1000 * SharingSpec{}.reborrow_s, true);
+  for (int k = 0; k < 30; ++k) step(1000, true);
   for (uint64_t id : ids) {
     const JobView v = Get(id, kAdmin);
-    EXPECT_EQ(v.phase, JobPhase::kSucceeded)  // no instance of this agent fails
+    if (move_failed.count(id) && v.phase == JobPhase::kFailed) continue;
+    EXPECT_EQ(v.phase, cancelled.count(id) ? JobPhase::kCancelled : JobPhase::kSucceeded)  // no other instance of these agents fails
         << "job " << id << " " << JobPhaseName(v.phase) << " bound " << v.bound_replicas << " running " << v.running_replicas
-        << " min " << v.request.min_replicas << " max " << v.request.max_replicas << ": " << v.reason;
+        << " min " << v.request.min_replicas << " max " << v.request.max_replicas << ": " << v.reason << " "
+        << (v.phase == JobPhase::kPending ? service_->Explain(kAdmin, id)->quota : "");
     for (const auto& w : v.where) ADD_FAILURE() << "job " << id << " replica " << w.replica << " still " << w.state << " on " << w.node;
   }
   EXPECT_EQ(GpuMilliUsed(), 0);
+  EXPECT_TRUE(service_->ListReservations(kAdmin).empty());
+  EXPECT_TRUE(service_->ListStandbyWindows(kAdmin).empty());
 }
 
 
@@ -2059,6 +2220,47 @@ TEST_P(ServiceLiveness, EveryJobEndsOnItsOwnOnceTheChangesStopWithQueues) {
   o.engine->queues = {a, b};
   o.engine->sharing.within_queue = true;
   RunThenDrain(o);
+}
+
+// The liveness run with a second agent that falls silent at times, and cancels, reservations,
+// drains, cordons, failed migrations and configuration changes.
+TEST_P(ServiceLiveness, EveryJobEndsOnItsOwnOnceTheChangesStopWithTwoAgentsAndMore) {
+  LivenessMix mix;
+  mix.two_agents = mix.more = true;
+  RunThenDrain({}, mix);
+}
+
+// The liveness run as the one above, with two orgs' queues (alice's research org with teams nlp
+// and vision, bob's product org with teams search and ads) whose guarantees, limits and weights
+// an admin changes at run time, and Reclaim across them.
+TEST_P(ServiceLiveness, EveryJobEndsOnItsOwnOnceTheChangesStopWithNestedQueuesAndMore) {
+  const auto queues = [](Rng& rng) {
+    const auto gpus = [&](std::initializer_list<int64_t> of) { return std::vector<int64_t>(of)[rng.Uniform(of.size())]; };
+    QueueSpec research = Queue("research", "", gpus({16, 32}), {"alice"}), product = Queue("product", "", gpus({16, 32}), {"bob"});
+    QueueSpec nlp = Queue("nlp", "research", gpus({0, 8, 16})), vision = Queue("vision", "research", gpus({0, 8}));
+    QueueSpec search = Queue("search", "product", gpus({0, 8, 16})), ads = Queue("ads", "product", gpus({0, 8}));
+    // The children's guarantees within their parent's.
+    const auto within = [](QueueSpec& child, const QueueSpec& parent, const QueueSpec& sister) {
+      child.guarantee.gpu_milli = std::min(child.guarantee.gpu_milli.value_or(0),
+                                           parent.guarantee.gpu_milli.value_or(0) - sister.guarantee.gpu_milli.value_or(0));
+    };
+    within(vision, research, nlp);
+    within(ads, product, search);
+    if (rng.Uniform(2) == 0) product.limit.gpu_milli = 48000;
+    if (rng.Uniform(2) == 0) ads.limit.gpu_milli = 24000;
+    for (QueueSpec* q : {&research, &product, &nlp, &vision, &search, &ads}) q->weight = 1 + static_cast<int64_t>(rng.Uniform(3));
+    return std::vector<QueueSpec>{research, nlp, vision, product, search, ads};
+  };
+  ServiceOptions o;
+  o.engine = EngineConfig{};
+  Rng first(GetParam() + 1000);
+  o.engine->queues = queues(first);
+  LivenessMix mix;
+  mix.two_agents = mix.more = true;
+  mix.alice_queues = {"nlp", "vision"};
+  mix.bob_queues = {"search", "ads"};
+  mix.queues = queues;
+  RunThenDrain(o, mix);
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, ServiceLiveness, ::testing::Range<uint64_t>(1, 41));

@@ -61,6 +61,12 @@ int64_t MigrationExecutor::Submit(ClusterState& /*state*/, const DefragPlan& pla
   return static_cast<int64_t>(keep);
 }
 
+void MigrationExecutor::NodeTaken(NodeId node) {
+  for (Group& g : groups_) {
+    if (g.node == node) g.cordoned = false;
+  }
+}
+
 void MigrationExecutor::Uncordon(ClusterState& state, Group& g) {
   if (!g.cordoned) return;
   g.cordoned = false;

@@ -115,6 +115,9 @@ class MigrationExecutor {
   std::optional<int64_t> NextDue() const;
   // Whether any move is waiting or starting.
   bool Busy() const { return active_ > 0; }
+  // `node`'s state was set by someone else since (an admin's cordon, drain or evacuation, a
+  // failure, a restore): a group that cordoned it leaves it as it is when the group ends.
+  void NodeTaken(NodeId node);
   // Aborts every starting move and cancels every waiting one (releasing their reservations and
   // uncordoning their nodes): the end of a run.
   void AbortAll(ClusterState& state, int64_t now_s);
