@@ -135,6 +135,9 @@ struct Service::Impl {
     bool borrowed = false;   // runs on GPUs lent by a Standby replica
     std::string mig_node;    // a migration's new instance starts there (kMigrate) ...
     std::vector<int> mig_gpus;  // ... on these GPUs
+    // ... and what its agent said of it: 0 nothing yet, 1 running, -1 it failed or stopped (not
+    // stored: a restart rolls a move under way back).
+    int8_t mig_report = 0;
     std::string retiring;    // a migration's old instance, told to stop, not yet reported stopped
     // Whether it has a record in the store (task/<job>/<replica>): while an instance of it is
     // told to start, runs or is told to stop, and once it succeeded while the engine binds it
@@ -631,21 +634,28 @@ struct Service::Impl {
       // (A move's start is ordered below, after the replica's own start: the engine may start a
       // move of a replica it placed in the same cycle.)
       const auto mv = tid.valid() ? moving.find(tid.value()) : moving.end();
+      // The engine may also have given the move up and placed the replica again on the move's
+      // target GPUs in the same cycle (its old node failed, say): the new instance is the
+      // replica's then too — starting until its agent says it runs — unless it already failed.
       if (mv == moving.end() && !t.mig_node.empty()) {
-        if (told && is_bound && node == t.mig_node && gpus == t.mig_gpus) {
+        if (told && is_bound && node == t.mig_node && gpus == t.mig_gpus && t.mig_report >= 0) {
           AddOrder(out, Order::Op::kStop, id, i, t);
           t.retiring = t.node;
           t.node = t.mig_node;
           t.gpus = t.mig_gpus;
-          if (t.state == TaskState::kStarting) {
+          if (t.state == TaskState::kStarting && t.mig_report > 0) {
             t.state = TaskState::kRunning;  // its new instance was reported running
             ++j.view.running_replicas;
+          } else if (t.state == TaskState::kRunning && t.mig_report == 0) {
+            t.state = TaskState::kStarting;
+            --j.view.running_replicas;
           }
         } else {
           AddOrderAt(out, Order::Op::kStop, id, i, t.mig_node, t.mig_gpus);
         }
         t.mig_node.clear();
         t.mig_gpus.clear();
+        t.mig_report = 0;
         if (t.stored()) batch.Put(TaskKey(id, i), TaskJson(t));
       }
       if (told && (!is_bound || t.node != node || t.gpus != gpus)) {
@@ -685,6 +695,7 @@ struct Service::Impl {
       }
       if (mv != moving.end() && t.mig_node.empty() && told && t.node == node) {
         t.mig_node = node_names[mv->second.to.value()];
+        t.mig_report = 0;
         t.mig_gpus.assign(mv->second.gpus.begin(), mv->second.gpus.end());
         AddOrderAt(out, Order::Op::kMigrate, id, i, t.mig_node, t.mig_gpus);
         out.back().second.from = t.node;
@@ -2167,6 +2178,7 @@ void Service::Impl::ApplyReports(Input& in, Pass& p) {
         // The migration's new instance: running completes the move, anything else
         // abandons it (at the engine's next step).
         const std::optional<JobId> ej = s.engine->JobOf(static_cast<uint32_t>(id));
+        t.mig_report = r.state == TaskReport::State::kRunning ? 1 : -1;
         if (ej && replica < s.engine->state().job(*ej).tasks.size()) {
           s.engine->AcknowledgeMove(s.engine->state().job(*ej).tasks[replica], r.state == TaskReport::State::kRunning);
         }

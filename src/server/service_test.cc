@@ -172,6 +172,7 @@ class ServiceTest : public ::testing::Test {
     down.clear();
   }
   std::vector<Order> GrowOntoASecondNode(uint64_t* id);
+  void PlacedAgainOnAMovesTarget(bool failed_first);
   int64_t GpuMilliUsed() {
     int64_t used = 0;
     for (const NodeView& n : service_->ListNodes()) used += n.gpu_milli_used;
@@ -1365,6 +1366,55 @@ TEST_F(ServiceTest, AMigrationWhoseNewInstanceFailsOrIsCutByARestartLeavesTheRep
   (void)a;
 }
 
+
+// A replica being moved whose old node fails: its job is evicted whole and, in the same cycle,
+// placed again — here on the move's target GPUs, the only free ones. The move's new instance is
+// then the replica's: starting (not running) until its agent says it runs, and not started a
+// second time. Had the agent already said it failed, the replica starts anew there (before: the
+// failed instance was taken for the replica's, which stayed "running" for ever with nothing
+// running).
+void ServiceTest::PlacedAgainOnAMovesTarget(bool failed_first) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  // a and b on one node, c on the other; b ends: one move frees a node whole.
+  RunJob(kAlice, Job("a", 1, 4));
+  const uint64_t b = RunJob(kAlice, Job("b", 1, 4));
+  RunJob(kAlice, Job("c", 1, 4));
+  ASSERT_TRUE(service_->Cancel(kAlice, b).ok());
+  Pass();
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kStopped);
+  Pass();
+  ASSERT_EQ(*ViaLoop([&] { return service_->Defrag(kAdmin); }), 1);
+  const std::vector<Order> mig = Orders(kAgentA);
+  ASSERT_EQ(Ops(mig), std::vector<Order::Op>{Order::Op::kMigrate});
+  const std::string from = mig[0].from, to = mig[0].node;
+  if (failed_first) {
+    ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kFailed, to}}, false).ok());
+  }
+  ASSERT_TRUE(service_->NodeAction(kAdmin, from, "fail", /*wait=*/false).ok());
+  Pass();
+  const JobView v = Get(mig[0].job);
+  ASSERT_EQ(v.where.size(), 1u);
+  EXPECT_EQ(v.where[0].node, to);
+  EXPECT_EQ(v.where[0].state, "starting");
+  EXPECT_EQ(v.running_replicas, 0);
+  bool started = false;
+  for (const Order& o : Orders(kAgentA)) started |= o.op == Order::Op::kStart && o.task == mig[0].task && o.node == to;
+  EXPECT_EQ(started, failed_first);
+  ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kRunning, to}}, false).ok());
+  Pass();
+  EXPECT_EQ(Get(mig[0].job).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(mig[0].job).running_replicas, 1);
+  Pass();  // stability
+  EXPECT_TRUE(Orders(kAgentA).empty());
+}
+
+TEST_F(ServiceTest, AReplicaPlacedAgainOnItsMovesTargetAfterItsNodeFailedRunsThereOnceItsAgentSaysSo) {
+  PlacedAgainOnAMovesTarget(false);
+}
+
+TEST_F(ServiceTest, AReplicaPlacedAgainOnItsMovesTargetWhoseNewInstanceFailedStartsThereAnew) {
+  PlacedAgainOnAMovesTarget(true);
+}
 
 TEST_F(ServiceTest, EvacuatingANodeMigratesItsReplicasAwayWhileTheyRunAndKeepsItCordoned) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
