@@ -2273,8 +2273,11 @@ TEST_P(ServiceLiveness, EveryJobEndsOnItsOwnOnceTheChangesStopWithQueues) {
 }
 
 // The liveness run with a second agent that falls silent at times, and cancels, reservations,
-// drains, cordons, failed migrations and configuration changes.
-TEST_P(ServiceLiveness, EveryJobEndsOnItsOwnOnceTheChangesStopWithTwoAgentsAndMore) {
+// drains, cordons, failed migrations and configuration changes (seeds 1-20 in `make test`; swept
+// over 1-300).
+class ServiceLivenessMore : public ServiceLiveness {};
+
+TEST_P(ServiceLivenessMore, EveryJobEndsOnItsOwnOnceTheChangesStopWithTwoAgentsAndMore) {
   LivenessMix mix;
   mix.two_agents = mix.more = true;
   RunThenDrain({}, mix);
@@ -2283,7 +2286,7 @@ TEST_P(ServiceLiveness, EveryJobEndsOnItsOwnOnceTheChangesStopWithTwoAgentsAndMo
 // The liveness run as the one above, with two orgs' queues (alice's research org with teams nlp
 // and vision, bob's product org with teams search and ads) whose guarantees, limits and weights
 // an admin changes at run time, and Reclaim across them.
-TEST_P(ServiceLiveness, EveryJobEndsOnItsOwnOnceTheChangesStopWithNestedQueuesAndMore) {
+TEST_P(ServiceLivenessMore, EveryJobEndsOnItsOwnOnceTheChangesStopWithNestedQueuesAndMore) {
   const auto queues = [](Rng& rng) {
     const auto gpus = [&](std::initializer_list<int64_t> of) { return std::vector<int64_t>(of)[rng.Uniform(of.size())]; };
     QueueSpec research = Queue("research", "", gpus({16, 32}), {"alice"}), product = Queue("product", "", gpus({16, 32}), {"bob"});
@@ -2319,6 +2322,14 @@ INSTANTIATE_TEST_SUITE_P(Seeds, ServiceLiveness, ::testing::Range<uint64_t>(1, 4
 // another job in the engine, which the service carried out only in the next pass (the
 // invariants broke between the two).
 INSTANTIATE_TEST_SUITE_P(Found, ServiceLiveness, ::testing::Values(82, 106, 147));
+// Its first version (whose agents answered a task's orders in any order) found a crash in the
+// queues' job lists after queues changed at run time, a done replica kept on a drained node, a
+// drained node made ready at the end of a defragmentation's moves (each of the last two broke a
+// restart's recovery), and jobs failed by a move's failed new instance taken for their replica's
+// (which led to AReplicaPlacedAgainOnItsMovesTarget...): the first three are pinned by unit tests
+// (ReplacedQueuesListThePreemptibleJobsOfEveryJobAdded..., AReplicaThatSucceededOnANodeThenDrained...,
+// ANodeAnAdminCordonedOrDrainedDuringADefrag...).
+INSTANTIATE_TEST_SUITE_P(Seeds, ServiceLivenessMore, ::testing::Range<uint64_t>(1, 21));
 
 }  // namespace
 }  // namespace estuary
