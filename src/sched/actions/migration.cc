@@ -62,14 +62,16 @@ int64_t MigrationExecutor::Submit(ClusterState& /*state*/, const DefragPlan& pla
 }
 
 void MigrationExecutor::NodeTaken(NodeId node) {
-  for (Group& g : groups_) {
-    if (g.node == node) g.cordoned = false;
-  }
+  const auto it = cordoning_.find(node.value());
+  if (it == cordoning_.end()) return;
+  groups_[it->second].cordoned = false;
+  cordoning_.erase(it);
 }
 
 void MigrationExecutor::Uncordon(ClusterState& state, Group& g) {
   if (!g.cordoned) return;
   g.cordoned = false;
+  cordoning_.erase(g.node.value());
   if (state.node(g.node).state == NodeState::kCordoned) state.SetNodeState(g.node, NodeState::kReady);
 }
 
@@ -131,6 +133,7 @@ bool MigrationExecutor::TryStart(ClusterState& state, size_t i, int64_t now_s) {
     if (options_.drain && state.node(g.node).state == NodeState::kReady) {
       state.SetNodeState(g.node, NodeState::kCordoned);
       g.cordoned = true;
+      cordoning_[g.node.value()] = m.group;
     }
   }
   m.reservation = *r;

@@ -39,6 +39,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -155,6 +156,9 @@ class MigrationExecutor {
     bool began = false;      // one of its moves started
     bool cordoned = false;   // we cordoned the node (at its first start)
   };
+  // The group that cordoned each node it still holds cordoned (a group cordons a ready node
+  // only, so one per node), by NodeId value.
+  std::map<uint32_t, size_t> cordoning_;
   void EndMove(ClusterState& state, size_t m, MoveState end, int64_t now_s);
   void Uncordon(ClusterState& state, Group& g);
   bool TryStart(ClusterState& state, size_t m, int64_t now_s);
