@@ -1793,6 +1793,9 @@ struct LivenessMix {
   // queue tree SetQueues changes the figures of.
   std::vector<std::string> alice_queues, bob_queues;
   std::function<std::vector<QueueSpec>(Rng&)> queues;
+  // Jobs that require one ASW (one time in three) and jobs with a walltime (one time in two: each
+  // run is stopped at its limit and the job fails, timed out).
+  bool topology = false;
 };
 
 class ServiceLiveness : public ServiceTest, public ::testing::WithParamInterface<uint64_t> {
@@ -1827,6 +1830,7 @@ void ServiceLiveness::RunThenDrain(ServiceOptions o, const LivenessMix& mix) {
   // service takes the new instance for the replica's (a report names the task and the node, not
   // the instance), and its failure for the replica's.
   std::set<uint64_t> move_failed;
+  std::set<uint64_t> timed;  // jobs with a walltime: they may end timed out
   std::vector<Order> backlog, backlog_b;                 // orders not answered yet (agent A's, B's)
   std::set<std::pair<std::string, std::string>> runs;    // the agents' instances: (task, node)
   std::set<std::string> down, dead;  // nodes failed, evacuated, drained or cordoned; failed
@@ -1916,9 +1920,15 @@ void ServiceLiveness::RunThenDrain(ServiceOptions o, const LivenessMix& mix) {
       }
       const bool alice = rng.Uniform(2) != 0;
       j.queue = pick(alice ? mix.alice_queues : mix.bob_queues);
+      if (mix.topology && rng.Uniform(3) == 0) {
+        j.plane = "data";
+        j.required_level = "asw";
+      }
+      if (mix.topology && rng.Uniform(2) == 0) j.walltime_s = 30 + static_cast<int64_t>(rng.Uniform(600));
       auto id = service_->Submit(alice ? kAlice : kBob, j);
       ASSERT_TRUE(id.ok()) << id.status().message();
       ids.push_back(*id);
+      if (j.walltime_s > 0) timed.insert(*id);
     } else if (action < 40 && !ids.empty()) {
       RandomWindow(rng, ids, 120);
     } else if (action < 46) {
@@ -1993,6 +2003,7 @@ void ServiceLiveness::RunThenDrain(ServiceOptions o, const LivenessMix& mix) {
   for (uint64_t id : ids) {
     const JobView v = Get(id, kAdmin);
     if (move_failed.count(id) && v.phase == JobPhase::kFailed) continue;
+    if (timed.count(id) && v.phase == JobPhase::kFailed && v.reason.rfind("timed out", 0) == 0) continue;
     EXPECT_EQ(v.phase, cancelled.count(id) ? JobPhase::kCancelled : JobPhase::kSucceeded)  // no other instance of these agents fails
         << "job " << id << " " << JobPhaseName(v.phase) << " bound " << v.bound_replicas << " running " << v.running_replicas
         << " min " << v.request.min_replicas << " max " << v.request.max_replicas << ": " << v.reason << " "
@@ -2322,6 +2333,24 @@ INSTANTIATE_TEST_SUITE_P(Seeds, ServiceLiveness, ::testing::Range<uint64_t>(1, 4
 // another job in the engine, which the service carried out only in the next pass (the
 // invariants broke between the two).
 INSTANTIATE_TEST_SUITE_P(Found, ServiceLiveness, ::testing::Values(82, 106, 147));
+// The liveness run as the first of these, under backfill, survivors' holds and the engine's own
+// defragmentations with assembly, with jobs that require one ASW and jobs with walltimes.
+TEST_P(ServiceLivenessMore, EveryJobEndsOnItsOwnOnceTheChangesStopWithTopologyBackfillAndAssembly) {
+  ServiceOptions o;
+  o.engine = EngineConfig{};
+  EngineBackfill b;
+  b.easy = true;
+  EnableBackfill(b, &*o.engine);
+  o.engine->hold_survivors = true;
+  o.engine->defrag.enabled = true;
+  o.engine->defrag.interval_s = 600;
+  o.engine->defrag.trigger_after_s = 120;
+  o.engine->defrag.assemble = true;
+  LivenessMix mix;
+  mix.two_agents = mix.more = mix.topology = true;
+  RunThenDrain(o, mix);
+}
+
 // Its first version (whose agents answered a task's orders in any order) found a crash in the
 // queues' job lists after queues changed at run time, a done replica kept on a drained node, a
 // drained node made ready at the end of a defragmentation's moves (each of the last two broke a
