@@ -77,7 +77,12 @@ class ServiceTest : public ::testing::Test {
   void Reopen(ServiceOptions o = {}) {
     service_.reset();
     store_.reset();
-    auto st = SqliteStore::Open(dir_);
+    // Synchronous NORMAL: a reopen here models the process's crash, which loses nothing the store
+    // holds either way (FULL guards against the machine's; docs/service.md) — fewer syncs, a
+    // faster suite.
+    SqliteOptions so;
+    so.synchronous_normal = true;
+    auto st = SqliteStore::Open(dir_, so);
     ASSERT_TRUE(st.ok()) << st.status().message();
     store_ = std::move(*st);
     o.heartbeat_timeout_ms = 30000;
