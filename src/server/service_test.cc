@@ -78,7 +78,7 @@ class ServiceTest : public ::testing::Test {
     service_.reset();
     store_.reset();
     // Synchronous NORMAL: a reopen here models the process's crash, which loses nothing the store
-    // holds either way (FULL guards against the machine's; docs/service.md) — fewer syncs, a
+    // holds either way (FULL guards against the machine's: store/sqlite_store.h) — fewer syncs, a
     // faster suite.
     SqliteOptions so;
     so.synchronous_normal = true;
