@@ -138,6 +138,11 @@ struct Service::Impl {
     // ... and what its agent said of it: 0 nothing yet, 1 running, -1 it failed or stopped (not
     // stored: a restart rolls a move under way back).
     int8_t mig_report = 0;
+    // Its instance is a move's new instance, taken for the replica's when the engine placed it
+    // again on the move's target (its old node failed), and not reported running since: its
+    // failure starts the replica anew there — a failed move, as when reported before — not a
+    // failure of its job.
+    bool moved_in = false;
     std::string retiring;    // a migration's old instance, told to stop, not yet reported stopped
     // Whether it has a record in the store (task/<job>/<replica>): while an instance of it is
     // told to start, runs or is told to stop, and once it succeeded while the engine binds it
@@ -395,6 +400,7 @@ struct Service::Impl {
       o["mig_gpus"] = t.mig_gpus;
     }
     if (!t.retiring.empty()) o["retiring"] = t.retiring;
+    if (t.moved_in) o["moved_in"] = true;
     return o.dump();
   }
   static std::string WindowKey(uint64_t id) {
@@ -650,6 +656,7 @@ struct Service::Impl {
             t.state = TaskState::kStarting;
             --j.view.running_replicas;
           }
+          t.moved_in = t.state == TaskState::kStarting;
         } else {
           AddOrderAt(out, Order::Op::kStop, id, i, t.mig_node, t.mig_gpus);
         }
@@ -660,7 +667,7 @@ struct Service::Impl {
       }
       if (told && (!is_bound || t.node != node || t.gpus != gpus)) {
         AddOrder(out, Order::Op::kStop, id, i, t);
-        t.standby = t.lent = t.borrowed = false;
+        t.standby = t.lent = t.borrowed = t.moved_in = false;
         told = false;
         if (t.state == TaskState::kRunning) --j.view.running_replicas;
         const auto n = nodes.find(t.node);
@@ -688,7 +695,7 @@ struct Service::Impl {
         t.node = node;
         t.gpus = gpus;
         t.borrowed = borrowed;
-        t.standby = t.lent = false;
+        t.standby = t.lent = t.moved_in = false;
         told = true;
         AddOrder(out, Order::Op::kStart, id, i, t);
         batch.Put(TaskKey(id, i), TaskJson(t));
@@ -1066,6 +1073,7 @@ Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
     t.mig_node = j.value("mig_node", "");
     t.mig_gpus = j.value("mig_gpus", std::vector<int>{});
     t.retiring = j.value("retiring", "");
+    t.moved_in = j.value("moved_in", false);
     const std::string state = j.value("state", "");
     t.state = state == "starting" ? Impl::TaskState::kStarting
               : state == "running" ? Impl::TaskState::kRunning
@@ -2209,6 +2217,7 @@ void Service::Impl::ApplyReports(Input& in, Pass& p) {
       case TaskReport::State::kRunning:
         if (t.state != Impl::TaskState::kStarting) break;
         t.state = Impl::TaskState::kRunning;
+        t.moved_in = false;
         batch.Put(TaskKey(id, replica), Impl::TaskJson(t));
         ++j.view.running_replicas;
         if (j.view.phase == JobPhase::kPending && j.view.running_replicas >= j.view.request.min_replicas) {
@@ -2232,10 +2241,13 @@ void Service::Impl::ApplyReports(Input& in, Pass& p) {
         // eviction, a shrink) and starts again wherever the engine binds it now. Any other
         // replica that succeeded while the engine still binds it is done: never started again
         // (its job ends when none runs any more).
-        const bool stopped = r.state == TaskReport::State::kStopped || t.state == Impl::TaskState::kStopping;
+        // So has a move's new instance taken for the replica's that failed before it ran (moved_in):
+        // the replica starts anew.
+        const bool stopped = r.state == TaskReport::State::kStopped || t.state == Impl::TaskState::kStopping ||
+                             (r.state == TaskReport::State::kFailed && t.moved_in);
         t.state = stopped ? Impl::TaskState::kNone
                           : r.state == TaskReport::State::kSucceeded ? Impl::TaskState::kDone : Impl::TaskState::kNone;
-        t.standby = t.lent = t.borrowed = false;
+        t.standby = t.lent = t.borrowed = t.moved_in = false;
         // A done replica keeps its record (its GPUs, until its job ends: across a restart too).
         if (t.state == Impl::TaskState::kDone) batch.Put(TaskKey(id, replica), Impl::TaskJson(t));
         else batch.Delete(TaskKey(id, replica));

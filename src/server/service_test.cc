@@ -177,7 +177,10 @@ class ServiceTest : public ::testing::Test {
     down.clear();
   }
   std::vector<Order> GrowOntoASecondNode(uint64_t* id);
-  void PlacedAgainOnAMovesTarget(bool failed_first);
+  // When a move's new instance fails, if it does: never, before its replica's old node fails,
+  // after (the service took it for the replica's), or after that and a restart of the service.
+  enum class MoveFails { kNever, kBefore, kAfter, kAfterARestart };
+  void PlacedAgainOnAMovesTarget(MoveFails fails);
   int64_t GpuMilliUsed() {
     int64_t used = 0;
     for (const NodeView& n : service_->ListNodes()) used += n.gpu_milli_used;
@@ -1377,8 +1380,10 @@ TEST_F(ServiceTest, AMigrationWhoseNewInstanceFailsOrIsCutByARestartLeavesTheRep
 // then the replica's: starting (not running) until its agent says it runs, and not started a
 // second time. Had the agent already said it failed, the replica starts anew there (before: the
 // failed instance was taken for the replica's, which stayed "running" for ever with nothing
-// running).
-void ServiceTest::PlacedAgainOnAMovesTarget(bool failed_first) {
+// running). Should it say so later — before the instance ever ran, also across a restart of the
+// service — the move failed all the same: the replica starts anew there, its job does not fail
+// (before: "replica 0 failed").
+void ServiceTest::PlacedAgainOnAMovesTarget(MoveFails fails) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
   // a and b on one node, c on the other; b ends: one move frees a node whole.
   RunJob(kAlice, Job("a", 1, 4));
@@ -1392,7 +1397,7 @@ void ServiceTest::PlacedAgainOnAMovesTarget(bool failed_first) {
   const std::vector<Order> mig = Orders(kAgentA);
   ASSERT_EQ(Ops(mig), std::vector<Order::Op>{Order::Op::kMigrate});
   const std::string from = mig[0].from, to = mig[0].node;
-  if (failed_first) {
+  if (fails == MoveFails::kBefore) {
     ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kFailed, to}}, false).ok());
   }
   ASSERT_TRUE(service_->NodeAction(kAdmin, from, "fail", /*wait=*/false).ok());
@@ -1402,23 +1407,53 @@ void ServiceTest::PlacedAgainOnAMovesTarget(bool failed_first) {
   EXPECT_EQ(v.where[0].node, to);
   EXPECT_EQ(v.where[0].state, "starting");
   EXPECT_EQ(v.running_replicas, 0);
-  bool started = false;
-  for (const Order& o : Orders(kAgentA)) started |= o.op == Order::Op::kStart && o.task == mig[0].task && o.node == to;
-  EXPECT_EQ(started, failed_first);
+  const auto started_there = [&] {
+    bool started = false;
+    for (const Order& o : Orders(kAgentA)) started |= o.op == Order::Op::kStart && o.task == mig[0].task && o.node == to;
+    return started;
+  };
+  EXPECT_EQ(started_there(), fails == MoveFails::kBefore);
+  if (fails == MoveFails::kAfter || fails == MoveFails::kAfterARestart) {
+    if (fails == MoveFails::kAfterARestart) {
+      Reopen();
+      Pass();
+      (void)Orders(kAgentA);
+    }
+    ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kFailed, to}}, false).ok());
+    Pass();
+    const JobView w = Get(mig[0].job);
+    EXPECT_EQ(w.phase, JobPhase::kPending) << w.reason;
+    ASSERT_EQ(w.where.size(), 1u);
+    EXPECT_EQ(w.where[0].node, to);
+    EXPECT_EQ(w.where[0].state, "starting");
+    EXPECT_TRUE(started_there());
+  }
   ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kRunning, to}}, false).ok());
   Pass();
   EXPECT_EQ(Get(mig[0].job).phase, JobPhase::kRunning);
   EXPECT_EQ(Get(mig[0].job).running_replicas, 1);
   Pass();  // stability
   EXPECT_TRUE(Orders(kAgentA).empty());
+  // Once it ran, its instance is the replica's like any other: its failure fails the job.
+  ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kFailed, to}}, false).ok());
+  Pass();
+  EXPECT_EQ(Get(mig[0].job).phase, JobPhase::kFailed);
 }
 
 TEST_F(ServiceTest, AReplicaPlacedAgainOnItsMovesTargetAfterItsNodeFailedRunsThereOnceItsAgentSaysSo) {
-  PlacedAgainOnAMovesTarget(false);
+  PlacedAgainOnAMovesTarget(MoveFails::kNever);
 }
 
 TEST_F(ServiceTest, AReplicaPlacedAgainOnItsMovesTargetWhoseNewInstanceFailedStartsThereAnew) {
-  PlacedAgainOnAMovesTarget(true);
+  PlacedAgainOnAMovesTarget(MoveFails::kBefore);
+}
+
+TEST_F(ServiceTest, AReplicaPlacedAgainOnItsMovesTargetWhoseNewInstanceFailsBeforeItRanStartsThereAnew) {
+  PlacedAgainOnAMovesTarget(MoveFails::kAfter);
+}
+
+TEST_F(ServiceTest, AReplicaPlacedAgainOnItsMovesTargetWhoseNewInstanceFailsAfterARestartStartsThereAnew) {
+  PlacedAgainOnAMovesTarget(MoveFails::kAfterARestart);
 }
 
 TEST_F(ServiceTest, EvacuatingANodeMigratesItsReplicasAwayWhileTheyRunAndKeepsItCordoned) {
@@ -1830,11 +1865,6 @@ void ServiceLiveness::RunThenDrain(ServiceOptions o, const LivenessMix& mix) {
   Rng rng(GetParam());
   std::vector<uint64_t> ids;
   std::set<uint64_t> cancelled;
-  // Jobs a move's new instance failed for. Such a job may fail: when the old instance's node
-  // failed meanwhile and the engine placed the replica again on the move's target GPUs, the
-  // service takes the new instance for the replica's (a report names the task and the node, not
-  // the instance), and its failure for the replica's.
-  std::set<uint64_t> move_failed;
   std::set<uint64_t> timed;  // jobs with a walltime: they may end timed out
   std::vector<Order> backlog, backlog_b;                 // orders not answered yet (agent A's, B's)
   std::set<std::pair<std::string, std::string>> runs;    // the agents' instances: (task, node)
@@ -1860,7 +1890,6 @@ void ServiceLiveness::RunThenDrain(ServiceOptions o, const LivenessMix& mix) {
           case Order::Op::kMigrate:
             if (mix.more && !all && rng.Uniform(4) == 0) {  // the new instance fails: the old one keeps running
               to.push_back({x.task, TaskReport::State::kFailed, x.node});
-              move_failed.insert(std::stoull(x.task.substr(0, x.task.find('-'))));
               break;
             }
             [[fallthrough]];
@@ -2007,7 +2036,6 @@ void ServiceLiveness::RunThenDrain(ServiceOptions o, const LivenessMix& mix) {
   for (int k = 0; k < 30; ++k) step(1000, true);
   for (uint64_t id : ids) {
     const JobView v = Get(id, kAdmin);
-    if (move_failed.count(id) && v.phase == JobPhase::kFailed) continue;
     if (timed.count(id) && v.phase == JobPhase::kFailed && v.reason.rfind("timed out", 0) == 0) continue;
     EXPECT_EQ(v.phase, cancelled.count(id) ? JobPhase::kCancelled : JobPhase::kSucceeded)  // no other instance of these agents fails
         << "job " << id << " " << JobPhaseName(v.phase) << " bound " << v.bound_replicas << " running " << v.running_replicas
@@ -2359,10 +2387,10 @@ TEST_P(ServiceLivenessMore, EveryJobEndsOnItsOwnOnceTheChangesStopWithTopologyBa
 // Its first version (whose agents answered a task's orders in any order) found a crash in the
 // queues' job lists after queues changed at run time, a done replica kept on a drained node, a
 // drained node made ready at the end of a defragmentation's moves (each of the last two broke a
-// restart's recovery), and jobs failed by a move's failed new instance taken for their replica's
-// (which led to AReplicaPlacedAgainOnItsMovesTarget...): the first three are pinned by unit tests
-// (ReplacedQueuesListThePreemptibleJobsOfEveryJobAdded..., AReplicaThatSucceededOnANodeThenDrained...,
-// ANodeAnAdminCordonedOrDrainedDuringADefrag...).
+// restart's recovery), and jobs failed by a move's failed new instance taken for their replica's;
+// all are pinned by unit tests (ReplacedQueuesListThePreemptibleJobsOfEveryJobAdded...,
+// AReplicaThatSucceededOnANodeThenDrained..., ANodeAnAdminCordonedOrDrainedDuringADefrag...,
+// AReplicaPlacedAgainOnItsMovesTarget...). No job may fail now but by its walltime.
 INSTANTIATE_TEST_SUITE_P(Seeds, ServiceLivenessMore, ::testing::Range<uint64_t>(1, 21));
 
 }  // namespace
