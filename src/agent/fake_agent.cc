@@ -75,16 +75,22 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
   std::mutex mu;
   // An instance is "<task>@<node>": a migrating replica has two for a while.
   std::map<std::string, int64_t> replicas;         // instance -> its end (ms; 0: until stopped)
+  std::map<std::string, uint64_t> ids;             // instance -> the service's id of it (Order::instance)
   std::multimap<int64_t, std::string> ends;        // end (ms) -> instance, for timed ones
-  std::vector<std::pair<std::string, const char*>> outbox;  // reports not yet sent, by instance
+  struct Out {
+    std::string instance;  // "<task>@<node>"
+    uint64_t id = 0;       // the service's (0: none)
+    const char* state = "";
+  };
+  std::vector<Out> outbox;  // reports not yet sent
 
   std::thread heartbeats([&] { SendHeartbeats(replicas_of_service, opt_.token, opt_.heartbeat_interval_ms, stop); });
   std::thread reporter([&] {
     Replicas::Conn conn(replicas_of_service, 30);
-    std::vector<std::pair<std::string, const char*>> failed;
+    std::vector<Out> failed;
     while (!stop) {
       std::this_thread::sleep_for(std::chrono::milliseconds(opt_.report_interval_ms));
-      std::vector<std::pair<std::string, const char*>> send = std::exchange(failed, {});
+      std::vector<Out> send = std::exchange(failed, {});
       {
         std::lock_guard lk(mu);
         const int64_t now = clock_->NowMs();
@@ -93,10 +99,11 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
           const auto r = replicas.find(e->second);
           // A replica stopped (or stopped and started again) since: not this end.
           if (r != replicas.end() && r->second == e->first) {
-            outbox.emplace_back(e->second, "succeeded");
+            outbox.push_back({e->second, ids[e->second], "succeeded"});
             ++finished_;
             --running_;
             replicas.erase(r);
+            ids.erase(e->second);
           }
           ends.erase(e);
         }
@@ -109,9 +116,11 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
         const size_t to = std::min(send.size(), from + kReportsPerRequest);
         Json list = Json::array();
         for (size_t i = from; i < to; ++i) {
-          const std::string& instance = send[i].first;
+          const std::string& instance = send[i].instance;
           const size_t at = instance.rfind('@');
-          list.push_back({{"task", instance.substr(0, at)}, {"node", instance.substr(at + 1)}, {"state", send[i].second}});
+          Json r = {{"task", instance.substr(0, at)}, {"node", instance.substr(at + 1)}, {"state", send[i].state}};
+          if (send[i].id != 0) r["instance"] = send[i].id;
+          list.push_back(std::move(r));
         }
         const auto r = conn.get().Post("/v1/agent/reports", Auth(opt_.token), Json{{"reports", list}}.dump(), "application/json");
         if (!FromLeader(r)) conn.Fail();
@@ -142,6 +151,7 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
       after = seq;
       const std::string task = o.value("task", "") + "@" + o.value("node", "");
       const std::string op = o.value("op", "");
+      const uint64_t id = o.value("instance", uint64_t{0});
       if (op == "evict") {
         ++evict_notices_;  // a fake process has nothing to checkpoint; its stop follows
         continue;
@@ -150,25 +160,34 @@ Status FakeAgent::Run(const std::atomic<bool>& stop) {
         // A fake process holds no GPU memory: it leaves its GPUs at once (the service lends them
         // once it hears so) and takes them back as told.
         ++(op == "standby" ? standby_orders_ : resume_orders_);
-        if (op == "standby") outbox.emplace_back(task, "standby");
+        if (op == "standby") outbox.push_back({task, id, "standby"});
         continue;
       }
       if (op == "migrate") ++migrations_;  // the new instance, started like any other
       if (op == "start" || op == "migrate") {
-        if (!replicas.count(task)) {
+        // A new instance of a replica it runs (the service took the old one's node for failed)
+        // replaces it; the same one ordered again is running already.
+        const bool runs = replicas.count(task) > 0;
+        if (!runs || ids[task] != id) {
+          ids[task] = id;
           const int64_t d = o.value("duration_s", int64_t{0});
           replicas[task] = d > 0 ? now + d * 1000 : 0;
           if (d > 0) ends.emplace(now + d * 1000, task);
           ++starts_;
-          ++running_;
+          if (!runs) ++running_;
         }
-        outbox.emplace_back(task, "running");
+        outbox.push_back({task, ids[task], "running"});
       } else {
-        if (replicas.erase(task) > 0) {
-          ++stops_;
-          --running_;
+        // A stop of an instance it no longer runs (replaced since) leaves the current one be.
+        const auto cur = ids.find(task);
+        if (id == 0 || cur == ids.end() || cur->second == id) {
+          if (replicas.erase(task) > 0) {
+            ++stops_;
+            --running_;
+          }
+          ids.erase(task);
         }
-        outbox.emplace_back(task, "stopped");
+        outbox.push_back({task, id, "stopped"});
       }
     }
     after = std::max(after, j.value("last_seq", after));

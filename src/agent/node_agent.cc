@@ -81,8 +81,9 @@ constexpr int64_t kReadyRetryMs = 1000;
 
 // One process the agent runs (or adopted): a replica's instance on this node.
 struct Instance {
-  std::string key;  // "<task>@<node>"
+  std::string key;  // "<task>@<node>.<instance>" (KeyOf)
   std::string task, job, dir, cgroup;
+  uint64_t instance = 0;  // the service's id of it (its start order's; 0: an order without one)
   pid_t shim = 0;   // 0 when adopted (not our child)
   bool stopping = false;      // told to stop: its end is reported "stopped"
   bool end_sent = false;      // its end is reported; it is forgotten once the service took that
@@ -125,8 +126,15 @@ struct NodeAgent::Impl {
 
   std::string InstancesDir() const { return opt.state_dir + "/instances"; }
 
+  // An order's instance: "<task>@<node>.<instance>" ("<task>@<node>" for an order without one).
+  static std::string KeyOf(const Json& o) {
+    const uint64_t instance = o.value("instance", uint64_t{0});
+    return o.value("task", "") + "@" + o.value("node", "") + (instance != 0 ? "." + std::to_string(instance) : "");
+  }
+
   void Report(const Instance& in, const char* state, const std::string& reason = "") {
     Json r = {{"task", in.task}, {"node", opt.node.name}, {"state", state}};
+    if (in.instance != 0) r["instance"] = in.instance;
     if (!reason.empty()) r["reason"] = reason.substr(0, 500);
     const std::string s = state;
     outbox.push_back({in.key, in.run, s == "succeeded" || s == "failed" || s == "stopped", std::move(r)});
@@ -143,7 +151,7 @@ struct NodeAgent::Impl {
 
   void SaveMeta(const Instance& in) {
     WriteFile(in.dir + "/meta.json",
-              Json{{"task", in.task},         {"job", in.job},
+              Json{{"task", in.task},         {"job", in.job},      {"instance", in.instance},
                    {"cgroup", in.cgroup},     {"stopping", in.stopping},
                    {"noticed", in.noticed},   {"deadline_ms", in.deadline_ms},
                    {"signal", in.signal},     {"log_sent", in.log_sent},
@@ -171,6 +179,7 @@ struct NodeAgent::Impl {
       in.dir = entry.path().string();
       in.task = m.value("task", "");
       in.job = m.value("job", "");
+      in.instance = m.value("instance", uint64_t{0});
       in.cgroup = m.value("cgroup", "");
       in.stopping = m.value("stopping", false);
       in.noticed = m.value("noticed", false);
@@ -201,6 +210,7 @@ struct NodeAgent::Impl {
     in.key = key;
     in.task = o.value("task", "");
     in.job = o.value("job", "");
+    in.instance = o.value("instance", uint64_t{0});
     in.dir = InstancesDir() + "/" + key;
     in.run = a.clock_->NowMs();
     // Unique on the machine, also with several agents on it: the instance and its agent's state.
@@ -378,7 +388,7 @@ struct NodeAgent::Impl {
 
   void Carry(const Json& o) {
     const std::string op = o.value("op", "");
-    const std::string key = o.value("task", "") + "@" + o.value("node", "");
+    const std::string key = KeyOf(o);
     const int64_t now = a.clock_->NowMs();
     auto it = instances.find(key);
     if (it != instances.end() && it->second.end_sent && (op == "start" || op == "migrate")) {
@@ -391,7 +401,10 @@ struct NodeAgent::Impl {
         if (in.failed.empty() && !in.ready_pending && !in.waiting) Report(in, "running");  // a repeated start
         return;
       }
-      if (it != instances.end()) return;  // still stopping: the service orders it again once it reports stopped
+      // Still stopping: the service orders it again once it reports stopped. (Only an order without
+      // an instance comes to this: a new instance of the replica has a key of its own, and waits
+      // for the GPUs an instance on its way out still holds: HeldByALeavingInstance.)
+      if (it != instances.end()) return;
       Start(o, key);
     } else if (op == "evict") {
       if (it != instances.end()) Notice(it->second, o.value("deadline_ms", now));
@@ -400,6 +413,7 @@ struct NodeAgent::Impl {
         Instance gone;
         gone.key = key;
         gone.task = o.value("task", "");
+        gone.instance = o.value("instance", uint64_t{0});
         Report(gone, "stopped");
         return;
       }

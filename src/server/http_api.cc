@@ -242,6 +242,10 @@ StatusOr<std::vector<TaskReport>> DecodeReports(const Json& body) {
       }
       t.reason = r["reason"].get<std::string>();
     }
+    if (r.contains("instance")) {
+      if (!r["instance"].is_number_unsigned()) return InvalidArgument(at + "instance': expected a non-negative integer");
+      t.instance = r["instance"].get<uint64_t>();
+    }
     const std::string s = r["state"].get<std::string>();
     if (s == "running") t.state = TaskReport::State::kRunning;
     else if (s == "succeeded") t.state = TaskReport::State::kSucceeded;
@@ -547,6 +551,7 @@ struct HttpApi::Impl {
         j["op"] = std::string(OpName(o.op));
         if (o.op == Order::Op::kEvict) j["deadline_ms"] = o.deadline_ms;
         j["task"] = o.task;
+        if (o.instance != 0) j["instance"] = o.instance;
         j["job"] = std::to_string(o.job);
         j["node"] = o.node;
         j["gpus"] = o.gpus;

@@ -176,15 +176,21 @@ TEST_F(HttpApiTest, RolesAndNodeOwnersBoundWhatACallerMayDo) {
   // A job starts on a0; agent-b may not report for it.
   SubmitAsAlice();
   std::string task;
+  uint64_t instance = 0;
   for (int i = 0; i < 100 && task.empty(); ++i) {
     auto o = client_->Get("/v1/agent/orders?after=0&wait_ms=100", As("agent-a-token-01234567"));
     ASSERT_TRUE(o);
     ASSERT_EQ(o->status, 200);
     const Json orders = Json::parse(o->body)["orders"];
-    if (!orders.empty()) task = orders[0]["task"];
+    if (!orders.empty()) {
+      task = orders[0]["task"];
+      instance = orders[0].value("instance", uint64_t{0});
+    }
   }
   ASSERT_FALSE(task.empty());
-  const std::string report = R"({"reports": [{"task": ")" + task + R"(", "state": "running"}]})";
+  EXPECT_NE(instance, 0u);  // the start names its instance; reports of it name it too
+  const std::string report =
+      R"({"reports": [{"task": ")" + task + R"(", "state": "running", "instance": )" + std::to_string(instance) + "}]}";
   auto foreign = Post("/v1/agent/reports", report, "agent-b-token-01234567");
   ASSERT_TRUE(foreign);
   EXPECT_EQ(foreign->status, 403);
@@ -403,9 +409,11 @@ TEST_F(HttpApiTest, StandbyWindowsAreValidatedNamingTheFieldAndBelongToTheJobsTe
   EXPECT_EQ(Json::parse(put->body)["defrag_interval_s"], 300);
 }
 
-TEST_F(HttpApiTest, AReportNamesItsNodeAsAString) {
+TEST_F(HttpApiTest, AReportNamesItsNodeAsAStringAndItsInstanceAsANonNegativeInteger) {
   for (const char* body : {R"({"reports": [{"task": "1-0", "state": "running", "node": 5}]})",
-                           R"({"reports": [{"task": "1-0", "state": "paused"}]})"}) {
+                           R"({"reports": [{"task": "1-0", "state": "paused"}]})",
+                           R"({"reports": [{"task": "1-0", "state": "running", "instance": -3}]})",
+                           R"({"reports": [{"task": "1-0", "state": "running", "instance": "7"}]})"}) {
     auto r = Post("/v1/agent/reports", body, "agent-a-token-01234567");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 400) << body;

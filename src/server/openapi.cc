@@ -53,6 +53,7 @@ std::string_view OpenApiDocument() {
           "domains": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}}}},
       "Order": {"type": "object", "properties": {
           "seq": {"type": "integer"}, "op": {"type": "string", "enum": ["start", "stop", "evict", "standby", "resume", "migrate"]}, "deadline_ms": {"type": "integer"}, "task": {"type": "string"},
+          "instance": {"type": "integer", "description": "the instance it starts (start, migrate) or is for; reports of it name it"},
           "job": {"type": "string"}, "node": {"type": "string"}, "gpus": {"type": "array", "items": {"type": "integer"}},
           "from": {"type": "string", "description": "migrate: where the old instance runs"}, "duration_s": {"type": "integer"}}}
     }
@@ -129,7 +130,7 @@ std::string_view OpenApiDocument() {
         "responses": {"200": {"description": "orders with seq > after", "content": {"application/json": {"schema": {"type": "object", "properties": {"epoch": {"type": "integer"}, "last_seq": {"type": "integer"}, "orders": {"type": "array", "items": {"$ref": "#/components/schemas/Order"}}}}}}}}}
     },
     "/v1/agent/reports": {
-      "post": {"summary": "Task states (agent)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {"reports": {"type": "array", "items": {"type": "object", "properties": {"task": {"type": "string"}, "node": {"type": "string", "description": "the instance's node (a migrating replica has two)"}, "state": {"type": "string", "enum": ["running", "succeeded", "failed", "stopped", "standby", "standby-failed"]}, "reason": {"type": "string", "description": "failed, standby-failed: why"}}}}}}}}},
+      "post": {"summary": "Task states (agent)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {"reports": {"type": "array", "items": {"type": "object", "properties": {"task": {"type": "string"}, "node": {"type": "string", "description": "the instance's node (a migrating replica has two)"}, "instance": {"type": "integer", "description": "the instance its start order named (a report of an instance the service no longer tracks is dropped); absent: matched by node"}, "state": {"type": "string", "enum": ["running", "succeeded", "failed", "stopped", "standby", "standby-failed"]}, "reason": {"type": "string", "description": "failed, standby-failed: why"}}}}}}}}},
         "responses": {"200": {"description": "queued"}, "403": {"description": "a task on a node of another agent"}}}
     },
     "/v1/debug/invariants": {"get": {"summary": "The service's invariants (admin)", "responses": {"200": {"description": "they hold"}, "500": {"description": "the first broken one"}}}},

@@ -130,6 +130,9 @@ struct Service::Impl {
     TaskState state = TaskState::kNone;
     std::string node;
     std::vector<int> gpus;
+    // The instances its orders named (Order::instance): the replica's own (told to start, running,
+    // told to stop or done), a move's new one (mig_node), a move's old one retiring (retiring).
+    uint64_t instance = 0, mig_instance = 0, retiring_instance = 0;
     bool standby = false;    // told to leave its GPUs (kStandby)
     bool lent = false;       // ... and the engine lends them (at once, or once its agent said it left them)
     bool borrowed = false;   // runs on GPUs lent by a Standby replica
@@ -209,6 +212,7 @@ struct Service::Impl {
   std::unique_ptr<GroupCommitter> committer;
   std::unique_ptr<Engine> engine;
   uint64_t epoch = 0;
+  uint64_t instances_made = 0;  // in this epoch (NewInstance)
 
   // The history (engine/history.h, docs/history.md): the engine's inputs as it records them, and
   // the records not stored yet. They are stored with the next pass that stores anything (a pass
@@ -395,11 +399,14 @@ struct Service::Impl {
     if (t.standby) o["standby"] = true;
     if (t.lent) o["lent"] = true;
     if (t.borrowed) o["borrowed"] = true;
+    if (t.instance != 0) o["instance"] = t.instance;
     if (!t.mig_node.empty()) {
       o["mig_node"] = t.mig_node;
       o["mig_gpus"] = t.mig_gpus;
+      if (t.mig_instance != 0) o["mig_instance"] = t.mig_instance;
     }
     if (!t.retiring.empty()) o["retiring"] = t.retiring;
+    if (!t.retiring.empty() && t.retiring_instance != 0) o["retiring_instance"] = t.retiring_instance;
     if (t.moved_in) o["moved_in"] = true;
     return o.dump();
   }
@@ -536,15 +543,19 @@ struct Service::Impl {
   }
 
   // Adds an order for the agent of `node` (held in `out` until the batch is durable).
+  // A new instance's id: the epoch above, a count within it below (unique across restarts).
+  uint64_t NewInstance() { return epoch << 32 | ++instances_made; }
+  // An order for the replica's own instance.
   void AddOrder(std::vector<std::pair<std::string, Order>>& out, Order::Op op, uint64_t job, size_t replica,
                 const TaskRec& t) {
-    AddOrderAt(out, op, job, replica, t.node, t.gpus);
+    AddOrderAt(out, op, job, replica, t.node, t.gpus, t.instance);
   }
   void AddOrderAt(std::vector<std::pair<std::string, Order>>& out, Order::Op op, uint64_t job, size_t replica,
-                  const std::string& node, const std::vector<int>& gpus) {
+                  const std::string& node, const std::vector<int>& gpus, uint64_t instance) {
     Order o;
     o.op = op;
     o.task = TaskName(job, replica);
+    o.instance = instance;
     o.job = job;
     o.node = node;
     o.gpus = gpus;
@@ -647,8 +658,10 @@ struct Service::Impl {
         if (told && is_bound && node == t.mig_node && gpus == t.mig_gpus && t.mig_report >= 0) {
           AddOrder(out, Order::Op::kStop, id, i, t);
           t.retiring = t.node;
+          t.retiring_instance = t.instance;
           t.node = t.mig_node;
           t.gpus = t.mig_gpus;
+          t.instance = t.mig_instance;
           if (t.state == TaskState::kStarting && t.mig_report > 0) {
             t.state = TaskState::kRunning;  // its new instance was reported running
             ++j.view.running_replicas;
@@ -658,10 +671,11 @@ struct Service::Impl {
           }
           t.moved_in = t.state == TaskState::kStarting;
         } else {
-          AddOrderAt(out, Order::Op::kStop, id, i, t.mig_node, t.mig_gpus);
+          AddOrderAt(out, Order::Op::kStop, id, i, t.mig_node, t.mig_gpus, t.mig_instance);
         }
         t.mig_node.clear();
         t.mig_gpus.clear();
+        t.mig_instance = 0;
         t.mig_report = 0;
         if (t.stored()) batch.Put(TaskKey(id, i), TaskJson(t));
       }
@@ -696,6 +710,7 @@ struct Service::Impl {
         t.gpus = gpus;
         t.borrowed = borrowed;
         t.standby = t.lent = t.moved_in = false;
+        t.instance = NewInstance();
         told = true;
         AddOrder(out, Order::Op::kStart, id, i, t);
         batch.Put(TaskKey(id, i), TaskJson(t));
@@ -704,7 +719,8 @@ struct Service::Impl {
         t.mig_node = node_names[mv->second.to.value()];
         t.mig_report = 0;
         t.mig_gpus.assign(mv->second.gpus.begin(), mv->second.gpus.end());
-        AddOrderAt(out, Order::Op::kMigrate, id, i, t.mig_node, t.mig_gpus);
+        t.mig_instance = NewInstance();
+        AddOrderAt(out, Order::Op::kMigrate, id, i, t.mig_node, t.mig_gpus, t.mig_instance);
         out.back().second.from = t.node;
         batch.Put(TaskKey(id, i), TaskJson(t));
       }
@@ -1073,6 +1089,9 @@ Status Service::Impl::RecoverJobs(int64_t now_ms, StoreBatch& batch) {
     t.mig_node = j.value("mig_node", "");
     t.mig_gpus = j.value("mig_gpus", std::vector<int>{});
     t.retiring = j.value("retiring", "");
+    t.instance = j.value("instance", uint64_t{0});
+    t.mig_instance = j.value("mig_instance", uint64_t{0});
+    t.retiring_instance = j.value("retiring_instance", uint64_t{0});
     t.moved_in = j.value("moved_in", false);
     const std::string state = j.value("state", "");
     t.state = state == "starting" ? Impl::TaskState::kStarting
@@ -1217,12 +1236,13 @@ Status Service::Impl::Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std
     for (size_t i = 0; i < j.tasks.size(); ++i) {
       Impl::TaskRec& t = j.tasks[i];
       if (!t.mig_node.empty()) {
-        s.AddOrderAt(out, Order::Op::kStop, id, i, t.mig_node, t.mig_gpus);
+        s.AddOrderAt(out, Order::Op::kStop, id, i, t.mig_node, t.mig_gpus, t.mig_instance);
         t.mig_node.clear();
         t.mig_gpus.clear();
+        t.mig_instance = 0;
         batch.Put(TaskKey(id, i), Impl::TaskJson(t));
       }
-      if (!t.retiring.empty()) s.AddOrderAt(out, Order::Op::kStop, id, i, t.retiring, {});
+      if (!t.retiring.empty()) s.AddOrderAt(out, Order::Op::kStop, id, i, t.retiring, {}, t.retiring_instance);
     }
     std::vector<Engine::Placement> placements;
     bool complete = true;
@@ -2181,8 +2201,20 @@ void Service::Impl::ApplyReports(Input& in, Pass& p) {
     if (found == s.jobs.end() || replica >= found->second.tasks.size()) continue;  // retired since
     Impl::JobRec& j = found->second;
     Impl::TaskRec& t = j.tasks[replica];
-    if (!r.node.empty() && r.node != t.node) {
-      if (r.node == t.mig_node) {
+    // Which instance it is of: the replica's own, a move's new one, a move's old one retiring —
+    // or one the service tracks no longer (on a node it took for failed, or stopped and started
+    // anew since): dropped. Without an instance, by its node.
+    enum class Of : uint8_t { kOwn, kMove, kRetiring, kStale };
+    const Of of = r.instance != 0 ? (r.instance == t.instance                                 ? Of::kOwn
+                                     : !t.mig_node.empty() && r.instance == t.mig_instance    ? Of::kMove
+                                     : !t.retiring.empty() && r.instance == t.retiring_instance ? Of::kRetiring
+                                                                                              : Of::kStale)
+                  : r.node.empty() || r.node == t.node ? Of::kOwn
+                  : r.node == t.mig_node               ? Of::kMove
+                  : r.node == t.retiring               ? Of::kRetiring
+                                                       : Of::kStale;
+    if (of != Of::kOwn) {
+      if (of == Of::kMove) {
         // The migration's new instance: running completes the move, anything else
         // abandons it (at the engine's next step).
         const std::optional<JobId> ej = s.engine->JobOf(static_cast<uint32_t>(id));
@@ -2190,8 +2222,9 @@ void Service::Impl::ApplyReports(Input& in, Pass& p) {
         if (ej && replica < s.engine->state().job(*ej).tasks.size()) {
           s.engine->AcknowledgeMove(s.engine->state().job(*ej).tasks[replica], r.state == TaskReport::State::kRunning);
         }
-      } else if (r.node == t.retiring && r.state != TaskReport::State::kRunning) {
+      } else if (of == Of::kRetiring && r.state != TaskReport::State::kRunning) {
         t.retiring.clear();  // the old instance is gone
+        t.retiring_instance = 0;
         if (t.stored()) batch.Put(TaskKey(id, replica), Impl::TaskJson(t));
       }
       continue;

@@ -173,6 +173,11 @@ struct Order {
   uint64_t seq = 0;
   Op op = Op::kStart;
   std::string task;   // "<job id>-<replica>"
+  // The instance of the replica it starts (start, migrate: a new one, never used before — also
+  // across restarts of the service) or is for (the others). The agent names it in every report of
+  // that instance, so that a late report of an instance the service no longer tracks (one on a
+  // node it took for failed, or a move's abandoned one) is not taken for a later one's.
+  uint64_t instance = 0;
   uint64_t job = 0;
   std::string node;
   std::vector<int> gpus;
@@ -201,19 +206,21 @@ struct OrderBatch {
   std::vector<Order> orders;
 };
 
-// What an agent reports of a task.
-// What an agent reports of a task. `node` names the instance when a replica has two (during a
-// migration); empty: the node the replica is told to run on.
+// What an agent reports of an instance of a task: `instance` is the one its start (or migrate)
+// order named. A report without one (0: an agent that predates instances) is matched by `node`
+// instead: the node of the instance when a replica has two (during a migration); empty: the node
+// the replica is told to run on.
 struct TaskReport {
   // kStandby: told to enter Standby, it left its GPUs (its standby_enter hook succeeded);
   // kStandbyFailed: it could not (`reason`), and keeps them.
   enum class State : uint8_t { kRunning, kSucceeded, kFailed, kStopped, kStandby, kStandbyFailed };
   TaskReport() = default;
-  TaskReport(std::string task_name, State s, std::string instance_node = {})
-      : task(std::move(task_name)), state(s), node(std::move(instance_node)) {}
+  TaskReport(std::string task_name, State s, std::string instance_node = {}, uint64_t of_instance = 0)
+      : task(std::move(task_name)), state(s), node(std::move(instance_node)), instance(of_instance) {}
   std::string task;
   State state = State::kRunning;
   std::string node;
+  uint64_t instance = 0;
   std::string reason;  // failed: how ("exit code 3", "signal 9 (Killed)", "out of memory", an OS error);
                        // standby-failed: why
 };

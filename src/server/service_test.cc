@@ -107,9 +107,11 @@ class ServiceTest : public ::testing::Test {
   void ReportAll(const Principal& agent, const std::vector<Order>& orders, TaskReport::State start_state) {
     std::vector<TaskReport> r;
     for (const Order& o : orders) {
-      r.push_back({o.task, o.op == Order::Op::kStart     ? start_state
-                           : o.op == Order::Op::kStandby ? TaskReport::State::kStandby
-                                                         : TaskReport::State::kStopped});
+      r.push_back({o.task,
+                   o.op == Order::Op::kStart     ? start_state
+                   : o.op == Order::Op::kStandby ? TaskReport::State::kStandby
+                                                 : TaskReport::State::kStopped,
+                   "", o.instance});
     }
     ASSERT_TRUE(service_->Report(agent, r, /*durable=*/false).ok());
   }
@@ -193,6 +195,13 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<Service> service_;
   std::map<std::string, uint64_t> epoch_, after_;
 };
+
+// The operations of `orders`, in order.
+std::vector<Order::Op> Ops(const std::vector<Order>& orders) {
+  std::vector<Order::Op> v;
+  for (const Order& o : orders) v.push_back(o.op);
+  return v;
+}
 
 TEST_F(ServiceTest, AJobIsPendingUntilItsAgentReportsItsReplicasRunningAndSucceedsWhenTheyFinish) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
@@ -363,6 +372,53 @@ TEST_F(ServiceTest, ANodeWithoutHeartbeatsFailsAndItsJobStartsAgainElsewhere) {
   ReportAll(second, elsewhere, TaskReport::State::kRunning);
   Pass();
   EXPECT_EQ(Get(*id).phase, JobPhase::kRunning);
+}
+
+// An agent cut off long enough for its node to fail by heartbeat timeout comes back: its node is
+// restored and the job it ran starts there again, as a new instance of its replica. The old
+// instance's end — here it failed while the agent was cut off — reaches the service after that:
+// it is of an instance the service no longer tracks, and is dropped (before instance ids a report
+// named only its task and node, and this one failed the job that had started anew). The new
+// instance's reports carry on across a restart of the service.
+TEST_F(ServiceTest, ALateReportOfAnInstanceOnANodeTakenForFailedIsNotTakenForItsReplicasNewInstance) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0")}).ok());
+  const uint64_t id = RunJob(kAlice, Job("j", 1, 8));
+  clock_.ms += 60000;  // no heartbeat: a0 fails, and the job waits for GPUs
+  Pass();
+  ASSERT_EQ(service_->ListNodes()[0].state, "failed");
+  EXPECT_EQ(Get(id).phase, JobPhase::kPending);
+  const std::vector<Order> stop = Orders(kAgentA);  // for the agent, when it comes back
+  ASSERT_EQ(Ops(stop), std::vector<Order::Op>{Order::Op::kStop});
+  ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, "a0", "restore"); }).ok());
+  Pass();
+  const std::vector<Order> start = Orders(kAgentA);
+  ASSERT_EQ(Ops(start), std::vector<Order::Op>{Order::Op::kStart});
+  EXPECT_EQ(start[0].task, stop[0].task);
+  EXPECT_NE(start[0].instance, stop[0].instance);
+  // The agent is back: the old instance failed meanwhile, and its stop finds it gone.
+  ASSERT_TRUE(service_->Report(kAgentA,
+                               {{stop[0].task, TaskReport::State::kFailed, "a0", stop[0].instance},
+                                {stop[0].task, TaskReport::State::kStopped, "a0", stop[0].instance}},
+                               false)
+                  .ok());
+  Pass();
+  JobView v = Get(id);
+  EXPECT_EQ(v.phase, JobPhase::kPending) << v.reason;
+  ASSERT_EQ(v.where.size(), 1u);
+  EXPECT_EQ(v.where[0].state, "starting");
+  EXPECT_TRUE(Orders(kAgentA).empty());  // not started a second time
+  ReportAll(kAgentA, start, TaskReport::State::kRunning);
+  Pass();
+  EXPECT_EQ(Get(id).phase, JobPhase::kRunning);
+  Reopen();
+  Pass();
+  (void)Orders(kAgentA);
+  ASSERT_TRUE(service_->Report(kAgentA, {{stop[0].task, TaskReport::State::kFailed, "a0", stop[0].instance}}, false).ok());
+  Pass();
+  EXPECT_EQ(Get(id).phase, JobPhase::kRunning);
+  ReportAll(kAgentA, start, TaskReport::State::kSucceeded);
+  Pass();
+  EXPECT_EQ(Get(id).phase, JobPhase::kSucceeded);
 }
 
 // A node failure shrinks an elastic job from its low replicas (those on the failed node); with
@@ -1073,12 +1129,6 @@ Order StartOf(uint64_t job) {
   o.task = std::to_string(job) + "-0";
   o.job = job;
   return o;
-}
-
-std::vector<Order::Op> Ops(const std::vector<Order>& orders) {
-  std::vector<Order::Op> v;
-  for (const Order& o : orders) v.push_back(o.op);
-  return v;
 }
 
 // A service whose replicas leave their GPUs through a standby_enter hook (their agent answers).
@@ -1825,9 +1875,8 @@ struct LivenessMix {
   // Cancels, reservations and their deletes, deleted Standby windows, drains, cordons,
   // migrations whose new instance fails, grace and Absorb changed at run time, and (with
   // `queues`) the queues' guarantees, limits and weights changed at run time. The agents then
-  // carry out each task's orders in their order, as real ones do (a report names a task and a
-  // node, not an order: a move's failure answered after a later start of the task on the same
-  // node would be that start's).
+  // carry out each task's orders in their order, as real ones do. (Either way their reports name
+  // the instance their order did.)
   bool more = false;
   // The queues a tenant's job names, one drawn at random (empty: none named); with `more`, the
   // queue tree SetQueues changes the figures of.
@@ -1867,7 +1916,10 @@ void ServiceLiveness::RunThenDrain(ServiceOptions o, const LivenessMix& mix) {
   std::set<uint64_t> cancelled;
   std::set<uint64_t> timed;  // jobs with a walltime: they may end timed out
   std::vector<Order> backlog, backlog_b;                 // orders not answered yet (agent A's, B's)
-  std::set<std::pair<std::string, std::string>> runs;    // the agents' instances: (task, node)
+  std::map<std::pair<std::string, std::string>, uint64_t> runs;  // the agents' instances: (task, node) -> its id
+  // Instances told to stop: a start of one answered after its stop (these agents answer out of
+  // order unless `more`) is not carried out.
+  std::set<uint64_t> stopped;
   std::set<std::string> down, dead;  // nodes failed, evacuated, drained or cordoned; failed
   bool silent_b = false;             // agent B is silent
   // Answers the backlogs (all of them, or about two thirds); then instances succeed (all, or one
@@ -1889,28 +1941,30 @@ void ServiceLiveness::RunThenDrain(ServiceOptions o, const LivenessMix& mix) {
         switch (x.op) {
           case Order::Op::kMigrate:
             if (mix.more && !all && rng.Uniform(4) == 0) {  // the new instance fails: the old one keeps running
-              to.push_back({x.task, TaskReport::State::kFailed, x.node});
+              to.push_back({x.task, TaskReport::State::kFailed, x.node, x.instance});
               break;
             }
             [[fallthrough]];
           case Order::Op::kStart:
-            runs.insert({x.task, x.node});
-            to.push_back({x.task, TaskReport::State::kRunning, x.node});
+            if (stopped.count(x.instance)) break;
+            runs[{x.task, x.node}] = x.instance;
+            to.push_back({x.task, TaskReport::State::kRunning, x.node, x.instance});
             break;
           case Order::Op::kStop:
-            runs.erase({x.task, x.node});
-            to.push_back({x.task, TaskReport::State::kStopped, x.node});
+            stopped.insert(x.instance);
+            if (const auto it = runs.find({x.task, x.node}); it != runs.end() && it->second == x.instance) runs.erase(it);
+            to.push_back({x.task, TaskReport::State::kStopped, x.node, x.instance});
             break;
-          case Order::Op::kStandby: to.push_back({x.task, TaskReport::State::kStandby, x.node}); break;
+          case Order::Op::kStandby: to.push_back({x.task, TaskReport::State::kStandby, x.node, x.instance}); break;
           default: break;
         }
       }
       *orders = std::move(keep);
     }
     for (auto it = runs.begin(); it != runs.end();) {
-      const bool b = &agent_of(it->second) == &kAgentB;
+      const bool b = &agent_of(it->first.second) == &kAgentB;
       if ((!b || !silent_b) && (all || rng.Uniform(8) == 0)) {
-        (b ? r_b : r).push_back({it->first, TaskReport::State::kSucceeded, it->second});
+        (b ? r_b : r).push_back({it->first.first, TaskReport::State::kSucceeded, it->first.second, it->second});
         it = runs.erase(it);
       } else {
         ++it;
@@ -1932,7 +1986,7 @@ void ServiceLiveness::RunThenDrain(ServiceOptions o, const LivenessMix& mix) {
       if (n.state != "failed" || dead.count(n.name)) continue;
       down.insert(n.name);
       dead.insert(n.name);
-      for (auto it = runs.begin(); it != runs.end();) it = it->second == n.name ? runs.erase(it) : std::next(it);
+      for (auto it = runs.begin(); it != runs.end();) it = it->first.second == n.name ? runs.erase(it) : std::next(it);
     }
     for (const Order& x : Orders(kAgentA)) backlog.push_back(x);
     if (!silent_b) {
@@ -1979,7 +2033,7 @@ void ServiceLiveness::RunThenDrain(ServiceOptions o, const LivenessMix& mix) {
       } else if (std::string(what) == "fail") {
         down.insert(n);
         dead.insert(n);
-        for (auto it = runs.begin(); it != runs.end();) it = it->second == n ? runs.erase(it) : std::next(it);
+        for (auto it = runs.begin(); it != runs.end();) it = it->first.second == n ? runs.erase(it) : std::next(it);
       } else {
         down.insert(n);  // evacuated, drained or cordoned: cordoned until restored
       }

@@ -296,6 +296,38 @@ TEST_F(RealAgentTest, AnAgentKilledWithSigkillAndRestartedAdoptsItsReplicasStart
   for (int r = 0; r < 3; ++r) EXPECT_NE(Logs(id, r).find("done"), std::string::npos) << "replica " << r;
 }
 
+// An agent cut off (stopped with SIGSTOP: no heartbeats, no reports) long enough for its node to
+// fail; its replica's process runs on meanwhile and exits with an error. An admin restores the
+// node and the agent goes on (SIGCONT): the job starts there again as a new instance, and the old
+// instance's failure, which the agent reports now, is of an instance the service no longer tracks
+// — the job runs again and succeeds (reports name their instance: docs/agent.md).
+TEST_F(RealAgentTest, AnInstancesFailureReportedAfterItsNodeFailedAndWasRestoredDoesNotFailItsJobStartedAgainThere) {
+  heartbeat_timeout_s_ = "3";
+  StartServe();
+  StartRealAgent("node-a", testing::kAgentToken);
+  WaitNodes(1);
+  const std::string id = Submit({{"name", "cut-off"}, {"gpus", 1}, {"cpu_milli", 100}, {"memory_mib", 256},
+                                 {"command", "if [ \"$ESTUARY_RESTART_COUNT\" = 0 ]; then sleep 3; exit 3; fi; echo again"}});
+  ASSERT_TRUE(WaitRunning(id));
+  ASSERT_EQ(kill(agents_[0], SIGSTOP), 0);
+  httplib::Client c("127.0.0.1", port_);
+  const auto node_state = [&] {
+    auto r = c.Get("/v1/nodes", testing::Bearer(testing::kAdminToken));
+    return r && r->status == 200 ? Json::parse(r->body)["nodes"][0].value("state", "") : "";
+  };
+  ASSERT_TRUE(WaitFor([&] { return node_state() == "failed"; }, 20s));
+  EXPECT_EQ(JobNow(id).value("state", ""), "pending");
+  std::this_thread::sleep_for(3s);  // the first instance has exited (code 3) by now
+  auto r = c.Post("/v1/nodes/node-a/restore", testing::Bearer(testing::kAdminToken), "", "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  ASSERT_EQ(kill(agents_[0], SIGCONT), 0);
+  const Json done = WaitEnded(id, 30s);
+  EXPECT_EQ(done["state"], "succeeded") << done.dump();
+  EXPECT_GE(done.value("restarts", 0), 1);
+  EXPECT_NE(Logs(id, 0).find("again"), std::string::npos);
+}
+
 TEST_F(RealAgentTest, AnLpJobReclaimedByAnHpJobCheckpointsOnItsSignalAndResumesAfterItsRestart) {
   std::ofstream(dir_ + "/conf.yaml") << "{name: reclaim, queue: priority, preempt: {grace_s: 3}, absorb: false}\n";
   StartServe({"--config", dir_ + "/conf.yaml"});

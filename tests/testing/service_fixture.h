@@ -52,7 +52,7 @@ class ServiceProcessTest : public ::testing::Test {
   // `extra`: more flags (e.g. --config FILE).
   void StartServe(const std::vector<std::string>& extra = {}) {
     std::vector<std::string> args = {"serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--data", dir_ + "/data",
-                                     "--tokens", dir_ + "/tokens", "--heartbeat-timeout-s", "60"};
+                                     "--tokens", dir_ + "/tokens", "--heartbeat-timeout-s", heartbeat_timeout_s_};
     args.insert(args.end(), extra.begin(), extra.end());
     serve_ = Spawn(ESTUARY_BINARY, args, dir_ + "/serve.log");
     ASSERT_GT(serve_, 0);
@@ -73,6 +73,7 @@ class ServiceProcessTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::string heartbeat_timeout_s_ = "60";  // StartServe's --heartbeat-timeout-s
   int port_ = 0;
   pid_t serve_ = -1, agent_ = -1;
 };
