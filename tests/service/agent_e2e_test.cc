@@ -147,6 +147,9 @@ class RealAgentTest : public testing::ServiceProcessTest {
     return path;
   }
 
+  // An agent cut off until its node fails, then restored (see the tests that call it).
+  void CutOffThenRestored(bool exits_meanwhile);
+
   std::string user_;
   uid_t uid_ = 0;
   std::vector<pid_t> agents_;
@@ -297,17 +300,26 @@ TEST_F(RealAgentTest, AnAgentKilledWithSigkillAndRestartedAdoptsItsReplicasStart
 }
 
 // An agent cut off (stopped with SIGSTOP: no heartbeats, no reports) long enough for its node to
-// fail; its replica's process runs on meanwhile and exits with an error. An admin restores the
-// node and the agent goes on (SIGCONT): the job starts there again as a new instance, and the old
-// instance's failure, which the agent reports now, is of an instance the service no longer tracks
-// — the job runs again and succeeds (reports name their instance: docs/agent.md).
-TEST_F(RealAgentTest, AnInstancesFailureReportedAfterItsNodeFailedAndWasRestoredDoesNotFailItsJobStartedAgainThere) {
+// fail, while its replica's process runs on. An admin restores the node and the agent goes on
+// (SIGCONT): the job starts there again as a new instance of its replica (reports name their
+// instance: docs/agent.md).
+// - The old instance exited with an error meanwhile: its failure, reported now, is of an instance
+//   the service no longer tracks and does not fail the job (it did before instance ids).
+// - The old instance still runs: the agent stops it (the stop the service ordered for its failed
+//   node) and starts the new one once the old one has left the GPU they share.
+// Either way the job runs again and succeeds.
+void RealAgentTest::CutOffThenRestored(bool exits_meanwhile) {
   heartbeat_timeout_s_ = "3";
   StartServe();
   StartRealAgent("node-a", testing::kAgentToken);
   WaitNodes(1);
+  // Each instance notes in the job's checkpoint directory when it ends on a stop (a second after
+  // its SIGTERM) and when it starts its second run.
+  const std::string first =
+      exits_meanwhile ? "sleep 3; exit 3" : "trap 'sleep 1; echo stopped >> $ESTUARY_CHECKPOINT_DIR/order; exit 0' TERM; sleep 60 & wait";
   const std::string id = Submit({{"name", "cut-off"}, {"gpus", 1}, {"cpu_milli", 100}, {"memory_mib", 256},
-                                 {"command", "if [ \"$ESTUARY_RESTART_COUNT\" = 0 ]; then sleep 3; exit 3; fi; echo again"}});
+                                 {"command", "if [ \"$ESTUARY_RESTART_COUNT\" = 0 ]; then " + first +
+                                                 "; fi; echo started >> $ESTUARY_CHECKPOINT_DIR/order; echo again"}});
   ASSERT_TRUE(WaitRunning(id));
   ASSERT_EQ(kill(agents_[0], SIGSTOP), 0);
   httplib::Client c("127.0.0.1", port_);
@@ -317,15 +329,26 @@ TEST_F(RealAgentTest, AnInstancesFailureReportedAfterItsNodeFailedAndWasRestored
   };
   ASSERT_TRUE(WaitFor([&] { return node_state() == "failed"; }, 20s));
   EXPECT_EQ(JobNow(id).value("state", ""), "pending");
-  std::this_thread::sleep_for(3s);  // the first instance has exited (code 3) by now
+  if (exits_meanwhile) std::this_thread::sleep_for(3s);  // the first instance has exited (code 3) by now
   auto r = c.Post("/v1/nodes/node-a/restore", testing::Bearer(testing::kAdminToken), "", "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   ASSERT_EQ(kill(agents_[0], SIGCONT), 0);
   const Json done = WaitEnded(id, 30s);
   EXPECT_EQ(done["state"], "succeeded") << done.dump();
-  EXPECT_GE(done.value("restarts", 0), 1);
+  EXPECT_EQ(done.value("restarts", 0), 1);
   EXPECT_NE(Logs(id, 0).find("again"), std::string::npos);
+  std::ifstream order(dir_ + "/state-node-a/checkpoints/" + id + "/order");
+  const std::string noted((std::istreambuf_iterator<char>(order)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(noted, exits_meanwhile ? "started\n" : "stopped\nstarted\n");  // the new one after the old one left
+}
+
+TEST_F(RealAgentTest, AnInstancesFailureReportedAfterItsNodeFailedAndWasRestoredDoesNotFailItsJobStartedAgainThere) {
+  CutOffThenRestored(true);
+}
+
+TEST_F(RealAgentTest, AReplicaStartedAgainOnItsRestoredNodeWaitsThereForItsOldInstanceToStop) {
+  CutOffThenRestored(false);
 }
 
 TEST_F(RealAgentTest, AnLpJobReclaimedByAnHpJobCheckpointsOnItsSignalAndResumesAfterItsRestart) {
