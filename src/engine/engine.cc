@@ -2578,6 +2578,7 @@ void Engine::DrainNode(NodeId node, int64_t now_s) {
   Record(now_s, NodeInput{NodeInput::Op::kDrain, node});
   if (state_.node(node).state == NodeState::kDown) return;  // it has nothing left to stop
   migrations_.NodeTaken(node);
+  migrations_.GiveUpMovesOnto(node);  // no new instance runs there either
   StopNode(node, now_s, NodeState::kCordoned, "node drained");
 }
 
@@ -3166,6 +3167,7 @@ StatusOr<int64_t> Engine::Defrag(const DefragOptions& options, int64_t now_s) {
 int64_t Engine::Evacuate(NodeId node, int64_t now_s) {
   Record(now_s, NodeInput{NodeInput::Op::kEvacuate, node});
   migrations_.NodeTaken(node);  // cordoned until restored, whatever a defragmentation under way does
+  migrations_.GiveUpMovesOnto(node);  // emptied: no move lands there either
   if (state_.node(node).state == NodeState::kReady) state_.SetNodeState(node, NodeState::kCordoned);
   DefragOptions o;
   o.evacuate = {node};

@@ -403,7 +403,7 @@ class Engine {
   // whole otherwise (kReturned, "node failed"): the simulator's rule (NodeFailureAction).
   void FailNode(NodeId node, int64_t now_s);
   // Drain: the node takes no new work (cordoned) and every task on it stops now, as FailNode
-  // handles them (detail "node drained").
+  // handles them (detail "node drained"); moves onto it are given up at the next step (kMoveAborted).
   void DrainNode(NodeId node, int64_t now_s);
   // A failed, drained or cordoned node is ready again (empty: its tasks stopped when it failed).
   void RestoreNode(NodeId node);

@@ -1247,6 +1247,48 @@ TEST(Engine, ANodeAnAdminCordonedOrDrainedDuringADefragmentationStaysSoWhenItsMo
   }
 }
 
+// A node drained (or evacuated) while a move onto it starts takes no work, the move's new
+// instance included: the move is given up even when its new instance is then reported running,
+// and the replica runs on where it was. Found by the service's liveness run: the move completed
+// onto the drained node.
+TEST(Engine, AMoveOntoANodeDrainedOrEvacuatedWhileItStartsIsGivenUpAndItsReplicaRunsOnWhereItWas) {
+  for (const bool drain : {true, false}) {
+    SCOPED_TRACE(drain ? "drained" : "evacuated");
+    auto m = LiveEngine(3, 30);
+    // a (4 GPUs) on n0 and b (4 GPUs) on n1: one move of a to n1 frees n0 whole.
+    ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
+    ASSERT_TRUE(m->Adopt(Job(2, 1, 4, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3})}}, 0));
+    DefragOptions d;
+    d.partition_nodes = 0;
+    ASSERT_EQ(*m->Defrag(d, 10), 1);
+    ASSERT_EQ(m->StartingMoves().size(), 1u);
+    ASSERT_EQ(m->StartingMoves()[0].to, NodeId(1));
+    const TaskId a = m->state().job(*m->JobOf(1)).tasks[0];
+    m->TakeEvents();
+    if (drain) m->DrainNode(NodeId(1), 20);  // b stops; a's move onto n1 is given up
+    else (void)m->Evacuate(NodeId(1), 20);   // b moves away (n2); a's move onto n1 is given up
+    (void)m->AcknowledgeMove(a, true);       // its new instance's "running", already on its way
+    for (const auto& mv : m->StartingMoves()) {
+      if (mv.task != a) EXPECT_TRUE(m->AcknowledgeMove(mv.task, true));  // b's, when evacuated
+    }
+    std::vector<EngineEvent::Kind> kinds;
+    for (const EngineEvent& e : StepAndTake(*m, 21)) {
+      if (e.job == 1) kinds.push_back(e.kind);
+    }
+    if (drain) EXPECT_EQ(kinds, std::vector<EngineEvent::Kind>{EngineEvent::Kind::kMoveAborted});
+    ExpectConsistent(*m);
+    EXPECT_TRUE(m->StartingMoves().empty());
+    EXPECT_TRUE(m->state().node(NodeId(1)).tasks.empty());
+    EXPECT_EQ(m->state().task(a).node, NodeId(0));
+    EXPECT_EQ(m->Running(1), 1);
+    EXPECT_EQ(m->Running(2), drain ? 0 : 1);
+    EXPECT_EQ(m->state().reserved_gpu_milli(), 0);
+    StepAndTake(*m, 100);  // stability
+    EXPECT_TRUE(m->state().node(NodeId(1)).tasks.empty());
+    EXPECT_EQ(m->state().task(a).node, NodeId(0));
+  }
+}
+
 TEST(Engine, EvacuatingANodeMovesItsTasksMakeBeforeBreakAndKeepsItCordoned) {
   auto m = LiveEngine(3, 30);
   ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));

@@ -2689,6 +2689,15 @@ Status Service::CheckInvariants() const {
   std::lock_guard lk(s.mu);
   const ClusterState& st = s.engine->state();
   ESTUARY_RETURN_IF_ERROR(st.CheckInvariants());
+  // A drained or failed node holds no task (its tasks stopped; it takes none until restored).
+  for (const auto& [name, n] : s.nodes) {
+    if (!n.id.valid() || (n.view.state != "drained" && n.view.state != "failed")) continue;
+    if (!st.node(n.id).tasks.empty()) {
+      const std::optional<uint32_t> job = s.engine->DriverIdOf(st.task(st.node(n.id).tasks.front()).job);
+      return Internal("node '" + name + "' is " + n.view.state + " but the engine binds a task of job " +
+                      (job ? std::to_string(*job) : std::string("?")) + " there");
+    }
+  }
   // (node, gpu) -> GPU milli told to replicas starting or running there.
   std::map<std::pair<std::string, int>, int64_t> told;
   for (const auto& [id, j] : s.jobs) {

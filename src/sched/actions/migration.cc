@@ -68,6 +68,12 @@ void MigrationExecutor::NodeTaken(NodeId node) {
   cordoning_.erase(it);
 }
 
+void MigrationExecutor::GiveUpMovesOnto(NodeId node) {
+  for (size_t i = first_open_; i < moves_.size(); ++i) {
+    if (moves_[i].state == MoveState::kStarting && moves_[i].plan.to == node) moves_[i].target_emptied = true;
+  }
+}
+
 void MigrationExecutor::Uncordon(ClusterState& state, Group& g) {
   if (!g.cordoned) return;
   g.cordoned = false;
@@ -162,7 +168,7 @@ void MigrationExecutor::Step(ClusterState& state, int64_t now_s) {
       const Task& t = state.task(m.plan.task);
       const bool source_gone = t.state != TaskState::kBound || t.node != m.plan.from || t.standby || t.borrowed;
       const bool target_gone = state.reservation(m.reservation).state != ReservationState::kAvailable ||
-                               state.node(m.plan.to).state == NodeState::kDown;
+                               state.node(m.plan.to).state == NodeState::kDown || m.target_emptied;
       const bool failed = options_.acknowledged
                               ? m.ack < 0 || (m.ack == 0 && now_s >= m.started_s + options_.timeout_s)
                               : m.fails && now_s >= m.started_s + options_.timeout_s;

@@ -15,7 +15,8 @@
 //               bound than before (never fewer than its min ready replicas).
 //   starting -> aborted: the target failed or timed out (a seeded draw with probability
 //               fail_permille decides at the start whether the new instance fails; it is
-//               detected `timeout_s` after the start), the target node went down, or the task
+//               detected `timeout_s` after the start), the target node went down or is being
+//               emptied (GiveUpMovesOnto: a drain or an evacuation), or the task
 //               is no longer bound at its source (its job finished, was evicted or failed). The
 //               reservation is released (ReleaseCapacity) and the old instance, if any, keeps
 //               running where it was.
@@ -119,6 +120,10 @@ class MigrationExecutor {
   // `node`'s state was set by someone else since (an admin's cordon, drain or evacuation, a
   // failure, a restore): a group that cordoned it leaves it as it is when the group ends.
   void NodeTaken(NodeId node);
+  // `node` is being emptied (an admin's drain or evacuation): the moves starting onto it are
+  // aborted at the next Step (their new instances stop; the old ones run on where they are).
+  // Waiting ones onto it are cancelled when they would start (the node is not ready).
+  void GiveUpMovesOnto(NodeId node);
   // Aborts every starting move and cancels every waiting one (releasing their reservations and
   // uncordoning their nodes): the end of a run.
   void AbortAll(ClusterState& state, int64_t now_s);
@@ -142,6 +147,7 @@ class MigrationExecutor {
     int64_t started_s = -1, ended_s = -1;
     bool fails = false;               // drawn at the start
     int8_t ack = 0;                   // acknowledged mode: +1 ready, -1 failed, 0 not yet
+    bool target_emptied = false;      // GiveUpMovesOnto named its target while it started
     GpuIndices gpus;                  // where it was reserved (valid when started)
   };
   const std::vector<Move>& moves() const { return moves_; }
