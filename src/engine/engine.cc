@@ -3171,7 +3171,10 @@ int64_t Engine::Evacuate(NodeId node, int64_t now_s) {
   if (state_.node(node).state == NodeState::kReady) state_.SetNodeState(node, NodeState::kCordoned);
   DefragOptions o;
   o.evacuate = {node};
-  const DefragPlan plan = DefragAction::Plan(state_, Locked(), o);
+  // A task a defragmentation under way moves already is not moved a second time.
+  std::vector<char> locked = Locked();
+  migrations_.MarkMoving(locked);
+  const DefragPlan plan = DefragAction::Plan(state_, locked, o);
   const int64_t kept = migrations_.Submit(state_, plan);
   StepMigrations(now_s);
   return kept;

@@ -1289,6 +1289,33 @@ TEST(Engine, AMoveOntoANodeDrainedOrEvacuatedWhileItStartsIsGivenUpAndItsReplica
   }
 }
 
+// Evacuating a node from which a defragmentation is moving a task already: the task is not moved
+// a second time (before, the evacuation's plan moved it again, two moves of one task started at
+// once — the service ordered only the first, and the second held its target's GPUs until the
+// first completed). Found by the service's liveness run (its invariant that a move's new instance
+// has the engine's move).
+TEST(Engine, EvacuatingANodeWhoseTaskIsBeingMovedAwayMovesItOnce) {
+  auto m = LiveEngine(3, 30);
+  ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
+  ASSERT_TRUE(m->Adopt(Job(2, 1, 4, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3})}}, 0));
+  DefragOptions d;
+  d.partition_nodes = 0;
+  ASSERT_EQ(*m->Defrag(d, 10), 1);  // a: n0 -> n1
+  const TaskId a = m->state().job(*m->JobOf(1)).tasks[0];
+  EXPECT_EQ(m->Evacuate(NodeId(0), 11), 0);
+  ASSERT_EQ(m->StartingMoves().size(), 1u);
+  EXPECT_EQ(m->StartingMoves()[0].to, NodeId(1));
+  EXPECT_EQ(m->state().reserved_gpu_milli(), 4000);
+  ASSERT_TRUE(m->AcknowledgeMove(a, true));
+  StepAndTake(*m, 12);
+  ExpectConsistent(*m);
+  EXPECT_EQ(m->state().task(a).node, NodeId(1));
+  EXPECT_TRUE(m->state().node(NodeId(0)).tasks.empty());
+  EXPECT_EQ(m->state().node(NodeId(0)).state, NodeState::kCordoned);  // the evacuation's
+  EXPECT_EQ(m->migration_counters().aborted, 0);
+  EXPECT_EQ(m->state().reserved_gpu_milli(), 0);
+}
+
 TEST(Engine, EvacuatingANodeMovesItsTasksMakeBeforeBreakAndKeepsItCordoned) {
   auto m = LiveEngine(3, 30);
   ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));

@@ -2698,12 +2698,36 @@ Status Service::CheckInvariants() const {
                       (job ? std::to_string(*job) : std::string("?")) + " there");
     }
   }
+  // The engine's starting moves, by TaskId value: a replica with a move's new instance has one,
+  // onto that instance's node and GPUs.
+  std::map<uint32_t, const Engine::StartingMove*> moves;
+  const std::vector<Engine::StartingMove> starting = s.engine->StartingMoves();
+  for (const Engine::StartingMove& m : starting) moves[m.task.value()] = &m;
+  std::set<uint64_t> instances;  // no two records name one instance
   // (node, gpu) -> GPU milli told to replicas starting or running there.
   std::map<std::pair<std::string, int>, int64_t> told;
   for (const auto& [id, j] : s.jobs) {
     const std::optional<JobId> ej = s.engine->JobOf(static_cast<uint32_t>(id));
     for (size_t i = 0; i < j.tasks.size(); ++i) {
       const Impl::TaskRec& t = j.tasks[i];
+      for (uint64_t in : {t.state != Impl::TaskState::kNone ? t.instance : 0, t.mig_node.empty() ? 0 : t.mig_instance,
+                          t.retiring.empty() ? 0 : t.retiring_instance}) {
+        if (in != 0 && !instances.insert(in).second) {
+          return Internal("instance " + std::to_string(in) + " is named twice (" + TaskName(id, i) + ")");
+        }
+      }
+      if (!t.mig_node.empty()) {
+        const TaskId tid = ej && i < st.job(*ej).tasks.size() ? st.job(*ej).tasks[i] : TaskId();
+        const auto m = tid.valid() ? moves.find(tid.value()) : moves.end();
+        std::vector<int> gpus;
+        if (m != moves.end()) {
+          for (size_t k = 0; k < m->second->gpus.size; ++k) gpus.push_back(m->second->gpus.idx[k]);
+        }
+        if (m == moves.end() || s.node_names[m->second->to.value()] != t.mig_node || gpus != t.mig_gpus) {
+          return Internal("task " + TaskName(id, i) + " has a move's new instance on '" + t.mig_node +
+                          "' but the engine moves it there on no such GPUs");
+        }
+      }
       if (t.state == Impl::TaskState::kNone || t.state == Impl::TaskState::kStopping || t.state == Impl::TaskState::kDone) continue;
       // A replica in Standby has left its GPUs (to its borrowers); a migrating one also holds
       // its new instance's.

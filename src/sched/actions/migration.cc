@@ -74,6 +74,16 @@ void MigrationExecutor::GiveUpMovesOnto(NodeId node) {
   }
 }
 
+void MigrationExecutor::MarkMoving(std::vector<char>& tasks) const {
+  for (size_t i = first_open_; i < moves_.size(); ++i) {
+    const Move& m = moves_[i];
+    if (m.state != MoveState::kWaiting && m.state != MoveState::kStarting) continue;
+    const size_t t = m.plan.task.value();
+    if (tasks.size() <= t) tasks.resize(t + 1, 0);
+    tasks[t] = 1;
+  }
+}
+
 void MigrationExecutor::Uncordon(ClusterState& state, Group& g) {
   if (!g.cordoned) return;
   g.cordoned = false;

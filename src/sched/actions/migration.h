@@ -124,6 +124,9 @@ class MigrationExecutor {
   // aborted at the next Step (their new instances stop; the old ones run on where they are).
   // Waiting ones onto it are cancelled when they would start (the node is not ready).
   void GiveUpMovesOnto(NodeId node);
+  // Sets `tasks[t]` (indexed by TaskId value, grown as needed) for every task with a move waiting
+  // or starting: a plan made meanwhile (an evacuation's) must not move it a second time.
+  void MarkMoving(std::vector<char>& tasks) const;
   // Aborts every starting move and cancels every waiting one (releasing their reservations and
   // uncordoning their nodes): the end of a run.
   void AbortAll(ClusterState& state, int64_t now_s);
