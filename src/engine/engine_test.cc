@@ -1210,6 +1210,18 @@ TEST(Engine, AMoveGivenUpAfterTheCyclesAllocateFreesItsTargetForAWaitingJobInThe
   EXPECT_TRUE(StepAndTake(m, 101).empty());
 }
 
+// On `m` (LiveEngine(3, 30)): a (job 1, 4 GPUs) on n0 and b (job 2, 4 GPUs) on n1; a
+// defragmentation at t=10 starts the one move that frees n0 whole: a onto n1.
+void MoveAOntoN1(Engine& m) {
+  ASSERT_TRUE(m.Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
+  ASSERT_TRUE(m.Adopt(Job(2, 1, 4, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3})}}, 0));
+  DefragOptions d;
+  d.partition_nodes = 0;
+  ASSERT_EQ(*m.Defrag(d, 10), 1);
+  ASSERT_EQ(m.StartingMoves().size(), 1u);
+  ASSERT_EQ(m.StartingMoves()[0].to, NodeId(1));
+}
+
 // A defragmentation cordons the node it empties while its moves run, and makes it ready again
 // when they end — unless an admin cordoned or drained that node meanwhile: the admin's word
 // holds. Found by the service's liveness run: a node drained during a defragmentation was ready
@@ -1219,12 +1231,7 @@ TEST(Engine, ANodeAnAdminCordonedOrDrainedDuringADefragmentationStaysSoWhenItsMo
   for (const bool drain : {false, true}) {
     SCOPED_TRACE(drain ? "drained" : "cordoned");
     auto m = LiveEngine(3, 30);
-    // a (4 GPUs) on n0 and b (4 GPUs) on n1: one move of a to n1 frees n0 whole.
-    ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
-    ASSERT_TRUE(m->Adopt(Job(2, 1, 4, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3})}}, 0));
-    DefragOptions d;
-    d.partition_nodes = 0;
-    ASSERT_EQ(*m->Defrag(d, 10), 1);
+    ASSERT_NO_FATAL_FAILURE(MoveAOntoN1(*m));
     ASSERT_EQ(m->state().node(NodeId(0)).state, NodeState::kCordoned);  // the plan's own cordon
     const TaskId a = m->state().job(*m->JobOf(1)).tasks[0];
     if (drain) {
@@ -1255,14 +1262,7 @@ TEST(Engine, AMoveOntoANodeDrainedOrEvacuatedWhileItStartsIsGivenUpAndItsReplica
   for (const bool drain : {true, false}) {
     SCOPED_TRACE(drain ? "drained" : "evacuated");
     auto m = LiveEngine(3, 30);
-    // a (4 GPUs) on n0 and b (4 GPUs) on n1: one move of a to n1 frees n0 whole.
-    ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
-    ASSERT_TRUE(m->Adopt(Job(2, 1, 4, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3})}}, 0));
-    DefragOptions d;
-    d.partition_nodes = 0;
-    ASSERT_EQ(*m->Defrag(d, 10), 1);
-    ASSERT_EQ(m->StartingMoves().size(), 1u);
-    ASSERT_EQ(m->StartingMoves()[0].to, NodeId(1));
+    ASSERT_NO_FATAL_FAILURE(MoveAOntoN1(*m));
     const TaskId a = m->state().job(*m->JobOf(1)).tasks[0];
     m->TakeEvents();
     if (drain) m->DrainNode(NodeId(1), 20);  // b stops; a's move onto n1 is given up
@@ -1296,11 +1296,7 @@ TEST(Engine, AMoveOntoANodeDrainedOrEvacuatedWhileItStartsIsGivenUpAndItsReplica
 // has the engine's move).
 TEST(Engine, EvacuatingANodeWhoseTaskIsBeingMovedAwayMovesItOnce) {
   auto m = LiveEngine(3, 30);
-  ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
-  ASSERT_TRUE(m->Adopt(Job(2, 1, 4, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3})}}, 0));
-  DefragOptions d;
-  d.partition_nodes = 0;
-  ASSERT_EQ(*m->Defrag(d, 10), 1);  // a: n0 -> n1
+  ASSERT_NO_FATAL_FAILURE(MoveAOntoN1(*m));
   const TaskId a = m->state().job(*m->JobOf(1)).tasks[0];
   EXPECT_EQ(m->Evacuate(NodeId(0), 11), 0);
   ASSERT_EQ(m->StartingMoves().size(), 1u);
