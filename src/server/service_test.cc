@@ -183,6 +183,9 @@ class ServiceTest : public ::testing::Test {
   // after (the service took it for the replica's), or after that and a restart of the service.
   enum class MoveFails { kNever, kBefore, kAfter, kAfterARestart };
   void PlacedAgainOnAMovesTarget(MoveFails fails);
+  // Nodes a0 and a1 (agent A); jobs a and b (4 GPUs each) on one node, c on the other; b ends,
+  // and a defragmentation starts the one move that frees a node whole: its migrate order.
+  void StartOneMoveThatFreesANode(std::vector<Order>* mig);
   int64_t GpuMilliUsed() {
     int64_t used = 0;
     for (const NodeView& n : service_->ListNodes()) used += n.gpu_milli_used;
@@ -1381,18 +1384,23 @@ TEST_F(ServiceTest, ADefragmentationMigratesAReplicaStartingTheNewInstanceBefore
   EXPECT_EQ(Get(moved).phase, JobPhase::kSucceeded);
 }
 
-TEST_F(ServiceTest, AMigrationWhoseNewInstanceFailsOrIsCutByARestartLeavesTheReplicaWhereItRan) {
+void ServiceTest::StartOneMoveThatFreesANode(std::vector<Order>* mig) {
   ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
-  const uint64_t a = RunJob(kAlice, Job("a", 1, 4));
+  RunJob(kAlice, Job("a", 1, 4));
   const uint64_t b = RunJob(kAlice, Job("b", 1, 4));
   RunJob(kAlice, Job("c", 1, 4));
   ASSERT_TRUE(service_->Cancel(kAlice, b).ok());
   Pass();
-  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kRunning);
+  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kStopped);
   Pass();
   ASSERT_EQ(*ViaLoop([&] { return service_->Defrag(kAdmin); }), 1);
-  std::vector<Order> mig = Orders(kAgentA);
-  ASSERT_EQ(Ops(mig), std::vector<Order::Op>{Order::Op::kMigrate});
+  *mig = Orders(kAgentA);
+  ASSERT_EQ(Ops(*mig), std::vector<Order::Op>{Order::Op::kMigrate});
+}
+
+TEST_F(ServiceTest, AMigrationWhoseNewInstanceFailsOrIsCutByARestartLeavesTheReplicaWhereItRan) {
+  std::vector<Order> mig;
+  ASSERT_NO_FATAL_FAILURE(StartOneMoveThatFreesANode(&mig));
   // The new instance fails: it is stopped, the old one runs on.
   ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kFailed, mig[0].node}}, false).ok());
   Pass();
@@ -1421,7 +1429,6 @@ TEST_F(ServiceTest, AMigrationWhoseNewInstanceFailsOrIsCutByARestartLeavesTheRep
   ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kRunning, mig[0].node}}, false).ok());
   Pass();
   EXPECT_TRUE(Orders(kAgentA).empty());
-  (void)a;
 }
 
 
@@ -1434,18 +1441,8 @@ TEST_F(ServiceTest, AMigrationWhoseNewInstanceFailsOrIsCutByARestartLeavesTheRep
 // service — the move failed all the same: the replica starts anew there, its job does not fail
 // (before: "replica 0 failed").
 void ServiceTest::PlacedAgainOnAMovesTarget(MoveFails fails) {
-  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
-  // a and b on one node, c on the other; b ends: one move frees a node whole.
-  RunJob(kAlice, Job("a", 1, 4));
-  const uint64_t b = RunJob(kAlice, Job("b", 1, 4));
-  RunJob(kAlice, Job("c", 1, 4));
-  ASSERT_TRUE(service_->Cancel(kAlice, b).ok());
-  Pass();
-  ReportAll(kAgentA, Orders(kAgentA), TaskReport::State::kStopped);
-  Pass();
-  ASSERT_EQ(*ViaLoop([&] { return service_->Defrag(kAdmin); }), 1);
-  const std::vector<Order> mig = Orders(kAgentA);
-  ASSERT_EQ(Ops(mig), std::vector<Order::Op>{Order::Op::kMigrate});
+  std::vector<Order> mig;
+  ASSERT_NO_FATAL_FAILURE(StartOneMoveThatFreesANode(&mig));
   const std::string from = mig[0].from, to = mig[0].node;
   if (fails == MoveFails::kBefore) {
     ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kFailed, to}}, false).ok());
