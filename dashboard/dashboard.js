@@ -322,7 +322,7 @@
       el('span', 'item', swatch(USE_COLORS[0]), 'idle'),
       el('span', 'item', 'GPUs in use: few', ...steps, 'all'),
       el('span', 'item', swatch(FAILED_COLOR), 'failed'),
-      el('span', 'item', swatch(USE_COLORS[0], '', true), 'cordoned'),
+      el('span', 'item', swatch(USE_COLORS[0], '', true), 'cordoned, evacuating or drained'),
     );
   }
 
@@ -448,7 +448,7 @@
           buckets.set(c, b);
         }
         b.push(cx, cy);
-        if (n.state === 'cordoned') cordoned.push(cx, cy);
+        if (n.state === 'cordoned' || n.state === 'evacuating' || n.state === 'drained') cordoned.push(cx, cy);
         drawn += 1;
       }
     }

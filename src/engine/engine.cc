@@ -127,6 +127,7 @@ void Engine::Inherit(const Engine& old, bool jobs) {
     nodes_joined_ = old.nodes_joined_;
   }
   if (jobs) RestoreCarry(old.Carried());
+  evacuating_ = old.evacuating_;  // the nodes are added again in id order
 }
 
 CarriedJob Engine::CarriedOf(size_t li) const {
@@ -2316,7 +2317,10 @@ std::vector<EngineEvent> Engine::RunCycle(int64_t now_s, const CycleOptions& opt
       switch (*it) {
         case EngineAction::kEvictions: EndEvictions(now_s); break;
         case EngineAction::kRestores: EndRestores(now_s); break;
-        case EngineAction::kMoves: StepMigrations(now_s); break;
+        case EngineAction::kMoves:
+          StepMigrations(now_s);
+          ContinueEvacuations(now_s);
+          break;
         case EngineAction::kAllocate: TryQueue(now_s); break;
         case EngineAction::kStandby: FollowWindows(now_s); break;
         case EngineAction::kReserve: RenewHolds(now_s); break;
@@ -2355,6 +2359,10 @@ std::optional<int64_t> Engine::NextDue() const {
     if (h.retry_at > 0) due = due ? std::min(*due, h.retry_at) : h.retry_at;
   }
   if (const auto m = migrations_.NextDue()) due = due ? std::min(*due, *m) : *m;
+  // An evacuation plans again for the tasks left once the cluster changed since its last plan.
+  for (const auto& [node, ev] : evacuating_) {
+    if (state_.epoch() != ev.epoch) due = due ? std::min(*due, ev.retry_at) : ev.retry_at;
+  }
   for (int64_t at : {next_replan_, next_defrag_}) {
     if (at > 0) due = due ? std::min(*due, at) : at;
   }
@@ -2563,6 +2571,7 @@ void Engine::SetCordoned(NodeId node, bool cordoned) {
   const NodeState now = state_.node(node).state;
   if (now == NodeState::kDown) return;
   migrations_.NodeTaken(node);  // the admin's word holds over a defragmentation's own cordon
+  evacuating_.erase(node.value());  // and over an evacuation's going on
   state_.SetNodeState(node, cordoned ? NodeState::kCordoned : NodeState::kReady);
 }
 
@@ -2570,6 +2579,7 @@ void Engine::FailNode(NodeId node, int64_t now_s) {
   Record(now_s, NodeInput{NodeInput::Op::kFail, node});
   if (state_.node(node).state == NodeState::kDown) return;
   migrations_.NodeTaken(node);
+  evacuating_.erase(node.value());
   StopNode(node, now_s, NodeState::kDown, "node failed");
   book_.CapacityChanged();
 }
@@ -2579,12 +2589,14 @@ void Engine::DrainNode(NodeId node, int64_t now_s) {
   if (state_.node(node).state == NodeState::kDown) return;  // it has nothing left to stop
   migrations_.NodeTaken(node);
   migrations_.GiveUpMovesOnto(node);  // no new instance runs there either
+  evacuating_.erase(node.value());
   StopNode(node, now_s, NodeState::kCordoned, "node drained");
 }
 
 void Engine::RestoreNode(NodeId node) {
   Record(now_, NodeInput{NodeInput::Op::kRestore, node});
   migrations_.NodeTaken(node);
+  evacuating_.erase(node.value());
   if (state_.node(node).state != NodeState::kReady) state_.SetNodeState(node, NodeState::kReady);
   book_.CapacityChanged();
 }
@@ -3172,12 +3184,51 @@ int64_t Engine::Evacuate(NodeId node, int64_t now_s) {
   DefragOptions o;
   o.evacuate = {node};
   // A task a defragmentation under way moves already is not moved a second time.
-  std::vector<char> locked = Locked();
-  migrations_.MarkMoving(locked);
-  const DefragPlan plan = DefragAction::Plan(state_, locked, o);
+  const DefragPlan plan = DefragAction::Plan(state_, LockedOrMoving(), o);
   const int64_t kept = migrations_.Submit(state_, plan);
   StepMigrations(now_s);
+  if (state_.node(node).state != NodeState::kDown && !state_.node(node).tasks.empty()) {
+    evacuating_[node.value()] = {now_s + kEvacuateRetryS, state_.epoch()};
+  }
   return kept;
+}
+
+bool Engine::Evacuating(NodeId node) const { return evacuating_.count(node.value()) > 0; }
+
+std::vector<char> Engine::LockedOrMoving() const {
+  std::vector<char> locked = Locked();
+  migrations_.MarkMoving(locked);
+  return locked;
+}
+
+void Engine::ContinueEvacuations(int64_t now_s) {
+  if (evacuating_.empty()) return;
+  std::vector<char> locked;
+  std::vector<NodeId> due;
+  for (auto it = evacuating_.begin(); it != evacuating_.end();) {
+    const Node& n = state_.node(NodeId(it->first));
+    if (n.tasks.empty()) {  // evacuated: it stays cordoned
+      it = evacuating_.erase(it);
+      continue;
+    }
+    if (now_s >= it->second.retry_at && state_.epoch() != it->second.epoch) {
+      if (locked.empty()) locked = LockedOrMoving();
+      const bool movable = std::any_of(n.tasks.begin(), n.tasks.end(), [&](TaskId t) {
+        return t.value() >= locked.size() || locked[t.value()] == 0;
+      });
+      if (movable) due.push_back(NodeId(it->first));
+    }
+    ++it;
+  }
+  if (due.empty()) return;
+  DefragOptions o;
+  o.evacuate = due;
+  const DefragPlan plan = DefragAction::Plan(state_, locked, o);
+  if (!plan.moves.empty()) {
+    migrations_.Submit(state_, plan);
+    StepMigrations(now_s);
+  }
+  for (NodeId n : due) evacuating_[n.value()] = {now_s + kEvacuateRetryS, state_.epoch()};
 }
 
 void Engine::StepMigrations(int64_t now_s) {

@@ -348,6 +348,7 @@ class Engine {
   //   required level, which it keeps as relaxed so far; the defragmentation trigger); the nodes
   //   it resumes on (Job::resume_nodes); the ends of its no-borrow and no-grow periods after a
   //   queue's Reclaim. And the queues' cooldowns and decayed usage (QueueBook::Inherit).
+  // - The evacuations going on (Evacuate), with their next plans' times.
   void Inherit(const Engine& old, bool jobs);
   // What this engine knows of jobs and queues beyond its inputs (CarriedJob, CarriedQueue): of
   // the jobs `jobs` names that it knows (every job it knows when null, ended ones too), and of
@@ -517,9 +518,17 @@ class Engine {
   StatusOr<int64_t> Defrag(const DefragOptions& options, int64_t now_s);
   // A drain by migration: cordons `node` (no new work) and plans moves of every task on it to other
   // nodes (DefragAction with DefragOptions::evacuate), started as Defrag's are — also while an
-  // earlier plan runs. Returns the moves kept: 0 when the node is empty or its tasks cannot all
-  // move (pinned: Standby, borrowed, locked, or no room); the node stays cordoned either way.
+  // earlier plan runs. Returns the moves kept now: 0 when the node is empty or none of its tasks
+  // can move now (Standby, borrowed, locked, moved already by a defragmentation under way, or no
+  // room). The node stays cordoned either way, and the evacuation goes on until it holds no task:
+  // the cycle's `moves` action plans again for the tasks still there — not moving, their moves
+  // given up or cancelled, or no room before — at most every kEvacuateRetryS seconds and only when
+  // the cluster changed since the last plan (ContinueEvacuations). It ends when the node is empty
+  // (it stays cordoned), or when it is uncordoned, cordoned again, drained, failed or restored.
   int64_t Evacuate(NodeId node, int64_t now_s);
+  static constexpr int64_t kEvacuateRetryS = 60;
+  // Whether an evacuation of `node` goes on (it still holds tasks; see Evacuate).
+  bool Evacuating(NodeId node) const;
   // A move's new instance runs (`ready`) or failed (acknowledged mode); takes effect at the next
   // cycle. False when `task` has no starting move.
   bool AcknowledgeMove(TaskId task, bool ready);
@@ -986,6 +995,18 @@ class Engine {
   void FollowWindows(int64_t now_s);
   std::map<uint32_t, std::vector<StandbyWindowSpec>> windows_;  // by driver job id
   void StepMigrations(int64_t now_s);
+  // Evacuations going on (Evacuate), by node id: when the next plan may be made for the tasks
+  // still there, and the cluster's epoch after the last one (no plan again while it is the same).
+  struct Evacuation {
+    int64_t retry_at = 0;
+    uint64_t epoch = 0;
+  };
+  std::map<uint32_t, Evacuation> evacuating_;
+  // Plans moves of the due evacuations' remaining tasks (one plan for them all) and ends those of
+  // empty nodes; the cycle's `moves` action.
+  void ContinueEvacuations(int64_t now_s);
+  // The tasks no plan may move now: Locked() and those with a move waiting or starting.
+  std::vector<char> LockedOrMoving() const;
   // Logs an event of local li (and shows it to the observer).
   void Log(EngineEvent::Kind kind, int64_t t, size_t li, int32_t replicas, uint32_t for_job = UINT32_MAX,
            int64_t at = 0, std::string detail = {}, bool never = false, bool requeued = false);

@@ -1269,13 +1269,17 @@ TEST(Engine, AMoveOntoANodeDrainedOrEvacuatedWhileItStartsIsGivenUpAndItsReplica
     else (void)m->Evacuate(NodeId(1), 20);   // b moves away (n2); a's move onto n1 is given up
     (void)m->AcknowledgeMove(a, true);       // its new instance's "running", already on its way
     for (const auto& mv : m->StartingMoves()) {
-      if (mv.task != a) EXPECT_TRUE(m->AcknowledgeMove(mv.task, true));  // b's, when evacuated
+      if (mv.task != a) {
+        EXPECT_TRUE(m->AcknowledgeMove(mv.task, true));  // b's, when evacuated
+      }
     }
     std::vector<EngineEvent::Kind> kinds;
     for (const EngineEvent& e : StepAndTake(*m, 21)) {
       if (e.job == 1) kinds.push_back(e.kind);
     }
-    if (drain) EXPECT_EQ(kinds, std::vector<EngineEvent::Kind>{EngineEvent::Kind::kMoveAborted});
+    if (drain) {
+      EXPECT_EQ(kinds, std::vector<EngineEvent::Kind>{EngineEvent::Kind::kMoveAborted});
+    }
     ExpectConsistent(*m);
     EXPECT_TRUE(m->StartingMoves().empty());
     EXPECT_TRUE(m->state().node(NodeId(1)).tasks.empty());
@@ -1334,6 +1338,104 @@ TEST(Engine, EvacuatingANodeMovesItsTasksMakeBeforeBreakAndKeepsItCordoned) {
   EXPECT_NE(m->state().task(m->state().job(*m->JobOf(4)).tasks[0]).node, NodeId(0));
   StepAndTake(*m, 100);
   EXPECT_TRUE(m->state().node(NodeId(0)).tasks.empty());
+}
+
+// The kinds of `events` that are moves' (started, completed, given up, cancelled).
+std::vector<EngineEvent::Kind> MoveKinds(const std::vector<EngineEvent>& events) {
+  std::vector<EngineEvent::Kind> kinds;
+  for (const EngineEvent& e : events) {
+    if (e.kind == EngineEvent::Kind::kMoveStarted || e.kind == EngineEvent::Kind::kMoved ||
+        e.kind == EngineEvent::Kind::kMoveAborted || e.kind == EngineEvent::Kind::kMoveCancelled) {
+      kinds.push_back(e.kind);
+    }
+  }
+  return kinds;
+}
+
+// An evacuation goes on until its node is empty: a task with no room elsewhere when the node was
+// evacuated moves once room appears — at the first cycle a minute (Engine::kEvacuateRetryS) after
+// the last plan, the cluster having changed since — and then the evacuation ends, the node still
+// cordoned. While nothing changes, no plan is made and the driver is not woken for one.
+TEST(Engine, AnEvacuationMovesATaskThatHadNoRoomOnceRoomAppearsAMinuteAfterItsLastPlan) {
+  auto m = LiveEngine(2, 30);  // two 8-GPU nodes
+  ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
+  ASSERT_TRUE(m->Adopt(Job(2, 1, 8, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3, 4, 5, 6, 7})}}, 0));
+  EXPECT_EQ(m->Evacuate(NodeId(0), 10), 0);  // n1 is full
+  EXPECT_TRUE(m->Evacuating(NodeId(0)));
+  EXPECT_TRUE(MoveKinds(StepAndTake(*m, 80)).empty());  // nothing changed: no plan
+  EXPECT_EQ(m->NextDue(), std::nullopt);
+  m->Finish(2, 100);  // n1 is free now
+  EXPECT_EQ(m->NextDue(), std::optional<int64_t>(70));  // due since 70 (the cluster changed)
+  const TaskId a = m->state().job(*m->JobOf(1)).tasks[0];
+  EXPECT_EQ(MoveKinds(StepAndTake(*m, 100)), std::vector<EngineEvent::Kind>{EngineEvent::Kind::kMoveStarted});
+  ASSERT_EQ(m->StartingMoves().size(), 1u);
+  EXPECT_EQ(m->StartingMoves()[0].task, a);
+  EXPECT_EQ(m->StartingMoves()[0].to, NodeId(1));
+  ASSERT_TRUE(m->AcknowledgeMove(a, true));
+  EXPECT_EQ(MoveKinds(StepAndTake(*m, 101)), std::vector<EngineEvent::Kind>{EngineEvent::Kind::kMoved});
+  EXPECT_EQ(m->state().task(a).node, NodeId(1));
+  EXPECT_TRUE(m->state().node(NodeId(0)).tasks.empty());
+  EXPECT_FALSE(m->Evacuating(NodeId(0)));
+  EXPECT_EQ(m->state().node(NodeId(0)).state, NodeState::kCordoned);
+  // Stability: later cycles change nothing.
+  EXPECT_TRUE(StepAndTake(*m, 200).empty());
+  EXPECT_TRUE(StepAndTake(*m, 300).empty());
+  EXPECT_EQ(m->state().task(a).node, NodeId(1));
+}
+
+// An evacuation that found its node's task being moved away by a defragmentation left it to that
+// move; when the move is given up (its new instance failed), the evacuation moves the task itself
+// a minute after its plan. Before, the task stayed on the evacuated node for ever.
+TEST(Engine, AnEvacuationMovesATaskWhoseDefragmentationMoveWasGivenUp) {
+  auto m = LiveEngine(3, 30);
+  ASSERT_NO_FATAL_FAILURE(MoveAOntoN1(*m));
+  const TaskId a = m->state().job(*m->JobOf(1)).tasks[0];
+  EXPECT_EQ(m->Evacuate(NodeId(0), 11), 0);  // a is being moved already
+  m->TakeEvents();
+  ASSERT_TRUE(m->AcknowledgeMove(a, false));
+  EXPECT_EQ(MoveKinds(StepAndTake(*m, 12)), std::vector<EngineEvent::Kind>{EngineEvent::Kind::kMoveAborted});
+  EXPECT_EQ(m->state().task(a).node, NodeId(0));
+  EXPECT_TRUE(MoveKinds(StepAndTake(*m, 70)).empty());  // a minute after the evacuation's plan: 71
+  EXPECT_EQ(MoveKinds(StepAndTake(*m, 71)), std::vector<EngineEvent::Kind>{EngineEvent::Kind::kMoveStarted});
+  ASSERT_EQ(m->StartingMoves().size(), 1u);
+  EXPECT_NE(m->StartingMoves()[0].to, NodeId(0));
+  ASSERT_TRUE(m->AcknowledgeMove(a, true));
+  StepAndTake(*m, 72);
+  EXPECT_NE(m->state().task(a).node, NodeId(0));
+  EXPECT_TRUE(m->state().node(NodeId(0)).tasks.empty());
+  EXPECT_FALSE(m->Evacuating(NodeId(0)));
+  EXPECT_EQ(m->Running(1), 1);
+  EXPECT_EQ(m->state().reserved_gpu_milli(), 0);
+  EXPECT_TRUE(StepAndTake(*m, 200).empty());
+}
+
+// An admin's later word on the node ends its evacuation: uncordoned, cordoned, restored (ready
+// again, its task staying), drained or failed (its task stopped), no move is planned for it when
+// room appears.
+TEST(Engine, UncordoningCordoningRestoringDrainingOrFailingANodeEndsItsEvacuation) {
+  for (const char* what : {"uncordon", "cordon", "restore", "drain", "fail"}) {
+    SCOPED_TRACE(what);
+    auto m = LiveEngine(2, 30);
+    ASSERT_TRUE(m->Adopt(Job(1, 1, 4, 100), {{0, NodeId(0), testing::Idx({0, 1, 2, 3})}}, 0));
+    ASSERT_TRUE(m->Adopt(Job(2, 1, 8, 100), {{0, NodeId(1), testing::Idx({0, 1, 2, 3, 4, 5, 6, 7})}}, 0));
+    EXPECT_EQ(m->Evacuate(NodeId(0), 10), 0);
+    ASSERT_TRUE(m->Evacuating(NodeId(0)));
+    const std::string w = what;
+    if (w == "uncordon") m->SetCordoned(NodeId(0), false);
+    if (w == "cordon") m->SetCordoned(NodeId(0), true);
+    if (w == "restore") m->RestoreNode(NodeId(0));
+    if (w == "drain") m->DrainNode(NodeId(0), 20);
+    if (w == "fail") m->FailNode(NodeId(0), 20);
+    EXPECT_FALSE(m->Evacuating(NodeId(0)));
+    m->Finish(2, 30);
+    EXPECT_TRUE(MoveKinds(StepAndTake(*m, 100)).empty());
+    EXPECT_TRUE(m->StartingMoves().empty());
+    const bool stays = w != "drain" && w != "fail";
+    EXPECT_EQ(m->Running(1), stays ? 1 : 0);
+    if (stays) {
+      EXPECT_EQ(m->state().task(m->state().job(*m->JobOf(1)).tasks[0]).node, NodeId(0));
+    }
+  }
 }
 
 TEST(DefragCounters, SummedOverEnginesCountsAddAndTheLongestPlanIsKept) {

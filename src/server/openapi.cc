@@ -117,7 +117,7 @@ std::string_view OpenApiDocument() {
     "/v1/nodes": {
       "post": {"summary": "Register nodes (agent)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "properties": {"nodes": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}}}}}},
         "responses": {"200": {"description": "registered"}, "400": {"description": "invalid node"}, "403": {"description": "a node of another agent"}}},
-      "get": {"summary": "All nodes (admin)", "responses": {"200": {"description": "nodes"}}}
+      "get": {"summary": "All nodes (admin)", "responses": {"200": {"description": "nodes, each with its state: ready, cordoned, evacuating (until it holds no task), drained or failed"}}}
     },
     "/v1/nodes/heartbeat": {
       "post": {"summary": "Heartbeat of the agent's nodes (agent)", "requestBody": {"content": {"application/json": {"schema": {"type": "object", "properties": {"nodes": {"type": "array", "items": {"type": "string"}}}}}}},

@@ -252,6 +252,7 @@ struct Service::Impl {
   uint64_t next_id = 1;
   std::map<std::string, NodeRec> nodes;
   std::vector<std::string> node_names;  // by engine NodeId
+  std::set<std::string> evacuating;     // nodes in state "evacuating" (EndEvacuations)
   // What the engine knows of the live jobs and the queues beyond its inputs (Engine::Carried),
   // stored as it changes (StoreCarry: carry/<job>, meta/queue_carry) so that a reopened service
   // goes on from it (Readmit: Engine::RestoreCarried). Read at recovery until Readmit restores it.
@@ -958,6 +959,9 @@ struct Service::Impl {
   void EndReservations(Pass& p);
   void AdmitParked(Pass& p);
   void DefragIfDue(Pass& p);
+  // Nodes whose evacuation the engine ended (Engine::Evacuating: they hold no task) are
+  // "cordoned" now.
+  void EndEvacuations(Pass& p);
   void ReconcileTouched(Pass& p);
   void RetireEnded(Pass& p);
   // The carried state of the live jobs the engine logged as changed (Engine::TakeCarryLog) and,
@@ -1019,8 +1023,8 @@ Status Service::Impl::RecoverNodes(int64_t now_ms) {
     }
     const std::string state = node_state.count(r.view.name) ? node_state[r.view.name] : "ready";
     r.view.state = state;
-    // A failed node takes no adopted work; cordoned and drained ones are applied after the
-    // running jobs are adopted (work there keeps running).
+    // A failed node takes no adopted work; cordoned, drained and evacuating ones are applied
+    // after the running jobs are adopted (work there keeps running, or moves).
     if (state == "failed") s.engine->FailNode(r.id, now_s);
     s.agents[r.view.agent];
     s.nodes.emplace(r.view.name, std::move(r));
@@ -1313,6 +1317,10 @@ Status Service::Impl::Readmit(int64_t now_ms, StoreBatch& batch, std::vector<std
   for (auto& [name, n] : s.nodes) {
     if (n.view.state == "cordoned") s.engine->SetCordoned(n.id, true);
     if (n.view.state == "drained") s.engine->DrainNode(n.id, now_s);
+    if (n.view.state == "evacuating") {  // it goes on (its moves under way were rolled back)
+      s.engine->Evacuate(n.id, now_s);
+      s.evacuating.insert(name);
+    }
   }
   return ReadmitWaiting(std::move(waiting), now_ms, batch);
 }
@@ -2159,15 +2167,17 @@ void Service::Impl::ApplyNodeAction(Input& in, Pass& p) {
   bool& nodes_added = p.nodes_added;
   Impl::NodeRec& n = s.nodes.at(in.node);
   const std::string& a = in.action;
-  if (a == "cordon" && n.view.state == "ready") {
+  // An evacuation goes on until the node is empty (Engine::Evacuate), or the admin's next word.
+  if (a == "cordon" && (n.view.state == "ready" || n.view.state == "evacuating")) {
     s.engine->SetCordoned(n.id, true);
     n.view.state = "cordoned";
-  } else if (a == "uncordon" && n.view.state == "cordoned") {
+  } else if (a == "uncordon" && (n.view.state == "cordoned" || n.view.state == "evacuating")) {
     s.engine->SetCordoned(n.id, false);
     n.view.state = "ready";
-  } else if (a == "evacuate" && (n.view.state == "ready" || n.view.state == "cordoned")) {
+  } else if (a == "evacuate" && (n.view.state == "ready" || n.view.state == "cordoned" || n.view.state == "evacuating")) {
     s.engine->Evacuate(n.id, now_s);  // its tasks migrate, make-before-break
-    n.view.state = "cordoned";
+    n.view.state = "evacuating";      // "cordoned" once it is empty (EndEvacuations)
+    s.evacuating.insert(in.node);
   } else if (a == "drain" && n.view.state != "failed") {
     s.engine->DrainNode(n.id, now_s);
     n.view.state = "drained";
@@ -2468,6 +2478,21 @@ void Service::Impl::DefragIfDue(Pass& p) {
   (void)engine->Defrag(DefragOptions{}, p.now_s);  // the default options are valid
 }
 
+void Service::Impl::EndEvacuations(Pass& p) {
+  for (auto it = evacuating.begin(); it != evacuating.end();) {
+    NodeRec& n = nodes.at(*it);
+    if (n.view.state == "evacuating" && engine->Evacuating(n.id)) {
+      ++it;
+      continue;
+    }
+    if (n.view.state == "evacuating") {
+      n.view.state = "cordoned";
+      p.batch.Put("nodestate/" + *it, n.view.state);
+    }
+    it = evacuating.erase(it);
+  }
+}
+
 void Service::Impl::ReconcileTouched(Pass& p) {
   // Placements that changed without an event (moves, Standby), and the moves under way.
   for (uint32_t id : engine->TakeTouched()) p.touched.insert(id);
@@ -2620,6 +2645,7 @@ void Service::RunOnce() {
     // The inputs' events (node failures, cancels, ...) first, then the cycle's.
     s.HandleEvents(s.engine->TakeEvents(), pass);
     s.HandleEvents(s.engine->RunCycle(pass.now_s), pass);
+    s.EndEvacuations(pass);
     s.NoticeEvictions(pass);
     s.ReconcileTouched(pass);
     s.RetireEnded(pass);
@@ -2689,6 +2715,12 @@ Status Service::CheckInvariants() const {
   std::lock_guard lk(s.mu);
   const ClusterState& st = s.engine->state();
   ESTUARY_RETURN_IF_ERROR(st.CheckInvariants());
+  // The engine evacuates only nodes shown as evacuating.
+  for (const auto& [name, n] : s.nodes) {
+    if (n.id.valid() && s.engine->Evacuating(n.id) && (n.view.state != "evacuating" || s.evacuating.count(name) == 0)) {
+      return Internal("node '" + name + "' is " + n.view.state + " but the engine evacuates it");
+    }
+  }
   // A drained or failed node holds no task (its tasks stopped; it takes none until restored).
   for (const auto& [name, n] : s.nodes) {
     if (!n.id.valid() || (n.view.state != "drained" && n.view.state != "failed")) continue;
@@ -2782,16 +2814,13 @@ std::string Service::MetricsText() const {
   line("estuary_gpus", "gauge", "GPUs of registered nodes.", total / kMilliPerGpu);
   line("estuary_gpu_allocation_ratio", "gauge", "Allocated GPU share of all GPUs (0..1).",
        total > 0 ? static_cast<double>(st.allocated_gpu_milli()) / total : 0);
-  int64_t ready = 0, failed = 0, cordoned = 0;
-  for (const auto& [name, n] : s.nodes) {
-    ready += n.view.state == "ready";
-    failed += n.view.state == "failed";
-    cordoned += n.view.state == "cordoned";
-  }
+  std::map<std::string, int64_t> by_state = {{"ready", 0}, {"cordoned", 0}, {"evacuating", 0}, {"drained", 0}, {"failed", 0}};
+  for (const auto& [name, n] : s.nodes) ++by_state[n.view.state];
   out += "# HELP estuary_nodes Nodes by state.\n# TYPE estuary_nodes gauge\n";
-  std::snprintf(buf, sizeof buf, "estuary_nodes{state=\"ready\"} %" PRId64 "\nestuary_nodes{state=\"cordoned\"} %" PRId64
-                "\nestuary_nodes{state=\"failed\"} %" PRId64 "\n", ready, cordoned, failed);
-  out += buf;
+  for (const char* state : {"ready", "cordoned", "evacuating", "drained", "failed"}) {
+    std::snprintf(buf, sizeof buf, "estuary_nodes{state=\"%s\"} %" PRId64 "\n", state, by_state[state]);
+    out += buf;
+  }
   line("estuary_jobs_submitted_total", "counter", "Jobs accepted (201).", static_cast<double>(s.submitted_total));
   line("estuary_decisions_total", "counter", "Orders sent to agents (every kind).",
        static_cast<double>(s.orders_start_total + s.orders_stop_total + s.orders_evict_total + s.orders_standby_total +

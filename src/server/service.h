@@ -31,7 +31,8 @@
 //   task/<id, 16 digits>/<replica, 5> {node, gpus, state: starting | running | stopping, standby,
 //                                      borrowed, mig_node + mig_gpus (a move's new instance),
 //                                      retiring (a moved replica's old instance, told to stop)}
-//   node/<name>                       {agent, spec, domains, state: ready | cordoned | failed}
+//   node/<name>                       {agent, spec, domains}
+//   nodestate/<name>                  ready | cordoned | evacuating | drained | failed
 //   standby/<window id, 16 digits>    {job, tenant, from_ms, to_ms, replicas}
 // Recovery (Open): nodes are re-added (failed ones down); every job not ended is re-admitted —
 // with its stored task records as its placement when they still fit (Adopt: nothing moves, no
@@ -155,7 +156,7 @@ struct NodeView {
   int32_t gpus = 0;
   int64_t cpu_milli = 0, memory_mib = 0;
   std::vector<std::pair<std::string, std::vector<std::string>>> domains;
-  std::string state;          // ready | cordoned | failed
+  std::string state;          // ready | cordoned | evacuating | drained | failed
   int64_t gpu_milli_used = 0; // bound by the engine
   int64_t last_heartbeat_ms = 0;
 };
@@ -281,8 +282,10 @@ class Service {
   // An admin's action on a node, applied by the loop and stored before this returns:
   //   cordon    no new work (running work stays)      uncordon  ready again
   //   drain     cordon, and every task on it stops (its jobs start again elsewhere)
-  //   evacuate  cordon, and its tasks migrate elsewhere, make-before-break (as Defrag's moves);
-  //             a task that cannot move stays (drain it then)
+  //   evacuate  cordon, and its tasks migrate elsewhere, make-before-break (as Defrag's moves):
+  //             "evacuating" until it holds no task (a task that cannot move now is planned for
+  //             again once a minute while the cluster changes: Engine::Evacuate), then "cordoned"
+  //             (the next cordon, uncordon, drain, fail or restore ends the evacuation)
   //   fail      down: every task on it stops (as when its heartbeats stop)
   //   restore   a failed or drained node is ready again
   // NotFound for an unknown node, InvalidArgument for an unknown action, Unavailable when the

@@ -130,6 +130,13 @@ class ServiceTest : public ::testing::Test {
     EXPECT_TRUE(v.ok());
     return v.ok() ? *v : JobView{};
   }
+  // The state GET /v1/nodes shows for node `name` (empty for an unknown node).
+  std::string NodeState(const std::string& name) {
+    for (const NodeView& n : service_->ListNodes()) {
+      if (n.name == name) return n.state;
+    }
+    return {};
+  }
   // Runs `f` (an API call that waits for the loop) on another thread while this one runs passes.
   template <typename F>
   auto ViaLoop(F f) {
@@ -1514,6 +1521,7 @@ TEST_F(ServiceTest, EvacuatingANodeMigratesItsReplicasAwayWhileTheyRunAndKeepsIt
   ASSERT_FALSE(where.empty()) << "best fit puts both on one node";
   EXPECT_EQ(service_->NodeAction(kAdmin, where, "vacate").code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, where, "evacuate"); }).ok());
+  EXPECT_EQ(NodeState(where), "evacuating");
   const std::vector<Order> mig = Orders(kAgentA);
   ASSERT_EQ(Ops(mig), (std::vector<Order::Op>{Order::Op::kMigrate, Order::Op::kMigrate}));
   std::vector<TaskReport> running;
@@ -1548,6 +1556,76 @@ TEST_F(ServiceTest, EvacuatingANodeMigratesItsReplicasAwayWhileTheyRunAndKeepsIt
   const std::vector<Order> start = Orders(kAgentA);
   ASSERT_EQ(Ops(start), std::vector<Order::Op>{Order::Op::kStart});
   EXPECT_EQ(start[0].node, where);
+}
+
+// An evacuation goes on until its node is empty, across a restart of the service: a replica with
+// no room elsewhere when its node was evacuated stays (the node "evacuating"), and once room
+// appears it migrates, a minute after the evacuation's last plan — the node "cordoned" then.
+TEST_F(ServiceTest, AnEvacuatingNodeWhoseReplicaHadNoRoomGoesOnEvacuatingAcrossARestartUntilItMoves) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  const uint64_t a = RunJob(kAlice, Job("a", 1, 4));
+  const uint64_t b = RunJob(kAlice, Job("b", 1, 8));
+  const std::string where = Get(a).where.at(0).node, other = Get(b).where.at(0).node;
+  ASSERT_NE(where, other);
+  ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, where, "evacuate"); }).ok());
+  EXPECT_TRUE(Orders(kAgentA).empty());  // the other node is full
+  EXPECT_EQ(NodeState(where), "evacuating");
+  Reopen();
+  after_.clear();
+  epoch_.clear();
+  EXPECT_EQ(NodeState(where), "evacuating");
+  Pass();
+  (void)Orders(kAgentA);  // the recovery's orders again (already carried out)
+  ReportAll(kAgentA, {StartOf(b)}, TaskReport::State::kSucceeded);
+  Pass();
+  EXPECT_EQ(Get(b).phase, JobPhase::kSucceeded);
+  EXPECT_TRUE(Orders(kAgentA).empty());  // a minute after the evacuation's plan at the recovery
+  clock_.ms += 60'000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  const std::vector<Order> mig = Orders(kAgentA);
+  ASSERT_EQ(Ops(mig), std::vector<Order::Op>{Order::Op::kMigrate});
+  EXPECT_EQ(mig[0].from, where);
+  EXPECT_EQ(mig[0].node, other);
+  ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kRunning, other, mig[0].instance}}, false).ok());
+  Pass();
+  const std::vector<Order> stop = Orders(kAgentA);
+  ASSERT_EQ(Ops(stop), std::vector<Order::Op>{Order::Op::kStop});
+  EXPECT_EQ(stop[0].node, where);
+  ReportAll(kAgentA, stop, TaskReport::State::kRunning);
+  Pass();
+  EXPECT_EQ(NodeState(where), "cordoned");
+  EXPECT_EQ(Get(a).phase, JobPhase::kRunning);
+  EXPECT_EQ(Get(a).restarts, 0);
+  EXPECT_EQ(Get(a).where.at(0).node, other);
+  // Stable; and cordoned across a restart too.
+  clock_.ms += 120'000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  Reopen();
+  EXPECT_EQ(NodeState(where), "cordoned");
+}
+
+// The admin's next word on an evacuating node ends its evacuation: cordoned, it keeps its replica
+// when room appears later.
+TEST_F(ServiceTest, CordoningAnEvacuatingNodeEndsItsEvacuation) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  const uint64_t a = RunJob(kAlice, Job("a", 1, 4));
+  const uint64_t b = RunJob(kAlice, Job("b", 1, 8));
+  const std::string where = Get(a).where.at(0).node, other = Get(b).where.at(0).node;
+  ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, where, "evacuate"); }).ok());
+  EXPECT_EQ(NodeState(where), "evacuating");
+  ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, where, "cordon"); }).ok());
+  EXPECT_EQ(NodeState(where), "cordoned");
+  ReportAll(kAgentA, {StartOf(b)}, TaskReport::State::kSucceeded);
+  Pass();
+  clock_.ms += 120'000;
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  EXPECT_EQ(Get(a).where.at(0).node, where);
+  EXPECT_EQ(NodeState(where), "cordoned");
 }
 
 TEST_F(ServiceTest, AnEndedJobIsListedForItsRetentionThenForgottenHereAndInTheStore) {
