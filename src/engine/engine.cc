@@ -3587,7 +3587,7 @@ std::vector<Engine::StartingMove> Engine::StartingMoves() const {
   std::vector<StartingMove> v;
   const std::vector<MigrationExecutor::Move>& moves = migrations_.moves();
   for (size_t i = migrations_.first_open(); i < moves.size(); ++i) {
-    if (moves[i].state == MoveState::kStarting) v.push_back({moves[i].plan.task, moves[i].plan.to, moves[i].gpus});
+    if (moves[i].state == MoveState::kStarting) v.push_back({moves[i].plan.task, moves[i].plan.to, moves[i].gpus, i});
   }
   return v;
 }

@@ -537,6 +537,10 @@ class Engine {
     TaskId task;
     NodeId to;
     GpuIndices gpus;
+    // Which move it is: never the same for two moves of one engine (the executor's index), so a
+    // driver tells a new move of a task from the one it knew (given up and planned anew in one
+    // cycle, maybe onto the same node and GPUs).
+    size_t move = 0;
   };
   std::vector<StartingMove> StartingMoves() const;
   // Driver ids of the jobs whose placement changed without an EngineEvent since the last call:

@@ -1390,6 +1390,7 @@ TEST(Engine, AnEvacuationMovesATaskWhoseDefragmentationMoveWasGivenUp) {
   auto m = LiveEngine(3, 30);
   ASSERT_NO_FATAL_FAILURE(MoveAOntoN1(*m));
   const TaskId a = m->state().job(*m->JobOf(1)).tasks[0];
+  const size_t first_move = m->StartingMoves().at(0).move;
   EXPECT_EQ(m->Evacuate(NodeId(0), 11), 0);  // a is being moved already
   m->TakeEvents();
   ASSERT_TRUE(m->AcknowledgeMove(a, false));
@@ -1399,6 +1400,7 @@ TEST(Engine, AnEvacuationMovesATaskWhoseDefragmentationMoveWasGivenUp) {
   EXPECT_EQ(MoveKinds(StepAndTake(*m, 71)), std::vector<EngineEvent::Kind>{EngineEvent::Kind::kMoveStarted});
   ASSERT_EQ(m->StartingMoves().size(), 1u);
   EXPECT_NE(m->StartingMoves()[0].to, NodeId(0));
+  EXPECT_NE(m->StartingMoves()[0].move, first_move);  // another move, whatever its target
   ASSERT_TRUE(m->AcknowledgeMove(a, true));
   StepAndTake(*m, 72);
   EXPECT_NE(m->state().task(a).node, NodeId(0));

@@ -141,6 +141,7 @@ struct Service::Impl {
     // ... and what its agent said of it: 0 nothing yet, 1 running, -1 it failed or stopped (not
     // stored: a restart rolls a move under way back).
     int8_t mig_report = 0;
+    size_t mig_move = SIZE_MAX;  // the engine's move (StartingMove::move; not stored either)
     // Its instance is a move's new instance, taken for the replica's when the engine placed it
     // again on the move's target (its old node failed), and not reported running since: its
     // failure starts the replica anew there — a failed move, as when reported before — not a
@@ -655,7 +656,9 @@ struct Service::Impl {
       // The engine may also have given the move up and placed the replica again on the move's
       // target GPUs in the same cycle (its old node failed, say): the new instance is the
       // replica's then too — starting until its agent says it runs — unless it already failed.
-      if (mv == moving.end() && !t.mig_node.empty()) {
+      // A move the engine started in place of the one ordered (given up and planned anew in one
+      // cycle — an evacuation's, say — maybe onto the same node) means that one ended too.
+      if (!t.mig_node.empty() && (mv == moving.end() || mv->second.move != t.mig_move)) {
         if (told && is_bound && node == t.mig_node && gpus == t.mig_gpus && t.mig_report >= 0) {
           AddOrder(out, Order::Op::kStop, id, i, t);
           t.retiring = t.node;
@@ -678,6 +681,7 @@ struct Service::Impl {
         t.mig_gpus.clear();
         t.mig_instance = 0;
         t.mig_report = 0;
+        t.mig_move = SIZE_MAX;
         if (t.stored()) batch.Put(TaskKey(id, i), TaskJson(t));
       }
       if (told && (!is_bound || t.node != node || t.gpus != gpus)) {
@@ -721,6 +725,7 @@ struct Service::Impl {
         t.mig_report = 0;
         t.mig_gpus.assign(mv->second.gpus.begin(), mv->second.gpus.end());
         t.mig_instance = NewInstance();
+        t.mig_move = mv->second.move;
         AddOrderAt(out, Order::Op::kMigrate, id, i, t.mig_node, t.mig_gpus, t.mig_instance);
         out.back().second.from = t.node;
         batch.Put(TaskKey(id, i), TaskJson(t));
@@ -2755,9 +2760,10 @@ Status Service::CheckInvariants() const {
         if (m != moves.end()) {
           for (size_t k = 0; k < m->second->gpus.size; ++k) gpus.push_back(m->second->gpus.idx[k]);
         }
-        if (m == moves.end() || s.node_names[m->second->to.value()] != t.mig_node || gpus != t.mig_gpus) {
+        if (m == moves.end() || s.node_names[m->second->to.value()] != t.mig_node || gpus != t.mig_gpus ||
+            m->second->move != t.mig_move) {
           return Internal("task " + TaskName(id, i) + " has a move's new instance on '" + t.mig_node +
-                          "' but the engine moves it there on no such GPUs");
+                          "' but the engine moves it there on no such GPUs, or by another move");
         }
       }
       if (t.state == Impl::TaskState::kNone || t.state == Impl::TaskState::kStopping || t.state == Impl::TaskState::kDone) continue;

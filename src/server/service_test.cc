@@ -1607,6 +1607,41 @@ TEST_F(ServiceTest, AnEvacuatingNodeWhoseReplicaHadNoRoomGoesOnEvacuatingAcrossA
   EXPECT_EQ(NodeState(where), "cordoned");
 }
 
+// An evacuation's move whose new instance failed is given up and, the evacuation going on, planned
+// anew in the same cycle — onto the same node and GPUs: the service orders the new move with a
+// new instance (and stops the failed one). Before, it took the new move for the one it had
+// ordered, ordered nothing, and the replica stayed. Found by the liveness runs (seed 174).
+TEST_F(ServiceTest, AnEvacuationsMoveGivenUpAndPlannedAnewOntoTheSameGpusIsOrderedAnew) {
+  ASSERT_TRUE(service_->RegisterNodes(kAgentA, {Node("a0"), Node("a1")}).ok());
+  const uint64_t a = RunJob(kAlice, Job("a", 1, 4));
+  const std::string where = Get(a).where.at(0).node;
+  ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, where, "evacuate"); }).ok());
+  const std::vector<Order> first = Orders(kAgentA);
+  ASSERT_EQ(Ops(first), std::vector<Order::Op>{Order::Op::kMigrate});
+  clock_.ms += 60'000;  // the evacuation may plan again from now on
+  ASSERT_TRUE(service_->Heartbeat(kAgentA, {}).ok());
+  Pass();
+  EXPECT_TRUE(Orders(kAgentA).empty());
+  ASSERT_TRUE(service_->Report(kAgentA, {{first[0].task, TaskReport::State::kFailed, first[0].node, first[0].instance}}, false).ok());
+  Pass();
+  const std::vector<Order> again = Orders(kAgentA);
+  ASSERT_EQ(Ops(again), (std::vector<Order::Op>{Order::Op::kStop, Order::Op::kMigrate}));
+  EXPECT_EQ(again[0].instance, first[0].instance);
+  EXPECT_EQ(again[1].node, first[0].node);
+  EXPECT_EQ(again[1].gpus, first[0].gpus);  // the same GPUs: only the instance tells the moves apart
+  EXPECT_NE(again[1].instance, first[0].instance);
+  ASSERT_TRUE(service_->Report(kAgentA, {{again[1].task, TaskReport::State::kRunning, again[1].node, again[1].instance}}, false).ok());
+  Pass();
+  const std::vector<Order> stop = Orders(kAgentA);
+  ASSERT_EQ(Ops(stop), std::vector<Order::Op>{Order::Op::kStop});
+  EXPECT_EQ(stop[0].node, where);
+  ReportAll(kAgentA, stop, TaskReport::State::kRunning);
+  Pass();
+  EXPECT_EQ(Get(a).where.at(0).node, first[0].node);
+  EXPECT_EQ(Get(a).restarts, 0);
+  EXPECT_EQ(NodeState(where), "cordoned");
+}
+
 // The admin's next word on an evacuating node ends its evacuation: cordoned, it keeps its replica
 // when room appears later.
 TEST_F(ServiceTest, CordoningAnEvacuatingNodeEndsItsEvacuation) {
@@ -2101,8 +2136,13 @@ void ServiceLiveness::RunThenDrain(ServiceOptions o, const LivenessMix& mix) {
       const bool is_down = down.count(n) > 0;
       static constexpr const char* kMore[] = {"evacuate", "fail", "drain", "cordon"};
       const char* what = is_down ? "restore" : mix.more ? kMore[rng.Uniform(4)] : rng.Uniform(2) == 0 ? "evacuate" : "fail";
+      // With `more`, a node taken out but not failed is now and then cordoned or evacuated again
+      // instead (an evacuation under way ends, or starts anew): it stays out until restored.
+      const bool again = is_down && mix.more && dead.count(n) == 0 && rng.Uniform(3) == 0;
+      if (again) what = rng.Uniform(2) == 0 ? "cordon" : "evacuate";
       ASSERT_TRUE(ViaLoop([&] { return service_->NodeAction(kAdmin, n, what); }).ok());
-      if (is_down) {
+      if (again) {
+      } else if (is_down) {
         down.erase(n);
         dead.erase(n);
       } else if (std::string(what) == "fail") {
