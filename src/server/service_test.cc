@@ -130,6 +130,18 @@ class ServiceTest : public ::testing::Test {
     EXPECT_TRUE(v.ok());
     return v.ok() ? *v : JobView{};
   }
+  // Agent A reports the new instance of `migrate` (a kMigrate order) running: the move completes,
+  // and the old instance, told to stop on `from`, reports it stopped.
+  void CompleteMove(const Order& migrate, const std::string& from) {
+    ASSERT_TRUE(service_->Report(kAgentA, {{migrate.task, TaskReport::State::kRunning, migrate.node, migrate.instance}}, false).ok());
+    Pass();
+    const std::vector<Order> stop = Orders(kAgentA);
+    ASSERT_EQ(stop.size(), 1u);
+    EXPECT_EQ(stop[0].op, Order::Op::kStop);
+    EXPECT_EQ(stop[0].node, from);
+    ReportAll(kAgentA, stop, TaskReport::State::kRunning);
+    Pass();
+  }
   // The state GET /v1/nodes shows for node `name` (empty for an unknown node).
   std::string NodeState(const std::string& name) {
     for (const NodeView& n : service_->ListNodes()) {
@@ -1587,13 +1599,7 @@ TEST_F(ServiceTest, AnEvacuatingNodeWhoseReplicaHadNoRoomGoesOnEvacuatingAcrossA
   ASSERT_EQ(Ops(mig), std::vector<Order::Op>{Order::Op::kMigrate});
   EXPECT_EQ(mig[0].from, where);
   EXPECT_EQ(mig[0].node, other);
-  ASSERT_TRUE(service_->Report(kAgentA, {{mig[0].task, TaskReport::State::kRunning, other, mig[0].instance}}, false).ok());
-  Pass();
-  const std::vector<Order> stop = Orders(kAgentA);
-  ASSERT_EQ(Ops(stop), std::vector<Order::Op>{Order::Op::kStop});
-  EXPECT_EQ(stop[0].node, where);
-  ReportAll(kAgentA, stop, TaskReport::State::kRunning);
-  Pass();
+  ASSERT_NO_FATAL_FAILURE(CompleteMove(mig[0], where));
   EXPECT_EQ(NodeState(where), "cordoned");
   EXPECT_EQ(Get(a).phase, JobPhase::kRunning);
   EXPECT_EQ(Get(a).restarts, 0);
@@ -1630,13 +1636,7 @@ TEST_F(ServiceTest, AnEvacuationsMoveGivenUpAndPlannedAnewOntoTheSameGpusIsOrder
   EXPECT_EQ(again[1].node, first[0].node);
   EXPECT_EQ(again[1].gpus, first[0].gpus);  // the same GPUs: only the instance tells the moves apart
   EXPECT_NE(again[1].instance, first[0].instance);
-  ASSERT_TRUE(service_->Report(kAgentA, {{again[1].task, TaskReport::State::kRunning, again[1].node, again[1].instance}}, false).ok());
-  Pass();
-  const std::vector<Order> stop = Orders(kAgentA);
-  ASSERT_EQ(Ops(stop), std::vector<Order::Op>{Order::Op::kStop});
-  EXPECT_EQ(stop[0].node, where);
-  ReportAll(kAgentA, stop, TaskReport::State::kRunning);
-  Pass();
+  ASSERT_NO_FATAL_FAILURE(CompleteMove(again[1], where));
   EXPECT_EQ(Get(a).where.at(0).node, first[0].node);
   EXPECT_EQ(Get(a).restarts, 0);
   EXPECT_EQ(NodeState(where), "cordoned");
