@@ -3181,15 +3181,19 @@ int64_t Engine::Evacuate(NodeId node, int64_t now_s) {
   migrations_.NodeTaken(node);  // cordoned until restored, whatever a defragmentation under way does
   migrations_.GiveUpMovesOnto(node);  // emptied: no move lands there either
   if (state_.node(node).state == NodeState::kReady) state_.SetNodeState(node, NodeState::kCordoned);
-  DefragOptions o;
-  o.evacuate = {node};
   // A task a defragmentation under way moves already is not moved a second time.
-  const DefragPlan plan = DefragAction::Plan(state_, LockedOrMoving(), o);
-  const int64_t kept = migrations_.Submit(state_, plan);
-  StepMigrations(now_s);
+  const int64_t kept = PlanEvacuation({node}, LockedOrMoving(), now_s);
   if (state_.node(node).state != NodeState::kDown && !state_.node(node).tasks.empty()) {
     evacuating_[node.value()] = {now_s + kEvacuateRetryS, state_.epoch()};
   }
+  return kept;
+}
+
+int64_t Engine::PlanEvacuation(const std::vector<NodeId>& nodes, const std::vector<char>& locked, int64_t now_s) {
+  DefragOptions o;
+  o.evacuate = nodes;
+  const int64_t kept = migrations_.Submit(state_, DefragAction::Plan(state_, locked, o));
+  StepMigrations(now_s);
   return kept;
 }
 
@@ -3221,13 +3225,7 @@ void Engine::ContinueEvacuations(int64_t now_s) {
     ++it;
   }
   if (due.empty()) return;
-  DefragOptions o;
-  o.evacuate = due;
-  const DefragPlan plan = DefragAction::Plan(state_, locked, o);
-  if (!plan.moves.empty()) {
-    migrations_.Submit(state_, plan);
-    StepMigrations(now_s);
-  }
+  (void)PlanEvacuation(due, locked, now_s);
   for (NodeId n : due) evacuating_[n.value()] = {now_s + kEvacuateRetryS, state_.epoch()};
 }
 

@@ -1009,6 +1009,9 @@ class Engine {
   // Plans moves of the due evacuations' remaining tasks (one plan for them all) and ends those of
   // empty nodes; the cycle's `moves` action.
   void ContinueEvacuations(int64_t now_s);
+  // Plans moves of every task on `nodes` but the `locked` ones (DefragOptions::evacuate) and
+  // hands them to the executor, started as far as its budget allows; returns the moves kept.
+  int64_t PlanEvacuation(const std::vector<NodeId>& nodes, const std::vector<char>& locked, int64_t now_s);
   // The tasks no plan may move now: Locked() and those with a move waiting or starting.
   std::vector<char> LockedOrMoving() const;
   // Logs an event of local li (and shows it to the observer).

@@ -2820,7 +2820,7 @@ std::string Service::MetricsText() const {
   line("estuary_gpus", "gauge", "GPUs of registered nodes.", total / kMilliPerGpu);
   line("estuary_gpu_allocation_ratio", "gauge", "Allocated GPU share of all GPUs (0..1).",
        total > 0 ? static_cast<double>(st.allocated_gpu_milli()) / total : 0);
-  std::map<std::string, int64_t> by_state = {{"ready", 0}, {"cordoned", 0}, {"evacuating", 0}, {"drained", 0}, {"failed", 0}};
+  std::map<std::string, int64_t> by_state;
   for (const auto& [name, n] : s.nodes) ++by_state[n.view.state];
   out += "# HELP estuary_nodes Nodes by state.\n# TYPE estuary_nodes gauge\n";
   for (const char* state : {"ready", "cordoned", "evacuating", "drained", "failed"}) {
